@@ -1,0 +1,213 @@
+"""A real single-node Apache Kafka broker (KRaft) assembled from Maven Central jars.
+
+The jars are resolved once per machine with Maven into a versioned cache directory and reused by every
+checkout; the broker's data, config and log live under this checkout's state directory. The broker is
+ready when a client gets cluster metadata, not when its port opens.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import socket
+import subprocess
+import uuid
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from rlark_devinfra.paths import cache_dir, state_dir
+from rlark_devinfra.process import free_port, read_pid, stop_process_group, wait_until
+
+KAFKA_VERSION = "4.1.1"
+LOG4J_VERSION = "2.25.3"
+CACHE_KEY = f"kafka-{KAFKA_VERSION}-log4j-{LOG4J_VERSION}-v1"
+
+
+@dataclass(frozen=True)
+class KafkaStatus:
+    running: bool
+    bootstrap: str | None
+    pid: int | None
+    log_file: Path
+
+
+def _home() -> Path:
+    return state_dir() / "kafka"
+
+
+def _pid_file() -> Path:
+    return _home() / "kafka.pid"
+
+
+def _port_file() -> Path:
+    return _home() / "port"
+
+
+def _log_file() -> Path:
+    return _home() / "kafka.log"
+
+
+def libs_dir() -> Path:
+    """The broker's jars, resolved with Maven on first use (about 60 MB, cached in ~/.m2 too)."""
+    target = cache_dir() / CACHE_KEY / "libs"
+    marker = target.parent / "complete"
+    if marker.exists():
+        return target
+    if shutil.which("mvn") is None:
+        raise RuntimeError("Maven (mvn) is needed once to assemble the Kafka broker from Maven Central")
+    staging = target.parent / "libs.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    pom = target.parent / "pom.xml"
+    pom.write_text(resources.files("rlark_devinfra").joinpath("assets/kafka-pom.xml").read_text())
+    subprocess.run(
+        [
+            "mvn", "-B", "-q", "-f", str(pom),
+            "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
+            "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
+        ],
+        check=True,
+    )  # fmt: skip
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    marker.write_text(KAFKA_VERSION)
+    return target
+
+
+def _write_config(port: int, controller_port: int) -> Path:
+    home = _home()
+    log4j = home / "log4j2.properties"
+    log4j.write_text(
+        "status = warn\n"
+        "appender.console.type = Console\n"
+        "appender.console.name = STDOUT\n"
+        "appender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = [%d] %p %m (%c)%n\n"
+        "rootLogger.level = INFO\n"
+        "rootLogger.appenderRef.stdout.ref = STDOUT\n"
+        "logger.kafka.name = kafka\nlogger.kafka.level = WARN\n"
+        "logger.state.name = state.change.logger\nlogger.state.level = WARN\n"
+        "logger.server.name = kafka.server.KafkaServer\nlogger.server.level = INFO\n"
+        "logger.broker.name = kafka.server.BrokerServer\nlogger.broker.level = INFO\n"
+        "logger.org.name = org.apache.kafka\nlogger.org.level = WARN\n"
+    )
+    settings = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(home / "data"),
+        "num.partitions": "3",
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "5",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        "auto.create.topics.enable": "true",
+        "num.network.threads": "2",
+        "num.io.threads": "2",
+        "log.flush.interval.messages": "9223372036854775807",
+    }
+    config = home / "server.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    return config
+
+
+def _broker_answers(bootstrap: str) -> bool:
+    import asyncio
+    import logging
+
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    # While the broker boots, aiokafka logs every refused connection; the timeout error says enough.
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+
+    async def check() -> bool:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000)
+        try:
+            await admin.start()
+            metadata = await admin.describe_cluster()
+            return bool(metadata.get("brokers"))
+        finally:
+            await admin.close()
+
+    return asyncio.run(check())
+
+
+def status() -> KafkaStatus:
+    pid = read_pid(_pid_file())
+    bootstrap = None
+    if pid is not None and _port_file().exists():
+        bootstrap = f"127.0.0.1:{_port_file().read_text().strip()}"
+    return KafkaStatus(running=pid is not None, bootstrap=bootstrap, pid=pid, log_file=_log_file())
+
+
+def start(timeout_s: float = 120.0) -> KafkaStatus:
+    """Start the broker unless it already runs (idempotent); return once metadata answers."""
+    current = status()
+    if current.running and current.bootstrap and _port_open(current.bootstrap):
+        return current
+    if current.pid is not None:
+        stop_process_group(current.pid)
+    libs = libs_dir()
+    home = _home()
+    (home / "data").mkdir(parents=True, exist_ok=True)
+    port, controller_port = free_port(), free_port()
+    config = _write_config(port, controller_port)
+    java = shutil.which("java") or "java"
+    classpath = f"{libs}/*"
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    # The cluster id is fixed at first format; a reformat of existing data keeps it.
+    subprocess.run(
+        [java, "-cp", classpath, "kafka.tools.StorageTool", "format", "--cluster-id", cluster_id,
+         "--config", str(config), "--ignore-formatted"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    log = _log_file().open("ab")
+    process = subprocess.Popen(
+        [java, "-Xms256m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
+         "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
+         "-cp", classpath, "kafka.Kafka", str(config)],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        cwd=home,
+    )  # fmt: skip
+    _pid_file().write_text(str(process.pid))
+    _port_file().write_text(str(port))
+    bootstrap = f"127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _broker_answers(bootstrap), timeout_s, f"Kafka at {bootstrap}", 0.5)
+    except TimeoutError as exc:
+        stop_process_group(process.pid)
+        tail = _log_file().read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{exc}; broker log tail:\n{tail}") from exc
+    return status()
+
+
+def _port_open(bootstrap: str) -> bool:
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex((host, int(port))) == 0
+
+
+def stop() -> None:
+    """Stop the broker by its PID file (SIGTERM, then SIGKILL after a grace); a no-op when not running."""
+    pid = read_pid(_pid_file())
+    if pid is not None:
+        stop_process_group(pid, grace_s=20)
+    _pid_file().unlink(missing_ok=True)
+
+
+def reset_data() -> None:
+    """Stop and delete the broker's data (topics, offsets)."""
+    stop()
+    shutil.rmtree(_home() / "data", ignore_errors=True)
+    os.makedirs(_home() / "data", exist_ok=True)

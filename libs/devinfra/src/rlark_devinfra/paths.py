@@ -1,0 +1,31 @@
+"""Where devinfra keeps state (per checkout) and heavy one-time builds (per machine, versioned)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def repo_root() -> Path:
+    """The checkout this package was installed from (the uv workspace root)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "uv.lock").exists() and (parent / "services").is_dir():
+            return parent
+    return Path.cwd()
+
+
+def state_dir() -> Path:
+    """Data, logs and PID files of servers started for this checkout (``RLARK_STATE_DIR`` overrides)."""
+    configured = os.environ.get("RLARK_STATE_DIR")
+    path = Path(configured) if configured else repo_root() / ".state"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cache_dir() -> Path:
+    """Builds shared by every checkout on this machine, keyed by version (``RLARK_CACHE_DIR`` overrides)."""
+    configured = os.environ.get("RLARK_CACHE_DIR")
+    base = Path(configured) if configured else Path.home() / ".cache" / "rlark"
+    base.mkdir(parents=True, exist_ok=True)
+    return base

@@ -1,0 +1,72 @@
+"""Small helpers for servers run as detached process groups and tracked by PID file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie still answers kill(0); treat it as gone.
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+def read_pid(pid_file: Path) -> int | None:
+    """The PID recorded in ``pid_file`` when that process still runs, else ``None``."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if pid_alive(pid) else None
+
+
+def stop_process_group(pid: int, grace_s: float = 15.0) -> None:
+    """SIGTERM the process group led by ``pid``; SIGKILL it when still alive after ``grace_s``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    while pid_alive(pid) and time.monotonic() < deadline + 5:
+        time.sleep(0.05)
+
+
+def wait_until(predicate: object, timeout_s: float, what: str, interval_s: float = 0.2) -> None:
+    """Poll ``predicate()`` until it is truthy; raise ``TimeoutError`` naming ``what`` otherwise."""
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout_s
+    last_error: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except Exception as exc:  # readiness probes fail in many ways while a server starts
+            last_error = exc
+        time.sleep(interval_s)
+    raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s (last error: {last_error!r})")
