@@ -56,7 +56,9 @@ def libs_dir() -> Path:
     if marker.exists():
         return target
     if shutil.which("mvn") is None:
-        raise RuntimeError("Maven (mvn) is needed once to assemble the Kafka broker from Maven Central")
+        raise RuntimeError(
+            "Maven (mvn) is needed once to assemble the Kafka broker from Maven Central"
+        )
     staging = target.parent / "libs.partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)

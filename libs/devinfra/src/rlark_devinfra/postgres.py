@@ -109,9 +109,7 @@ def start() -> PostgresStatus:
     user = _run_as()
     _prepare_permissions(user)
     if not (_data_dir() / "PG_VERSION").exists():
-        initdb(
-            ["--auth=trust", "--encoding=utf8", "-U", "postgres"], pgdata=_data_dir(), user=user
-        )
+        initdb(["--auth=trust", "--encoding=utf8", "-U", "postgres"], pgdata=_data_dir(), user=user)
     port = free_port()
     _port_file().write_text(str(port))
     if user is not None:

@@ -1,0 +1,84 @@
+"""Reports the per-cluster tunnel-agents publish: node observations, heartbeats, worker status and logs.
+
+Each report carries an agent token header (see ``rlark_platform.agent_tokens``); consumers verify that the
+token's cluster equals the report's cluster before believing it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from rlark_contracts.events._base import EventData
+from rlark_contracts.registry import event
+
+
+class NodeObservation(EventData):
+    name: str
+    ready: bool = True
+    schedulable: bool = True
+    gpu_count: int = 0
+    gpu_model: str = ""
+    gpu_allocatable: int = 0
+    gpu_allocated: int = 0
+    cpu_millis: int = 0
+    cpu_allocatable_millis: int = 0
+    memory_bytes: int = 0
+    memory_allocatable_bytes: int = 0
+    labels: dict[str, str] = {}
+    addresses: list[str] = []
+
+
+@event("agent.nodes.observed.v1", "agent.reports")
+class NodesObserved(EventData):
+    """A snapshot of nodes. With ``complete`` the list is every node: the rest are gone."""
+
+    cluster: str
+    nodes: list[NodeObservation]
+    complete: bool = True
+    observed_at: datetime
+
+
+@event("agent.heartbeat.sent.v1", "agent.reports")
+class HeartbeatSent(EventData):
+    cluster: str
+    agent_version: str = ""
+    runtime: str = ""
+    sent_at: datetime
+
+
+@event("agent.worker.status_changed.v1", "agent.reports")
+class WorkerStatusChanged(EventData):
+    cluster: str
+    job_id: str
+    worker_id: str
+    phase: str
+    reason: str = ""
+    exit_code: int | None = None
+    ray_nodes_joined: int | None = None
+    ray_nodes_expected: int | None = None
+    address: str = ""
+    node: str = ""
+    at: datetime
+
+
+@event("agent.worker.logs_emitted.v1", "agent.reports")
+class WorkerLogsEmitted(EventData):
+    cluster: str
+    job_id: str
+    worker_id: str
+    first_seq: int
+    lines: list[str]
+
+
+class OutputFile(EventData):
+    path: str
+    size: int
+
+
+@event("agent.worker.outputs_listed.v1", "agent.reports")
+class WorkerOutputsListed(EventData):
+    cluster: str
+    job_id: str
+    worker_id: str
+    files: list[OutputFile]
+    truncated: bool = False

@@ -1,0 +1,74 @@
+"""Network domains, per-worker virtual IP allocations and the desired tunnel topology."""
+
+from __future__ import annotations
+
+from rlark_contracts.events._base import EventData
+from rlark_contracts.registry import event
+
+
+class DomainState(EventData):
+    name: str
+    cidr: str
+    description: str = ""
+    deleted: bool = False
+
+
+@event("netdomain.domain.created.v1", "netdomain.domains")
+class DomainCreated(DomainState):
+    pass
+
+
+@event("netdomain.domain.deleted.v1", "netdomain.domains")
+class DomainDeleted(DomainState):
+    deleted: bool = True
+
+
+@event("netdomain.domain.overlap_detected.v1", "netdomain.domains")
+class DomainOverlapDetected(EventData):
+    name: str
+    cidr: str
+    cluster: str
+    cluster_cidr: str
+    message: str
+
+
+class WorkerAddress(EventData):
+    worker_id: str
+    cluster: str
+    address: str
+
+
+@event("netdomain.addresses.allocated.v1", "netdomain.allocations")
+class AddressesAllocated(EventData):
+    job_id: str
+    domain: str
+    cidr: str
+    addresses: list[WorkerAddress]
+
+
+@event("netdomain.addresses.allocation_failed.v1", "netdomain.allocations")
+class AddressAllocationFailed(EventData):
+    job_id: str
+    domain: str
+    code: str
+    reason: str
+
+
+@event("netdomain.addresses.released.v1", "netdomain.allocations")
+class AddressesReleased(EventData):
+    job_id: str
+    domain: str
+
+
+class TunnelLink(EventData):
+    a: str
+    b: str
+    via: str | None = None
+
+
+@event("netdomain.tunnels.topology_changed.v1", "netdomain.tunnels")
+class TunnelTopologyChanged(EventData):
+    domain: str
+    cidr: str
+    clusters: list[str]
+    links: list[TunnelLink]

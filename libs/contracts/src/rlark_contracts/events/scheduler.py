@@ -1,0 +1,101 @@
+"""Job lifecycle events, address requests, and worker placements addressed to clusters' agents."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rlark_contracts.events._base import EventData
+from rlark_contracts.registry import event
+
+
+@event("scheduler.job.submitted.v1", "scheduler.jobs")
+class JobSubmitted(EventData):
+    job_id: str
+    owner: str
+    name: str
+    spec: dict[str, Any]
+    submitted_at: datetime
+
+
+@event("scheduler.job.status_changed.v1", "scheduler.jobs")
+class JobStatusChanged(EventData):
+    job_id: str
+    owner: str
+    from_status: str
+    to_status: str
+    reason: str
+    at: datetime
+    details: dict[str, Any] = {}
+
+
+class AddressRequest(EventData):
+    worker_id: str
+    cluster: str
+
+
+@event("scheduler.job.addresses_requested.v1", "scheduler.jobs")
+class AddressesRequested(EventData):
+    job_id: str
+    domain: str
+    workers: list[AddressRequest]
+
+
+@event("scheduler.job.addresses_released.v1", "scheduler.jobs")
+class AddressesReleaseRequested(EventData):
+    job_id: str
+    domain: str
+
+
+class Mount(EventData):
+    name: str
+    type: str
+    source: str
+    path: str
+    read_only: bool = False
+
+
+@event("scheduler.worker.placed.v1", "scheduler.placements")
+class WorkerPlaced(EventData):
+    """Everything an agent needs to create one worker; idempotent by ``worker_id``."""
+
+    job_id: str
+    worker_id: str
+    cluster: str
+    node: str
+    role: str
+    index: int
+    rank: int
+    num_nodes: int
+    is_header: bool
+    gpus: int
+    image: str
+    prepare_script: str = ""
+    run_script: str = ""
+    env: dict[str, str] = {}
+    mounts: list[Mount] = []
+    ssh_public_keys: list[str] = []
+    virtual_ip: str | None = None
+    domain: str | None = None
+    domain_cidr: str | None = None
+    header_address: str = ""
+    ray_port: int = 6379
+    outputs: list[str] = []
+    tensorboard_dir: str = ""
+    join_deadline_s: int = 300
+
+
+@event("scheduler.worker.stop_requested.v1", "scheduler.placements")
+class WorkerStopRequested(EventData):
+    job_id: str
+    worker_id: str
+    cluster: str
+    reason: str
+
+
+@event("scheduler.job.keys_updated.v1", "scheduler.placements")
+class JobKeysUpdated(EventData):
+    job_id: str
+    clusters: list[str]
+    worker_ids: list[str]
+    ssh_public_keys: list[str]

@@ -1,0 +1,66 @@
+"""The topic registry: one topic per producing aggregate, keyed by aggregate id.
+
+State topics (clusters, nodes, keys, domains, tunnel topology) are compacted so a new consumer can rebuild
+state from them. Every topic has a dead-letter sibling ``<topic>.dlq``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    key: str
+    compacted: bool
+    description: str
+    producer: str
+
+    @property
+    def dlq(self) -> str:
+        return f"{self.name}.dlq"
+
+
+TOPICS: dict[str, Topic] = {
+    t.name: t
+    for t in (
+        Topic("inventory.clusters", "cluster name", True, "Cluster state", "inventory"),
+        Topic("inventory.nodes", "<cluster>/<node>", True, "Node state", "inventory"),
+        Topic("inventory.commands", "cluster name", False, "Commands for agents", "inventory"),
+        Topic(
+            "agent.reports",
+            "cluster name",
+            False,
+            "Agent observations and worker reports",
+            "tunnel-agent",
+        ),  # fmt: skip
+        Topic("keys.keys", "key id", True, "Users' SSH public keys (public material only)", "keys"),
+        Topic("netdomain.domains", "domain name", True, "Network domains", "netdomain"),
+        Topic("netdomain.allocations", "job id", False, "Virtual IP allocations", "netdomain"),
+        Topic("netdomain.tunnels", "domain name", True, "Desired tunnel topology", "netdomain"),
+        Topic("scheduler.jobs", "job id", False, "Job lifecycle events", "scheduler"),
+        Topic(
+            "scheduler.placements",
+            "job id",
+            False,
+            "Worker placements and stops for agents",
+            "scheduler",
+        ),  # fmt: skip
+    )
+}
+
+
+@dataclass(frozen=True)
+class TopicNames:
+    """Physical topic names: the registry name behind an optional prefix (tests isolate with one)."""
+
+    prefix: str = ""
+
+    def physical(self, logical: str) -> str:
+        if logical not in TOPICS and not logical.endswith(".dlq"):
+            raise KeyError(f"unknown topic {logical!r}")
+        return f"{self.prefix}{logical}"
+
+    def logical(self, physical: str) -> str:
+        return physical.removeprefix(self.prefix)
