@@ -74,6 +74,7 @@ def test_every_event_lives_on_a_registered_topic_and_prefixes_isolate() -> None:
     names = TopicNames("t1.")
     assert names.physical("scheduler.jobs") == "t1.scheduler.jobs"
     assert names.logical("t1.scheduler.jobs") == "scheduler.jobs"
-    assert TOPICS["inventory.nodes"].compacted and TOPICS["inventory.nodes"].dlq.endswith(".dlq")
+    assert TOPICS["inventory.nodes"].compacted
+    assert TOPICS["inventory.nodes"].dlq.endswith(".dlq")
     with pytest.raises(KeyError):
         names.physical("no.such")
