@@ -1,0 +1,344 @@
+"""The scheduler's capacity model: every node of every cluster, and what the scheduler holds on them.
+
+Role: the in-memory picture the placement loop decides on. It is fed incrementally — node
+observations (from inventory's node events), cluster online flags (from cluster heartbeats) and
+the scheduler's own allocations (its placements, rebuilt from its database at start) — and answers
+"which nodes of cluster C match selector S and can take a worker with G GPUs now" quickly.
+
+Contract:
+- A node is identified by ``NodeKey = (cluster, name)``. ``upsert_node`` replaces a node's state;
+  re-sending an identical state is a no-op (heartbeats do not invalidate anything).
+- Free GPUs of a node = allocatable − used by others − held by the scheduler's own allocations,
+  never below 0. ``gpu_used_external`` must therefore exclude the scheduler's own workers: the
+  adapter that reads inventory's "allocated" figure subtracts them.
+- Allocations are recorded facts, not requests: ``allocate`` does not check capacity (at restart
+  the database is the truth even if a node shrank meanwhile) and may name nodes not seen yet.
+  ``place`` (placement.py) is what guarantees a fresh allocation fits.
+- A cluster is online until told otherwise: node events and cluster events travel on different
+  topics, and a cluster whose nodes report in is very likely up.
+- Every change bumps the *version* of the clusters it touches. Versions come from one monotonic
+  clock, so a (cluster, version) pair never repeats; the queue uses them as cheap "has anything
+  this job depends on changed?" signatures.
+
+Why indexes: at 20 clusters × 500 nodes, scanning all nodes per role per job would make a round
+over 1,000 queued jobs too slow. Nodes are indexed per cluster and per (cluster, label key, value);
+a selector's matching nodes are the intersection of its pairs' sets, smallest first. Surveys
+(the funnel of counts plus the best-fit candidate list) are memoised per cluster and dropped when
+that cluster's version changes, so many queued jobs asking the same thing cost one computation.
+
+Not thread-safe: one placement loop owns one model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TypeAlias
+
+from rlark_scheduler.domain.selectors import LabelSelector, SelectorKey, selector_key
+
+NodeKey: TypeAlias = tuple[str, str]
+"""(cluster, node name)."""
+
+Allocation: TypeAlias = tuple[NodeKey, int]
+"""One worker's hold: (node, GPUs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """What the scheduler knows about one node, as last observed.
+
+    ``gpu_used_external`` counts GPUs used by anything the scheduler did not place. ``gone`` marks
+    a node deleted from its cluster but still remembered (for example while workers on it are
+    being cleaned up); a gone node is never a candidate and is not counted.
+    """
+
+    cluster: str
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    ready: bool = True
+    schedulable: bool = True
+    gpu_allocatable: int = 0
+    gpu_used_external: int = 0
+    gone: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.cluster or not self.name:
+            raise ValueError("a node needs a cluster and a name")
+        if self.gpu_allocatable < 0 or self.gpu_used_external < 0:
+            raise ValueError(f"node {self.cluster}/{self.name}: GPU counts must be >= 0")
+        # Freeze the labels so the indexes can never drift from a node's state.
+        object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
+
+    @property
+    def key(self) -> NodeKey:
+        return (self.cluster, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Survey:
+    """What one cluster offers one role: a funnel of counts and the usable candidates.
+
+    The counts are cumulative, each a subset of the previous one: nodes in the cluster (not gone),
+    matching the selector, of those ready, of those schedulable, of those with at least ``gpus``
+    free GPUs. In a *hypothetical* survey (``can_ever_fit``) readiness, cordons and current usage
+    are ignored: ``ready`` and ``schedulable`` equal ``matching`` and ``enough`` counts nodes whose
+    allocatable GPUs suffice.
+
+    ``candidates`` are the node names that can take a worker now (empty when the cluster is
+    offline, unless hypothetical), best fit first: fewest free GPUs that suffice, then by name.
+    """
+
+    cluster: str
+    gpus: int
+    known: bool
+    online: bool
+    hypothetical: bool
+    in_cluster: int
+    matching: int
+    ready: int
+    schedulable: int
+    enough: int
+    candidates: tuple[str, ...]
+
+
+class CapacityModel:
+    """All nodes of all clusters, the scheduler's own allocations and the clusters' online flags."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[NodeKey, NodeState] = {}
+        # Indexes hold names of nodes that are not gone.
+        self._by_cluster: dict[str, set[str]] = {}
+        self._by_label: dict[tuple[str, str, str], set[str]] = {}
+        self._offline: set[str] = set()
+        self._allocations: dict[str, tuple[Allocation, ...]] = {}
+        self._held: dict[NodeKey, int] = {}
+        self._clock = 0
+        self._versions: dict[str, int] = {}
+        self._surveys: dict[str, dict[tuple[SelectorKey, int, bool], Survey]] = {}
+
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[NodeState], *, offline: Iterable[str] = ()) -> CapacityModel:
+        """A model holding ``nodes``, with the clusters in ``offline`` marked offline."""
+        model = cls()
+        for node in nodes:
+            model.upsert_node(node)
+        for cluster in offline:
+            model.set_cluster_online(cluster, False)
+        return model
+
+    # -- changes -------------------------------------------------------------------------------
+
+    def upsert_node(self, node: NodeState) -> None:
+        """Insert or replace a node's state. An identical state changes nothing."""
+        key = node.key
+        old = self._nodes.get(key)
+        if old == node:
+            return
+        if old is not None:
+            self._unindex(old)
+        self._nodes[key] = node
+        self._index(node)
+        self._bump(node.cluster)
+
+    def remove_node(self, cluster: str, name: str) -> bool:
+        """Forget a node; allocations on it stay until released. False when it was unknown."""
+        old = self._nodes.pop((cluster, name), None)
+        if old is None:
+            return False
+        self._unindex(old)
+        self._bump(cluster)
+        return True
+
+    def set_cluster_online(self, cluster: str, online: bool) -> None:
+        """Mark a cluster online or offline; offline clusters offer no candidates."""
+        if online == (cluster not in self._offline):
+            return
+        if online:
+            self._offline.discard(cluster)
+        else:
+            self._offline.add(cluster)
+        self._bump(cluster)
+
+    def allocate(self, job_id: str, placements: Iterable[Allocation]) -> None:
+        """Record that ``job_id`` holds these GPUs. A job holds at most one allocation.
+
+        Capacity is not checked (see the module docstring); negative GPU counts are refused.
+        """
+        if job_id in self._allocations:
+            raise ValueError(f"job {job_id} already holds an allocation")
+        held = tuple(placements)
+        for key, gpus in held:
+            if gpus < 0:
+                raise ValueError(f"job {job_id}: negative GPU count on {key[0]}/{key[1]}")
+        self._allocations[job_id] = held
+        for key, gpus in held:
+            self._held[key] = self._held.get(key, 0) + gpus
+        for cluster in {key[0] for key, _ in held}:
+            self._bump(cluster)
+
+    def release(self, job_id: str) -> tuple[Allocation, ...]:
+        """Free what ``job_id`` holds and return it; releasing an unknown job returns nothing."""
+        held = self._allocations.pop(job_id, ())
+        for key, gpus in held:
+            left = self._held[key] - gpus
+            if left:
+                self._held[key] = left
+            else:
+                del self._held[key]
+        for cluster in {key[0] for key, _ in held}:
+            self._bump(cluster)
+        return held
+
+    def clear_cache(self) -> None:
+        """Drop memoised surveys (benchmarks use it to measure cold work; never needed for truth)."""
+        self._surveys.clear()
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def node(self, cluster: str, name: str) -> NodeState | None:
+        return self._nodes.get((cluster, name))
+
+    def nodes(self, cluster: str | None = None) -> Iterator[NodeState]:
+        """Known nodes (gone ones included), of one cluster or of all, in no particular order."""
+        if cluster is None:
+            yield from self._nodes.values()
+            return
+        for key, node in self._nodes.items():
+            if key[0] == cluster:
+                yield node
+
+    def clusters(self) -> list[str]:
+        """Clusters with at least one node that is not gone, plus clusters marked offline."""
+        return sorted({c for c, names in self._by_cluster.items() if names} | self._offline)
+
+    def is_online(self, cluster: str) -> bool:
+        return cluster not in self._offline
+
+    def is_known(self, cluster: str) -> bool:
+        return bool(self._by_cluster.get(cluster))
+
+    def free_gpus(self, key: NodeKey) -> int:
+        """GPUs a new worker could use on this node now; 0 for unknown or gone nodes."""
+        node = self._nodes.get(key)
+        if node is None or node.gone:
+            return 0
+        free = node.gpu_allocatable - node.gpu_used_external - self._held.get(key, 0)
+        return max(free, 0)
+
+    def held(self, job_id: str) -> tuple[Allocation, ...]:
+        """What ``job_id`` holds (empty when nothing)."""
+        return self._allocations.get(job_id, ())
+
+    def allocated_jobs(self) -> list[str]:
+        return sorted(self._allocations)
+
+    def version(self, cluster: str) -> int:
+        """Changes whenever anything about ``cluster`` changes; 0 for a cluster never seen."""
+        return self._versions.get(cluster, 0)
+
+    def matching_names(self, cluster: str, selector: LabelSelector) -> set[str]:
+        """Names of the cluster's nodes (not gone) that match ``selector``: a fresh set."""
+        everyone = self._by_cluster.get(cluster)
+        if not everyone:
+            return set()
+        if not selector:
+            return set(everyone)
+        sets: list[set[str]] = []
+        for key, value in selector.items():
+            names = self._by_label.get((cluster, key, value))
+            if not names:
+                return set()
+            sets.append(names)
+        sets.sort(key=len)
+        result = set(sets[0])
+        for other in sets[1:]:
+            result &= other
+            if not result:
+                break
+        return result
+
+    def survey(
+        self, cluster: str, selector: LabelSelector, gpus: int, *, hypothetical: bool = False
+    ) -> Survey:
+        """The funnel and candidates of ``cluster`` for workers matching ``selector`` with ``gpus``.
+
+        Memoised until the cluster's version changes.
+        """
+        memo_key = (selector_key(selector), gpus, hypothetical)
+        per_cluster = self._surveys.setdefault(cluster, {})
+        cached = per_cluster.get(memo_key)
+        if cached is not None:
+            return cached
+        result = self._compute_survey(cluster, selector, gpus, hypothetical)
+        per_cluster[memo_key] = result
+        return result
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _compute_survey(self, cluster: str, selector: LabelSelector, gpus: int, hypothetical: bool) -> Survey:
+        online = cluster not in self._offline
+        names = self.matching_names(cluster, selector)
+        ready = schedulable = 0
+        usable: list[tuple[int, str]] = []
+        nodes = self._nodes
+        held = self._held
+        for name in names:
+            node = nodes[(cluster, name)]
+            if hypothetical:
+                if node.gpu_allocatable >= gpus:
+                    usable.append((node.gpu_allocatable, name))
+                continue
+            if not node.ready:
+                continue
+            ready += 1
+            if not node.schedulable:
+                continue
+            schedulable += 1
+            free = max(node.gpu_allocatable - node.gpu_used_external - held.get((cluster, name), 0), 0)
+            if free >= gpus:
+                usable.append((free, name))
+        if hypothetical:
+            ready = schedulable = len(names)
+        usable.sort()
+        candidates = tuple(name for _, name in usable) if (online or hypothetical) else ()
+        return Survey(
+            cluster=cluster,
+            gpus=gpus,
+            known=self.is_known(cluster),
+            online=online,
+            hypothetical=hypothetical,
+            in_cluster=len(self._by_cluster.get(cluster, ())),
+            matching=len(names),
+            ready=ready,
+            schedulable=schedulable,
+            enough=len(usable),
+            candidates=candidates,
+        )
+
+    def _bump(self, cluster: str) -> None:
+        self._clock += 1
+        self._versions[cluster] = self._clock
+        self._surveys.pop(cluster, None)
+
+    def _index(self, node: NodeState) -> None:
+        if node.gone:
+            return
+        self._by_cluster.setdefault(node.cluster, set()).add(node.name)
+        for key, value in node.labels.items():
+            self._by_label.setdefault((node.cluster, key, value), set()).add(node.name)
+
+    def _unindex(self, node: NodeState) -> None:
+        if node.gone:
+            return
+        names = self._by_cluster.get(node.cluster)
+        if names is not None:
+            names.discard(node.name)
+        for key, value in node.labels.items():
+            label_key = (node.cluster, key, value)
+            indexed = self._by_label.get(label_key)
+            if indexed is not None:
+                indexed.discard(node.name)
+                if not indexed:
+                    del self._by_label[label_key]

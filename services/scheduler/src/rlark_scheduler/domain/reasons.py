@@ -1,0 +1,281 @@
+"""Pending reasons: why a job cannot be placed, in exact counts and one English sentence.
+
+Role: the product rule "a job is never silently stuck" (ARCHITECTURE §5). For every role the
+reason carries the funnel of the role's cluster — nodes in it, matching the selector, ready,
+schedulable, with enough free GPUs — against what the role needs, whether the cluster is offline
+or unknown, a machine-readable code and a sentence such as::
+
+    role "rollout" needs 4 nodes with ≥ 8 free GPUs matching rlark.io/gpu-model=A100 in cluster
+    gpu-b: 6 match, 5 ready, 5 schedulable, 2 with enough free GPUs
+
+When a role cannot fit where it asked but would fit right now on another online cluster (that
+role alone, same selector and GPUs), the reason says so — the user decides whether to move it.
+When every role fits alone but roles of one cluster compete for the same nodes (one worker of a
+job per node), the reason names the competing roles and the exact shortfall, found as the Hall
+violator of a maximum matching: "cannot place" is always a proof, never a greedy artefact.
+
+``can_ever_fit`` asks the same question of an idealised cluster — every node ready, uncordoned
+and empty, offline clusters included — and is used to refuse a job at submit time that no amount
+of waiting would place.
+
+Counts are exact for the job's own clusters at the model version they were computed at;
+suggestions about other clusters are advisory and refreshed whenever the job is re-tried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from rlark_scheduler.domain.capacity import CapacityModel, Survey
+from rlark_scheduler.domain.placement import Demand, JobRequest, RoleRequest, match_workers
+from rlark_scheduler.domain.selectors import LabelSelector, format_selector
+
+MAX_SUGGESTIONS_IN_TEXT = 3
+
+
+class PendingCode(StrEnum):
+    """Why a role (or a job) cannot be placed; the first stage of the funnel that falls short."""
+
+    FITS = "fits"
+    CLUSTER_UNKNOWN = "cluster_unknown"
+    CLUSTER_OFFLINE = "cluster_offline"
+    TOO_FEW_MATCHING_NODES = "too_few_matching_nodes"
+    TOO_FEW_READY_NODES = "too_few_ready_nodes"
+    TOO_FEW_SCHEDULABLE_NODES = "too_few_schedulable_nodes"
+    TOO_FEW_NODES_WITH_GPUS = "too_few_nodes_with_enough_gpus"
+    ROLES_COMPETE_FOR_NODES = "roles_compete_for_nodes"
+
+
+@dataclass(frozen=True, slots=True)
+class Alternative:
+    """Another online cluster on which the role alone would fit now, with its qualifying nodes."""
+
+    cluster: str
+    nodes: int
+
+
+@dataclass(frozen=True, slots=True)
+class RoleReason:
+    """The funnel of one role's cluster against the role's needs (see :class:`Survey`)."""
+
+    role: str
+    cluster: str
+    selector: LabelSelector
+    needed: int
+    gpus_per_worker: int
+    cluster_known: bool
+    cluster_online: bool
+    hypothetical: bool
+    in_cluster: int
+    matching: int
+    ready: int
+    schedulable: int
+    enough: int
+    code: PendingCode
+    alternatives: tuple[Alternative, ...]
+    message: str
+
+    @property
+    def fits_alone(self) -> bool:
+        return self.code is PendingCode.FITS
+
+
+@dataclass(frozen=True, slots=True)
+class GangConflict:
+    """Roles of one cluster that each fit alone but together want more distinct nodes than exist
+    for them: ``needed`` workers, only ``nodes`` nodes suit any of these roles."""
+
+    cluster: str
+    roles: tuple[str, ...]
+    needed: int
+    nodes: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReason:
+    """Why a job is not placed: one :class:`RoleReason` per role (request order), the gang
+    conflicts, the job-level code (first failing role's, else the conflict's) and a message."""
+
+    job_id: str
+    code: PendingCode
+    roles: tuple[RoleReason, ...]
+    conflicts: tuple[GangConflict, ...]
+    message: str
+
+    @property
+    def fits(self) -> bool:
+        return self.code is PendingCode.FITS
+
+
+def explain_pending(model: CapacityModel, job: JobRequest) -> PendingReason:
+    """The exact reason ``job`` cannot be placed on ``model`` now (``code`` FITS when it can)."""
+    return _explain(model, job, hypothetical=False)
+
+
+def can_ever_fit(model: CapacityModel, job: JobRequest) -> tuple[bool, PendingReason | None]:
+    """Could ``job`` ever be placed, if every node were ready, uncordoned and empty?
+
+    Only non-gone nodes, their labels and their allocatable GPUs count; offline clusters count as
+    they would be once back. Returns ``(True, None)`` or ``(False, reason)``.
+    """
+    reason = _explain(model, job, hypothetical=True)
+    return (True, None) if reason.fits else (False, reason)
+
+
+def _explain(model: CapacityModel, job: JobRequest, *, hypothetical: bool) -> PendingReason:
+    surveys = [
+        model.survey(role.cluster, role.selector, role.gpus_per_worker, hypothetical=hypothetical)
+        for role in job.roles
+    ]
+    roles = tuple(_role_reason(model, role, survey) for role, survey in zip(job.roles, surveys, strict=True))
+
+    conflicts: list[GangConflict] = []
+    by_cluster: dict[str, list[int]] = {}
+    for i, reason in enumerate(roles):
+        if reason.fits_alone:
+            by_cluster.setdefault(reason.cluster, []).append(i)
+    for cluster in sorted(by_cluster):
+        members = by_cluster[cluster]
+        if len(members) < 2:
+            continue
+        demands = [Demand(job.roles[i].replicas, surveys[i].candidates) for i in members]
+        matching = match_workers(demands, exhaustive=True)
+        if not matching.short:
+            continue
+        tight = [members[k] for k in matching.tight]
+        names = tuple(job.roles[i].name for i in tight)
+        quoted = _and_list([f'"{name}"' for name in names])
+        needed = sum(job.roles[i].replicas for i in tight)
+        nodes = len({name for i in tight for name in surveys[i].candidates})
+        conflicts.append(
+            GangConflict(
+                cluster=cluster,
+                roles=names,
+                needed=needed,
+                nodes=nodes,
+                message=(
+                    f"roles {quoted} "
+                    f"compete for the same nodes in cluster {cluster}: together they need "
+                    f"{_nodes(needed)}, only {nodes} suit any of them "
+                    f"(one worker of a job per node)"
+                ),
+            )
+        )
+
+    failing = [reason for reason in roles if not reason.fits_alone]
+    if failing:
+        code = failing[0].code
+    elif conflicts:
+        code = PendingCode.ROLES_COMPETE_FOR_NODES
+    else:
+        code = PendingCode.FITS
+    parts = [reason.message for reason in failing]
+    if conflicts and not failing:
+        parts.append("every role fits alone, but " + conflicts[0].message)
+        parts.extend(conflict.message for conflict in conflicts[1:])
+    else:
+        parts.extend(conflict.message for conflict in conflicts)
+    message = "every worker of the job fits" if code is PendingCode.FITS else "; ".join(parts)
+    return PendingReason(job.job_id, code, roles, tuple(conflicts), message)
+
+
+def _role_reason(model: CapacityModel, role: RoleRequest, survey: Survey) -> RoleReason:
+    needed = role.replicas
+    if not survey.known:
+        code = PendingCode.CLUSTER_UNKNOWN
+    elif not survey.online and not survey.hypothetical:
+        code = PendingCode.CLUSTER_OFFLINE
+    elif survey.matching < needed:
+        code = PendingCode.TOO_FEW_MATCHING_NODES
+    elif survey.ready < needed:
+        code = PendingCode.TOO_FEW_READY_NODES
+    elif survey.schedulable < needed:
+        code = PendingCode.TOO_FEW_SCHEDULABLE_NODES
+    elif survey.enough < needed:
+        code = PendingCode.TOO_FEW_NODES_WITH_GPUS
+    else:
+        code = PendingCode.FITS
+
+    alternatives: tuple[Alternative, ...] = ()
+    if code is not PendingCode.FITS and not survey.hypothetical:
+        alternatives = _alternatives(model, role)
+    return RoleReason(
+        role=role.name,
+        cluster=role.cluster,
+        selector=role.selector,
+        needed=needed,
+        gpus_per_worker=role.gpus_per_worker,
+        cluster_known=survey.known,
+        cluster_online=survey.online,
+        hypothetical=survey.hypothetical,
+        in_cluster=survey.in_cluster,
+        matching=survey.matching,
+        ready=survey.ready,
+        schedulable=survey.schedulable,
+        enough=survey.enough,
+        code=code,
+        alternatives=alternatives,
+        message=_role_sentence(role, survey, code, alternatives),
+    )
+
+
+def _alternatives(model: CapacityModel, role: RoleRequest) -> tuple[Alternative, ...]:
+    found = []
+    for cluster in model.clusters():
+        if cluster == role.cluster or not model.is_online(cluster):
+            continue
+        enough = len(model.survey(cluster, role.selector, role.gpus_per_worker).candidates)
+        if enough >= role.replicas:
+            found.append(Alternative(cluster, enough))
+    found.sort(key=lambda alt: (-alt.nodes, alt.cluster))
+    return tuple(found)
+
+
+def _role_sentence(
+    role: RoleRequest, survey: Survey, code: PendingCode, alternatives: Sequence[Alternative]
+) -> str:
+    gpus = role.gpus_per_worker
+    free = "" if survey.hypothetical else "free "
+    ask = _nodes(role.replicas)
+    if gpus:
+        ask += f" with ≥ {gpus} {free}GPU{'s' if gpus != 1 else ''}"
+    if role.selector:
+        ask += f" matching {format_selector(role.selector)}"
+    ask += f" in cluster {role.cluster}"
+    head = f'role "{role.name}" ' + ("can never get " if survey.hypothetical else "needs ") + ask
+
+    if code is PendingCode.CLUSTER_UNKNOWN:
+        detail = "no nodes of this cluster are known"
+    elif code is PendingCode.CLUSTER_OFFLINE:
+        detail = "the cluster is offline"
+    elif survey.hypothetical:
+        detail = f"{survey.matching} match, {survey.enough} with enough allocatable GPUs"
+    else:
+        detail = (
+            f"{survey.matching} match, {survey.ready} ready, {survey.schedulable} schedulable, "
+            f"{survey.enough} with enough free GPUs"
+        )
+    sentence = f"{head}: {detail}"
+    if alternatives:
+        shown = ", ".join(
+            f"{alt.cluster} ({_nodes(alt.nodes)})" for alt in alternatives[:MAX_SUGGESTIONS_IN_TEXT]
+        )
+        more = len(alternatives) - MAX_SUGGESTIONS_IN_TEXT
+        plural = "s" if len(alternatives) > 1 else ""
+        sentence += f"; would fit now on cluster{plural} {shown}"
+        if more > 0:
+            sentence += f" and {more} more"
+    return sentence
+
+
+def _nodes(count: int) -> str:
+    return f"{count} node" if count == 1 else f"{count} nodes"
+
+
+def _and_list(items: Sequence[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
