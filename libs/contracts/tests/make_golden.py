@@ -54,9 +54,7 @@ def main() -> None:
         path = GOLDEN / f"{type_name}.json"
         if path.exists():
             continue
-        data = model.model_validate(
-            {f: sample(i.annotation, f) for f, i in model.model_fields.items()}
-        )
+        data = model.model_validate({f: sample(i.annotation, f) for f, i in model.model_fields.items()})
         envelope = new_envelope(
             data,
             source="golden",
@@ -65,9 +63,7 @@ def main() -> None:
             time=WHEN,
             correlation_id="corr-1",
         )
-        path.write_text(
-            json.dumps(envelope.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
-        )
+        path.write_text(json.dumps(envelope.model_dump(mode="json"), indent=2, sort_keys=True) + "\n")
         print("wrote", path.name)
 
 

@@ -21,9 +21,7 @@ def build() -> dict[str, Any]:
             "address": topic.name,
             "description": f"{topic.description}. Key: {topic.key}. "
             + ("Compacted." if topic.compacted else "Retained by time."),
-            "messages": {
-                n.replace(".", "-"): {"$ref": f"#/components/messages/{n}"} for n in names
-            },
+            "messages": {n.replace(".", "-"): {"$ref": f"#/components/messages/{n}"} for n in names},
         }
         operations[f"receive-{channel_id}"] = {
             "action": "receive",
@@ -42,9 +40,7 @@ def build() -> dict[str, Any]:
                             "type": "object",
                             "properties": {
                                 "type": {"const": name},
-                                "data": model.model_json_schema(
-                                    ref_template="#/components/schemas/{model}"
-                                ),
+                                "data": model.model_json_schema(ref_template="#/components/schemas/{model}"),
                             },
                         },
                     ]

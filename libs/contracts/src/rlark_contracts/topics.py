@@ -34,7 +34,7 @@ TOPICS: dict[str, Topic] = {
             False,
             "Agent observations and worker reports",
             "tunnel-agent",
-        ),  # fmt: skip
+        ),
         Topic("keys.keys", "key id", True, "Users' SSH public keys (public material only)", "keys"),
         Topic("netdomain.domains", "domain name", True, "Network domains", "netdomain"),
         Topic("netdomain.allocations", "job id", False, "Virtual IP allocations", "netdomain"),
@@ -46,7 +46,7 @@ TOPICS: dict[str, Topic] = {
             False,
             "Worker placements and stops for agents",
             "scheduler",
-        ),  # fmt: skip
+        ),
     )
 }
 

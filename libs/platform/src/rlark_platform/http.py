@@ -1,0 +1,153 @@
+"""The FastAPI application every service API starts from.
+
+Adds: request ids bound into logs, one log line per request, uniform JSON errors (never a 500 for bad
+input), ``/healthz`` (process alive), ``/readyz`` (dependencies answer), ``/metrics`` (Prometheus), and the
+``caller`` dependency that accepts only requests the gateway signed.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+import structlog
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+
+from rlark_platform.errors import ApiError
+from rlark_platform.identity import Caller, IdentityError, Role, verify_caller
+
+log = structlog.get_logger(__name__)
+
+REQUESTS = Counter("rlark_http_requests_total", "HTTP requests", ["service", "method", "status"])
+LATENCY = Histogram(
+    "rlark_http_request_seconds",
+    "HTTP request latency",
+    ["service"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
+
+ReadyCheck = Callable[[], Awaitable[None]]
+
+
+def field_of(loc: Any) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
+    return out
+
+
+def create_app(
+    service: str,
+    *,
+    internal_secret: str,
+    ready_checks: list[ReadyCheck] | None = None,
+    title: str | None = None,
+    public: bool = False,
+    **fastapi_kwargs: Any,
+) -> FastAPI:
+    """``public`` apps (the gateway) authenticate callers themselves; internal ones require the gateway."""
+    app = FastAPI(title=title or f"rlark-{service}", **fastapi_kwargs)
+    app.state.internal_secret = internal_secret
+    app.state.service = service
+    checks = ready_checks or []
+
+    @app.middleware("http")
+    async def request_context(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
+        structlog.contextvars.bind_contextvars(request_id=request_id)
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            response.headers["X-Request-Id"] = request_id
+            return response
+        finally:
+            elapsed = time.perf_counter() - started
+            REQUESTS.labels(service, request.method, str(status)).inc()
+            LATENCY.labels(service).observe(elapsed)
+            if request.url.path not in ("/healthz", "/readyz", "/metrics"):
+                log.info(
+                    "request",
+                    method=request.method,
+                    path=request.url.path,
+                    status=status,
+                    ms=round(elapsed * 1000, 2),
+                )
+            structlog.contextvars.unbind_contextvars("request_id")
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        field = field_of(first.get("loc", ()))
+        details = [{"field": field_of(e.get("loc", ())), "message": e.get("msg", "")} for e in errors]
+        body = ApiError(
+            422,
+            "invalid_request",
+            f"{field or 'request'}: {first.get('msg')}",
+            field or None,
+            {"errors": details},
+        ).body()
+        return JSONResponse(body, status_code=422)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", error_type=type(exc).__name__)
+        return JSONResponse(
+            ApiError(500, "internal_error", "internal error; see the service log").body(), status_code=500
+        )
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> JSONResponse:
+        failures = []
+        for check in checks:
+            try:
+                await check()
+            except Exception as exc:
+                failures.append(f"{getattr(check, '__name__', 'check')}: {type(exc).__name__}")
+        if failures:
+            return JSONResponse({"status": "not ready", "failures": failures}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> PlainTextResponse:
+        return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+async def require_caller(request: Request) -> Caller:
+    """Dependency: the user the gateway vouched for; 401 for anything that bypassed the gateway."""
+    try:
+        caller = verify_caller(request.app.state.internal_secret, dict(request.headers))
+    except IdentityError as exc:
+        raise ApiError(401, "unauthenticated", str(exc)) from None
+    structlog.contextvars.bind_contextvars(user=caller.user)
+    return caller
+
+
+async def require_admin(caller: Annotated[Caller, Depends(require_caller)]) -> Caller:
+    if caller.role is not Role.ADMIN:
+        raise ApiError(403, "forbidden", "this action needs the admin role")
+    return caller
+
+
+CallerDep = Annotated[Caller, Depends(require_caller)]
+AdminDep = Annotated[Caller, Depends(require_admin)]

@@ -1,0 +1,240 @@
+"""The consumer loop: effects and the inbox claim in one transaction, offsets committed after it.
+
+Concurrency model: one asyncio task per consumer; records of a partition are handled one at a time in
+offset order. For each record: decode the envelope; skip types this consumer does not handle; otherwise
+open a transaction, claim ``(consumer, event_id)`` in the inbox, run the handler only when the claim is new,
+commit. Offsets are committed after the records they cover are committed in the database, so a crash
+replays them and the inbox makes the replay a no-op.
+
+Errors: transient ones (database or broker unavailable, serialization failures, deadlocks) are retried with
+exponential backoff without moving on, because the next record may depend on this one. Anything else —
+undecodable bytes, invalid data, a handler raising ``PoisonMessage`` or an unexpected exception — sends the
+record to ``<topic>.dlq`` with the error in its headers, and the consumer carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import asyncpg
+import structlog
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError
+from prometheus_client import Counter
+from pydantic import BaseModel, ValidationError
+from rlark_contracts import Envelope, TopicNames, decode
+
+from rlark_platform.db.pool import Connection
+
+log = structlog.get_logger(__name__)
+
+Handler = Callable[[Connection, Envelope, Any], Awaitable[None]]
+"""``handler(conn, envelope, payload)``: apply effects on ``conn`` (inside the inbox transaction)."""
+
+Verifier = Callable[[Envelope, dict[str, bytes]], None]
+"""Checks a record's provenance (e.g. an agent token) and raises ``PoisonMessage`` when it fails."""
+
+CONSUMED = Counter("rlark_events_consumed_total", "Records handled by consumers", ["consumer", "result"])
+
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.SerializationError,
+    asyncpg.exceptions.DeadlockDetectedError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.AdminShutdownError,
+    KafkaError,
+)
+
+
+def describe_error(exc: BaseException) -> str:
+    """An error message safe to log and put in headers: pydantic errors without the offending input."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
+            for e in exc.errors(include_input=False, include_url=False)
+        )
+    return f"{type(exc).__name__}: {exc}"
+
+
+class PoisonMessage(Exception):
+    """Raised by a handler or verifier for a record that can never be applied: it goes to the DLQ."""
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, consumer: Consumer) -> None:
+        self._consumer = consumer
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        await self._consumer._commit_processed()
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        log.info("partitions assigned", consumer=self._consumer.name, partitions=len(list(assigned)))
+
+
+class Consumer:
+    def __init__(
+        self,
+        *,
+        name: str,
+        topics: list[str],
+        handlers: dict[str, Handler],
+        pool: asyncpg.Pool,
+        bootstrap: str,
+        names: TopicNames,
+        dlq_producer: AIOKafkaProducer,
+        verifier: Verifier | None = None,
+        max_records: int = 200,
+        retry_initial_s: float = 0.2,
+        retry_max_s: float = 10.0,
+        group_id: str | None = None,
+    ) -> None:
+        self.name = name
+        self._group_id = group_id or names.prefix + name
+        self._topics = [names.physical(t) for t in topics]
+        self._handlers = handlers
+        self._pool = pool
+        self._bootstrap = bootstrap
+        self._names = names
+        self._dlq = dlq_producer
+        self._verifier = verifier
+        self._max_records = max_records
+        self._retry_initial_s = retry_initial_s
+        self._retry_max_s = retry_max_s
+        self._stopping = asyncio.Event()
+        self._processed: dict[TopicPartition, int] = {}
+        self._kafka: AIOKafkaConsumer | None = None
+        self.ready = asyncio.Event()
+
+    def stop(self) -> None:
+        """Finish the record in hand, commit, and return from ``run()``."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        self._kafka = AIOKafkaConsumer(
+            bootstrap_servers=self._bootstrap,
+            group_id=self._group_id,
+            client_id=self.name,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            max_poll_records=self._max_records,
+        )
+        await self._kafka.start()
+        self._kafka.subscribe(self._topics, listener=_Rebalance(self))
+        try:
+            while not self._stopping.is_set():
+                batches = await self._kafka.getmany(timeout_ms=500, max_records=self._max_records)
+                if not self.ready.is_set() and self._kafka.assignment():
+                    self.ready.set()
+                for tp, records in batches.items():
+                    for record in records:
+                        if self._stopping.is_set():
+                            break
+                        await self._handle_record(tp, record)
+                        self._processed[tp] = record.offset + 1
+                await self._commit_processed()
+        finally:
+            with contextlib.suppress(Exception):
+                await self._commit_processed()
+            await self._kafka.stop()
+
+    async def _commit_processed(self) -> None:
+        if not self._processed or self._kafka is None:
+            return
+        offsets, self._processed = dict(self._processed), {}
+        try:
+            await self._kafka.commit(offsets)
+        except KafkaError as exc:
+            # Partitions moved to another member: it resumes from the last committed offset and the
+            # inbox turns the replay into no-ops.
+            log.warning("offset commit failed", consumer=self.name, error=str(exc))
+
+    async def _handle_record(self, tp: TopicPartition, record: Any) -> None:
+        headers = {k: v for k, v in (record.headers or ())}
+        try:
+            envelope = decode(record.value)
+        except (ValidationError, ValueError, TypeError) as exc:
+            await self._dead_letter(tp, record, "malformed_envelope", describe_error(exc))
+            return
+        handler = self._handlers.get(envelope.type)
+        if handler is None:
+            CONSUMED.labels(self.name, "skipped").inc()
+            return
+        bound = log.bind(
+            consumer=self.name, event_id=envelope.id, event_type=envelope.type, subject=envelope.subject
+        )
+        try:
+            if self._verifier is not None:
+                self._verifier(envelope, headers)
+            payload: BaseModel = envelope.payload()
+        except (PoisonMessage, ValidationError) as exc:
+            await self._dead_letter(tp, record, type(exc).__name__, describe_error(exc), envelope)
+            return
+        delay = self._retry_initial_s
+        while True:
+            try:
+                applied = await self._apply(envelope, payload, handler)
+                CONSUMED.labels(self.name, "applied" if applied else "duplicate").inc()
+                bound.debug("event handled", duplicate=not applied)
+                return
+            except TRANSIENT_ERRORS as exc:
+                if self._stopping.is_set():
+                    raise
+                bound.warning("transient error; retrying", error=str(exc), retry_in_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._retry_max_s)
+            except Exception as exc:  # anything else is a poison message: park it and carry on
+                bound.error("event refused; sent to the DLQ", error=describe_error(exc))
+                await self._dead_letter(tp, record, type(exc).__name__, describe_error(exc), envelope)
+                return
+
+    async def _apply(self, envelope: Envelope, payload: BaseModel, handler: Handler) -> bool:
+        async with self._pool.acquire() as conn, conn.transaction():
+            claimed = await conn.fetchval(
+                """INSERT INTO inbox (consumer, event_id, event_type) VALUES ($1, $2, $3)
+                   ON CONFLICT DO NOTHING RETURNING 1""",
+                self.name,
+                envelope.id,
+                envelope.type,
+            )
+            if not claimed:
+                return False
+            await handler(conn, envelope, payload)
+            return True
+
+    async def _dead_letter(
+        self, tp: TopicPartition, record: Any, kind: str, error: str, envelope: Envelope | None = None
+    ) -> None:
+        CONSUMED.labels(self.name, "dead_lettered").inc()
+        topic = self._names.logical(tp.topic)
+        headers = [
+            ("rlark-error-kind", kind.encode()),
+            ("rlark-error", error[:2000].encode()),
+            ("rlark-consumer", self.name.encode()),
+            ("rlark-original-topic", topic.encode()),
+            ("rlark-original-partition", str(tp.partition).encode()),
+            ("rlark-original-offset", str(record.offset).encode()),
+        ]
+        dlq = self._names.physical(f"{topic}.dlq")
+        delay = self._retry_initial_s
+        while True:
+            try:
+                await self._dlq.send_and_wait(dlq, value=record.value, key=record.key, headers=headers)
+                break
+            except KafkaError as exc:
+                log.warning("DLQ publish failed; retrying", error=str(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._retry_max_s)
+        log.error(
+            "record dead-lettered",
+            consumer=self.name,
+            topic=topic,
+            offset=record.offset,
+            kind=kind,
+            event_id=envelope.id if envelope else None,
+        )

@@ -1,0 +1,55 @@
+"""The idempotent Kafka producer (acks=all) and topic creation."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+from rlark_contracts import TOPICS, TopicNames
+
+
+async def create_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        client_id=client_id,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=2,
+        max_batch_size=1 << 20,
+        request_timeout_ms=30000,
+    )
+    await producer.start()
+    return producer
+
+
+async def ensure_topics(bootstrap: str, names: TopicNames, partitions: int = 3) -> list[str]:
+    """Create every registered topic and its DLQ when missing (compacted ones with cleanup.policy=compact).
+
+    Idempotent: existing topics are left alone. Returns the physical names created now.
+    """
+    wanted: list[NewTopic] = []
+    for topic in TOPICS.values():
+        config = {"cleanup.policy": "compact"} if topic.compacted else {}
+        wanted.append(NewTopic(names.physical(topic.name), partitions, 1, topic_configs=config))
+        wanted.append(NewTopic(names.physical(topic.dlq), 1, 1))
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="rlark-topics")
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = [t for t in wanted if t.name not in existing]
+        if missing:
+            try:
+                await admin.create_topics(missing)
+            except TopicAlreadyExistsError:
+                logging.getLogger(__name__).info("topics created concurrently")
+        # Metadata for new topics propagates asynchronously; wait until they are listed.
+        for _ in range(50):
+            if {t.name for t in missing} <= set(await admin.list_topics()):
+                break
+            await asyncio.sleep(0.1)
+        return [t.name for t in missing]
+    finally:
+        await admin.close()

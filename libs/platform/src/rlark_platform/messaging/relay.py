@@ -1,0 +1,147 @@
+"""The outbox relay: publishes committed outbox rows to Kafka, one active relay per service database.
+
+Concurrency model: one asyncio task. Leadership is a session-level advisory lock held on a dedicated
+connection; a relay that does not get it stands by and retries, so several replicas of a service can run
+and exactly one publishes. The relay wakes on NOTIFY (sent at commit by ``add_events``) and polls as a
+fallback. Each round publishes the oldest unpublished rows in ``seq`` order, waits for the broker's acks
+(acks=all, idempotent producer), then marks exactly those rows published. A crash between the ack and the
+mark republishes them: consumers dedupe on the event id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+import asyncpg
+import structlog
+from aiokafka import AIOKafkaProducer
+from prometheus_client import Counter, Gauge
+from rlark_contracts import TopicNames
+
+from rlark_platform.db.pool import Connection
+from rlark_platform.messaging.outbox import NOTIFY_CHANNEL
+
+log = structlog.get_logger(__name__)
+
+_LEADER_LOCK = 0x52454C4159  # "RELAY"
+
+PUBLISHED = Counter("rlark_outbox_published_total", "Outbox events published to Kafka", ["service"])
+PENDING = Gauge("rlark_outbox_pending", "Unpublished outbox rows seen by the last relay round", ["service"])
+
+
+class OutboxRelay:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        producer: AIOKafkaProducer,
+        names: TopicNames,
+        *,
+        service: str,
+        batch_size: int = 500,
+        poll_interval_s: float = 1.0,
+        retention_s: float = 3600.0,
+    ) -> None:
+        self._pool = pool
+        self._producer = producer
+        self._names = names
+        self._service = service
+        self._batch_size = batch_size
+        self._poll_interval_s = poll_interval_s
+        self._retention_s = retention_s
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self.is_leader = False
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Run until ``stop()``; stands by while another relay of this service holds leadership."""
+        while not self._stopping.is_set():
+            conn = await self._pool.acquire()
+            try:
+                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _LEADER_LOCK):
+                    await self._sleep(self._poll_interval_s * 2)
+                    continue
+                self.is_leader = True
+                log.info("outbox relay is leader", service=self._service)
+                await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+                try:
+                    await self._lead(conn)
+                finally:
+                    self.is_leader = False
+                    with contextlib.suppress(Exception):
+                        await conn.remove_listener(NOTIFY_CHANNEL, self._on_notify)
+                        await conn.execute("SELECT pg_advisory_unlock($1)", _LEADER_LOCK)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("outbox relay lost its database; retrying", error=str(exc))
+                await self._sleep(1.0)
+            finally:
+                await self._pool.release(conn)
+
+    def _on_notify(self, *_: Any) -> None:
+        self._wake.set()
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()
+
+    async def _lead(self, conn: Connection) -> None:
+        rounds = 0
+        while not self._stopping.is_set():
+            # The leadership lock lives on ``conn``'s session: if it dropped, another relay may lead now.
+            await conn.fetchval("SELECT 1")
+            published = await self.publish_once()
+            rounds += 1
+            if rounds % 600 == 0:
+                await self._purge_published()
+            if published < self._batch_size:
+                await self._sleep(self._poll_interval_s)
+
+    async def publish_once(self) -> int:
+        """Publish one batch of unpublished rows; return how many were published."""
+        rows = await self._pool.fetch(
+            """SELECT seq, topic, key, payload, headers FROM outbox
+               WHERE published_at IS NULL ORDER BY seq LIMIT $1""",
+            self._batch_size,
+        )
+        PENDING.labels(self._service).set(len(rows))
+        if not rows:
+            return 0
+        futures = []
+        for row in rows:
+            headers = [(k, str(v).encode()) for k, v in (_headers(row["headers"])).items()]
+            futures.append(
+                await self._producer.send(
+                    self._names.physical(row["topic"]),
+                    value=row["payload"],
+                    key=row["key"].encode(),
+                    headers=headers,
+                )
+            )
+        # Waits for every ack; an exception leaves the rows unpublished, to be retried next round.
+        await asyncio.gather(*futures)
+        await self._pool.execute(
+            "UPDATE outbox SET published_at = now() WHERE seq = ANY($1::bigint[])",
+            [r["seq"] for r in rows],
+        )
+        PUBLISHED.labels(self._service).inc(len(rows))
+        return len(rows)
+
+    async def _purge_published(self) -> None:
+        await self._pool.execute(
+            "DELETE FROM outbox WHERE published_at < now() - make_interval(secs => $1)",
+            self._retention_s,
+        )
+
+
+def _headers(raw: object) -> dict[str, Any]:
+    if isinstance(raw, str):
+        loaded: dict[str, Any] = json.loads(raw)
+        return loaded
+    return dict(raw) if isinstance(raw, dict) else {}

@@ -1,0 +1,221 @@
+"""The composition root shared by every service: ``python -m rlark_<svc> api|worker|migrate|all``.
+
+- ``migrate``: creates the service's database when missing, applies the platform's and the service's
+  migrations, and creates the Kafka topics. Run once per deploy, never on every API start.
+- ``api``: the HTTP API (writes state and outbox rows; no Kafka client).
+- ``worker``: the outbox relay plus the service's consumers and loops.
+- ``all``: ``api`` and ``worker`` in one process (``make run`` and tests use it to save memory).
+
+Nothing here reads the environment at import time; ``main()`` builds the settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+import asyncpg
+import structlog
+import typer
+import uvicorn
+from aiokafka import AIOKafkaProducer
+from fastapi import FastAPI
+from rlark_contracts import TopicNames
+
+from rlark_platform.db import apply_migrations, create_pool, ensure_database, load_migrations
+from rlark_platform.messaging import (
+    PLATFORM_MIGRATIONS_TABLE,
+    OutboxRelay,
+    create_producer,
+    ensure_topics,
+    platform_migrations,
+)
+from rlark_platform.observability import configure_logging
+from rlark_platform.settings import ServiceSettings
+
+log = structlog.get_logger(__name__)
+
+S = TypeVar("S", bound=ServiceSettings)
+
+
+class Runnable(Protocol):
+    """A long-running part of a worker: ``run()`` until ``stop()``."""
+
+    async def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+@dataclass
+class ServiceContext:
+    settings: ServiceSettings
+    names: TopicNames
+    pool: asyncpg.Pool | None = None
+    producer: AIOKafkaProducer | None = None
+    extras: dict[str, object] = field(default_factory=dict)
+
+    def require_pool(self) -> asyncpg.Pool:
+        assert self.pool is not None, "this process has no database pool"
+        return self.pool
+
+    def require_producer(self) -> AIOKafkaProducer:
+        assert self.producer is not None, "this process has no Kafka producer"
+        return self.producer
+
+
+@dataclass(frozen=True)
+class ServiceDefinition:
+    name: str
+    settings_type: type[ServiceSettings]
+    migrations: Path | None
+    build_api: Callable[[ServiceContext], FastAPI] | None = None
+    build_workers: Callable[[ServiceContext], list[Runnable]] | None = None
+    needs_database: bool = True
+    relay: bool = True
+    on_start: Callable[[ServiceContext], Awaitable[None]] | None = None
+
+
+async def migrate(definition: ServiceDefinition, settings: ServiceSettings) -> list[str]:
+    applied: list[str] = []
+    if definition.needs_database:
+        url = settings.own_database_url()
+        await ensure_database(url)
+        conn = await asyncpg.connect(url)
+        try:
+            applied += await apply_migrations(conn, platform_migrations(), table=PLATFORM_MIGRATIONS_TABLE)
+            if definition.migrations is not None:
+                applied += await apply_migrations(conn, load_migrations(definition.migrations))
+        finally:
+            await conn.close()
+    created = await ensure_topics(settings.kafka_bootstrap, TopicNames(settings.topic_prefix))
+    log.info("migrated", applied=applied, topics_created=len(created))
+    return applied
+
+
+async def _context(
+    definition: ServiceDefinition, settings: ServiceSettings, *, kafka: bool
+) -> ServiceContext:
+    ctx = ServiceContext(settings=settings, names=TopicNames(settings.topic_prefix))
+    if definition.needs_database:
+        ctx.pool = await create_pool(
+            settings.own_database_url(), min_size=settings.db_pool_min, max_size=settings.db_pool_max
+        )
+    if kafka:
+        ctx.producer = await create_producer(settings.kafka_bootstrap, f"rlark-{definition.name}")
+    if definition.on_start is not None:
+        await definition.on_start(ctx)
+    return ctx
+
+
+async def _close(ctx: ServiceContext) -> None:
+    if ctx.producer is not None:
+        with contextlib.suppress(Exception):
+            await ctx.producer.stop()
+    if ctx.pool is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(ctx.pool.close(), 10)
+
+
+def _workers(definition: ServiceDefinition, ctx: ServiceContext) -> list[Runnable]:
+    parts: list[Runnable] = []
+    if definition.relay and ctx.pool is not None:
+        parts.append(
+            OutboxRelay(
+                ctx.require_pool(),
+                ctx.require_producer(),
+                ctx.names,
+                service=definition.name,
+                poll_interval_s=ctx.settings.relay_poll_interval_s,
+            )
+        )
+    if definition.build_workers is not None:
+        parts += definition.build_workers(ctx)
+    return parts
+
+
+async def serve(definition: ServiceDefinition, settings: ServiceSettings, *, api: bool, worker: bool) -> None:
+    """Run the API and/or the worker parts until SIGTERM/SIGINT, then shut down gracefully."""
+    ctx = await _context(definition, settings, kafka=worker or definition.build_api is None)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    tasks: list[asyncio.Task[None]] = []
+    parts = _workers(definition, ctx) if worker else []
+    server: uvicorn.Server | None = None
+    try:
+        for part in parts:
+            tasks.append(asyncio.create_task(part.run(), name=type(part).__name__))
+        if api and definition.build_api is not None:
+            app = definition.build_api(ctx)
+            config = uvicorn.Config(
+                app,
+                host=settings.http_host,
+                port=settings.http_port,
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+            )
+            server = uvicorn.Server(config)
+            # This process owns SIGTERM/SIGINT (see above): uvicorn must not capture them itself.
+            server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+            tasks.append(asyncio.create_task(server.serve(), name="http"))
+        log.info("service started", api=api, worker=worker, port=settings.http_port)
+        waiter = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not waiter and task.exception() is not None:
+                log.error("part failed; stopping", part=task.get_name(), error=repr(task.exception()))
+    finally:
+        log.info("service stopping")
+        if server is not None:
+            server.should_exit = True
+        for part in parts:
+            part.stop()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=20)
+            for task in pending:
+                task.cancel()
+        await _close(ctx)
+        log.info("service stopped")
+
+
+def main(definition: ServiceDefinition, argv: list[str] | None = None) -> None:
+    app = typer.Typer(help=f"RLark {definition.name} service.", no_args_is_help=True, add_completion=False)
+
+    def settings() -> ServiceSettings:
+        built = definition.settings_type()
+        configure_logging(definition.name, built.log_level, built.log_json)
+        return built
+
+    @app.command("migrate")
+    def _migrate() -> None:
+        """Create the database and topics, apply pending migrations, exit."""
+        asyncio.run(migrate(definition, settings()))
+
+    @app.command("api")
+    def _api() -> None:
+        """Serve the HTTP API."""
+        asyncio.run(serve(definition, settings(), api=True, worker=False))
+
+    @app.command("worker")
+    def _worker() -> None:
+        """Run the outbox relay and the consumers."""
+        asyncio.run(serve(definition, settings(), api=False, worker=True))
+
+    @app.command("all")
+    def _all(
+        migrate_first: bool = typer.Option(False, "--migrate", help="Apply migrations before starting"),
+    ) -> None:
+        """Run API and worker in one process (development and tests)."""
+        built = settings()
+        if migrate_first:
+            asyncio.run(migrate(definition, built))
+        asyncio.run(serve(definition, built, api=True, worker=True))
+
+    app(args=argv, prog_name=f"python -m rlark_{definition.name.replace('-', '_')}")

@@ -1,0 +1,38 @@
+"""The validated settings base every service extends (pydantic-settings, ``RLARK_`` environment prefix)."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ServiceSettings(BaseSettings):
+    """Settings common to every service process. Build it in ``main()``, never at import time."""
+
+    model_config = SettingsConfigDict(env_prefix="RLARK_", extra="ignore", frozen=True)
+
+    service_name: str = Field(default="rlark", description="Name in logs, metrics and event sources")
+    database_url: str = Field(
+        default="postgresql://postgres@127.0.0.1:5432/postgres",
+        description="PostgreSQL server URL; the service uses its own database on it (see database_name)",
+    )
+    database_name: str = Field(default="", description="Database of this service; default rlark_<service>")
+    kafka_bootstrap: str = Field(default="127.0.0.1:9092", description="Kafka bootstrap servers")
+    topic_prefix: str = Field(default="", description="Prefix for every topic (isolates test runs)")
+    internal_secret: SecretStr = Field(
+        default=SecretStr(""),
+        description="Shared secret that signs gateway→service identities and agent tokens",
+    )
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(default=0, ge=0, le=65535)
+    log_level: str = "INFO"
+    log_json: bool | None = Field(default=None, description="JSON logs; default: when not on a terminal")
+    db_pool_min: int = Field(default=1, ge=0)
+    db_pool_max: int = Field(default=10, ge=1)
+    relay_poll_interval_s: float = Field(default=1.0, gt=0, description="Outbox relay polling fallback")
+
+    def own_database_url(self) -> str:
+        """The URL of this service's own database on the configured server."""
+        name = self.database_name or f"rlark_{self.service_name.replace('-', '_')}"
+        base, _, _ = self.database_url.rpartition("/")
+        return f"{base}/{name}"

@@ -1,0 +1,22 @@
+"""Runs one outbox relay in its own process, so a test can SIGKILL it at any moment."""
+
+import asyncio
+import sys
+
+from rlark_contracts import TopicNames
+from rlark_platform.db import create_pool
+from rlark_platform.messaging import OutboxRelay, create_producer
+
+
+async def main(database_url: str, bootstrap: str, prefix: str, batch: int) -> None:
+    pool = await create_pool(database_url)
+    producer = await create_producer(bootstrap, "relay-under-test")
+    relay = OutboxRelay(
+        pool, producer, TopicNames(prefix), service="test", batch_size=batch, poll_interval_s=0.2
+    )
+    print("relay-started", flush=True)
+    await relay.run()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
