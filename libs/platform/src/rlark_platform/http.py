@@ -133,6 +133,15 @@ def create_app(
     return app
 
 
+def database_ready(pool: Any) -> ReadyCheck:
+    """A readiness check that the service's database answers."""
+
+    async def database() -> None:
+        await pool.fetchval("SELECT 1")
+
+    return database
+
+
 async def require_caller(request: Request) -> Caller:
     """Dependency: the user the gateway vouched for; 401 for anything that bypassed the gateway."""
     try:

@@ -138,13 +138,22 @@ def _workers(definition: ServiceDefinition, ctx: ServiceContext) -> list[Runnabl
     return parts
 
 
-async def serve(definition: ServiceDefinition, settings: ServiceSettings, *, api: bool, worker: bool) -> None:
-    """Run the API and/or the worker parts until SIGTERM/SIGINT, then shut down gracefully."""
+async def serve(
+    definition: ServiceDefinition,
+    settings: ServiceSettings,
+    *,
+    api: bool,
+    worker: bool,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run the API and/or the worker parts until ``stop`` is set (default: SIGTERM/SIGINT), then shut down
+    gracefully: the HTTP server stops accepting, workers finish their unit of work, pools close."""
     ctx = await _context(definition, settings, kafka=worker or definition.build_api is None)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
     tasks: list[asyncio.Task[None]] = []
     parts = _workers(definition, ctx) if worker else []
     server: uvicorn.Server | None = None

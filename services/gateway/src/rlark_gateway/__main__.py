@@ -1,0 +1,3 @@
+from rlark_gateway.main import run
+
+run()

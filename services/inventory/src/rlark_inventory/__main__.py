@@ -1,0 +1,3 @@
+from rlark_inventory.main import run
+
+run()

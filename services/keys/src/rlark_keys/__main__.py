@@ -1,0 +1,3 @@
+from rlark_keys.main import run
+
+run()

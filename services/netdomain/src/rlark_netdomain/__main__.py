@@ -1,0 +1,3 @@
+from rlark_netdomain.main import run
+
+run()

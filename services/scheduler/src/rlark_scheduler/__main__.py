@@ -1,0 +1,3 @@
+from rlark_scheduler.main import run
+
+run()

@@ -1,0 +1,21 @@
+"""Composition root of the scheduler service: `python -m rlark_scheduler api|worker|migrate|all`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlark_platform.service import ServiceDefinition, main
+
+from rlark_scheduler.api import build_api
+from rlark_scheduler.settings import SchedulerSettings
+
+DEFINITION = ServiceDefinition(
+    name="scheduler",
+    settings_type=SchedulerSettings,
+    migrations=Path(__file__).parent / "migrations",
+    build_api=build_api,
+)
+
+
+def run() -> None:
+    main(DEFINITION)

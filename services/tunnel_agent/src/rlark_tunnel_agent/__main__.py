@@ -1,0 +1,3 @@
+from rlark_tunnel_agent.main import run
+
+run()
