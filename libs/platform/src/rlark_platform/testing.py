@@ -18,7 +18,7 @@ from rlark_platform.identity import Caller, Role, sign_caller
 from rlark_platform.service import ServiceDefinition, migrate, serve
 from rlark_platform.settings import ServiceSettings
 
-TEST_SECRET = "test-internal-secret-not-for-production"
+TEST_SECRET = "test-internal-secret-not-for-production"  # noqa: S105 (tests only)
 
 
 def free_port() -> int:

@@ -1,0 +1,40 @@
+"""Entry point of ``rlark``. Each resource's commands live in ``rlark_cli.commands.<resource>`` and are
+registered here; a module that is not there yet is simply absent from ``--help``."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="rlark",
+    help="RLark: run RLinf (Ray) training across Kubernetes GPU clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+# (module, group name or None for top-level commands)
+COMMAND_MODULES: list[tuple[str, str | None]] = [
+    ("auth", None),
+    ("clusters", "clusters"),
+    ("nodes", "nodes"),
+    ("labels", None),
+    ("keys", "keys"),
+    ("domains", "domains"),
+    ("jobs", "jobs"),
+    ("users", "users"),
+]
+
+for module_name, group in COMMAND_MODULES:
+    try:
+        module = importlib.import_module(f"rlark_cli.commands.{module_name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"rlark_cli.commands.{module_name}":
+            raise
+        continue
+    if group is None:
+        module.register(app)
+    else:
+        app.add_typer(module.app, name=group)

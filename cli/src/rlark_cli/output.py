@@ -1,0 +1,67 @@
+"""Output for people (rich tables) and scripts (``-o json`` / ``-o yaml``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+out = Console()
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+OutputOpt = Annotated[Format, typer.Option("--output", "-o", help="Output format.")]
+
+Column = tuple[str, str | Callable[[dict[str, Any]], Any]]
+"""(header, key in the item or a function of the item)."""
+
+
+def emit(data: Any, fmt: Format, columns: Sequence[Column] | None = None, title: str | None = None) -> None:
+    if fmt is Format.json:
+        typer.echo(json.dumps(data, indent=2, default=str))
+        return
+    if fmt is Format.yaml:
+        typer.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip())
+        return
+    items = data.get("items", data) if isinstance(data, dict) and columns else data
+    if columns and isinstance(items, list):
+        table = Table(title=title, show_lines=False, header_style="bold")
+        for header, _ in columns:
+            table.add_column(header, overflow="fold")
+        for item in items:
+            table.add_row(*[_cell(item, getter) for _, getter in columns])
+        out.print(table)
+        if isinstance(data, dict) and "total" in data and data["total"] > len(items):
+            out.print(f"[dim]{len(items)} of {data['total']} shown; use --page / --page-size[/]")
+        return
+    if isinstance(data, dict):
+        width = max((len(k) for k in data), default=0)
+        for key, value in data.items():
+            shown = yaml.safe_dump(value, default_flow_style=True).strip() if isinstance(value, dict | list) else value
+            out.print(f"[bold]{key:<{width}}[/]  {shown}", highlight=False)
+        return
+    out.print(data)
+
+
+def _cell(item: dict[str, Any], getter: str | Callable[[dict[str, Any]], Any]) -> str:
+    value = getter(item) if callable(getter) else item.get(getter)
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
