@@ -15,6 +15,13 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
+
+
+@app.callback()
+def _root() -> None:
+    """RLark: run RLinf (Ray) training across Kubernetes GPU clusters."""
+
+
 # (module, group name or None for top-level commands)
 COMMAND_MODULES: list[tuple[str, str | None]] = [
     ("auth", None),
@@ -38,3 +45,11 @@ for module_name, group in COMMAND_MODULES:
         module.register(app)
     else:
         app.add_typer(module.app, name=group)
+
+
+@app.command("version")
+def version() -> None:
+    """Print the CLI version."""
+    from importlib.metadata import version as dist_version
+
+    typer.echo(f"rlark {dist_version('rlark-cli')}")
