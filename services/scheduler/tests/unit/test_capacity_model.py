@@ -13,9 +13,27 @@ A100 = {"rlark.io/gpu-model": "A100"}
 H100 = {"rlark.io/gpu-model": "H100"}
 
 
-def gpu_node(name: str, cluster: str = "gpu-a", gpus: int = 8, **fields: object) -> NodeState:
-    labels = fields.pop("labels", A100)
-    return NodeState(cluster=cluster, name=name, labels=labels, gpu_allocatable=gpus, **fields)  # type: ignore[arg-type]
+def gpu_node(
+    name: str,
+    cluster: str = "gpu-a",
+    gpus: int = 8,
+    labels: dict[str, str] | None = None,
+    *,
+    ready: bool = True,
+    schedulable: bool = True,
+    gpu_used_external: int = 0,
+    gone: bool = False,
+) -> NodeState:
+    return NodeState(
+        cluster=cluster,
+        name=name,
+        labels=A100 if labels is None else labels,
+        ready=ready,
+        schedulable=schedulable,
+        gpu_allocatable=gpus,
+        gpu_used_external=gpu_used_external,
+        gone=gone,
+    )
 
 
 def test_free_gpus_subtract_external_use_and_own_allocations() -> None:

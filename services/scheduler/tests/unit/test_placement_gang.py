@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from rlark_scheduler.domain.bench import bench_gang_placement, bench_requeue
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
 from rlark_scheduler.domain.placement import (
     Demand,
@@ -236,3 +237,11 @@ def test_request_validation() -> None:
         JobRequest("j", 0, 0, [role("r", 1)], "h")
     with pytest.raises(ValueError, match="at least one role"):
         JobRequest("j", 0, 0, [], "h")
+
+
+def test_benchmarks_run_and_report_their_counts() -> None:
+    gang = bench_gang_placement(runs=2)
+    assert (gang["nodes"], gang["workers"], gang["runs"]) == (10_000, 64, 2)
+    requeue = bench_requeue(jobs=50)
+    assert (requeue["queued_jobs"], requeue["first_round_tried"], requeue["full_tried"]) == (50, 50, 50)
+    assert 0 < int(requeue["incremental_tried"]) < 50

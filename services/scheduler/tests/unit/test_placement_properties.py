@@ -53,7 +53,7 @@ class World:
 labels_st = st.fixed_dictionaries(
     {"model": st.sampled_from(["A", "H"])}, optional={"zone": st.sampled_from(["1", "2"])}
 )
-selectors_st = st.one_of(
+selectors_st: st.SearchStrategy[dict[str, str]] = st.one_of(
     st.just({}),
     st.fixed_dictionaries({"model": st.sampled_from(["A", "H"])}),
     st.fixed_dictionaries({"zone": st.sampled_from(["1", "2"])}),

@@ -11,8 +11,8 @@ from rlark_scheduler.domain.reasons import PendingCode
 pytestmark = pytest.mark.unit
 
 
-def gpu_node(name: str, cluster: str = "gpu-a", **fields: bool) -> NodeState:
-    return NodeState(cluster=cluster, name=name, gpu_allocatable=8, **fields)
+def gpu_node(name: str, cluster: str = "gpu-a", *, schedulable: bool = True) -> NodeState:
+    return NodeState(cluster=cluster, name=name, gpu_allocatable=8, schedulable=schedulable)
 
 
 def job(job_id: str, workers: int, *, priority: int = 0, seq: int = 0, cluster: str = "gpu-a") -> JobRequest:
@@ -144,3 +144,15 @@ def test_push_refuses_duplicates_and_remove_is_idempotent() -> None:
     assert not queue.remove("j")
     assert len(queue) == 0
     assert queue.reason("j") is None
+
+
+def test_a_queued_job_that_already_holds_capacity_stops_the_round_before_any_change() -> None:
+    model = CapacityModel.from_nodes(nodes(3))
+    model.allocate("dup", [(("gpu-a", "gpu-a-n0"), 8)])
+    queue = JobQueue()
+    queue.push(job("first", 1, seq=1))
+    queue.push(job("dup", 1, seq=2))
+    with pytest.raises(ValueError, match="dup"):
+        schedule_round(model, queue)
+    assert model.allocated_jobs() == ["dup"]
+    assert len(queue) == 2

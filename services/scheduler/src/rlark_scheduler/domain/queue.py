@@ -124,6 +124,11 @@ def schedule_round(model: CapacityModel, queue: JobQueue) -> list[Placement]:
     capacity and no job ever holds part of a gang. Jobs that do not fit keep (or get) their
     pending reason; unchanged signatures skip the attempt (see the module docstring).
     """
+    holding = [job_id for job_id in queue._entries if model.held(job_id)]
+    if holding:
+        # A queued job must not already hold capacity; refusing before any change keeps the
+        # round all-or-nothing instead of failing half-way with placements committed.
+        raise ValueError(f"queued jobs already hold an allocation: {', '.join(sorted(holding))}")
     placements: list[Placement] = []
     considered = tried = 0
     for key in list(queue._order):
