@@ -109,3 +109,25 @@ async def test_poison_message_goes_to_the_dlq_with_its_error_and_the_consumer_go
     assert by_key[b"p"]["rlark-original-topic"] == b"keys.keys"
     # The poison event was not claimed in the inbox: a fix and a replay can still apply it.
     assert await pool.fetchval("SELECT count(*) FROM inbox WHERE event_id = $1", poison.id) == 0
+
+
+async def test_transient_errors_are_retried_not_dead_lettered(
+    pool: asyncpg.Pool, producer: Any, names: TopicNames, kafka_bootstrap: str
+) -> None:
+    failures = {"left": 2}
+
+    async def flaky(conn: asyncpg.Connection, envelope: Envelope, payload: Any) -> None:
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            raise ConnectionResetError("database went away")
+        await record_effect(conn, envelope, payload)
+
+    event = sample_event("flaky")
+    await producer.send_and_wait(names.physical("keys.keys"), encode(event), key=b"flaky")
+    consumer = Consumer(name="test-consumer", topics=["keys.keys"], handlers={"keys.key.added.v1": flaky},
+                        pool=pool, bootstrap=kafka_bootstrap, names=names, dlq_producer=producer,
+                        retry_initial_s=0.01)
+    await run_until(pool, consumer, effects=1)
+    assert failures["left"] == 0
+    assert await pool.fetchval("SELECT count(*) FROM effects") == 1
+    assert await read_topic(kafka_bootstrap, names.physical("keys.keys.dlq"), expect=0, timeout_s=1) == []

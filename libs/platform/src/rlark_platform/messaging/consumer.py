@@ -61,6 +61,14 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+_Ready = tuple[Any, Envelope, BaseModel, "Handler"]
+"""A record ready to apply: (Kafka record, envelope, typed payload, handler)."""
+
+
+class _BatchRefused(Exception):
+    """A non-transient failure while applying; its ``__cause__`` is the handler's error."""
+
+
 class PoisonMessage(Exception):
     """Raised by a handler or verifier for a record that can never be applied: it goes to the DLQ."""
 
@@ -132,11 +140,10 @@ class Consumer:
                 if not self.ready.is_set() and self._kafka.assignment():
                     self.ready.set()
                 for tp, records in batches.items():
-                    for record in records:
-                        if self._stopping.is_set():
-                            break
-                        await self._handle_record(tp, record)
-                        self._processed[tp] = record.offset + 1
+                    if self._stopping.is_set():
+                        break
+                    await self._handle_batch(tp, records)
+                    self._processed[tp] = records[-1].offset + 1
                 await self._commit_processed()
         finally:
             with contextlib.suppress(Exception):
@@ -154,58 +161,96 @@ class Consumer:
             # inbox turns the replay into no-ops.
             log.warning("offset commit failed", consumer=self.name, error=str(exc))
 
-    async def _handle_record(self, tp: TopicPartition, record: Any) -> None:
+    async def _handle_batch(self, tp: TopicPartition, records: list[Any]) -> None:
+        """Apply a partition's batch in one transaction; on a non-transient failure, redo it one by one so
+        only the poison record goes to the DLQ."""
+        ready = [item for record in records if (item := await self._prepare(tp, record)) is not None]
+        if not ready:
+            return
+        if len(ready) > 1:
+            try:
+                applied = await self._retrying(lambda: self._apply(ready))
+            except _BatchRefused:
+                pass
+            else:
+                CONSUMED.labels(self.name, "applied").inc(applied)
+                CONSUMED.labels(self.name, "duplicate").inc(len(ready) - applied)
+                return
+        for item in ready:
+            try:
+                applied = await self._retrying(lambda item=item: self._apply([item]))  # type: ignore[misc]
+            except _BatchRefused as refused:
+                record, envelope = item[0], item[1]
+                error = refused.__cause__ or refused
+                log.error(
+                    "event refused; sent to the DLQ",
+                    consumer=self.name,
+                    event_id=envelope.id,
+                    event_type=envelope.type,
+                    error=describe_error(error),
+                )
+                await self._dead_letter(tp, record, type(error).__name__, describe_error(error), envelope)
+                continue
+            CONSUMED.labels(self.name, "applied" if applied else "duplicate").inc()
+
+    async def _prepare(self, tp: TopicPartition, record: Any) -> _Ready | None:
+        """Decode, filter and verify one record; dead-letter it when it can never be applied."""
         headers = {k: v for k, v in (record.headers or ())}
         try:
             envelope = decode(record.value)
         except (ValidationError, ValueError, TypeError) as exc:
             await self._dead_letter(tp, record, "malformed_envelope", describe_error(exc))
-            return
+            return None
         handler = self._handlers.get(envelope.type)
         if handler is None:
             CONSUMED.labels(self.name, "skipped").inc()
-            return
-        bound = log.bind(
-            consumer=self.name, event_id=envelope.id, event_type=envelope.type, subject=envelope.subject
-        )
+            return None
         try:
             if self._verifier is not None:
                 self._verifier(envelope, headers)
             payload: BaseModel = envelope.payload()
         except (PoisonMessage, ValidationError) as exc:
             await self._dead_letter(tp, record, type(exc).__name__, describe_error(exc), envelope)
-            return
+            return None
+        return (record, envelope, payload, handler)
+
+    async def _retrying(self, attempt: Callable[[], Awaitable[int]]) -> int:
+        """Run ``attempt`` until it succeeds, backing off on transient errors; any other error becomes
+        ``_BatchRefused`` (its cause is the original error)."""
         delay = self._retry_initial_s
         while True:
             try:
-                applied = await self._apply(envelope, payload, handler)
-                CONSUMED.labels(self.name, "applied" if applied else "duplicate").inc()
-                bound.debug("event handled", duplicate=not applied)
-                return
+                return await attempt()
             except TRANSIENT_ERRORS as exc:
                 if self._stopping.is_set():
                     raise
-                bound.warning("transient error; retrying", error=str(exc), retry_in_s=delay)
+                log.warning("transient error; retrying", consumer=self.name, error=str(exc), retry_in_s=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._retry_max_s)
-            except Exception as exc:  # anything else is a poison message: park it and carry on
-                bound.error("event refused; sent to the DLQ", error=describe_error(exc))
-                await self._dead_letter(tp, record, type(exc).__name__, describe_error(exc), envelope)
-                return
+            except Exception as exc:
+                raise _BatchRefused() from exc
 
-    async def _apply(self, envelope: Envelope, payload: BaseModel, handler: Handler) -> bool:
+    async def _apply(self, ready: list[_Ready]) -> int:
+        """One transaction: claim every event id in the inbox at once, run handlers for new claims only."""
         async with self._pool.acquire() as conn, conn.transaction():
-            claimed = await conn.fetchval(
-                """INSERT INTO inbox (consumer, event_id, event_type) VALUES ($1, $2, $3)
-                   ON CONFLICT DO NOTHING RETURNING 1""",
-                self.name,
-                envelope.id,
-                envelope.type,
-            )
-            if not claimed:
-                return False
-            await handler(conn, envelope, payload)
-            return True
+            claimed = {
+                row["event_id"]
+                for row in await conn.fetch(
+                    """INSERT INTO inbox (consumer, event_id, event_type)
+                       SELECT $1, e.id, e.type FROM unnest($2::text[], $3::text[]) AS e(id, type)
+                       ON CONFLICT DO NOTHING RETURNING event_id""",
+                    self.name,
+                    [envelope.id for _, envelope, _, _ in ready],
+                    [envelope.type for _, envelope, _, _ in ready],
+                )
+            }
+            applied = 0
+            for _, envelope, payload, handler in ready:
+                if envelope.id in claimed:
+                    claimed.discard(envelope.id)  # the same id twice in one batch applies once
+                    await handler(conn, envelope, payload)
+                    applied += 1
+            return applied
 
     async def _dead_letter(
         self, tp: TopicPartition, record: Any, kind: str, error: str, envelope: Envelope | None = None
