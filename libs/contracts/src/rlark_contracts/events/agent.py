@@ -26,6 +26,9 @@ class NodeObservation(EventData):
     memory_allocatable_bytes: int = 0
     labels: dict[str, str] = {}
     addresses: list[str] = []
+    # Added additively: requests of the pods bound to the node (0 when the agent does not know).
+    cpu_allocated_millis: int = 0
+    memory_allocated_bytes: int = 0
 
 
 @event("agent.nodes.observed.v1", "agent.reports")

@@ -68,6 +68,9 @@ class NodeState(EventData):
     labels: dict[str, str] = {}
     addresses: list[str] = []
     observed_at: datetime | None = None
+    # Added additively: CPU and memory requested by pods bound to the node.
+    cpu_allocated_millis: int = 0
+    memory_allocated_bytes: int = 0
 
 
 @event("inventory.node.updated.v1", "inventory.nodes")
