@@ -78,6 +78,10 @@ class ServiceDefinition:
     needs_database: bool = True
     relay: bool = True
     on_start: Callable[[ServiceContext], Awaitable[None]] | None = None
+    # Awaited once shutdown begins, while the HTTP server drains: end long-lived streams here.
+    on_stop: Callable[[ServiceContext], Awaitable[None]] | None = None
+    # Adds service-specific commands to the CLI: ``extra_commands(app, build_settings)``.
+    extra_commands: Callable[[typer.Typer, Callable[[], ServiceSettings]], None] | None = None
 
 
 async def migrate(definition: ServiceDefinition, settings: ServiceSettings) -> list[str]:
@@ -186,6 +190,11 @@ async def serve(
             server.should_exit = True
         for part in parts:
             part.stop()
+        if definition.on_stop is not None:
+            try:
+                await definition.on_stop(ctx)
+            except Exception as exc:
+                log.error("on_stop failed", error=repr(exc))
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=20)
             for task in pending:
@@ -226,5 +235,8 @@ def main(definition: ServiceDefinition, argv: list[str] | None = None) -> None:
         if migrate_first:
             asyncio.run(migrate(definition, built))
         asyncio.run(serve(definition, built, api=True, worker=True))
+
+    if definition.extra_commands is not None:
+        definition.extra_commands(app, settings)
 
     app(args=argv, prog_name=f"python -m rlark_{definition.name.replace('-', '_')}")
