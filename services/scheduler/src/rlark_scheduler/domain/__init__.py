@@ -1,0 +1,1 @@
+"""The scheduler's pure domain: job spec, validation, capacity and placement (no I/O)."""

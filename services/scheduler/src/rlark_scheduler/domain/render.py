@@ -1,0 +1,124 @@
+"""The YAML preview and the per-cluster plan a user checks before submitting.
+
+Role: show exactly what will be submitted and what each cluster's agent will be asked to create,
+so the user guide's pre-submission checklist (one ``spec.tasks[]`` entry per role, Header with one
+replica, explicit image tags, selectors per cluster) can be checked by eye and by tests.
+
+- :func:`render_yaml` is the normalised document: defaults written out, keys in the schema's order
+  (node-selector keys sorted; env keys and the RLinf config in the user's order, since env order
+  can matter for ``$(VAR)`` expansion), absent optional fields left out, multi-line scripts in
+  literal block style. ``parse_job_document(render_yaml(doc))`` gives back ``doc``.
+- :func:`plan_preview` lists, per cluster, the workers its agent will create — role, index, rank
+  (the Header's worker is rank 0, then roles in spec order, contiguous), GPUs and image — without
+  choosing nodes (that is the placement loop's job once the job is queued). It expects a document
+  whose replicas are valid (1..MAX_REPLICAS).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from rlark_scheduler.domain.spec import JobDocument, worker_slots
+from rlark_scheduler.domain.validation import ValidationContext
+
+
+class _PreviewDumper(yaml.SafeDumper):
+    """SafeDumper that writes multi-line strings as ``|`` blocks and never emits aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    if "\n" in value:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+_PreviewDumper.add_representer(str, _represent_str)
+
+
+def _without_none(mapping: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in mapping.items() if value is not None}
+
+
+def normalized_document(doc: JobDocument) -> dict[str, Any]:
+    """The document as plain data in canonical form (what :func:`render_yaml` writes)."""
+    data = _without_none(doc.model_dump(mode="json"))
+    spec = _without_none(data["spec"])
+    tasks = []
+    for task in spec["tasks"]:
+        role = _without_none(task)
+        role["nodeSelector"] = dict(sorted(role["nodeSelector"].items()))
+        role["mounts"] = [_without_none(mount) for mount in role["mounts"]]
+        tasks.append(role)
+    spec["tasks"] = tasks
+    data["spec"] = spec
+    return data
+
+
+def render_yaml(doc: JobDocument) -> str:
+    """The normalised YAML of ``doc`` (see the module docstring)."""
+    return yaml.dump(
+        normalized_document(doc),
+        Dumper=_PreviewDumper,
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+        width=100,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerPlan:
+    """One worker an agent will create."""
+
+    role: str
+    index: int
+    rank: int
+    gpus: int
+    image: str
+    is_header: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AgentPlan:
+    """What one cluster's agent will be asked to create for the job."""
+
+    cluster: str
+    known: bool
+    online: bool
+    workers: tuple[WorkerPlan, ...]
+
+    @property
+    def gpus(self) -> int:
+        return sum(worker.gpus for worker in self.workers)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """Roles with workers in this cluster, in rank order, without repeats."""
+        return tuple(dict.fromkeys(worker.role for worker in self.workers))
+
+
+def plan_preview(doc: JobDocument, ctx: ValidationContext) -> list[AgentPlan]:
+    """Per cluster, in order of the lowest rank it hosts, the workers its agent will create."""
+    per_cluster: dict[str, list[WorkerPlan]] = {}
+    for slot in worker_slots(doc.spec):
+        per_cluster.setdefault(slot.cluster, []).append(
+            WorkerPlan(slot.role, slot.index, slot.rank, slot.gpus, slot.image, slot.is_header)
+        )
+    plans: list[AgentPlan] = []
+    for cluster_name, workers in per_cluster.items():
+        cluster = ctx.clusters.get(cluster_name)
+        plans.append(
+            AgentPlan(
+                cluster=cluster_name,
+                known=cluster is not None,
+                online=cluster is not None and cluster.online,
+                workers=tuple(workers),
+            )
+        )
+    return plans

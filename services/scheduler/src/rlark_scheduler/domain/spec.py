@@ -1,0 +1,581 @@
+"""The job spec: one YAML/JSON document used by the API, the CLI and the console.
+
+Role: the typed shape of a job as users write it, its parsing from text or a mapping (with line
+numbers kept for error messages), and the small facts derived from it that every other module
+needs (rank order, worker slots). Semantic rules live in ``validation.py``; this module only says
+what is *well-formed*.
+
+The document (``apiVersion`` and ``kind`` default to the values below when left out)::
+
+    apiVersion: rlark.io/v1
+    kind: Job
+    metadata:
+      name: "grpo math 7B"        # display name, 1-128 characters after strip, may repeat
+    spec:
+      type: custom                # custom | template (then spec.template: <template id>)
+      header: actor               # the Header role: starts the Ray head, runs runScript
+      networkDomain: dom-a        # optional; the service fills the default before validation
+      sshKeys: [my-workstation]   # names of the submitting user's SSH public keys
+      runScript: |                # run on the Header once all Ray nodes joined
+        python train.py
+      tensorboardDir: /data/outputs/tb   # optional absolute path
+      outputs: [/data/outputs]    # absolute paths listed in the output manifest at the end
+      priority: 0                 # -100..100, higher first
+      rlinfConfig: {...}          # optional inline RLinf Hydra config, for cross-checks
+      tasks:                      # one entry per role
+        - name: actor             # DNS label (<= 40 characters), unique within the job
+          cluster: gpu-a
+          nodeSelector: {rlark.io/gpu-model: A100}
+          replicas: 1             # selected node count = workers of this role (one per node)
+          gpusPerWorker: 8        # 0..64
+          image: registry.example.com/rlinf:v0.3.0-cuda12.4   # explicit tag or @sha256 digest
+          prepareScript: |        # optional, runs before Ray starts
+            source /opt/venv/rlinf/bin/activate
+          mounts:                 # hostPath | pvc | objectStorage (objectStorage needs secretRef)
+            - {name: data, type: hostPath, source: /mnt/data, path: /data, readOnly: false}
+          env: {NCCL_DEBUG: INFO} # names [A-Za-z_][A-Za-z0-9_]*, values strings
+
+Parsing is strict where a typo would silently change meaning: unknown keys, duplicate keys, YAML
+anchors/aliases (a "billion laughs" document would expand exponentially) and more than one YAML
+document are refused. It is lenient where YAML's typing gets in the way: env values, node-selector
+values and the display name may be written as numbers or booleans and become strings
+(``true`` → ``"true"``). Keys may be written in camelCase (canonical) or snake_case.
+
+Field paths in errors look like ``spec.tasks[1].image``; keys that are not identifiers are quoted:
+``spec.tasks[0].nodeSelector["rlark.io/gpu-model"]`` (see :func:`child_path`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    ValidationError,
+)
+from pydantic.alias_generators import to_camel
+
+API_VERSION = "rlark.io/v1"
+KIND = "Job"
+MAX_DOCUMENT_CHARS = 1_000_000
+"""Documents longer than this are refused before parsing (1 MB is far above any real job)."""
+MAX_REPLICAS = 1024
+"""Upper bound of ``replicas`` per role; validation refuses more."""
+
+
+# --------------------------------------------------------------------------------------------
+# Field paths
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def child_path(parent: str, key: str | int) -> str:
+    """The path of ``key`` under ``parent``: ``a.b``, ``a[3]`` or ``a["x/y"]``."""
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    if _IDENTIFIER.fullmatch(key):
+        return f"{parent}.{key}" if parent else key
+    return f"{parent}[{json.dumps(key)}]"
+
+
+def parent_path(path: str) -> str:
+    """Inverse of :func:`child_path` for the last segment; the root's parent is the root."""
+    if path.endswith('"]'):
+        start = path.rfind('["')
+        while start > 0:
+            try:
+                json.loads(path[start + 1 : -1])
+            except ValueError:
+                start = path.rfind('["', 0, start)
+                continue
+            return path[:start]
+        return path[: max(start, 0)]
+    if path.endswith("]"):
+        return path[: path.rfind("[")]
+    cut = max(path.rfind("."), path.rfind("]"))
+    if cut < 0:
+        return ""
+    return path[:cut] if path[cut] == "." else path[: cut + 1]
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+
+
+class Severity(StrEnum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True)
+class SpecError:
+    """One problem with a job document, machine-readable (``code``) and human (``message``).
+
+    ``field`` is a path such as ``spec.tasks[1].image`` (empty for the document as a whole);
+    ``line``/``column`` are 1-based positions in the submitted text when it was text. Messages
+    never quote secret values.
+    """
+
+    code: str
+    message: str
+    field: str
+    line: int | None = None
+    column: int | None = None
+    severity: Severity = Severity.ERROR
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "field": self.field,
+            "line": self.line,
+            "column": self.column,
+            "severity": self.severity.value,
+        }
+
+
+class SpecParseError(ValueError):
+    """The document could not be read into a :class:`JobDocument`; ``errors`` says every why."""
+
+    def __init__(self, errors: Iterable[SpecError]) -> None:
+        self.errors: tuple[SpecError, ...] = tuple(errors)
+        super().__init__("; ".join(e.message for e in self.errors) or "invalid job document")
+
+
+# --------------------------------------------------------------------------------------------
+# Source positions
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSpan:
+    """Where one value sits in the submitted text (1-based lines)."""
+
+    key_line: int
+    start_line: int
+    end_line: int
+    block_scalar: bool
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """The submitted text and where each field path sits in it."""
+
+    text: str
+    spans: Mapping[str, SourceSpan]
+
+    def line_of(self, path: str) -> int | None:
+        """Line of ``path``'s key, or of its nearest ancestor present in the text."""
+        while True:
+            span = self.spans.get(path)
+            if span is not None:
+                return span.key_line
+            if not path:
+                return None
+            path = parent_path(path)
+
+    def line_in_value(self, path: str, content_line: int) -> int | None:
+        """Document line of line ``content_line`` (1-based) of the string value at ``path``."""
+        span = self.spans.get(path)
+        if span is None:
+            return self.line_of(path)
+        offset = content_line if span.block_scalar else content_line - 1
+        return min(span.start_line + offset, max(span.end_line, span.start_line))
+
+    def field_at_line(self, line: int) -> str:
+        """The most specific field path whose text covers ``line`` ("" when none does).
+
+        A comment line belongs to no field (YAML extends a block to the comments after it),
+        unless it sits inside a block scalar, where it is part of the string.
+        """
+        lines = self.text.splitlines()
+        is_comment = 0 < line <= len(lines) and lines[line - 1].lstrip().startswith("#")
+        best: tuple[int, int, str] | None = None
+        for path, span in self.spans.items():
+            if is_comment and not (span.block_scalar and span.start_line < line <= span.end_line):
+                continue
+            if span.key_line <= line <= max(span.end_line, span.key_line):
+                rank = (span.end_line - span.key_line, -len(path), path)
+                if best is None or rank < best:
+                    best = rank
+        return best[2] if best else ""
+
+
+# --------------------------------------------------------------------------------------------
+# The models
+
+
+def _scalar_to_text(value: object) -> object:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+ScalarText = Annotated[str, BeforeValidator(_scalar_to_text)]
+"""A string that may be written as a YAML number or boolean."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        frozen=True,
+    )
+
+
+class MountType(StrEnum):
+    HOST_PATH = "hostPath"
+    PVC = "pvc"
+    OBJECT_STORAGE = "objectStorage"
+
+
+class Mount(_Model):
+    """A volume in a worker: a host directory, a PVC or an object-storage prefix.
+
+    ``source`` is a host path, a PVC name or ``s3://bucket/prefix``-style URL; object storage
+    credentials come only from ``secretRef`` (the name of a secret held by the cluster).
+    """
+
+    name: str
+    type: MountType
+    source: str
+    path: str
+    read_only: bool = False
+    secret_ref: str | None = None
+
+
+class RoleSpec(_Model):
+    """One role: ``replicas`` workers, one per node, with the same image and settings."""
+
+    name: str
+    cluster: str
+    node_selector: dict[str, ScalarText] = Field(default_factory=dict)
+    replicas: StrictInt = 1
+    gpus_per_worker: StrictInt = 0
+    image: str
+    prepare_script: str | None = None
+    mounts: list[Mount] = Field(default_factory=list)
+    env: dict[str, ScalarText] = Field(default_factory=dict)
+
+
+class JobType(StrEnum):
+    CUSTOM = "custom"
+    TEMPLATE = "template"
+
+
+class JobSpec(_Model):
+    """Everything about a job except its display name."""
+
+    type: JobType = JobType.CUSTOM
+    template: str | None = None
+    header: str | None = None
+    network_domain: str | None = None
+    ssh_keys: list[str] = Field(default_factory=list)
+    run_script: str | None = None
+    tensorboard_dir: str | None = None
+    outputs: list[str] = Field(default_factory=list)
+    priority: StrictInt = 0
+    rlinf_config: dict[str, Any] | None = None
+    tasks: list[RoleSpec] = Field(default_factory=list)
+
+    def role(self, name: str | None) -> RoleSpec | None:
+        """The first role called ``name``."""
+        return next((role for role in self.tasks if role.name == name), None)
+
+    def rank_order(self) -> list[tuple[int, RoleSpec]]:
+        """``(task index, role)`` in rank order: the header role first, then spec order."""
+        header = next((i for i, role in enumerate(self.tasks) if role.name == self.header), None)
+        first = [] if header is None else [(header, self.tasks[header])]
+        return first + [(i, role) for i, role in enumerate(self.tasks) if i != header]
+
+
+class Metadata(_Model):
+    name: ScalarText
+
+
+class JobDocument(_Model):
+    """A whole job document. ``source`` keeps the submitted text when it was parsed from text."""
+
+    api_version: str = API_VERSION
+    kind: str = KIND
+    metadata: Metadata
+    spec: JobSpec
+
+    _source: SourceInfo | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> SourceInfo | None:
+        return self._source
+
+    def with_source(self, source: SourceInfo | None) -> JobDocument:
+        """This document with ``source`` attached (used by the parser and by copies)."""
+        copy = self.model_copy()
+        copy._source = source
+        return copy
+
+
+# --------------------------------------------------------------------------------------------
+# Derived facts
+
+
+@dataclass(frozen=True, slots=True)
+class RankRange:
+    """The contiguous ranks of one role's workers."""
+
+    task_index: int
+    role: str
+    first_rank: int
+    count: int
+    gpus_per_worker: int
+
+
+def rank_ranges(spec: JobSpec) -> list[RankRange]:
+    """Rank ranges of every role: the Header's worker is rank 0, then roles in spec order.
+
+    Roles with ``replicas < 1`` contribute no ranks. The same numbering becomes each worker's
+    ``RLINF_NODE_RANK``, so it is what RLinf's ``node_ranks`` refer to.
+    """
+    ranges: list[RankRange] = []
+    next_rank = 0
+    for index, role in spec.rank_order():
+        count = max(role.replicas, 0)
+        ranges.append(RankRange(index, role.name, next_rank, count, role.gpus_per_worker))
+        next_rank += count
+    return ranges
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSlot:
+    """One worker a job will have, before any node is chosen."""
+
+    role: str
+    index: int
+    rank: int
+    cluster: str
+    gpus: int
+    image: str
+    is_header: bool
+
+
+def worker_slots(spec: JobSpec) -> tuple[WorkerSlot, ...]:
+    """Every worker of the job in rank order. Requires 1 <= replicas <= MAX_REPLICAS per role."""
+    slots: list[WorkerSlot] = []
+    for rank_range in rank_ranges(spec):
+        role = spec.tasks[rank_range.task_index]
+        if not 1 <= role.replicas <= MAX_REPLICAS:
+            raise ValueError(f'role "{role.name}": replicas {role.replicas} is out of range')
+        for index in range(role.replicas):
+            slots.append(
+                WorkerSlot(
+                    role=role.name,
+                    index=index,
+                    rank=rank_range.first_rank + index,
+                    cluster=role.cluster,
+                    gpus=role.gpus_per_worker,
+                    image=role.image,
+                    is_header=role.name == spec.header,
+                )
+            )
+    return tuple(slots)
+
+
+def fill_network_domain_default(doc: JobDocument, domain_names: Iterable[str]) -> JobDocument:
+    """Set ``spec.networkDomain`` to the first domain by name when the user left it out.
+
+    With no domain configured the field stays absent (the user guide's rule).
+    """
+    if doc.spec.network_domain is not None:
+        return doc
+    names = sorted(domain_names)
+    if not names:
+        return doc
+    spec = doc.spec.model_copy(update={"network_domain": names[0]})
+    return doc.model_copy(update={"spec": spec}).with_source(doc.source)
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+
+
+def parse_job_document(source: str | bytes | Mapping[str, Any]) -> JobDocument:
+    """Read a job document from YAML or JSON text, or from an already decoded mapping.
+
+    Raises :class:`SpecParseError` listing every problem: syntax errors with line and column,
+    unknown or duplicate keys, missing required fields, wrong types.
+    """
+    info: SourceInfo | None = None
+    if isinstance(source, bytes):
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SpecParseError(
+                [SpecError("encoding_invalid", "the document is not valid UTF-8", "")]
+            ) from exc
+    if isinstance(source, str):
+        data, info = _load_text(source)
+    else:
+        data = dict(source)
+    if not isinstance(data, dict):
+        raise SpecParseError([SpecError("document_not_mapping", "the document must be a mapping", "", 1)])
+    try:
+        doc = JobDocument.model_validate(data)
+    except ValidationError as exc:
+        raise SpecParseError(_pydantic_errors(exc, info)) from None
+    return doc.with_source(info)
+
+
+def _load_text(text: str) -> tuple[Any, SourceInfo]:
+    if len(text) > MAX_DOCUMENT_CHARS:
+        raise SpecParseError(
+            [
+                SpecError(
+                    "document_too_large",
+                    f"the document is longer than {MAX_DOCUMENT_CHARS} characters",
+                    "",
+                )
+            ]
+        )
+    if not text.strip():
+        raise SpecParseError([SpecError("document_empty", "the document is empty", "")])
+    if text.lstrip().startswith("{"):
+        data = _load_json(text)
+        if data is not None:
+            try:
+                spans = _spans(text)
+            except SpecParseError:
+                spans = {}
+            return data, SourceInfo(text, spans)
+    spans = _spans(text)
+    return yaml.safe_load(text), SourceInfo(text, spans)
+
+
+def _load_json(text: str) -> Any:
+    """The decoded JSON, or None when ``text`` is not plain JSON.
+
+    None also for JSON with a repeated key: the YAML reader then reports it with its line.
+    """
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result = dict(pairs)
+        if len(result) != len(pairs):
+            raise ValueError("duplicate key")
+        return result
+
+    try:
+        return json.loads(text, object_pairs_hook=no_duplicates)
+    except ValueError:
+        return None
+
+
+def _spans(text: str) -> dict[str, SourceSpan]:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        column = mark.column + 1 if mark else None
+        where = f" at line {line}, column {column}" if line else ""
+        problem = " ".join(part for part in (exc.context, exc.problem) if part) or "invalid YAML"
+        raise SpecParseError(
+            [SpecError("yaml_syntax", f"YAML syntax error{where}: {problem}", "", line, column)]
+        ) from None
+    except yaml.YAMLError as exc:
+        raise SpecParseError([SpecError("yaml_syntax", f"YAML error: {exc}", "")]) from None
+    if root is None:
+        raise SpecParseError([SpecError("document_empty", "the document is empty", "")])
+    spans: dict[str, SourceSpan] = {}
+    errors: list[SpecError] = []
+    _walk(root, "", root.start_mark.line + 1, spans, errors, set())
+    if errors:
+        raise SpecParseError(errors)
+    return spans
+
+
+def _walk(
+    node: yaml.Node,
+    path: str,
+    key_line: int,
+    spans: dict[str, SourceSpan],
+    errors: list[SpecError],
+    seen: set[int],
+) -> None:
+    start = node.start_mark.line + 1
+    if id(node) in seen:  # the composer hands back the anchored node for every alias
+        errors.append(
+            SpecError(
+                "yaml_alias_refused",
+                "YAML anchors and aliases are not accepted in job documents",
+                path,
+                key_line,
+            )
+        )
+        return
+    seen.add(id(node))
+    end = node.end_mark.line + (1 if node.end_mark.column > 0 else 0)
+    block = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
+    spans[path] = SourceSpan(key_line, start, max(end, start), block)
+    if isinstance(node, yaml.MappingNode):
+        keys: set[str] = set()
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                errors.append(
+                    SpecError(
+                        "yaml_key_invalid",
+                        "mapping keys must be plain strings",
+                        path,
+                        key_node.start_mark.line + 1,
+                    )
+                )
+                continue
+            key = str(key_node.value)
+            child = child_path(path, key)
+            if key in keys:
+                errors.append(
+                    SpecError(
+                        "duplicate_key",
+                        f'the key "{key}" appears twice',
+                        child,
+                        key_node.start_mark.line + 1,
+                    )
+                )
+                continue
+            keys.add(key)
+            _walk(value_node, child, key_node.start_mark.line + 1, spans, errors, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _walk(item, child_path(path, index), item.start_mark.line + 1, spans, errors, seen)
+
+
+def _pydantic_errors(exc: ValidationError, info: SourceInfo | None) -> list[SpecError]:
+    errors: list[SpecError] = []
+    for error in exc.errors(include_url=False, include_input=False):
+        path = ""
+        for part in error["loc"]:
+            if part == "[key]":
+                continue
+            path = child_path(path, part)
+        kind = error["type"]
+        if kind == "missing":
+            code, message = "field_required", f"{path} is required"
+        elif kind == "extra_forbidden":
+            code, message = "field_unknown", f"{path} is not a known field"
+        else:
+            code, message = "field_invalid", f"{path}: {error['msg']}"
+        errors.append(SpecError(code, message, path, info.line_of(path) if info else None))
+    return errors

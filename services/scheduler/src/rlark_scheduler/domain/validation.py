@@ -1,0 +1,899 @@
+"""Server-side validation of a job document against the platform's rules and its current state.
+
+Role: every rule of ARCHITECTURE §5 and the user guide that can be decided at submission, in one
+pure function, :func:`validate_job`. The API turns its report into a 4xx (errors) or an accepted
+job with warnings; the console shows the same report live while the user edits.
+
+Contract:
+- :func:`validate_job` returns **all** problems, never only the first. Errors refuse the job;
+  warnings accept it (typically: it can only run later). Each problem has a stable ``code``, a
+  human ``message`` naming the field and never quoting a secret, the ``field`` path
+  (``spec.tasks[1].image``) and, when the document came from text, its ``line``.
+- The :class:`ValidationContext` is plain data the caller gathers first (clusters with their
+  nodes, the user's SSH key names, the network domain names): no I/O happens here. The default
+  network domain is filled by the caller (``spec.fill_network_domain_default``) beforehand.
+
+Capacity rules. One worker of a job per node, so a role needs ``replicas`` distinct nodes of its
+cluster matching its selector, each with ``gpusPerWorker`` GPUs; roles of one job in one cluster
+whose selectors overlap compete for the same nodes, so feasibility is a bipartite matching
+(``placement.match_workers``, exact). Two tiers are checked:
+- *ever*: nodes that exist, match and have enough GPUs in total, regardless of readiness, cordons
+  and current usage. Failing this tier is an **error** (``selector_matches_too_few``, or
+  ``gpus_exceed_node`` when no matching node is big enough): waiting would never help.
+- *now*: additionally ready, schedulable, with enough free GPUs, in an online cluster. Failing
+  only this tier is a **warning** with the exact counts: the job stays Pending until it fits.
+
+Codes (errors unless marked): api_version_unsupported, kind_unsupported, name_length,
+name_invalid, template_missing, template_unknown, priority_out_of_range, tasks_missing,
+role_name_invalid, role_name_duplicate, header_missing, header_unknown_role, header_replicas,
+run_script_missing, cluster_unknown, cluster_offline (warning), replicas_invalid, gpus_invalid,
+gpus_exceed_node, image_invalid, image_tag_required, image_latest_refused, selector_key_invalid,
+selector_value_invalid, selector_matches_too_few (error or warning), mount_invalid,
+path_not_absolute, env_name_invalid, env_name_reserved, env_overridden (warning),
+output_not_on_mount (warning), ssh_key_unknown, network_domain_unknown, network_domain_missing
+(warning), secret_detected, and the ``rlinf_*`` codes of ``rlinf.py``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from rlark_scheduler.domain import selectors
+from rlark_scheduler.domain.placement import Demand, match_workers
+from rlark_scheduler.domain.rlinf import check_rlinf_config
+from rlark_scheduler.domain.secrets import SecretFinding, describe_kind, scan_assignment, scan_text
+from rlark_scheduler.domain.spec import (
+    API_VERSION,
+    KIND,
+    MAX_REPLICAS,
+    JobDocument,
+    JobType,
+    MountType,
+    RoleSpec,
+    Severity,
+    SourceInfo,
+    SpecError,
+    child_path,
+    rank_ranges,
+)
+from rlark_scheduler.domain.templates import TEMPLATES
+
+__all__ = [
+    "ClusterView",
+    "ImageRef",
+    "NodeView",
+    "RoleNodeCounts",
+    "SpecError",
+    "ValidationContext",
+    "ValidationReport",
+    "count_role_nodes",
+    "image_problem",
+    "parse_image",
+    "selector_matches",
+    "validate_job",
+]
+
+MAX_NAME_LENGTH = 128
+MAX_ROLE_NAME_LENGTH = 40
+MAX_GPUS_PER_WORKER = 64
+PRIORITY_RANGE = (-100, 100)
+RESERVED_ENV_NAMES = frozenset({"RLINF_NODE_RANK", "RAY_ADDRESS"})
+RESERVED_ENV_PREFIX = "RLARK_"
+RLINF_OVERWRITTEN_ENV = frozenset(
+    {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES"}
+)
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_OBJECT_URL = re.compile(r"[a-z][a-z0-9+.-]*://(?P<bucket>[^/\s@]+)(?P<prefix>/\S*)?")
+
+
+# --------------------------------------------------------------------------------------------
+# Context and report
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node as validation sees it (from inventory's node state)."""
+
+    name: str
+    cluster: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    ready: bool = True
+    schedulable: bool = True
+    gpu_total: int = 0
+    gpu_free: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """A cluster and its nodes; ``online`` is false when its agent stopped answering."""
+
+    name: str
+    online: bool = True
+    nodes: tuple[NodeView, ...] = ()
+
+
+@dataclass(frozen=True)
+class ValidationContext:
+    """Everything outside the document that validation depends on, gathered by the caller."""
+
+    clusters: Mapping[str, ClusterView] = field(default_factory=dict)
+    ssh_key_names: frozenset[str] = frozenset()
+    network_domains: frozenset[str] = frozenset()
+
+    @classmethod
+    def build(
+        cls,
+        clusters: Iterable[ClusterView] = (),
+        ssh_key_names: Iterable[str] = (),
+        network_domains: Iterable[str] = (),
+    ) -> ValidationContext:
+        return cls(
+            clusters=MappingProxyType({cluster.name: cluster for cluster in clusters}),
+            ssh_key_names=frozenset(ssh_key_names),
+            network_domains=frozenset(network_domains),
+        )
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """The outcome: the job is acceptable when there are no errors."""
+
+    errors: tuple[SpecError, ...]
+    warnings: tuple[SpecError, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def codes(self) -> set[str]:
+        return {issue.code for issue in (*self.errors, *self.warnings)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "errors": [e.to_dict() for e in self.errors],
+            "warnings": [w.to_dict() for w in self.warnings],
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Selectors and node counts
+
+
+def selector_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    """True when ``labels`` has every ``key: value`` of ``selector`` (the empty one matches all)."""
+    return selectors.matches(selector, labels)
+
+
+@dataclass(frozen=True, slots=True)
+class RoleNodeCounts:
+    """How many nodes of a cluster could take one worker of a role, as a funnel.
+
+    ``in_cluster`` ⊇ ``matching`` ⊇ ``ready`` ⊇ ``schedulable`` ⊇ ``enough_free`` (with at least
+    ``gpus_per_worker`` free GPUs). Separately, ``gpu_capable`` counts matching nodes whose total
+    GPUs suffice, ready or not, and ``largest_gpu_total`` is the biggest matching node.
+    ``now_candidates``/``ever_candidates`` are the node names behind ``enough_free`` (empty when
+    the cluster is offline) and ``gpu_capable``.
+    """
+
+    cluster: str
+    known: bool
+    online: bool
+    gpus_per_worker: int
+    in_cluster: int
+    matching: int
+    ready: int
+    schedulable: int
+    enough_free: int
+    gpu_capable: int
+    largest_gpu_total: int
+    now_candidates: tuple[str, ...]
+    ever_candidates: tuple[str, ...]
+
+    def describe(self) -> str:
+        """One line for pending reasons, e.g. ``cluster "a": 12 nodes, 4 match the selector...``."""
+        if not self.known:
+            return f'cluster "{self.cluster}" is not known'
+        text = (
+            f'cluster "{self.cluster}": {self.in_cluster} nodes, {self.matching} match the '
+            f"selector, {self.ready} ready, {self.schedulable} schedulable, {self.enough_free} "
+            f"with {self.gpus_per_worker} free GPUs"
+        )
+        return text if self.online else f"{text}; the cluster is offline"
+
+
+def count_role_nodes(
+    cluster: ClusterView | None, selector: Mapping[str, str], gpus_per_worker: int
+) -> RoleNodeCounts:
+    """The funnel of ``cluster``'s nodes for workers with ``selector`` and ``gpus_per_worker``."""
+    if cluster is None:
+        return RoleNodeCounts("", False, False, gpus_per_worker, 0, 0, 0, 0, 0, 0, 0, (), ())
+    matching = ready = schedulable = 0
+    largest = 0
+    now: list[str] = []
+    ever: list[str] = []
+    for node in cluster.nodes:
+        if not selectors.matches(selector, node.labels):
+            continue
+        matching += 1
+        largest = max(largest, node.gpu_total)
+        if node.gpu_total >= gpus_per_worker:
+            ever.append(node.name)
+        if not node.ready:
+            continue
+        ready += 1
+        if not node.schedulable:
+            continue
+        schedulable += 1
+        if node.gpu_free >= gpus_per_worker and cluster.online:
+            now.append(node.name)
+    return RoleNodeCounts(
+        cluster=cluster.name,
+        known=True,
+        online=cluster.online,
+        gpus_per_worker=gpus_per_worker,
+        in_cluster=len(cluster.nodes),
+        matching=matching,
+        ready=ready,
+        schedulable=schedulable,
+        enough_free=len(now),
+        gpu_capable=len(ever),
+        largest_gpu_total=largest,
+        now_candidates=tuple(sorted(now)),
+        ever_candidates=tuple(sorted(ever)),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Images
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """A parsed image reference ``[domain/]path[:tag][@digest]``."""
+
+    domain: str | None
+    path: str
+    tag: str | None
+    digest: str | None
+
+
+class ImageError(ValueError):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+_DOMAIN = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?"
+)
+_PATH_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_DIGEST = re.compile(r"(?P<alg>[a-z0-9]+(?:[.+_-][a-z0-9]+)*):(?P<hex>[0-9a-f]{32,})")
+_DIGEST_LENGTHS = {"sha256": 64, "sha384": 96, "sha512": 128}
+
+
+def parse_image(reference: str) -> ImageRef:
+    """Parse an image reference by the OCI distribution grammar; raise :class:`ImageError`.
+
+    ``host:5000/img`` has no tag (the ``:5000`` is the registry port); ``latest`` is refused
+    unless a digest pins the image; references without tag and digest are refused.
+    """
+    if not reference or reference != reference.strip() or any(c.isspace() for c in reference):
+        raise ImageError("image_invalid", "the image reference is empty or contains spaces")
+    if len(reference) > 4096:
+        raise ImageError("image_invalid", "the image reference is too long")
+    name_and_tag, at, digest = reference.partition("@")
+    if at:
+        match = _DIGEST.fullmatch(digest)
+        expected = _DIGEST_LENGTHS.get(match.group("alg")) if match else None
+        if match is None or (expected is not None and len(match.group("hex")) != expected):
+            raise ImageError("image_invalid", f'"{digest}" is not a valid digest (sha256:<64 hex>)')
+    slash = name_and_tag.rfind("/")
+    colon = name_and_tag.rfind(":")
+    tag: str | None = None
+    name = name_and_tag
+    if colon > slash:
+        name, tag = name_and_tag[:colon], name_and_tag[colon + 1 :]
+        if not _TAG.fullmatch(tag):
+            raise ImageError("image_invalid", f'"{tag}" is not a valid tag')
+    components = name.split("/")
+    domain: str | None = None
+    first = components[0]
+    if len(components) > 1 and (
+        "." in first
+        or ":" in first
+        or first == "localhost"
+        or first.startswith("[")
+        or first != first.lower()
+    ):
+        domain = first
+        components = components[1:]
+        if not _DOMAIN.fullmatch(domain):
+            raise ImageError("image_invalid", f'"{domain}" is not a valid registry host')
+    for component in components:
+        if not _PATH_COMPONENT.fullmatch(component):
+            raise ImageError(
+                "image_invalid",
+                f'"{component}" is not a valid repository name component '
+                "(lower-case letters, digits and single separators)",
+            )
+    if len(name) > 255:
+        raise ImageError("image_invalid", "the repository name is longer than 255 characters")
+    if tag is None and not at:
+        raise ImageError(
+            "image_tag_required",
+            "the image needs an explicit tag or digest (e.g. :v0.3.0 or @sha256:...)",
+        )
+    if tag is not None and tag.lower() == "latest" and not at:
+        raise ImageError("image_latest_refused", '"latest" names no version; use an explicit tag or a digest')
+    return ImageRef(domain, "/".join(components), tag, digest if at else None)
+
+
+def image_problem(reference: str) -> tuple[str, str] | None:
+    """``(code, message)`` when ``reference`` is not acceptable, else None."""
+    try:
+        parse_image(reference)
+    except ImageError as exc:
+        return exc.code, str(exc)
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# The validator
+
+
+class _Validator:
+    def __init__(self, doc: JobDocument, ctx: ValidationContext) -> None:
+        self.doc = doc
+        self.spec = doc.spec
+        self.ctx = ctx
+        self.source: SourceInfo | None = doc.source
+        self.issues: list[SpecError] = []
+
+    def add(
+        self,
+        code: str,
+        message: str,
+        field_path: str,
+        *,
+        warning: bool = False,
+        line: int | None = None,
+    ) -> None:
+        if line is None and self.source is not None:
+            line = self.source.line_of(field_path)
+        severity = Severity.WARNING if warning else Severity.ERROR
+        self.issues.append(SpecError(code, message, field_path, line, None, severity))
+
+    # -- document level ------------------------------------------------------------------------
+
+    def header_fields(self) -> None:
+        doc, spec = self.doc, self.spec
+        if doc.api_version != API_VERSION:
+            self.add(
+                "api_version_unsupported",
+                f'apiVersion must be "{API_VERSION}"',
+                "apiVersion",
+            )
+        if doc.kind != KIND:
+            self.add("kind_unsupported", f'kind must be "{KIND}"', "kind")
+        name = doc.metadata.name.strip()
+        if not 1 <= len(name) <= MAX_NAME_LENGTH:
+            self.add(
+                "name_length",
+                f"metadata.name must be 1-{MAX_NAME_LENGTH} characters (got {len(name)})",
+                "metadata.name",
+            )
+        elif _CONTROL.search(name):
+            self.add(
+                "name_invalid",
+                "metadata.name must not contain control characters or line breaks",
+                "metadata.name",
+            )
+        if spec.type is JobType.TEMPLATE:
+            if not spec.template:
+                self.add(
+                    "template_missing",
+                    "spec.template must name the template when spec.type is template",
+                    "spec.template",
+                )
+            elif spec.template not in TEMPLATES:
+                self.add(
+                    "template_unknown",
+                    f'spec.template "{spec.template}" is not one of {", ".join(TEMPLATES)}',
+                    "spec.template",
+                )
+        low, high = PRIORITY_RANGE
+        if not low <= spec.priority <= high:
+            self.add(
+                "priority_out_of_range",
+                f"spec.priority must be between {low} and {high}",
+                "spec.priority",
+            )
+        if not (spec.run_script or "").strip():
+            self.add(
+                "run_script_missing",
+                "spec.runScript is required: it is what the Header runs once Ray is up",
+                "spec.runScript",
+            )
+        for key_index, key in enumerate(spec.ssh_keys):
+            if key not in self.ctx.ssh_key_names:
+                self.add(
+                    "ssh_key_unknown",
+                    f'spec.sshKeys[{key_index}]: you have no SSH key named "{key}"',
+                    child_path("spec.sshKeys", key_index),
+                )
+        clusters = {role.cluster for role in spec.tasks}
+        if spec.network_domain is not None:
+            if spec.network_domain not in self.ctx.network_domains:
+                self.add(
+                    "network_domain_unknown",
+                    f'spec.networkDomain: no network domain is named "{spec.network_domain}"',
+                    "spec.networkDomain",
+                )
+        elif len(clusters) > 1:
+            self.add(
+                "network_domain_missing",
+                f"the roles span {len(clusters)} clusters but no network domain is set: workers "
+                "in different clusters may not reach each other",
+                "spec.networkDomain",
+                warning=True,
+            )
+
+    def header_role(self) -> None:
+        spec = self.spec
+        if not (spec.header or "").strip():
+            self.add(
+                "header_missing",
+                "spec.header must name the role whose single worker starts the Ray head",
+                "spec.header",
+            )
+            return
+        role = spec.role(spec.header)
+        if role is None:
+            self.add(
+                "header_unknown_role",
+                f'spec.header "{spec.header}" is not the name of a role in spec.tasks',
+                "spec.header",
+            )
+        elif role.replicas != 1:
+            index = spec.tasks.index(role)
+            self.add(
+                "header_replicas",
+                f'the Header role "{role.name}" must have exactly 1 replica (has {role.replicas})',
+                f"spec.tasks[{index}].replicas",
+            )
+
+    def paths(self) -> None:
+        spec = self.spec
+        mount_paths = [mount.path for role in spec.tasks for mount in role.mounts]
+        candidates: list[tuple[str, str]] = []
+        if spec.tensorboard_dir is not None:
+            candidates.append(("spec.tensorboardDir", spec.tensorboard_dir))
+        candidates.extend((child_path("spec.outputs", i), path) for i, path in enumerate(spec.outputs))
+        for path_field, path in candidates:
+            if not self.absolute_path(path, path_field):
+                continue
+            if not any(_under(path, mount) for mount in mount_paths):
+                self.add(
+                    "output_not_on_mount",
+                    f"{path_field} ({path}) is not under any mounted volume: files written there "
+                    "are lost when the worker stops",
+                    path_field,
+                    warning=True,
+                )
+
+    def absolute_path(self, path: str, path_field: str) -> bool:
+        if not path.startswith("/") or _CONTROL.search(path):
+            self.add(
+                "path_not_absolute",
+                f"{path_field} must be an absolute path (starting with /)",
+                path_field,
+            )
+            return False
+        if ".." in path.split("/"):
+            self.add("path_not_absolute", f"{path_field} must not contain '..'", path_field)
+            return False
+        return True
+
+    # -- roles ---------------------------------------------------------------------------------
+
+    def roles(self) -> None:
+        if not self.spec.tasks:
+            self.add("tasks_missing", "spec.tasks needs at least one role", "spec.tasks")
+            return
+        seen: set[str] = set()
+        for index, role in enumerate(self.spec.tasks):
+            path = child_path("spec.tasks", index)
+            self.role_name(role, path, seen)
+            self.role_fields(role, path)
+            self.selector(role, path)
+            self.image(role, path)
+            self.mounts(role, path)
+            self.env(role, path)
+
+    def role_name(self, role: RoleSpec, path: str, seen: set[str]) -> None:
+        name_path = f"{path}.name"
+        if len(role.name) > MAX_ROLE_NAME_LENGTH or not _DNS_LABEL.fullmatch(role.name):
+            self.add(
+                "role_name_invalid",
+                f'{name_path} "{role.name}" must be a DNS label: lower-case letters, digits and '
+                f"'-', starting and ending with a letter or digit, at most "
+                f"{MAX_ROLE_NAME_LENGTH} characters",
+                name_path,
+            )
+        if role.name in seen:
+            self.add(
+                "role_name_duplicate",
+                f'{name_path}: another role is already named "{role.name}"',
+                name_path,
+            )
+        seen.add(role.name)
+
+    def role_fields(self, role: RoleSpec, path: str) -> None:
+        cluster = self.ctx.clusters.get(role.cluster)
+        if cluster is None:
+            self.add(
+                "cluster_unknown",
+                f'{path}.cluster: no cluster is named "{role.cluster}"',
+                f"{path}.cluster",
+            )
+        elif not cluster.online:
+            self.add(
+                "cluster_offline",
+                f'{path}.cluster: cluster "{role.cluster}" is offline; the job waits until it is back',
+                f"{path}.cluster",
+                warning=True,
+            )
+        if not 1 <= role.replicas <= MAX_REPLICAS:
+            self.add(
+                "replicas_invalid",
+                f"{path}.replicas must be between 1 and {MAX_REPLICAS} (one worker per node)",
+                f"{path}.replicas",
+            )
+        if not 0 <= role.gpus_per_worker <= MAX_GPUS_PER_WORKER:
+            self.add(
+                "gpus_invalid",
+                f"{path}.gpusPerWorker must be between 0 and {MAX_GPUS_PER_WORKER}",
+                f"{path}.gpusPerWorker",
+            )
+
+    def selector(self, role: RoleSpec, path: str) -> None:
+        for key, value in role.node_selector.items():
+            key_path = child_path(f"{path}.nodeSelector", key)
+            key_problem = selectors.label_key_problem(key)
+            if key_problem:
+                self.add(
+                    "selector_key_invalid",
+                    f'{key_path}: "{key}" is not a valid label key: {key_problem}',
+                    key_path,
+                )
+            value_problem = selectors.label_value_problem(value)
+            if value_problem:
+                self.add(
+                    "selector_value_invalid",
+                    f"{key_path}: not a valid label value: {value_problem}",
+                    key_path,
+                )
+
+    def image(self, role: RoleSpec, path: str) -> None:
+        problem = image_problem(role.image)
+        if problem:
+            self.add(problem[0], f"{path}.image: {problem[1]}", f"{path}.image")
+
+    def mounts(self, role: RoleSpec, path: str) -> None:
+        names: set[str] = set()
+        targets: set[str] = set()
+        for index, mount in enumerate(role.mounts):
+            mount_path = child_path(f"{path}.mounts", index)
+            if not _DNS_LABEL.fullmatch(mount.name) or len(mount.name) > 63:
+                self.add(
+                    "mount_invalid",
+                    f'{mount_path}.name "{mount.name}" must be a DNS label (lower-case letters, '
+                    "digits and '-')",
+                    f"{mount_path}.name",
+                )
+            elif mount.name in names:
+                self.add(
+                    "mount_invalid",
+                    f'{mount_path}.name: another mount of this role is named "{mount.name}"',
+                    f"{mount_path}.name",
+                )
+            names.add(mount.name)
+            if self.absolute_path(mount.path, f"{mount_path}.path"):
+                normalised = posixpath.normpath(mount.path)
+                if normalised == "/":
+                    self.add(
+                        "mount_invalid",
+                        f"{mount_path}.path must not be the root directory",
+                        f"{mount_path}.path",
+                    )
+                elif normalised in targets:
+                    self.add(
+                        "mount_invalid",
+                        f"{mount_path}.path: another mount of this role uses {normalised}",
+                        f"{mount_path}.path",
+                    )
+                targets.add(normalised)
+            self.mount_source(mount_path, mount.type, mount.source, mount.secret_ref)
+
+    def mount_source(self, mount_path: str, kind: MountType, source: str, secret_ref: str | None) -> None:
+        source_path = f"{mount_path}.source"
+        if kind is MountType.HOST_PATH:
+            self.absolute_path(source, source_path)
+        elif kind is MountType.PVC:
+            if not _DNS_SUBDOMAIN.fullmatch(source) or len(source) > 253:
+                self.add(
+                    "mount_invalid",
+                    f"{source_path} must be the name of a PersistentVolumeClaim",
+                    source_path,
+                )
+        else:
+            match = _OBJECT_URL.fullmatch(source)
+            if match is None:
+                self.add(
+                    "mount_invalid",
+                    f"{source_path} must be a bucket URL such as s3://bucket/prefix, without credentials",
+                    source_path,
+                )
+            if not secret_ref:
+                self.add(
+                    "mount_invalid",
+                    f"{mount_path}.secretRef is required for object storage: credentials come "
+                    "from a secret, never from the spec",
+                    f"{mount_path}.secretRef",
+                )
+        if secret_ref is not None:
+            ref_path = f"{mount_path}.secretRef"
+            if kind is not MountType.OBJECT_STORAGE:
+                self.add(
+                    "mount_invalid",
+                    f"{ref_path} is only used by objectStorage mounts",
+                    ref_path,
+                )
+            elif not _DNS_SUBDOMAIN.fullmatch(secret_ref) or len(secret_ref) > 253:
+                self.add(
+                    "mount_invalid",
+                    f"{ref_path} must be the name of a secret (a DNS subdomain)",
+                    ref_path,
+                )
+
+    def env(self, role: RoleSpec, path: str) -> None:
+        for name in role.env:
+            env_path = child_path(f"{path}.env", name)
+            if not _ENV_NAME.fullmatch(name):
+                self.add(
+                    "env_name_invalid",
+                    f'{env_path}: "{name}" is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)',
+                    env_path,
+                )
+            elif name in RESERVED_ENV_NAMES or name.startswith(RESERVED_ENV_PREFIX):
+                self.add(
+                    "env_name_reserved",
+                    f"{env_path}: {name} is set by the platform for every worker",
+                    env_path,
+                )
+            elif name in RLINF_OVERWRITTEN_ENV:
+                self.add(
+                    "env_overridden",
+                    f"{env_path}: RLinf sets {name} for each of its workers itself; this value "
+                    "will be overwritten",
+                    env_path,
+                    warning=True,
+                )
+
+    # -- capacity ------------------------------------------------------------------------------
+
+    def capacity(self) -> None:
+        """The two-tier node checks; roles whose own fields are already wrong are skipped."""
+        eligible: list[tuple[int, RoleSpec, RoleNodeCounts]] = []
+        for index, role in enumerate(self.spec.tasks):
+            cluster = self.ctx.clusters.get(role.cluster)
+            if (
+                cluster is None
+                or not 1 <= role.replicas <= MAX_REPLICAS
+                or not 0 <= role.gpus_per_worker <= MAX_GPUS_PER_WORKER
+                or self.selector_is_invalid(role)
+            ):
+                continue
+            counts = count_role_nodes(cluster, role.node_selector, role.gpus_per_worker)
+            if self.role_capacity(index, role, counts):
+                eligible.append((index, role, counts))
+        by_cluster: dict[str, list[tuple[int, RoleSpec, RoleNodeCounts]]] = {}
+        for entry in eligible:
+            by_cluster.setdefault(entry[1].cluster, []).append(entry)
+        for cluster_name, members in sorted(by_cluster.items()):
+            if len(members) > 1 and self.shared_nodes(cluster_name, members, ever=True):
+                continue
+            now_members = [m for m in members if len(m[2].now_candidates) >= m[1].replicas]
+            if len(now_members) > 1:
+                self.shared_nodes(cluster_name, now_members, ever=False)
+
+    def selector_is_invalid(self, role: RoleSpec) -> bool:
+        return any(
+            selectors.label_key_problem(key) or selectors.label_value_problem(value)
+            for key, value in role.node_selector.items()
+        )
+
+    def role_capacity(self, index: int, role: RoleSpec, counts: RoleNodeCounts) -> bool:
+        """Report this role alone; True when it can be placed at least some day."""
+        path = child_path("spec.tasks", index)
+        cluster = f'cluster "{role.cluster}"'
+        if counts.matching == 0:
+            self.add(
+                "selector_matches_too_few",
+                f"{path}.nodeSelector matches none of the {counts.in_cluster} nodes of {cluster}",
+                f"{path}.nodeSelector",
+            )
+            return False
+        if counts.largest_gpu_total < role.gpus_per_worker:
+            self.add(
+                "gpus_exceed_node",
+                f"{path}.gpusPerWorker is {role.gpus_per_worker} but the largest node of "
+                f"{cluster} matching the selector has {counts.largest_gpu_total} GPUs",
+                f"{path}.gpusPerWorker",
+            )
+            return False
+        if counts.gpu_capable < role.replicas:
+            self.add(
+                "selector_matches_too_few",
+                f'role "{role.name}" needs {role.replicas} distinct nodes (one worker per node) '
+                f"but only {counts.gpu_capable} nodes of {cluster} match the selector with "
+                f"{role.gpus_per_worker} GPUs",
+                f"{path}.replicas",
+            )
+            return False
+        if counts.enough_free < role.replicas:
+            self.add(
+                "selector_matches_too_few",
+                f'role "{role.name}" needs {role.replicas} nodes but only {counts.enough_free} '
+                f"can take a worker now ({counts.describe()}); the job stays Pending until "
+                "enough nodes are ready, schedulable and free",
+                f"{path}.nodeSelector",
+                warning=True,
+            )
+        return True
+
+    def shared_nodes(
+        self,
+        cluster_name: str,
+        members: Sequence[tuple[int, RoleSpec, RoleNodeCounts]],
+        *,
+        ever: bool,
+    ) -> bool:
+        """Report roles of one cluster that cannot all get distinct nodes; True when reported."""
+        demands = [
+            Demand(role.replicas, counts.ever_candidates if ever else counts.now_candidates)
+            for _, role, counts in members
+        ]
+        matching = match_workers(demands, exhaustive=True)
+        if not matching.short:
+            return False
+        tight = matching.tight or matching.short
+        names = [members[i][1].name for i in tight]
+        needed = sum(members[i][1].replicas for i in tight)
+        union = {name for i in tight for name in demands[i].candidates}
+        roles_text = ", ".join(f'"{name}"' for name in names)
+        if ever:
+            self.add(
+                "selector_matches_too_few",
+                f'roles {roles_text} of cluster "{cluster_name}" share nodes (their selectors '
+                f"overlap) and together need {needed} distinct nodes, but only {len(union)} "
+                "nodes can host them",
+                "spec.tasks",
+            )
+        else:
+            self.add(
+                "selector_matches_too_few",
+                f'roles {roles_text} of cluster "{cluster_name}" together need {needed} distinct '
+                f"nodes but only {len(union)} of the nodes they can use are ready, schedulable "
+                "and free now; the job stays Pending until enough are",
+                "spec.tasks",
+                warning=True,
+            )
+        return True
+
+    # -- RLinf ---------------------------------------------------------------------------------
+
+    def rlinf(self) -> None:
+        config = self.spec.rlinf_config
+        if config is None:
+            return
+        if any(not 1 <= role.replicas <= MAX_REPLICAS for role in self.spec.tasks):
+            return  # node ranks are meaningless until replicas are valid
+        rank_gpus: list[int] = []
+        for rank_range in rank_ranges(self.spec):
+            rank_gpus.extend([rank_range.gpus_per_worker] * rank_range.count)
+        for issue in check_rlinf_config(config, rank_gpus):
+            self.add(
+                issue.code,
+                issue.message,
+                issue.field,
+                warning=issue.severity is Severity.WARNING,
+            )
+
+    # -- secrets -------------------------------------------------------------------------------
+
+    def secrets(self) -> None:
+        reported: set[int] = set()
+        data = self.doc.model_dump(mode="json")
+        for finding in _scan_tree(data, ""):
+            line = None
+            if self.source is not None:
+                line = self.source.line_in_value(finding.field, finding.line)
+            if line is not None:
+                if line in reported:
+                    continue
+                reported.add(line)
+            where = f" (line {line})" if line else f" (line {finding.line} of the value)"
+            self.add_secret(finding, where, line)
+        if self.source is None:
+            return
+        for finding in scan_text(self.source.text, ""):
+            if finding.line in reported:
+                continue
+            reported.add(finding.line)
+            field_path = self.source.field_at_line(finding.line)
+            located = SecretFinding(finding.kind, field_path, finding.line, finding.column)
+            self.add_secret(located, f" (line {finding.line})", finding.line)
+
+    def add_secret(self, finding: SecretFinding, where: str, line: int | None) -> None:
+        target = finding.field or "the document"
+        self.add(
+            "secret_detected",
+            f"{describe_kind(finding.kind)} was found in {target}{where}; remove it and pass "
+            "credentials through a secret reference (for example a mount's secretRef or a "
+            "variable set from a file under /run/secrets)",
+            finding.field,
+            line=line,
+        )
+
+
+def _scan_tree(value: Any, path: str) -> list[SecretFinding]:
+    """Scan every string of a decoded document; mapping entries are judged by key and value."""
+    findings: list[SecretFinding] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            item_path = child_path(path, str(key))
+            if isinstance(item, str):
+                findings.extend(scan_assignment(str(key), item, item_path))
+            else:
+                findings.extend(_scan_tree(item, item_path))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            item_path = child_path(path, index)
+            if isinstance(item, str):
+                findings.extend(scan_text(item, item_path))
+            else:
+                findings.extend(_scan_tree(item, item_path))
+    return findings
+
+
+def _under(path: str, mount: str) -> bool:
+    path, mount = posixpath.normpath(path), posixpath.normpath(mount)
+    return path == mount or path.startswith(mount.rstrip("/") + "/")
+
+
+def validate_job(doc: JobDocument, ctx: ValidationContext) -> ValidationReport:
+    """Every error and warning for ``doc`` in ``ctx``; see the module docstring for the rules."""
+    validator = _Validator(doc, ctx)
+    validator.header_fields()
+    validator.roles()
+    validator.header_role()
+    validator.paths()
+    validator.capacity()
+    validator.rlinf()
+    validator.secrets()
+    errors = tuple(i for i in validator.issues if i.severity is Severity.ERROR)
+    warnings = tuple(i for i in validator.issues if i.severity is Severity.WARNING)
+    return ValidationReport(errors, warnings)

@@ -1,0 +1,2 @@
+#! expect: none
+./sync.sh --user bot --password-file /run/secrets/registry

@@ -1,0 +1,3 @@
+#! expect: none
+PWD=/workspace/RLinf
+cd "$PWD"

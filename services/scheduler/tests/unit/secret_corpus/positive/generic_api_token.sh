@@ -1,0 +1,2 @@
+#! expect: generic_token@1
+export SERVICE_API_TOKEN={{alnum40}}

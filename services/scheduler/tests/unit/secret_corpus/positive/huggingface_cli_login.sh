@@ -1,0 +1,3 @@
+#! expect: huggingface_token@2
+source /opt/venv/rlinf/bin/activate
+huggingface-cli login --token {{hf}}

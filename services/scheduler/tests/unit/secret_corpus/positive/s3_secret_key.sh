@@ -1,0 +1,2 @@
+#! expect: object_storage_secret@1
+export S3_SECRET_ACCESS_KEY={{aws_secret}}

@@ -1,0 +1,2 @@
+#! expect: slack_token@1
+curl -s -d "token={{slack}}" https://slack.com/api/chat.postMessage
