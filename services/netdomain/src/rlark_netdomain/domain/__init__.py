@@ -10,10 +10,13 @@ from rlark_netdomain.domain.addresses import (
     AllocationPlan,
     WorkerRef,
     count_assignable,
+    free_in_range,
     is_assignable,
     next_free,
     nth_assignable,
     plan_allocations,
+    plan_with_free,
+    workers_without_address,
 )
 from rlark_netdomain.domain.cidr import (
     MAX_PREFIX,
@@ -26,6 +29,7 @@ from rlark_netdomain.domain.errors import (
     NetDomainError,
     NetDomainErrorCode,
 )
+from rlark_netdomain.domain.names import MAX_DOMAIN_NAME_CHARS, validate_domain_name
 from rlark_netdomain.domain.overlaps import (
     ClusterCidrs,
     ClusterDomainOverlap,
@@ -39,6 +43,7 @@ from rlark_netdomain.domain.overlaps import (
 )
 
 __all__ = [
+    "MAX_DOMAIN_NAME_CHARS",
     "MAX_PREFIX",
     "MIN_PREFIX",
     "PRIVATE_RANGES",
@@ -59,9 +64,13 @@ __all__ = [
     "domains_overlapping_cluster",
     "ensure_no_overlaps",
     "find_overlaps",
+    "free_in_range",
     "is_assignable",
     "next_free",
     "nth_assignable",
     "plan_allocations",
+    "plan_with_free",
     "validate_domain_cidr",
+    "validate_domain_name",
+    "workers_without_address",
 ]

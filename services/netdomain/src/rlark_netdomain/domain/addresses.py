@@ -145,6 +145,7 @@ class AddressPool:
             self._used.add(value)
         self._cursor = self._first
         self._released: list[int] = []
+        self._examined = 0
 
     @property
     def network(self) -> IPv4Network:
@@ -163,6 +164,13 @@ class AddressPool:
     def free(self) -> int:
         return self._capacity - len(self._used)
 
+    @property
+    def examined(self) -> int:
+        """Candidate addresses ``allocate`` has looked at so far: released addresses popped plus
+        addresses the cursor passed. The cursor never moves back, so filling the whole network
+        examines at most its size, never a scan per allocation."""
+        return self._examined
+
     def is_used(self, address: IPv4Address) -> bool:
         return int(address) in self._used
 
@@ -172,6 +180,7 @@ class AddressPool:
             raise AddressPoolExhausted(self._network, self._capacity, 0, 1)
         while self._released:
             value = heapq.heappop(self._released)
+            self._examined += 1
             if value not in self._used:  # entries taken by reserve() are skipped lazily
                 self._used.add(value)
                 return IPv4Address(value)
@@ -185,9 +194,11 @@ class AddressPool:
                 value += 1
             else:
                 used.add(value)
+                self._examined += value + 1 - self._cursor
                 self._cursor = value + 1
                 return IPv4Address(value)
         # Unreachable while the free count is right; kept so a broken invariant cannot loop.
+        self._examined += value - self._cursor
         self._cursor = value
         raise AddressPoolExhausted(self._network, self._capacity, 0, 1)
 
@@ -275,3 +286,65 @@ def plan_allocations(
     assigned.update(new)
     ordered = {ref: assigned[ref] for ref in dict.fromkeys(requests)}
     return AllocationPlan(assigned=ordered, new=new)
+
+
+# --- planning against addresses paged out of a database -----------------------------------------
+#
+# ``plan_allocations`` needs every address in use, which costs O(addresses in use) per request: in a
+# busy /16 that is 60,000 rows loaded and hashed to hand out one address. The functions below let a
+# caller page the addresses in use in ascending order from a point below which it knows everything is
+# taken, and stop as soon as it has found enough holes, so a request costs O(addresses walked).
+
+
+def free_in_range(
+    network: IPv4Network,
+    used: Container[IPv4Address],
+    start: IPv4Address,
+    end: IPv4Address,
+    limit: int,
+) -> list[IPv4Address]:
+    """Up to ``limit`` assignable addresses of ``network`` in ``[start, end]`` not in ``used``,
+    lowest first.
+
+    ``used`` only needs the addresses in use inside ``[start, end]``: the caller pages them out of
+    its store and calls again from ``end + 1`` with the next page.
+    """
+    found: list[IPv4Address] = []
+    while len(found) < limit:
+        candidate = next_free(network, used, start)
+        if candidate is None or candidate > end:
+            break
+        found.append(candidate)
+        start = candidate + 1
+    return found
+
+
+def workers_without_address(
+    requests: Sequence[WorkerRef], existing: Mapping[WorkerRef, IPv4Address]
+) -> list[WorkerRef]:
+    """The distinct requested workers that hold no address yet, in request order."""
+    return [ref for ref in dict.fromkeys(requests) if ref not in existing]
+
+
+def plan_with_free(
+    network: IPv4Network,
+    requests: Sequence[WorkerRef],
+    existing: Mapping[WorkerRef, IPv4Address],
+    free: Sequence[IPv4Address],
+) -> AllocationPlan:
+    """``plan_allocations`` for a caller that found the lowest free addresses itself.
+
+    ``free`` holds free assignable addresses, lowest first, at least one per worker of
+    ``workers_without_address`` — or, when the domain has fewer, every free address it has, and
+    then ``AddressPoolExhausted`` is raised with that count and nothing is planned. Workers that
+    already hold an address keep it, so replanning with the stored result allocates nothing.
+    """
+    pending = workers_without_address(requests, existing)
+    if len(free) < len(pending):
+        raise AddressPoolExhausted(network, count_assignable(network), len(free), len(pending))
+    for address in free[: len(pending)]:
+        if not is_assignable(address, network):
+            raise ValueError(f"{address} is not an assignable address of {network}")
+    new = dict(zip(pending, free[: len(pending)], strict=True))
+    assigned = {ref: existing[ref] if ref in existing else new[ref] for ref in dict.fromkeys(requests)}
+    return AllocationPlan(assigned=assigned, new=new)

@@ -19,6 +19,7 @@ class NetDomainErrorCode(StrEnum):
     CIDR_PREFIX_OUT_OF_RANGE = "cidr_prefix_out_of_range"
     CIDR_OVERLAPS = "cidr_overlaps"
     ADDRESS_POOL_EXHAUSTED = "address_pool_exhausted"
+    INVALID_DOMAIN_NAME = "invalid_domain_name"
 
 
 class NetDomainError(Exception):
