@@ -124,9 +124,16 @@ async def test_transient_errors_are_retried_not_dead_lettered(
 
     event = sample_event("flaky")
     await producer.send_and_wait(names.physical("keys.keys"), encode(event), key=b"flaky")
-    consumer = Consumer(name="test-consumer", topics=["keys.keys"], handlers={"keys.key.added.v1": flaky},
-                        pool=pool, bootstrap=kafka_bootstrap, names=names, dlq_producer=producer,
-                        retry_initial_s=0.01)
+    consumer = Consumer(
+        name="test-consumer",
+        topics=["keys.keys"],
+        handlers={"keys.key.added.v1": flaky},
+        pool=pool,
+        bootstrap=kafka_bootstrap,
+        names=names,
+        dlq_producer=producer,
+        retry_initial_s=0.01,
+    )
     await run_until(pool, consumer, effects=1)
     assert failures["left"] == 0
     assert await pool.fetchval("SELECT count(*) FROM effects") == 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from rlark_contracts import Envelope, encode, topic_of
@@ -22,12 +21,12 @@ async def add_events(
     """
     if not conn.is_in_transaction():
         raise RuntimeError("outbox writes must share the transaction of the state change")
-    rows = [(e.id, topic_of(e.type), e.subject, encode(e), json.dumps(headers or {})) for e in envelopes]
+    rows = [(e.id, topic_of(e.type), e.subject, encode(e), headers or None) for e in envelopes]
     if not rows:
         return
     await conn.executemany(
         """INSERT INTO outbox (event_id, topic, key, payload, headers)
-           VALUES ($1, $2, $3, $4, $5::jsonb) ON CONFLICT (event_id) DO NOTHING""",
+           VALUES ($1, $2, $3, $4, $5) ON CONFLICT (event_id) DO NOTHING""",
         rows,
     )
     await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)

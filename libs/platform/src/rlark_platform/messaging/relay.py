@@ -4,7 +4,7 @@ Concurrency model: one asyncio task. Leadership is a session-level advisory lock
 connection; a relay that does not get it stands by and retries, so several replicas of a service can run
 and exactly one publishes. The relay wakes on NOTIFY (sent at commit by ``add_events``) and polls as a
 fallback. Each round publishes the oldest unpublished rows in ``seq`` order, waits for the broker's acks
-(acks=all, idempotent producer), then marks exactly those rows published. A crash between the ack and the
+(acks=all, idempotent producer), then deletes exactly those rows. A crash between the ack and the
 mark republishes them: consumers dedupe on the event id.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from typing import Any
 
 import asyncpg
@@ -40,9 +39,8 @@ class OutboxRelay:
         names: TopicNames,
         *,
         service: str,
-        batch_size: int = 500,
+        batch_size: int = 1000,
         poll_interval_s: float = 1.0,
-        retention_s: float = 3600.0,
     ) -> None:
         self._pool = pool
         self._producer = producer
@@ -50,7 +48,6 @@ class OutboxRelay:
         self._service = service
         self._batch_size = batch_size
         self._poll_interval_s = poll_interval_s
-        self._retention_s = retention_s
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self.is_leader = False
@@ -92,56 +89,38 @@ class OutboxRelay:
         self._wake.clear()
 
     async def _lead(self, conn: Connection) -> None:
-        rounds = 0
         while not self._stopping.is_set():
             # The leadership lock lives on ``conn``'s session: if it dropped, another relay may lead now.
             await conn.fetchval("SELECT 1")
             published = await self.publish_once()
-            rounds += 1
-            if rounds % 600 == 0:
-                await self._purge_published()
             if published < self._batch_size:
                 await self._sleep(self._poll_interval_s)
 
     async def publish_once(self) -> int:
         """Publish one batch of unpublished rows; return how many were published."""
         rows = await self._pool.fetch(
-            """SELECT seq, topic, key, payload, headers FROM outbox
-               WHERE published_at IS NULL ORDER BY seq LIMIT $1""",
+            "SELECT seq, topic, key, payload, headers FROM outbox ORDER BY seq LIMIT $1",
             self._batch_size,
         )
         PENDING.labels(self._service).set(len(rows))
         if not rows:
             return 0
         futures = []
+        physical = self._names.physical
+        send = self._producer.send
         for row in rows:
-            headers = [(k, str(v).encode()) for k, v in (_headers(row["headers"])).items()]
+            raw_headers = row["headers"]
+            headers = [(k, str(v).encode()) for k, v in raw_headers.items()] if raw_headers else None
             futures.append(
-                await self._producer.send(
-                    self._names.physical(row["topic"]),
-                    value=row["payload"],
-                    key=row["key"].encode(),
-                    headers=headers,
+                await send(
+                    physical(row["topic"]), value=row["payload"], key=row["key"].encode(), headers=headers
                 )
             )
         # Waits for every ack; an exception leaves the rows unpublished, to be retried next round.
         await asyncio.gather(*futures)
         await self._pool.execute(
-            "UPDATE outbox SET published_at = now() WHERE seq = ANY($1::bigint[])",
+            "DELETE FROM outbox WHERE seq = ANY($1::bigint[])",
             [r["seq"] for r in rows],
         )
         PUBLISHED.labels(self._service).inc(len(rows))
         return len(rows)
-
-    async def _purge_published(self) -> None:
-        await self._pool.execute(
-            "DELETE FROM outbox WHERE published_at < now() - make_interval(secs => $1)",
-            self._retention_s,
-        )
-
-
-def _headers(raw: object) -> dict[str, Any]:
-    if isinstance(raw, str):
-        loaded: dict[str, Any] = json.loads(raw)
-        return loaded
-    return dict(raw) if isinstance(raw, dict) else {}

@@ -1,18 +1,15 @@
--- Outbox: events written in the same transaction as the state change they describe; the relay
--- publishes rows whose published_at is NULL (never "seq greater than the last one published", because
--- transactions commit out of seq order).
+-- Outbox: events written in the same transaction as the state change they describe. The relay publishes
+-- the oldest rows present and deletes exactly the rows the broker acknowledged (never "seq greater than the
+-- last one published": transactions commit out of seq order). Kafka keeps the history, not this table.
 CREATE TABLE outbox (
     seq          bigserial PRIMARY KEY,
     event_id     text        NOT NULL UNIQUE,
     topic        text        NOT NULL,
     key          text        NOT NULL,
     payload      bytea       NOT NULL,
-    headers      jsonb       NOT NULL DEFAULT '{}'::jsonb,
-    created_at   timestamptz NOT NULL DEFAULT now(),
-    published_at timestamptz
+    headers      jsonb,
+    created_at   timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX outbox_unpublished ON outbox (seq) WHERE published_at IS NULL;
-CREATE INDEX outbox_published_at ON outbox (published_at) WHERE published_at IS NOT NULL;
 
 -- Inbox: one row per (consumer, event) claimed in the consumer's transaction, so effects apply once
 -- even when Kafka delivers an event twice.
