@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rlark_devinfra import kafka, postgres
+from rlark_devinfra import kafka, paths, postgres
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,13 @@ async def _messaging(env: dict[str, str]) -> list[tuple[str, str, str]]:
     raw, ours = r["raw_aiokafka"], r["outbox_pipeline"]
     raw1k, ours1k = r["raw_aiokafka_at_1000_per_s"], r["outbox_pipeline_at_1000_per_s"]
     ratio = ours["events_per_s"] / raw["events_per_s"]
+    verdict = "PASS" if ratio >= 0.5 else "MISS"
     return [
         ("raw aiokafka produce→consume (baseline)", f"{raw['events_per_s']:,.0f} events/s", "baseline"),
         (
             "outbox → relay → Kafka → inbox consumer",
             f"{ours['events_per_s']:,.0f} events/s",
-            f"{_pct(ours['events_per_s'], raw['events_per_s'])} (target ≥ 50%) {'PASS' if ratio >= 0.5 else 'MISS'}",
+            f"{_pct(ours['events_per_s'], raw['events_per_s'])} (target ≥ 50%) {verdict}",
         ),
         (
             "latency at 1,000 events/s, raw p50/p99",
@@ -113,7 +114,7 @@ async def main(selected: list[str]) -> int:
             table.add_row(bench.name if i == 0 else "", measure, value, against)
         console.print(f"  done in {time.perf_counter() - started:.1f}s")
     console.print(table)
-    print(json.dumps(results), file=open(".state/bench-results.json", "w"))  # noqa: SIM115
+    (paths.state_dir() / "bench-results.json").write_text(json.dumps(results))  # noqa: ASYNC240
     return 1 if any(r[2] == "FAILED" for rows in results.values() for r in rows) else 0
 
 

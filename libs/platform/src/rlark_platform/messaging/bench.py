@@ -124,7 +124,7 @@ async def outbox_pipeline(
     committed_at: dict[str, float] = {}
     latencies: list[float] = []
 
-    async def effect(conn: Connection, envelope: Envelope, payload: Any) -> None:
+    async def effect(_conn: Connection, envelope: Envelope, payload: Any) -> None:
         # The effect under test is the platform's own: the inbox claim in the consumer's transaction. The
         # raw baseline does no work per event either. (Latency counts to the handler call; the commit
         # follows within the same batch.)
@@ -150,8 +150,8 @@ async def outbox_pipeline(
         if rate:
             await _pace(started, i, rate)
         chunk = events[i : i + step]
-        async with pool.acquire() as conn, conn.transaction():
-            await add_events(conn, chunk)
+        async with pool.acquire() as writer, writer.transaction():
+            await add_events(writer, chunk)
         now = time.perf_counter()
         for envelope in chunk:
             committed_at[envelope.id] = now
