@@ -323,6 +323,14 @@ class JobDocument(_Model):
     def source(self) -> SourceInfo | None:
         return self._source
 
+    def __eq__(self, other: object) -> bool:
+        """Equal when the content is; where the document came from does not matter."""
+        if not isinstance(other, JobDocument):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    __hash__ = None  # type: ignore[assignment]  # holds dicts: not hashable
+
     def with_source(self, source: SourceInfo | None) -> JobDocument:
         """This document with ``source`` attached (used by the parser and by copies)."""
         copy = self.model_copy()
