@@ -1,11 +1,22 @@
-"""Settings of the tunnel-agent service (environment prefix `RLARK_`)."""
+"""Settings of the tunnel-agent (environment prefix `RLARK_`). One agent per cluster."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+
 from rlark_platform.settings import ServiceSettings
 
 
 class TunnelAgentSettings(ServiceSettings):
     service_name: str = "tunnel-agent"
     http_port: int = Field(default=8105, ge=0, le=65535)
+    gateway_url: str = Field(default="http://127.0.0.1:8080", description="Where the agent opens its session")
+    agent_credential: SecretStr = Field(
+        default=SecretStr(""), description="The cluster's agent credential, shown once at registration"
+    )
+    config: Path | None = Field(default=None, description="Local-cluster file (the local runtime's nodes)")
+    runtime: str = Field(default="local", pattern="^(local|kubernetes)$")
+    kubeconfig: Path | None = Field(default=None, description="kubeconfig; in-cluster config when unset")
+    heartbeat_interval_s: float = Field(default=5.0, gt=0)

@@ -1,0 +1,44 @@
+# RLark — `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+UV := uv
+PYTEST_ARGS ?=
+
+.PHONY: help setup run stop status test test-fast lint format bench clean
+
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+setup: ## Install uv, the locked Python environment and missing Debian packages (idempotent)
+	@bash scripts/setup.sh
+
+run: setup ## Start PostgreSQL, Kafka and every service on this machine (the README's first command)
+	@$(UV) run python -m rlark_devinfra.stack up
+
+stop: ## Stop every service and the infrastructure started by `make run`
+	@$(UV) run python -m rlark_devinfra.stack down
+
+status: ## Show what runs
+	@$(UV) run python -m rlark_devinfra.stack status
+
+test: setup ## Run every test against real PostgreSQL and Kafka started by the project (the README's second command)
+	@$(UV) run pytest $(PYTEST_ARGS)
+
+test-fast: ## Unit tests only (no servers)
+	@$(UV) run pytest -m "not integration and not e2e and not k8s and not netns" $(PYTEST_ARGS)
+
+lint: setup ## ruff, ruff format --check, mypy (strict) and import-linter contracts
+	@$(UV) run ruff check .
+	@$(UV) run ruff format --check .
+	@$(UV) run mypy libs/*/src services/*/src cli/src
+	@$(UV) run lint-imports
+
+format: ## Apply ruff's fixes and formatting
+	@$(UV) run ruff check --fix .
+	@$(UV) run ruff format .
+
+bench: setup ## Run the benchmarks and print them against their baselines and targets
+	@$(UV) run python -m rlark_devinfra.bench
+
+clean: stop ## Stop everything and delete this checkout's state (.state/)
+	rm -rf .state

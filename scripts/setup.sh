@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One-time setup on a fresh machine, idempotent and quiet when nothing is missing:
+# uv (from PyPI), the locked Python environment, and the Debian packages tests and `make run` use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+UV_VERSION=0.13.8
+if ! command -v uv >/dev/null 2>&1 || [ "$(uv --version | awk '{print $2}')" != "$UV_VERSION" ]; then
+  echo "setup: installing uv $UV_VERSION from PyPI"
+  python3 -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
+fi
+
+uv sync --frozen --quiet
+
+# Debian packages: Java + Maven assemble the Kafka broker; iproute2 for the local runtime's network
+# namespaces; chromium for the console's browser tests. Installed only when missing.
+missing=()
+command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
+for extra in ${RLARK_SETUP_APT:-}; do
+  command -v "$extra" >/dev/null 2>&1 || missing+=("$extra")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: please install: ${missing[*]} (apt-get install -y ...)" >&2
+    exit 1
+  fi
+  echo "setup: apt-get install ${missing[*]}"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
