@@ -1,15 +1,167 @@
-"""HTTP API of the keys service (reached only through the gateway)."""
+"""HTTP API of the keys service (reached only through the gateway, which signs the caller).
+
+Routes (see docs/api.md): ``GET/POST /api/v1/keys``, ``GET/PATCH/DELETE /api/v1/keys/{id}``.
+Request validation errors are rewritten so they can never echo what was submitted: a private key
+pasted in the wrong place must not come back in an error body (see ``_validation_error``).
+"""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
-from rlark_platform.http import create_app, database_ready
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, FastAPI, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from rlark_platform.errors import ApiError
+from rlark_platform.http import CallerDep, create_app, database_ready
 from rlark_platform.service import ServiceContext
+
+from rlark_keys import handlers
+from rlark_keys.repository import StoredKey
+
+#: Upper bound on the submitted key text; the domain refuses anything over 16 KiB with a reason.
+MAX_SUBMITTED_CHARS = 65536
+
+
+class AddKeyRequest(BaseModel):
+    """``POST /api/v1/keys``: a name and the content of a ``.pub`` file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(max_length=1024, description="Shown in lists and chosen in jobs; 1-64 characters")
+    public_key: str = Field(
+        max_length=MAX_SUBMITTED_CHARS,
+        description="One OpenSSH public key line, e.g. the content of ~/.ssh/id_ed25519.pub",
+    )
+
+
+class RenameKeyRequest(BaseModel):
+    """``PATCH /api/v1/keys/{id}``: the new name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(max_length=1024)
+
+
+class KeyOut(BaseModel):
+    id: str
+    name: str
+    owner: str
+    key_type: str
+    bits: int
+    fingerprint: str
+    comment: str
+    public_key: str
+    created_at: datetime
+
+    @classmethod
+    def of(cls, key: StoredKey) -> KeyOut:
+        return cls(
+            id=str(key.id),
+            name=key.name,
+            owner=key.owner,
+            key_type=key.key_type,
+            bits=key.bits,
+            fingerprint=key.fingerprint,
+            comment=key.comment,
+            public_key=key.public_key,
+            created_at=key.created_at,
+        )
+
+
+class KeyList(BaseModel):
+    items: list[KeyOut]
+    total: int
+    page: int
+    page_size: int
+
+
+_KNOWN_FIELDS = frozenset({"name", "public_key", "all", "page", "page_size", "key_id"})
+
+
+def _safe_field(loc: tuple[Any, ...]) -> str:
+    """The field an error concerns, from names this API declares only: an unknown key of the
+    submitted JSON (which could be anything the user pasted) is never repeated back."""
+    parts = [p for p in loc if p not in ("body", "query", "path", "header")]
+    if not parts:
+        return ""
+    first = parts[0]
+    if isinstance(first, str) and first in _KNOWN_FIELDS:
+        return first
+    return "body"
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    details = []
+    for error in exc.errors():
+        # Only the field name and pydantic's fixed message: never ``input`` or ``ctx``.
+        field = _safe_field(tuple(error.get("loc", ())))
+        message = "unknown field" if error.get("type") == "extra_forbidden" else str(error.get("msg", ""))
+        details.append({"field": field, "message": message})
+    first = details[0] if details else {"field": "", "message": "invalid request"}
+    body = ApiError(
+        422,
+        "invalid_request",
+        f"{first['field'] or 'request'}: {first['message']}",
+        first["field"] or None,
+        {"errors": details},
+    ).body()
+    return JSONResponse(body, status_code=422)
+
+
+def build_router(ctx: ServiceContext) -> APIRouter:
+    pool = ctx.require_pool()
+    router = APIRouter(prefix="/api/v1/keys", tags=["keys"])
+
+    @router.get("", response_model=KeyList)
+    async def list_keys(
+        caller: CallerDep,
+        all_users: Annotated[bool, Query(alias="all", description="Every user's keys (admins only)")] = False,
+        page: Annotated[int, Query(ge=1)] = 1,
+        page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+    ) -> KeyList:
+        """The caller's SSH keys, by name; ``?all=true`` lists every user's (admins)."""
+        result = await handlers.list_keys(pool, caller, all_users=all_users, page=page, page_size=page_size)
+        return KeyList(
+            items=[KeyOut.of(k) for k in result.items],
+            total=result.total,
+            page=result.page,
+            page_size=result.page_size,
+        )
+
+    @router.post("", status_code=201, response_model=KeyOut)
+    async def add_key(body: AddKeyRequest, caller: CallerDep) -> KeyOut:
+        """Add an OpenSSH public key. Private keys are refused and never stored."""
+        return KeyOut.of(await handlers.add_key(pool, caller, body.name, body.public_key))
+
+    @router.get("/{key_id}", response_model=KeyOut)
+    async def get_key(key_id: str, caller: CallerDep) -> KeyOut:
+        """One of the caller's keys (admins: any key)."""
+        return KeyOut.of(await handlers.get_key(pool, caller, key_id))
+
+    @router.patch("/{key_id}", response_model=KeyOut)
+    async def rename_key(key_id: str, body: RenameKeyRequest, caller: CallerDep) -> KeyOut:
+        """Rename one of the caller's keys."""
+        return KeyOut.of(await handlers.rename_key(pool, caller, key_id, body.name))
+
+    @router.delete("/{key_id}", status_code=204)
+    async def delete_key(key_id: str, caller: CallerDep) -> Response:
+        """Delete one of the caller's keys; running jobs keep it until their keys are updated."""
+        await handlers.delete_key(pool, caller, key_id)
+        return Response(status_code=204)
+
+    return router
 
 
 def build_api(ctx: ServiceContext) -> FastAPI:
-    return create_app(
+    app = create_app(
         "keys",
         internal_secret=ctx.settings.internal_secret.get_secret_value(),
         ready_checks=[database_ready(ctx.require_pool())],
     )
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.include_router(build_router(ctx))
+    return app
