@@ -20,6 +20,11 @@ Values written as Hydra interpolations (``${...}``) cannot be checked statically
 ``rlinf_value_unchecked`` warning instead of a guess. Placement strings follow RLinf's grammar:
 comma-separated parts ``resource_ranks[:process_ranks]``, each side ``a``, ``a-b`` or ``all``
 (``all`` only on the resource side); ranges are kept as bounds, never expanded.
+
+Codes: errors ``rlinf_num_nodes_mismatch``, ``rlinf_placement_rank_out_of_range``,
+``rlinf_placement_invalid``, ``rlinf_node_groups_invalid``, ``rlinf_logger_backend_invalid``,
+``rlinf_config_invalid``; warnings ``rlinf_num_nodes_missing``, ``rlinf_value_unchecked``,
+``rlinf_logger_needs_credentials`` (wandb/swanlab), ``rlinf_save_interval_disabled``.
 """
 
 from __future__ import annotations

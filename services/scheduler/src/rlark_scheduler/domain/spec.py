@@ -43,6 +43,11 @@ values and the display name may be written as numbers or booleans and become str
 
 Field paths in errors look like ``spec.tasks[1].image``; keys that are not identifiers are quoted:
 ``spec.tasks[0].nodeSelector["rlark.io/gpu-model"]`` (see :func:`child_path`).
+
+Parse error codes (raised together in one :class:`SpecParseError`): ``yaml_syntax`` (with line and
+column), ``duplicate_key``, ``yaml_alias_refused``, ``yaml_key_invalid``, ``document_empty``,
+``document_not_mapping``, ``document_too_large``, ``encoding_invalid``, ``field_required``,
+``field_unknown``, ``field_invalid``.
 """
 
 from __future__ import annotations
@@ -68,8 +73,9 @@ from pydantic.alias_generators import to_camel
 
 API_VERSION = "rlark.io/v1"
 KIND = "Job"
-MAX_DOCUMENT_CHARS = 1_000_000
-"""Documents longer than this are refused before parsing (1 MB is far above any real job)."""
+MAX_DOCUMENT_CHARS = 256_000
+"""Documents longer than this are refused before parsing: real jobs, scripts and an inline RLinf
+config included, are a few tens of kilobytes, and the YAML reader is pure Python."""
 MAX_REPLICAS = 1024
 """Upper bound of ``replicas`` per role; validation refuses more."""
 
