@@ -1,0 +1,259 @@
+"""Request and response bodies of the inventory API (see docs/api.md). Requests refuse unknown fields."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlark_inventory import repository as repo
+from rlark_inventory.domain.nodes import free_gpus, status_of
+from rlark_inventory.handlers import Match
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ClusterCreate(_Request):
+    name: str = Field(min_length=1, max_length=63, description="DNS label, unique")
+    display_name: str = Field(default="", max_length=128)
+    category: str = Field(default="", max_length=63, description="e.g. cloud, edge, on-prem")
+    region: str = Field(default="", max_length=63)
+    runtime: Literal["local", "kubernetes"] = "kubernetes"
+    pod_cidrs: list[str] = Field(default=[], max_length=32)
+    service_cidrs: list[str] = Field(default=[], max_length=32)
+    labels: dict[str, str] = {}
+
+
+class ClusterPatch(_Request):
+    """Fields to change; absent ones stay. Name and runtime cannot change."""
+
+    display_name: str | None = Field(default=None, max_length=128)
+    category: str | None = Field(default=None, max_length=63)
+    region: str | None = Field(default=None, max_length=63)
+    pod_cidrs: list[str] | None = Field(default=None, max_length=32)
+    service_cidrs: list[str] | None = Field(default=None, max_length=32)
+    labels: dict[str, str] | None = None
+
+
+class ClusterSummaryOut(BaseModel):
+    nodes_total: int
+    nodes_online: int
+    nodes_offline: int
+    online_rate: float
+    gpus_total: int
+    gpus_free: int
+    running_jobs: int
+    running_workers: int
+
+
+class ClusterOut(BaseModel):
+    name: str
+    display_name: str
+    category: str
+    region: str
+    runtime: str
+    pod_cidrs: list[str]
+    service_cidrs: list[str]
+    labels: dict[str, str]
+    online: bool
+    last_seen: datetime | None
+    agent_version: str
+    credential_rotated_at: datetime
+    last_session_at: datetime | None
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    summary: ClusterSummaryOut | None = None
+
+    @classmethod
+    def of(cls, row: repo.ClusterRow, summary: repo.ClusterSummary | None = None) -> ClusterOut:
+        spec = row.spec
+        return cls(
+            name=spec.name,
+            display_name=spec.display_name,
+            category=spec.category,
+            region=spec.region,
+            runtime=spec.runtime,
+            pod_cidrs=list(spec.pod_cidrs),
+            service_cidrs=list(spec.service_cidrs),
+            labels=dict(spec.labels),
+            online=row.online,
+            last_seen=row.last_seen,
+            agent_version=row.agent_version,
+            credential_rotated_at=row.credential_rotated_at,
+            last_session_at=row.last_session_at,
+            created_by=row.created_by,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            summary=None
+            if summary is None
+            else ClusterSummaryOut(
+                nodes_total=summary.nodes_total,
+                nodes_online=summary.nodes_online,
+                nodes_offline=summary.nodes_offline,
+                online_rate=summary.online_rate,
+                gpus_total=summary.gpus_total,
+                gpus_free=summary.gpus_free,
+                running_jobs=summary.running_jobs,
+                running_workers=summary.running_workers,
+            ),
+        )
+
+
+class ClusterWithCredential(ClusterOut):
+    agent_credential: str = Field(description="Shown once: store it where the cluster's agent reads it")
+
+
+class CredentialOut(BaseModel):
+    cluster: str
+    agent_credential: str = Field(description="Shown once; the previous credential opens no new session")
+    rotated_at: datetime
+
+
+class ClusterList(BaseModel):
+    items: list[ClusterOut]
+    total: int
+    page: int
+    page_size: int
+
+
+class NodeOut(BaseModel):
+    cluster: str
+    name: str
+    category: str = Field(description="The cluster's category")
+    status: Literal["ready", "not_ready", "cordoned", "gone"]
+    ready: bool
+    schedulable: bool
+    cordon_requested: bool | None = Field(
+        description="Requested cordoned state the agent has not reported yet; null when none is pending"
+    )
+    gone: bool
+    gpu_count: int
+    gpu_model: str
+    gpu_allocatable: int
+    gpu_allocated: int
+    gpu_free: int
+    cpu_millis: int
+    cpu_allocatable_millis: int
+    cpu_allocated_millis: int
+    memory_bytes: int
+    memory_allocatable_bytes: int
+    memory_allocated_bytes: int
+    labels: dict[str, str]
+    addresses: list[str]
+    observed_at: datetime | None
+    changed_at: datetime
+
+    @classmethod
+    def fields_of(cls, row: repo.NodeRow) -> dict[str, object]:
+        s = row.state
+        return {
+            **s.model_dump(exclude={"observed_at"}),
+            "observed_at": s.observed_at,
+            "category": row.category,
+            "status": status_of(s.ready, s.schedulable, s.gone),
+            "cordon_requested": row.cordon_requested,
+            "gpu_free": free_gpus(s.gpu_allocatable, s.gpu_allocated),
+            "changed_at": row.changed_at,
+        }
+
+    @classmethod
+    def of(cls, row: repo.NodeRow) -> NodeOut:
+        return cls.model_validate(cls.fields_of(row))
+
+
+class WorkerOut(BaseModel):
+    worker_id: str
+    job_id: str
+    phase: str
+    reported_at: datetime
+
+
+class NodeDetail(NodeOut):
+    workers: list[WorkerOut]
+
+
+class NodeList(BaseModel):
+    items: list[NodeOut]
+    total: int
+    page: int
+    page_size: int
+
+
+class LabelValue(BaseModel):
+    value: str
+    nodes: int
+
+
+class LabelKey(BaseModel):
+    key: str
+    values: list[LabelValue]
+
+
+class LabelCatalog(BaseModel):
+    items: list[LabelKey]
+
+    @classmethod
+    def of(cls, counts: list[repo.LabelCount]) -> LabelCatalog:
+        keys: dict[str, list[LabelValue]] = {}
+        for c in counts:
+            keys.setdefault(c.key, []).append(LabelValue(value=c.value, nodes=c.nodes))
+        return cls(items=[LabelKey(key=k, values=v) for k, v in keys.items()])
+
+
+class MatchedNodeOut(BaseModel):
+    name: str
+    ready: bool
+    schedulable: bool
+    gpu_model: str
+    gpu_free: int
+    fits: bool = Field(description="Ready, schedulable and with at least the asked GPUs free")
+
+
+class MatchOut(BaseModel):
+    cluster: str
+    cluster_online: bool
+    selector: dict[str, str]
+    gpus: int
+    total: int = Field(description="Nodes of the cluster that are not gone")
+    matching: int = Field(description="... whose labels contain the selector")
+    ready: int = Field(description="... and are ready")
+    schedulable: int = Field(description="... and are schedulable (not cordoned)")
+    with_free_gpus: int = Field(description="... and have at least `gpus` GPUs free")
+    nodes: list[MatchedNodeOut]
+
+    @classmethod
+    def of(cls, cluster: str, m: Match) -> MatchOut:
+        return cls(
+            cluster=cluster,
+            cluster_online=m.cluster_online,
+            selector=m.selector,
+            gpus=m.gpus,
+            total=m.summary.total,
+            matching=m.summary.matching,
+            ready=m.summary.ready,
+            schedulable=m.summary.schedulable,
+            with_free_gpus=m.summary.with_free_gpus,
+            nodes=[
+                MatchedNodeOut(
+                    name=n.name,
+                    ready=n.ready,
+                    schedulable=n.schedulable,
+                    gpu_model=n.gpu_model,
+                    gpu_free=n.gpu_free,
+                    fits=n.fits(m.gpus),
+                )
+                for n in m.nodes
+            ],
+        )
+
+
+class AgentSessionOut(BaseModel):
+    cluster: str
+    token: str = Field(description="Send as the `rlark-agent-token` Kafka header on every report")
+    expires_at: datetime
+    kafka_bootstrap: str
+    topic_prefix: str

@@ -1,0 +1,90 @@
+"""The inventory's consumer of ``agent.reports``: heartbeats, node observations and worker status.
+
+Provenance first: every report must carry the ``rlark-agent-token`` Kafka header, a token from an agent
+session whose cluster is the report's ``cluster``. Anything else — no token, a forged or expired one, a
+token of another cluster — is a poison message: it goes to ``agent.reports.dlq`` and changes nothing.
+Effects run inside the platform consumer's inbox transaction, so a redelivered report is a no-op.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from rlark_contracts import Envelope
+from rlark_contracts.events.agent import HeartbeatSent, NodesObserved, WorkerStatusChanged
+from rlark_platform.db.pool import Connection
+from rlark_platform.identity import IdentityError, verify_agent_token
+from rlark_platform.messaging import Consumer, Handler, PoisonMessage
+from rlark_platform.messaging.consumer import Verifier
+from rlark_platform.service import ServiceContext
+
+from rlark_inventory import handlers
+from rlark_inventory.settings import InventorySettings
+
+log = structlog.get_logger(__name__)
+
+AGENT_TOKEN_HEADER = "rlark-agent-token"  # noqa: S105 (a header name)
+CONSUMER_NAME = "inventory-agent-reports"
+
+
+def agent_verifier(internal_secret: str) -> Verifier:
+    """A verifier that accepts a report only with a valid agent token for the report's own cluster."""
+
+    def verify(envelope: Envelope, headers: dict[str, bytes]) -> None:
+        raw = headers.get(AGENT_TOKEN_HEADER)
+        if not raw:
+            raise PoisonMessage(f"report has no {AGENT_TOKEN_HEADER} header")
+        try:
+            token_cluster = verify_agent_token(internal_secret, raw.decode())
+        except (IdentityError, UnicodeDecodeError) as exc:
+            raise PoisonMessage(f"agent token refused: {exc}") from None
+        claimed = envelope.data.get("cluster")
+        if claimed != token_cluster:
+            raise PoisonMessage(f"a token of cluster {token_cluster!r} cannot report for {claimed!r}")
+
+    return verify
+
+
+def report_handlers(settings: InventorySettings) -> dict[str, Handler]:
+    async def nodes_observed(conn: Connection, envelope: Envelope, payload: Any) -> None:
+        assert isinstance(payload, NodesObserved)
+        result = await handlers.apply_observation(conn, envelope, payload, datetime.now(UTC))
+        log.info(
+            "nodes observed",
+            cluster=payload.cluster,
+            nodes=result.nodes,
+            changed=result.changed,
+            gone=result.gone,
+            event_id=envelope.id,
+        )
+
+    async def heartbeat(conn: Connection, envelope: Envelope, payload: Any) -> None:
+        assert isinstance(payload, HeartbeatSent)
+        await handlers.apply_heartbeat(conn, envelope, payload, datetime.now(UTC), settings.agent_timeout_s)
+
+    async def worker_status(conn: Connection, envelope: Envelope, payload: Any) -> None:
+        assert isinstance(payload, WorkerStatusChanged)
+        await handlers.apply_worker_status(conn, payload)
+
+    return {
+        "agent.nodes.observed.v1": nodes_observed,
+        "agent.heartbeat.sent.v1": heartbeat,
+        "agent.worker.status_changed.v1": worker_status,
+    }
+
+
+def build_report_consumer(ctx: ServiceContext) -> Consumer:
+    settings = ctx.settings
+    assert isinstance(settings, InventorySettings)
+    return Consumer(
+        name=CONSUMER_NAME,
+        topics=["agent.reports"],
+        handlers=report_handlers(settings),
+        pool=ctx.require_pool(),
+        bootstrap=settings.kafka_bootstrap,
+        names=ctx.names,
+        dlq_producer=ctx.require_producer(),
+        verifier=agent_verifier(settings.internal_secret.get_secret_value()),
+    )

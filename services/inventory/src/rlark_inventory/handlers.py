@@ -1,0 +1,323 @@
+"""Use cases of the inventory: load, decide (domain), write state and outbox events in one transaction.
+
+HTTP-facing use cases take the pool and open their own transaction; consumer-facing ones take the
+connection the consumer opened (the inbox claim shares it). None of them does network I/O inside a
+transaction: events leave through the outbox relay.
+
+Events are published only when state changed: a heartbeat that only moves ``last_seen`` and an
+observation that repeats what is known write the database but add nothing to the outbox.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import structlog
+from pydantic import BaseModel
+from rlark_contracts import Envelope, new_envelope
+from rlark_contracts.events.agent import HeartbeatSent, NodesObserved, WorkerStatusChanged
+from rlark_contracts.events.inventory import (
+    ClusterDeleted,
+    ClusterRegistered,
+    ClusterUpdated,
+    ClusterWentOffline,
+    ClusterWentOnline,
+    NodeCordonRequested,
+    NodeGone,
+    NodeState,
+    NodeUpdated,
+)
+from rlark_platform.db import transaction
+from rlark_platform.db.pool import Connection
+from rlark_platform.errors import ApiError, conflict, invalid, not_found
+from rlark_platform.identity import Caller, issue_agent_token
+from rlark_platform.messaging import PoisonMessage, add_events
+
+from rlark_inventory import repository as repo
+from rlark_inventory.domain import credentials, health
+from rlark_inventory.domain.clusters import ClusterSpec, validate_spec
+from rlark_inventory.domain.errors import InvalidInput
+from rlark_inventory.domain.nodes import MatchedNode, MatchSummary, changed, match_summary
+from rlark_inventory.domain.nodes import state_from_observation as node_state
+from rlark_inventory.domain.workers import is_active
+
+log = structlog.get_logger(__name__)
+
+SOURCE = "inventory"
+
+
+def _envelope(data: BaseModel, subject: str, causation: Envelope | None = None) -> Envelope:
+    return new_envelope(
+        data,
+        source=SOURCE,
+        subject=subject,
+        correlation_id=causation.correlation_id if causation else None,
+        causation_id=causation.id if causation else None,
+    )
+
+
+def _cluster_event(
+    kind: type[BaseModel], row: repo.ClusterRow, causation: Envelope | None = None
+) -> Envelope:
+    state = row.state(deleted=kind is ClusterDeleted)
+    return _envelope(kind.model_validate(state.model_dump()), row.name, causation)
+
+
+def _node_event(kind: type[BaseModel], state: NodeState, causation: Envelope | None = None) -> Envelope:
+    data = state.model_dump()
+    if kind is NodeGone:
+        data["gone"] = True
+    return _envelope(kind.model_validate(data), f"{state.cluster}/{state.name}", causation)
+
+
+def _validated(spec: ClusterSpec) -> ClusterSpec:
+    try:
+        return validate_spec(spec)
+    except InvalidInput as exc:
+        raise invalid(exc.code, exc.message, exc.field) from None
+
+
+# ------------------------------------------------------------------------------------ clusters (admin)
+
+
+@dataclass(frozen=True)
+class WithCredential:
+    """A cluster and its agent credential in clear text: returned once, never stored or logged."""
+
+    cluster: repo.ClusterRow
+    credential: str
+
+
+async def register_cluster(pool: asyncpg.Pool, spec: ClusterSpec, caller: Caller) -> WithCredential:
+    spec = _validated(spec)
+    credential = credentials.new_credential()
+    digest = credentials.hash_credential(credential)
+    async with transaction(pool) as conn:
+        row = await repo.insert_cluster(conn, spec, digest, caller.user)
+        if row is None:
+            raise conflict("cluster_exists", f"a cluster named {spec.name!r} already exists", "name")
+        await add_events(conn, [_cluster_event(ClusterRegistered, row)])
+    log.info("cluster registered", cluster=spec.name, credential=credentials.fingerprint(digest))
+    return WithCredential(row, credential)
+
+
+async def update_cluster(pool: asyncpg.Pool, name: str, changes: dict[str, Any]) -> repo.ClusterRow:
+    """Apply the given fields (others unchanged); publish ``cluster.updated`` only when something changed."""
+    async with transaction(pool) as conn:
+        current = await repo.get_cluster(conn, name, for_update=True)
+        if current is None:
+            raise not_found("cluster", name)
+        fields = dict(changes)
+        for key in ("pod_cidrs", "service_cidrs"):
+            if key in fields:
+                fields[key] = tuple(fields[key])
+        spec = _validated(replace(current.spec, **fields))
+        if spec == current.spec:
+            return current
+        row = await repo.update_cluster_spec(conn, spec)
+        await add_events(conn, [_cluster_event(ClusterUpdated, row)])
+    log.info("cluster updated", cluster=name, fields=sorted(changes))
+    return row
+
+
+async def delete_cluster(pool: asyncpg.Pool, name: str) -> None:
+    """Delete a cluster with nothing running on it; its nodes are published as gone first."""
+    async with transaction(pool) as conn:
+        current = await repo.get_cluster(conn, name, for_update=True)
+        if current is None:
+            raise not_found("cluster", name)
+        # The row lock above also holds back worker reports for this cluster (their foreign key
+        # needs it), so no worker can appear between this check and the delete.
+        running = await repo.active_worker_count(conn, name)
+        if running:
+            raise conflict(
+                "cluster_in_use",
+                f"{running} worker(s) still run on cluster {name!r}; cancel their jobs first",
+            )
+        nodes = await repo.live_node_states(conn, name)
+        events = [_node_event(NodeGone, state) for state in nodes]
+        events.append(_cluster_event(ClusterDeleted, current))
+        await add_events(conn, events)
+        await repo.delete_cluster(conn, name)
+    log.info("cluster deleted", cluster=name, nodes=len(nodes))
+
+
+async def rotate_credential(pool: asyncpg.Pool, name: str) -> WithCredential:
+    """Replace the agent credential: the old one opens no new session (tokens already issued expire)."""
+    credential = credentials.new_credential()
+    digest = credentials.hash_credential(credential)
+    async with transaction(pool) as conn:
+        row = await repo.set_credential(conn, name, digest)
+        if row is None:
+            raise not_found("cluster", name)
+    log.info("agent credential rotated", cluster=name, credential=credentials.fingerprint(digest))
+    return WithCredential(row, credential)
+
+
+# -------------------------------------------------------------------------------------- agent sessions
+
+
+@dataclass(frozen=True)
+class AgentSession:
+    cluster: str
+    token: str
+    expires_at: datetime
+
+
+def _refused() -> ApiError:
+    return ApiError(401, "invalid_credential", "the agent credential is not valid")
+
+
+async def open_agent_session(
+    pool: asyncpg.Pool, credential: str, *, internal_secret: str, ttl_s: int
+) -> AgentSession:
+    """Trade a cluster's agent credential for a short-lived agent token. Never logs the credential."""
+    if not credentials.plausible(credential):
+        log.warning("agent session refused", reason="malformed credential")
+        raise _refused()
+    digest = credentials.hash_credential(credential)
+    async with pool.acquire() as conn:
+        found = await repo.credential_hash_of(conn, digest)
+        # The lookup is by hash, so its timing says nothing about the secret; the constant-time
+        # comparison keeps the final check independent of where two hashes differ.
+        if found is None or not credentials.matches(credential, found[1]):
+            log.warning("agent session refused", reason="unknown credential")
+            raise _refused()
+        cluster = found[0]
+        await repo.record_session(conn, cluster)
+    now = datetime.now(UTC)
+    token = issue_agent_token(internal_secret, cluster, ttl_s, now=now.timestamp())
+    log.info("agent session opened", cluster=cluster, credential=credentials.fingerprint(digest))
+    return AgentSession(cluster, token, now + timedelta(seconds=ttl_s))
+
+
+# ------------------------------------------------------------------------------------- cordon (admin)
+
+
+async def request_cordon(
+    pool: asyncpg.Pool, cluster: str, node: str, cordoned: bool, caller: Caller
+) -> repo.NodeRow:
+    """Ask the cluster's agent to (un)cordon a node. The node's ``schedulable`` changes only when the
+    agent reports it; until then ``cordon_requested`` holds the wish (cleared if it is already true)."""
+    async with transaction(pool) as conn:
+        row = await repo.get_node(conn, cluster, node, for_update=True)
+        if row is None:
+            if not await repo.cluster_exists(conn, cluster):
+                raise not_found("cluster", cluster)
+            raise not_found("node", f"{cluster}/{node}")
+        if row.state.gone:
+            raise conflict("node_gone", f"node {node!r} is gone from cluster {cluster!r}")
+        pending = cordoned if cordoned == row.state.schedulable else None
+        await repo.set_cordon_requested(conn, cluster, node, pending)
+        command = NodeCordonRequested(cluster=cluster, node=node, cordoned=cordoned, requested_by=caller.user)
+        await add_events(conn, [_envelope(command, cluster)])
+        updated = await repo.get_node(conn, cluster, node)
+        assert updated is not None
+    log.info("cordon requested", cluster=cluster, node=node, cordoned=cordoned)
+    return updated
+
+
+# ------------------------------------------------------------------------------------ agent reports
+
+
+@dataclass(frozen=True)
+class ObservationResult:
+    nodes: int
+    changed: int
+    gone: int
+
+
+async def _require_cluster(conn: Connection, cluster: str) -> None:
+    if not await repo.cluster_exists(conn, cluster):
+        raise PoisonMessage(f"cluster {cluster!r} is not registered")
+
+
+async def apply_observation(
+    conn: Connection, envelope: Envelope, report: NodesObserved, now: datetime
+) -> ObservationResult:
+    """Fold a node snapshot into the nodes table; events only for nodes that changed or went gone."""
+    cluster = report.cluster
+    await _require_cluster(conn, cluster)
+    observed_at = min(report.observed_at, now)
+    latest = {obs.name: obs for obs in report.nodes}  # a name listed twice: the last entry wins
+    names = list(latest)
+    known = await repo.node_states(conn, cluster, None if report.complete else names)
+    states = [node_state(cluster, obs, observed_at) for obs in latest.values()]
+    fresh = [s for s in states if changed(known.get(s.name), s)]
+    fresh_names = {s.name for s in fresh}
+    await repo.upsert_nodes(conn, cluster, fresh, observed_at)
+    await repo.touch_nodes(conn, cluster, [n for n in names if n not in fresh_names], observed_at)
+    gone = await repo.mark_gone(conn, cluster, names, observed_at) if report.complete else []
+    events = [_node_event(NodeUpdated, s, envelope) for s in fresh]
+    events += [_node_event(NodeGone, s, envelope) for s in gone]
+    await add_events(conn, events)
+    return ObservationResult(nodes=len(names), changed=len(fresh), gone=len(gone))
+
+
+async def apply_heartbeat(
+    conn: Connection, envelope: Envelope, beat: HeartbeatSent, now: datetime, timeout_s: float
+) -> bool:
+    """Advance the cluster's ``last_seen``; return True when this heartbeat brought it online."""
+    fresh = health.is_fresh(beat.sent_at, now, timeout_s)
+    result = await repo.record_heartbeat(
+        conn, beat.cluster, health.seen_at(beat.sent_at, now), beat.agent_version, bring_online=fresh
+    )
+    if result is None:
+        raise PoisonMessage(f"cluster {beat.cluster!r} is not registered")
+    before, after = result
+    if after.online and not before.online:
+        await add_events(conn, [_cluster_event(ClusterWentOnline, after, envelope)])
+        log.info("cluster went online", cluster=beat.cluster)
+        return True
+    return False
+
+
+async def apply_worker_status(conn: Connection, report: WorkerStatusChanged) -> None:
+    await _require_cluster(conn, report.cluster)
+    await repo.upsert_worker(
+        conn,
+        cluster=report.cluster,
+        worker_id=report.worker_id,
+        job_id=report.job_id,
+        node=report.node,
+        phase=report.phase,
+        active=is_active(report.phase, report.exit_code),
+        reported_at=report.at,
+    )
+
+
+async def sweep(pool: asyncpg.Pool, *, timeout_s: float, worker_retention_s: float) -> list[str]:
+    """Mark clusters whose heartbeats stopped offline (one event each); purge old finished workers."""
+    now = datetime.now(UTC)
+    async with transaction(pool) as conn:
+        offline = await repo.mark_offline(conn, health.offline_before(now, timeout_s))
+        await add_events(conn, [_cluster_event(ClusterWentOffline, row) for row in offline])
+        await repo.purge_inactive_workers(conn, now - timedelta(seconds=worker_retention_s))
+    for row in offline:
+        log.warning("cluster went offline", cluster=row.name, last_seen=row.last_seen)
+    return [row.name for row in offline]
+
+
+# ------------------------------------------------------------------------------------------- queries
+
+
+@dataclass(frozen=True)
+class Match:
+    cluster_online: bool
+    selector: dict[str, str]
+    gpus: int
+    summary: MatchSummary
+    nodes: list[MatchedNode]
+
+
+async def match(pool: asyncpg.Pool, cluster: str, selector: dict[str, str], gpus: int) -> Match:
+    async with pool.acquire() as conn:
+        row = await repo.get_cluster(conn, cluster)
+        if row is None:
+            raise not_found("cluster", cluster)
+        total = await repo.cluster_node_count(conn, cluster)
+        matched = await repo.matching_nodes(conn, cluster, selector)
+    return Match(row.online, selector, gpus, match_summary(total, matched, gpus), matched)

@@ -1,0 +1,630 @@
+"""All SQL of the inventory service. Every function takes the connection first and uses ``$n`` parameters.
+
+Bulk writes (node observations) go through one statement per report — ``jsonb_to_recordset`` turns a
+whole batch into rows — so ingest cost does not grow with a round trip per node.
+
+Dynamic parts of queries (filters, sort order) are assembled only from the fixed fragments in this
+module; user input always travels as a parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+from rlark_contracts.events.inventory import ClusterState, NodeState
+from rlark_platform.db.pool import Connection
+
+from rlark_inventory.domain.clusters import ClusterSpec
+from rlark_inventory.domain.nodes import MatchedNode, search_text
+
+# ---------------------------------------------------------------------------------------------- clusters
+
+
+@dataclass(frozen=True)
+class ClusterRow:
+    """A cluster as stored, without its credential hash."""
+
+    spec: ClusterSpec
+    online: bool
+    last_seen: datetime | None
+    agent_version: str
+    credential_rotated_at: datetime
+    last_session_at: datetime | None
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def state(self, *, deleted: bool = False) -> ClusterState:
+        """The public state carried by ``inventory.cluster.*`` events (never the credential)."""
+        return ClusterState(
+            name=self.spec.name,
+            display_name=self.spec.display_name,
+            category=self.spec.category,
+            region=self.spec.region,
+            runtime=self.spec.runtime,
+            pod_cidrs=list(self.spec.pod_cidrs),
+            service_cidrs=list(self.spec.service_cidrs),
+            labels=dict(self.spec.labels),
+            online=self.online,
+            last_seen=self.last_seen,
+            deleted=deleted,
+        )
+
+
+@dataclass(frozen=True)
+class ClusterSummary:
+    nodes_total: int
+    nodes_online: int
+    nodes_offline: int
+    gpus_total: int
+    gpus_free: int
+    running_jobs: int
+    running_workers: int
+
+    @property
+    def online_rate(self) -> float:
+        return round(self.nodes_online / self.nodes_total, 4) if self.nodes_total else 0.0
+
+
+_CLUSTER_COLUMNS = """c.name, c.display_name, c.category, c.region, c.runtime, c.pod_cidrs, c.service_cidrs,
+    c.labels, c.online, c.last_seen, c.agent_version, c.credential_rotated_at, c.last_session_at,
+    c.created_by, c.created_at, c.updated_at"""
+
+# Node counts: "online" means ready in a cluster whose agent is alive; free GPUs count only where a
+# worker could land now (ready, schedulable, cluster online).
+_SUMMARY_JOINS = """
+LEFT JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE NOT n.gone) AS nodes_total,
+           count(*) FILTER (WHERE NOT n.gone AND n.ready AND c.online) AS nodes_online,
+           coalesce(sum(n.gpu_count) FILTER (WHERE NOT n.gone), 0) AS gpus_total,
+           coalesce(sum(greatest(n.gpu_allocatable - n.gpu_allocated, 0))
+               FILTER (WHERE NOT n.gone AND n.ready AND n.schedulable AND c.online), 0) AS gpus_free
+    FROM nodes n WHERE n.cluster = c.name
+) s ON true
+LEFT JOIN LATERAL (
+    SELECT count(DISTINCT w.job_id) AS running_jobs, count(*) AS running_workers
+    FROM workers w WHERE w.cluster = c.name AND w.active
+) w ON true"""
+
+_SUMMARY_COLUMNS = (
+    "s.nodes_total, s.nodes_online, s.gpus_total, s.gpus_free, w.running_jobs, w.running_workers"
+)
+
+CLUSTER_SORTS: dict[str, str] = {
+    "name": "c.name",
+    "category": "c.category",
+    "region": "c.region",
+    "runtime": "c.runtime",
+    "online": "c.online",
+    "last_seen": "c.last_seen",
+    "created_at": "c.created_at",
+    "nodes": "s.nodes_total",
+    "gpus": "s.gpus_total",
+    "gpus_free": "s.gpus_free",
+}
+
+
+def _cluster(row: asyncpg.Record) -> ClusterRow:
+    return ClusterRow(
+        spec=ClusterSpec(
+            name=row["name"],
+            runtime=row["runtime"],
+            display_name=row["display_name"],
+            category=row["category"],
+            region=row["region"],
+            pod_cidrs=tuple(row["pod_cidrs"]),
+            service_cidrs=tuple(row["service_cidrs"]),
+            labels=dict(row["labels"]),
+        ),
+        online=row["online"],
+        last_seen=row["last_seen"],
+        agent_version=row["agent_version"],
+        credential_rotated_at=row["credential_rotated_at"],
+        last_session_at=row["last_session_at"],
+        created_by=row["created_by"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _summary(row: asyncpg.Record) -> ClusterSummary:
+    total, online = int(row["nodes_total"]), int(row["nodes_online"])
+    return ClusterSummary(
+        nodes_total=total,
+        nodes_online=online,
+        nodes_offline=total - online,
+        gpus_total=int(row["gpus_total"]),
+        gpus_free=int(row["gpus_free"]),
+        running_jobs=int(row["running_jobs"]),
+        running_workers=int(row["running_workers"]),
+    )
+
+
+async def insert_cluster(
+    conn: Connection, spec: ClusterSpec, credential_hash: bytes, created_by: str
+) -> ClusterRow | None:
+    """Insert a new cluster; None when the name is taken."""
+    row = await conn.fetchrow(
+        f"""INSERT INTO clusters AS c (name, display_name, category, region, runtime, pod_cidrs,
+                service_cidrs, labels, credential_hash, created_by)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10)
+            ON CONFLICT (name) DO NOTHING
+            RETURNING {_CLUSTER_COLUMNS}""",
+        spec.name,
+        spec.display_name,
+        spec.category,
+        spec.region,
+        spec.runtime,
+        list(spec.pod_cidrs),
+        list(spec.service_cidrs),
+        spec.labels,
+        credential_hash,
+        created_by,
+    )
+    return _cluster(row) if row else None
+
+
+async def get_cluster(conn: Connection, name: str, *, for_update: bool = False) -> ClusterRow | None:
+    lock = " FOR UPDATE" if for_update else ""
+    row = await conn.fetchrow(f"SELECT {_CLUSTER_COLUMNS} FROM clusters c WHERE c.name = $1{lock}", name)
+    return _cluster(row) if row else None
+
+
+async def cluster_exists(conn: Connection, name: str) -> bool:
+    return bool(await conn.fetchval("SELECT 1 FROM clusters WHERE name = $1", name))
+
+
+async def update_cluster_spec(conn: Connection, spec: ClusterSpec) -> ClusterRow:
+    row = await conn.fetchrow(
+        f"""UPDATE clusters AS c SET display_name = $2, category = $3, region = $4, pod_cidrs = $5,
+                service_cidrs = $6, labels = $7::jsonb, updated_at = now()
+            WHERE c.name = $1 RETURNING {_CLUSTER_COLUMNS}""",
+        spec.name,
+        spec.display_name,
+        spec.category,
+        spec.region,
+        list(spec.pod_cidrs),
+        list(spec.service_cidrs),
+        spec.labels,
+    )
+    assert row is not None, "update_cluster_spec on a cluster that is not locked"
+    return _cluster(row)
+
+
+async def delete_cluster(conn: Connection, name: str) -> None:
+    """Delete the cluster; its nodes and worker rows go with it (ON DELETE CASCADE)."""
+    await conn.execute("DELETE FROM clusters WHERE name = $1", name)
+
+
+async def set_credential(conn: Connection, name: str, credential_hash: bytes) -> ClusterRow | None:
+    row = await conn.fetchrow(
+        f"""UPDATE clusters AS c SET credential_hash = $2, credential_rotated_at = now(), updated_at = now()
+            WHERE c.name = $1 RETURNING {_CLUSTER_COLUMNS}""",
+        name,
+        credential_hash,
+    )
+    return _cluster(row) if row else None
+
+
+async def credential_hash_of(conn: Connection, credential_hash: bytes) -> tuple[str, bytes] | None:
+    """``(cluster name, stored hash)`` of the cluster holding this credential hash, if any."""
+    row = await conn.fetchrow(
+        "SELECT name, credential_hash FROM clusters WHERE credential_hash = $1", credential_hash
+    )
+    return (row["name"], bytes(row["credential_hash"])) if row else None
+
+
+async def record_session(conn: Connection, name: str) -> None:
+    await conn.execute("UPDATE clusters SET last_session_at = now() WHERE name = $1", name)
+
+
+async def record_heartbeat(
+    conn: Connection, name: str, seen_at: datetime, agent_version: str, *, bring_online: bool
+) -> tuple[ClusterRow, ClusterRow] | None:
+    """Advance ``last_seen`` (never backwards) and optionally set ``online``; return (before, after)."""
+    before = await get_cluster(conn, name, for_update=True)
+    if before is None:
+        return None
+    row = await conn.fetchrow(
+        f"""UPDATE clusters AS c SET
+                last_seen = CASE WHEN c.last_seen IS NULL OR c.last_seen < $2 THEN $2 ELSE c.last_seen END,
+                agent_version = CASE WHEN $3 = '' THEN c.agent_version ELSE $3 END,
+                online = c.online OR $4
+            WHERE c.name = $1 RETURNING {_CLUSTER_COLUMNS}""",
+        name,
+        seen_at,
+        agent_version,
+        bring_online,
+    )
+    assert row is not None
+    return before, _cluster(row)
+
+
+async def mark_offline(conn: Connection, seen_before: datetime) -> list[ClusterRow]:
+    """Set ``online = false`` on clusters not seen since ``seen_before``; return the ones changed now.
+
+    Row locks make concurrent sweepers safe: the second one finds the row already offline.
+    """
+    rows = await conn.fetch(
+        f"""UPDATE clusters AS c SET online = false
+            WHERE c.online AND (c.last_seen IS NULL OR c.last_seen < $1)
+            RETURNING {_CLUSTER_COLUMNS}""",
+        seen_before,
+    )
+    return [_cluster(r) for r in rows]
+
+
+async def list_clusters(
+    conn: Connection, *, sort: str, descending: bool, limit: int, offset: int
+) -> tuple[list[tuple[ClusterRow, ClusterSummary]], int]:
+    order = f"{CLUSTER_SORTS[sort]} {'DESC' if descending else 'ASC'} NULLS LAST, c.name"
+    rows = await conn.fetch(
+        f"""SELECT {_CLUSTER_COLUMNS}, {_SUMMARY_COLUMNS}, count(*) OVER () AS total
+            FROM clusters c {_SUMMARY_JOINS}
+            ORDER BY {order} LIMIT $1 OFFSET $2""",
+        limit,
+        offset,
+    )
+    total = int(rows[0]["total"]) if rows else int(await conn.fetchval("SELECT count(*) FROM clusters"))
+    return [(_cluster(r), _summary(r)) for r in rows], total
+
+
+async def cluster_with_summary(conn: Connection, name: str) -> tuple[ClusterRow, ClusterSummary] | None:
+    row = await conn.fetchrow(
+        f"SELECT {_CLUSTER_COLUMNS}, {_SUMMARY_COLUMNS} FROM clusters c {_SUMMARY_JOINS} WHERE c.name = $1",
+        name,
+    )
+    return (_cluster(row), _summary(row)) if row else None
+
+
+# ------------------------------------------------------------------------------------------------- nodes
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """A node as the API shows it: its state plus what only the inventory knows."""
+
+    state: NodeState
+    cordon_requested: bool | None
+    changed_at: datetime
+    category: str = ""
+    running_workers: int = 0
+
+
+_NODE_COLUMNS = """n.cluster, n.name, n.ready, n.schedulable, n.gone, n.cordon_requested, n.gpu_count,
+    n.gpu_model, n.gpu_allocatable, n.gpu_allocated, n.cpu_millis, n.cpu_allocatable_millis,
+    n.cpu_allocated_millis, n.memory_bytes, n.memory_allocatable_bytes, n.memory_allocated_bytes,
+    n.labels, n.addresses, n.observed_at, n.changed_at"""
+
+_STATE_FIELDS = (
+    "cluster",
+    "name",
+    "ready",
+    "schedulable",
+    "gone",
+    "gpu_count",
+    "gpu_model",
+    "gpu_allocatable",
+    "gpu_allocated",
+    "cpu_millis",
+    "cpu_allocatable_millis",
+    "cpu_allocated_millis",
+    "memory_bytes",
+    "memory_allocatable_bytes",
+    "memory_allocated_bytes",
+    "labels",
+    "addresses",
+    "observed_at",
+)
+
+
+def _state(row: asyncpg.Record) -> NodeState:
+    return NodeState.model_validate({f: row[f] for f in _STATE_FIELDS})
+
+
+def _node(row: asyncpg.Record) -> NodeRow:
+    return NodeRow(
+        state=_state(row),
+        cordon_requested=row["cordon_requested"],
+        changed_at=row["changed_at"],
+        category=row.get("category") or "",
+        running_workers=int(row.get("running_workers") or 0),
+    )
+
+
+async def node_states(conn: Connection, cluster: str, names: list[str] | None) -> dict[str, NodeState]:
+    """Current states of ``names`` in ``cluster`` (every node of it when ``names`` is None)."""
+    if names is None:
+        rows = await conn.fetch(f"SELECT {_NODE_COLUMNS} FROM nodes n WHERE n.cluster = $1", cluster)
+    else:
+        rows = await conn.fetch(
+            f"SELECT {_NODE_COLUMNS} FROM nodes n WHERE n.cluster = $1 AND n.name = ANY($2::text[])",
+            cluster,
+            names,
+        )
+    return {r["name"]: _state(r) for r in rows}
+
+
+def _node_document(state: NodeState) -> dict[str, Any]:
+    doc = state.model_dump(mode="json", exclude={"cluster", "observed_at", "gone"})
+    doc["search"] = search_text(state.name, state.addresses, state.labels)
+    return doc
+
+
+async def upsert_nodes(
+    conn: Connection, cluster: str, states: list[NodeState], observed_at: datetime
+) -> None:
+    """Write changed nodes of one cluster in one statement (insert or replace; gone nodes come back).
+
+    A pending cordon request is cleared when the reported schedulability is what was asked.
+    """
+    if not states:
+        return
+    await conn.execute(
+        """INSERT INTO nodes AS n (cluster, name, ready, schedulable, gone, gpu_count, gpu_model,
+               gpu_allocatable, gpu_allocated, cpu_millis, cpu_allocatable_millis, cpu_allocated_millis,
+               memory_bytes, memory_allocatable_bytes, memory_allocated_bytes, labels, addresses, search,
+               observed_at, changed_at)
+           SELECT $1, r.name, r.ready, r.schedulable, false, r.gpu_count, r.gpu_model, r.gpu_allocatable,
+               r.gpu_allocated, r.cpu_millis, r.cpu_allocatable_millis, r.cpu_allocated_millis,
+               r.memory_bytes, r.memory_allocatable_bytes, r.memory_allocated_bytes,
+               coalesce(r.labels, '{}'::jsonb), coalesce(r.addresses, '[]'::jsonb), r.search, $3, now()
+           FROM jsonb_to_recordset($2::jsonb) AS r(name text, ready boolean, schedulable boolean,
+               gpu_count integer, gpu_model text, gpu_allocatable integer, gpu_allocated integer,
+               cpu_millis bigint, cpu_allocatable_millis bigint, cpu_allocated_millis bigint,
+               memory_bytes bigint, memory_allocatable_bytes bigint, memory_allocated_bytes bigint,
+               labels jsonb, addresses jsonb, search text)
+           ON CONFLICT (cluster, name) DO UPDATE SET
+               ready = EXCLUDED.ready, schedulable = EXCLUDED.schedulable, gone = false,
+               gpu_count = EXCLUDED.gpu_count, gpu_model = EXCLUDED.gpu_model,
+               gpu_allocatable = EXCLUDED.gpu_allocatable, gpu_allocated = EXCLUDED.gpu_allocated,
+               cpu_millis = EXCLUDED.cpu_millis, cpu_allocatable_millis = EXCLUDED.cpu_allocatable_millis,
+               cpu_allocated_millis = EXCLUDED.cpu_allocated_millis, memory_bytes = EXCLUDED.memory_bytes,
+               memory_allocatable_bytes = EXCLUDED.memory_allocatable_bytes,
+               memory_allocated_bytes = EXCLUDED.memory_allocated_bytes, labels = EXCLUDED.labels,
+               addresses = EXCLUDED.addresses, search = EXCLUDED.search,
+               observed_at = EXCLUDED.observed_at, changed_at = now(),
+               cordon_requested = CASE WHEN n.cordon_requested = NOT EXCLUDED.schedulable THEN NULL
+                                       ELSE n.cordon_requested END""",
+        cluster,
+        [_node_document(s) for s in states],
+        observed_at,
+    )
+
+
+async def touch_nodes(conn: Connection, cluster: str, names: list[str], observed_at: datetime) -> None:
+    """Record that unchanged nodes were observed again (no event: ``observed_at`` alone is not news)."""
+    if names:
+        await conn.execute(
+            """UPDATE nodes SET observed_at = $3
+               WHERE cluster = $1 AND name = ANY($2::text[]) AND observed_at < $3""",
+            cluster,
+            names,
+            observed_at,
+        )
+
+
+async def mark_gone(
+    conn: Connection, cluster: str, present: list[str], observed_at: datetime
+) -> list[NodeState]:
+    """Mark the cluster's nodes missing from a complete observation as gone; return those changed now."""
+    rows = await conn.fetch(
+        f"""UPDATE nodes AS n SET gone = true, changed_at = now(), observed_at = $3,
+                cordon_requested = NULL
+            WHERE n.cluster = $1 AND NOT n.gone AND NOT (n.name = ANY($2::text[]))
+            RETURNING {_NODE_COLUMNS}""",
+        cluster,
+        present,
+        observed_at,
+    )
+    return [_state(r) for r in rows]
+
+
+async def live_node_states(conn: Connection, cluster: str) -> list[NodeState]:
+    rows = await conn.fetch(
+        f"SELECT {_NODE_COLUMNS} FROM nodes n WHERE n.cluster = $1 AND NOT n.gone", cluster
+    )
+    return [_state(r) for r in rows]
+
+
+@dataclass(frozen=True)
+class NodeFilter:
+    cluster: str | None = None
+    status: str | None = None
+    category: str | None = None
+    selector: dict[str, str] | None = None
+    q: str | None = None
+
+
+_STATUS_CONDITIONS: dict[str, str] = {
+    "ready": "NOT n.gone AND n.ready AND n.schedulable",
+    "not_ready": "NOT n.gone AND NOT n.ready",
+    "cordoned": "NOT n.gone AND NOT n.schedulable",
+    "gone": "n.gone",
+}
+
+_STATUS_ORDER = "CASE WHEN n.gone THEN 3 WHEN NOT n.ready THEN 2 WHEN NOT n.schedulable THEN 1 ELSE 0 END"
+
+NODE_SORTS: dict[str, str] = {
+    "name": "n.name",
+    "cluster": "n.cluster",
+    "status": _STATUS_ORDER,
+    "gpu_count": "n.gpu_count",
+    "gpu_free": "greatest(n.gpu_allocatable - n.gpu_allocated, 0)",
+    "gpu_model": "n.gpu_model",
+    "cpu": "n.cpu_allocatable_millis",
+    "memory": "n.memory_allocatable_bytes",
+    "observed_at": "n.observed_at",
+    "changed_at": "n.changed_at",
+}
+
+
+def _node_where(flt: NodeFilter, args: list[Any]) -> str:
+    """The WHERE clause for ``flt``; appends its parameters to ``args`` (fragments are fixed text)."""
+    conditions = ["true"]
+    if flt.cluster:
+        args.append(flt.cluster)
+        conditions.append(f"n.cluster = ${len(args)}")
+    if flt.status:
+        conditions.append(_STATUS_CONDITIONS[flt.status])
+    if flt.category:
+        args.append(flt.category)
+        conditions.append(f"c.category = ${len(args)}")
+    if flt.selector:
+        args.append(flt.selector)
+        conditions.append(f"n.labels @> ${len(args)}::jsonb")
+    if flt.q:
+        args.append(flt.q.lower())
+        conditions.append(f"strpos(n.search, ${len(args)}) > 0")
+    return " AND ".join(conditions)
+
+
+async def list_nodes(
+    conn: Connection, flt: NodeFilter, *, sort: str, descending: bool, limit: int, offset: int
+) -> tuple[list[NodeRow], int]:
+    args: list[Any] = []
+    where = _node_where(flt, args)
+    direction = "DESC" if descending else "ASC"
+    order = f"{NODE_SORTS[sort]} {direction}, n.cluster {direction}, n.name {direction}"
+    args += [limit, offset]
+    rows = await conn.fetch(
+        f"""SELECT {_NODE_COLUMNS}, c.category, count(*) OVER () AS total
+            FROM nodes n JOIN clusters c ON c.name = n.cluster
+            WHERE {where}
+            ORDER BY {order} LIMIT ${len(args) - 1} OFFSET ${len(args)}""",
+        *args,
+    )
+    if rows:
+        total = int(rows[0]["total"])
+    else:
+        count_args: list[Any] = []
+        total = int(
+            await conn.fetchval(
+                f"""SELECT count(*) FROM nodes n JOIN clusters c ON c.name = n.cluster
+                    WHERE {_node_where(flt, count_args)}""",
+                *count_args,
+            )
+        )
+    return [_node(r) for r in rows], total
+
+
+async def get_node(conn: Connection, cluster: str, name: str, *, for_update: bool = False) -> NodeRow | None:
+    lock = " FOR UPDATE OF n" if for_update else ""
+    row = await conn.fetchrow(
+        f"""SELECT {_NODE_COLUMNS}, c.category FROM nodes n JOIN clusters c ON c.name = n.cluster
+            WHERE n.cluster = $1 AND n.name = $2{lock}""",
+        cluster,
+        name,
+    )
+    return _node(row) if row else None
+
+
+async def set_cordon_requested(conn: Connection, cluster: str, name: str, requested: bool | None) -> None:
+    await conn.execute(
+        "UPDATE nodes SET cordon_requested = $3 WHERE cluster = $1 AND name = $2", cluster, name, requested
+    )
+
+
+@dataclass(frozen=True)
+class LabelCount:
+    key: str
+    value: str
+    nodes: int
+
+
+async def label_catalog(conn: Connection, cluster: str | None) -> list[LabelCount]:
+    """Every label key and value on nodes that are not gone, with how many nodes carry each pair."""
+    rows = await conn.fetch(
+        """SELECT l.key, l.value, count(*) AS nodes
+           FROM nodes n, jsonb_each_text(n.labels) AS l(key, value)
+           WHERE NOT n.gone AND ($1::text IS NULL OR n.cluster = $1)
+           GROUP BY l.key, l.value ORDER BY l.key, l.value""",
+        cluster,
+    )
+    return [LabelCount(r["key"], r["value"], int(r["nodes"])) for r in rows]
+
+
+async def cluster_node_count(conn: Connection, cluster: str) -> int:
+    return int(await conn.fetchval("SELECT count(*) FROM nodes WHERE cluster = $1 AND NOT gone", cluster))
+
+
+async def matching_nodes(conn: Connection, cluster: str, selector: dict[str, str]) -> list[MatchedNode]:
+    """Nodes of ``cluster`` (not gone) whose labels contain every pair of ``selector``."""
+    rows = await conn.fetch(
+        """SELECT name, ready, schedulable, gpu_model,
+                  greatest(gpu_allocatable - gpu_allocated, 0) AS gpu_free
+           FROM nodes WHERE cluster = $1 AND NOT gone AND labels @> $2::jsonb ORDER BY name""",
+        cluster,
+        selector,
+    )
+    return [
+        MatchedNode(r["name"], r["ready"], r["schedulable"], r["gpu_model"], int(r["gpu_free"])) for r in rows
+    ]
+
+
+# ----------------------------------------------------------------------------------------------- workers
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    worker_id: str
+    job_id: str
+    node: str
+    phase: str
+    reported_at: datetime
+
+
+async def upsert_worker(
+    conn: Connection,
+    *,
+    cluster: str,
+    worker_id: str,
+    job_id: str,
+    node: str,
+    phase: str,
+    active: bool,
+    reported_at: datetime,
+) -> None:
+    """Record a worker report unless a newer one for the same worker is already stored."""
+    await conn.execute(
+        """INSERT INTO workers AS w (cluster, worker_id, job_id, node, phase, active, reported_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7)
+           ON CONFLICT (cluster, worker_id) DO UPDATE SET
+               job_id = EXCLUDED.job_id,
+               node = CASE WHEN EXCLUDED.node = '' THEN w.node ELSE EXCLUDED.node END,
+               phase = EXCLUDED.phase, active = EXCLUDED.active, reported_at = EXCLUDED.reported_at
+           WHERE w.reported_at <= EXCLUDED.reported_at""",
+        cluster,
+        worker_id,
+        job_id,
+        node,
+        phase,
+        active,
+        reported_at,
+    )
+
+
+async def active_workers_on(conn: Connection, cluster: str, node: str) -> list[WorkerRow]:
+    rows = await conn.fetch(
+        """SELECT worker_id, job_id, node, phase, reported_at FROM workers
+           WHERE cluster = $1 AND node = $2 AND active ORDER BY job_id, worker_id""",
+        cluster,
+        node,
+    )
+    return [WorkerRow(r["worker_id"], r["job_id"], r["node"], r["phase"], r["reported_at"]) for r in rows]
+
+
+async def active_worker_count(conn: Connection, cluster: str) -> int:
+    return int(await conn.fetchval("SELECT count(*) FROM workers WHERE cluster = $1 AND active", cluster))
+
+
+async def purge_inactive_workers(conn: Connection, before: datetime) -> int:
+    status = await conn.execute("DELETE FROM workers WHERE NOT active AND reported_at < $1", before)
+    return int(status.split()[-1])

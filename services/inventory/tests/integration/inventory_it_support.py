@@ -1,0 +1,141 @@
+"""Helpers for the inventory integration tests: a simulated agent that publishes signed reports to the
+real broker, a topic reader, and polling until the service shows what a test waits for."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from pydantic import BaseModel
+from rlark_contracts import Envelope, TopicNames, decode, encode, new_envelope
+from rlark_contracts.events.agent import (
+    HeartbeatSent,
+    NodeObservation,
+    NodesObserved,
+    WorkerStatusChanged,
+)
+from rlark_platform.identity import issue_agent_token
+from rlark_platform.testing import TEST_SECRET
+
+T = TypeVar("T")
+
+
+def node(name: str, **fields: Any) -> NodeObservation:
+    defaults: dict[str, Any] = {
+        "gpu_count": 8,
+        "gpu_model": "A100",
+        "gpu_allocatable": 8,
+        "cpu_millis": 64000,
+        "cpu_allocatable_millis": 62000,
+        "memory_bytes": 512 << 30,
+        "memory_allocatable_bytes": 500 << 30,
+        "addresses": ["192.168.1.10"],
+        "labels": {"rlark.io/gpu-model": "A100"},
+    }
+    return NodeObservation(name=name, **{**defaults, **fields})
+
+
+class Agent:
+    """Publishes reports for ``cluster`` on ``agent.reports`` with a token header, like a tunnel-agent."""
+
+    def __init__(self, producer: AIOKafkaProducer, names: TopicNames, cluster: str, token: str | None = None):
+        self.producer = producer
+        self.names = names
+        self.cluster = cluster
+        self.token = token if token is not None else issue_agent_token(TEST_SECRET, cluster, 600)
+
+    async def send(self, data: BaseModel, *, headers: list[tuple[str, bytes]] | None = None) -> Envelope:
+        envelope = new_envelope(data, source=f"agent/{self.cluster}", subject=self.cluster)
+        sent_headers = headers if headers is not None else [("rlark-agent-token", self.token.encode())]
+        await self.producer.send_and_wait(
+            self.names.physical("agent.reports"),
+            value=encode(envelope),
+            key=self.cluster.encode(),
+            headers=sent_headers,
+        )
+        return envelope
+
+    async def heartbeat(self, **kwargs: Any) -> Envelope:
+        return await self.send(
+            HeartbeatSent(cluster=self.cluster, sent_at=datetime.now(UTC), agent_version="test", **kwargs)
+        )
+
+    async def observe(self, nodes: list[NodeObservation], *, complete: bool = True) -> Envelope:
+        return await self.send(
+            NodesObserved(cluster=self.cluster, nodes=nodes, complete=complete, observed_at=datetime.now(UTC))
+        )
+
+    async def worker(self, worker_id: str, node_name: str, phase: str, **kwargs: Any) -> Envelope:
+        return await self.send(
+            WorkerStatusChanged(
+                cluster=self.cluster,
+                job_id=kwargs.pop("job_id", "job-1"),
+                worker_id=worker_id,
+                node=node_name,
+                phase=phase,
+                at=datetime.now(UTC),
+                **kwargs,
+            )
+        )
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]], until: Callable[[T], bool], *, timeout_s: float = 20.0
+) -> T:
+    """Call ``probe`` until ``until(result)`` holds; fail with the last result after ``timeout_s``."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        result = await probe()
+        if until(result):
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s; last result: {result!r}")
+        await asyncio.sleep(0.1)
+
+
+async def read_events(
+    bootstrap: str, topic: str, *, until: Callable[[list[Envelope]], bool], timeout_s: float = 20.0
+) -> list[Envelope]:
+    """Events of a physical topic from its start, read until ``until(events)`` holds (or the timeout)."""
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        group_id=f"reader-{uuid.uuid4().hex[:8]}",
+    )
+    await consumer.start()
+    found: list[Envelope] = []
+    try:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while not until(found) and asyncio.get_running_loop().time() < deadline:
+            for records in (await consumer.getmany(timeout_ms=300)).values():
+                found += [decode(r.value) for r in records]
+    finally:
+        await consumer.stop()
+    return found
+
+
+async def read_raw(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 20.0) -> list[Any]:
+    """Raw records (value, headers) of a physical topic, once ``expect`` arrived (or the timeout)."""
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        group_id=f"reader-{uuid.uuid4().hex[:8]}",
+    )
+    await consumer.start()
+    found: list[Any] = []
+    try:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while len(found) < expect and asyncio.get_running_loop().time() < deadline:
+            for records in (await consumer.getmany(timeout_ms=300)).values():
+                found += [(r.value, dict(r.headers or ())) for r in records]
+    finally:
+        await consumer.stop()
+    return found
