@@ -1,11 +1,69 @@
-"""Settings of the gateway service (environment prefix `RLARK_`)."""
+"""Settings of the gateway service (environment prefix ``RLARK_``).
+
+The gateway owns users, sessions, API tokens and the audit log (database ``rlark_gateway``), and knows
+where the services behind it listen. There is no default password anywhere: the first admin comes from
+``python -m rlark_gateway create-admin`` or from the bootstrap pair below, used only while no admin exists.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pathlib import Path
+
+from pydantic import Field, SecretStr
 from rlark_platform.settings import ServiceSettings
+
+
+def checkout_web_dist() -> Path:
+    """``web/dist`` of the source checkout this package runs from (it may not exist)."""
+    return Path(__file__).resolve().parents[4] / "web" / "dist"
 
 
 class GatewaySettings(ServiceSettings):
     service_name: str = "gateway"
     http_port: int = Field(default=8080, ge=0, le=65535)
+
+    inventory_url: str = Field(default="http://127.0.0.1:8101", description="Inventory service base URL")
+    keys_url: str = Field(default="http://127.0.0.1:8102", description="Keys service base URL")
+    netdomain_url: str = Field(default="http://127.0.0.1:8103", description="Netdomain service base URL")
+    scheduler_url: str = Field(default="http://127.0.0.1:8104", description="Scheduler service base URL")
+    upstream_connect_timeout_s: float = Field(default=5.0, gt=0)
+    upstream_timeout_s: float = Field(
+        default=60.0, gt=0, description="Read timeout of proxied requests (not of event streams)"
+    )
+    max_body_bytes: int = Field(default=8 << 20, ge=1024, description="Largest request body proxied")
+
+    web_dir: Path | None = Field(
+        default=None, description="Built web console (index.html); default web/dist of the checkout"
+    )
+
+    session_ttl_s: int = Field(default=12 * 3600, ge=60, description="Console session lifetime")
+    cookie_secure: bool = Field(default=False, description="Mark the session cookie Secure (HTTPS only)")
+    login_max_failures: int = Field(default=5, ge=1, description="Failed logins per username+IP per window")
+    login_window_s: float = Field(default=300.0, gt=0)
+
+    password_min_length: int = Field(default=8, ge=1)
+    # argon2id cost; the defaults are argon2-cffi's (RFC 9106 low-memory profile). Tests lower them.
+    password_time_cost: int = Field(default=3, ge=1)
+    password_memory_kib: int = Field(default=65536, ge=8)
+    password_parallelism: int = Field(default=4, ge=1)
+
+    bootstrap_admin_username: str = Field(
+        default="", description="First admin created at start when no admin exists (with the password)"
+    )
+    bootstrap_admin_password: SecretStr = Field(default=SecretStr(""))
+
+    events_ping_s: float = Field(default=15.0, gt=0, description="Keep-alive interval of event streams")
+
+    def resolved_web_dir(self) -> Path | None:
+        """The console directory to serve, or None when the console is not built."""
+        candidate = self.web_dir if self.web_dir is not None else checkout_web_dist()
+        return candidate if (candidate / "index.html").is_file() else None
+
+    def upstreams(self) -> dict[str, str]:
+        """Service name → base URL (no trailing slash)."""
+        return {
+            "inventory": self.inventory_url.rstrip("/"),
+            "keys": self.keys_url.rstrip("/"),
+            "netdomain": self.netdomain_url.rstrip("/"),
+            "scheduler": self.scheduler_url.rstrip("/"),
+        }

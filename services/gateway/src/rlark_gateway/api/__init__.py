@@ -1,15 +1,108 @@
-"""HTTP API of the gateway service (reached only through the gateway)."""
+"""The gateway's HTTP app: its own routes (auth, users, audit, events), the proxied routes, the console.
+
+Order matters: the gateway's routes and the proxied prefixes first, then ``/api/...`` (401 or 404 as JSON),
+then the console's catch-all. The audit middleware records every POST/PUT/PATCH/DELETE under ``/api``
+after it is answered — who, action, target, status — never a body.
+"""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from collections.abc import Awaitable, Callable
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from rlark_platform.errors import ApiError
 from rlark_platform.http import create_app, database_ready
 from rlark_platform.service import ServiceContext
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from rlark_gateway.api import audit, auth, events, users
+from rlark_gateway.api.console import add_console_routes
+from rlark_gateway.api.deps import AuditNote, client_address
+from rlark_gateway.api.proxy import add_fallback_route, add_proxy_routes
+from rlark_gateway.domain.access import CHANGE_METHODS, PROXY_ROUTES, audit_action
+from rlark_gateway.wiring import Gateway
+
+log = structlog.get_logger(__name__)
+
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+
+
+def _tags() -> list[dict[str, str]]:
+    own = [
+        {"name": "auth", "description": "Login, logout, who am I, API tokens (gateway)"},
+        {"name": "users", "description": "User management, admins only (gateway)"},
+        {"name": "audit", "description": "Audit log of changes, admins only (gateway)"},
+        {"name": "events", "description": "Server-sent events: jobs you may see, cluster and node state"},
+    ]
+    proxied = [
+        {"name": r.resource, "description": f"{r.summary} — served by the {r.service} service"}
+        for r in PROXY_ROUTES
+    ]
+    return own + proxied
 
 
 def build_api(ctx: ServiceContext) -> FastAPI:
-    return create_app(
+    gw = ctx.extras["gateway"]
+    assert isinstance(gw, Gateway)
+    app = create_app(
         "gateway",
         internal_secret=ctx.settings.internal_secret.get_secret_value(),
         ready_checks=[database_ready(ctx.require_pool())],
+        title="RLark API",
+        description="The public HTTP API of RLark. Authenticate with the `rlark_session` cookie "
+        "(POST /api/v1/auth/login) or `Authorization: Bearer <api token>`.",
+        version="1",
+        public=True,
+        docs_url="/api/docs",
+        openapi_url="/api/openapi.json",
+        redoc_url=None,
+        openapi_tags=_tags(),
     )
+    app.state.gateway = gw
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        return JSONResponse(
+            ApiError(exc.status_code, code, str(exc.detail)).body(),
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.middleware("http")
+    async def audit_changes(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        if request.method not in CHANGE_METHODS or not request.url.path.startswith("/api/"):
+            return await call_next(request)
+        note = AuditNote()
+        request.state.audit = note
+        response = await call_next(request)
+        default_action, default_target = audit_action(request.method, request.url.path)
+        try:
+            await gw.accounts.record_audit(
+                actor=note.actor or "anonymous",
+                role=note.role,
+                action=note.action or default_action,
+                target=note.target if note.target is not None else default_target,
+                method=request.method,
+                path=request.url.path,
+                status=response.status_code,
+                client_ip=client_address(request),
+                request_id=response.headers.get("x-request-id"),
+            )
+        except Exception as exc:
+            log.error("audit entry not written", error=type(exc).__name__, path=request.url.path)
+        return response
+
+    app.include_router(auth.router)
+    app.include_router(users.router)
+    app.include_router(audit.router)
+    app.include_router(events.router)
+    add_proxy_routes(app)
+    add_fallback_route(app)
+    add_console_routes(app, gw.settings)
+    return app

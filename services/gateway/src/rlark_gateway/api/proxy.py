@@ -1,0 +1,103 @@
+"""Routes forwarded to the services: ``/api/v1/{clusters,nodes,labels,agent}`` → inventory, ``keys`` →
+keys, ``domains`` → netdomain, ``{jobs,templates}`` → scheduler (``domain.access.PROXY_ROUTES``).
+
+Each request is authenticated and authorised here (role rules in ``domain.access``) before it is forwarded
+with the signed caller; ``POST /api/v1/agent/session`` is forwarded without a user identity because
+inventory checks the agent's own credential. The services' own OpenAPI documents describe the bodies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+
+import structlog
+from fastapi import APIRouter, FastAPI, Request, Response
+from rlark_platform.errors import ApiError
+
+from rlark_gateway.api.deps import audit_note, authenticate, gateway
+from rlark_gateway.domain.access import (
+    API_PREFIX,
+    PROXY_METHODS,
+    PROXY_ROUTES,
+    Access,
+    ProxyRoute,
+    audit_action,
+    denial,
+    required_access,
+)
+
+
+def _not_found(path: str) -> ApiError:
+    return ApiError(404, "not_found", f"no API route {path}")
+
+
+def _created_target(response: Response, resource: str) -> str | None:
+    """``<resource>/<id or name>`` from a JSON creation answer, for the audit log."""
+    if not 200 <= response.status_code < 300:
+        return None
+    if not response.headers.get("content-type", "").startswith("application/json"):
+        return None
+    try:
+        body = json.loads(bytes(response.body))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(body, dict):
+        for key in ("id", "name"):
+            value = body.get(key)
+            if isinstance(value, str | int) and str(value):
+                return f"{resource}/{value}"
+    return None
+
+
+def _handler(route: ProxyRoute) -> Callable[[Request, str], Awaitable[Response]]:
+    async def forward(request: Request, rest: str) -> Response:
+        if rest and rest[0] not in "/:":
+            raise _not_found(request.url.path)
+        gw = gateway(request)
+        method, path = request.method, request.url.path
+        note = audit_note(request)
+        note.action, note.target = audit_action(method, path)
+        if required_access(method, path) is Access.PUBLIC:
+            caller = None
+            note.actor = "agent"
+        else:
+            principal = await authenticate(request)
+            refused = denial(principal.caller, method, path, request.query_params.multi_items())
+            if refused is not None:
+                raise ApiError(403, refused.code, refused.message, refused.field)
+            caller = principal.caller
+        request_id = structlog.contextvars.get_contextvars().get("request_id")
+        response = await gw.proxy.forward(request, route.service, caller, request_id)
+        if method == "POST" and note.target == route.resource:
+            note.target = _created_target(response, route.resource) or note.target
+        return response
+
+    return forward
+
+
+def add_proxy_routes(app: FastAPI) -> None:
+    """One documented route per resource and method, then a catch-all that answers 404 (after auth)."""
+    for route in PROXY_ROUTES:
+        router = APIRouter(tags=[route.resource])
+        handler = _handler(route)
+        for method in PROXY_METHODS:
+            router.add_api_route(
+                f"{API_PREFIX}/{route.resource}{{rest:path}}",
+                handler,
+                methods=[method],
+                name=f"{route.resource}_{method.lower()}",
+                summary=f"{method} /api/v1/{route.resource}… → {route.service}",
+                description=f"{route.summary}. Forwarded to the {route.service} service; see docs/api.md.",
+                operation_id=f"proxy_{route.resource}_{method.lower()}",
+                response_class=Response,
+            )
+        app.include_router(router)
+
+
+def add_fallback_route(app: FastAPI) -> None:
+    async def unknown(request: Request, rest: str) -> Response:
+        await authenticate(request)
+        raise _not_found(request.url.path)
+
+    app.add_api_route("/api/{rest:path}", unknown, methods=list(PROXY_METHODS), include_in_schema=False)

@@ -1,0 +1,95 @@
+"""Public events from Kafka for one SSE connection: a consumer of its own, no group, from the end.
+
+Each connection gets its own ``AIOKafkaConsumer`` without a consumer group (nothing to rebalance, no
+offsets stored), assigned every partition of the public topics and positioned at their ends *before* the
+stream reports ``ready`` — so a client that saw ``ready`` misses nothing produced afterwards. Records are
+decoded as envelopes and filtered by ``domain.events.visible``; undecodable ones are skipped (the owning
+services' DLQs deal with them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import structlog
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import ValidationError
+from rlark_contracts import Envelope, TopicNames, decode
+from rlark_platform.identity import Caller
+
+from rlark_gateway.domain.events import PUBLIC_TOPICS, visible
+
+log = structlog.get_logger(__name__)
+
+
+def public_event(envelope: Envelope, topic: str) -> dict[str, Any]:
+    """What a subscriber sees of an envelope."""
+    return {
+        "id": envelope.id,
+        "type": envelope.type,
+        "topic": topic,
+        "subject": envelope.subject,
+        "time": envelope.time.isoformat(),
+        "data": envelope.data,
+    }
+
+
+async def open_consumer(bootstrap: str, names: TopicNames) -> AIOKafkaConsumer:
+    """A started consumer positioned at the end of every partition of the public topics."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        auto_offset_reset="latest",
+        client_id="rlark-gateway-events",
+    )
+    await consumer.start()
+    try:
+        await consumer.topics()  # loads metadata, so partitions_for_topic answers
+        partitions = [
+            TopicPartition(names.physical(topic), p)
+            for topic in PUBLIC_TOPICS
+            for p in sorted(consumer.partitions_for_topic(names.physical(topic)) or ())
+        ]
+        consumer.assign(partitions)
+        if partitions:
+            await consumer.seek_to_end(*partitions)
+            for partition in partitions:
+                await consumer.position(partition)  # resolve now, not on the first fetch
+    except BaseException:
+        await close_consumer(consumer)
+        raise
+    return consumer
+
+
+async def visible_events(
+    consumer: AIOKafkaConsumer,
+    names: TopicNames,
+    caller: Caller,
+    *,
+    job_id: str | None,
+    closing: asyncio.Event,
+) -> AsyncIterator[dict[str, Any]]:
+    """Events ``caller`` may see, as they arrive, until ``closing`` is set."""
+    while not closing.is_set():
+        batches = await consumer.getmany(timeout_ms=500, max_records=500)
+        for partition, records in batches.items():
+            topic = names.logical(partition.topic)
+            for record in records:
+                if record.value is None:
+                    continue
+                try:
+                    envelope = decode(record.value)
+                except ValidationError:
+                    continue
+                if visible(topic, envelope.data, caller, job_id):
+                    yield public_event(envelope, topic)
+
+
+async def close_consumer(consumer: AIOKafkaConsumer) -> None:
+    """Stop ``consumer`` even while the surrounding task is being cancelled (client went away)."""
+    with anyio.CancelScope(shield=True):
+        await consumer.stop()

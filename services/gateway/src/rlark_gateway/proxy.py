@@ -1,0 +1,216 @@
+"""The reverse proxy to the services behind the gateway (one shared ``httpx.AsyncClient``).
+
+Per request: the client's ``X-RLark-*`` headers, cookies and (except for agents) ``Authorization`` are
+dropped; the gateway adds the caller it authenticated, signed with the internal secret
+(``rlark_platform.identity.sign_caller``), plus ``X-Request-Id`` and ``X-Forwarded-*``. Paths and query
+strings are forwarded unchanged (services serve the same ``/api/v1/...`` paths). Bodies are read up to a
+limit; responses stream back, so ``?follow=true`` logs and event streams pass through as they come,
+without a read timeout. An unreachable service gives 503 ``service_unavailable`` naming it.
+
+Shutdown: ``close()`` ends open streams and waits (bounded) for requests in flight, then closes the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import anyio
+import httpx
+import structlog
+from rlark_platform.errors import ApiError
+from rlark_platform.identity import Caller, sign_caller
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+log = structlog.get_logger(__name__)
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_DROP_REQUEST = HOP_BY_HOP | {"host", "content-length", "cookie", "forwarded"}
+_DROP_RESPONSE = HOP_BY_HOP | {"set-cookie", "x-request-id", "server", "date"}
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def forward_headers(raw: list[tuple[bytes, bytes]], *, keep_authorization: bool) -> list[tuple[str, str]]:
+    """The client's headers worth forwarding: no hop-by-hop, no cookies, never any ``X-RLark-*``."""
+    kept: list[tuple[str, str]] = []
+    for key_bytes, value_bytes in raw:
+        key = key_bytes.decode("latin-1").lower()
+        if key in _DROP_REQUEST or key.startswith("x-rlark-") or key.startswith("x-forwarded-"):
+            continue
+        if key == "authorization" and not keep_authorization:
+            continue
+        kept.append((key, value_bytes.decode("latin-1")))
+    return kept
+
+
+def wants_stream(request: Request) -> bool:
+    """Event streams and followed logs: no read timeout, relayed chunk by chunk."""
+    return request.query_params.get(
+        "follow", ""
+    ).lower() in _TRUE or "text/event-stream" in request.headers.get("accept", "")
+
+
+class Proxy:
+    def __init__(
+        self,
+        upstreams: dict[str, str],
+        internal_secret: str,
+        *,
+        connect_timeout_s: float = 5.0,
+        read_timeout_s: float = 60.0,
+        max_body_bytes: int = 8 << 20,
+    ) -> None:
+        self.upstreams = upstreams
+        self._secret = internal_secret
+        self._connect = connect_timeout_s
+        self._read = read_timeout_s
+        self.max_body_bytes = max_body_bytes
+        self._client = httpx.AsyncClient(
+            follow_redirects=False,
+            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
+            limits=httpx.Limits(max_connections=512, max_keepalive_connections=64),
+            trust_env=False,
+        )
+        self.closing = asyncio.Event()
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def _body(self, request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise ApiError(413, "payload_too_large", f"the request body exceeds {self.max_body_bytes} bytes")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > self.max_body_bytes:
+                raise ApiError(
+                    413, "payload_too_large", f"the request body exceeds {self.max_body_bytes} bytes"
+                )
+        return bytes(body)
+
+    def _enter(self) -> None:
+        self._in_flight += 1
+        self._idle.clear()
+
+    def _leave(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight <= 0:
+            self._in_flight = 0
+            self._idle.set()
+
+    async def forward(
+        self, request: Request, service: str, caller: Caller | None, request_id: str | None
+    ) -> Response:
+        """Forward ``request`` to ``service`` as ``caller`` (None: no user identity, the agent route)."""
+        if self.closing.is_set():
+            raise ApiError(503, "service_unavailable", "the gateway is shutting down", service)
+        base = self.upstreams[service]
+        raw_path = request.scope.get("raw_path") or request.url.path.encode()
+        url = base + raw_path.decode("latin-1")
+        if request.url.query:
+            url += "?" + request.url.query
+        headers = forward_headers(request.scope["headers"], keep_authorization=caller is None)
+        if caller is not None:
+            headers += [(k.lower(), v) for k, v in sign_caller(self._secret, caller).items()]
+        if request_id:
+            headers.append(("x-request-id", request_id))
+        if request.client is not None:
+            headers.append(("x-forwarded-for", request.client.host))
+        headers.append(("x-forwarded-proto", request.url.scheme))
+        body = await self._body(request) if request.method not in ("GET", "HEAD") else b""
+        streaming = wants_stream(request)
+        timeout = httpx.Timeout(None if streaming else self._read, connect=self._connect)
+        upstream_request = self._client.build_request(
+            request.method, url, headers=headers, content=body, timeout=timeout
+        )
+        self._enter()
+        try:
+            upstream = await self._client.send(upstream_request, stream=True)
+        except httpx.TimeoutException as exc:
+            self._leave()
+            if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+                raise _unavailable(service) from None
+            raise ApiError(
+                504, "upstream_timeout", f"the {service} service did not answer in time", service
+            ) from None
+        except (httpx.TransportError, RuntimeError):
+            # RuntimeError: the client was closed under us (shutdown).
+            self._leave()
+            raise _unavailable(service) from None
+        response_headers = {
+            k: v for k, v in upstream.headers.multi_items() if k.lower() not in _DROP_RESPONSE
+        }
+        if request.method != "GET" and not streaming:
+            # Changes answer small bodies; read them whole so errors surface here and audits see them.
+            try:
+                content = b"".join([chunk async for chunk in upstream.aiter_raw()])
+            except httpx.TransportError:
+                raise _unavailable(service) from None
+            finally:
+                await upstream.aclose()
+                self._leave()
+            return Response(content=content, status_code=upstream.status_code, headers=response_headers)
+        return StreamingResponse(
+            self._relay(upstream, watch_closing=streaming, service=service),
+            status_code=upstream.status_code,
+            headers=response_headers,
+        )
+
+    async def _relay(
+        self, upstream: httpx.Response, *, watch_closing: bool, service: str
+    ) -> AsyncIterator[bytes]:
+        chunks = upstream.aiter_raw()
+        closing = asyncio.ensure_future(self.closing.wait()) if watch_closing else None
+        try:
+            while True:
+                if closing is None:
+                    chunk = await anext(chunks, None)
+                else:
+                    step = asyncio.ensure_future(anext(chunks, None))
+                    done, _ = await asyncio.wait({step, closing}, return_when=asyncio.FIRST_COMPLETED)
+                    if step not in done:
+                        step.cancel()
+                        with contextlib.suppress(BaseException):
+                            await step
+                        return
+                    chunk = step.result()
+                if chunk is None:
+                    return
+                yield chunk
+        except httpx.TransportError as exc:
+            log.info("upstream stream ended early", service=service, error=type(exc).__name__)
+        finally:
+            if closing is not None:
+                closing.cancel()
+            # The client may have gone (cancellation): closing the upstream must still happen.
+            with anyio.CancelScope(shield=True):
+                await upstream.aclose()
+            self._leave()
+
+    async def close(self, drain_s: float = 10.0) -> None:
+        """End event streams now, let other requests finish (up to ``drain_s``), close the client."""
+        self.closing.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), drain_s)
+        await self._client.aclose()
+
+
+def _unavailable(service: str) -> ApiError:
+    return ApiError(
+        503, "service_unavailable", f"the {service} service is unavailable; try again later", service
+    )

@@ -1,0 +1,277 @@
+"""All SQL of the gateway: users, sessions, API tokens and the audit log. ``conn`` first, ``$n`` params."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from rlark_platform.db.pool import Connection
+
+# Serialises changes that must keep at least one admin (pg_advisory_xact_lock key).
+ADMIN_LOCK_KEY = 0x524C_4741_4D49  # "RLGAMI"
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    username: str
+    role: str
+    password_hash: str
+    created_at: datetime
+    updated_at: datetime
+    created_by: str | None
+
+
+@dataclass(frozen=True)
+class PrincipalRecord:
+    username: str
+    role: str
+    token_id: str | None = None
+    last_used_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    id: str
+    username: str
+    name: str
+    created_at: datetime
+    last_used_at: datetime | None
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    id: int
+    at: datetime
+    actor: str
+    role: str | None
+    action: str
+    target: str
+    method: str
+    path: str
+    status: int
+    client_ip: str | None
+    request_id: str | None
+
+
+_USER_COLUMNS = "username, role, password_hash, created_at, updated_at, created_by"
+
+
+def _user(row: Any) -> UserRecord:
+    return UserRecord(**dict(row))
+
+
+async def lock_admins(conn: Connection) -> None:
+    """Within a transaction: one admin-changing transaction at a time (keeps the last-admin rule)."""
+    await conn.execute("SELECT pg_advisory_xact_lock($1)", ADMIN_LOCK_KEY)
+
+
+async def count_admins(conn: Connection) -> int:
+    count: int = await conn.fetchval("SELECT count(*) FROM users WHERE role = 'admin'")
+    return count
+
+
+async def insert_user(
+    conn: Connection, username: str, role: str, password_hash: str, created_by: str | None
+) -> UserRecord | None:
+    """The new user, or None when the username is taken."""
+    row = await conn.fetchrow(
+        f"""INSERT INTO users (username, role, password_hash, created_by) VALUES ($1, $2, $3, $4)
+            ON CONFLICT (username) DO NOTHING RETURNING {_USER_COLUMNS}""",  # noqa: S608
+        username,
+        role,
+        password_hash,
+        created_by,
+    )
+    return _user(row) if row else None
+
+
+async def get_user(conn: Connection, username: str, *, for_update: bool = False) -> UserRecord | None:
+    lock = " FOR UPDATE" if for_update else ""
+    row = await conn.fetchrow(
+        f"SELECT {_USER_COLUMNS} FROM users WHERE username = $1{lock}",  # noqa: S608
+        username,
+    )
+    return _user(row) if row else None
+
+
+async def list_users(
+    conn: Connection, *, query: str | None, limit: int, offset: int
+) -> tuple[list[UserRecord], int]:
+    """Users by name; ``query`` keeps those whose name contains it."""
+    where = "$1::text IS NULL OR strpos(username, $1) > 0"
+    rows = await conn.fetch(
+        f"SELECT {_USER_COLUMNS} FROM users WHERE {where} ORDER BY username LIMIT $2 OFFSET $3",  # noqa: S608
+        query,
+        limit,
+        offset,
+    )
+    total: int = await conn.fetchval(f"SELECT count(*) FROM users WHERE {where}", query)  # noqa: S608
+    return [_user(r) for r in rows], total
+
+
+async def update_user(
+    conn: Connection, username: str, *, role: str | None, password_hash: str | None
+) -> UserRecord | None:
+    row = await conn.fetchrow(
+        f"""UPDATE users SET role = coalesce($2, role), password_hash = coalesce($3, password_hash),
+                   updated_at = now()
+            WHERE username = $1 RETURNING {_USER_COLUMNS}""",  # noqa: S608
+        username,
+        role,
+        password_hash,
+    )
+    return _user(row) if row else None
+
+
+async def delete_user(conn: Connection, username: str) -> bool:
+    """Deletes the user; their sessions and API tokens go with them (ON DELETE CASCADE)."""
+    status: str = await conn.execute("DELETE FROM users WHERE username = $1", username)
+    return status.endswith(" 1")
+
+
+async def insert_session(conn: Connection, id_hash: str, username: str, expires_at: datetime) -> None:
+    await conn.execute(
+        "INSERT INTO sessions (id_hash, username, expires_at) VALUES ($1, $2, $3)",
+        id_hash,
+        username,
+        expires_at,
+    )
+
+
+async def session_principal(conn: Connection, id_hash: str) -> PrincipalRecord | None:
+    row = await conn.fetchrow(
+        """SELECT u.username, u.role FROM sessions s JOIN users u USING (username)
+           WHERE s.id_hash = $1 AND s.expires_at > now()""",
+        id_hash,
+    )
+    return PrincipalRecord(row["username"], row["role"]) if row else None
+
+
+async def delete_session(conn: Connection, id_hash: str) -> bool:
+    status: str = await conn.execute("DELETE FROM sessions WHERE id_hash = $1", id_hash)
+    return status.endswith(" 1")
+
+
+async def delete_sessions_of(conn: Connection, username: str, *, keep: str | None = None) -> int:
+    status: str = await conn.execute(
+        "DELETE FROM sessions WHERE username = $1 AND ($2::text IS NULL OR id_hash <> $2)", username, keep
+    )
+    return int(status.rsplit(" ", 1)[1])
+
+
+async def delete_expired_sessions(conn: Connection) -> int:
+    status: str = await conn.execute("DELETE FROM sessions WHERE expires_at <= now()")
+    return int(status.rsplit(" ", 1)[1])
+
+
+async def insert_token(
+    conn: Connection, token_id: str, username: str, name: str, token_hash: str
+) -> TokenRecord:
+    row = await conn.fetchrow(
+        """INSERT INTO api_tokens (id, username, name, token_hash) VALUES ($1, $2, $3, $4)
+           RETURNING id, username, name, created_at, last_used_at""",
+        token_id,
+        username,
+        name,
+        token_hash,
+    )
+    assert row is not None
+    return TokenRecord(**dict(row))
+
+
+async def token_principal(conn: Connection, token_hash: str) -> PrincipalRecord | None:
+    row = await conn.fetchrow(
+        """SELECT u.username, u.role, t.id AS token_id, t.last_used_at
+           FROM api_tokens t JOIN users u USING (username)
+           WHERE t.token_hash = $1 AND t.revoked_at IS NULL""",
+        token_hash,
+    )
+    return PrincipalRecord(**dict(row)) if row else None
+
+
+async def touch_token(conn: Connection, token_id: str) -> None:
+    """Record use, at most once a minute per token (keeps reads from turning into writes)."""
+    await conn.execute(
+        """UPDATE api_tokens SET last_used_at = now()
+           WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')""",
+        token_id,
+    )
+
+
+async def list_tokens(conn: Connection, username: str) -> list[TokenRecord]:
+    rows = await conn.fetch(
+        """SELECT id, username, name, created_at, last_used_at FROM api_tokens
+           WHERE username = $1 AND revoked_at IS NULL ORDER BY created_at, id""",
+        username,
+    )
+    return [TokenRecord(**dict(r)) for r in rows]
+
+
+async def revoke_token(conn: Connection, username: str, token_id: str) -> bool:
+    status: str = await conn.execute(
+        """UPDATE api_tokens SET revoked_at = now()
+           WHERE id = $1 AND username = $2 AND revoked_at IS NULL""",
+        token_id,
+        username,
+    )
+    return status.endswith(" 1")
+
+
+async def insert_audit(
+    conn: Connection,
+    *,
+    actor: str,
+    role: str | None,
+    action: str,
+    target: str,
+    method: str,
+    path: str,
+    status: int,
+    client_ip: str | None,
+    request_id: str | None,
+) -> None:
+    await conn.execute(
+        """INSERT INTO audit_log (actor, role, action, target, method, path, status, client_ip, request_id)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
+        actor,
+        role,
+        action,
+        target,
+        method,
+        path,
+        status,
+        client_ip,
+        request_id,
+    )
+
+
+async def list_audit(
+    conn: Connection,
+    *,
+    actor: str | None,
+    action: str | None,
+    since: datetime | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[AuditRecord], int]:
+    """Newest first. ``action`` matches exactly or as a prefix ending in a dot (``clusters.``)."""
+    where = """($1::text IS NULL OR actor = $1)
+               AND ($2::text IS NULL OR action = $2 OR (right($2, 1) = '.' AND starts_with(action, $2)))
+               AND ($3::timestamptz IS NULL OR at >= $3)"""
+    rows = await conn.fetch(
+        f"""SELECT id, at, actor, role, action, target, method, path, status, client_ip, request_id
+            FROM audit_log WHERE {where} ORDER BY at DESC, id DESC LIMIT $4 OFFSET $5""",  # noqa: S608
+        actor,
+        action,
+        since,
+        limit,
+        offset,
+    )
+    total: int = await conn.fetchval(
+        f"SELECT count(*) FROM audit_log WHERE {where}",  # noqa: S608
+        actor,
+        action,
+        since,
+    )
+    return [AuditRecord(**dict(r)) for r in rows], total

@@ -1,0 +1,19 @@
+"""The gateway's long-lived parts, built once per process by ``main.on_start`` and shared by the API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlark_contracts import TopicNames
+
+from rlark_gateway.handlers import Accounts
+from rlark_gateway.proxy import Proxy
+from rlark_gateway.settings import GatewaySettings
+
+
+@dataclass
+class Gateway:
+    settings: GatewaySettings
+    accounts: Accounts
+    proxy: Proxy
+    names: TopicNames

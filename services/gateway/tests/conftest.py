@@ -1,0 +1,196 @@
+"""Fixtures for the gateway's tests: a real gateway on real PostgreSQL and Kafka, in front of a tiny
+FastAPI "echo" upstream that stands in for the four services (each under its own path prefix, so a
+test sees which service a request reached and exactly what the gateway forwarded)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from rlark_gateway.main import DEFINITION
+from rlark_gateway.settings import GatewaySettings
+from rlark_platform.testing import free_port, running_service, settings_for
+
+ADMIN = "root"
+ADMIN_PASSWORD = "Adm1n-Passw0rd-for-tests"
+USER_PASSWORD = "user-passw0rd"
+# argon2id with a small cost: the tests exercise the logic, not the hardness (production keeps defaults).
+FAST_HASH: dict[str, Any] = {"password_time_cost": 1, "password_memory_kib": 1024, "password_parallelism": 1}
+
+
+def echo_app() -> FastAPI:
+    """Answers every request with what it received; ``?follow=true`` streams three SSE events."""
+    app = FastAPI()
+
+    @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    async def echo(path: str, request: Request) -> Response:
+        body = await request.body()
+        if request.query_params.get("follow") == "true":
+
+            async def events() -> AsyncIterator[bytes]:
+                for i in range(3):
+                    yield f"data: {i}\n\n".encode()
+                    await asyncio.sleep(0.05)
+
+            return StreamingResponse(events(), media_type="text/event-stream")
+        if request.query_params.get("hang") == "true":
+            await asyncio.sleep(3600)
+        payload: dict[str, Any] = {
+            "method": request.method,
+            "path": "/" + path,
+            "query": request.url.query,
+            "headers": [[k.decode(), v.decode()] for k, v in request.headers.raw],
+            "body": body.decode(errors="replace"),
+        }
+        with contextlib.suppress(ValueError):
+            sent = json.loads(body) if body else None
+            if isinstance(sent, dict) and "name" in sent:
+                payload["name"] = sent["name"]
+        return JSONResponse(payload, status_code=int(request.query_params.get("status", "200")))
+
+    return app
+
+
+@dataclass
+class Upstream:
+    url: str
+    server: uvicorn.Server
+    task: asyncio.Task[None]
+
+
+@contextlib.asynccontextmanager
+async def echo_upstream() -> AsyncIterator[Upstream]:
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(echo_app(), host="127.0.0.1", port=port, log_config=None, lifespan="off")
+    )
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    task = asyncio.create_task(server.serve())
+    for _ in range(200):
+        if server.started:
+            break
+        await asyncio.sleep(0.02)
+    try:
+        yield Upstream(f"http://127.0.0.1:{port}", server, task)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+
+
+def gateway_settings(
+    database_url: str, kafka_bootstrap: str, topic_prefix: str, upstream_url: str, **extra: Any
+) -> GatewaySettings:
+    values: dict[str, Any] = {
+        "inventory_url": f"{upstream_url}/inventory",
+        "keys_url": f"{upstream_url}/keys",
+        "netdomain_url": f"{upstream_url}/netdomain",
+        "scheduler_url": f"{upstream_url}/scheduler",
+        **FAST_HASH,
+        **extra,
+    }
+    settings = settings_for(
+        DEFINITION,
+        database_url=database_url,
+        kafka_bootstrap=kafka_bootstrap,
+        topic_prefix=topic_prefix,
+        **values,
+    )
+    assert isinstance(settings, GatewaySettings)
+    return settings
+
+
+@dataclass
+class Stack:
+    """A running gateway (bootstrap admin ``root``) in front of the echo upstream."""
+
+    url: str
+    settings: GatewaySettings
+    upstream_url: str
+    database_url: str
+
+    def client(self, **kwargs: Any) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.url, timeout=30, **kwargs)
+
+    async def login(self, username: str, password: str) -> httpx.AsyncClient:
+        """A (not yet opened) client holding a console session cookie."""
+        async with self.client() as client:
+            response = await client.post(
+                "/api/v1/auth/login", json={"username": username, "password": password}
+            )
+            assert response.status_code == 200, response.text
+        return self.client(cookies={"rlark_session": response.cookies["rlark_session"]})
+
+    async def admin(self) -> httpx.AsyncClient:
+        return await self.login(ADMIN, ADMIN_PASSWORD)
+
+    async def new_user(self, role: str = "user", password: str = USER_PASSWORD) -> tuple[str, str]:
+        """Create a fresh user (unique name) as the admin; returns (username, password)."""
+        username = f"u{uuid.uuid4().hex[:10]}"
+        async with await self.admin() as admin:
+            response = await admin.post(
+                "/api/v1/users", json={"username": username, "password": password, "role": role}
+            )
+            assert response.status_code == 201, response.text
+        return username, password
+
+    async def user_client(self, role: str = "user") -> tuple[str, httpx.AsyncClient]:
+        username, password = await self.new_user(role)
+        return username, await self.login(username, password)
+
+    async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(self.database_url)
+        try:
+            return list(await conn.fetch(query, *args))
+        finally:
+            await conn.close()
+
+
+async def _create_database(server_url: str) -> str:
+    name = f"t_gw_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(server_url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return f"{server_url.rpartition('/')[0]}/{name}"
+
+
+async def _drop_database(server_url: str, database_url: str) -> None:
+    name = database_url.rpartition("/")[2]
+    conn = await asyncpg.connect(server_url)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="module")
+async def stack(postgres_server_url: str, kafka_bootstrap: str) -> AsyncIterator[Stack]:
+    """One gateway per test module (tests use their own users, so they do not interfere)."""
+    database_url = await _create_database(postgres_server_url)
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+    try:
+        async with echo_upstream() as upstream:
+            settings = gateway_settings(
+                database_url,
+                kafka_bootstrap,
+                prefix,
+                upstream.url,
+                bootstrap_admin_username=ADMIN,
+                bootstrap_admin_password=ADMIN_PASSWORD,
+            )
+            async with running_service(DEFINITION, settings, worker=False) as service:
+                yield Stack(service.url, settings, upstream.url, database_url)
+    finally:
+        await _drop_database(postgres_server_url, database_url)
