@@ -71,6 +71,8 @@ class WorkerLogsEmitted(EventData):
     worker_id: str
     first_seq: int
     lines: list[str]
+    stream: str = "stdout"
+    """Line numbers count per (worker, stream) from 1; consumers dedupe on (worker_id, stream, seq)."""
 
 
 class OutputFile(EventData):

@@ -83,6 +83,8 @@ class WorkerPlaced(EventData):
     outputs: list[str] = []
     tensorboard_dir: str = ""
     join_deadline_s: int = 300
+    total_gpus: int = 0
+    """GPUs of the whole job: the Header waits until Ray reports at least this many (0: no GPU check)."""
 
 
 @event("scheduler.worker.stop_requested.v1", "scheduler.placements")
