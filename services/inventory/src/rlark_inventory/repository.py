@@ -272,7 +272,10 @@ async def list_clusters(
         limit,
         offset,
     )
-    total = int(rows[0]["total"]) if rows else int(await conn.fetchval("SELECT count(*) FROM clusters"))
+    if rows or offset == 0:
+        total = int(rows[0]["total"]) if rows else 0
+    else:
+        total = int(await conn.fetchval("SELECT count(*) FROM clusters"))
     return [(_cluster(r), _summary(r)) for r in rows], total
 
 
@@ -501,9 +504,10 @@ async def list_nodes(
             ORDER BY {order} LIMIT ${len(args) - 1} OFFSET ${len(args)}""",
         *args,
     )
-    if rows:
-        total = int(rows[0]["total"])
-    else:
+    if rows or offset == 0:
+        # Counted in the same statement as the page, so the two always agree.
+        total = int(rows[0]["total"]) if rows else 0
+    else:  # a page past the end: count separately
         count_args: list[Any] = []
         total = int(
             await conn.fetchval(

@@ -98,9 +98,15 @@ async def eventually(
 
 
 async def read_events(
-    bootstrap: str, topic: str, *, until: Callable[[list[Envelope]], bool], timeout_s: float = 20.0
+    bootstrap: str,
+    topic: str,
+    *,
+    until: Callable[[list[Envelope]], bool],
+    timeout_s: float = 20.0,
+    settle_s: float = 0.0,
 ) -> list[Envelope]:
-    """Events of a physical topic from its start, read until ``until(events)`` holds (or the timeout)."""
+    """Events of a physical topic from its start, read until ``until(events)`` holds (or the timeout),
+    then for ``settle_s`` more so that events that should not exist have a chance to show up."""
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -114,6 +120,10 @@ async def read_events(
         deadline = asyncio.get_running_loop().time() + timeout_s
         while not until(found) and asyncio.get_running_loop().time() < deadline:
             for records in (await consumer.getmany(timeout_ms=300)).values():
+                found += [decode(r.value) for r in records]
+        settled = asyncio.get_running_loop().time() + settle_s
+        while asyncio.get_running_loop().time() < settled:
+            for records in (await consumer.getmany(timeout_ms=200)).values():
                 found += [decode(r.value) for r in records]
     finally:
         await consumer.stop()

@@ -1,0 +1,256 @@
+"""Agent reports on ``agent.reports`` through the real consumer: provenance checked by agent token,
+node observations folded into the nodes table, heartbeats driving online/offline, cordon commands
+settling when the agent reports them — and events on the compacted topics only for real changes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from conftest import AGENT_TIMEOUT_S
+from inventory_it_support import Agent, eventually, node, read_events, read_raw
+from rlark_contracts import TopicNames, encode
+from rlark_contracts.events.agent import NodesObserved
+from rlark_platform.identity import Role, issue_agent_token
+from rlark_platform.testing import TEST_SECRET, RunningService
+
+pytestmark = pytest.mark.integration
+
+
+async def register(svc: RunningService, name: str, **fields: Any) -> None:
+    body = {"name": name, "runtime": "kubernetes", "category": "cloud", **fields}
+    async with svc.client("root", Role.ADMIN) as admin:
+        response = await admin.post("/api/v1/clusters", json=body)
+    assert response.status_code == 201, response.text
+
+
+async def nodes(svc: RunningService, query: str = "") -> dict[str, Any]:
+    async with svc.client() as user:
+        response = await user.get(f"/api/v1/nodes{query}")
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()
+    return found
+
+
+async def cluster(svc: RunningService, name: str) -> dict[str, Any]:
+    async with svc.client() as user:
+        found: dict[str, Any] = (await user.get(f"/api/v1/clusters/{name}")).json()
+    return found
+
+
+async def test_observed_nodes_appear_with_labels_gpus_and_resources(
+    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_bootstrap: str
+) -> None:
+    await register(inventory, "gpu-a")
+    agent = Agent(producer, names, "gpu-a")
+    await agent.observe(
+        [
+            node(
+                "a100-1",
+                gpu_allocated=3,
+                cpu_allocated_millis=1500,
+                memory_allocated_bytes=8 << 30,
+                labels={"rlark.io/gpu-model": "A100", "rlark.io/node-category": "cloud"},
+                addresses=["192.168.1.10", "a100-1.internal"],
+            ),
+            node("h100-1", gpu_model="H100", labels={"rlark.io/gpu-model": "H100"}, ready=False),
+        ]
+    )
+    found = await eventually(lambda: nodes(inventory), lambda r: r["total"] == 2)
+    by_name = {n["name"]: n for n in found["items"]}
+    a100 = by_name["a100-1"]
+    assert a100["labels"] == {"rlark.io/gpu-model": "A100", "rlark.io/node-category": "cloud"}
+    assert (a100["gpu_count"], a100["gpu_model"], a100["gpu_free"]) == (8, "A100", 5)
+    assert (a100["cpu_allocated_millis"], a100["memory_allocated_bytes"]) == (1500, 8 << 30)
+    assert a100["addresses"] == ["192.168.1.10", "a100-1.internal"]
+    assert a100["status"] == "ready"
+    assert a100["category"] == "cloud"
+    assert by_name["h100-1"]["status"] == "not_ready"
+
+    async with inventory.client() as user:
+        detail = (await user.get("/api/v1/clusters/gpu-a/nodes/a100-1")).json()
+        missing = await user.get("/api/v1/clusters/gpu-a/nodes/nope")
+        no_cluster = await user.get("/api/v1/clusters/nope/nodes/a100-1")
+    assert detail["gpu_allocated"] == 3
+    assert detail["workers"] == []
+    assert missing.json()["error"]["code"] == "node_not_found"
+    assert no_cluster.json()["error"]["code"] == "cluster_not_found"
+
+    events = await read_events(
+        kafka_bootstrap, names.physical("inventory.nodes"), until=lambda found: len(found) >= 2
+    )
+    assert sorted(e.subject for e in events) == ["gpu-a/a100-1", "gpu-a/h100-1"]
+    assert {e.type for e in events} == {"inventory.node.updated.v1"}
+
+
+async def test_reports_with_missing_forged_or_foreign_tokens_go_to_the_dlq_and_change_nothing(
+    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_bootstrap: str
+) -> None:
+    await register(inventory, "gpu-a")
+    await register(inventory, "gpu-b")
+    victim = Agent(producer, names, "gpu-a")
+    snapshot = [node("stolen-1")]
+    await victim.send(
+        NodesObserved(cluster="gpu-a", nodes=snapshot, observed_at="2026-01-01T00:00:00Z"),  # type: ignore[arg-type]
+        headers=[],
+    )
+    forged = issue_agent_token("not-the-platform-secret", "gpu-a", 600)
+    await Agent(producer, names, "gpu-a", token=forged).observe(snapshot)
+    expired = issue_agent_token(TEST_SECRET, "gpu-a", -10)
+    await Agent(producer, names, "gpu-a", token=expired).observe(snapshot)
+    foreign = Agent(producer, names, "gpu-a", token=issue_agent_token(TEST_SECRET, "gpu-b", 600))
+    await foreign.observe(snapshot)
+    await foreign.heartbeat()
+    # A valid report afterwards is applied: the consumer carried on past the refused ones.
+    await Agent(producer, names, "gpu-b").observe([node("b-1")])
+
+    found = await eventually(lambda: nodes(inventory), lambda r: r["total"] >= 1)
+    assert [n["name"] for n in found["items"]] == ["b-1"]
+    assert (await cluster(inventory, "gpu-a"))["online"] is False
+    dead = await read_raw(kafka_bootstrap, names.physical("agent.reports.dlq"), expect=5)
+    assert len(dead) == 5
+    assert {h["rlark-error-kind"] for _, h in dead} == {b"PoisonMessage"}
+    assert all(b"rlark-agent-token" not in h for _, h in dead)
+    assert not any(forged.encode() in h.get("rlark-error", b"") for _, h in dead)
+
+
+async def test_heartbeats_bring_a_cluster_online_and_silence_takes_it_offline(
+    inventory: RunningService,
+    producer: AIOKafkaProducer,
+    names: TopicNames,
+    kafka_bootstrap: str,
+) -> None:
+    await register(inventory, "gpu-a")
+    agent = Agent(producer, names, "gpu-a")
+    for _ in range(4):
+        await agent.heartbeat()
+    online = await eventually(lambda: cluster(inventory, "gpu-a"), lambda c: c["online"])
+    assert online["last_seen"] is not None
+    assert online["agent_version"] == "test"
+
+    offline = await eventually(
+        lambda: cluster(inventory, "gpu-a"), lambda c: not c["online"], timeout_s=AGENT_TIMEOUT_S * 6
+    )
+    assert offline["last_seen"] == online["last_seen"] or offline["last_seen"] > online["last_seen"]
+
+    await agent.heartbeat()  # the agent restarts
+    await eventually(lambda: cluster(inventory, "gpu-a"), lambda c: c["online"])
+
+    events = await read_events(
+        kafka_bootstrap, names.physical("inventory.clusters"), until=lambda found: len(found) >= 4
+    )
+    assert [e.type for e in events] == [
+        "inventory.cluster.registered.v1",
+        "inventory.cluster.went_online.v1",
+        "inventory.cluster.went_offline.v1",
+        "inventory.cluster.went_online.v1",
+    ]
+    assert events[2].data["online"] is False
+    # Five heartbeats, three transitions: heartbeats alone publish nothing.
+    again = await read_events(
+        kafka_bootstrap,
+        names.physical("inventory.clusters"),
+        until=lambda found: len(found) >= 4,
+        settle_s=1.0,
+    )
+    assert len(again) == 4
+
+
+async def test_complete_observations_mark_missing_nodes_gone_and_repeats_publish_nothing(
+    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_bootstrap: str
+) -> None:
+    await register(inventory, "gpu-a")
+    agent = Agent(producer, names, "gpu-a")
+    await agent.observe([node("n1"), node("n2"), node("n3")])
+    await eventually(lambda: nodes(inventory), lambda r: r["total"] == 3)
+
+    await agent.observe([node("n1"), node("n2"), node("n3")])  # nothing new
+    await agent.observe([node("n1", gpu_allocated=2)], complete=False)  # one change, partial list
+    await eventually(
+        lambda: nodes(inventory, "?q=n1"), lambda r: r["items"] and r["items"][0]["gpu_allocated"] == 2
+    )
+    await agent.observe([node("n1", gpu_allocated=2), node("n2")])  # n3 left the cluster
+    gone = await eventually(lambda: nodes(inventory, "?status=gone"), lambda r: r["total"] == 1)
+    assert gone["items"][0]["name"] == "n3"
+    assert gone["items"][0]["gone"] is True
+    assert (await nodes(inventory, "?status=ready"))["total"] == 2
+
+    await agent.observe([node("n1", gpu_allocated=2), node("n2"), node("n3")])  # n3 is back
+    await eventually(lambda: nodes(inventory, "?status=gone"), lambda r: r["total"] == 0)
+    events = await read_events(
+        kafka_bootstrap, names.physical("inventory.nodes"), until=lambda found: len(found) >= 6, settle_s=1.0
+    )
+    # 3 new nodes, n1's allocation, n3 gone, n3 back: the repeated snapshot published nothing.
+    # (Order holds per node only: the topic is partitioned by node.)
+    assert sorted((e.subject, e.type.split(".")[2], e.data["gpu_allocated"]) for e in events) == [
+        ("gpu-a/n1", "updated", 0),
+        ("gpu-a/n1", "updated", 2),
+        ("gpu-a/n2", "updated", 0),
+        ("gpu-a/n3", "gone", 0),
+        ("gpu-a/n3", "updated", 0),
+        ("gpu-a/n3", "updated", 0),
+    ]
+    n3 = [e for e in events if e.subject == "gpu-a/n3"]
+    assert [e.data["gone"] for e in n3] == [False, True, False]
+
+
+async def test_cordon_sends_a_command_and_the_node_changes_when_the_agent_reports_it(
+    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_bootstrap: str
+) -> None:
+    await register(inventory, "gpu-a")
+    agent = Agent(producer, names, "gpu-a")
+    await agent.observe([node("n1")])
+    await eventually(lambda: nodes(inventory), lambda r: r["total"] == 1)
+
+    async with inventory.client("bob", Role.USER) as user:
+        assert (await user.post("/api/v1/clusters/gpu-a/nodes/n1/cordon")).status_code == 403
+    async with inventory.client("root", Role.ADMIN) as admin:
+        asked = await admin.post("/api/v1/clusters/gpu-a/nodes/n1/cordon")
+        assert (await admin.post("/api/v1/clusters/gpu-a/nodes/nope/cordon")).status_code == 404
+    assert asked.status_code == 202
+    assert asked.json()["schedulable"] is True  # not until the agent says so
+    assert asked.json()["cordon_requested"] is True
+
+    commands = await read_events(
+        kafka_bootstrap, names.physical("inventory.commands"), until=lambda found: len(found) >= 1
+    )
+    assert commands[0].type == "inventory.node.cordon_requested.v1"
+    assert commands[0].subject == "gpu-a"
+    assert commands[0].data == {"cluster": "gpu-a", "node": "n1", "cordoned": True, "requested_by": "root"}
+
+    await agent.observe([node("n1", schedulable=False)])  # the agent cordoned it
+    cordoned = await eventually(lambda: nodes(inventory, "?status=cordoned"), lambda r: r["total"] == 1)
+    assert cordoned["items"][0]["schedulable"] is False
+    assert cordoned["items"][0]["cordon_requested"] is None
+
+    async with inventory.client("root", Role.ADMIN) as admin:
+        undo = await admin.post("/api/v1/clusters/gpu-a/nodes/n1/uncordon")
+    assert undo.json()["cordon_requested"] is False
+    await agent.observe([node("n1", schedulable=True)])
+    ready = await eventually(lambda: nodes(inventory, "?status=ready"), lambda r: r["total"] == 1)
+    assert ready["items"][0]["cordon_requested"] is None
+
+
+async def test_redelivered_reports_apply_once(
+    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, database_url: str
+) -> None:
+    await register(inventory, "gpu-a")
+    agent = Agent(producer, names, "gpu-a")
+    envelope = await agent.worker("w-1", "n1", "running")
+    await agent.observe([node("n1")])
+    await eventually(lambda: cluster(inventory, "gpu-a"), lambda c: c["summary"]["running_workers"] == 1)
+    await agent.worker("w-1", "n1", "exited", exit_code=0)
+    await eventually(lambda: cluster(inventory, "gpu-a"), lambda c: c["summary"]["running_workers"] == 0)
+    # The same "running" report again (same event id), as Kafka may redeliver it: the inbox drops it.
+    await producer.send_and_wait(
+        names.physical("agent.reports"),
+        value=encode(envelope),
+        key=b"gpu-a",
+        headers=[("rlark-agent-token", agent.token.encode())],
+    )
+    await agent.observe([node("n1", gpu_allocated=1)])
+    await eventually(lambda: nodes(inventory), lambda r: r["items"][0]["gpu_allocated"] == 1)
+    await asyncio.sleep(0.2)
+    assert (await cluster(inventory, "gpu-a"))["summary"]["running_workers"] == 0
