@@ -1,0 +1,65 @@
+/** Routes of the console; pages load on demand so the first screen stays light. */
+import { Spin } from 'antd';
+import { lazy, Suspense, type ReactNode } from 'react';
+import { useQueryClient } from '@tanstack/react-query';
+import { Navigate, Route, Routes, useLocation } from 'react-router-dom';
+import AppShell from './components/AppShell';
+import { useLiveEvents } from './api/live';
+import { useSession } from './auth';
+import LoginPage from './pages/Login';
+
+const Overview = lazy(() => import('./pages/Overview'));
+const Clusters = lazy(() => import('./pages/Clusters'));
+const ClusterDetail = lazy(() => import('./pages/ClusterDetail'));
+const NodeDetail = lazy(() => import('./pages/NodeDetail'));
+const Keys = lazy(() => import('./pages/Keys'));
+const Domains = lazy(() => import('./pages/Domains'));
+const Jobs = lazy(() => import('./pages/jobs/Jobs'));
+const JobWizard = lazy(() => import('./pages/jobs/JobWizard'));
+const JobYaml = lazy(() => import('./pages/jobs/JobYaml'));
+const JobDetail = lazy(() => import('./pages/jobs/JobDetail'));
+const Admin = lazy(() => import('./pages/admin/Admin'));
+
+function Loading() {
+  return (
+    <div className="center-fill">
+      <Spin size="large" />
+    </div>
+  );
+}
+
+function Authenticated({ children }: { children: ReactNode }) {
+  const { user, loading } = useSession();
+  const location = useLocation();
+  const client = useQueryClient();
+  const live = useLiveEvents(client, Boolean(user));
+  if (loading) return <Loading />;
+  if (!user) return <Navigate to="/login" replace state={{ from: location.pathname + location.search }} />;
+  return (
+    <AppShell live={live}>
+      <Suspense fallback={<Loading />}>{children}</Suspense>
+    </AppShell>
+  );
+}
+
+export default function App() {
+  const page = (element: ReactNode) => <Authenticated>{element}</Authenticated>;
+  return (
+    <Routes>
+      <Route path="/login" element={<LoginPage />} />
+      <Route path="/" element={page(<Overview />)} />
+      <Route path="/clusters" element={page(<Clusters />)} />
+      <Route path="/clusters/:name" element={page(<ClusterDetail />)} />
+      <Route path="/clusters/:cluster/nodes/:node" element={page(<NodeDetail />)} />
+      <Route path="/keys" element={page(<Keys />)} />
+      <Route path="/domains" element={page(<Domains />)} />
+      <Route path="/jobs" element={page(<Jobs />)} />
+      <Route path="/jobs/new" element={page(<JobWizard />)} />
+      <Route path="/jobs/new/yaml" element={page(<JobYaml />)} />
+      <Route path="/jobs/:id" element={page(<JobDetail />)} />
+      <Route path="/admin" element={page(<Admin />)} />
+      <Route path="/admin/:tab" element={page(<Admin />)} />
+      <Route path="*" element={<Navigate to="/" replace />} />
+    </Routes>
+  );
+}

@@ -1,0 +1,108 @@
+/** Typed functions for every gateway route the console uses (docs/api.md). */
+import { api, buildUrl, request } from './client';
+import { normalizeCluster, normalizeNode } from './normalize';
+import type {
+  Cluster,
+  ClusterCreate,
+  ClusterCreated,
+  ClusterNode,
+  Domain,
+  DomainCheck,
+  Job,
+  JobDetail,
+  JobDocument,
+  JobQuery,
+  LabelKey,
+  MatchResult,
+  NodeQuery,
+  Page,
+  PreviewResult,
+  Role,
+  SetupStatus,
+  SshKey,
+  Template,
+  User,
+} from './types';
+
+const enc = encodeURIComponent;
+
+function pageOf<T>(raw: Page<T> | T[] | { items: T[] }, map: (item: T) => T = (x) => x): Page<T> {
+  if (Array.isArray(raw)) return { items: raw.map(map), total: raw.length, page: 1, page_size: raw.length };
+  const items = (raw.items ?? []).map(map);
+  const page = raw as Partial<Page<T>>;
+  return { items, total: page.total ?? items.length, page: page.page ?? 1, page_size: page.page_size ?? items.length };
+}
+
+export const authApi = {
+  login: (username: string, password: string) =>
+    api.post<{ user: User }>('/auth/login', { username, password }),
+  logout: () => api.post<void>('/auth/logout'),
+  me: () => api.get<User>('/auth/me'),
+  setupStatus: () => api.get<SetupStatus>('/auth/setup-status'),
+};
+
+export const usersApi = {
+  list: async () => pageOf(await api.get<Page<User> | User[]>('/users')),
+  create: (body: { username: string; password: string; role: Role }) => api.post<User>('/users', body),
+  update: (username: string, body: { password?: string; role?: Role }) => api.patch<User>(`/users/${enc(username)}`, body),
+  remove: (username: string) => api.del<void>(`/users/${enc(username)}`),
+};
+
+export const clustersApi = {
+  list: async () => pageOf(await api.get<Page<Cluster>>('/clusters', { page_size: 500 }), normalizeCluster),
+  get: async (name: string) => normalizeCluster(await api.get<Cluster>(`/clusters/${enc(name)}`)),
+  create: (body: ClusterCreate) => api.post<ClusterCreated>('/clusters', body),
+  remove: (name: string) => api.del<void>(`/clusters/${enc(name)}`),
+  rotateCredential: (name: string) =>
+    api.post<{ agent_credential: string }>(`/clusters/${enc(name)}/credential`),
+};
+
+export const nodesApi = {
+  list: async (query: NodeQuery) =>
+    pageOf(await api.get<Page<ClusterNode>>('/nodes', { ...query }), normalizeNode),
+  get: async (cluster: string, node: string) =>
+    normalizeNode(await api.get<ClusterNode>(`/clusters/${enc(cluster)}/nodes/${enc(node)}`)),
+  cordon: (cluster: string, node: string) => api.post<void>(`/clusters/${enc(cluster)}/nodes/${enc(node)}/cordon`),
+  uncordon: (cluster: string, node: string) =>
+    api.post<void>(`/clusters/${enc(cluster)}/nodes/${enc(node)}/uncordon`),
+  labels: async (cluster?: string) => (await api.get<{ items: LabelKey[] }>('/labels', { cluster })).items ?? [],
+  match: async (cluster: string, selector: string, gpus: number) => {
+    const result = await api.get<MatchResult>(`/clusters/${enc(cluster)}/match`, { selector, gpus });
+    return { ...result, nodes: (result.nodes ?? []).map(normalizeNode) };
+  },
+};
+
+export const keysApi = {
+  list: async (all = false) => pageOf(await api.get<Page<SshKey>>('/keys', all ? { all: true } : undefined)),
+  create: (body: { name: string; public_key: string }) => api.post<SshKey>('/keys', body),
+  rename: (id: string, name: string) => api.patch<SshKey>(`/keys/${enc(id)}`, { name }),
+  remove: (id: string) => api.del<void>(`/keys/${enc(id)}`),
+};
+
+export const domainsApi = {
+  list: async () => pageOf(await api.get<Page<Domain>>('/domains')),
+  get: (name: string) => api.get<Domain>(`/domains/${enc(name)}`),
+  create: (body: { name: string; cidr: string; description?: string }) => api.post<Domain>('/domains', body),
+  remove: (name: string) => api.del<void>(`/domains/${enc(name)}`),
+  check: (cidr: string) => api.post<DomainCheck>('/domains:check', { cidr }),
+};
+
+export const jobsApi = {
+  templates: async () => pageOf(await api.get<Page<Template> | Template[]>('/templates')).items,
+  preview: (spec: JobDocument | string) =>
+    typeof spec === 'string'
+      ? request<PreviewResult>('POST', '/jobs:preview', { yaml: spec })
+      : request<PreviewResult>('POST', '/jobs:preview', { json: spec }),
+  submit: (spec: JobDocument | string) =>
+    typeof spec === 'string'
+      ? request<Job>('POST', '/jobs', { yaml: spec })
+      : request<Job>('POST', '/jobs', { json: spec }),
+  list: async (query: JobQuery) => pageOf(await api.get<Page<Job>>('/jobs', { ...query })),
+  get: (id: string) => api.get<JobDetail>(`/jobs/${enc(id)}`),
+  cancel: (id: string) => api.post<Job>(`/jobs/${enc(id)}:cancel`),
+  setSshKeys: (id: string, names: string[]) => api.put<Job>(`/jobs/${enc(id)}/ssh-keys`, { ssh_keys: names }),
+  logs: (id: string, worker: string, limit = 2000) =>
+    request<string>('GET', `/jobs/${enc(id)}/logs`, { query: { worker, limit }, text: true }),
+  logsUrl: (id: string, worker: string, follow = false) =>
+    buildUrl(`/jobs/${enc(id)}/logs`, { worker, follow: follow ? 'true' : undefined }),
+};

@@ -1,0 +1,51 @@
+/**
+ * Tolerant readers for resources whose exact nesting docs/api.md leaves open: a cluster's summary
+ * may be nested under `summary` or flat on the item; a node's status may be given or derived from
+ * `ready`/`schedulable`/`gone`. Everything else is passed through unchanged.
+ */
+import type { Cluster, ClusterNode, ClusterSummary, NodeStatus } from './types';
+
+const num = (value: unknown): number => (typeof value === 'number' && Number.isFinite(value) ? value : 0);
+
+export function normalizeCluster(raw: Cluster): Cluster {
+  const flat = raw as unknown as Record<string, unknown>;
+  const nested = (raw.summary ?? {}) as Partial<ClusterSummary>;
+  const pick = (key: keyof ClusterSummary) => num(nested[key] ?? flat[key]);
+  const nodesTotal = pick('nodes_total');
+  const nodesOnline = pick('nodes_online');
+  const summary: ClusterSummary = {
+    nodes_total: nodesTotal,
+    nodes_online: nodesOnline,
+    nodes_offline: nested.nodes_offline ?? (flat.nodes_offline as number | undefined) ?? Math.max(nodesTotal - nodesOnline, 0),
+    online_rate:
+      nested.online_rate ?? (flat.online_rate as number | undefined) ?? (nodesTotal ? nodesOnline / nodesTotal : 0),
+    gpus_total: pick('gpus_total'),
+    gpus_free: pick('gpus_free'),
+    running_jobs: pick('running_jobs'),
+  };
+  return { ...raw, online: Boolean(raw.online), summary };
+}
+
+export function nodeStatusOf(node: Partial<ClusterNode> & { gone?: boolean }): NodeStatus {
+  if (node.status) return node.status;
+  if (node.gone) return 'gone';
+  if (node.ready === false) return 'not_ready';
+  if (node.schedulable === false) return 'cordoned';
+  return 'ready';
+}
+
+export function normalizeNode(raw: ClusterNode): ClusterNode {
+  const status = nodeStatusOf(raw);
+  const allocatable = raw.gpu_allocatable ?? raw.gpu_count ?? 0;
+  const allocated = raw.gpu_allocated ?? 0;
+  return {
+    ...raw,
+    status,
+    ready: raw.ready ?? status !== 'not_ready',
+    schedulable: raw.schedulable ?? status !== 'cordoned',
+    labels: raw.labels ?? {},
+    gpu_count: raw.gpu_count ?? 0,
+    gpu_free: raw.gpu_free ?? Math.max(allocatable - allocated, 0),
+    category: raw.category ?? raw.labels?.['rlark.io/node-category'],
+  };
+}

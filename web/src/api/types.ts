@@ -1,0 +1,387 @@
+/**
+ * The shapes the gateway returns (docs/api.md). Field names are the wire names (snake_case for
+ * resources, camelCase inside job documents, as the job spec defines them).
+ *
+ * Where docs/api.md names a field without its exact shape, the console reads it tolerantly
+ * (see `normalize.ts`) and web/README.md lists what it expects.
+ */
+
+export type Role = 'admin' | 'user';
+
+export interface User {
+  username: string;
+  role: Role;
+  created_at?: string;
+}
+
+export interface SetupStatus {
+  /** True while no user exists yet: the login page then explains how to create the first admin. */
+  needs_setup?: boolean;
+}
+
+export interface Page<T> {
+  items: T[];
+  total: number;
+  page: number;
+  page_size: number;
+}
+
+export interface ApiErrorDetail {
+  field?: string | null;
+  message: string;
+  code?: string;
+  line?: number | null;
+  column?: number | null;
+}
+
+export interface ApiErrorBody {
+  error: {
+    code: string;
+    message: string;
+    field?: string | null;
+    details?: { errors?: ApiErrorDetail[] } & Record<string, unknown>;
+  };
+}
+
+// ----------------------------------------------------------------------------------------------
+// Clusters and nodes
+
+export interface ClusterSummary {
+  nodes_total: number;
+  nodes_online: number;
+  nodes_offline: number;
+  online_rate: number;
+  gpus_total: number;
+  gpus_free: number;
+  running_jobs: number;
+}
+
+export interface Cluster {
+  name: string;
+  display_name?: string;
+  category?: string;
+  region?: string;
+  runtime?: 'local' | 'kubernetes' | string;
+  pod_cidrs?: string[];
+  service_cidrs?: string[];
+  labels?: Record<string, string>;
+  online: boolean;
+  last_seen?: string | null;
+  summary: ClusterSummary;
+}
+
+export interface ClusterCreate {
+  name: string;
+  display_name?: string;
+  category?: string;
+  region?: string;
+  runtime: 'local' | 'kubernetes';
+  pod_cidrs: string[];
+  service_cidrs: string[];
+  labels: Record<string, string>;
+}
+
+export interface ClusterCreated extends Cluster {
+  agent_credential: string;
+}
+
+export type NodeStatus = 'ready' | 'not_ready' | 'cordoned' | 'gone';
+
+export interface NodeWorker {
+  job_id: string;
+  job_name?: string;
+  worker_id?: string;
+  role?: string;
+  gpus?: number;
+  phase?: string;
+}
+
+export interface ClusterNode {
+  cluster: string;
+  name: string;
+  status: NodeStatus;
+  ready: boolean;
+  schedulable: boolean;
+  category?: string;
+  gpu_count: number;
+  gpu_model?: string;
+  gpu_allocatable?: number;
+  gpu_allocated?: number;
+  gpu_free?: number;
+  cpu_millis?: number;
+  cpu_allocatable_millis?: number;
+  cpu_allocated_millis?: number;
+  memory_bytes?: number;
+  memory_allocatable_bytes?: number;
+  memory_allocated_bytes?: number;
+  labels: Record<string, string>;
+  addresses?: string[];
+  observed_at?: string | null;
+  workers?: NodeWorker[];
+}
+
+export interface LabelValue {
+  value: string;
+  nodes: number;
+}
+
+export interface LabelKey {
+  key: string;
+  values: LabelValue[];
+}
+
+export interface MatchResult {
+  total: number;
+  matching: number;
+  ready: number;
+  schedulable: number;
+  with_free_gpus: number;
+  nodes: ClusterNode[];
+}
+
+export interface NodeQuery {
+  cluster?: string;
+  status?: NodeStatus;
+  category?: string;
+  selector?: string;
+  q?: string;
+  sort?: string;
+  page?: number;
+  page_size?: number;
+}
+
+// ----------------------------------------------------------------------------------------------
+// SSH keys
+
+export interface SshKey {
+  id: string;
+  name: string;
+  owner: string;
+  key_type: string;
+  bits: number;
+  fingerprint: string;
+  comment: string;
+  public_key: string;
+  created_at: string;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Network domains
+
+export interface Domain {
+  name: string;
+  cidr: string;
+  description?: string;
+  created_at?: string;
+  capacity?: number;
+  allocated?: number;
+  clusters?: string[];
+  tunnels?: number | unknown[];
+}
+
+export interface DomainConflict {
+  kind?: string;
+  name?: string;
+  cidr?: string;
+  cluster?: string;
+  message?: string;
+}
+
+export interface DomainCheck {
+  ok: boolean;
+  conflicts: Array<DomainConflict | string>;
+}
+
+// ----------------------------------------------------------------------------------------------
+// Jobs
+
+export type JobStatus =
+  | 'Pending'
+  | 'Scheduled'
+  | 'Starting'
+  | 'Running'
+  | 'Succeeded'
+  | 'Failed'
+  | 'Cancelled'
+  | 'Lost';
+
+export const JOB_STATES: JobStatus[] = [
+  'Pending',
+  'Scheduled',
+  'Starting',
+  'Running',
+  'Succeeded',
+  'Failed',
+  'Cancelled',
+  'Lost',
+];
+
+export const TERMINAL_STATES: JobStatus[] = ['Succeeded', 'Failed', 'Cancelled', 'Lost'];
+
+export interface MountSpec {
+  name: string;
+  type: 'hostPath' | 'pvc' | 'objectStorage';
+  source: string;
+  path: string;
+  readOnly?: boolean;
+  secretRef?: string;
+}
+
+export interface RoleSpec {
+  name: string;
+  cluster: string;
+  nodeSelector?: Record<string, string>;
+  replicas: number;
+  gpusPerWorker: number;
+  image: string;
+  prepareScript?: string;
+  mounts?: MountSpec[];
+  env?: Record<string, string>;
+}
+
+export interface JobDocument {
+  apiVersion: 'rlark.io/v1';
+  kind: 'Job';
+  metadata: { name: string };
+  spec: {
+    type?: 'custom' | 'template';
+    template?: string;
+    header?: string;
+    networkDomain?: string;
+    sshKeys?: string[];
+    runScript?: string;
+    tensorboardDir?: string;
+    outputs?: string[];
+    priority?: number;
+    rlinfConfig?: Record<string, unknown>;
+    tasks: RoleSpec[];
+  };
+}
+
+export interface SpecProblem {
+  code?: string;
+  message: string;
+  field: string;
+  line?: number | null;
+  column?: number | null;
+  severity?: 'error' | 'warning';
+}
+
+export interface PreviewResult {
+  yaml: string;
+  errors: SpecProblem[];
+  warnings: SpecProblem[];
+  plan?: unknown;
+}
+
+export interface Template {
+  id: string;
+  title_en: string;
+  title_zh: string;
+  description_en?: string;
+  description_zh?: string;
+  params_schema?: { properties?: Record<string, { default?: unknown; type?: string }> ; required?: string[] };
+  /** A document built from example parameters, when the gateway provides one. */
+  example?: JobDocument;
+}
+
+export interface TimelineEntry {
+  at: string;
+  from_status?: string | null;
+  to_status: string;
+  reason?: string;
+  details?: Record<string, unknown>;
+}
+
+export interface PendingAlternative {
+  cluster: string;
+  nodes: number;
+}
+
+export interface PendingRole {
+  role: string;
+  cluster: string;
+  selector?: string | Record<string, string>;
+  needed: number;
+  gpus_per_worker: number;
+  in_cluster?: number;
+  matching: number;
+  ready: number;
+  schedulable: number;
+  enough: number;
+  code: string;
+  alternatives?: PendingAlternative[];
+  message: string;
+}
+
+export interface PendingExplanation {
+  code?: string;
+  message?: string;
+  roles: PendingRole[];
+}
+
+export interface Worker {
+  worker_id: string;
+  role: string;
+  index: number;
+  rank?: number;
+  cluster: string;
+  node?: string | null;
+  address?: string | null;
+  virtual_ip?: string | null;
+  gpus: number;
+  phase: string;
+  reason?: string;
+  exit_code?: number | null;
+  ray_joined?: boolean;
+  ray_nodes_joined?: number | null;
+  ray_nodes_expected?: number | null;
+  ssh_command?: string;
+}
+
+export interface OutputFile {
+  worker_id?: string;
+  path: string;
+  size: number;
+}
+
+export interface Job {
+  id: string;
+  name: string;
+  owner: string;
+  status: JobStatus;
+  reason?: string;
+  submitted_at?: string;
+  updated_at?: string;
+  finished_at?: string | null;
+  spec?: JobDocument;
+  yaml?: string;
+  workers_total?: number;
+  gpus_total?: number;
+  clusters?: string[];
+}
+
+export interface JobDetail extends Job {
+  pending?: PendingExplanation | null;
+  workers: Worker[];
+  timeline: TimelineEntry[];
+  outputs?: OutputFile[] | { files: OutputFile[]; truncated?: boolean };
+  tensorboard_url?: string | null;
+}
+
+export interface JobQuery {
+  status?: JobStatus;
+  q?: string;
+  owner?: string;
+  page?: number;
+  page_size?: number;
+  sort?: string;
+}
+
+export interface LogLine {
+  seq?: number;
+  worker?: string;
+  worker_id?: string;
+  line: string;
+  at?: string;
+}

@@ -1,0 +1,19 @@
+import { StrictMode } from 'react';
+import { createRoot } from 'react-dom/client';
+import { BrowserRouter } from 'react-router-dom';
+import './i18n';
+import './styles.css';
+import App from './App';
+import Providers, { makeQueryClient } from './providers';
+
+const client = makeQueryClient();
+
+createRoot(document.getElementById('root')!).render(
+  <StrictMode>
+    <Providers client={client}>
+      <BrowserRouter>
+        <App />
+      </BrowserRouter>
+    </Providers>
+  </StrictMode>,
+);

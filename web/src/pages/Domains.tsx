@@ -1,0 +1,204 @@
+/**
+ * Network domains (user guide step 3): the list with utilisation, and for admins the create form
+ * whose CIDR is checked by the server as you type (`POST /domains:check`, debounced), so overlaps
+ * with clusters' pod/service CIDRs or other domains show before submitting.
+ */
+import { Alert, App, Button, Card, Col, Form, Input, Popconfirm, Progress, Row, Space, Table, Tag, Typography } from 'antd';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { useTranslation } from 'react-i18next';
+import { domainsApi } from '../api/endpoints';
+import type { Domain, DomainConflict } from '../api/types';
+import ApiErrorAlert, { applyApiError, errorMessage } from '../components/ApiErrorAlert';
+import PageTitle from '../components/PageTitle';
+import { useSession } from '../auth';
+import { checkCidr } from '../lib/cidr';
+import { useDebounced } from '../lib/useDebounced';
+import { formatTime, percent } from '../lib/format';
+
+function conflictText(conflict: DomainConflict | string): string {
+  if (typeof conflict === 'string') return conflict;
+  if (conflict.message) return conflict.message;
+  return [conflict.kind, conflict.cluster ?? conflict.name, conflict.cidr].filter(Boolean).join(' ');
+}
+
+export function CreateDomainForm() {
+  const { t } = useTranslation();
+  const [form] = Form.useForm<{ name: string; cidr: string; description?: string }>();
+  const client = useQueryClient();
+  const { message } = App.useApp();
+  const [error, setError] = useState<unknown>(null);
+  const cidr = (Form.useWatch('cidr', form) ?? '').trim();
+  const syntax = checkCidr(cidr);
+  const settled = useDebounced(cidr, 350);
+  const check = useQuery({
+    queryKey: ['domain-check', settled],
+    queryFn: () => domainsApi.check(settled),
+    enabled: checkCidr(settled).kind === 'ok',
+    retry: false,
+    staleTime: 5_000,
+  });
+  const current = settled === cidr && syntax.kind === 'ok';
+  const create = useMutation({
+    mutationFn: domainsApi.create,
+    onSuccess: (domain) => {
+      void message.success(t('domains.created', { name: domain.name }));
+      form.resetFields();
+      setError(null);
+      void client.invalidateQueries({ queryKey: ['domains'] });
+    },
+    onError: (err) => {
+      setError(err);
+      applyApiError(form, err, ['name', 'cidr', 'description']);
+    },
+  });
+
+  let status: '' | 'error' | 'success' | 'validating' | 'warning' = '';
+  let help: React.ReactNode = t('domains.cidrHelp');
+  if (syntax.kind === 'syntax') {
+    status = 'error';
+    help = t('domains.cidrSyntax');
+  } else if (syntax.kind === 'host_bits') {
+    status = 'error';
+    help = t('domains.cidrHostBits', { network: syntax.network });
+  } else if (syntax.kind === 'ok') {
+    if (!current || check.isFetching) {
+      status = 'validating';
+      help = t('domains.checking');
+    } else if (check.error) {
+      status = 'error';
+      help = <span data-testid="cidr-conflict">{errorMessage(check.error)}</span>;
+    } else if (check.data && !check.data.ok) {
+      status = 'error';
+      const conflicts = check.data.conflicts ?? [];
+      help = (
+        <span data-testid="cidr-conflict">
+          {conflicts.length ? conflicts.map(conflictText).join('; ') : t('domains.conflictUnknown')}
+        </span>
+      );
+    } else if (check.data?.ok) {
+      status = 'success';
+      help = <span data-testid="cidr-ok">{t('domains.cidrOk', { count: syntax.addresses })}</span>;
+    }
+  }
+  const blocked = status === 'error' || status === 'validating';
+
+  return (
+    <Form
+      form={form}
+      layout="vertical"
+      data-testid="domain-form"
+      onFinish={(v) => !blocked && create.mutate({ name: v.name.trim(), cidr: v.cidr.trim(), description: v.description?.trim() || undefined })}
+    >
+      <ApiErrorAlert error={error} />
+      <Row gutter={16}>
+        <Col span={8}>
+          <Form.Item name="name" label={t('domains.name')} rules={[{ required: true, message: t('domains.nameRequired') }, { pattern: /^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$/, message: t('domains.namePattern') }]}>
+            <Input placeholder="dom-a" data-testid="domain-name" autoComplete="off" />
+          </Form.Item>
+        </Col>
+        <Col span={8}>
+          <Form.Item
+            name="cidr"
+            label={t('domains.cidr')}
+            validateStatus={status || undefined}
+            hasFeedback={Boolean(status)}
+            help={help}
+            rules={[{ required: true, message: t('domains.cidrRequired') }]}
+          >
+            <Input placeholder="10.100.0.0/16" className="mono" data-testid="domain-cidr" autoComplete="off" />
+          </Form.Item>
+        </Col>
+        <Col span={8}>
+          <Form.Item name="description" label={t('domains.description')}>
+            <Input data-testid="domain-description" />
+          </Form.Item>
+        </Col>
+      </Row>
+      <Button type="primary" htmlType="submit" loading={create.isPending} disabled={blocked} data-testid="domain-submit">
+        {t('domains.create')}
+      </Button>
+    </Form>
+  );
+}
+
+function Utilisation({ domain }: { domain: Domain }) {
+  const { t } = useTranslation();
+  const known = domain.capacity !== undefined && domain.allocated !== undefined;
+  const detail = useQuery({ queryKey: ['domain', domain.name], queryFn: () => domainsApi.get(domain.name), enabled: !known });
+  const d = known ? domain : detail.data;
+  if (!d || d.capacity === undefined) return <>—</>;
+  return (
+    <Space orientation="vertical" size={0} style={{ width: 200 }}>
+      <span>{t('domains.allocatedOf', { allocated: d.allocated ?? 0, capacity: d.capacity })}</span>
+      <Progress percent={percent(d.allocated ?? 0, d.capacity)} size="small" />
+    </Space>
+  );
+}
+
+export default function Domains() {
+  const { t } = useTranslation();
+  const { isAdmin } = useSession();
+  const { message } = App.useApp();
+  const client = useQueryClient();
+  const domains = useQuery({ queryKey: ['domains'], queryFn: domainsApi.list });
+  const remove = useMutation({
+    mutationFn: domainsApi.remove,
+    onSuccess: () => void client.invalidateQueries({ queryKey: ['domains'] }),
+    onError: (err) => void message.error(errorMessage(err)),
+  });
+  return (
+    <>
+      <PageTitle title={t('domains.title')} sub={t('domains.sub')} />
+      <Space orientation="vertical" size="middle" style={{ width: '100%' }}>
+        <Alert
+          type="info"
+          showIcon
+          title={t('domains.whenTitle')}
+          description={
+            <ul className="plain-list">
+              <li>{t('domains.when1')}</li>
+              <li>{t('domains.when2')}</li>
+              <li>{t('domains.when3')}</li>
+            </ul>
+          }
+        />
+        {isAdmin && (
+          <Card title={t('domains.createTitle')}>
+            <CreateDomainForm />
+          </Card>
+        )}
+        <Card title={t('domains.listTitle')}>
+          <ApiErrorAlert error={domains.error} />
+          <Table<Domain>
+            data-testid="domains-table"
+            rowKey="name"
+            loading={domains.isLoading}
+            dataSource={domains.data?.items ?? []}
+            pagination={{ hideOnSinglePage: true, pageSize: 50 }}
+            columns={[
+              { title: t('domains.name'), dataIndex: 'name', render: (v: string) => <strong>{v}</strong> },
+              { title: t('domains.cidr'), dataIndex: 'cidr', render: (v: string) => <Typography.Text copyable className="mono">{v}</Typography.Text> },
+              { title: t('domains.description'), dataIndex: 'description', render: (v?: string) => v || '—' },
+              { title: t('domains.utilisation'), render: (_, d) => <Utilisation domain={d} /> },
+              { title: t('domains.clusters'), dataIndex: 'clusters', render: (v?: string[]) => (v?.length ? v.map((c) => <Tag key={c}>{c}</Tag>) : '—') },
+              { title: t('keys.createdAt'), dataIndex: 'created_at', render: formatTime },
+              ...(isAdmin
+                ? [
+                    {
+                      title: t('common.actions'),
+                      render: (_: unknown, d: Domain) => (
+                        <Popconfirm title={t('domains.deleteConfirm', { name: d.name })} onConfirm={() => remove.mutate(d.name)} okButtonProps={{ danger: true }}>
+                          <Button size="small" danger>{t('common.delete')}</Button>
+                        </Popconfirm>
+                      ),
+                    },
+                  ]
+                : []),
+            ]}
+          />
+        </Card>
+      </Space>
+    </>
+  );
+}

@@ -1,0 +1,318 @@
+/**
+ * One job: state and reason, the pending explanation (per-role funnel counts and suggestions),
+ * the status timeline, workers (node, address, GPUs, phase, Ray joined, SSH command), live logs,
+ * outputs, TensorBoard, SSH-key rotation without restart, and cancel.
+ */
+import { Alert, App, Button, Card, Col, Descriptions, Empty, Form, Modal, Popconfirm, Row, Select, Space, Table, Tabs, Tag, Timeline, Typography } from 'antd';
+import { ExportOutlined, StopOutlined } from '@ant-design/icons';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState } from 'react';
+import { useTranslation } from 'react-i18next';
+import { Link, useParams } from 'react-router-dom';
+import { jobsApi, keysApi } from '../../api/endpoints';
+import { TERMINAL_STATES, type JobDetail as JobDetailType, type OutputFile, type PendingRole, type Worker } from '../../api/types';
+import ApiErrorAlert, { errorMessage } from '../../components/ApiErrorAlert';
+import PageTitle from '../../components/PageTitle';
+import { JobStatusTag, PhaseTag } from '../../components/StatusTag';
+import { formatBytes, formatTime } from '../../lib/format';
+import LogViewer from './LogViewer';
+
+export function sshCommandOf(worker: Worker): string | null {
+  if (worker.ssh_command) return worker.ssh_command;
+  const address = worker.address || worker.virtual_ip;
+  return address ? `ssh root@${address}` : null;
+}
+
+function rayJoined(worker: Worker, t: (k: string, o?: Record<string, unknown>) => string): React.ReactNode {
+  if (worker.ray_nodes_joined !== undefined && worker.ray_nodes_joined !== null && worker.ray_nodes_expected) {
+    const done = worker.ray_nodes_joined >= worker.ray_nodes_expected;
+    return <Tag color={done ? 'success' : 'processing'}>{`${worker.ray_nodes_joined}/${worker.ray_nodes_expected}`}</Tag>;
+  }
+  if (worker.ray_joined === undefined) return '—';
+  return worker.ray_joined ? <Tag color="success">{t('common.yes')}</Tag> : <Tag>{t('common.no')}</Tag>;
+}
+
+function outputsOf(job: JobDetailType): { files: OutputFile[]; truncated: boolean } {
+  if (!job.outputs) return { files: [], truncated: false };
+  if (Array.isArray(job.outputs)) return { files: job.outputs, truncated: false };
+  return { files: job.outputs.files ?? [], truncated: Boolean(job.outputs.truncated) };
+}
+
+function selectorText(selector: PendingRole['selector']): string {
+  if (!selector) return '—';
+  if (typeof selector === 'string') return selector || '—';
+  return Object.entries(selector).map(([k, v]) => `${k}=${v}`).join(',') || '—';
+}
+
+function PendingCard({ job }: { job: JobDetailType }) {
+  const { t } = useTranslation();
+  const pending = job.pending;
+  if (!pending || !pending.roles?.length) return null;
+  return (
+    <Card title={t('jobDetail.whyPending')} size="small" style={{ marginBottom: 16 }} data-testid="pending-explanation">
+      {pending.message && <Alert type="warning" showIcon title={pending.message} style={{ marginBottom: 12 }} />}
+      <Table<PendingRole>
+        size="small"
+        rowKey="role"
+        pagination={false}
+        dataSource={pending.roles}
+        columns={[
+          { title: t('workers.role'), dataIndex: 'role', render: (v: string) => <strong>{v}</strong> },
+          { title: t('wizard.cluster'), dataIndex: 'cluster' },
+          { title: t('wizard.nodeSelector'), render: (_, r) => <span className="mono">{selectorText(r.selector)}</span> },
+          { title: t('jobDetail.needed'), render: (_, r) => t('jobDetail.neededText', { count: r.needed, gpus: r.gpus_per_worker }) },
+          { title: t('jobDetail.matching'), dataIndex: 'matching' },
+          { title: t('jobDetail.ready'), dataIndex: 'ready' },
+          { title: t('jobDetail.schedulable'), dataIndex: 'schedulable' },
+          { title: t('jobDetail.enoughGpus'), dataIndex: 'enough', render: (v: number, r) => <Typography.Text type={v < r.needed ? 'danger' : undefined}>{v}</Typography.Text> },
+          {
+            title: t('jobDetail.explanation'),
+            render: (_, r) => (
+              <Space orientation="vertical" size={2}>
+                <span>{r.message}</span>
+                {(r.alternatives ?? []).map((a) => (
+                  <Tag color="green" key={a.cluster}>
+                    {t('jobDetail.wouldFit', { cluster: a.cluster, nodes: a.nodes })}
+                  </Tag>
+                ))}
+              </Space>
+            ),
+          },
+        ]}
+      />
+    </Card>
+  );
+}
+
+function KeysModal({ job, open, onClose }: { job: JobDetailType; open: boolean; onClose: () => void }) {
+  const { t } = useTranslation();
+  const client = useQueryClient();
+  const keys = useQuery({ queryKey: ['keys', false], queryFn: () => keysApi.list(false), enabled: open });
+  const [names, setNames] = useState<string[]>(job.spec?.spec.sshKeys ?? []);
+  const update = useMutation({
+    mutationFn: () => jobsApi.setSshKeys(job.id, names),
+    onSuccess: () => {
+      void client.invalidateQueries({ queryKey: ['job', job.id] });
+      onClose();
+    },
+  });
+  return (
+    <Modal open={open} title={t('jobDetail.updateKeys')} onCancel={onClose} onOk={() => update.mutate()} confirmLoading={update.isPending} destroyOnHidden>
+      <Space orientation="vertical" style={{ width: '100%' }}>
+        <Typography.Text type="secondary">{t('jobDetail.updateKeysHint')}</Typography.Text>
+        <ApiErrorAlert error={update.error} />
+        <Form layout="vertical" component="div">
+          <Form.Item label={t('wizard.sshKeys')}>
+            <Select
+              mode="multiple"
+              aria-label={t('wizard.sshKeys')}
+              value={names}
+              onChange={setNames}
+              options={(keys.data?.items ?? []).map((k) => ({ value: k.name, label: `${k.name} · ${k.fingerprint}` }))}
+            />
+          </Form.Item>
+        </Form>
+      </Space>
+    </Modal>
+  );
+}
+
+export default function JobDetail() {
+  const { id = '' } = useParams();
+  const { t } = useTranslation();
+  const { message } = App.useApp();
+  const client = useQueryClient();
+  const [keysOpen, setKeysOpen] = useState(false);
+  const job = useQuery({ queryKey: ['job', id], queryFn: () => jobsApi.get(id) });
+  const cancel = useMutation({
+    mutationFn: () => jobsApi.cancel(id),
+    onSuccess: () => {
+      void message.info(t('jobDetail.cancelRequested'));
+      void client.invalidateQueries({ queryKey: ['job', id] });
+      void client.invalidateQueries({ queryKey: ['jobs'] });
+    },
+    onError: (err) => void message.error(errorMessage(err)),
+  });
+  const j = job.data;
+  const terminal = j ? TERMINAL_STATES.includes(j.status) : true;
+  const outputs = j ? outputsOf(j) : { files: [], truncated: false };
+  const header = j?.workers.find((w) => w.rank === 0) ?? j?.workers[0];
+
+  return (
+    <>
+      <PageTitle
+        crumbs={[{ label: t('nav.jobs'), to: '/jobs' }, { label: j?.name ?? id }]}
+        title={
+          <Space>
+            {j?.name ?? id}
+            {j && <JobStatusTag status={j.status} />}
+          </Space>
+        }
+        sub={<span className="mono">{id}</span>}
+        extra={
+          j && (
+            <>
+              {j.tensorboard_url && (
+                <Button icon={<ExportOutlined />} href={j.tensorboard_url} target="_blank" rel="noreferrer" data-testid="tensorboard-link">
+                  TensorBoard
+                </Button>
+              )}
+              {!terminal && (
+                <Button onClick={() => setKeysOpen(true)} data-testid="update-keys">
+                  {t('jobDetail.updateKeys')}
+                </Button>
+              )}
+              {!terminal && (
+                <Popconfirm title={t('jobDetail.cancelConfirm')} onConfirm={() => cancel.mutate()} okButtonProps={{ danger: true }}>
+                  <Button danger icon={<StopOutlined />} loading={cancel.isPending} data-testid="cancel-job">
+                    {t('jobDetail.cancel')}
+                  </Button>
+                </Popconfirm>
+              )}
+            </>
+          )
+        }
+      />
+      <ApiErrorAlert error={job.error} />
+      {j && (
+        <>
+          {j.reason && (
+            <Alert
+              type={j.status === 'Failed' || j.status === 'Lost' ? 'error' : j.status === 'Pending' ? 'warning' : 'info'}
+              showIcon
+              title={j.reason}
+              style={{ marginBottom: 16 }}
+              data-testid="job-reason"
+            />
+          )}
+          <PendingCard job={j} />
+          <Row gutter={16}>
+            <Col span={8}>
+              <Card title={t('jobDetail.summary')} size="small" style={{ marginBottom: 16 }}>
+                <Descriptions
+                  size="small"
+                  column={1}
+                  items={[
+                    { key: 'owner', label: t('jobs.owner'), children: j.owner },
+                    { key: 'sub', label: t('jobs.submittedAt'), children: formatTime(j.submitted_at) },
+                    { key: 'fin', label: t('jobDetail.finishedAt'), children: formatTime(j.finished_at) },
+                    { key: 'workers', label: t('jobs.workers'), children: j.workers.length },
+                    { key: 'header', label: t('wizard.header'), children: j.spec?.spec.header ?? header?.role ?? '—' },
+                    { key: 'domain', label: t('wizard.networkDomain'), children: j.spec?.spec.networkDomain ?? '—' },
+                    { key: 'keys', label: t('wizard.sshKeys'), children: (j.spec?.spec.sshKeys ?? []).map((k) => <Tag key={k}>{k}</Tag>) },
+                  ]}
+                />
+              </Card>
+              <Card title={t('jobDetail.timeline')} size="small" data-testid="job-timeline">
+                {j.timeline.length ? (
+                  <Timeline
+                    items={j.timeline.map((e, i) => ({
+                      key: i,
+                      color: e.to_status === 'Failed' || e.to_status === 'Lost' ? 'red' : e.to_status === 'Succeeded' ? 'green' : 'blue',
+                      title: (
+                        <Space size={4} wrap>
+                          <JobStatusTag status={e.to_status} />
+                          <Typography.Text type="secondary">{formatTime(e.at)}</Typography.Text>
+                        </Space>
+                      ),
+                      content: e.reason ? <Typography.Text>{e.reason}</Typography.Text> : null,
+                    }))}
+                  />
+                ) : (
+                  <Empty image={Empty.PRESENTED_IMAGE_SIMPLE} />
+                )}
+              </Card>
+            </Col>
+            <Col span={16}>
+              <Tabs
+                defaultActiveKey="workers"
+                items={[
+                  {
+                    key: 'workers',
+                    label: t('jobDetail.workers', { count: j.workers.length }),
+                    children: (
+                      <Table<Worker>
+                        data-testid="workers-table"
+                        size="small"
+                        rowKey="worker_id"
+                        pagination={{ hideOnSinglePage: true, pageSize: 50 }}
+                        dataSource={j.workers}
+                        scroll={{ x: 'max-content' }}
+                        columns={[
+                          { title: t('workers.role'), render: (_, w) => <span>{w.role}-{w.index}{w.rank === 0 && <Tag color="blue" style={{ marginLeft: 6 }}>Header</Tag>}</span> },
+                          {
+                            title: t('workers.node'),
+                            render: (_, w) => (w.node ? <Link to={`/clusters/${encodeURIComponent(w.cluster)}/nodes/${encodeURIComponent(w.node)}`}>{w.cluster}/{w.node}</Link> : `${w.cluster}/—`),
+                          },
+                          { title: t('workers.address'), render: (_, w) => <span className="mono">{w.virtual_ip || w.address || '—'}</span> },
+                          { title: t('workers.gpus'), dataIndex: 'gpus' },
+                          {
+                            title: t('workers.phase'),
+                            render: (_, w) => (
+                              <Space orientation="vertical" size={0}>
+                                <PhaseTag phase={w.phase} />
+                                {w.reason && <Typography.Text type="secondary" style={{ fontSize: 12 }}>{w.reason}</Typography.Text>}
+                                {w.exit_code !== undefined && w.exit_code !== null && <Typography.Text type="secondary" style={{ fontSize: 12 }}>{t('workers.exitCode', { code: w.exit_code })}</Typography.Text>}
+                              </Space>
+                            ),
+                          },
+                          { title: t('workers.rayJoined'), render: (_, w) => rayJoined(w, t) },
+                          {
+                            title: t('workers.ssh'),
+                            render: (_, w) => {
+                              const command = sshCommandOf(w);
+                              return command ? (
+                                <Typography.Text copyable={{ text: command }} className="mono" data-testid={`ssh-${w.worker_id}`}>
+                                  {command}
+                                </Typography.Text>
+                              ) : (
+                                '—'
+                              );
+                            },
+                          },
+                        ]}
+                      />
+                    ),
+                  },
+                  {
+                    key: 'logs',
+                    label: t('logs.title'),
+                    children: <LogViewer jobId={j.id} workers={j.workers} active={!terminal} />,
+                  },
+                  {
+                    key: 'outputs',
+                    label: t('jobDetail.outputs', { count: outputs.files.length }),
+                    children: (
+                      <Space orientation="vertical" style={{ width: '100%' }}>
+                        {outputs.truncated && <Alert type="info" showIcon title={t('jobDetail.outputsTruncated')} />}
+                        <Table<OutputFile>
+                          data-testid="outputs-table"
+                          size="small"
+                          rowKey={(f) => `${f.worker_id ?? ''}:${f.path}`}
+                          dataSource={outputs.files}
+                          pagination={{ hideOnSinglePage: true, pageSize: 100 }}
+                          locale={{ emptyText: j.spec?.spec.outputs?.length ? t('jobDetail.outputsLater') : t('jobDetail.noOutputs') }}
+                          columns={[
+                            { title: t('jobDetail.path'), dataIndex: 'path', render: (v: string) => <span className="mono">{v}</span> },
+                            { title: t('jobDetail.size'), dataIndex: 'size', render: formatBytes },
+                            { title: t('workers.worker'), dataIndex: 'worker_id', render: (v?: string) => v ?? '—' },
+                          ]}
+                        />
+                      </Space>
+                    ),
+                  },
+                  {
+                    key: 'yaml',
+                    label: 'YAML',
+                    children: <pre className="yaml-view mono">{j.yaml ?? (j.spec ? JSON.stringify(j.spec, null, 2) : '')}</pre>,
+                  },
+                ]}
+              />
+            </Col>
+          </Row>
+          <KeysModal job={j} open={keysOpen} onClose={() => setKeysOpen(false)} />
+        </>
+      )}
+    </>
+  );
+}

@@ -1,0 +1,121 @@
+/**
+ * Submit a job as YAML: a code editor (CodeMirror 6, YAML mode), "Validate" runs the server's
+ * preview and lists errors and warnings with their field and line; "Submit" sends the text as
+ * `application/yaml`.
+ */
+import { Alert, App, Button, Card, List, Space, Tag } from 'antd';
+import CodeMirror from '@uiw/react-codemirror';
+import { yaml as yamlLanguage } from '@codemirror/lang-yaml';
+import { useMutation, useQueryClient } from '@tanstack/react-query';
+import { useMemo, useState } from 'react';
+import { useTranslation } from 'react-i18next';
+import { useLocation, useNavigate } from 'react-router-dom';
+import { ApiError } from '../../api/client';
+import { jobsApi } from '../../api/endpoints';
+import type { SpecProblem } from '../../api/types';
+import ApiErrorAlert from '../../components/ApiErrorAlert';
+import PageTitle from '../../components/PageTitle';
+
+const STARTER = `apiVersion: rlark.io/v1
+kind: Job
+metadata:
+  name: my first job
+spec:
+  type: custom
+  header: worker
+  sshKeys: []
+  runScript: |
+    python -m rlinf.run config.yaml
+  tasks:
+    - name: worker
+      cluster: CLUSTER_NAME
+      nodeSelector:
+        rlark.io/gpu-model: A100
+      replicas: 1
+      gpusPerWorker: 8
+      image: registry.example.com/rlinf:v0.3.0-cuda12.4
+`;
+
+function Problems({ items, type, title }: { items: SpecProblem[]; type: 'error' | 'warning'; title: string }) {
+  const { t } = useTranslation();
+  if (!items.length) return null;
+  return (
+    <Alert
+      type={type}
+      showIcon
+      title={title}
+      data-testid={`yaml-${type}s`}
+      description={
+        <List
+          size="small"
+          dataSource={items}
+          renderItem={(p) => (
+            <List.Item>
+              <Space wrap>
+                {p.line ? <Tag>{t('wizard.line', { line: p.line })}</Tag> : null}
+                {p.field ? <code>{p.field}</code> : null}
+                <span>{p.message}</span>
+              </Space>
+            </List.Item>
+          )}
+        />
+      }
+    />
+  );
+}
+
+export default function JobYaml() {
+  const { t } = useTranslation();
+  const navigate = useNavigate();
+  const location = useLocation();
+  const client = useQueryClient();
+  const { message } = App.useApp();
+  const initial = (location.state as { yaml?: string } | null)?.yaml || STARTER;
+  const [text, setText] = useState(initial);
+  const [problems, setProblems] = useState<{ errors: SpecProblem[]; warnings: SpecProblem[] } | null>(null);
+  const extensions = useMemo(() => [yamlLanguage()], []);
+  const fromError = (error: unknown) => {
+    if (error instanceof ApiError) {
+      const errors = error.details.length ? error.details.map((d) => ({ ...d, field: d.field ?? '' })) : [{ field: error.field ?? '', message: error.message }];
+      setProblems({ errors, warnings: [] });
+    }
+  };
+  const validate = useMutation({
+    mutationFn: () => jobsApi.preview(text),
+    onSuccess: (result) => setProblems({ errors: result.errors ?? [], warnings: result.warnings ?? [] }),
+    onError: fromError,
+  });
+  const submit = useMutation({
+    mutationFn: () => jobsApi.submit(text),
+    onSuccess: (job) => {
+      void client.invalidateQueries({ queryKey: ['jobs'] });
+      void message.success(t('wizard.submitted', { name: job.name }));
+      navigate(`/jobs/${encodeURIComponent(job.id)}`);
+    },
+    onError: fromError,
+  });
+  return (
+    <>
+      <PageTitle crumbs={[{ label: t('nav.jobs'), to: '/jobs' }, { label: t('jobs.submitYaml') }]} title={t('jobs.submitYaml')} sub={t('yaml.sub')} />
+      <Space orientation="vertical" size="middle" style={{ width: '100%' }}>
+        <ApiErrorAlert error={validate.error ?? submit.error} />
+        {problems && problems.errors.length === 0 && <Alert type="success" showIcon title={t('wizard.previewOk')} data-testid="yaml-ok" />}
+        {problems && <Problems items={problems.errors} type="error" title={t('wizard.previewErrors', { count: problems.errors.length })} />}
+        {problems && <Problems items={problems.warnings} type="warning" title={t('wizard.previewWarnings', { count: problems.warnings.length })} />}
+        <Card size="small">
+          <div data-testid="yaml-editor" aria-label={t('yaml.editor')}>
+            <CodeMirror value={text} height="520px" extensions={extensions} onChange={(value) => setText(value)} basicSetup={{ lineNumbers: true, foldGutter: true }} />
+          </div>
+        </Card>
+        <Space>
+          <Button onClick={() => validate.mutate()} loading={validate.isPending} data-testid="yaml-validate">
+            {t('yaml.validate')}
+          </Button>
+          <Button type="primary" onClick={() => submit.mutate()} loading={submit.isPending} data-testid="yaml-submit">
+            {t('wizard.submit')}
+          </Button>
+        </Space>
+      </Space>
+    </>
+  );
+}

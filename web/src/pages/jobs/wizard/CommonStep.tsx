@@ -1,0 +1,117 @@
+/**
+ * Step 3: settings shared by all roles. The network domain defaults to the first domain by name
+ * (the user guide's rule; with none configured the field is left out), SSH keys come from the
+ * user's own keys, and the run script runs on the Header once every Ray node joined.
+ */
+import { Alert, Col, Form, Input, InputNumber, Row, Select, Typography } from 'antd';
+import { useQuery } from '@tanstack/react-query';
+import { useEffect } from 'react';
+import { useTranslation } from 'react-i18next';
+import { Link } from 'react-router-dom';
+import { domainsApi, keysApi } from '../../../api/endpoints';
+import { useWizard } from './context';
+
+export default function CommonStep() {
+  const { t } = useTranslation();
+  const { state, set, feedback, focusField } = useWizard();
+  const domains = useQuery({ queryKey: ['domains'], queryFn: domainsApi.list });
+  const keys = useQuery({ queryKey: ['keys', false], queryFn: () => keysApi.list(false) });
+  const sortedDomains = [...(domains.data?.items ?? [])].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const firstDomain = sortedDomains[0]?.name;
+  useEffect(() => {
+    if (state.networkDomain === undefined && firstDomain) set({ networkDomain: firstDomain });
+  }, [firstDomain, state.networkDomain, set]);
+  const outline = (field: string) => (focusField?.startsWith(field) ? 'field-highlight' : undefined);
+  const multiCluster = new Set(state.roles.map((r) => r.cluster).filter(Boolean)).size > 1;
+
+  return (
+    <Form layout="vertical" component="div">
+      <Row gutter={16}>
+        <Col span={8}>
+          <Form.Item label={t('wizard.header')} required extra={t('wizard.headerHint')} className={outline('spec.header')} {...feedback('spec.header')}>
+            <Select
+              data-testid="common-header"
+              aria-label={t('wizard.header')}
+              value={state.headerId}
+              onChange={(headerId: string) => set({ headerId })}
+              options={state.roles.map((r) => ({ value: r.id, label: `${r.name} (${t('wizard.nodesCount', { count: r.replicas })})` }))}
+            />
+          </Form.Item>
+        </Col>
+        <Col span={8}>
+          <Form.Item label={t('wizard.networkDomain')} className={outline('spec.networkDomain')} {...feedback('spec.networkDomain')} extra={sortedDomains.length ? t('wizard.domainHint') : undefined}>
+            {sortedDomains.length ? (
+              <Select
+                data-testid="common-domain"
+                aria-label={t('wizard.networkDomain')}
+                value={state.networkDomain}
+                onChange={(networkDomain: string) => set({ networkDomain })}
+                options={sortedDomains.map((d) => ({ value: d.name, label: `${d.name} (${d.cidr})` }))}
+              />
+            ) : (
+              <Typography.Text type="secondary" data-testid="common-domain-none">
+                {domains.isLoading ? t('common.loading') : t('wizard.noDomain')}
+              </Typography.Text>
+            )}
+          </Form.Item>
+        </Col>
+        <Col span={8}>
+          <Form.Item label={t('wizard.priority')} extra={t('wizard.priorityHint')} {...feedback('spec.priority')}>
+            <InputNumber min={-100} max={100} precision={0} value={state.priority} onChange={(v) => set({ priority: typeof v === 'number' ? v : 0 })} aria-label={t('wizard.priority')} style={{ width: '100%' }} />
+          </Form.Item>
+        </Col>
+      </Row>
+      {multiCluster && !sortedDomains.length && !domains.isLoading && (
+        <Alert type="warning" showIcon style={{ marginBottom: 16 }} title={t('wizard.multiClusterNoDomain')} />
+      )}
+      <Form.Item
+        label={t('wizard.sshKeys')}
+        className={outline('spec.sshKeys')}
+        {...feedback('spec.sshKeys')}
+        extra={
+          keys.data && keys.data.items.length === 0 ? (
+            <span>
+              {t('wizard.noKeys')} <Link to="/keys">{t('nav.keys')}</Link>
+            </span>
+          ) : (
+            t('wizard.sshKeysHint')
+          )
+        }
+      >
+        <Select
+          mode="multiple"
+          data-testid="common-keys"
+          aria-label={t('wizard.sshKeys')}
+          value={state.sshKeys}
+          onChange={(sshKeys: string[]) => set({ sshKeys })}
+          loading={keys.isLoading}
+          options={(keys.data?.items ?? []).map((k) => ({ value: k.name, label: `${k.name} · ${k.key_type} · ${k.fingerprint}` }))}
+        />
+      </Form.Item>
+      <Form.Item label={t('wizard.runScript')} extra={t('wizard.runScriptHint')} className={outline('spec.runScript')} {...feedback('spec.runScript')}>
+        <Input.TextArea
+          className="mono"
+          rows={4}
+          value={state.runScript}
+          onChange={(e) => set({ runScript: e.target.value })}
+          aria-label={t('wizard.runScript')}
+          data-testid="common-run-script"
+          spellCheck={false}
+        />
+      </Form.Item>
+      <Row gutter={16}>
+        <Col span={12}>
+          <Form.Item label={t('wizard.tensorboardDir')} className={outline('spec.tensorboardDir')} {...feedback('spec.tensorboardDir')}>
+            <Input className="mono" value={state.tensorboardDir} onChange={(e) => set({ tensorboardDir: e.target.value })} placeholder="/data/outputs/tb" aria-label={t('wizard.tensorboardDir')} />
+          </Form.Item>
+        </Col>
+        <Col span={12}>
+          <Form.Item label={t('wizard.outputs')} extra={t('wizard.outputsHint')} className={outline('spec.outputs')} {...feedback('spec.outputs')}>
+            <Select mode="tags" value={state.outputs} onChange={(outputs: string[]) => set({ outputs })} placeholder="/data/outputs" aria-label={t('wizard.outputs')} tokenSeparators={[',', ' ']} />
+          </Form.Item>
+        </Col>
+      </Row>
+      <Alert type="warning" showIcon title={t('wizard.noSecrets')} />
+    </Form>
+  );
+}

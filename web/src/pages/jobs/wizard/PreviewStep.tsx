@@ -1,0 +1,108 @@
+/**
+ * Step 4: the YAML exactly as the server will store it (`POST /jobs:preview`), the server's errors
+ * and warnings (field + message, each a link back to its input), and the user guide's checklist.
+ */
+import { Alert, Button, Card, Col, List, Row, Space, Spin, Tag, Typography } from 'antd';
+import { CheckCircleTwoTone, CloseCircleTwoTone } from '@ant-design/icons';
+import { useTranslation } from 'react-i18next';
+import type { JobDocument, PreviewResult, SpecProblem } from '../../../api/types';
+import ApiErrorAlert from '../../../components/ApiErrorAlert';
+import { imageProblem } from './model';
+
+function ProblemList({ title, problems, type, onJump }: { title: string; problems: SpecProblem[]; type: 'error' | 'warning'; onJump: (field: string) => void }) {
+  const { t } = useTranslation();
+  if (!problems.length) return null;
+  return (
+    <Alert
+      type={type}
+      showIcon
+      data-testid={`preview-${type}s`}
+      title={title}
+      description={
+        <List
+          size="small"
+          dataSource={problems}
+          renderItem={(p) => (
+            <List.Item>
+              <Space wrap>
+                {p.field ? (
+                  <Button type="link" size="small" onClick={() => onJump(p.field)} className="mono" style={{ padding: 0 }}>
+                    {p.field}
+                  </Button>
+                ) : (
+                  <Tag>{t('wizard.wholeDocument')}</Tag>
+                )}
+                <span>{p.message}</span>
+                {p.line ? <Tag>{t('wizard.line', { line: p.line })}</Tag> : null}
+              </Space>
+            </List.Item>
+          )}
+        />
+      }
+    />
+  );
+}
+
+function Check({ ok, children }: { ok: boolean; children: React.ReactNode }) {
+  return (
+    <div>
+      {ok ? <CheckCircleTwoTone twoToneColor="#52c41a" /> : <CloseCircleTwoTone twoToneColor="#ff4d4f" />} {children}
+    </div>
+  );
+}
+
+export default function PreviewStep({
+  doc,
+  preview,
+  loading,
+  error,
+  onJump,
+}: {
+  doc: JobDocument;
+  preview: PreviewResult | undefined;
+  loading: boolean;
+  error: unknown;
+  onJump: (field: string) => void;
+}) {
+  const { t } = useTranslation();
+  const header = doc.spec.tasks.find((r) => r.name === doc.spec.header);
+  const workers = doc.spec.tasks.reduce((n, r) => n + (r.replicas ?? 0), 0);
+  const gpus = doc.spec.tasks.reduce((n, r) => n + (r.replicas ?? 0) * (r.gpusPerWorker ?? 0), 0);
+  return (
+    <Spin spinning={loading}>
+      <Space orientation="vertical" size="middle" style={{ width: '100%' }}>
+        <ApiErrorAlert error={error} />
+        {preview && (
+          <>
+            {preview.errors.length === 0 ? (
+              <Alert type="success" showIcon title={t('wizard.previewOk')} data-testid="preview-ok" />
+            ) : null}
+            <ProblemList title={t('wizard.previewErrors', { count: preview.errors.length })} problems={preview.errors} type="error" onJump={onJump} />
+            <ProblemList title={t('wizard.previewWarnings', { count: preview.warnings.length })} problems={preview.warnings} type="warning" onJump={onJump} />
+          </>
+        )}
+        <Row gutter={16}>
+          <Col span={16}>
+            <Card size="small" title={t('wizard.yaml')} extra={preview?.yaml && <Typography.Text copyable={{ text: preview.yaml }} />}>
+              <pre className="yaml-view mono" data-testid="preview-yaml">
+                {preview?.yaml ?? ''}
+              </pre>
+            </Card>
+          </Col>
+          <Col span={8}>
+            <Card size="small" title={t('wizard.checklist')} data-testid="preview-checklist">
+              <Space orientation="vertical">
+                <Check ok={doc.spec.tasks.length > 0}>{t('wizard.checkTasks', { count: doc.spec.tasks.length })}</Check>
+                <Check ok={Boolean(header) && header?.replicas === 1}>{t('wizard.checkHeader', { name: doc.spec.header ?? '—' })}</Check>
+                <Check ok={doc.spec.tasks.every((r) => !imageProblem(r.image))}>{t('wizard.checkImages')}</Check>
+                <Check ok={doc.spec.tasks.every((r) => Boolean(r.cluster))}>{t('wizard.checkClusters')}</Check>
+                <Check ok={!preview || preview.errors.every((e) => !/secret|password|token|private/i.test(e.code ?? ''))}>{t('wizard.checkSecrets')}</Check>
+                <Typography.Text type="secondary">{t('wizard.totals', { workers, gpus })}</Typography.Text>
+              </Space>
+            </Card>
+          </Col>
+        </Row>
+      </Space>
+    </Spin>
+  );
+}

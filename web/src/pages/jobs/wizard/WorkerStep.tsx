@@ -1,0 +1,277 @@
+/**
+ * Step 2: per-role worker settings. The node selector is picked from the cluster's label catalog
+ * (or typed), and a live count says how many nodes match, how many are ready and how many have
+ * enough free GPUs — the user guide's "does the selector match available nodes" before submitting.
+ */
+import { Alert, Button, Checkbox, Col, Form, Input, InputNumber, Row, Select, Space, Tabs, Tag, Typography } from 'antd';
+import { DeleteOutlined, PlusOutlined } from '@ant-design/icons';
+import { useQuery } from '@tanstack/react-query';
+import { useTranslation } from 'react-i18next';
+import { clustersApi, nodesApi } from '../../../api/endpoints';
+import type { MountSpec } from '../../../api/types';
+import { parseTerm, selectorQuery } from '../../../lib/selector';
+import { useDebounced } from '../../../lib/useDebounced';
+import { useWizard } from './context';
+import { imageProblem, type RoleDraft } from './model';
+
+function MatchLine({ role }: { role: RoleDraft }) {
+  const { t } = useTranslation();
+  const selector = useDebounced(selectorQuery(role.selector), 300);
+  const gpus = useDebounced(role.gpusPerWorker, 300);
+  const match = useQuery({
+    queryKey: ['match', role.cluster, selector, gpus],
+    queryFn: () => nodesApi.match(role.cluster, selector, gpus),
+    enabled: Boolean(role.cluster),
+    placeholderData: (prev) => prev,
+  });
+  if (!role.cluster) return null;
+  if (match.error) return <Alert type="error" showIcon title={(match.error as Error).message} />;
+  const m = match.data;
+  if (!m) return <Typography.Text type="secondary">{t('wizard.matching')}</Typography.Text>;
+  const enough = m.with_free_gpus >= role.replicas;
+  return (
+    <Alert
+      data-testid="match-line"
+      className="match-line"
+      type={m.matching === 0 ? 'error' : enough ? 'success' : 'warning'}
+      showIcon
+      title={t('wizard.matchLine', { matching: m.matching, ready: m.ready, free: m.with_free_gpus, gpus: role.gpusPerWorker, total: m.total })}
+      description={
+        enough
+          ? t('wizard.matchEnough', { count: role.replicas })
+          : m.matching === 0
+            ? t('wizard.matchNone')
+            : t('wizard.matchShort', { count: role.replicas, free: m.with_free_gpus })
+      }
+    />
+  );
+}
+
+function maxGpus(nodes: Array<{ gpu_allocatable?: number; gpu_count: number }>): number | null {
+  if (!nodes.length) return null;
+  return Math.max(...nodes.map((n) => n.gpu_allocatable ?? n.gpu_count ?? 0));
+}
+
+function MountsEditor({ role, index }: { role: RoleDraft; index: number }) {
+  const { t } = useTranslation();
+  const { setRole } = useWizard();
+  const update = (i: number, patch: Partial<MountSpec>) =>
+    setRole(role.id, { mounts: role.mounts.map((m, j) => (j === i ? { ...m, ...patch } : m)) });
+  return (
+    <Space orientation="vertical" style={{ width: '100%' }}>
+      {role.mounts.map((m, i) => (
+        <Space key={i} wrap align="start">
+          <Input aria-label={t('wizard.mountName')} placeholder={t('wizard.mountName')} value={m.name} onChange={(e) => update(i, { name: e.target.value })} style={{ width: 110 }} />
+          <Select
+            aria-label={t('wizard.mountType')}
+            value={m.type}
+            onChange={(type) => update(i, { type })}
+            style={{ width: 150 }}
+            options={[
+              { value: 'hostPath', label: t('wizard.mountHostPath') },
+              { value: 'pvc', label: 'PVC' },
+              { value: 'objectStorage', label: t('wizard.mountObject') },
+            ]}
+          />
+          <Input aria-label={t('wizard.mountSource')} placeholder={m.type === 'objectStorage' ? 's3://bucket/prefix' : m.type === 'pvc' ? 'pvc-name' : '/mnt/data'} value={m.source} onChange={(e) => update(i, { source: e.target.value })} style={{ width: 200 }} />
+          <Input aria-label={t('wizard.mountPath')} placeholder="/data" value={m.path} onChange={(e) => update(i, { path: e.target.value })} style={{ width: 150 }} />
+          {m.type === 'objectStorage' && (
+            <Input aria-label={t('wizard.mountSecret')} placeholder={t('wizard.mountSecret')} value={m.secretRef ?? ''} onChange={(e) => update(i, { secretRef: e.target.value })} style={{ width: 150 }} />
+          )}
+          <Checkbox checked={Boolean(m.readOnly)} onChange={(e) => update(i, { readOnly: e.target.checked })}>
+            {t('wizard.readOnly')}
+          </Checkbox>
+          <Button type="text" danger icon={<DeleteOutlined />} aria-label={t('common.delete')} onClick={() => setRole(role.id, { mounts: role.mounts.filter((_, j) => j !== i) })} />
+        </Space>
+      ))}
+      <Button
+        size="small"
+        icon={<PlusOutlined />}
+        data-testid={`add-mount-${index}`}
+        onClick={() => setRole(role.id, { mounts: [...role.mounts, { name: `data${role.mounts.length || ''}`, type: 'hostPath', source: '', path: '' }] })}
+      >
+        {t('wizard.addMount')}
+      </Button>
+    </Space>
+  );
+}
+
+function EnvEditor({ role }: { role: RoleDraft }) {
+  const { t } = useTranslation();
+  const { setRole } = useWizard();
+  const update = (i: number, patch: Partial<{ name: string; value: string }>) =>
+    setRole(role.id, { env: role.env.map((e, j) => (j === i ? { ...e, ...patch } : e)) });
+  return (
+    <Space orientation="vertical" style={{ width: '100%' }}>
+      {role.env.map((e, i) => (
+        <Space key={i}>
+          <Input aria-label={t('wizard.envName')} placeholder="NCCL_DEBUG" className="mono" value={e.name} onChange={(ev) => update(i, { name: ev.target.value })} style={{ width: 200 }} />
+          <Input aria-label={t('wizard.envValue')} placeholder="INFO" className="mono" value={e.value} onChange={(ev) => update(i, { value: ev.target.value })} style={{ width: 300 }} />
+          <Button type="text" danger icon={<DeleteOutlined />} aria-label={t('common.delete')} onClick={() => setRole(role.id, { env: role.env.filter((_, j) => j !== i) })} />
+        </Space>
+      ))}
+      <Button size="small" icon={<PlusOutlined />} onClick={() => setRole(role.id, { env: [...role.env, { name: '', value: '' }] })}>
+        {t('wizard.addEnv')}
+      </Button>
+    </Space>
+  );
+}
+
+function RoleWorkerForm({ role, index }: { role: RoleDraft; index: number }) {
+  const { t } = useTranslation();
+  const { setRole, feedback, focusField } = useWizard();
+  const clusters = useQuery({ queryKey: ['clusters'], queryFn: clustersApi.list });
+  const labels = useQuery({ queryKey: ['labels', role.cluster], queryFn: () => nodesApi.labels(role.cluster), enabled: Boolean(role.cluster) });
+  const selector = useDebounced(selectorQuery(role.selector), 300);
+  const gpus = useDebounced(role.gpusPerWorker, 300);
+  const match = useQuery({
+    queryKey: ['match', role.cluster, selector, gpus],
+    queryFn: () => nodesApi.match(role.cluster, selector, gpus),
+    enabled: Boolean(role.cluster),
+    placeholderData: (prev) => prev,
+  });
+  const gpuMax = maxGpus(match.data?.nodes ?? []);
+  const at = `spec.tasks[${index}]`;
+  const outline = (field: string) => (focusField && focusField.startsWith(`${at}.${field}`) ? 'field-highlight' : undefined);
+  const imageHint = imageProblem(role.image);
+  const invalidTerms = role.selector.filter((term) => !parseTerm(term));
+  const options = (labels.data ?? []).flatMap((l) =>
+    l.values.map((v) => ({ value: `${l.key}=${v.value}`, label: `${l.key}=${v.value} (${t('wizard.nodesCount', { count: v.nodes })})` })),
+  );
+  return (
+    <Form layout="vertical" component="div">
+      <Row gutter={16}>
+        <Col span={8}>
+          <Form.Item label={t('wizard.cluster')} required className={outline('cluster')} {...feedback(`${at}.cluster`)}>
+            <Select
+              data-testid={`role-cluster-${index}`}
+              aria-label={t('wizard.cluster')}
+              showSearch
+              value={role.cluster || undefined}
+              placeholder={t('wizard.pickCluster')}
+              loading={clusters.isLoading}
+              onChange={(cluster: string) => setRole(role.id, { cluster, selector: [] })}
+              options={(clusters.data?.items ?? []).map((c) => ({
+                value: c.name,
+                label: `${c.display_name || c.name} · ${t('wizard.clusterFree', { free: c.summary.gpus_free, total: c.summary.gpus_total })}${c.online ? '' : ` · ${t('common.offline')}`}`,
+              }))}
+            />
+          </Form.Item>
+        </Col>
+        <Col span={16}>
+          <Form.Item
+            label={t('wizard.nodeSelector')}
+            className={outline('nodeSelector')}
+            extra={invalidTerms.length ? undefined : t('wizard.selectorHint')}
+            {...(invalidTerms.length
+              ? { validateStatus: 'error' as const, help: t('wizard.err.selectorTerm', { terms: invalidTerms.join(', ') }) }
+              : feedback(`${at}.nodeSelector`))}
+          >
+            <Select
+              mode="tags"
+              data-testid={`role-selector-${index}`}
+              aria-label={t('wizard.nodeSelector')}
+              value={role.selector}
+              onChange={(terms: string[]) => setRole(role.id, { selector: terms.map((s) => s.trim()).filter(Boolean) })}
+              tokenSeparators={[',', ' ']}
+              placeholder="rlark.io/gpu-model=A100"
+              options={options}
+              disabled={!role.cluster}
+              loading={labels.isLoading}
+            />
+          </Form.Item>
+        </Col>
+      </Row>
+      <MatchLine role={role} />
+      <Row gutter={16} style={{ marginTop: 12 }}>
+        <Col span={8}>
+          <Form.Item label={t('wizard.nodeCount')} required extra={t('wizard.nodeCountHint')} {...feedback(`${at}.replicas`)}>
+            <InputNumber min={1} max={1024} precision={0} value={role.replicas} onChange={(v) => setRole(role.id, { replicas: typeof v === 'number' ? v : 1 })} aria-label={t('wizard.nodeCount')} style={{ width: '100%' }} />
+          </Form.Item>
+        </Col>
+        <Col span={8}>
+          <Form.Item
+            label={t('wizard.gpusPerWorker')}
+            className={outline('gpusPerWorker')}
+            extra={gpuMax !== null ? <span data-testid={`gpu-max-${index}`}>{t('wizard.gpuMax', { max: gpuMax })}</span> : undefined}
+            {...feedback(`${at}.gpusPerWorker`)}
+          >
+            <InputNumber
+              min={0}
+              max={gpuMax ?? 64}
+              precision={0}
+              value={role.gpusPerWorker}
+              onChange={(v) => setRole(role.id, { gpusPerWorker: typeof v === 'number' ? v : 0 })}
+              aria-label={t('wizard.gpusPerWorker')}
+              data-testid={`role-gpus-w-${index}`}
+              style={{ width: '100%' }}
+            />
+          </Form.Item>
+        </Col>
+      </Row>
+      <Form.Item
+        label={t('wizard.image')}
+        required
+        className={outline('image')}
+        {...(feedback(`${at}.image`).help
+          ? feedback(`${at}.image`)
+          : role.image && imageHint
+            ? { validateStatus: 'warning' as const, help: t(imageHint) }
+            : { extra: t('wizard.imageHint') })}
+      >
+        <Input
+          className="mono"
+          value={role.image}
+          onChange={(e) => setRole(role.id, { image: e.target.value })}
+          placeholder="registry.example.com/rlinf:v0.3.0-cuda12.4"
+          aria-label={t('wizard.image')}
+          data-testid={`role-image-${index}`}
+          spellCheck={false}
+        />
+      </Form.Item>
+      <Form.Item label={t('wizard.prepareScript')} extra={t('wizard.prepareHint')} className={outline('prepareScript')} {...feedback(`${at}.prepareScript`)}>
+        <Input.TextArea
+          className="mono"
+          rows={3}
+          value={role.prepareScript}
+          onChange={(e) => setRole(role.id, { prepareScript: e.target.value })}
+          placeholder="source /opt/venv/rlinf/bin/activate"
+          aria-label={t('wizard.prepareScript')}
+          spellCheck={false}
+        />
+      </Form.Item>
+      <Form.Item label={t('wizard.mounts')} className={outline('mounts')} {...feedback(`${at}.mounts`)}>
+        <MountsEditor role={role} index={index} />
+      </Form.Item>
+      <Form.Item label={t('wizard.env')} extra={t('wizard.envHint')} className={outline('env')} {...feedback(`${at}.env`)}>
+        <EnvEditor role={role} />
+      </Form.Item>
+    </Form>
+  );
+}
+
+export default function WorkerStep({ activeRole, onRoleChange }: { activeRole: string; onRoleChange: (id: string) => void }) {
+  const { t } = useTranslation();
+  const { state, feedback } = useWizard();
+  return (
+    <Tabs
+      data-testid="worker-tabs"
+      activeKey={activeRole}
+      onChange={onRoleChange}
+      items={state.roles.map((role, index) => {
+        const hasError = Boolean(feedback(`spec.tasks[${index}]`).help);
+        return {
+          key: role.id,
+          label: (
+            <span>
+              {role.name || t('wizard.unnamed')}
+              {role.id === state.headerId && <Tag color="blue" style={{ marginLeft: 6 }}>Header</Tag>}
+              {hasError && <Tag color="error" style={{ marginLeft: 4 }}>!</Tag>}
+            </span>
+          ),
+          children: <RoleWorkerForm role={role} index={index} />,
+        };
+      })}
+    />
+  );
+}

@@ -1,0 +1,274 @@
+/**
+ * The create-job wizard's state and its pure rules: building the job document (the shape of
+ * services/scheduler/.../domain/spec.py), the checks each step makes before moving on, and which
+ * step a server-reported field path belongs to. The server validates everything again; these
+ * checks only stop the obvious mistakes one step earlier.
+ */
+import type { JobDocument, MountSpec, RoleSpec, SpecProblem, Template } from '../../../api/types';
+import { mapToTerms, parseTerm, termsToMap } from '../../../lib/selector';
+
+export interface EnvVar {
+  name: string;
+  value: string;
+}
+
+export interface RoleDraft {
+  /** Stable identity for React and for the Header choice, so renaming a role keeps it Header. */
+  id: string;
+  name: string;
+  replicas: number;
+  gpusPerWorker: number;
+  cluster: string;
+  selector: string[];
+  image: string;
+  prepareScript: string;
+  mounts: MountSpec[];
+  env: EnvVar[];
+}
+
+export interface WizardState {
+  name: string;
+  type: 'custom' | 'template';
+  template?: string;
+  headerId: string;
+  roles: RoleDraft[];
+  networkDomain?: string;
+  sshKeys: string[];
+  runScript: string;
+  tensorboardDir: string;
+  outputs: string[];
+  priority: number;
+  rlinfConfig?: Record<string, unknown>;
+}
+
+/** A problem found in the browser: `field` is the spec path, `key` an i18n key with `values`. */
+export interface LocalProblem {
+  field: string;
+  key: string;
+  values?: Record<string, unknown>;
+}
+
+let counter = 0;
+export function newRoleId(): string {
+  counter += 1;
+  return `role-${Date.now().toString(36)}-${counter}`;
+}
+
+export function newRole(name: string, replicas = 1, gpusPerWorker = 8): RoleDraft {
+  return {
+    id: newRoleId(),
+    name,
+    replicas,
+    gpusPerWorker,
+    cluster: '',
+    selector: [],
+    image: '',
+    prepareScript: '',
+    mounts: [],
+    env: [],
+  };
+}
+
+export function initialState(): WizardState {
+  const worker = newRole('worker');
+  return {
+    name: '',
+    type: 'custom',
+    headerId: worker.id,
+    roles: [worker],
+    sshKeys: [],
+    runScript: 'python -m rlinf.run config.yaml\n',
+    tensorboardDir: '',
+    outputs: [],
+    priority: 0,
+  };
+}
+
+function roleFromSpec(task: RoleSpec): RoleDraft {
+  return {
+    ...newRole(task.name, task.replicas ?? 1, task.gpusPerWorker ?? 0),
+    cluster: task.cluster ?? '',
+    selector: mapToTerms(task.nodeSelector),
+    image: task.image ?? '',
+    prepareScript: task.prepareScript ?? '',
+    mounts: task.mounts ?? [],
+    env: Object.entries(task.env ?? {}).map(([name, value]) => ({ name, value })),
+  };
+}
+
+/**
+ * The roles a template starts with: from its example document when the gateway sends one, else
+ * from its parameter names (`<role>Cluster` names a role, `<role>Nodes` its node count).
+ */
+export function stateFromTemplate(template: Template, previous: WizardState): WizardState {
+  const base = { ...previous, type: 'template' as const, template: template.id };
+  const example = template.example;
+  if (example?.spec?.tasks?.length) {
+    const roles = example.spec.tasks.map(roleFromSpec);
+    const header = roles.find((r) => r.name === example.spec.header) ?? roles[0];
+    return {
+      ...base,
+      roles,
+      headerId: header.id,
+      runScript: example.spec.runScript ?? previous.runScript,
+      rlinfConfig: example.spec.rlinfConfig,
+    };
+  }
+  const props = template.params_schema?.properties ?? {};
+  const gpus = typeof props.gpusPerWorker?.default === 'number' ? props.gpusPerWorker.default : 8;
+  const roles: RoleDraft[] = [];
+  for (const key of Object.keys(props)) {
+    const match = /^(.*?)Cluster$|^(cluster)$/.exec(key);
+    if (!match) continue;
+    const roleName = match[1] || 'worker';
+    const nodes = props[`${roleName}Nodes`]?.default;
+    roles.push(newRole(roleName, typeof nodes === 'number' ? nodes : 1, gpus));
+  }
+  if (!roles.length) return { ...base, rlinfConfig: undefined };
+  return { ...base, roles, headerId: roles[0].id, rlinfConfig: undefined };
+}
+
+export function headerRole(state: WizardState): RoleDraft | undefined {
+  return state.roles.find((r) => r.id === state.headerId);
+}
+
+function clean<T extends object>(value: T): T {
+  return Object.fromEntries(
+    Object.entries(value).filter(([, v]) => v !== undefined && v !== '' && !(Array.isArray(v) && v.length === 0)),
+  ) as T;
+}
+
+export function toDocument(state: WizardState): JobDocument {
+  const tasks: RoleSpec[] = state.roles.map((role) => {
+    const selector = termsToMap(role.selector);
+    const env = Object.fromEntries(role.env.filter((e) => e.name.trim()).map((e) => [e.name.trim(), e.value]));
+    return clean({
+      name: role.name.trim(),
+      cluster: role.cluster,
+      nodeSelector: Object.keys(selector).length ? selector : undefined,
+      replicas: role.replicas,
+      gpusPerWorker: role.gpusPerWorker,
+      image: role.image.trim(),
+      prepareScript: role.prepareScript.trim() ? role.prepareScript : undefined,
+      mounts: role.mounts.length ? role.mounts.map((m) => clean({ ...m, secretRef: m.type === 'objectStorage' ? m.secretRef : undefined })) : undefined,
+      env: Object.keys(env).length ? env : undefined,
+    }) as RoleSpec;
+  });
+  const spec = clean({
+    type: state.type,
+    template: state.type === 'template' ? state.template : undefined,
+    header: headerRole(state)?.name.trim(),
+    networkDomain: state.networkDomain || undefined,
+    sshKeys: state.sshKeys,
+    runScript: state.runScript.trim() ? state.runScript : undefined,
+    tensorboardDir: state.tensorboardDir.trim() || undefined,
+    outputs: state.outputs,
+    priority: state.priority || undefined,
+    rlinfConfig: state.rlinfConfig,
+  });
+  return { apiVersion: 'rlark.io/v1', kind: 'Job', metadata: { name: state.name.trim() }, spec: { ...spec, tasks } };
+}
+
+const ROLE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+export function nameProblems(state: WizardState): LocalProblem[] {
+  const name = state.name.trim();
+  if (!name) return [{ field: 'metadata.name', key: 'wizard.err.nameRequired' }];
+  if (name.length > 128) return [{ field: 'metadata.name', key: 'wizard.err.nameTooLong' }];
+  return [];
+}
+
+/** Step 1: a name, roles with valid unique names and node counts, and exactly one Header with 1 worker. */
+export function roleStepProblems(state: WizardState): LocalProblem[] {
+  const problems = nameProblems(state);
+  if (!state.roles.length) problems.push({ field: 'spec.tasks', key: 'wizard.err.noRoles' });
+  const seen = new Set<string>();
+  state.roles.forEach((role, i) => {
+    const name = role.name.trim();
+    if (!name) problems.push({ field: `spec.tasks[${i}].name`, key: 'wizard.err.roleNameRequired' });
+    else if (!ROLE_NAME.test(name) || name.length > 40) problems.push({ field: `spec.tasks[${i}].name`, key: 'wizard.err.roleNamePattern' });
+    else if (seen.has(name)) problems.push({ field: `spec.tasks[${i}].name`, key: 'wizard.err.roleNameDuplicate', values: { name } });
+    seen.add(name);
+    if (!Number.isInteger(role.replicas) || role.replicas < 1) problems.push({ field: `spec.tasks[${i}].replicas`, key: 'wizard.err.replicasMin' });
+  });
+  const headers = state.roles.filter((r) => r.id === state.headerId);
+  if (headers.length !== 1) problems.push({ field: 'spec.header', key: 'wizard.err.headerRequired' });
+  else if (headers[0].replicas !== 1) {
+    const index = state.roles.indexOf(headers[0]);
+    problems.push({ field: `spec.tasks[${index}].replicas`, key: 'wizard.err.headerReplicas', values: { name: headers[0].name } });
+  }
+  return problems;
+}
+
+export function imageProblem(image: string): string | null {
+  const value = image.trim();
+  if (!value) return 'wizard.err.imageRequired';
+  if (value.includes('@sha256:')) return null;
+  const lastSegment = value.split('/').pop() ?? '';
+  if (!lastSegment.includes(':')) return 'wizard.err.imageNoTag';
+  if (lastSegment.endsWith(':latest')) return 'wizard.err.imageLatest';
+  return null;
+}
+
+/** Step 2: every role has a cluster, a pinned image, valid selector terms, GPUs and env names. */
+export function workerStepProblems(state: WizardState): LocalProblem[] {
+  const problems: LocalProblem[] = [];
+  state.roles.forEach((role, i) => {
+    const at = `spec.tasks[${i}]`;
+    if (!role.cluster) problems.push({ field: `${at}.cluster`, key: 'wizard.err.clusterRequired' });
+    const image = imageProblem(role.image);
+    if (image) problems.push({ field: `${at}.image`, key: image });
+    const bad = role.selector.filter((term) => !parseTerm(term));
+    if (bad.length) problems.push({ field: `${at}.nodeSelector`, key: 'wizard.err.selectorTerm', values: { terms: bad.join(', ') } });
+    if (!Number.isInteger(role.gpusPerWorker) || role.gpusPerWorker < 0 || role.gpusPerWorker > 64) {
+      problems.push({ field: `${at}.gpusPerWorker`, key: 'wizard.err.gpusRange' });
+    }
+    role.env.forEach((e, j) => {
+      if (e.name.trim() && !ENV_NAME.test(e.name.trim())) problems.push({ field: `${at}.env`, key: 'wizard.err.envName', values: { name: e.name, index: j } });
+    });
+    role.mounts.forEach((m) => {
+      if (!m.name || !m.source || !m.path) problems.push({ field: `${at}.mounts`, key: 'wizard.err.mountIncomplete' });
+      else if (!m.path.startsWith('/')) problems.push({ field: `${at}.mounts`, key: 'wizard.err.mountPath' });
+    });
+  });
+  return problems;
+}
+
+/** Step 3: absolute TensorBoard and output paths. */
+export function commonStepProblems(state: WizardState): LocalProblem[] {
+  const problems: LocalProblem[] = [];
+  if (state.tensorboardDir.trim() && !state.tensorboardDir.trim().startsWith('/')) {
+    problems.push({ field: 'spec.tensorboardDir', key: 'wizard.err.absolutePath' });
+  }
+  if (state.outputs.some((o) => !o.startsWith('/'))) problems.push({ field: 'spec.outputs', key: 'wizard.err.absolutePath' });
+  return problems;
+}
+
+const ROLE_STEP_FIELDS = new Set(['name', 'replicas']);
+
+/** The wizard step (0..3) where the input behind a spec field path lives. */
+export function stepForField(field: string): number {
+  if (!field) return 3;
+  if (field.startsWith('metadata') || field === 'spec.header' || field === 'spec.type' || field === 'spec.template' || field === 'spec.tasks') return 0;
+  const task = /^spec\.tasks\[(\d+)\](?:\.([A-Za-z]+))?/.exec(field);
+  if (task) return task[2] && ROLE_STEP_FIELDS.has(task[2]) ? 0 : 1;
+  if (field.startsWith('spec.rlinfConfig')) return 3;
+  if (field.startsWith('spec.')) return 2;
+  return 3;
+}
+
+/** The role index a field path points into, if any. */
+export function roleIndexOf(field: string): number | null {
+  const match = /^spec\.tasks\[(\d+)\]/.exec(field);
+  return match ? Number(match[1]) : null;
+}
+
+/** Problems whose field is `prefix` or lies under it. */
+export function problemsUnder<T extends { field: string }>(problems: T[], prefix: string): T[] {
+  return problems.filter((p) => p.field === prefix || p.field.startsWith(`${prefix}.`) || p.field.startsWith(`${prefix}[`));
+}
+
+export function serverProblemsFrom(problems: SpecProblem[] | undefined): SpecProblem[] {
+  return (problems ?? []).filter((p) => p && typeof p.message === 'string');
+}
