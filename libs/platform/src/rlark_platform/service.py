@@ -77,6 +77,8 @@ class ServiceDefinition:
     build_workers: Callable[[ServiceContext], list[Runnable]] | None = None
     needs_database: bool = True
     relay: bool = True
+    kafka: bool = True
+    """False for processes that find their broker themselves (the tunnel-agent gets it from its session)."""
     on_start: Callable[[ServiceContext], Awaitable[None]] | None = None
     # Awaited once shutdown begins, while the HTTP server drains: end long-lived streams here.
     on_stop: Callable[[ServiceContext], Awaitable[None]] | None = None
@@ -96,7 +98,11 @@ async def migrate(definition: ServiceDefinition, settings: ServiceSettings) -> l
                 applied += await apply_migrations(conn, load_migrations(definition.migrations))
         finally:
             await conn.close()
-    created = await ensure_topics(settings.kafka_bootstrap, TopicNames(settings.topic_prefix))
+    created = (
+        await ensure_topics(settings.kafka_bootstrap, TopicNames(settings.topic_prefix))
+        if definition.kafka
+        else []
+    )
     log.info("migrated", applied=applied, topics_created=len(created))
     return applied
 
@@ -152,7 +158,9 @@ async def serve(
 ) -> None:
     """Run the API and/or the worker parts until ``stop`` is set (default: SIGTERM/SIGINT), then shut down
     gracefully: the HTTP server stops accepting, workers finish their unit of work, pools close."""
-    ctx = await _context(definition, settings, kafka=worker or definition.build_api is None)
+    ctx = await _context(
+        definition, settings, kafka=definition.kafka and (worker or definition.build_api is None)
+    )
     if stop is None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -1,0 +1,1 @@
+"""The tunnel-agent's control loop: session with the control plane, reports out, desired state in."""

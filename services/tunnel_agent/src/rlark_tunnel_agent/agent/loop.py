@@ -1,0 +1,287 @@
+"""The agent: one per cluster. Turns desired state (placements, stops, key updates, cordons) into runtime
+actions and runtime facts (nodes, worker status, logs, outputs) into reports.
+
+Concurrency model: one asyncio task per loop — heartbeat and session renewal, node observation, the desired
+state consumer, the runtime event pump and the log flusher. Creating a worker runs in its own task so a
+worker waiting for its Header's address never blocks the consumer. Every action is idempotent (the driver's
+contract), so at-least-once delivery of placements is harmless; stopped workers are remembered in a small
+file so a replayed placement never resurrects them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+from aiokafka import AIOKafkaConsumer
+from rlark_contracts import TopicNames, decode
+from rlark_contracts.events.inventory import NodeCordonRequested
+from rlark_contracts.events.scheduler import JobKeysUpdated, WorkerPlaced, WorkerStopRequested
+from rlark_platform.messaging import create_producer
+
+from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
+from rlark_tunnel_agent.agent.reports import ReportPublisher
+from rlark_tunnel_agent.agent.session import Session, open_session
+from rlark_tunnel_agent.runtime import driver as rt
+from rlark_tunnel_agent.runtime.markers import Marker, OutputManifest
+
+log = structlog.get_logger(__name__)
+
+AGENT_VERSION = "0.1.0"
+
+
+class AgentState:
+    """What must survive an agent restart: stopped workers and cordoned nodes (a small JSON file)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+        self.stopped: set[str] = set(data.get("stopped", []))
+        self.cordoned: set[str] = set(data.get("cordoned", []))
+
+    def save(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self._path.with_suffix(".tmp")
+        temporary.write_text(
+            json.dumps({"stopped": sorted(self.stopped)[-10000:], "cordoned": sorted(self.cordoned)})
+        )
+        temporary.replace(self._path)
+
+
+class Agent:
+    def __init__(
+        self,
+        *,
+        gateway_url: str,
+        credential: str,
+        make_driver: Callable[[str], rt.RuntimeDriver],
+        runtime: str,
+        state_dir: Path,
+        heartbeat_interval_s: float = 5.0,
+        observe_interval_s: float = 10.0,
+        open_session_fn: Callable[[str, str], Awaitable[Session]] = open_session,
+    ) -> None:
+        self._gateway_url = gateway_url
+        self._credential = credential
+        self._make_driver = make_driver
+        self._runtime = runtime
+        self._state_dir = state_dir
+        self._heartbeat_interval_s = heartbeat_interval_s
+        self._observe_interval_s = observe_interval_s
+        self._open_session = open_session_fn
+        self._stopping = asyncio.Event()
+        self._workers: dict[str, tuple[str, str]] = {}  # worker id → (job id, node)
+        self._headers: dict[str, str] = {}  # job id → header worker id (when the Header is here)
+        self._creating: dict[str, asyncio.Task[None]] = {}
+        self.ready = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        session = await self._open_with_retry()
+        cluster = session.cluster
+        structlog.contextvars.bind_contextvars(cluster=cluster)
+        self._state = AgentState(self._state_dir / f"{cluster}.json")
+        self.driver = self._make_driver(cluster)
+        await self.driver.start()
+        producer = await create_producer(session.kafka_bootstrap, f"agent-{cluster}")
+        self.reports = ReportPublisher(producer, session)
+        names = TopicNames(session.topic_prefix)
+        consumer = AIOKafkaConsumer(
+            names.physical("scheduler.placements"),
+            names.physical("inventory.commands"),
+            bootstrap_servers=session.kafka_bootstrap,
+            group_id=f"{session.topic_prefix}agent-{cluster}",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        for worker_id in await self.driver.list_workers():
+            status = await self.driver.get_status(worker_id)
+            if status is not None:
+                self._workers.setdefault(worker_id, (status.job_id, ""))
+        tasks = [
+            asyncio.create_task(self._heartbeats(), name="heartbeat"),
+            asyncio.create_task(self._observe(), name="observe"),
+            asyncio.create_task(self._consume(consumer), name="desired-state"),
+            asyncio.create_task(self._pump(), name="runtime-events"),
+            asyncio.create_task(self.reports.run_log_flusher(), name="log-flusher"),
+        ]
+        log.info("agent started", runtime=self._runtime, workers=len(self._workers))
+        self.ready.set()
+        try:
+            waiter = asyncio.create_task(self._stopping.wait())
+            done, _ = await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not waiter and task.exception() is not None:
+                    log.error("agent loop failed", loop=task.get_name(), error=repr(task.exception()))
+        finally:
+            self.reports.stop()
+            for task in [*tasks, *self._creating.values()]:
+                task.cancel()
+            await asyncio.gather(*tasks, *self._creating.values(), return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await self.reports.flush_logs()
+            await consumer.stop()
+            await producer.stop()
+            await self.driver.close()
+            log.info("agent stopped")
+
+    async def _open_with_retry(self) -> Session:
+        delay = 1.0
+        while True:
+            try:
+                return await self._open_session(self._gateway_url, self._credential)
+            except Exception as exc:
+                from rlark_tunnel_agent.agent.session import SessionRefused
+
+                if isinstance(exc, SessionRefused):
+                    raise
+                log.warning("control plane unreachable; retrying", error=str(exc), retry_in_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30)
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _heartbeats(self) -> None:
+        while not self._stopping.is_set():
+            if self.reports.session.needs_renewal():
+                self.reports.session = await self._open_with_retry()
+            await self.reports.heartbeat(self._runtime, AGENT_VERSION)
+            await self._sleep(self._heartbeat_interval_s)
+
+    async def report_nodes(self) -> None:
+        await self.reports.nodes(await self.driver.observe_nodes(), self._state.cordoned)
+
+    async def _observe(self) -> None:
+        while not self._stopping.is_set():
+            await self.report_nodes()
+            await self._sleep(self._observe_interval_s)
+
+    async def _consume(self, consumer: AIOKafkaConsumer) -> None:
+        cluster = self.reports.cluster
+        while not self._stopping.is_set():
+            batches = await consumer.getmany(timeout_ms=500, max_records=200)
+            for records in batches.values():
+                for record in records:
+                    await self._desired(record.value, cluster)
+            if batches:
+                await consumer.commit()
+
+    async def _desired(self, raw: bytes, cluster: str) -> None:
+        try:
+            envelope = decode(raw)
+            if not envelope.known:
+                return
+            payload = envelope.payload()
+        except Exception as exc:  # someone else's garbage on a shared topic: skip it, loudly
+            log.warning("undecodable desired-state record skipped", error=type(exc).__name__)
+            return
+        if isinstance(payload, WorkerPlaced) and payload.cluster == cluster:
+            self._on_placed(payload)
+        elif isinstance(payload, WorkerStopRequested) and payload.cluster == cluster:
+            await self._on_stop(payload)
+        elif isinstance(payload, JobKeysUpdated) and cluster in payload.clusters:
+            for worker_id in payload.worker_ids:
+                if worker_id in self._workers:
+                    await self.driver.update_authorized_keys(worker_id, payload.ssh_public_keys)
+                    log.info(
+                        "authorized keys updated", worker_id=worker_id, keys=len(payload.ssh_public_keys)
+                    )
+        elif isinstance(payload, NodeCordonRequested) and payload.cluster == cluster:
+            (self._state.cordoned.add if payload.cordoned else self._state.cordoned.discard)(payload.node)
+            self._state.save()
+            await self.report_nodes()
+
+    def _on_placed(self, placed: WorkerPlaced) -> None:
+        if placed.is_header:
+            self._headers[placed.job_id] = placed.worker_id
+        if placed.worker_id in self._state.stopped or placed.worker_id in self._creating:
+            return
+        self._workers[placed.worker_id] = (placed.job_id, placed.node)
+        task = asyncio.create_task(self._create(placed), name=f"create {placed.worker_id}")
+        self._creating[placed.worker_id] = task
+        task.add_done_callback(lambda _: self._creating.pop(placed.worker_id, None))
+
+    async def _create(self, placed: WorkerPlaced) -> None:
+        try:
+            header_address = placed.header_address
+            if not placed.is_header and not header_address:
+                header_address = await self._header_address(placed)
+            spec = to_worker_spec(placed, header_address)
+            await self.driver.ensure_worker(spec)
+            log.info("worker ensured", worker_id=placed.worker_id, job_id=placed.job_id, node=placed.node)
+        except (UnsupportedPlacement, HeaderUnavailable, ValueError) as exc:
+            await self._report_failure(placed, str(exc))
+
+    async def _header_address(self, placed: WorkerPlaced) -> str:
+        """The Header's address when the scheduler could not know it (local runtime, no network domain)."""
+        deadline = time.monotonic() + placed.join_deadline_s
+        while time.monotonic() < deadline and not self._stopping.is_set():
+            header = self._headers.get(placed.job_id)
+            if header is not None:
+                status = await self.driver.get_status(header)
+                if status is not None and status.address:
+                    return status.address
+                if status is not None and status.phase.terminal:
+                    raise HeaderUnavailable(f"the Header {header} ended before this worker could join")
+            await self._sleep(0.2)
+        raise HeaderUnavailable(
+            "the Header's address is unknown here: it runs in another cluster and the job has no network "
+            "domain"
+            if placed.job_id not in self._headers
+            else "the Header did not get an address in time"
+        )
+
+    async def _report_failure(self, placed: WorkerPlaced, reason: str) -> None:
+        log.warning("worker refused", worker_id=placed.worker_id, reason=reason)
+        status = rt.WorkerStatus(
+            worker_id=placed.worker_id,
+            job_id=placed.job_id,
+            phase=rt.WorkerPhase.FAILED,
+            exit_code=None,
+            reason=reason,
+        )
+        await self.reports.status(status, placed.job_id, placed.node)
+
+    async def _on_stop(self, stop: WorkerStopRequested) -> None:
+        self._state.stopped.add(stop.worker_id)
+        self._state.save()
+        task = self._creating.pop(stop.worker_id, None)
+        if task is not None:
+            task.cancel()
+        await self.driver.stop_worker(stop.worker_id)
+        log.info("worker stopped", worker_id=stop.worker_id, reason=stop.reason)
+
+    async def _pump(self) -> None:
+        async for event in self.driver.events():
+            if isinstance(event, rt.WorkerStatusChanged):
+                job_id, node = self._workers.get(event.status.worker_id, (event.status.job_id, ""))
+                await self.reports.status(event.status, job_id, node)
+            elif isinstance(event, rt.WorkerLogLine):
+                job_id, _ = self._workers.get(event.worker_id, ("", ""))
+                self.reports.add_log(job_id, event)
+            elif isinstance(event, rt.WorkerMarkerSeen):
+                await self._marker(event.worker_id, event.marker)
+            if self._stopping.is_set():
+                return
+
+    async def _marker(self, worker_id: str, marker: Marker) -> None:
+        if not isinstance(marker, OutputManifest):
+            return
+        job_id, _ = self._workers.get(worker_id, ("", ""))
+        files = [{"path": f"{f.output.rstrip('/')}/{f.path}", "size": f.size} for f in marker.files]
+        await self.reports.outputs(job_id, worker_id, files, marker.truncated)
+
+
+class HeaderUnavailable(RuntimeError):
+    pass

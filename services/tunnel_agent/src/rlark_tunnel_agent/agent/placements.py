@@ -1,0 +1,49 @@
+"""Pure translation of a worker placement event into the runtime's `WorkerSpec`."""
+
+from __future__ import annotations
+
+from rlark_contracts.events.scheduler import WorkerPlaced
+
+from rlark_tunnel_agent.runtime.driver import Mount, MountType, WorkerSpec
+
+
+class UnsupportedPlacement(ValueError):
+    """A placement this runtime cannot honour (reported back as a failed worker, with this reason)."""
+
+
+def to_worker_spec(placed: WorkerPlaced, header_address: str) -> WorkerSpec:
+    mounts = []
+    for mount in placed.mounts:
+        if mount.type not in (MountType.HOST_PATH.value, MountType.EMPTY_DIR.value):
+            raise UnsupportedPlacement(
+                f"mount {mount.name!r} of type {mount.type} is not available on this runtime"
+            )
+        mounts.append(
+            Mount(
+                type=MountType(mount.type), source=mount.source, target=mount.path, read_only=mount.read_only
+            )
+        )
+    return WorkerSpec(
+        job_id=placed.job_id,
+        worker_id=placed.worker_id,
+        role=placed.role,
+        index=placed.index,
+        rank=placed.rank,
+        num_nodes=placed.num_nodes,
+        is_header=placed.is_header,
+        node_name=placed.node,
+        gpus=placed.gpus,
+        total_gpus=placed.total_gpus,
+        image=placed.image,
+        prepare_script=placed.prepare_script,
+        run_script=placed.run_script if placed.is_header else "",
+        env=dict(placed.env),
+        mounts=tuple(mounts),
+        ssh_public_keys=tuple(placed.ssh_public_keys),
+        header_address="" if placed.is_header else header_address,
+        ray_port=placed.ray_port,
+        virtual_ip=placed.virtual_ip,
+        outputs=tuple(placed.outputs),
+        tensorboard_dir=placed.tensorboard_dir,
+        join_deadline_s=float(placed.join_deadline_s),
+    )

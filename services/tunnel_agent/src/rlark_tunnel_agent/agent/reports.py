@@ -1,0 +1,158 @@
+"""Reports from this agent to the control plane, on `agent.reports` keyed by cluster.
+
+Every record carries the agent token in the `rlark-agent-token` header. Log lines are batched per worker
+and stream (at most `flush_interval_s` old, at most `max_lines` per event) so a chatty worker costs a few
+events per second, not one per line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict
+from datetime import UTC, datetime
+
+import structlog
+from aiokafka import AIOKafkaProducer
+from pydantic import BaseModel
+from rlark_contracts import TopicNames, encode, new_envelope
+from rlark_contracts.events.agent import (
+    HeartbeatSent,
+    NodeObservation,
+    NodesObserved,
+    OutputFile,
+    WorkerLogsEmitted,
+    WorkerOutputsListed,
+    WorkerStatusChanged,
+)
+
+from rlark_tunnel_agent.agent.session import Session
+from rlark_tunnel_agent.runtime import driver
+
+log = structlog.get_logger(__name__)
+
+TOKEN_HEADER = "rlark-agent-token"  # noqa: S105 (a header name)
+
+
+class ReportPublisher:
+    def __init__(
+        self,
+        producer: AIOKafkaProducer,
+        session: Session,
+        *,
+        flush_interval_s: float = 0.2,
+        max_lines: int = 500,
+    ) -> None:
+        self._producer = producer
+        self.session = session
+        self._names = TopicNames(session.topic_prefix)
+        self._flush_interval_s = flush_interval_s
+        self._max_lines = max_lines
+        self._pending: dict[tuple[str, str, str], list[tuple[int, str]]] = defaultdict(list)
+        self._stopping = asyncio.Event()
+
+    @property
+    def cluster(self) -> str:
+        return self.session.cluster
+
+    async def publish(self, data: BaseModel) -> None:
+        envelope = new_envelope(data, source=f"agent/{self.cluster}", subject=self.cluster)
+        await self._producer.send_and_wait(
+            self._names.physical("agent.reports"),
+            encode(envelope),
+            key=self.cluster.encode(),
+            headers=[(TOKEN_HEADER, self.session.token.encode())],
+        )
+
+    async def heartbeat(self, runtime: str, version: str) -> None:
+        await self.publish(
+            HeartbeatSent(
+                cluster=self.cluster, agent_version=version, runtime=runtime, sent_at=datetime.now(UTC)
+            )
+        )
+
+    async def nodes(self, nodes: list[driver.NodeObservation], cordoned: set[str]) -> None:
+        observed = [
+            NodeObservation(
+                name=n.name,
+                ready=n.ready,
+                schedulable=n.schedulable and n.name not in cordoned,
+                gpu_count=n.gpu_count,
+                gpu_model=n.gpu_model,
+                gpu_allocatable=n.gpu_count,
+                cpu_millis=int(n.cpu_capacity * 1000),
+                cpu_allocatable_millis=int(n.cpu_capacity * 1000),
+                memory_bytes=n.memory_capacity_bytes,
+                memory_allocatable_bytes=n.memory_capacity_bytes,
+                labels=dict(n.labels),
+                addresses=list(n.addresses),
+            )
+            for n in nodes
+        ]
+        await self.publish(
+            NodesObserved(cluster=self.cluster, nodes=observed, complete=True, observed_at=datetime.now(UTC))
+        )
+
+    async def status(self, status: driver.WorkerStatus, job_id: str, node: str) -> None:
+        await self.publish(
+            WorkerStatusChanged(
+                cluster=self.cluster,
+                job_id=status.job_id or job_id,
+                worker_id=status.worker_id,
+                phase=status.phase.value,
+                reason=status.reason,
+                exit_code=status.exit_code,
+                ray_nodes_joined=status.ray_nodes_joined,
+                ray_nodes_expected=status.ray_nodes_expected,
+                address=status.address,
+                node=node,
+                at=datetime.now(UTC),
+            )
+        )
+
+    async def outputs(
+        self, job_id: str, worker_id: str, files: list[dict[str, object]], truncated: bool
+    ) -> None:
+        listed = [OutputFile(path=str(f.get("path", "")), size=int(str(f.get("size", 0)))) for f in files]
+        await self.publish(
+            WorkerOutputsListed(
+                cluster=self.cluster, job_id=job_id, worker_id=worker_id, files=listed, truncated=truncated
+            )
+        )
+
+    def add_log(self, job_id: str, line: driver.WorkerLogLine) -> None:
+        self._pending[(job_id, line.worker_id, line.stream.value)].append((line.seq, line.text))
+
+    async def flush_logs(self) -> None:
+        pending, self._pending = self._pending, defaultdict(list)
+        for (job_id, worker_id, stream), lines in pending.items():
+            lines.sort()
+            for start in range(0, len(lines), self._max_lines):
+                chunk = lines[start : start + self._max_lines]
+                # A gap in seq (dropped lines) starts a new event so numbering stays exact.
+                runs: list[list[tuple[int, str]]] = [[chunk[0]]]
+                for item in chunk[1:]:
+                    if item[0] == runs[-1][-1][0] + 1:
+                        runs[-1].append(item)
+                    else:
+                        runs.append([item])
+                for run in runs:
+                    await self.publish(
+                        WorkerLogsEmitted(
+                            cluster=self.cluster,
+                            job_id=job_id,
+                            worker_id=worker_id,
+                            first_seq=run[0][0],
+                            lines=[t for _, t in run],
+                            stream=stream,
+                        )
+                    )
+
+    async def run_log_flusher(self) -> None:
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self._flush_interval_s)
+            await self.flush_logs()
+
+    def stop(self) -> None:
+        self._stopping.set()
