@@ -30,7 +30,8 @@ FAST_HASH: dict[str, Any] = {"password_time_cost": 1, "password_memory_kib": 102
 
 
 def echo_app() -> FastAPI:
-    """Answers every request with what it received; ``?follow=true`` streams three SSE events."""
+    """Answers every request with what it received; ``?follow=true`` streams three SSE events,
+    ``?hang=S`` answers after S seconds, ``?status=N`` answers with status N."""
     app = FastAPI()
 
     @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
@@ -44,8 +45,8 @@ def echo_app() -> FastAPI:
                     await asyncio.sleep(0.05)
 
             return StreamingResponse(events(), media_type="text/event-stream")
-        if request.query_params.get("hang") == "true":
-            await asyncio.sleep(3600)
+        if "hang" in request.query_params:
+            await asyncio.sleep(float(request.query_params["hang"]))
         payload: dict[str, Any] = {
             "method": request.method,
             "path": "/" + path,
@@ -73,7 +74,14 @@ class Upstream:
 async def echo_upstream() -> AsyncIterator[Upstream]:
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(echo_app(), host="127.0.0.1", port=port, log_config=None, lifespan="off")
+        uvicorn.Config(
+            echo_app(),
+            host="127.0.0.1",
+            port=port,
+            log_config=None,
+            lifespan="off",
+            timeout_graceful_shutdown=5,
+        )
     )
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     task = asyncio.create_task(server.serve())

@@ -1,0 +1,165 @@
+"""The reverse proxy: routing to the owning service, the signed caller replacing anything the client
+claimed, agent sessions without a user, pass-through of bodies, statuses and streams, and the errors
+the gateway gives when a service is down or slow."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+from conftest import ADMIN, Stack, echo_upstream, gateway_settings
+from rlark_gateway.domain.access import PROXY_ROUTES
+from rlark_gateway.main import DEFINITION
+from rlark_platform.identity import Caller, Role, verify_caller
+from rlark_platform.testing import TEST_SECRET, free_port, running_service
+
+pytestmark = pytest.mark.integration
+
+FORGED = {
+    "X-RLark-User": ADMIN,
+    "X-RLark-Role": "admin",
+    "X-RLark-Timestamp": "1",
+    "X-RLark-Signature": "forged",
+}
+
+
+def received_headers(response: httpx.Response) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in response.json()["headers"]]
+
+
+@pytest.mark.parametrize(
+    "route", [r for r in PROXY_ROUTES if r.resource != "agent"], ids=lambda r: r.resource
+)
+async def test_each_resource_reaches_its_service_with_path_and_query(stack: Stack, route: object) -> None:
+    resource, service = route.resource, route.service  # type: ignore[attr-defined]
+    _, client = await stack.user_client()
+    async with client:
+        response = await client.get(f"/api/v1/{resource}/x", params={"q": "a b", "page": "2"})
+    assert response.status_code == 200, response.text
+    echoed = response.json()
+    assert echoed["path"] == f"/{service}/api/v1/{resource}/x"
+    assert echoed["query"] == "q=a+b&page=2"
+
+
+async def test_forged_identity_headers_are_replaced_by_the_signed_caller(stack: Stack) -> None:
+    username, client = await stack.user_client()
+    async with client:
+        response = await client.post("/api/v1/keys", json={"name": "k"}, headers=FORGED)
+    assert response.status_code == 200
+    headers = received_headers(response)
+    identity = [(k, v) for k, v in headers if k.startswith("x-rlark-")]
+    assert sorted(k for k, _ in identity) == sorted(k.lower() for k in FORGED)  # each exactly once
+    assert verify_caller(TEST_SECRET, dict(identity)) == Caller(username, Role.USER)
+    names = {k for k, _ in headers}
+    assert "cookie" not in names
+    assert "authorization" not in names
+    assert ("x-forwarded-for", "127.0.0.1") in headers
+    assert any(k == "x-request-id" for k, _ in headers)
+
+
+async def test_bearer_tokens_are_not_forwarded_to_services(stack: Stack) -> None:
+    username, session = await stack.user_client()
+    async with session:
+        token = (await session.post("/api/v1/auth/tokens", json={"name": "cli"})).json()["token"]
+    async with stack.client(headers={"Authorization": f"Bearer {token}", **FORGED}) as client:
+        response = await client.get("/api/v1/jobs")
+    headers = dict(received_headers(response))
+    assert "authorization" not in headers
+    assert verify_caller(TEST_SECRET, headers) == Caller(username, Role.USER)
+
+
+async def test_agent_session_is_forwarded_without_a_user_identity(stack: Stack) -> None:
+    async with stack.client() as client:
+        response = await client.post(
+            "/api/v1/agent/session",
+            headers={"Authorization": "Bearer agent-credential", **FORGED},
+            json={},
+        )
+    assert response.status_code == 200
+    assert response.json()["path"] == "/inventory/api/v1/agent/session"
+    headers = received_headers(response)
+    assert ("authorization", "Bearer agent-credential") in headers
+    assert not [k for k, _ in headers if k.startswith("x-rlark-")]
+
+
+async def test_bodies_methods_and_upstream_errors_pass_through_unchanged(stack: Stack) -> None:
+    _, client = await stack.user_client()
+    async with client:
+        for method in ("POST", "PUT", "PATCH", "DELETE"):
+            response = await client.request(
+                method,
+                "/api/v1/jobs/j1/ssh-keys",
+                content=b"spec: {a: 1}",
+                headers={"Content-Type": "application/yaml"},
+            )
+            assert response.json()["method"] == method
+            assert response.json()["body"] == "spec: {a: 1}"
+            assert ("content-type", "application/yaml") in received_headers(response)
+        refused = await client.post("/api/v1/jobs", params={"status": "409"}, json={"name": "x"})
+        assert refused.status_code == 409
+        assert refused.json()["path"] == "/scheduler/api/v1/jobs"
+
+
+async def test_followed_streams_are_relayed_as_server_sent_events(stack: Stack) -> None:
+    _, client = await stack.user_client()
+    async with client, client.stream("GET", "/api/v1/jobs/j1/logs", params={"follow": "true"}) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        lines = [line async for line in response.aiter_lines() if line]
+    assert lines == ["data: 0", "data: 1", "data: 2"]
+
+
+async def test_users_cannot_list_everyones_keys_or_jobs_but_admins_can(stack: Stack) -> None:
+    _, client = await stack.user_client()
+    async with client, await stack.admin() as admin:
+        refused = await client.get("/api/v1/keys", params={"all": "true"})
+        assert (refused.status_code, refused.json()["error"]["field"]) == (403, "all")
+        assert (await client.get("/api/v1/jobs", params={"owner": "someone-else"})).status_code == 403
+        assert (await admin.get("/api/v1/keys", params={"all": "true"})).status_code == 200
+        forwarded = await admin.post("/api/v1/clusters", json={"name": "gpu-a"})
+        assert forwarded.status_code == 200
+        assert verify_caller(TEST_SECRET, dict(received_headers(forwarded))) == Caller(ADMIN, Role.ADMIN)
+
+
+async def test_unknown_api_paths_are_404_after_authentication(stack: Stack) -> None:
+    _, client = await stack.user_client()
+    async with client:
+        for path in ("/api/v1/clustersfoo", "/api/v1/nothing", "/api/v2/jobs"):
+            response = await client.get(path)
+            assert (response.status_code, response.json()["error"]["code"]) == (404, "not_found"), path
+
+
+async def test_service_down_slow_or_oversized_bodies_get_clear_errors(
+    database_url: str, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    async with echo_upstream() as upstream:
+        password = f"pw-{uuid.uuid4().hex}"
+        settings = gateway_settings(
+            database_url,
+            kafka_bootstrap,
+            topic_prefix,
+            upstream.url,
+            scheduler_url=f"http://127.0.0.1:{free_port()}",
+            max_body_bytes=1024,
+            upstream_timeout_s=0.5,
+            bootstrap_admin_username="boss",
+            bootstrap_admin_password=password,
+        )
+        async with (
+            running_service(DEFINITION, settings, worker=False) as service,
+            httpx.AsyncClient(base_url=service.url, timeout=30) as client,
+        ):
+            login = await client.post("/api/v1/auth/login", json={"username": "boss", "password": password})
+            assert login.status_code == 200
+            down = await client.get("/api/v1/jobs")
+            assert down.status_code == 503
+            assert down.json()["error"]["code"] == "service_unavailable"
+            assert down.json()["error"]["field"] == "scheduler"
+            assert "scheduler" in down.json()["error"]["message"]
+            slow = await client.get("/api/v1/keys", params={"hang": "1.5"})
+            assert (slow.status_code, slow.json()["error"]["code"]) == (504, "upstream_timeout")
+            big = await client.post("/api/v1/keys", content=b"x" * 2048)
+            assert (big.status_code, big.json()["error"]["code"]) == (413, "payload_too_large")
+            ok = await client.post("/api/v1/keys", content=b"x" * 512)
+            assert ok.status_code == 200
