@@ -495,7 +495,8 @@ async def list_nodes(
     args: list[Any] = []
     where = _node_where(flt, args)
     direction = "DESC" if descending else "ASC"
-    order = f"{NODE_SORTS[sort]} {direction}, n.cluster {direction}, n.name {direction}"
+    # Ties always break by cluster then name, ascending, so pages are stable whatever the sort.
+    order = f"{NODE_SORTS[sort]} {direction}, n.cluster, n.name"
     args += [limit, offset]
     rows = await conn.fetch(
         f"""SELECT {_NODE_COLUMNS}, c.category, count(*) OVER () AS total
