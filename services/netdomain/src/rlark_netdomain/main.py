@@ -7,6 +7,7 @@ from pathlib import Path
 from rlark_platform.service import ServiceDefinition, main
 
 from rlark_netdomain.api import build_api
+from rlark_netdomain.consumers import build_workers
 from rlark_netdomain.settings import NetdomainSettings
 
 DEFINITION = ServiceDefinition(
@@ -14,6 +15,7 @@ DEFINITION = ServiceDefinition(
     settings_type=NetdomainSettings,
     migrations=Path(__file__).parent / "migrations",
     build_api=build_api,
+    build_workers=build_workers,
 )
 
 

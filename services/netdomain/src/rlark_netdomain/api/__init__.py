@@ -1,15 +1,206 @@
-"""HTTP API of the netdomain service (reached only through the gateway)."""
+"""HTTP API of the netdomain service (reached only through the gateway, which signs the caller).
+
+Routes (see docs/api.md): ``GET/POST /api/v1/domains``, ``GET/DELETE /api/v1/domains/{name}``,
+``POST /api/v1/domains:check``. Creating and deleting need the admin role; reading and checking
+need any signed-in user.
+"""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
-from rlark_platform.http import create_app, database_ready
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, FastAPI, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+from rlark_platform.http import AdminDep, CallerDep, create_app, database_ready
 from rlark_platform.service import ServiceContext
+
+from rlark_netdomain import handlers
+from rlark_netdomain.domain import count_assignable, full_mesh
+from rlark_netdomain.repository import Domain
+
+
+class CreateDomainRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(max_length=256, description="A DNS label, e.g. train-net")
+    cidr: str = Field(max_length=64, description="A private IPv4 CIDR no cluster uses, e.g. 10.100.0.0/16")
+    description: str = Field(default="", max_length=1000)
+
+
+class CheckRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cidr: str = Field(max_length=64)
+
+
+class ConflictOut(BaseModel):
+    kind: str = Field(description="cluster_pod_cidr, cluster_service_cidr or domain")
+    name: str
+    cidr: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    code: str
+    message: str
+    field: str | None
+
+
+class CheckOut(BaseModel):
+    ok: bool
+    cidr: str | None = Field(description="The network, normalised")
+    capacity: int | None = Field(description="Addresses workers can get (.0 and .255 never)")
+    conflicts: list[ConflictOut]
+    error: ErrorOut | None = Field(description="Why the CIDR itself is refused, if it is")
+
+
+class DomainOut(BaseModel):
+    name: str
+    cidr: str
+    description: str
+    created_by: str
+    created_at: datetime
+    capacity: int
+    allocated: int
+    warnings: list[str] = Field(description="Clusters whose CIDRs came to overlap this domain")
+
+
+class DomainList(BaseModel):
+    items: list[DomainOut]
+    total: int
+    page: int
+    page_size: int
+
+
+class ClusterUsage(BaseModel):
+    cluster: str
+    allocated: int
+
+
+class LinkOut(BaseModel):
+    a: str
+    b: str
+
+
+class TunnelsOut(BaseModel):
+    clusters: list[str]
+    links: list[LinkOut]
+
+
+class WarningOut(BaseModel):
+    cluster: str
+    kind: str
+    cluster_cidr: str
+    message: str
+    detected_at: datetime
+
+
+class DomainDetailOut(DomainOut):
+    free: int
+    clusters: list[ClusterUsage]
+    tunnels: TunnelsOut
+    overlaps: list[WarningOut]
+
+
+def _out(domain: Domain, allocated: int, warnings: list[str]) -> DomainOut:
+    return DomainOut(
+        name=domain.name,
+        cidr=str(domain.cidr),
+        description=domain.description,
+        created_by=domain.created_by,
+        created_at=domain.created_at,
+        capacity=count_assignable(domain.cidr),
+        allocated=allocated,
+        warnings=warnings,
+    )
+
+
+def _detail(detail: handlers.DomainDetail) -> DomainDetailOut:
+    base = _out(detail.domain, detail.allocated, [w.message for w in detail.warnings])
+    topology = full_mesh(detail.per_cluster)
+    return DomainDetailOut(
+        **base.model_dump(),
+        free=detail.capacity - detail.allocated,
+        clusters=[ClusterUsage(cluster=c, allocated=n) for c, n in detail.per_cluster.items()],
+        tunnels=TunnelsOut(
+            clusters=list(topology.clusters), links=[LinkOut(a=x.a, b=x.b) for x in topology.links]
+        ),
+        overlaps=[
+            WarningOut(
+                cluster=w.cluster,
+                kind=w.kind,
+                cluster_cidr=str(w.cluster_cidr),
+                message=w.message,
+                detected_at=w.detected_at,
+            )
+            for w in detail.warnings
+        ],
+    )
+
+
+def build_router(ctx: ServiceContext) -> APIRouter:
+    pool = ctx.require_pool()
+    router = APIRouter(prefix="/api/v1", tags=["network domains"])
+
+    @router.get("/domains", response_model=DomainList)
+    async def list_domains(
+        _: CallerDep,
+        page: Annotated[int, Query(ge=1)] = 1,
+        page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+    ) -> DomainList:
+        """Network domains ordered by name (the first one is a job's default domain)."""
+        result = await handlers.list_domains(pool, page=page, page_size=page_size)
+        return DomainList(
+            items=[_out(s.domain, s.allocated, s.warnings) for s in result.items],
+            total=result.total,
+            page=result.page,
+            page_size=result.page_size,
+        )
+
+    @router.post("/domains", status_code=201, response_model=DomainDetailOut)
+    async def create_domain(body: CreateDomainRequest, caller: AdminDep) -> DomainDetailOut:
+        """Create a network domain: a private CIDR overlapping no cluster and no other domain."""
+        domain = await handlers.create_domain(pool, caller, body.name, body.cidr, body.description)
+        return _detail(await handlers.get_domain(pool, domain.name))
+
+    @router.post("/domains:check", response_model=CheckOut)
+    async def check_cidr(body: CheckRequest, _: CallerDep) -> CheckOut:
+        """Would this CIDR be accepted for a new domain? For forms: always 200, with the reasons."""
+        result = await handlers.check_cidr(pool, body.cidr)
+        error = result.error
+        return CheckOut(
+            ok=result.ok,
+            cidr=result.cidr,
+            capacity=result.capacity,
+            conflicts=[
+                ConflictOut(kind=c.kind.value, name=c.name, cidr=str(c.cidr), message=c.message)
+                for c in result.conflicts
+            ],
+            error=ErrorOut(code=error.code.value, message=error.message, field=error.field)
+            if error
+            else None,
+        )
+
+    @router.get("/domains/{name}", response_model=DomainDetailOut)
+    async def get_domain(name: str, _: CallerDep) -> DomainDetailOut:
+        """A domain with its utilisation, tunnel topology and overlap warnings."""
+        return _detail(await handlers.get_domain(pool, name))
+
+    @router.delete("/domains/{name}", status_code=204)
+    async def delete_domain(name: str, _: AdminDep) -> Response:
+        """Delete a domain; refused (409 domain_in_use) while addresses of it are allocated."""
+        await handlers.delete_domain(pool, name)
+        return Response(status_code=204)
+
+    return router
 
 
 def build_api(ctx: ServiceContext) -> FastAPI:
-    return create_app(
+    app = create_app(
         "netdomain",
         internal_secret=ctx.settings.internal_secret.get_secret_value(),
         ready_checks=[database_ready(ctx.require_pool())],
     )
+    app.include_router(build_router(ctx))
+    return app

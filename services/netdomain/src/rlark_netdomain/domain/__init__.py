@@ -41,6 +41,7 @@ from rlark_netdomain.domain.overlaps import (
     ensure_no_overlaps,
     find_overlaps,
 )
+from rlark_netdomain.domain.topology import Link, Topology, full_mesh
 
 __all__ = [
     "MAX_DOMAIN_NAME_CHARS",
@@ -57,14 +58,17 @@ __all__ = [
     "DomainCidr",
     "DomainOverlapError",
     "DomainValidationError",
+    "Link",
     "NetDomainError",
     "NetDomainErrorCode",
+    "Topology",
     "WorkerRef",
     "count_assignable",
     "domains_overlapping_cluster",
     "ensure_no_overlaps",
     "find_overlaps",
     "free_in_range",
+    "full_mesh",
     "is_assignable",
     "next_free",
     "nth_assignable",

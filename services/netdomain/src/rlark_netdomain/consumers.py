@@ -1,0 +1,83 @@
+"""Kafka consumers of the netdomain service (run by the worker process).
+
+- ``netdomain-clusters``: every ``inventory.clusters`` state event → the local ``clusters`` table
+  and overlap warnings.
+- ``netdomain-addresses``: ``scheduler.job.addresses_requested.v1`` → allocate;
+  ``scheduler.job.addresses_released.v1`` → release.
+
+Each handler runs inside the platform consumer's inbox transaction, so a redelivered event is a
+no-op and the effects commit with the claim. A payload of an unexpected type is a poison message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlark_contracts import EVENT_TYPES, Envelope
+from rlark_contracts.events.inventory import ClusterState
+from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested
+from rlark_platform.db.pool import Connection
+from rlark_platform.messaging import Consumer, Handler, PoisonMessage
+from rlark_platform.service import Runnable, ServiceContext
+
+from rlark_netdomain import handlers
+from rlark_netdomain.handlers import EventMeta
+
+REQUESTED = "scheduler.job.addresses_requested.v1"
+RELEASED = "scheduler.job.addresses_released.v1"
+
+
+def _meta(envelope: Envelope) -> EventMeta:
+    return EventMeta(causation_id=envelope.id, correlation_id=envelope.correlation_id or envelope.subject)
+
+
+async def on_cluster(conn: Connection, envelope: Envelope, payload: Any) -> None:
+    if not isinstance(payload, ClusterState):
+        raise PoisonMessage(f"{envelope.type} does not carry a cluster state")
+    await handlers.apply_cluster(conn, payload, envelope.time, _meta(envelope))
+
+
+async def on_addresses_requested(conn: Connection, envelope: Envelope, payload: Any) -> None:
+    if not isinstance(payload, AddressesRequested):
+        raise PoisonMessage(f"{envelope.type} is not an address request")
+    await handlers.allocate_addresses(conn, payload, _meta(envelope))
+
+
+async def on_addresses_released(conn: Connection, envelope: Envelope, payload: Any) -> None:
+    if not isinstance(payload, AddressesReleaseRequested):
+        raise PoisonMessage(f"{envelope.type} is not an address release")
+    await handlers.release_addresses(conn, payload, _meta(envelope))
+
+
+def cluster_event_types() -> list[str]:
+    """Every event type of the clusters topic: each carries a cluster's full state."""
+    return sorted(name for name, (_, topic) in EVENT_TYPES.items() if topic == "inventory.clusters")
+
+
+def build_workers(ctx: ServiceContext) -> list[Runnable]:
+    pool, producer, settings = ctx.require_pool(), ctx.require_producer(), ctx.settings
+    cluster_handlers: dict[str, Handler] = {name: on_cluster for name in cluster_event_types()}
+    address_handlers: dict[str, Handler] = {
+        REQUESTED: on_addresses_requested,
+        RELEASED: on_addresses_released,
+    }
+    return [
+        Consumer(
+            name="netdomain-clusters",
+            topics=["inventory.clusters"],
+            handlers=cluster_handlers,
+            pool=pool,
+            bootstrap=settings.kafka_bootstrap,
+            names=ctx.names,
+            dlq_producer=producer,
+        ),
+        Consumer(
+            name="netdomain-addresses",
+            topics=["scheduler.jobs"],
+            handlers=address_handlers,
+            pool=pool,
+            bootstrap=settings.kafka_bootstrap,
+            names=ctx.names,
+            dlq_producer=producer,
+        ),
+    ]

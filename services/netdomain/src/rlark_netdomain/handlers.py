@@ -1,0 +1,466 @@
+"""Use cases of the netdomain service.
+
+HTTP use cases (create, list, show, delete, check) and event use cases (a cluster's CIDRs changed,
+addresses requested, addresses released). Each loads, decides with the pure domain and writes state
+plus outbox events in one transaction; none does network I/O inside it.
+
+Concurrency: allocation and release in a domain take the domain's row lock, so two requests never
+pick the same address and ``scan_from`` (the start of the search for free addresses) stays right;
+the primary key (job, worker) and the unique (domain, address) are the last line of defence.
+Domain creation and cluster updates take one advisory lock, so a domain created while a cluster
+changes its CIDRs is checked against the new CIDRs by one of the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from ipaddress import IPv4Address, IPv4Network, IPv6Network, ip_network
+
+import asyncpg
+import structlog
+from pydantic import BaseModel
+from rlark_contracts import new_envelope
+from rlark_contracts.events.inventory import ClusterState
+from rlark_contracts.events.netdomain import (
+    AddressAllocationFailed,
+    AddressesAllocated,
+    AddressesReleased,
+    DomainCreated,
+    DomainDeleted,
+    DomainOverlapDetected,
+    TunnelLink,
+    TunnelTopologyChanged,
+    WorkerAddress,
+)
+from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested
+from rlark_platform.db import transaction
+from rlark_platform.db.pool import Connection
+from rlark_platform.errors import ApiError
+from rlark_platform.identity import Caller
+from rlark_platform.messaging import add_event
+
+from rlark_netdomain import repository as repo
+from rlark_netdomain.domain import (
+    AddressPoolExhausted,
+    ClusterCidrs,
+    Conflict,
+    DomainOverlapError,
+    DomainValidationError,
+    WorkerRef,
+    count_assignable,
+    domains_overlapping_cluster,
+    find_overlaps,
+    free_in_range,
+    full_mesh,
+    plan_with_free,
+    validate_domain_cidr,
+    validate_domain_name,
+    workers_without_address,
+)
+from rlark_netdomain.repository import Domain, DomainCidrTaken, DomainNameTaken, OverlapWarning
+
+log = structlog.get_logger(__name__)
+
+SOURCE = "netdomain"
+
+
+# --- results ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DomainDetail:
+    domain: Domain
+    capacity: int
+    allocated: int
+    per_cluster: dict[str, int]
+    warnings: list[OverlapWarning]
+
+
+@dataclass(frozen=True, slots=True)
+class DomainPage:
+    items: list[repo.DomainSummary]
+    total: int
+    page: int
+    page_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    ok: bool
+    cidr: str | None = None
+    capacity: int | None = None
+    conflicts: list[Conflict] = field(default_factory=list)
+    error: DomainValidationError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EventMeta:
+    """Where an event handler's output comes from: the input event's ids, for tracing."""
+
+    causation_id: str | None = None
+    correlation_id: str | None = None
+
+
+async def _publish(conn: Connection, data: BaseModel, subject: str, meta: EventMeta | None = None) -> None:
+    if meta is None:
+        request_id = structlog.contextvars.get_contextvars().get("request_id")
+        meta = EventMeta(correlation_id=request_id)
+    envelope = new_envelope(
+        data,
+        source=SOURCE,
+        subject=subject,
+        causation_id=meta.causation_id,
+        correlation_id=meta.correlation_id,
+    )
+    await add_event(conn, envelope)
+
+
+def _refusal(error: DomainValidationError) -> ApiError:
+    details: dict[str, object] = {}
+    if isinstance(error, DomainOverlapError):
+        details["conflicts"] = [_conflict_out(c) for c in error.conflicts]
+    return ApiError(422, error.code.value, error.message, error.field, details or None)
+
+
+def _conflict_out(conflict: Conflict) -> dict[str, str]:
+    return {
+        "kind": conflict.kind.value,
+        "name": conflict.name,
+        "cidr": str(conflict.cidr),
+        "message": conflict.message,
+    }
+
+
+def _not_found(name: str) -> ApiError:
+    return ApiError(404, "domain_not_found", f"network domain {name!r} does not exist", "name")
+
+
+# --- HTTP use cases --------------------------------------------------------------------------------
+
+
+async def create_domain(pool: asyncpg.Pool, caller: Caller, name: str, cidr: str, description: str) -> Domain:
+    """Create a domain (``netdomain.domain.created.v1`` and its empty tunnel topology).
+
+    422 with the domain's code for a bad name or CIDR, ``cidr_overlaps`` naming every cluster and
+    domain it overlaps (also in ``details.conflicts``); 409 ``domain_exists`` for a taken name.
+    """
+    try:
+        clean_name = validate_domain_name(name)
+        network = validate_domain_cidr(cidr)
+    except DomainValidationError as error:
+        raise _refusal(error) from None
+    async with transaction(pool) as conn:
+        await repo.lock_overlap_checks(conn)
+        if await repo.get_domain(conn, clean_name) is not None:
+            raise _exists(clean_name)
+        await _ensure_no_overlaps(conn, network)
+        try:
+            domain = await repo.insert_domain(
+                conn, clean_name, network, description.strip(), caller.user, network.network_address + 1
+            )
+        except DomainNameTaken:
+            raise _exists(clean_name) from None
+        except DomainCidrTaken:  # cannot happen under the lock; the constraint is the guarantee
+            raise ApiError(
+                422, "cidr_overlaps", f"{network} overlaps another network domain", "cidr"
+            ) from None
+        await _publish(
+            conn,
+            DomainCreated(name=domain.name, cidr=str(domain.cidr), description=domain.description),
+            domain.name,
+        )
+        await _publish(conn, _topology_event(domain, ()), domain.name)
+    log.info("domain created", domain=domain.name, cidr=str(domain.cidr))
+    return domain
+
+
+def _exists(name: str) -> ApiError:
+    return ApiError(409, "domain_exists", f"a network domain named {name!r} already exists", "name")
+
+
+async def _ensure_no_overlaps(conn: Connection, network: IPv4Network) -> None:
+    conflicts = find_overlaps(network, await repo.live_clusters(conn), await repo.domain_cidrs(conn))
+    if conflicts:
+        raise _refusal(DomainOverlapError(network, conflicts))
+
+
+async def check_cidr(pool: asyncpg.Pool, cidr: str) -> CheckResult:
+    """Form validation: would ``cidr`` be accepted for a new domain, and if not, why."""
+    try:
+        network = validate_domain_cidr(cidr)
+    except DomainValidationError as error:
+        return CheckResult(ok=False, error=error)
+    async with pool.acquire() as conn:
+        conflicts = find_overlaps(network, await repo.live_clusters(conn), await repo.domain_cidrs(conn))
+    return CheckResult(
+        ok=not conflicts, cidr=str(network), capacity=count_assignable(network), conflicts=conflicts
+    )
+
+
+async def list_domains(pool: asyncpg.Pool, *, page: int, page_size: int) -> DomainPage:
+    async with pool.acquire() as conn:
+        items, total = await repo.list_domains(conn, limit=page_size, offset=(page - 1) * page_size)
+    return DomainPage(items, total, page, page_size)
+
+
+async def get_domain(pool: asyncpg.Pool, name: str) -> DomainDetail:
+    """A domain with its utilisation, tunnel topology and overlap warnings."""
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        domain = await repo.get_domain(conn, name)
+        if domain is None:
+            raise _not_found(name)
+        per_cluster = await repo.allocation_counts(conn, name)
+        warnings = await repo.domain_warnings(conn, name)
+    return DomainDetail(
+        domain=domain,
+        capacity=count_assignable(domain.cidr),
+        allocated=sum(per_cluster.values()),
+        per_cluster=per_cluster,
+        warnings=warnings,
+    )
+
+
+async def delete_domain(pool: asyncpg.Pool, name: str) -> None:
+    """Delete a domain (``netdomain.domain.deleted.v1``); 409 ``domain_in_use`` while any address
+    of it is allocated."""
+    async with transaction(pool) as conn:
+        domain = await repo.lock_domain(conn, name)
+        if domain is None:
+            raise _not_found(name)
+        per_cluster = await repo.allocation_counts(conn, name)
+        if per_cluster:
+            jobs = await repo.jobs_in_domain(conn, name, 5)
+            shown = ", ".join(jobs) + (" ..." if len(jobs) == 5 else "")
+            raise ApiError(
+                409,
+                "domain_in_use",
+                f"network domain {name!r} has {sum(per_cluster.values())} allocated addresses "
+                f"(jobs: {shown}); it can be deleted once those jobs end and release them",
+                "name",
+            )
+        await repo.delete_domain(conn, name)
+        await _publish(
+            conn,
+            DomainDeleted(name=domain.name, cidr=str(domain.cidr), description=domain.description),
+            domain.name,
+        )
+    log.info("domain deleted", domain=name)
+
+
+# --- clusters --------------------------------------------------------------------------------------
+
+
+def _networks(values: list[str], cluster: str, what: str) -> list[IPv4Network | IPv6Network]:
+    """Parse CIDRs read from an event; an unparsable one is skipped (read tolerantly) and logged."""
+    parsed: list[IPv4Network | IPv6Network] = []
+    for value in values:
+        try:
+            parsed.append(ip_network(value, strict=False))
+        except ValueError:
+            log.warning("ignoring unparsable cluster CIDR", cluster=cluster, kind=what, cidr=value[:64])
+    return parsed
+
+
+async def apply_cluster(
+    conn: Connection, state: ClusterState, observed_at: datetime, meta: EventMeta
+) -> None:
+    """Keep a local copy of a cluster's CIDRs and flag domains they overlap.
+
+    A new overlap is recorded as a warning (shown with the domain) and announced with
+    ``netdomain.domain.overlap_detected.v1``; warnings that no longer hold are removed. Older
+    states than the one stored are ignored.
+    """
+    await repo.lock_overlap_checks(conn)
+    pods = _networks(state.pod_cidrs, state.name, "pod")
+    services = _networks(state.service_cidrs, state.name, "service")
+    deleted = state.deleted
+    if not await repo.apply_cluster(
+        conn, state.name, pods, services, deleted=deleted, observed_at=observed_at
+    ):
+        log.info("stale cluster state ignored", cluster=state.name)
+        return
+    found = (
+        []
+        if deleted
+        else domains_overlapping_cluster(
+            ClusterCidrs(state.name, tuple(pods), tuple(services)), await repo.domain_cidrs(conn)
+        )
+    )
+    current = {(w.domain, w.kind, w.cluster_cidr): w for w in await repo.cluster_warnings(conn, state.name)}
+    wanted = {(o.domain_name, o.kind.value, o.cluster_cidr): o for o in found}
+    for key in current.keys() - wanted.keys():
+        await repo.delete_warning(conn, key[0], state.name, key[1], key[2])
+    for key in sorted(wanted.keys() - current.keys(), key=str):
+        overlap = wanted[key]
+        await repo.insert_warning(
+            conn, overlap.domain_name, state.name, overlap.kind.value, overlap.cluster_cidr, overlap.message
+        )
+        await _publish(
+            conn,
+            DomainOverlapDetected(
+                name=overlap.domain_name,
+                cidr=str(overlap.domain_cidr),
+                cluster=state.name,
+                cluster_cidr=str(overlap.cluster_cidr),
+                message=overlap.message,
+            ),
+            # Keyed by domain and cluster, not by domain alone: on the compacted domains topic the
+            # domain's own record must survive, and so must the latest overlap per cluster.
+            f"{overlap.domain_name}/overlaps/{state.name}",
+            meta,
+        )
+        log.warning("cluster overlaps a network domain", cluster=state.name, domain=overlap.domain_name)
+    log.info("cluster applied", cluster=state.name, deleted=deleted, overlaps=len(wanted))
+
+
+# --- addresses -------------------------------------------------------------------------------------
+
+
+def _page_size(count: int) -> int:
+    return min(4096, max(256, count * 16))
+
+
+async def _lowest_free(conn: Connection, domain: Domain, count: int) -> list[IPv4Address]:
+    """The ``count`` lowest free addresses of ``domain`` (all of them when it has fewer), reading
+    the allocated ones in pages from ``scan_from`` up, only as far as needed."""
+    if count == 0:
+        return []
+    network = domain.cidr
+    last = network.broadcast_address - 1
+    start = max(domain.scan_from, network.network_address + 1)
+    page_size = _page_size(count)
+    found: list[IPv4Address] = []
+    while len(found) < count and start <= last:
+        page = await repo.used_addresses_from(conn, domain.name, start, page_size)
+        # Every allocated address in [start, horizon] is in ``page``.
+        horizon = page[-1] if len(page) == page_size else last
+        found += free_in_range(network, set(page), start, horizon, count - len(found))
+        start = horizon + 1
+    return found
+
+
+async def allocate_addresses(conn: Connection, request: AddressesRequested, meta: EventMeta) -> bool:
+    """One address per requested worker, stable for the job's life; True when allocated.
+
+    Publishes ``netdomain.addresses.allocated.v1`` with every requested worker's address (kept ones
+    too, so a repeated request gets the same answer and allocates nothing), or
+    ``allocation_failed.v1`` with a code and a reason the scheduler shows as the job's pending
+    reason: ``domain_not_found``, ``job_in_other_domain``, ``address_pool_exhausted``. All or
+    nothing: a job whose workers do not all get an address gets none.
+    """
+    job_id = request.job_id
+    domain = await repo.lock_domain(conn, request.domain)
+    if domain is None:
+        await _fail(
+            conn,
+            request,
+            "domain_not_found",
+            f'Network domain "{request.domain}" does not exist; an administrator must create it, '
+            "or submit the job without a network domain.",
+            meta,
+        )
+        return False
+    stored = await repo.job_allocations(conn, job_id)
+    elsewhere = sorted({a.domain for a in stored if a.domain != domain.name})
+    if elsewhere:
+        await _fail(
+            conn,
+            request,
+            "job_in_other_domain",
+            f"Job {job_id} already holds addresses in network domain {elsewhere[0]!r}; "
+            "a job's workers share one domain.",
+            meta,
+        )
+        return False
+    refs = [WorkerRef(job_id, w.worker_id) for w in request.workers]
+    clusters = {w.worker_id: w.cluster for w in reversed(request.workers)}  # first mention wins
+    existing = {WorkerRef(job_id, a.worker_id): a.address for a in stored}
+    clusters.update({a.worker_id: a.cluster for a in stored})
+    free = await _lowest_free(conn, domain, len(workers_without_address(refs, existing)))
+    try:
+        plan = plan_with_free(domain.cidr, refs, existing, free)
+    except AddressPoolExhausted as exc:
+        await _fail(
+            conn,
+            request,
+            exc.code.value,
+            f'Network domain "{domain.name}": {exc.message} The job waits until other jobs '
+            "release addresses.",
+            meta,
+        )
+        return False
+    await repo.insert_allocations(
+        conn,
+        domain.name,
+        job_id,
+        [(ref.worker_id, clusters[ref.worker_id], a) for ref, a in plan.new.items()],
+    )
+    if plan.new:
+        # Every assignable address from scan_from up to the highest one just taken is now in use.
+        await repo.set_scan_from(conn, domain.name, max(plan.new.values()) + 1)
+    addresses = [
+        WorkerAddress(worker_id=ref.worker_id, cluster=clusters[ref.worker_id], address=str(address))
+        for ref, address in plan.assigned.items()
+    ]
+    await _publish(
+        conn,
+        AddressesAllocated(job_id=job_id, domain=domain.name, cidr=str(domain.cidr), addresses=addresses),
+        job_id,
+        meta,
+    )
+    await _refresh_topology(conn, domain, meta)
+    log.info("addresses allocated", job_id=job_id, domain=domain.name, new=len(plan.new), kept=len(existing))
+    return True
+
+
+async def _fail(
+    conn: Connection, request: AddressesRequested, code: str, reason: str, meta: EventMeta
+) -> None:
+    await _publish(
+        conn,
+        AddressAllocationFailed(job_id=request.job_id, domain=request.domain, code=code, reason=reason),
+        request.job_id,
+        meta,
+    )
+    log.info("address allocation failed", job_id=request.job_id, domain=request.domain, code=code)
+
+
+async def release_addresses(conn: Connection, request: AddressesReleaseRequested, meta: EventMeta) -> int:
+    """Free every address of the job (``netdomain.addresses.released.v1``); returns how many.
+
+    Idempotent: releasing a job that holds nothing frees nothing and confirms again.
+    """
+    stored = await repo.job_allocations(conn, request.job_id)
+    domains = await repo.lock_domains(conn, {a.domain for a in stored} | {request.domain})
+    released = await repo.delete_job_allocations(conn, request.job_id)
+    for domain in domains:
+        mine = [a.address for a in released if a.domain == domain.name]
+        if mine:
+            await repo.lower_scan_from(conn, domain.name, min(mine))
+        await _refresh_topology(conn, domain, meta)
+    await _publish(
+        conn, AddressesReleased(job_id=request.job_id, domain=request.domain), request.job_id, meta
+    )
+    log.info("addresses released", job_id=request.job_id, domain=request.domain, released=len(released))
+    return len(released)
+
+
+def _topology_event(domain: Domain, clusters: tuple[str, ...] | list[str]) -> TunnelTopologyChanged:
+    topology = full_mesh(clusters)
+    return TunnelTopologyChanged(
+        domain=domain.name,
+        cidr=str(domain.cidr),
+        clusters=list(topology.clusters),
+        links=[TunnelLink(a=link.a, b=link.b) for link in topology.links],
+    )
+
+
+async def _refresh_topology(conn: Connection, domain: Domain, meta: EventMeta) -> None:
+    """Publish the domain's tunnel topology when its set of clusters changed (domain row locked)."""
+    clusters = await repo.clusters_with_allocations(conn, domain.name)
+    if tuple(clusters) == domain.topology_clusters:
+        return
+    await repo.set_topology(conn, domain.name, clusters)
+    await _publish(conn, _topology_event(domain, clusters), domain.name, meta)
+    log.info("tunnel topology changed", domain=domain.name, clusters=clusters)

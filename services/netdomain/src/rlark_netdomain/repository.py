@@ -1,0 +1,354 @@
+"""All SQL of the netdomain service. Every function takes the connection first and returns models.
+
+The caller owns the transaction. Allocation and release in one domain are serialised by the row
+lock ``lock_domain`` takes; creating a domain and applying a cluster's CIDRs are serialised with
+each other by ``lock_overlap_checks``, so an overlap between the two is never missed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from ipaddress import IPv4Address, IPv4Network, IPv6Network
+
+import asyncpg
+from rlark_platform.db.pool import Connection
+
+from rlark_netdomain.domain import ClusterCidrs, DomainCidr
+
+#: Advisory lock key shared by domain creation and cluster updates ("NDOVERLAP" folded to 63 bits).
+_OVERLAP_LOCK = 0x4E444F5645524C50
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    name: str
+    cidr: IPv4Network
+    description: str
+    created_by: str
+    created_at: datetime
+    scan_from: IPv4Address
+    topology_clusters: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DomainSummary:
+    domain: Domain
+    allocated: int
+    warnings: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    job_id: str
+    worker_id: str
+    domain: str
+    cluster: str
+    address: IPv4Address
+
+
+@dataclass(frozen=True, slots=True)
+class OverlapWarning:
+    domain: str
+    cluster: str
+    kind: str
+    cluster_cidr: IPv4Network
+    message: str
+    detected_at: datetime
+
+
+class DomainNameTaken(Exception):
+    pass
+
+
+class DomainCidrTaken(Exception):
+    """The exclusion constraint refused a CIDR overlapping another domain (a lost race)."""
+
+
+def _address(value: object) -> IPv4Address:
+    """An ``inet`` value as an address (asyncpg gives an interface or an address)."""
+    if isinstance(value, IPv4Address):
+        return value
+    return IPv4Address(str(value).split("/", 1)[0])
+
+
+def _domain(row: asyncpg.Record) -> Domain:
+    return Domain(
+        name=row["name"],
+        cidr=row["cidr"],
+        description=row["description"],
+        created_by=row["created_by"],
+        created_at=row["created_at"],
+        scan_from=_address(row["scan_from"]),
+        topology_clusters=tuple(row["topology_clusters"]),
+    )
+
+
+def _allocation(row: asyncpg.Record) -> Allocation:
+    return Allocation(
+        job_id=row["job_id"],
+        worker_id=row["worker_id"],
+        domain=row["domain"],
+        cluster=row["cluster"],
+        address=_address(row["address"]),
+    )
+
+
+def _warning(row: asyncpg.Record) -> OverlapWarning:
+    return OverlapWarning(
+        domain=row["domain"],
+        cluster=row["cluster"],
+        kind=row["kind"],
+        cluster_cidr=row["cluster_cidr"],
+        message=row["message"],
+        detected_at=row["detected_at"],
+    )
+
+
+# --- domains ---------------------------------------------------------------------------------------
+
+
+async def lock_overlap_checks(conn: Connection) -> None:
+    """Serialise overlap checks (domain creation, cluster updates) until the transaction ends."""
+    await conn.execute("SELECT pg_advisory_xact_lock($1)", _OVERLAP_LOCK)
+
+
+async def insert_domain(
+    conn: Connection, name: str, cidr: IPv4Network, description: str, created_by: str, scan_from: IPv4Address
+) -> Domain:
+    try:
+        row = await conn.fetchrow(
+            """INSERT INTO domains (name, cidr, description, created_by, scan_from)
+               VALUES ($1, $2, $3, $4, $5) RETURNING *""",
+            name,
+            cidr,
+            description,
+            created_by,
+            scan_from,
+        )
+    except asyncpg.UniqueViolationError:
+        raise DomainNameTaken() from None
+    except asyncpg.ExclusionViolationError:
+        raise DomainCidrTaken() from None
+    assert row is not None
+    return _domain(row)
+
+
+async def get_domain(conn: Connection, name: str) -> Domain | None:
+    row = await conn.fetchrow("SELECT * FROM domains WHERE name = $1", name)
+    return _domain(row) if row else None
+
+
+async def lock_domain(conn: Connection, name: str) -> Domain | None:
+    """The domain, locked until the transaction ends: allocations in it are serialised here."""
+    row = await conn.fetchrow("SELECT * FROM domains WHERE name = $1 FOR UPDATE", name)
+    return _domain(row) if row else None
+
+
+async def lock_domains(conn: Connection, names: Iterable[str]) -> list[Domain]:
+    """Several domains, locked in name order (one order everywhere, so no deadlock)."""
+    rows = await conn.fetch(
+        "SELECT * FROM domains WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE", sorted(set(names))
+    )
+    return [_domain(r) for r in rows]
+
+
+async def list_domains(conn: Connection, *, limit: int, offset: int) -> tuple[list[DomainSummary], int]:
+    """A page of domains ordered by name, with their allocation and warning counts, and the total."""
+    rows = await conn.fetch(
+        """SELECT d.*,
+                  (SELECT count(*) FROM allocations a WHERE a.domain = d.name) AS allocated,
+                  ARRAY(SELECT w.message FROM overlap_warnings w WHERE w.domain = d.name
+                        ORDER BY w.cluster, w.kind, w.cluster_cidr) AS warnings
+           FROM domains d ORDER BY d.name LIMIT $1 OFFSET $2""",
+        limit,
+        offset,
+    )
+    total = await conn.fetchval("SELECT count(*) FROM domains")
+    return [DomainSummary(_domain(r), r["allocated"], list(r["warnings"])) for r in rows], int(total)
+
+
+async def domain_cidrs(conn: Connection) -> list[DomainCidr]:
+    rows = await conn.fetch("SELECT name, cidr FROM domains ORDER BY name")
+    return [DomainCidr(r["name"], r["cidr"]) for r in rows]
+
+
+async def delete_domain(conn: Connection, name: str) -> None:
+    await conn.execute("DELETE FROM domains WHERE name = $1", name)
+
+
+async def set_scan_from(conn: Connection, name: str, address: IPv4Address) -> None:
+    await conn.execute("UPDATE domains SET scan_from = $2 WHERE name = $1", name, address)
+
+
+async def lower_scan_from(conn: Connection, name: str, address: IPv4Address) -> None:
+    """A released address is free again: the search for free addresses must not start above it."""
+    await conn.execute("UPDATE domains SET scan_from = LEAST(scan_from, $2) WHERE name = $1", name, address)
+
+
+async def set_topology(conn: Connection, name: str, clusters: Sequence[str]) -> None:
+    await conn.execute("UPDATE domains SET topology_clusters = $2 WHERE name = $1", name, list(clusters))
+
+
+# --- allocations -----------------------------------------------------------------------------------
+
+
+async def job_allocations(conn: Connection, job_id: str) -> list[Allocation]:
+    rows = await conn.fetch("SELECT * FROM allocations WHERE job_id = $1 ORDER BY worker_id", job_id)
+    return [_allocation(r) for r in rows]
+
+
+async def used_addresses_from(
+    conn: Connection, domain: str, start: IPv4Address, limit: int
+) -> list[IPv4Address]:
+    """Up to ``limit`` allocated addresses of ``domain`` at or above ``start``, ascending."""
+    rows = await conn.fetch(
+        """SELECT address FROM allocations WHERE domain = $1 AND address >= $2
+           ORDER BY address LIMIT $3""",
+        domain,
+        start,
+        limit,
+    )
+    return [_address(r["address"]) for r in rows]
+
+
+async def insert_allocations(
+    conn: Connection, domain: str, job_id: str, rows: Sequence[tuple[str, str, IPv4Address]]
+) -> None:
+    """Insert ``(worker_id, cluster, address)`` rows for one job in one statement."""
+    if not rows:
+        return
+    await conn.execute(
+        """INSERT INTO allocations (job_id, worker_id, domain, cluster, address)
+           SELECT $1, w, $2, c, a FROM unnest($3::text[], $4::text[], $5::inet[]) AS t (w, c, a)""",
+        job_id,
+        domain,
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+        [r[2] for r in rows],
+    )
+
+
+async def delete_job_allocations(conn: Connection, job_id: str) -> list[Allocation]:
+    rows = await conn.fetch("DELETE FROM allocations WHERE job_id = $1 RETURNING *", job_id)
+    return [_allocation(r) for r in rows]
+
+
+async def allocation_counts(conn: Connection, domain: str) -> dict[str, int]:
+    """Allocated addresses per cluster, by cluster name."""
+    rows = await conn.fetch(
+        "SELECT cluster, count(*) AS n FROM allocations WHERE domain = $1 GROUP BY cluster ORDER BY cluster",
+        domain,
+    )
+    return {r["cluster"]: r["n"] for r in rows}
+
+
+async def jobs_in_domain(conn: Connection, domain: str, limit: int) -> list[str]:
+    rows = await conn.fetch(
+        "SELECT DISTINCT job_id FROM allocations WHERE domain = $1 ORDER BY job_id LIMIT $2", domain, limit
+    )
+    return [r["job_id"] for r in rows]
+
+
+async def clusters_with_allocations(conn: Connection, domain: str) -> list[str]:
+    rows = await conn.fetch(
+        "SELECT DISTINCT cluster FROM allocations WHERE domain = $1 ORDER BY cluster", domain
+    )
+    return [r["cluster"] for r in rows]
+
+
+# --- clusters (a local copy of inventory's cluster CIDRs) ------------------------------------------
+
+
+async def apply_cluster(
+    conn: Connection,
+    name: str,
+    pod_cidrs: Sequence[IPv4Network | IPv6Network],
+    service_cidrs: Sequence[IPv4Network | IPv6Network],
+    *,
+    deleted: bool,
+    observed_at: datetime,
+) -> bool:
+    """Store a cluster's state unless a newer one is stored already; True when applied."""
+    applied = await conn.fetchval(
+        """INSERT INTO clusters (name, pod_cidrs, service_cidrs, deleted, observed_at)
+           VALUES ($1, $2, $3, $4, $5)
+           ON CONFLICT (name) DO UPDATE SET pod_cidrs = EXCLUDED.pod_cidrs,
+               service_cidrs = EXCLUDED.service_cidrs, deleted = EXCLUDED.deleted,
+               observed_at = EXCLUDED.observed_at
+           WHERE clusters.observed_at <= EXCLUDED.observed_at
+           RETURNING true""",
+        name,
+        list(pod_cidrs),
+        list(service_cidrs),
+        deleted,
+        observed_at,
+    )
+    return bool(applied)
+
+
+async def live_clusters(conn: Connection) -> list[ClusterCidrs]:
+    rows = await conn.fetch(
+        "SELECT name, pod_cidrs, service_cidrs FROM clusters WHERE NOT deleted ORDER BY name"
+    )
+    return [ClusterCidrs(r["name"], tuple(r["pod_cidrs"]), tuple(r["service_cidrs"])) for r in rows]
+
+
+# --- overlap warnings ------------------------------------------------------------------------------
+
+
+async def cluster_warnings(conn: Connection, cluster: str) -> list[OverlapWarning]:
+    rows = await conn.fetch("SELECT * FROM overlap_warnings WHERE cluster = $1", cluster)
+    return [_warning(r) for r in rows]
+
+
+async def domain_warnings(conn: Connection, domain: str) -> list[OverlapWarning]:
+    rows = await conn.fetch(
+        "SELECT * FROM overlap_warnings WHERE domain = $1 ORDER BY cluster, kind, cluster_cidr", domain
+    )
+    return [_warning(r) for r in rows]
+
+
+async def insert_warning(
+    conn: Connection, domain: str, cluster: str, kind: str, cluster_cidr: IPv4Network, message: str
+) -> None:
+    await conn.execute(
+        """INSERT INTO overlap_warnings (domain, cluster, kind, cluster_cidr, message)
+           VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING""",
+        domain,
+        cluster,
+        kind,
+        cluster_cidr,
+        message,
+    )
+
+
+async def delete_warning(
+    conn: Connection, domain: str, cluster: str, kind: str, cluster_cidr: IPv4Network
+) -> None:
+    await conn.execute(
+        """DELETE FROM overlap_warnings
+           WHERE domain = $1 AND cluster = $2 AND kind = $3 AND cluster_cidr = $4""",
+        domain,
+        cluster,
+        kind,
+        cluster_cidr,
+    )
+
+
+# --- benchmark support -----------------------------------------------------------------------------
+
+
+async def seed_allocations(
+    conn: Connection, domain: str, job_id: str, cluster: str, addresses: Sequence[IPv4Address]
+) -> None:
+    """Fill a domain with one worker per address of one job, in one statement (benchmarks)."""
+    await conn.execute(
+        """INSERT INTO allocations (job_id, worker_id, domain, cluster, address)
+           SELECT $1, 'w' || n, $2, $3, a FROM unnest($4::inet[]) WITH ORDINALITY AS t (a, n)""",
+        job_id,
+        domain,
+        cluster,
+        list(addresses),
+    )

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from rlark_contracts import TopicNames
+from rlark_netdomain.main import DEFINITION
+from rlark_platform.messaging import create_producer
+from rlark_platform.testing import RunningService, running_service, settings_for
+
+
+@pytest.fixture
+async def service(
+    database_url: str, kafka_bootstrap: str, topic_prefix: str
+) -> AsyncIterator[RunningService]:
+    settings = settings_for(
+        DEFINITION, database_url=database_url, kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix
+    )
+    async with running_service(DEFINITION, settings) as running:
+        yield running
+
+
+@pytest.fixture
+def names(topic_prefix: str) -> TopicNames:
+    return TopicNames(topic_prefix)
+
+
+@pytest.fixture
+async def producer(kafka_bootstrap: str) -> AsyncIterator[AIOKafkaProducer]:
+    p = await create_producer(kafka_bootstrap, "netdomain-tests")
+    yield p
+    await p.stop()
