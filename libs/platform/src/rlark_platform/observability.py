@@ -30,6 +30,16 @@ def _redact(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
     return event_dict
 
 
+class _CurrentStdout:
+    """Writes to whatever ``sys.stdout`` is now (test runners swap it per test; loggers are cached)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
 def configure_logging(service: str, level: str = "INFO", json_output: bool | None = None) -> None:
     as_json = (not sys.stdout.isatty()) if json_output is None else json_output
     shared: list[Any] = [
@@ -44,7 +54,7 @@ def configure_logging(service: str, level: str = "INFO", json_output: bool | Non
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+        logger_factory=structlog.PrintLoggerFactory(_CurrentStdout()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.clear_contextvars()
