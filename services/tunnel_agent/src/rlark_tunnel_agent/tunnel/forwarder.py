@@ -1,0 +1,421 @@
+"""``TunnelForwarder``: the data path of one network domain in one cluster's tunnel-agent.
+
+Role: move IP packets between the domain's local workers and the domain's peer clusters, by
+destination address. It wires the pure core (``routing.Router`` decides, ``frames`` encodes) to
+the I/O adapters (``tun`` worker links, ``sshlink`` peer links) and owns their counters.
+
+- Worker links: the worker's TUN device lives in the worker's network namespace, its fd here
+  (``tun.py``). The fd is registered with the event loop; on each wakeup up to ``batch_packets``
+  packets are read, checked and grouped by outgoing link, and each peer gets **one** channel write
+  for the whole group (length-prefixed frames). Packets from a worker whose source is not its own
+  virtual IP are dropped and counted (``spoofed``).
+- Peer links: one SSH connection per peer cluster (``PeerDialer`` when this side dials, the
+  domain's ``TunnelServer`` when the peer dials). Frames received are decoded in one pass and
+  written to the destination worker's TUN — or, on a relay, framed again towards the next peer.
+- Relays: a peer spec may name ``via``: that cluster's virtual IPs are routed through the relay's
+  link, and the relay's own forwarder forwards by destination like any other packet.
+- Back-pressure: when a peer channel's send buffer passes its high-water mark, the forwarder
+  stops reading worker TUNs until it drains; the kernel queue (``txqueuelen``) then fills and the
+  workers' TCP slows down, as behind a congested NIC.
+
+Concurrency: single asyncio loop; the hot path is synchronous callbacks with no awaits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+
+import asyncssh
+from rlark_tunnel_agent.tunnel import tun
+from rlark_tunnel_agent.tunnel.frames import append_packet
+from rlark_tunnel_agent.tunnel.routing import Drop, LinkCounters, Router
+from rlark_tunnel_agent.tunnel.sshlink import PeerDialer, PeerLink, PeerState, TunnelServer
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSpec:
+    """A peer cluster of the domain, as the desired topology describes it.
+
+    ``public_key`` is the OpenSSH public key issued for (domain, that cluster): pinned as its host
+    key when dialing and as the only key its agent may log in with. ``endpoint`` set means this
+    side dials it. ``via`` names a relay cluster when the two cannot reach each other: then no
+    link is kept to this peer and its addresses are routed through the relay's link.
+    """
+
+    cluster: str
+    public_key: str
+    endpoint: tuple[str, int] | None = None
+    via: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ForwarderConfig:
+    domain: str
+    network: IPv4Network
+    cluster: str
+    listen_host: str = "0.0.0.0"  # noqa: S104 - the agent's peers reach it on its cluster address
+    listen_port: int = 0
+    mtu: int = tun.DEFAULT_MTU
+    txqueuelen: int = tun.DEFAULT_TXQUEUELEN
+    tun_name: str = "rlark0"
+    offload: bool = True
+    batch_packets: int = 256
+    ping_interval_s: float = 1.0
+    dead_after_s: float = 4.0
+    connect_timeout_s: float = 3.0
+    backoff_max_s: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerState:
+    worker: str
+    address: str
+    netns: str
+    device: str
+    counters: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class TunnelState:
+    """Everything ``state()`` reports; ``as_dict()`` is JSON-ready."""
+
+    domain: str
+    cluster: str
+    network: str
+    listen_port: int | None
+    peers: list[PeerState] = field(default_factory=list)
+    workers: list[WorkerState] = field(default_factory=list)
+    routes: dict[str, str] = field(default_factory=dict)
+
+    def peer(self, cluster: str) -> PeerState:
+        return next(p for p in self.peers if p.cluster == cluster)
+
+    def worker(self, worker: str) -> WorkerState:
+        return next(w for w in self.workers if w.worker == worker)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class WorkerLink:
+    """A local worker: its TUN fd and counters."""
+
+    __slots__ = ("address", "counters", "device", "reading", "worker")
+
+    def __init__(self, worker: str, address: IPv4Interface, device: tun.TunDevice) -> None:
+        self.worker = worker
+        self.address = address
+        self.device = device
+        self.counters = LinkCounters()
+        self.reading = False
+
+
+class ForwarderError(RuntimeError):
+    pass
+
+
+class TunnelForwarder:
+    """Forwards one domain's packets between local workers and peer clusters (see module doc)."""
+
+    def __init__(self, config: ForwarderConfig, private_key: asyncssh.SSHKey) -> None:
+        self.config = config
+        self._key = private_key
+        self._router: Router[WorkerLink | PeerLink] = Router(config.network)
+        self._workers: dict[str, WorkerLink] = {}
+        self._peers: dict[str, PeerSpec] = {}
+        self._links: dict[str, PeerLink] = {}
+        self._dialers: dict[str, PeerDialer] = {}
+        self._peer_keys: dict[str, asyncssh.SSHKey] = {}
+        self._remote: dict[str, list[IPv4Address]] = {}
+        self._paused: set[PeerLink] = set()
+        self._server = TunnelServer(config.domain, private_key, lambda: self._peer_keys, self._links.get)
+        self._port: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> int:
+        """Start the domain's SSH endpoint; returns its port."""
+        self._loop = asyncio.get_running_loop()
+        self._port = await self._server.start(self.config.listen_host, self.config.listen_port)
+        return self._port
+
+    async def stop(self) -> None:
+        """Close every tunnel and remove every worker TUN device."""
+        await self._server.stop()
+        for cluster in list(self._dialers):
+            await self._dialers.pop(cluster).stop()
+        for link in self._links.values():
+            link.close("tunnel stopped")
+        for worker in list(self._workers):
+            await self.detach_worker(worker)
+
+    @property
+    def port(self) -> int | None:
+        return self._port
+
+    @property
+    def worker_count(self) -> int:
+        return len(self._workers)
+
+    # --- topology ---------------------------------------------------------------------------
+
+    async def set_peers(self, peers: Iterable[PeerSpec]) -> None:
+        """Make the peer set equal to ``peers``: new ones get a link (and a dialer when this side
+        dials), removed ones are closed and their routes dropped. Idempotent."""
+        wanted = {p.cluster: p for p in peers}
+        if self.config.cluster in wanted:
+            raise ForwarderError("a cluster is not its own peer")
+        for cluster in [c for c in self._peers if c not in wanted or wanted[c] != self._peers[c]]:
+            await self._remove_peer(cluster)
+        for cluster, spec in wanted.items():
+            if cluster not in self._peers:
+                self._add_peer(spec)
+        for cluster, addresses in self._remote.items():
+            self._route_remote(cluster, addresses)
+
+    def _add_peer(self, spec: PeerSpec) -> None:
+        self._peers[spec.cluster] = spec
+        if spec.via is not None:
+            return
+        key = asyncssh.import_public_key(spec.public_key)
+        self._peer_keys[spec.cluster] = key
+        link = PeerLink(
+            spec.cluster,
+            dials=spec.endpoint is not None,
+            on_packets=self._on_peer_packets,
+            on_writable=self._on_writable,
+            ping_interval_s=self.config.ping_interval_s,
+            dead_after_s=self.config.dead_after_s,
+        )
+        self._links[spec.cluster] = link
+        if spec.endpoint is not None:
+            dialer = PeerDialer(
+                link,
+                domain=self.config.domain,
+                local_cluster=self.config.cluster,
+                client_key=self._key,
+                peer_host_key=key,
+                host=spec.endpoint[0],
+                port=spec.endpoint[1],
+                connect_timeout_s=self.config.connect_timeout_s,
+                backoff_max_s=self.config.backoff_max_s,
+            )
+            self._dialers[spec.cluster] = dialer
+            dialer.start()
+
+    async def _remove_peer(self, cluster: str) -> None:
+        self._peers.pop(cluster, None)
+        self._peer_keys.pop(cluster, None)
+        dialer = self._dialers.pop(cluster, None)
+        if dialer is not None:
+            await dialer.stop()
+        link = self._links.pop(cluster, None)
+        if link is not None:
+            link.close("peer removed")
+            self._router.remove_link(link)
+            self._on_writable(link, True)
+        for address in self._remote.get(cluster, []):
+            self._router.remove_route(address)
+
+    def set_remote_addresses(self, cluster: str, addresses: Sequence[IPv4Address]) -> None:
+        """The virtual IPs that workers of peer ``cluster`` hold now (replaces the previous set)."""
+        for old in self._remote.get(cluster, []):
+            if old not in addresses:
+                self._router.remove_route(old)
+        self._remote[cluster] = list(addresses)
+        self._route_remote(cluster, addresses)
+
+    def _route_remote(self, cluster: str, addresses: Sequence[IPv4Address]) -> None:
+        spec = self._peers.get(cluster)
+        link = None
+        if spec is not None:
+            link = self._links.get(spec.via or cluster)
+        for address in addresses:
+            if link is None:
+                self._router.remove_route(address)
+            else:
+                self._router.set_route(address, link)
+
+    # --- workers ----------------------------------------------------------------------------
+
+    async def attach_worker(self, worker: str, netns: str, address: IPv4Address) -> None:
+        """Give ``worker`` (in ``netns``) a TUN device holding ``address`` and the route for the
+        domain network, and start forwarding its packets. Idempotent for the same address."""
+        current = self._workers.get(worker)
+        if current is not None:
+            if current.address.ip == address:
+                return
+            await self.detach_worker(worker)
+        if address not in self.config.network:
+            raise ForwarderError(f"{address} is outside {self.config.network}")
+        owner = self._router.route_of(address)
+        if owner is not None:
+            raise ForwarderError(f"{address} is already routed elsewhere")
+        cfg = self.config
+        fd = await asyncio.to_thread(tun.open_tun, netns, cfg.tun_name, offload=cfg.offload)
+        device = tun.TunDevice(fd, cfg.tun_name, netns)
+        interface = IPv4Interface(f"{address}/{cfg.network.prefixlen}")
+        try:
+            await tun.configure_tun(netns, cfg.tun_name, interface, mtu=cfg.mtu, txqueuelen=cfg.txqueuelen)
+        except BaseException:
+            device.close()
+            raise
+        link = WorkerLink(worker, interface, device)
+        self._workers[worker] = link
+        self._router.set_route(address, link)
+        if not self._paused:
+            self._start_reading(link)
+
+    async def detach_worker(self, worker: str) -> None:
+        """Stop forwarding for ``worker`` and remove its TUN device. Idempotent."""
+        link = self._workers.pop(worker, None)
+        if link is None:
+            return
+        self._stop_reading(link)
+        self._router.remove_link(link)
+        link.device.close()
+
+    def _start_reading(self, link: WorkerLink) -> None:
+        if not link.reading and self._loop is not None:
+            self._loop.add_reader(link.device.fd, self._on_worker_readable, link)
+            link.reading = True
+
+    def _stop_reading(self, link: WorkerLink) -> None:
+        if link.reading and self._loop is not None:
+            self._loop.remove_reader(link.device.fd)
+            link.reading = False
+
+    # --- hot path ---------------------------------------------------------------------------
+
+    def _on_worker_readable(self, link: WorkerLink) -> None:
+        fd = link.device.fd
+        read = os.read
+        decide = self._router.decide
+        groups: dict[WorkerLink | PeerLink, list[bytes]] = {}
+        count = size = 0
+        for _ in range(self.config.batch_packets):
+            try:
+                packet = read(fd, tun.READ_SIZE)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                self._stop_reading(link)
+                link.counters.drops[f"read_error:{exc.errno}"] += 1
+                break
+            count += 1
+            size += len(packet)
+            target = decide(packet, link)
+            if target.__class__ is Drop:
+                link.counters.drop(target)
+                continue
+            group = groups.get(target)  # type: ignore[arg-type]
+            if group is None:
+                groups[target] = [packet]  # type: ignore[index]
+            else:
+                group.append(packet)
+        counters = link.counters
+        counters.packets_in += count
+        counters.bytes_in += size
+        for target, packets in groups.items():
+            self._emit(target, packets)
+
+    def _on_peer_packets(self, link: PeerLink, packets: list[memoryview]) -> None:
+        decide = self._router.decide
+        groups: dict[WorkerLink | PeerLink, list[memoryview]] = {}
+        for packet in packets:
+            target = decide(packet, link)
+            if target.__class__ is Drop:
+                link.counters.drop(target)
+                continue
+            group = groups.get(target)  # type: ignore[arg-type]
+            if group is None:
+                groups[target] = [packet]  # type: ignore[index]
+            else:
+                group.append(packet)
+        for target, group in groups.items():
+            self._emit(target, group)
+
+    def _emit(self, target: WorkerLink | PeerLink, packets: Sequence[bytes | memoryview]) -> None:
+        if target.__class__ is PeerLink:
+            parts: list[bytes | memoryview] = []
+            for packet in packets:
+                append_packet(parts, packet)
+            if not target.send(b"".join(parts), len(packets)):
+                target.counters.drop(Drop.LINK_DOWN, len(packets))
+            return
+        fd = target.device.fd  # type: ignore[union-attr]
+        write = os.write
+        sent = size = 0
+        for packet in packets:
+            try:
+                write(fd, packet)
+            except OSError:
+                target.counters.drop(Drop.WRITE_FAILED)
+                continue
+            sent += 1
+            size += len(packet)
+        target.counters.packets_out += sent
+        target.counters.bytes_out += size
+
+    def _on_writable(self, link: PeerLink, writable: bool) -> None:
+        if writable:
+            self._paused.discard(link)
+            if not self._paused:
+                for worker in self._workers.values():
+                    self._start_reading(worker)
+        else:
+            if not self._paused:
+                for worker in self._workers.values():
+                    self._stop_reading(worker)
+            self._paused.add(link)
+
+    # --- health -----------------------------------------------------------------------------
+
+    def state(self) -> TunnelState:
+        """Tunnel state: per peer up/down, RTT, bytes, last error; per worker counters; routes."""
+        peers = [link.snapshot() for link in self._links.values()]
+        workers = [
+            WorkerState(
+                worker=w.worker,
+                address=str(w.address.ip),
+                netns=w.device.netns or "",
+                device=w.device.name,
+                counters=w.counters.as_dict(),
+            )
+            for w in self._workers.values()
+        ]
+        routes: dict[str, str] = {}
+        for worker in self._workers.values():
+            routes[str(worker.address.ip)] = f"worker:{worker.worker}"
+        for cluster, addresses in self._remote.items():
+            spec = self._peers.get(cluster)
+            for address in addresses:
+                if spec is not None and self._router.route_of(address) is not None:
+                    routes[str(address)] = f"peer:{spec.via or cluster}"
+        return TunnelState(
+            domain=self.config.domain,
+            cluster=self.config.cluster,
+            network=str(self.config.network),
+            listen_port=self._port,
+            peers=peers,
+            workers=workers,
+            routes=routes,
+        )
+
+    async def wait_peer_up(self, cluster: str, timeout_s: float = 10.0) -> None:
+        """Wait until the link to ``cluster`` is up (for start-up and tests)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            link = self._links.get(cluster)
+            if link is not None and link.is_up:
+                return
+            if time.monotonic() > deadline:
+                error = link.last_error if link is not None else "no such peer"
+                raise TimeoutError(f"peer {cluster} not up after {timeout_s} s: {error}")
+            await asyncio.sleep(0.05)
