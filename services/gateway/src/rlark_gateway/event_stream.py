@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import structlog
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 from pydantic import ValidationError
 from rlark_contracts import Envelope, TopicNames, decode
 from rlark_platform.identity import Caller
@@ -23,6 +23,8 @@ from rlark_platform.identity import Caller
 from rlark_gateway.domain.events import PUBLIC_TOPICS, visible
 
 log = structlog.get_logger(__name__)
+
+ASSIGN_TIMEOUT_S = 10.0
 
 
 def public_event(envelope: Envelope, topic: str) -> dict[str, Any]:
@@ -48,17 +50,15 @@ async def open_consumer(bootstrap: str, names: TopicNames) -> AIOKafkaConsumer:
     )
     await consumer.start()
     try:
-        await consumer.topics()  # loads metadata, so partitions_for_topic answers
-        partitions = [
-            TopicPartition(names.physical(topic), p)
-            for topic in PUBLIC_TOPICS
-            for p in sorted(consumer.partitions_for_topic(names.physical(topic)) or ())
-        ]
-        consumer.assign(partitions)
-        if partitions:
-            await consumer.seek_to_end(*partitions)
-            for partition in partitions:
-                await consumer.position(partition)  # resolve now, not on the first fetch
+        # Without a group, subscribing assigns every partition of these topics once metadata arrives.
+        consumer.subscribe([names.physical(topic) for topic in PUBLIC_TOPICS])
+        async with asyncio.timeout(ASSIGN_TIMEOUT_S):
+            while not consumer.assignment():
+                await consumer.getmany(timeout_ms=50)  # drives the metadata update; fetches nothing yet
+        partitions = sorted(consumer.assignment())
+        await consumer.seek_to_end(*partitions)
+        for partition in partitions:
+            await consumer.position(partition)  # resolve now, not on the first fetch
     except BaseException:
         await close_consumer(consumer)
         raise
