@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from rlark_devinfra import kafka, postgres
+from rlark_devinfra.k8s.fixtures import k8s_cluster, k8s_testbed  # noqa: F401 - registered fixtures
 
 
 def docker_engine_answers() -> bool:

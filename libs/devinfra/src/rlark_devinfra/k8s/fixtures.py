@@ -1,0 +1,33 @@
+"""Session-scoped pytest fixtures for the Kubernetes test bed.
+
+Registered by ``rlark_devinfra.pytest_plugin``.
+
+``k8s_testbed`` builds the binaries when missing (once per machine) and starts what is not running;
+at the end it stops only what it started, unless ``RLARK_KEEP_SERVERS`` is set (servers shared by
+several engineers). Never a skip: when the bed cannot start, the fixture
+errors and the test fails.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from rlark_devinfra.k8s import testbed
+
+
+@pytest.fixture(scope="session")
+def k8s_testbed() -> Iterator[list[testbed.Cluster]]:
+    """The test bed's clusters (two), started for this session when needed."""
+    result = testbed.up(clusters=2)
+    yield result.clusters
+    if result.started and not os.environ.get("RLARK_KEEP_SERVERS"):
+        testbed.down(only=result.started)
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster(k8s_testbed: list[testbed.Cluster]) -> testbed.Cluster:
+    """The first test-bed cluster."""
+    return k8s_testbed[0]

@@ -1,0 +1,477 @@
+"""A multi-cluster Kubernetes test bed without Docker: one etcd, N kube-apiservers, one KWOK each.
+
+Every API server shares the single etcd under its own ``--etcd-prefix``, so each one is a separate
+cluster (its own nodes, namespaces and pods). KWOK plays the kubelets: it makes every Node Ready and
+moves Pods bound to a node (``spec.nodeName``) to Running, and finishes deletions. There is no
+kube-controller-manager and no scheduler: nothing garbage-collects by owner reference, namespaces
+are never finalized, and pods must name their node — which is exactly how the tunnel-agent creates
+them. Each cluster gets an admin kubeconfig (static token, CA-verified TLS) under
+``.state/k8s/<cluster>/kubeconfig``.
+
+Lifecycle: ``up()`` starts whatever is not running (idempotent, guarded by a file lock so two test
+sessions of one checkout do not race) and reports what it started, so a caller stops only that.
+Readiness is ``/readyz`` for etcd and for each API server; KWOK is ready when it runs and a probe
+node it did not create turns Ready (checked once per ``up`` that started it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlark_devinfra.k8s.build import Binaries, ensure_built
+from rlark_devinfra.k8s.pki import Pki, ensure_pki
+from rlark_devinfra.paths import state_dir
+from rlark_devinfra.process import free_port, read_pid, stop_process_group, wait_until
+
+CLUSTER_NAMES = ("alpha", "beta", "gamma")
+"""Cluster names in the order ``up(clusters=N)`` creates them."""
+
+SERVICE_CIDR = "10.0.0.0/24"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_MODEL_LABEL = "rlark.io/gpu-model"
+NODE_CATEGORY_LABEL = "rlark.io/node-category"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One test-bed cluster: an API server (and its KWOK) and how to reach it as admin."""
+
+    name: str
+    server: str
+    kubeconfig: Path
+    ca_file: Path
+    token: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    name: str
+    running: bool
+    pid: int | None
+    log_file: Path
+    address: str | None = None
+
+
+@dataclass(frozen=True)
+class TestBedStatus:
+    etcd: ComponentStatus
+    apiservers: tuple[ComponentStatus, ...]
+    kwoks: tuple[ComponentStatus, ...]
+
+    @property
+    def running(self) -> bool:
+        return (
+            self.etcd.running
+            and bool(self.apiservers)
+            and all(c.running for c in (*self.apiservers, *self.kwoks))
+        )
+
+
+@dataclass
+class UpResult:
+    """The clusters now up, and the components this call started (what its caller may stop)."""
+
+    clusters: list[Cluster]
+    started: list[str] = field(default_factory=list)
+
+
+def home() -> Path:
+    path = state_dir() / "k8s"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _cluster_dir(name: str) -> Path:
+    path = home() / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    with (home() / "lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _spawn(argv: Sequence[str], log_file: Path, pid_file: Path, cwd: Path) -> int:
+    """Start a detached process group with output appended to ``log_file``; record its PID."""
+    with log_file.open("ab") as log:
+        log.write(f"\n=== {time.strftime('%F %T')} {' '.join(argv[:1])}\n".encode())
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    pid_file.write_text(str(process.pid))
+    return process.pid
+
+
+def _http_ok(url: str, ca_file: Path | None = None, token: str | None = None) -> bool:
+    context = ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
+    request = urllib.request.Request(url)  # noqa: S310 - loopback URLs built here
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=3, context=context) as response:  # noqa: S310
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+# --- etcd -----------------------------------------------------------------------------------------
+
+
+def _etcd_dir() -> Path:
+    return _cluster_dir("etcd")
+
+
+def _etcd_url() -> str | None:
+    port_file = _etcd_dir() / "client_port"
+    if not port_file.exists():
+        return None
+    return f"http://127.0.0.1:{port_file.read_text().strip()}"
+
+
+def _etcd_status() -> ComponentStatus:
+    directory = _etcd_dir()
+    pid = read_pid(directory / "etcd.pid")
+    return ComponentStatus("etcd", pid is not None, pid, directory / "etcd.log", _etcd_url() if pid else None)
+
+
+def _start_etcd(binaries: Binaries) -> str:
+    directory = _etcd_dir()
+    client_port, peer_port = free_port(), free_port()
+    client = f"http://127.0.0.1:{client_port}"
+    peer = f"http://127.0.0.1:{peer_port}"
+    (directory / "client_port").write_text(str(client_port))
+    _spawn(
+        [
+            str(binaries.etcd),
+            "--name=rlark",
+            f"--data-dir={directory / 'data'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=rlark={peer}",
+            "--unsafe-no-fsync=true",
+            "--quota-backend-bytes=4294967296",
+            "--log-level=warn",
+        ],
+        directory / "etcd.log",
+        directory / "etcd.pid",
+        directory,
+    )
+    wait_until(lambda: _http_ok(f"{client}/readyz"), 60, "etcd")
+    return client
+
+
+# --- kube-apiserver ---------------------------------------------------------------------------------
+
+
+def _token(name: str) -> str:
+    token_file = _cluster_dir(name) / "admin.token"
+    if not token_file.exists():
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(24))
+    return token_file.read_text().strip()
+
+
+def _apiserver_status(name: str) -> ComponentStatus:
+    directory = _cluster_dir(name)
+    pid = read_pid(directory / "apiserver.pid")
+    port_file = directory / "port"
+    address = f"https://127.0.0.1:{port_file.read_text().strip()}" if pid and port_file.exists() else None
+    return ComponentStatus(
+        f"kube-apiserver/{name}", pid is not None, pid, directory / "apiserver.log", address
+    )
+
+
+def _write_kubeconfig(name: str, server: str, pki: Pki, token: str) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": name, "cluster": {"server": server, "certificate-authority": str(pki.ca_cert)}}
+        ],
+        "users": [{"name": f"{name}-admin", "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": f"{name}-admin"}}],
+        "current-context": name,
+    }
+    path = _cluster_dir(name) / "kubeconfig"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(config, out, indent=2)  # JSON is YAML: every kubeconfig loader reads it
+    return path
+
+
+def _start_apiserver(name: str, etcd_url: str, binaries: Binaries, pki: Pki) -> str:
+    directory = _cluster_dir(name)
+    token = _token(name)
+    token_file = directory / "tokens.csv"
+    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f'{token},admin,admin-uid,"system:masters"\n')
+    port = free_port()
+    (directory / "port").write_text(str(port))
+    server = f"https://127.0.0.1:{port}"
+    _spawn(
+        [
+            str(binaries.kube_apiserver),
+            f"--etcd-servers={etcd_url}",
+            f"--etcd-prefix=/rlark-{name}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={directory / 'certs'}",
+            f"--tls-cert-file={pki.serving_cert}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki.sa_public}",
+            f"--service-account-signing-key-file={pki.sa_private}",
+            "--authorization-mode=RBAC",
+            f"--token-auth-file={token_file}",
+            "--allow-privileged=true",
+            # Without kube-controller-manager: no ServiceAccount tokens to mount, and no node
+            # lifecycle controller to lift the not-ready taint.
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            "--endpoint-reconciler-type=none",
+            "--enable-priority-and-fairness=false",
+            "--profiling=false",
+            "--v=0",
+        ],
+        directory / "apiserver.log",
+        directory / "apiserver.pid",
+        directory,
+    )
+    wait_until(lambda: _http_ok(f"{server}/readyz", pki.ca_cert, token), 180, f"kube-apiserver {name}")
+    _write_kubeconfig(name, server, pki, token)
+    return server
+
+
+# --- KWOK -----------------------------------------------------------------------------------------------
+
+
+def _kwok_status(name: str) -> ComponentStatus:
+    directory = _cluster_dir(name)
+    pid = read_pid(directory / "kwok.pid")
+    return ComponentStatus(f"kwok/{name}", pid is not None, pid, directory / "kwok.log")
+
+
+def _start_kwok(name: str, index: int, binaries: Binaries) -> None:
+    directory = _cluster_dir(name)
+    kwok_home = directory / "kwok-home"
+    kwok_home.mkdir(exist_ok=True)
+    _spawn(
+        [
+            str(binaries.kwok),
+            f"--kubeconfig={directory / 'kubeconfig'}",
+            f"--config={binaries.kwok_stages}",
+            "--manage-all-nodes=true",
+            # Pod IPs per cluster, disjoint from the service range and from each other.
+            f"--cidr=10.{64 + index}.0.1/16",
+            "--node-ip=10.255.0.1",
+        ],
+        directory / "kwok.log",
+        directory / "kwok.pid",
+        kwok_home,
+    )
+
+
+# --- public API -----------------------------------------------------------------------------------------
+
+
+def cluster(name: str) -> Cluster:
+    """The connection facts of a cluster that is up (raises when its API server does not run)."""
+    current = _apiserver_status(name)
+    if not current.running or current.address is None:
+        raise RuntimeError(f"test-bed cluster {name!r} is not running (python -m rlark_devinfra.k8s up)")
+    pki = ensure_pki(home() / "pki")
+    return Cluster(
+        name=name,
+        server=current.address,
+        kubeconfig=_cluster_dir(name) / "kubeconfig",
+        ca_file=pki.ca_cert,
+        token=_token(name),
+    )
+
+
+def _configured_clusters() -> list[str]:
+    path = home() / "clusters.json"
+    if not path.exists():
+        return []
+    names: list[str] = json.loads(path.read_text())
+    return names
+
+
+def status() -> TestBedStatus:
+    names = _configured_clusters()
+    return TestBedStatus(
+        etcd=_etcd_status(),
+        apiservers=tuple(_apiserver_status(n) for n in names),
+        kwoks=tuple(_kwok_status(n) for n in names),
+    )
+
+
+def up(clusters: int = 2) -> UpResult:
+    """Start etcd, ``clusters`` API servers and their KWOKs unless running; build binaries first."""
+    if not 1 <= clusters <= len(CLUSTER_NAMES):
+        raise ValueError(f"clusters must be 1..{len(CLUSTER_NAMES)}")
+    binaries = ensure_built()
+    names = list(CLUSTER_NAMES[:clusters])
+    with _locked():
+        started: list[str] = []
+        pki = ensure_pki(home() / "pki")
+        known = _configured_clusters()
+        (home() / "clusters.json").write_text(json.dumps(sorted(set(known) | set(names))))
+        etcd = _etcd_status()
+        etcd_url = etcd.address
+        if not etcd.running or etcd_url is None or not _http_ok(f"{etcd_url}/readyz"):
+            if etcd.pid is not None:
+                stop_process_group(etcd.pid)
+            etcd_url = _start_etcd(binaries)
+            started.append("etcd")
+        for index, name in enumerate(names):
+            api = _apiserver_status(name)
+            if (
+                not api.running
+                or api.address is None
+                or not _http_ok(f"{api.address}/readyz", pki.ca_cert, _token(name))
+            ):
+                if api.pid is not None:
+                    stop_process_group(api.pid)
+                _start_apiserver(name, etcd_url, binaries, pki)
+                started.append(f"kube-apiserver/{name}")
+            if not _kwok_status(name).running:
+                _start_kwok(name, index, binaries)
+                started.append(f"kwok/{name}")
+        result = UpResult(clusters=[cluster(n) for n in names], started=started)
+    for name in names:
+        if f"kwok/{name}" in started:
+            _wait_kwok_ready(cluster(name))
+    return result
+
+
+def down(only: Sequence[str] | None = None) -> list[str]:
+    """Stop the test bed's processes (all, or the components named in ``only``); return them."""
+    stopped: list[str] = []
+    with _locked():
+        names = _configured_clusters()
+        components: list[ComponentStatus] = [
+            *(_kwok_status(n) for n in names),
+            *(_apiserver_status(n) for n in names),
+            _etcd_status(),
+        ]
+        for component in components:
+            if only is not None and component.name not in only:
+                continue
+            if component.pid is not None:
+                stop_process_group(component.pid, grace_s=10)
+                stopped.append(component.name)
+    return stopped
+
+
+# --- nodes --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuNode:
+    """A fake GPU node for KWOK to run: the labels and resources a real GPU node reports."""
+
+    name: str
+    gpus: int = 8
+    gpu_model: str = "A100"
+    category: str = "gpu"
+    cpu: str = "64"
+    memory: str = "512Gi"
+    labels: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+
+    def manifest(self) -> dict[str, Any]:
+        resources = {"cpu": self.cpu, "memory": self.memory, "pods": "110", GPU_RESOURCE: str(self.gpus)}
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": self.name,
+                "labels": {
+                    "kubernetes.io/hostname": self.name,
+                    "kubernetes.io/os": "linux",
+                    "type": "kwok",
+                    GPU_MODEL_LABEL: self.gpu_model,
+                    NODE_CATEGORY_LABEL: self.category,
+                    **self.labels,
+                },
+                "annotations": {"kwok.x-k8s.io/node": "fake"},
+            },
+            "spec": {"unschedulable": self.unschedulable},
+            "status": {"capacity": resources, "allocatable": dict(resources)},
+        }
+
+
+def _request(target: Cluster, method: str, path: str, body: Any = None) -> Any:
+    context = ssl.create_default_context(cafile=str(target.ca_file))
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(  # noqa: S310 - the test bed's own loopback server
+        f"{target.server}{path}", data=data, method=method
+    )
+    request.add_header("Authorization", f"Bearer {target.token}")
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=30, context=context) as response:  # noqa: S310
+        return json.loads(response.read() or b"null")
+
+
+def create_gpu_nodes(target: Cluster, nodes: Sequence[GpuNode]) -> None:
+    """POST the nodes (status included: the API server keeps status on create); 409 is success."""
+    for node in nodes:
+        try:
+            _request(target, "POST", "/api/v1/nodes", node.manifest())
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:
+                raise
+
+
+def delete_nodes(target: Cluster, names: Sequence[str]) -> None:
+    for name in names:
+        try:
+            _request(target, "DELETE", f"/api/v1/nodes/{name}")
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:
+                raise
+
+
+def node_ready(target: Cluster, name: str) -> bool:
+    node = _request(target, "GET", f"/api/v1/nodes/{name}")
+    conditions = node.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _wait_kwok_ready(target: Cluster) -> None:
+    probe = GpuNode(name=f"kwok-probe-{secrets.token_hex(3)}", gpus=0, category="probe")
+    create_gpu_nodes(target, [probe])
+    try:
+        wait_until(lambda: node_ready(target, probe.name), 60, f"kwok for {target.name}")
+    finally:
+        delete_nodes(target, [probe.name])

@@ -1,0 +1,61 @@
+"""Settings of the Kubernetes driver: where workers go and how their pods are shaped.
+
+Every field has a deliberate default for a GPU cluster running untrusted training code: workers run
+as a non-root user with no capabilities, no privilege escalation and no service-account token.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "bootstrap"
+
+
+class KubernetesDriverConfig(BaseModel):
+    """How the driver talks to its cluster and shapes worker pods."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    namespace: str = "rlark-workers"
+    """Namespace of every worker object (the agent's Role grants pods, services, configmaps here)."""
+    kubeconfig: Path | None = None
+    """A kubeconfig file; in-cluster configuration (service account) when unset."""
+    context: str | None = None
+
+    run_as_user: int | None = 1000
+    """UID of the worker container; None keeps the image's user (and drops runAsNonRoot)."""
+    run_as_group: int = 1000
+    fs_group: int = 1000
+    home_dir: str = "/home/rlark"
+    """A writable emptyDir used as $HOME: ~/.ssh, the work dir and pip caches live here."""
+    ssh_port: Annotated[int, Field(ge=1, le=65535)] = 2222
+    """sshd's port inside the pod: a non-root sshd cannot bind 22."""
+    shm_size: str | None = None
+    """Size limit of the memory-backed /dev/shm (NCCL and Ray's object store need more than 64Mi)."""
+    cpu_request: str | None = None
+    memory_request: str | None = None
+    memory_limit: str | None = None
+    image_pull_policy: str = Field(default="IfNotPresent", pattern="^(Always|IfNotPresent|Never)$")
+    image_pull_secrets: tuple[str, ...] = ()
+    """Names of docker-registry Secrets in the namespace (references only; never their content)."""
+    priority_class_name: str = ""
+    termination_grace_period_s: Annotated[int, Field(ge=0)] = 30
+    network_sidecar_image: str = ""
+    """Image of the per-pod network sidecar (TUN device + route of the domain CIDR). Only used
+    for workers with a virtual IP; only this sidecar gets NET_ADMIN."""
+    bootstrap_dir: Path = DEFAULT_BOOTSTRAP_DIR
+    """Where bootstrap.sh and rlark_node.py are read from (shipped in the per-job ConfigMap)."""
+    keys_sync_interval_s: Annotated[int, Field(ge=1)] = 10
+
+    resync_interval_s: Annotated[float, Field(gt=0)] = 30.0
+    image_pull_timeout_s: Annotated[float, Field(gt=0)] = 600.0
+    """A worker whose image cannot be pulled for this long fails (a wrong image never heals)."""
+    api_concurrency: Annotated[int, Field(ge=1, le=128)] = 16
+    """Threads for blocking API calls (watches and log followers have their own threads)."""
+    watch_timeout_s: Annotated[int, Field(ge=5)] = 300
+    log_buffer_lines: Annotated[int, Field(ge=10)] = 2000
+    follow_logs: bool = True
+    """Stream every worker's log into `events()` (markers become status changes)."""

@@ -1,0 +1,771 @@
+"""The Kubernetes runtime driver: worker placements become pods on the placed nodes.
+
+Implements `RuntimeDriver` (runtime/driver.py) with the official `kubernetes` client. Every blocking
+API call runs in a thread pool; watches (Nodes, and this driver's Pods) and log followers run in
+their own daemon threads and hand events to the event loop with ``call_soon_threadsafe``. State lives
+in the cluster, not in the agent:
+
+- the per-worker ConfigMap records that a worker should exist (its spec) and, by annotation, that
+  its pod was created; a restarted agent rebuilds its desired set from these ConfigMaps and its
+  statuses from the pods (adopt, never duplicate: every create is "409 = done");
+- names are deterministic (`names.py`), so a re-delivered placement changes nothing.
+
+Drift policy (the resync loop, every ``resync_interval_s``, plus the pod watch):
+- a pod that disappears without a stop request fails its worker with "pod deleted outside RLark".
+  It is not recreated: a fresh pod would be a new Ray node with none of the run's state in the
+  middle of a gang; the scheduler decides (it fails the job and stops the other workers);
+- a worker ConfigMap whose pod was never created (the agent died in between) gets its pod;
+- a pod without its worker ConfigMap (a stop interrupted half-way) is deleted;
+- a job whose Service or ConfigMap was deleted while it has workers gets them back; job objects
+  left without any worker are deleted;
+- a worker whose image cannot be pulled for ``image_pull_timeout_s`` fails with the kubelet's reason.
+
+Stopping deletes the worker's ConfigMap (the record) first, then its pod, then — when it was the
+job's last worker — the job's Service and ConfigMap. Owner references to the job ConfigMap make a
+real cluster's garbage collector finish the job too, but the driver never relies on it (test beds
+and some clusters run no kube-controller-manager).
+
+Logs: Kubernetes merges a container's stdout and stderr into one log, so every line is reported as
+stdout. Lines are numbered from the start of the container's log, so a restarted agent that
+follows the log again emits the same ``seq`` numbers and consumers drop the repeats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubernetes.client.exceptions import ApiException
+from rlark_contracts.events import agent as agent_events
+from rlark_tunnel_agent.runtime.driver import (
+    LogStream,
+    NodeObservation,
+    RuntimeEvent,
+    WorkerLogLine,
+    WorkerMarkerSeen,
+    WorkerPhase,
+    WorkerSpec,
+    WorkerStatus,
+    WorkerStatusChanged,
+    validate_authorized_key_lines,
+)
+from rlark_tunnel_agent.runtime.kubernetes import manifests, names
+from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
+from rlark_tunnel_agent.runtime.kubernetes.kube import Kube, Obj, WatchExpired, load_api_client
+from rlark_tunnel_agent.runtime.kubernetes.observe import (
+    NodeFacts,
+    deleted_outside,
+    fold_pod,
+    node_facts,
+    pod_gpus,
+    pod_holds_resources,
+    pulling_image,
+)
+from rlark_tunnel_agent.runtime.markers import apply_marker, parse_marker_line
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_HERE = Path(__file__).resolve().parent
+
+ORPHAN_GRACE_S = 60.0
+"""Job objects without workers are removed only when older than this (a job may be starting)."""
+
+
+def _annotation(obj: Obj, key: str) -> str | None:
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
+    return str(value) if value is not None else None
+
+
+def _label(obj: Obj, key: str) -> str | None:
+    value = ((obj.get("metadata") or {}).get("labels") or {}).get(key)
+    return str(value) if value is not None else None
+
+
+def _age_s(obj: Obj) -> float:
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not stamp:
+        return 0.0
+    created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return (datetime.now(UTC) - created).total_seconds()
+
+
+def _join_all(threads: Sequence[threading.Thread]) -> None:
+    for thread in threads:
+        thread.join(timeout=5)
+
+
+class KubernetesDriver:
+    """Workers as pods on one Kubernetes cluster (see the module docstring)."""
+
+    def __init__(self, config: KubernetesDriverConfig, *, kube: Kube | None = None) -> None:
+        self.config = config
+        self.namespace = config.namespace
+        self._kube = kube
+        self._executor = ThreadPoolExecutor(config.api_concurrency, thread_name_prefix="k8s-api")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._events: asyncio.Queue[RuntimeEvent] = asyncio.Queue()
+        self._nodes: dict[str, NodeFacts] = {}
+        self._nodes_changed = asyncio.Event()
+        self._specs: dict[str, WorkerSpec] = {}
+        self._status: dict[str, WorkerStatus] = {}
+        self._pods: dict[str, Obj] = {}
+        self._pod_created: set[str] = set()
+        self._stopping: set[str] = set()
+        self._inflight: dict[str, str] = {}
+        """Workers being created right now, with their job: the resync leaves them alone."""
+        self._worker_locks: dict[str, asyncio.Lock] = {}
+        self._job_locks: dict[str, asyncio.Lock] = {}
+        self._job_owner: dict[str, dict[str, Any]] = {}
+        self._pull_since: dict[str, float] = {}
+        self._log_buffers: dict[str, deque[WorkerLogLine]] = {}
+        self._log_seq: dict[str, int] = {}
+        self._followers: set[str] = set()
+        self._bootstrap_files: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._resync_task: asyncio.Task[None] | None = None
+        self._started = False
+
+    # --- plumbing -----------------------------------------------------------------------------
+
+    @property
+    def kube(self) -> Kube:
+        if self._kube is None:
+            raise RuntimeError("the driver is not started")
+        return self._kube
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    def _post(self, fn: Callable[..., None], *args: Any) -> None:
+        """From a thread: run ``fn(*args)`` on the event loop (dropped once closed)."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or self._stop.is_set():
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(fn, *args)
+
+    def _spawn_thread(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _lock(self, table: dict[str, asyncio.Lock], key: str) -> asyncio.Lock:
+        lock = table.get(key)
+        if lock is None:
+            lock = table[key] = asyncio.Lock()
+        return lock
+
+    def _set_status(self, new: WorkerStatus) -> None:
+        old = self._status.get(new.worker_id)
+        if old == new:
+            return
+        self._status[new.worker_id] = new
+        self._events.put_nowait(WorkerStatusChanged(status=new))
+
+    def _base_status(self, worker_id: str, job_id: str) -> WorkerStatus:
+        return self._status.get(worker_id) or WorkerStatus(
+            worker_id=worker_id, job_id=job_id, phase=WorkerPhase.CREATED
+        )
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect, adopt what a previous agent left, list nodes, then watch and resync."""
+        if self._started:
+            return
+        self._loop = asyncio.get_running_loop()
+        if self._kube is None:
+            api_client = await self._call(
+                load_api_client, self.config.kubeconfig, self.config.context, self.config.api_concurrency * 2
+            )
+            self._kube = Kube(api_client)
+        self._bootstrap_files = self._read_bootstrap_files()
+
+        config_maps, _ = await self._call(
+            self.kube.list_items, "config_map", self.namespace, names.managed_selector()
+        )
+        for cm in config_maps:
+            if _label(cm, names.OBJECT_LABEL) != "worker":
+                continue
+            try:
+                spec = manifests.spec_from_config_map(cm)
+            except (KeyError, ValueError):
+                log.warning("unreadable worker config map %s", cm["metadata"]["name"])
+                continue
+            self._specs[spec.worker_id] = spec
+            if _annotation(cm, names.POD_CREATED_ANNOTATION) == "true":
+                self._pod_created.add(spec.worker_id)
+        pods, pods_rv = await self._call(self.kube.list_items, "pod", self.namespace, names.managed_selector())
+        seen = set()
+        for pod in pods:
+            self._on_pod_event("ADDED", pod)
+            if wid := _annotation(pod, names.WORKER_ANNOTATION):
+                seen.add(wid)
+        for wid, spec in list(self._specs.items()):
+            if wid in seen:
+                continue
+            if wid in self._pod_created:
+                self._set_status(deleted_outside(self._base_status(wid, spec.job_id)))
+            else:
+                # The previous agent recorded the worker but died before creating its pod.
+                await self._create_pod(spec)
+        nodes, nodes_rv = await self._call(self.kube.list_nodes)
+        self._replace_nodes(nodes)
+        self._spawn_thread("k8s-watch-nodes", self._watch_loop, "node", nodes_rv)
+        self._spawn_thread("k8s-watch-pods", self._watch_loop, "pod", pods_rv)
+        self._resync_task = asyncio.create_task(self._resync_loop(), name="k8s-resync")
+        self._started = True
+
+    async def close(self) -> None:
+        """Stop watching and following logs; pods keep running (an agent restart is not a stop)."""
+        self._stop.set()
+        if self._resync_task is not None:
+            self._resync_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._resync_task
+        if self._kube is not None:
+            self._kube.close_streams()
+        threads, self._threads = self._threads, []
+        await asyncio.to_thread(_join_all, threads)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._kube is not None:
+            await asyncio.to_thread(self._kube.api_client.close)
+        self._started = False
+
+    def _read_bootstrap_files(self) -> dict[str, str]:
+        files = {manifests.ENTRYPOINT_FILE: (_HERE / "entrypoint.sh").read_text()}
+        for name in ("bootstrap.sh", "rlark_node.py"):
+            path = self.config.bootstrap_dir / name
+            if not path.exists():
+                raise RuntimeError(f"the worker bootstrap file {path} is missing")
+            files[name] = path.read_text()
+        return files
+
+    # --- nodes ---------------------------------------------------------------------------------------
+
+    def _replace_nodes(self, nodes: Sequence[Obj]) -> None:
+        self._nodes = {facts.name: facts for facts in map(node_facts, nodes)}
+        self._nodes_changed.set()
+
+    def _on_node_event(self, kind: str, node: Obj) -> None:
+        name = node["metadata"]["name"]
+        if kind == "DELETED":
+            self._nodes.pop(name, None)
+        else:
+            facts = node_facts(node)
+            if self._nodes.get(name) == facts:
+                return
+            self._nodes[name] = facts
+        self._nodes_changed.set()
+
+    async def observe_nodes(self) -> list[NodeObservation]:
+        return [self._nodes[n].observation() for n in sorted(self._nodes)]
+
+    def node_facts(self) -> list[NodeFacts]:
+        """Everything observed per node (capacity and allocatable GPUs, cordon, addresses)."""
+        return [self._nodes[n] for n in sorted(self._nodes)]
+
+    async def observe_node_reports(self) -> list[agent_events.NodeObservation]:
+        """Nodes as the agent reports them to inventory, with GPUs held by this agent's pods."""
+        allocated: dict[str, int] = {}
+        for pod in self._pods.values():
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and pod_holds_resources(pod):
+                allocated[node] = allocated.get(node, 0) + pod_gpus(pod)
+        return [self._nodes[n].report(allocated.get(n, 0)) for n in sorted(self._nodes)]
+
+    async def wait_nodes_changed(self, timeout_s: float | None = None) -> bool:
+        """Wait until the node set changed since the last call; False on timeout."""
+        try:
+            await asyncio.wait_for(self._nodes_changed.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        self._nodes_changed.clear()
+        return True
+
+    async def cordon(self, node: str, cordoned: bool = True) -> NodeFacts:
+        """Set ``spec.unschedulable`` (cordon) or clear it (uncordon) through the API."""
+        updated = await self._call(self.kube.patch_node, node, {"spec": {"unschedulable": cordoned}})
+        facts = node_facts(updated)
+        self._nodes[facts.name] = facts
+        self._nodes_changed.set()
+        return facts
+
+    async def uncordon(self, node: str) -> NodeFacts:
+        return await self.cordon(node, cordoned=False)
+
+    # --- watches -------------------------------------------------------------------------------------
+
+    def _watch_loop(self, kind: str, resource_version: str) -> None:
+        """Thread: watch ``kind`` forever, relisting after 410 Gone or a broken connection."""
+        backoff = 1.0
+        namespace = None if kind == "node" else self.namespace
+        selector = "" if kind == "node" else names.managed_selector()
+        handler = self._on_node_event if kind == "node" else self._on_pod_event
+        while not self._stop.is_set():
+            try:
+                if not resource_version:
+                    items, resource_version = (
+                        self.kube.list_nodes()
+                        if kind == "node"
+                        else self.kube.list_items(kind, self.namespace, selector)
+                    )
+                    self._post(self._relisted, kind, items)
+                for event_type, obj in self.kube.watch(
+                    kind, namespace, selector, resource_version, self.config.watch_timeout_s
+                ):
+                    resource_version = obj.get("metadata", {}).get("resourceVersion") or resource_version
+                    if event_type != "BOOKMARK":
+                        self._post(handler, event_type, obj)
+                backoff = 1.0
+            except WatchExpired:
+                resource_version = ""
+            except Exception as exc:
+                if self._stop.is_set():
+                    return
+                log.warning("watch of %s failed (%s); retrying in %.0fs", kind, exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+                resource_version = ""
+
+    def _relisted(self, kind: str, items: list[Obj]) -> None:
+        if kind == "node":
+            self._replace_nodes(items)
+            return
+        present = set()
+        for pod in items:
+            self._on_pod_event("MODIFIED", pod)
+            if wid := _annotation(pod, names.WORKER_ANNOTATION):
+                present.add(wid)
+        for wid in list(self._pods):
+            if wid not in present:
+                self._on_pod_event("DELETED", self._pods[wid])
+
+    def _on_pod_event(self, kind: str, pod: Obj) -> None:
+        wid = _annotation(pod, names.WORKER_ANNOTATION)
+        job_id = _annotation(pod, names.JOB_ANNOTATION) or ""
+        if wid is None:
+            return
+        if kind == "DELETED":
+            self._pods.pop(wid, None)
+            self._pull_since.pop(wid, None)
+            status = self._base_status(wid, job_id)
+            if wid in self._stopping or wid not in self._specs:
+                if not status.phase.terminal:
+                    self._set_status(
+                        status.model_copy(
+                            update={
+                                "phase": WorkerPhase.STOPPED,
+                                "reason": status.reason or "stopped on request",
+                            }
+                        )
+                    )
+                return
+            self._set_status(deleted_outside(status))
+            return
+        self._pods[wid] = pod
+        new = fold_pod(self._base_status(wid, job_id), pod, stopping=wid in self._stopping)
+        if pulling_image(new):
+            self._pull_since.setdefault(wid, time.monotonic())
+        else:
+            self._pull_since.pop(wid, None)
+        self._set_status(new)
+        if self.config.follow_logs and wid not in self._followers and self._container_started(pod):
+            self._followers.add(wid)
+            self._spawn_thread(f"k8s-log-{wid}", self._follow_logs, wid, pod["metadata"]["name"])
+
+    @staticmethod
+    def _container_started(pod: Obj) -> bool:
+        for item in (pod.get("status") or {}).get("containerStatuses") or []:
+            if item.get("name") == manifests.WORKER_CONTAINER:
+                state = item.get("state") or {}
+                return "running" in state or "terminated" in state
+        return False
+
+    # --- logs -----------------------------------------------------------------------------------------
+
+    def _follow_logs(self, worker_id: str, pod_name: str) -> None:
+        """Thread: follow the worker container's log, resuming after errors without repeats."""
+        emitted = 0
+        backoff = 2.0
+        while not self._stop.is_set():
+            seq = 0
+            try:
+                for line in self.kube.pod_log_lines(
+                    self.namespace, pod_name, manifests.WORKER_CONTAINER, True
+                ):
+                    seq += 1
+                    if seq > emitted:
+                        emitted = seq
+                        self._post(self._on_log_line, worker_id, seq, line)
+                status = self._status.get(worker_id)
+                if status is None or status.phase.terminal or worker_id not in self._pods:
+                    return
+            except ApiException as exc:
+                if exc.status == 404 or self._stop.is_set():
+                    return
+                log.debug("log of %s not available (%s); retrying", worker_id, exc.status)
+            except Exception as exc:
+                if self._stop.is_set():
+                    return
+                log.debug("log stream of %s broke: %s", worker_id, exc)
+            if worker_id not in self._pods:
+                return
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, 60.0)
+
+    def _on_log_line(self, worker_id: str, seq: int, text: str) -> None:
+        if seq <= self._log_seq.get(worker_id, 0):
+            return
+        self._log_seq[worker_id] = seq
+        line = WorkerLogLine(worker_id=worker_id, stream=LogStream.STDOUT, seq=seq, text=text)
+        buffer = self._log_buffers.setdefault(worker_id, deque(maxlen=self.config.log_buffer_lines))
+        buffer.append(line)
+        self._events.put_nowait(line)
+        marker = parse_marker_line(text)
+        if marker is not None:
+            self._events.put_nowait(WorkerMarkerSeen(worker_id=worker_id, marker=marker))
+            status = self._status.get(worker_id)
+            if status is not None:
+                self._set_status(apply_marker(status, marker))
+
+    async def stream_logs(self, worker_id: str, follow: bool = True) -> AsyncIterator[WorkerLogLine]:
+        """The worker's log lines from the first, numbered like `events()`; ends with the container."""
+        spec = self._specs.get(worker_id)
+        pod_name = names.pod_name(worker_id)
+        if spec is None and worker_id not in self._pods:
+            raise LookupError(f"unknown worker {worker_id}")
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        cancelled = threading.Event()
+        failure: list[BaseException] = []
+
+        def pump() -> None:
+            try:
+                for text in self.kube.pod_log_lines(
+                    self.namespace, pod_name, manifests.WORKER_CONTAINER, follow
+                ):
+                    if cancelled.is_set():
+                        return
+                    loop.call_soon_threadsafe(queue.put_nowait, text)
+            except BaseException as exc:
+                failure.append(exc)
+            finally:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(queue.put_nowait, None)
+
+        thread = threading.Thread(target=pump, name=f"k8s-logstream-{worker_id}", daemon=True)
+        thread.start()
+        seq = 0
+        try:
+            while (text := await queue.get()) is not None:
+                seq += 1
+                yield WorkerLogLine(worker_id=worker_id, stream=LogStream.STDOUT, seq=seq, text=text)
+            if failure:
+                raise failure[0]
+        finally:
+            cancelled.set()
+
+    async def tail_logs(self, worker_id: str, lines: int = 50) -> list[WorkerLogLine]:
+        """The last ``lines`` lines: read from the API when the pod exists, else what was followed."""
+        if worker_id in self._pods:
+            try:
+                texts = await self._call(self._read_log, names.pod_name(worker_id))
+                numbered = [
+                    WorkerLogLine(worker_id=worker_id, stream=LogStream.STDOUT, seq=i, text=t)
+                    for i, t in enumerate(texts, start=1)
+                ]
+                return numbered[-lines:] if lines > 0 else []
+            except ApiException as exc:
+                log.debug("log of %s not readable (%s); using the followed lines", worker_id, exc.status)
+        buffer = list(self._log_buffers.get(worker_id, ()))
+        return buffer[-lines:] if lines > 0 else []
+
+    def _read_log(self, pod_name: str) -> list[str]:
+        return list(self.kube.pod_log_lines(self.namespace, pod_name, manifests.WORKER_CONTAINER, False))
+
+    # --- workers ----------------------------------------------------------------------------------------
+
+    async def _ensure_job(self, spec: WorkerSpec) -> dict[str, Any]:
+        """The job's ConfigMap (owner of the rest) and headless Service; cached per job."""
+        async with self._lock(self._job_locks, spec.job_id):
+            owner = self._job_owner.get(spec.job_id)
+            if owner is not None:
+                return owner
+            body = manifests.job_config_map(spec.job_id, self.namespace, self._bootstrap_files)
+            job_cm = await self._call(self.kube.create, "config_map", self.namespace, body)
+            if job_cm is None:
+                job_cm = await self._call(
+                    self.kube.get, "config_map", self.namespace, body["metadata"]["name"]
+                )
+                if job_cm is None:
+                    raise RuntimeError(f"job config map of {spec.job_id} vanished while creating it")
+            owner = manifests.owner_reference(job_cm)
+            service = manifests.headless_service(spec.job_id, self.namespace, spec.ray_port, owner)
+            await self._call(self.kube.create, "service", self.namespace, service)
+            self._job_owner[spec.job_id] = owner
+            return owner
+
+    async def ensure_worker(self, spec: WorkerSpec) -> None:
+        """Create the worker's objects unless they exist (idempotent by worker id; never restarts)."""
+        wid = spec.worker_id
+        if wid in self._pod_created and wid in self._specs:
+            return
+        async with self._lock(self._worker_locks, wid):
+            if wid in self._pod_created and wid in self._specs:
+                return
+            self._inflight[wid] = spec.job_id
+            try:
+                try:
+                    manifests.worker_pod(spec, self.config, {"name": "check", "uid": "check"})
+                except ValueError as exc:
+                    # A placement this runtime cannot express fails the worker, visibly.
+                    self._set_status(
+                        WorkerStatus(
+                            worker_id=wid, job_id=spec.job_id, phase=WorkerPhase.FAILED, reason=str(exc)
+                        )
+                    )
+                    return
+                owner = await self._ensure_job(spec)
+                cm_body = manifests.worker_config_map(spec, self.namespace, owner)
+                cm = await self._call(self.kube.create, "config_map", self.namespace, cm_body)
+                if cm is None:
+                    cm = await self._call(
+                        self.kube.get, "config_map", self.namespace, cm_body["metadata"]["name"]
+                    )
+                already = cm is not None and _annotation(cm, names.POD_CREATED_ANNOTATION) == "true"
+                self._specs[wid] = spec
+                if wid not in self._status:
+                    self._set_status(self._base_status(wid, spec.job_id))
+                if not already:
+                    await self._create_pod(spec, owner)
+                else:
+                    self._pod_created.add(wid)
+            finally:
+                self._inflight.pop(wid, None)
+
+    async def _create_pod(self, spec: WorkerSpec, owner: dict[str, Any] | None = None) -> None:
+        if owner is None:
+            owner = await self._ensure_job(spec)
+        pod = manifests.worker_pod(spec, self.config, owner)
+        await self._call(self.kube.create, "pod", self.namespace, pod)
+        await self._call(
+            self.kube.patch,
+            "config_map",
+            self.namespace,
+            names.worker_config_name(spec.worker_id),
+            {"metadata": {"annotations": {names.POD_CREATED_ANNOTATION: "true"}}},
+        )
+        self._pod_created.add(spec.worker_id)
+        self._specs.setdefault(spec.worker_id, spec)
+        if spec.worker_id not in self._status:
+            self._set_status(self._base_status(spec.worker_id, spec.job_id))
+
+    async def _job_of(self, worker_id: str) -> str | None:
+        if spec := self._specs.get(worker_id):
+            return spec.job_id
+        if pod := self._pods.get(worker_id):
+            return _annotation(pod, names.JOB_ANNOTATION)
+        cm = await self._call(
+            self.kube.get, "config_map", self.namespace, names.worker_config_name(worker_id)
+        )
+        if cm is not None:
+            return _annotation(cm, names.JOB_ANNOTATION)
+        pod = await self._call(self.kube.get, "pod", self.namespace, names.pod_name(worker_id))
+        return _annotation(pod, names.JOB_ANNOTATION) if pod is not None else None
+
+    async def stop_worker(self, worker_id: str) -> None:
+        """Delete the worker's record and pod, and the job's objects after its last worker."""
+        async with self._lock(self._worker_locks, worker_id):
+            self._stopping.add(worker_id)
+            job_id = await self._job_of(worker_id)
+            await self._call(
+                self.kube.delete, "config_map", self.namespace, names.worker_config_name(worker_id)
+            )
+            deleted = await self._call(
+                self.kube.delete,
+                "pod",
+                self.namespace,
+                names.pod_name(worker_id),
+                self.config.termination_grace_period_s,
+            )
+            self._specs.pop(worker_id, None)
+            self._pod_created.discard(worker_id)
+            if not deleted and worker_id in self._status:
+                self._on_pod_event(
+                    "DELETED",
+                    {
+                        "metadata": {
+                            "annotations": {
+                                names.WORKER_ANNOTATION: worker_id,
+                                names.JOB_ANNOTATION: job_id or "",
+                            }
+                        }
+                    },
+                )
+        if job_id is not None:
+            await self._cleanup_job_if_empty(job_id)
+
+    async def _cleanup_job_if_empty(self, job_id: str, min_age_s: float = 0.0) -> bool:
+        async with self._lock(self._job_locks, job_id):
+            selector = f"{names.job_selector(job_id)},{names.OBJECT_LABEL}=worker"
+            remaining, _ = await self._call(self.kube.list_items, "config_map", self.namespace, selector)
+            if remaining or any(s.job_id == job_id for s in self._specs.values()):
+                return False
+            if min_age_s:
+                job_cm = await self._call(
+                    self.kube.get, "config_map", self.namespace, names.job_config_name(job_id)
+                )
+                if job_cm is not None and _age_s(job_cm) < min_age_s:
+                    return False
+            await self._call(self.kube.delete, "service", self.namespace, names.service_name(job_id))
+            await self._call(self.kube.delete, "config_map", self.namespace, names.job_config_name(job_id))
+            self._job_owner.pop(job_id, None)
+            return True
+
+    async def update_authorized_keys(self, worker_id: str, lines: Sequence[str]) -> None:
+        """Rewrite the worker's keys in its ConfigMap; the pod's entrypoint installs them live."""
+        keys = tuple(validate_authorized_key_lines(lines))
+        spec = self._specs.get(worker_id)
+        if spec is None:
+            cm = await self._call(
+                self.kube.get, "config_map", self.namespace, names.worker_config_name(worker_id)
+            )
+            if cm is None:
+                raise LookupError(f"unknown worker {worker_id}")
+            spec = manifests.spec_from_config_map(cm)
+        updated = spec.model_copy(update={"ssh_public_keys": keys})
+        patched = await self._call(
+            self.kube.patch,
+            "config_map",
+            self.namespace,
+            names.worker_config_name(worker_id),
+            {
+                "data": {
+                    manifests.KEYS_KEY: "".join(f"{k}\n" for k in keys),
+                    manifests.SPEC_KEY: updated.model_dump_json(),
+                }
+            },
+        )
+        if patched is None:
+            raise LookupError(f"unknown worker {worker_id}")
+        self._specs[worker_id] = updated
+
+    async def list_workers(self) -> list[str]:
+        return sorted(self._specs)
+
+    async def get_status(self, worker_id: str) -> WorkerStatus | None:
+        return self._status.get(worker_id)
+
+    async def events(self) -> AsyncIterator[RuntimeEvent]:
+        while True:
+            yield await self._events.get()
+
+    # --- resync -----------------------------------------------------------------------------------------
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.resync_interval_s)
+            try:
+                await self.resync()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("resync failed; next try in %.0fs", self.config.resync_interval_s)
+
+    async def resync(self) -> None:
+        """Compare the cluster with the recorded workers once and repair drift (module docstring)."""
+        selector = names.managed_selector()
+        # Pods first: a pod listed here was created after its ConfigMap, so the ConfigMap list
+        # below misses it only when the worker is being stopped.
+        pods, _ = await self._call(self.kube.list_items, "pod", self.namespace, selector)
+        config_maps, _ = await self._call(self.kube.list_items, "config_map", self.namespace, selector)
+        services, _ = await self._call(self.kube.list_items, "service", self.namespace, selector)
+        pods_by_worker = {w: p for p in pods if (w := _annotation(p, names.WORKER_ANNOTATION))}
+        worker_cms: dict[str, Obj] = {}
+        job_cms: dict[str, Obj] = {}
+        for cm in config_maps:
+            if _label(cm, names.OBJECT_LABEL) == "worker" and (w := _annotation(cm, names.WORKER_ANNOTATION)):
+                worker_cms[w] = cm
+            elif _label(cm, names.OBJECT_LABEL) == "job" and (j := _annotation(cm, names.JOB_ANNOTATION)):
+                job_cms[j] = cm
+        service_jobs = {j for s in services if (j := _annotation(s, names.JOB_ANNOTATION))}
+
+        for wid, pod in pods_by_worker.items():
+            if wid in worker_cms or wid in self._inflight:
+                self._on_pod_event("MODIFIED", pod)
+                continue
+            log.info(
+                "deleting pod %s: its worker is not recorded (an interrupted stop)", pod["metadata"]["name"]
+            )
+            self._stopping.add(wid)
+            await self._call(self.kube.delete, "pod", self.namespace, pod["metadata"]["name"], 0)
+
+        jobs_with_workers: set[str] = set()
+        for wid, cm in worker_cms.items():
+            if wid in self._inflight or wid in self._stopping:
+                continue
+            try:
+                spec = self._specs.get(wid) or manifests.spec_from_config_map(cm)
+            except (KeyError, ValueError):
+                continue
+            self._specs.setdefault(wid, spec)
+            jobs_with_workers.add(spec.job_id)
+            if wid not in pods_by_worker:
+                if _annotation(cm, names.POD_CREATED_ANNOTATION) == "true":
+                    self._pod_created.add(wid)
+                    still = await self._call(self.kube.get, "pod", self.namespace, names.pod_name(wid))
+                    if still is None:
+                        self._pods.pop(wid, None)
+                        self._set_status(deleted_outside(self._base_status(wid, spec.job_id)))
+                    continue
+                async with self._lock(self._worker_locks, wid):
+                    if wid not in self._stopping:
+                        await self._create_pod(spec)
+                continue
+            since = self._pull_since.get(wid)
+            status = self._status.get(wid)
+            if (
+                since is not None
+                and status is not None
+                and time.monotonic() - since > self.config.image_pull_timeout_s
+            ):
+                waited = round(time.monotonic() - since)
+                self._set_status(
+                    status.model_copy(
+                        update={
+                            "phase": WorkerPhase.FAILED,
+                            "reason": f"{status.reason} (not pulled after {waited}s)",
+                        }
+                    )
+                )
+
+        for job_id in jobs_with_workers:
+            if job_id not in job_cms or job_id not in service_jobs:
+                some = next(s for s in self._specs.values() if s.job_id == job_id)
+                if job_id not in job_cms:
+                    self._job_owner.pop(job_id, None)
+                log.info("repairing the job objects of %s", job_id)
+                await self._ensure_job(some)
+                if job_id not in service_jobs and job_id in self._job_owner:
+                    service = manifests.headless_service(
+                        job_id, self.namespace, some.ray_port, self._job_owner[job_id]
+                    )
+                    await self._call(self.kube.create, "service", self.namespace, service)
+        for job_id in (set(job_cms) | service_jobs) - jobs_with_workers:
+            if job_id in self._inflight.values():
+                continue
+            await self._cleanup_job_if_empty(job_id, min_age_s=ORPHAN_GRACE_S)

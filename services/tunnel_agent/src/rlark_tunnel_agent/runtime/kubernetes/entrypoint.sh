@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# RLark pod entrypoint (Kubernetes runtime). Shipped in the per-job ConfigMap beside bootstrap.sh.
+#
+# Kubernetes refreshes a mounted ConfigMap in place when it changes (within the kubelet's sync
+# period, about a minute). The worker's public keys live in the per-worker ConfigMap, so a key
+# rotation only has to update that ConfigMap: this loop notices the change and rewrites
+# ~/.ssh/authorized_keys atomically (mode 600), as the bootstrap did at start. Nothing restarts,
+# and the agent needs no `pods/exec` permission. Then the worker bootstrap runs as PID 1's child.
+set -u
+
+keys_src=${RLARK_AUTHORIZED_KEYS_FILE:-}
+if [[ -n $keys_src ]]; then
+  (
+    last=$(cksum <"$keys_src" 2>/dev/null || true)
+    while sleep "${RLARK_KEYS_SYNC_S:-10}"; do
+      now=$(cksum <"$keys_src" 2>/dev/null) || continue
+      [[ $now == "$last" ]] && continue
+      mkdir -p "$HOME/.ssh" && chmod 700 "$HOME/.ssh" || continue
+      tmp="$HOME/.ssh/.authorized_keys.sync"
+      # Public keys only: a line that looks like key material is dropped, never echoed.
+      (umask 077 && grep -v -e 'PRIVATE KEY' -e '^[[:space:]]*$' "$keys_src" >"$tmp") || true
+      chmod 600 "$tmp" && mv -f "$tmp" "$HOME/.ssh/authorized_keys" || continue
+      last=$now
+      printf '##rlark {"event":"keys_installed","count":%d}\n' "$(grep -c . "$HOME/.ssh/authorized_keys")"
+    done
+  ) &
+fi
+
+exec bash "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"

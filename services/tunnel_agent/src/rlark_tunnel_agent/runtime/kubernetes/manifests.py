@@ -1,0 +1,366 @@
+"""The Kubernetes objects of a job and its workers, rendered as plain manifests (dicts). Pure.
+
+Per job: a ConfigMap (``rlark-<job>-job``) carrying the worker bootstrap files — it is the owner of
+every other object of the job, so deleting it garbage-collects the job on a real cluster — and a
+headless Service (``rlark-<job>``) so each worker resolves as ``<pod>.<service>.<ns>.svc``.
+Per worker: a ConfigMap (``rlark-<worker>-cfg``: prepare/run scripts, public keys for
+``authorized_keys``, and the worker spec as the durable record that the worker should exist) and
+the Pod (``rlark-<worker>``) bound to the placed node by ``spec.nodeName``.
+
+Pod shape (every field deliberate; a golden-file test pins it):
+- no scheduler involved: ``nodeName`` is the scheduler's placement; ``restartPolicy: Never``
+  (a worker that exits is done: the job decides, not the kubelet);
+- ``automountServiceAccountToken: false`` and ``enableServiceLinks: false``: user code gets no
+  cluster credential and no service environment noise;
+- pod security: non-root UID/GID (configurable), ``fsGroup`` for writable volumes, seccomp
+  RuntimeDefault; the worker container: ``allowPrivilegeEscalation: false``, ``privileged:
+  false``, every capability dropped;
+- GPU: ``nvidia.com/gpu`` in requests and limits (extended resources need both equal); a
+  toleration of the usual ``nvidia.com/gpu`` NoSchedule taint of GPU nodes;
+- volumes: the job ConfigMap at /opt/rlark/bootstrap (read-only, 0555), the worker ConfigMap at
+  /opt/rlark/worker (read-only, whole directory so key rotation propagates), an emptyDir $HOME,
+  a memory-backed /dev/shm, then the role's mounts;
+- env: the role's variables first, then the platform's (which win); every user value is escaped
+  so Kubernetes' ``$(VAR)`` expansion cannot rewrite it;
+- the network sidecar (only for workers with a virtual IP and a configured sidecar image) is the
+  one container with a capability: NET_ADMIN, nothing else, and /dev/net/tun.
+
+Mount sources map to volume types: an absolute path → ``hostPath`` (``Directory`` when read-only,
+``DirectoryOrCreate`` otherwise); ``pvc://<claim>[/<sub/path>]`` → ``persistentVolumeClaim`` with
+``subPath``; ``csi://<driver>?<attr>=<value>&...`` → an inline CSI ephemeral volume (object storage
+through whichever CSI driver the cluster offers, e.g. a Mountpoint-for-S3 or csi-s3 driver);
+``emptyDir`` mounts → ``emptyDir``. Object-storage credentials never travel in a placement: the CSI
+driver gets them from its own Secret (``nodePublishSecretRef`` is for the cluster admin to set up).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from rlark_tunnel_agent.runtime.driver import Mount, MountType, RayPorts, WorkerSpec
+from rlark_tunnel_agent.runtime.kubernetes import names
+from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
+
+GPU_RESOURCE = "nvidia.com/gpu"
+WORKER_CONTAINER = "worker"
+SIDECAR_CONTAINER = "rlark-net"
+BOOTSTRAP_MOUNT = "/opt/rlark/bootstrap"
+WORKER_MOUNT = "/opt/rlark/worker"
+ENTRYPOINT_FILE = "entrypoint.sh"
+SPEC_KEY = "spec.json"
+KEYS_KEY = "authorized_keys"
+PREPARE_KEY = "prepare.sh"
+RUN_KEY = "run.sh"
+
+Manifest = dict[str, Any]
+
+
+def owner_reference(job_config: Mapping[str, Any]) -> dict[str, Any]:
+    """An ownerReference to the job's ConfigMap (needs its uid, so the ConfigMap comes first)."""
+    meta = job_config["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "blockOwnerDeletion": False,
+        "controller": False,
+    }
+
+
+def job_config_map(job_id: str, namespace: str, bootstrap_files: Mapping[str, str]) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": names.job_config_name(job_id),
+            "namespace": namespace,
+            "labels": names.job_labels(job_id),
+            "annotations": {names.JOB_ANNOTATION: job_id},
+        },
+        "data": dict(sorted(bootstrap_files.items())),
+    }
+
+
+def headless_service(job_id: str, namespace: str, ray_port: int, owner: Mapping[str, Any]) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": names.service_name(job_id),
+            "namespace": namespace,
+            "labels": names.job_labels(job_id),
+            "annotations": {names.JOB_ANNOTATION: job_id},
+            "ownerReferences": [dict(owner)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            # Workers must resolve the Header before any readiness: Ray joins at start-up.
+            "publishNotReadyAddresses": True,
+            "selector": {
+                names.MANAGED_BY_LABEL: names.MANAGED_BY,
+                names.JOB_LABEL: names.label_value(job_id),
+                names.OBJECT_LABEL: "worker",
+            },
+            "ports": [{"name": "ray-gcs", "port": ray_port, "targetPort": ray_port, "protocol": "TCP"}],
+        },
+    }
+
+
+def worker_config_map(spec: WorkerSpec, namespace: str, owner: Mapping[str, Any]) -> Manifest:
+    data = {
+        KEYS_KEY: "".join(f"{line}\n" for line in spec.ssh_public_keys),
+        SPEC_KEY: spec.model_dump_json(),
+    }
+    if spec.prepare_script:
+        data[PREPARE_KEY] = spec.prepare_script
+    if spec.run_script:
+        data[RUN_KEY] = spec.run_script
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": names.worker_config_name(spec.worker_id),
+            "namespace": namespace,
+            "labels": names.worker_labels(spec.job_id, spec.worker_id, spec.role, spec.rank),
+            "annotations": {
+                names.JOB_ANNOTATION: spec.job_id,
+                names.WORKER_ANNOTATION: spec.worker_id,
+            },
+            "ownerReferences": [dict(owner)],
+        },
+        "data": dict(sorted(data.items())),
+    }
+
+
+def spec_from_config_map(config_map: Mapping[str, Any]) -> WorkerSpec:
+    """The worker spec recorded in a worker ConfigMap (how a restarted agent knows its workers)."""
+    return WorkerSpec.model_validate(json.loads(config_map["data"][SPEC_KEY]))
+
+
+def _escape(value: str) -> str:
+    # Kubernetes expands $(VAR) in env values; "$$" is a literal "$".
+    return value.replace("$", "$$")
+
+
+def _platform_env(spec: WorkerSpec, config: KubernetesDriverConfig) -> dict[str, str]:
+    env = {
+        "HOME": config.home_dir,
+        "RLARK_JOB_ID": spec.job_id,
+        "RLARK_WORKER_ID": spec.worker_id,
+        "RLARK_ROLE": spec.role,
+        "RLARK_WORKER_INDEX": str(spec.index),
+        "RLARK_NODE_RANK": str(spec.rank),
+        "RLARK_NUM_NODES": str(spec.num_nodes),
+        "RLARK_IS_HEADER": "1" if spec.is_header else "0",
+        "RLARK_GPUS": str(spec.gpus),
+        "RLARK_EXPECTED_GPUS": str(spec.total_gpus),
+        "RLARK_JOIN_DEADLINE_S": str(int(spec.join_deadline_s)),
+        "RLARK_AUTHORIZED_KEYS_FILE": f"{WORKER_MOUNT}/{KEYS_KEY}",
+        "RLARK_KEYS_SYNC_S": str(config.keys_sync_interval_s),
+        "RLARK_WORKDIR": f"{config.home_dir}/work",
+        "RLARK_RAY_TEMP_DIR": "/tmp/ray",  # noqa: S108 - inside the worker's own container
+        "RLARK_SSH_PORT": str(config.ssh_port),
+        **RayPorts().as_env(spec.ray_port),
+    }
+    if not spec.is_header:
+        env["RLARK_HEADER_ADDRESS"] = spec.header_address
+    if spec.prepare_script:
+        env["RLARK_PREPARE_SCRIPT"] = f"{WORKER_MOUNT}/{PREPARE_KEY}"
+    if spec.run_script:
+        env["RLARK_RUN_SCRIPT"] = f"{WORKER_MOUNT}/{RUN_KEY}"
+    if spec.outputs:
+        env["RLARK_OUTPUTS"] = ":".join(spec.outputs)
+    if spec.tensorboard_dir:
+        env["RLARK_TENSORBOARD_DIR"] = spec.tensorboard_dir
+    if spec.virtual_ip is not None:
+        env["RLARK_VIRTUAL_IP"] = str(spec.virtual_ip)
+        env["RLARK_NODE_IP"] = str(spec.virtual_ip)
+    return env
+
+
+def _env(spec: WorkerSpec, config: KubernetesDriverConfig) -> list[dict[str, Any]]:
+    platform = _platform_env(spec, config)
+    entries: list[dict[str, Any]] = [
+        {"name": k, "value": _escape(v)} for k, v in sorted(spec.env.items()) if k not in platform
+    ]
+    entries += [{"name": k, "value": _escape(v)} for k, v in sorted(platform.items())]
+    if spec.virtual_ip is None:
+        # Ray binds and advertises the pod's own IP.
+        entries.append({"name": "RLARK_NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    return entries
+
+
+def _user_volume(index: int, mount: Mount) -> tuple[dict[str, Any], dict[str, Any]]:
+    name = f"mount-{index}"
+    volume_mount: dict[str, Any] = {"name": name, "mountPath": mount.target, "readOnly": mount.read_only}
+    if mount.type == MountType.EMPTY_DIR:
+        return {"name": name, "emptyDir": {}}, volume_mount
+    if mount.type != MountType.HOST_PATH:
+        raise ValueError(f"mount type {mount.type!s} is not supported on Kubernetes")
+    source = mount.source
+    if source.startswith("pvc://"):
+        claim, _, sub_path = source.removeprefix("pvc://").partition("/")
+        if not claim:
+            raise ValueError(f"mount {mount.target}: pvc:// needs a claim name")
+        if sub_path:
+            volume_mount["subPath"] = sub_path
+        volume = {"name": name, "persistentVolumeClaim": {"claimName": claim, "readOnly": mount.read_only}}
+        return volume, volume_mount
+    if source.startswith("csi://"):
+        parts = urlsplit(source)
+        if not parts.netloc:
+            raise ValueError(f"mount {mount.target}: csi:// needs a driver name")
+        attributes = dict(parse_qsl(parts.query))
+        csi: dict[str, Any] = {"driver": parts.netloc, "readOnly": mount.read_only}
+        if attributes:
+            csi["volumeAttributes"] = attributes
+        return {"name": name, "csi": csi}, volume_mount
+    if not source.startswith("/") or ".." in source.split("/"):
+        raise ValueError(f"mount {mount.target}: source must be an absolute path, pvc:// or csi://")
+    host_type = "Directory" if mount.read_only else "DirectoryOrCreate"
+    return {"name": name, "hostPath": {"path": source, "type": host_type}}, volume_mount
+
+
+def _resources(spec: WorkerSpec, config: KubernetesDriverConfig) -> dict[str, Any]:
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    if spec.gpus:
+        requests[GPU_RESOURCE] = limits[GPU_RESOURCE] = str(spec.gpus)
+    if config.cpu_request:
+        requests["cpu"] = config.cpu_request
+    if config.memory_request:
+        requests["memory"] = config.memory_request
+    if config.memory_limit:
+        limits["memory"] = config.memory_limit
+    resources: dict[str, Any] = {}
+    if requests:
+        resources["requests"] = dict(sorted(requests.items()))
+    if limits:
+        resources["limits"] = dict(sorted(limits.items()))
+    return resources
+
+
+def _sidecar(spec: WorkerSpec, config: KubernetesDriverConfig) -> dict[str, Any]:
+    env = [{"name": "RLARK_VIRTUAL_IP", "value": str(spec.virtual_ip)}]
+    if cidr := spec.env.get("RLARK_DOMAIN_CIDR"):
+        env.append({"name": "RLARK_DOMAIN_CIDR", "value": _escape(cidr)})
+    return {
+        "name": SIDECAR_CONTAINER,
+        "image": config.network_sidecar_image,
+        "imagePullPolicy": config.image_pull_policy,
+        # A native sidecar: starts before the worker, stops after it.
+        "restartPolicy": "Always",
+        "env": env,
+        "securityContext": {
+            # Configuring a TUN device and routes needs NET_ADMIN, which a non-root process only
+            # has through file capabilities; the sidecar runs as root with that one capability.
+            "runAsNonRoot": False,
+            "runAsUser": 0,
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN"]},
+        },
+        "volumeMounts": [{"name": "dev-net-tun", "mountPath": "/dev/net/tun"}],
+    }
+
+
+def worker_pod(spec: WorkerSpec, config: KubernetesDriverConfig, owner: Mapping[str, Any]) -> Manifest:
+    """The worker's Pod. Raises ValueError for a mount this runtime cannot express."""
+    volumes: list[dict[str, Any]] = [
+        {
+            "name": "rlark-bootstrap",
+            "configMap": {"name": names.job_config_name(spec.job_id), "defaultMode": 0o555},
+        },
+        {
+            "name": "rlark-worker",
+            "configMap": {"name": names.worker_config_name(spec.worker_id), "defaultMode": 0o444},
+        },
+        {"name": "home", "emptyDir": {}},
+        {
+            "name": "dshm",
+            "emptyDir": {"medium": "Memory", **({"sizeLimit": config.shm_size} if config.shm_size else {})},
+        },
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "rlark-bootstrap", "mountPath": BOOTSTRAP_MOUNT, "readOnly": True},
+        {"name": "rlark-worker", "mountPath": WORKER_MOUNT, "readOnly": True},
+        {"name": "home", "mountPath": config.home_dir},
+        {"name": "dshm", "mountPath": "/dev/shm"},  # noqa: S108 - the pod's own shm
+    ]
+    for index, mount in enumerate(spec.mounts):
+        volume, volume_mount = _user_volume(index, mount)
+        volumes.append(volume)
+        mounts.append(volume_mount)
+
+    non_root = config.run_as_user is not None
+    container_security: dict[str, Any] = {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": non_root,
+    }
+    pod_security: dict[str, Any] = {
+        "runAsNonRoot": non_root,
+        "fsGroup": config.fs_group,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    if config.run_as_user is not None:
+        pod_security["runAsUser"] = config.run_as_user
+        pod_security["runAsGroup"] = config.run_as_group
+
+    container: dict[str, Any] = {
+        "name": WORKER_CONTAINER,
+        "image": spec.image,
+        "imagePullPolicy": config.image_pull_policy,
+        "command": ["/bin/bash", f"{BOOTSTRAP_MOUNT}/{ENTRYPOINT_FILE}"],
+        "workingDir": config.home_dir,
+        "env": _env(spec, config),
+        "ports": [
+            {"name": "ray-gcs", "containerPort": spec.ray_port, "protocol": "TCP"},
+            {"name": "ssh", "containerPort": config.ssh_port, "protocol": "TCP"},
+        ],
+        "resources": _resources(spec, config),
+        "securityContext": container_security,
+        "volumeMounts": mounts,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    pod_spec: dict[str, Any] = {
+        "nodeName": spec.node_name,
+        "restartPolicy": "Never",
+        "hostname": names.pod_name(spec.worker_id),
+        "subdomain": names.service_name(spec.job_id),
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": config.termination_grace_period_s,
+        "securityContext": pod_security,
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if spec.virtual_ip is not None and config.network_sidecar_image:
+        pod_spec["initContainers"] = [_sidecar(spec, config)]
+        volumes.append({"name": "dev-net-tun", "hostPath": {"path": "/dev/net/tun", "type": "CharDevice"}})
+    if config.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in config.image_pull_secrets]
+    if config.priority_class_name:
+        pod_spec["priorityClassName"] = config.priority_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": names.pod_name(spec.worker_id),
+            "namespace": config.namespace,
+            "labels": names.worker_labels(spec.job_id, spec.worker_id, spec.role, spec.rank),
+            "annotations": {
+                names.JOB_ANNOTATION: spec.job_id,
+                names.WORKER_ANNOTATION: spec.worker_id,
+            },
+            "ownerReferences": [dict(owner)],
+        },
+        "spec": pod_spec,
+    }

@@ -1,0 +1,210 @@
+"""Reading Kubernetes objects: Nodes into node observations, Pods into worker status. Pure.
+
+Pod → worker status keeps Kubernetes' own reasons so a user sees why a worker is not running:
+``ContainerCreating``, ``ImagePullBackOff``/``ErrImagePull`` (with the kubelet's message),
+``OOMKilled``, ``Evicted``, admission failures such as ``OutOfnvidia.com/gpu``, and the container's
+exit code. The pod only moves a worker up to "the container runs" (Starting); the finer phases
+(Preparing, RayHeadUp, Joined, Running) come from the bootstrap's marker lines in the log, and the
+container's exit code is authoritative at the end (`markers.apply_exit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils import parse_quantity as _parse_quantity
+from rlark_contracts.events import agent as agent_events
+from rlark_tunnel_agent.runtime.driver import NodeObservation, WorkerPhase, WorkerStatus
+from rlark_tunnel_agent.runtime.kubernetes.manifests import GPU_RESOURCE, WORKER_CONTAINER
+from rlark_tunnel_agent.runtime.markers import apply_exit
+
+GPU_MODEL_LABELS = ("rlark.io/gpu-model", "nvidia.com/gpu.product")
+IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull"})
+FATAL_WAITING_REASONS = frozenset({"InvalidImageName", "ErrImageNeverPull", "CreateContainerError"})
+DELETED_OUTSIDE = "pod deleted outside RLark"
+
+Obj = Mapping[str, Any]
+_parse: Callable[[Any], Any] = _parse_quantity
+
+
+def _quantity(resources: Obj, name: str) -> Decimal:
+    value = resources.get(name)
+    if value is None:
+        return Decimal(0)
+    try:
+        return Decimal(_parse(value))
+    except ValueError:
+        return Decimal(0)
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the driver keeps of a Node (all of it derived from the API object)."""
+
+    name: str
+    labels: dict[str, str]
+    ready: bool
+    cordoned: bool
+    gpu_capacity: int
+    gpu_allocatable: int
+    gpu_model: str
+    cpu_capacity_millis: int
+    cpu_allocatable_millis: int
+    memory_capacity_bytes: int
+    memory_allocatable_bytes: int
+    addresses: tuple[str, ...]
+
+    def observation(self) -> NodeObservation:
+        return NodeObservation(
+            name=self.name,
+            labels=self.labels,
+            ready=self.ready,
+            schedulable=not self.cordoned,
+            gpu_count=self.gpu_capacity,
+            gpu_model=self.gpu_model,
+            cpu_capacity=self.cpu_capacity_millis / 1000,
+            memory_capacity_bytes=self.memory_capacity_bytes,
+            addresses=self.addresses,
+        )
+
+    def report(self, gpu_allocated: int = 0) -> agent_events.NodeObservation:
+        """The node as the agent reports it to inventory (capacity, allocatable and allocated)."""
+        return agent_events.NodeObservation(
+            name=self.name,
+            ready=self.ready,
+            schedulable=not self.cordoned,
+            gpu_count=self.gpu_capacity,
+            gpu_model=self.gpu_model,
+            gpu_allocatable=self.gpu_allocatable,
+            gpu_allocated=gpu_allocated,
+            cpu_millis=self.cpu_capacity_millis,
+            cpu_allocatable_millis=self.cpu_allocatable_millis,
+            memory_bytes=self.memory_capacity_bytes,
+            memory_allocatable_bytes=self.memory_allocatable_bytes,
+            labels=self.labels,
+            addresses=list(self.addresses),
+        )
+
+
+def node_facts(node: Obj) -> NodeFacts:
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    labels = dict(meta.get("labels") or {})
+    capacity = status.get("capacity") or {}
+    allocatable = status.get("allocatable") or capacity
+    conditions = status.get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    model = next((labels[k] for k in GPU_MODEL_LABELS if labels.get(k)), "")
+    addresses = tuple(a["address"] for a in status.get("addresses") or [] if a.get("address"))
+    return NodeFacts(
+        name=meta["name"],
+        labels=labels,
+        ready=ready,
+        cordoned=bool(spec.get("unschedulable")),
+        gpu_capacity=int(_quantity(capacity, GPU_RESOURCE)),
+        gpu_allocatable=int(_quantity(allocatable, GPU_RESOURCE)),
+        gpu_model=model,
+        cpu_capacity_millis=int(_quantity(capacity, "cpu") * 1000),
+        cpu_allocatable_millis=int(_quantity(allocatable, "cpu") * 1000),
+        memory_capacity_bytes=int(_quantity(capacity, "memory")),
+        memory_allocatable_bytes=int(_quantity(allocatable, "memory")),
+        addresses=addresses,
+    )
+
+
+def pod_gpus(pod: Obj) -> int:
+    """GPUs a pod holds on its node (its containers' limits)."""
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        limits = (container.get("resources") or {}).get("limits") or {}
+        total += int(_quantity(limits, GPU_RESOURCE))
+    return total
+
+
+def pod_holds_resources(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _worker_container_status(pod: Obj) -> Obj | None:
+    for item in (pod.get("status") or {}).get("containerStatuses") or []:
+        if item.get("name") == WORKER_CONTAINER:
+            found: Obj = item
+            return found
+    return None
+
+
+def _with_message(reason: str, message: str | None) -> str:
+    return f"{reason}: {message}" if message else reason
+
+
+def fold_pod(status: WorkerStatus, pod: Obj, *, stopping: bool) -> WorkerStatus:
+    """The worker's status after seeing its pod in this state. Terminal statuses never move."""
+    if status.phase.terminal:
+        return status
+    pod_status = pod.get("status") or {}
+    phase = pod_status.get("phase") or "Pending"
+    address = str(pod_status.get("podIP") or status.address)
+    if address != status.address:
+        status = status.model_copy(update={"address": address})
+    container = _worker_container_status(pod) or {}
+    state = container.get("state") or {}
+
+    if terminated := state.get("terminated"):
+        code = int(terminated.get("exitCode", 1))
+        final = apply_exit(status, code, stopped=stopping)
+        reason = terminated.get("reason") or ""
+        if reason == "OOMKilled" and not stopping:
+            final = final.model_copy(update={"reason": "OOMKilled: the worker exceeded its memory limit"})
+        return final
+    if phase in ("Failed", "Succeeded"):
+        # The pod ended without a container status: the kubelet refused or evicted it.
+        if stopping:
+            return apply_exit(status, 137, stopped=True)
+        if phase == "Succeeded":
+            return apply_exit(status, 0, stopped=False)
+        reason = _with_message(pod_status.get("reason") or "PodFailed", pod_status.get("message"))
+        return status.model_copy(update={"phase": WorkerPhase.FAILED, "reason": reason})
+    if waiting := state.get("waiting"):
+        reason = waiting.get("reason") or "Waiting"
+        text = _with_message(reason, waiting.get("message"))
+        if reason in FATAL_WAITING_REASONS and not stopping:
+            return status.model_copy(update={"phase": WorkerPhase.FAILED, "reason": text})
+        return status.model_copy(update={"reason": text})
+    if state.get("running"):
+        if status.phase == WorkerPhase.CREATED:
+            return status.model_copy(update={"phase": WorkerPhase.STARTING, "reason": ""})
+        if status.reason and _is_pod_reason(status.reason):
+            return status.model_copy(update={"reason": ""})
+        return status
+    # Pending without container status yet: scheduled (nodeName) but the kubelet has not started.
+    for condition in pod_status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            text = _with_message(condition.get("reason") or "Unschedulable", condition.get("message"))
+            return status.model_copy(update={"reason": text})
+    if status.phase == WorkerPhase.CREATED and not status.reason:
+        return status.model_copy(update={"reason": "ContainerCreating"})
+    return status
+
+
+def _is_pod_reason(reason: str) -> bool:
+    head = reason.split(":", 1)[0]
+    return head in IMAGE_PULL_REASONS or head in ("ContainerCreating", "PodInitializing", "Waiting")
+
+
+def pulling_image(status: WorkerStatus) -> bool:
+    return status.reason.split(":", 1)[0] in IMAGE_PULL_REASONS
+
+
+def deleted_outside(status: WorkerStatus) -> WorkerStatus:
+    """The policy for a pod that vanished without a stop: the worker failed (never recreated).
+
+    Recreating the pod would bring back a worker whose Ray node and run state are gone, in the
+    middle of a gang; the scheduler decides what the job does (it fails the job and stops the rest).
+    """
+    if status.phase.terminal:
+        return status
+    return status.model_copy(update={"phase": WorkerPhase.FAILED, "reason": DELETED_OUTSIDE})
