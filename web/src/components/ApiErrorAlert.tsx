@@ -18,9 +18,9 @@ export function formFieldFor(apiField: string, formFields: readonly string[]): s
   return prefix ?? null;
 }
 
-/** Marks the form items named by `error`; returns the fields it marked. */
-export function applyApiError(form: FormInstance, error: unknown, formFields: readonly string[]): string[] {
-  if (!(error instanceof ApiError)) return [];
+/** Marks the form items named by `error`; returns the messages per form field it marked. */
+export function applyApiError(form: FormInstance, error: unknown, formFields: readonly string[]): Record<string, string[]> {
+  if (!(error instanceof ApiError)) return {};
   const byField = new Map<string, string[]>();
   for (const { field, message } of error.fieldErrors()) {
     const name = formFieldFor(field, formFields);
@@ -28,7 +28,7 @@ export function applyApiError(form: FormInstance, error: unknown, formFields: re
     byField.set(name, [...(byField.get(name) ?? []), message]);
   }
   form.setFields([...byField.entries()].map(([name, errors]) => ({ name, errors })));
-  return [...byField.keys()];
+  return Object.fromEntries(byField);
 }
 
 export function errorMessage(error: unknown): string {

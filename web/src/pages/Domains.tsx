@@ -5,7 +5,7 @@
  */
 import { Alert, App, Button, Card, Col, Form, Input, Popconfirm, Progress, Row, Space, Table, Tag, Typography } from 'antd';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useState } from 'react';
+import { useEffect, useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { domainsApi } from '../api/endpoints';
 import type { Domain, DomainConflict } from '../api/types';
@@ -29,6 +29,9 @@ export function CreateDomainForm() {
   const { message } = App.useApp();
   const [error, setError] = useState<unknown>(null);
   const cidr = (Form.useWatch('cidr', form) ?? '').trim();
+  // The CIDR field shows live feedback, so the server's verdict on create is kept here and shown first.
+  const [serverCidrErrors, setServerCidrErrors] = useState<string[]>([]);
+  useEffect(() => setServerCidrErrors([]), [cidr]);
   const syntax = checkCidr(cidr);
   const settled = useDebounced(cidr, 350);
   const check = useQuery({
@@ -49,13 +52,16 @@ export function CreateDomainForm() {
     },
     onError: (err) => {
       setError(err);
-      applyApiError(form, err, ['name', 'cidr', 'description']);
+      setServerCidrErrors(applyApiError(form, err, ['name', 'cidr', 'description']).cidr ?? []);
     },
   });
 
   let status: '' | 'error' | 'success' | 'validating' | 'warning' = '';
   let help: React.ReactNode = t('domains.cidrHelp');
-  if (syntax.kind === 'syntax') {
+  if (serverCidrErrors.length) {
+    status = 'error';
+    help = <span data-testid="cidr-conflict">{serverCidrErrors.join('; ')}</span>;
+  } else if (syntax.kind === 'syntax') {
     status = 'error';
     help = t('domains.cidrSyntax');
   } else if (syntax.kind === 'host_bits') {
@@ -81,7 +87,7 @@ export function CreateDomainForm() {
       help = <span data-testid="cidr-ok">{t('domains.cidrOk', { count: syntax.addresses })}</span>;
     }
   }
-  const blocked = status === 'error' || status === 'validating';
+  const blocked = (status === 'error' && !serverCidrErrors.length) || status === 'validating';
 
   return (
     <Form
@@ -102,7 +108,7 @@ export function CreateDomainForm() {
             name="cidr"
             label={t('domains.cidr')}
             validateStatus={status || undefined}
-            hasFeedback={Boolean(status)}
+            hasFeedback
             help={help}
             rules={[{ required: true, message: t('domains.cidrRequired') }]}
           >

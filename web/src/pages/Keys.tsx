@@ -39,6 +39,8 @@ export function AddKeyForm({ onAdded }: { onAdded?: (key: SshKey) => void }) {
   const client = useQueryClient();
   const [refusedPrivate, setRefusedPrivate] = useState(false);
   const [error, setError] = useState<unknown>(null);
+  // The key field shows live feedback, so the server's verdict on it is kept here and shown first.
+  const [serverKeyErrors, setServerKeyErrors] = useState<string[]>([]);
   const text = Form.useWatch('public_key', form) ?? '';
   const { check, fingerprint } = useKeyFeedback(text);
   const add = useMutation({
@@ -46,17 +48,19 @@ export function AddKeyForm({ onAdded }: { onAdded?: (key: SshKey) => void }) {
     onSuccess: (key) => {
       form.resetFields();
       setError(null);
+      setServerKeyErrors([]);
       void client.invalidateQueries({ queryKey: ['keys'] });
       onAdded?.(key);
     },
     onError: (err) => {
       setError(err);
-      applyApiError(form, err, ['name', 'public_key']);
+      setServerKeyErrors(applyApiError(form, err, ['name', 'public_key']).public_key ?? []);
     },
   });
 
   const feedback = (() => {
     if (refusedPrivate) return { status: 'error' as const, help: t('keys.privateKeyRefused') };
+    if (serverKeyErrors.length) return { status: 'error' as const, help: serverKeyErrors.join('; ') };
     switch (check.kind) {
       case 'empty':
         return { status: undefined, help: t('keys.publicKeyHelp') };
@@ -121,6 +125,7 @@ export function AddKeyForm({ onAdded }: { onAdded?: (key: SshKey) => void }) {
         rules={[{ required: true, message: t('keys.publicKeyRequired') }]}
         getValueFromEvent={(event: React.ChangeEvent<HTMLTextAreaElement>) => {
           const value = event.target.value;
+          setServerKeyErrors([]);
           if (looksLikePrivateKey(value)) {
             // Refused on sight: the private key is dropped from the form and never submitted.
             setRefusedPrivate(true);

@@ -1,0 +1,52 @@
+import { fireEvent, screen, waitFor } from '@testing-library/react';
+import { describe, expect, it } from 'vitest';
+import Domains from '../pages/Domains';
+import { mockApi, renderPage } from './helpers';
+
+const LIST = { items: [{ name: 'dom-a', cidr: '10.100.0.0/16', capacity: 65024, allocated: 12 }], total: 1, page: 1, page_size: 50 };
+
+describe('network domain form', () => {
+  it('shows the server conflict message under the CIDR as the user types, and blocks create', async () => {
+    const { calls } = mockApi({
+      'GET /api/v1/domains': LIST,
+      'POST /api/v1/domains:check': ({ body }: { body: unknown }) => {
+        const cidr = (body as { cidr: string }).cidr;
+        return cidr === '10.244.0.0/16'
+          ? { ok: false, conflicts: [{ kind: 'pod_cidr', cluster: 'gpu-a', cidr: '10.244.0.0/16', message: 'overlaps the pod CIDR 10.244.0.0/16 of cluster gpu-a' }] }
+          : { ok: true, conflicts: [] };
+      },
+    });
+    renderPage(<Domains />, { user: { username: 'root', role: 'admin' } });
+    const input = screen.getByTestId('domain-cidr');
+    fireEvent.change(input, { target: { value: '10.244.0.0/16' } });
+
+    const conflict = await screen.findByTestId('cidr-conflict', {}, { timeout: 3000 });
+    expect(conflict).toHaveTextContent('overlaps the pod CIDR 10.244.0.0/16 of cluster gpu-a');
+    expect(screen.getByTestId('domain-cidr').closest('.ant-form-item')).toHaveClass('ant-form-item-has-error');
+    expect(screen.getByTestId('domain-cidr')).toBe(input);
+    expect(screen.getByTestId('domain-submit')).toBeDisabled();
+    const checks = calls.filter((c) => c.path === '/api/v1/domains:check');
+    expect(checks.map((c) => c.body)).toEqual([{ cidr: '10.244.0.0/16' }]);
+
+    fireEvent.change(input, { target: { value: '10.100.0.0/16' } });
+    expect(await screen.findByTestId('cidr-ok', {}, { timeout: 3000 })).toBeInTheDocument();
+    await waitFor(() => expect(screen.getByTestId('domain-submit')).toBeEnabled());
+  });
+
+  it('does not ask the server about text that is not a CIDR', async () => {
+    const { calls } = mockApi({ 'GET /api/v1/domains': LIST, 'POST /api/v1/domains:check': { ok: true, conflicts: [] } });
+    renderPage(<Domains />);
+    fireEvent.change(screen.getByTestId('domain-cidr'), { target: { value: '10.100.0/33' } });
+    expect(await screen.findByText(/请输入 IPv4 CIDR/)).toBeInTheDocument();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(calls.some((c) => c.path === '/api/v1/domains:check')).toBe(false);
+  });
+
+  it('lists domains with their utilisation', async () => {
+    mockApi({ 'GET /api/v1/domains': LIST });
+    renderPage(<Domains />);
+    const table = await screen.findByTestId('domains-table');
+    await waitFor(() => expect(table).toHaveTextContent('dom-a'));
+    expect(table).toHaveTextContent('已分配 12 / 65024 个地址');
+  });
+});

@@ -1,0 +1,127 @@
+import { fireEvent, screen, waitFor, within } from '@testing-library/react';
+import { describe, expect, it } from 'vitest';
+import JobWizard from '../pages/jobs/JobWizard';
+import { initialState, newRole, roleStepProblems, stepForField, toDocument, type WizardState } from '../pages/jobs/wizard/model';
+import { mockApi, renderPage } from './helpers';
+
+const PAGE = { total: 0, page: 1, page_size: 50 };
+
+function fakeGateway(extra: Record<string, unknown> = {}) {
+  return mockApi({
+    'GET /api/v1/templates': { items: [] },
+    'GET /api/v1/clusters': { ...PAGE, items: [{ name: 'gpu-a', online: true, summary: { nodes_total: 4, nodes_online: 4, gpus_total: 32, gpus_free: 16, running_jobs: 1 } }] },
+    'GET /api/v1/domains': { ...PAGE, items: [{ name: 'dom-b', cidr: '10.101.0.0/16' }, { name: 'dom-a', cidr: '10.100.0.0/16' }] },
+    'GET /api/v1/keys': { ...PAGE, items: [] },
+    ...extra,
+  });
+}
+
+function headerRadios(): HTMLInputElement[] {
+  const table = screen.getByTestId('roles-table');
+  return within(table).getAllByRole('radio') as HTMLInputElement[];
+}
+
+describe('create-job wizard, roles step', () => {
+  it('keeps exactly one Header and refuses a Header with more than one node', async () => {
+    fakeGateway();
+    renderPage(<JobWizard />);
+    fireEvent.change(screen.getByTestId('wizard-name'), { target: { value: 'grpo math' } });
+    fireEvent.click(screen.getByTestId('add-role'));
+    fireEvent.change(screen.getByTestId('role-name-1'), { target: { value: 'rollout' } });
+
+    let radios = headerRadios();
+    expect(radios.map((r) => r.checked)).toEqual([true, false]);
+    fireEvent.click(radios[1]);
+    radios = headerRadios();
+    expect(radios.map((r) => r.checked)).toEqual([false, true]);
+
+    // The Header (rollout) asks for 2 nodes: the step refuses to move on and says why.
+    fireEvent.change(screen.getByTestId('role-replicas-1'), { target: { value: '2' } });
+    fireEvent.blur(screen.getByTestId('role-replicas-1'));
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    expect(await screen.findByText('Header 角色 rollout 必须恰好 1 个节点')).toBeInTheDocument();
+    expect(screen.getByTestId('wizard-step-0')).toBeInTheDocument();
+
+    // Making the single-node role the Header fixes it.
+    fireEvent.click(headerRadios()[0]);
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    expect(await screen.findByTestId('wizard-step-1')).toBeInTheDocument();
+  });
+
+  it('maps a server error on a role field back to its step and input', async () => {
+    fakeGateway({
+      'POST /api/v1/jobs:preview': {
+        yaml: 'apiVersion: rlark.io/v1\n',
+        errors: [{ code: 'image_tag_latest', message: 'image uses the latest tag', field: 'spec.tasks[0].image', line: 12 }],
+        warnings: [],
+      },
+    });
+    renderPage(<JobWizard />);
+    fireEvent.change(screen.getByTestId('wizard-name'), { target: { value: 'job' } });
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    await screen.findByTestId('wizard-step-1');
+    fireEvent.change(screen.getByTestId('role-image-0'), { target: { value: 'registry.example.com/rlinf:v1' } });
+    // A cluster is required before moving on; choose it through the select.
+    fireEvent.mouseDown(within(screen.getByTestId('role-cluster-0')).getByRole('combobox'));
+    fireEvent.click(await screen.findByText(/gpu-a ·/));
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    await screen.findByTestId('wizard-step-2');
+    await waitFor(() => expect(screen.getByTestId('common-domain')).toHaveTextContent('dom-a'));
+    fireEvent.click(screen.getByTestId('wizard-next'));
+
+    const errors = await screen.findByTestId('preview-errors');
+    expect(errors).toHaveTextContent('spec.tasks[0].image');
+    expect(errors).toHaveTextContent('image uses the latest tag');
+    expect(screen.getByTestId('wizard-submit')).toBeDisabled();
+    fireEvent.click(within(errors).getByText('spec.tasks[0].image'));
+    await screen.findByTestId('wizard-step-1');
+    const item = screen.getByTestId('role-image-0').closest('.ant-form-item') as HTMLElement;
+    expect(item).toHaveClass('ant-form-item-has-error');
+    expect(item).toHaveTextContent('image uses the latest tag');
+  });
+});
+
+describe('wizard model', () => {
+  function twoRoles(): WizardState {
+    const state = initialState();
+    const actor = { ...state.roles[0], name: 'actor', cluster: 'gpu-a', image: 'r/rlinf:v1', selector: ['rlark.io/gpu-model=A100'] };
+    const rollout = { ...newRole('rollout', 3, 4), cluster: 'gpu-b', image: 'r/rlinf:v1' };
+    return { ...state, name: ' grpo ', roles: [actor, rollout], headerId: actor.id, networkDomain: 'dom-a', sshKeys: ['laptop'] };
+  }
+
+  it('writes one spec.tasks entry per role with the Header by name', () => {
+    const doc = toDocument(twoRoles());
+    expect(doc.apiVersion).toBe('rlark.io/v1');
+    expect(doc.kind).toBe('Job');
+    expect(doc.metadata.name).toBe('grpo');
+    expect(doc.spec.header).toBe('actor');
+    expect(doc.spec.networkDomain).toBe('dom-a');
+    expect(doc.spec.tasks).toHaveLength(2);
+    expect(doc.spec.tasks[0]).toEqual({
+      name: 'actor',
+      cluster: 'gpu-a',
+      nodeSelector: { 'rlark.io/gpu-model': 'A100' },
+      replicas: 1,
+      gpusPerWorker: 8,
+      image: 'r/rlinf:v1',
+    });
+    expect(doc.spec.tasks[1].replicas).toBe(3);
+  });
+
+  it('refuses duplicate role names and a missing Header', () => {
+    const state = twoRoles();
+    state.roles[1].name = 'actor';
+    state.headerId = 'nobody';
+    const keys = roleStepProblems(state).map((p) => p.key);
+    expect(keys).toContain('wizard.err.roleNameDuplicate');
+    expect(keys).toContain('wizard.err.headerRequired');
+  });
+
+  it('sends each server field to the step that edits it', () => {
+    expect(stepForField('metadata.name')).toBe(0);
+    expect(stepForField('spec.tasks[1].replicas')).toBe(0);
+    expect(stepForField('spec.tasks[1].nodeSelector["rlark.io/gpu-model"]')).toBe(1);
+    expect(stepForField('spec.runScript')).toBe(2);
+    expect(stepForField('')).toBe(3);
+  });
+});
