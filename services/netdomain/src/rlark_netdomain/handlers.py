@@ -5,7 +5,8 @@ addresses requested, addresses released). Each loads, decides with the pure doma
 plus outbox events in one transaction; none does network I/O inside it.
 
 Concurrency: allocation and release in a domain take the domain's row lock, so two requests never
-pick the same address and ``scan_from`` (the start of the search for free addresses) stays right;
+pick the same address and ``scan_from`` and the free list (where the search for free addresses
+starts) stay right;
 the primary key (job, worker) and the unique (domain, address) are the last line of defence.
 Domain creation and cluster updates take one advisory lock, so a domain created while a cluster
 changes its CIDRs is checked against the new CIDRs by one of the two.
@@ -321,23 +322,41 @@ def _page_size(count: int) -> int:
     return min(4096, max(256, count * 16))
 
 
-async def _lowest_free(conn: Connection, domain: Domain, count: int) -> list[IPv4Address]:
-    """The ``count`` lowest free addresses of ``domain`` (all of them when it has fewer), reading
-    the allocated ones in pages from ``scan_from`` up, only as far as needed."""
+@dataclass(frozen=True, slots=True)
+class _Free:
+    """Free addresses found for a request: released ones below ``scan_from`` (the free list),
+    then ones found walking up from ``scan_from``; together the lowest free, ascending."""
+
+    listed: list[IPv4Address]
+    walked: list[IPv4Address]
+
+    @property
+    def all(self) -> list[IPv4Address]:
+        return self.listed + self.walked
+
+
+async def _lowest_free(conn: Connection, domain: Domain, count: int) -> _Free:
+    """The ``count`` lowest free addresses of ``domain`` (all of them when it has fewer).
+
+    Below ``scan_from`` every address is allocated or on the free list; above it, the allocated
+    addresses are read in pages, only as far as needed to find the holes. So a request costs what
+    it takes, not the size of the domain or the number of addresses in use.
+    """
     if count == 0:
-        return []
+        return _Free([], [])
+    listed = await repo.free_list(conn, domain.name, count)
     network = domain.cidr
     last = network.broadcast_address - 1
     start = max(domain.scan_from, network.network_address + 1)
     page_size = _page_size(count)
-    found: list[IPv4Address] = []
-    while len(found) < count and start <= last:
+    walked: list[IPv4Address] = []
+    while len(listed) + len(walked) < count and start <= last:
         page = await repo.used_addresses_from(conn, domain.name, start, page_size)
         # Every allocated address in [start, horizon] is in ``page``.
         horizon = page[-1] if len(page) == page_size else last
-        found += free_in_range(network, set(page), start, horizon, count - len(found))
+        walked += free_in_range(network, set(page), start, horizon, count - len(listed) - len(walked))
         start = horizon + 1
-    return found
+    return _Free(listed, walked)
 
 
 async def allocate_addresses(conn: Connection, request: AddressesRequested, meta: EventMeta) -> bool:
@@ -379,7 +398,7 @@ async def allocate_addresses(conn: Connection, request: AddressesRequested, meta
     clusters.update({a.worker_id: a.cluster for a in stored})
     free = await _lowest_free(conn, domain, len(workers_without_address(refs, existing)))
     try:
-        plan = plan_with_free(domain.cidr, refs, existing, free)
+        plan = plan_with_free(domain.cidr, refs, existing, free.all)
     except AddressPoolExhausted as exc:
         await _fail(
             conn,
@@ -396,9 +415,12 @@ async def allocate_addresses(conn: Connection, request: AddressesRequested, meta
         job_id,
         [(ref.worker_id, clusters[ref.worker_id], a) for ref, a in plan.new.items()],
     )
-    if plan.new:
+    # ``free`` held exactly the addresses needed, and all were taken.
+    if free.listed:
+        await repo.remove_from_free_list(conn, domain.name, free.listed)
+    if free.walked:
         # Every assignable address from scan_from up to the highest one just taken is now in use.
-        await repo.set_scan_from(conn, domain.name, max(plan.new.values()) + 1)
+        await repo.set_scan_from(conn, domain.name, free.walked[-1] + 1)
     addresses = [
         WorkerAddress(worker_id=ref.worker_id, cluster=clusters[ref.worker_id], address=str(address))
         for ref, address in plan.assigned.items()
@@ -409,7 +431,8 @@ async def allocate_addresses(conn: Connection, request: AddressesRequested, meta
         job_id,
         meta,
     )
-    await _refresh_topology(conn, domain, meta)
+    hosting = {clusters[ref.worker_id] for ref in plan.assigned}
+    await _refresh_topology(conn, domain, meta, added=hosting, released=set())
     log.info("addresses allocated", job_id=job_id, domain=domain.name, new=len(plan.new), kept=len(existing))
     return True
 
@@ -435,10 +458,12 @@ async def release_addresses(conn: Connection, request: AddressesReleaseRequested
     domains = await repo.lock_domains(conn, {a.domain for a in stored} | {request.domain})
     released = await repo.delete_job_allocations(conn, request.job_id)
     for domain in domains:
-        mine = [a.address for a in released if a.domain == domain.name]
-        if mine:
-            await repo.lower_scan_from(conn, domain.name, min(mine))
-        await _refresh_topology(conn, domain, meta)
+        mine = [a for a in released if a.domain == domain.name]
+        below = [a.address for a in mine if a.address < domain.scan_from]
+        if below:
+            # Above scan_from a freed address is found by the walk; below it, only on the list.
+            await repo.add_to_free_list(conn, domain.name, below)
+        await _refresh_topology(conn, domain, meta, added=set(), released={a.cluster for a in mine})
     await _publish(
         conn, AddressesReleased(job_id=request.job_id, domain=request.domain), request.job_id, meta
     )
@@ -456,11 +481,21 @@ def _topology_event(domain: Domain, clusters: tuple[str, ...] | list[str]) -> Tu
     )
 
 
-async def _refresh_topology(conn: Connection, domain: Domain, meta: EventMeta) -> None:
-    """Publish the domain's tunnel topology when its set of clusters changed (domain row locked)."""
-    clusters = await repo.clusters_with_allocations(conn, domain.name)
-    if tuple(clusters) == domain.topology_clusters:
+async def _refresh_topology(
+    conn: Connection, domain: Domain, meta: EventMeta, *, added: set[str], released: set[str]
+) -> None:
+    """Publish the domain's tunnel topology when its set of clusters changed (domain row locked).
+
+    Incremental, so a busy domain is never scanned: clusters that just got a worker join; a
+    cluster that just lost one leaves only when none of its workers remains in the domain.
+    """
+    clusters = set(domain.topology_clusters) | added
+    for cluster in released & clusters:
+        if not await repo.cluster_has_allocations(conn, domain.name, cluster):
+            clusters.discard(cluster)
+    ordered = sorted(clusters)
+    if tuple(ordered) == domain.topology_clusters:
         return
-    await repo.set_topology(conn, domain.name, clusters)
-    await _publish(conn, _topology_event(domain, clusters), domain.name, meta)
-    log.info("tunnel topology changed", domain=domain.name, clusters=clusters)
+    await repo.set_topology(conn, domain.name, ordered)
+    await _publish(conn, _topology_event(domain, ordered), domain.name, meta)
+    log.info("tunnel topology changed", domain=domain.name, clusters=ordered)

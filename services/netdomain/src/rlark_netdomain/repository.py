@@ -182,9 +182,32 @@ async def set_scan_from(conn: Connection, name: str, address: IPv4Address) -> No
     await conn.execute("UPDATE domains SET scan_from = $2 WHERE name = $1", name, address)
 
 
-async def lower_scan_from(conn: Connection, name: str, address: IPv4Address) -> None:
-    """A released address is free again: the search for free addresses must not start above it."""
-    await conn.execute("UPDATE domains SET scan_from = LEAST(scan_from, $2) WHERE name = $1", name, address)
+async def free_list(conn: Connection, domain: str, limit: int) -> list[IPv4Address]:
+    """Up to ``limit`` lowest released addresses of ``domain`` that are not allocated again."""
+    rows = await conn.fetch(
+        """SELECT f.address FROM free_addresses f
+           WHERE f.domain = $1 AND NOT EXISTS (
+               SELECT 1 FROM allocations a WHERE a.domain = f.domain AND a.address = f.address)
+           ORDER BY f.address LIMIT $2""",
+        domain,
+        limit,
+    )
+    return [_address(r["address"]) for r in rows]
+
+
+async def add_to_free_list(conn: Connection, domain: str, addresses: Sequence[IPv4Address]) -> None:
+    await conn.execute(
+        """INSERT INTO free_addresses (domain, address) SELECT $1, a FROM unnest($2::inet[]) AS t (a)
+           ON CONFLICT DO NOTHING""",
+        domain,
+        list(addresses),
+    )
+
+
+async def remove_from_free_list(conn: Connection, domain: str, addresses: Sequence[IPv4Address]) -> None:
+    await conn.execute(
+        "DELETE FROM free_addresses WHERE domain = $1 AND address = ANY($2::inet[])", domain, list(addresses)
+    )
 
 
 async def set_topology(conn: Connection, name: str, clusters: Sequence[str]) -> None:
@@ -251,11 +274,11 @@ async def jobs_in_domain(conn: Connection, domain: str, limit: int) -> list[str]
     return [r["job_id"] for r in rows]
 
 
-async def clusters_with_allocations(conn: Connection, domain: str) -> list[str]:
-    rows = await conn.fetch(
-        "SELECT DISTINCT cluster FROM allocations WHERE domain = $1 ORDER BY cluster", domain
+async def cluster_has_allocations(conn: Connection, domain: str, cluster: str) -> bool:
+    found = await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM allocations WHERE domain = $1 AND cluster = $2)", domain, cluster
     )
-    return [r["cluster"] for r in rows]
+    return bool(found)
 
 
 # --- clusters (a local copy of inventory's cluster CIDRs) ------------------------------------------

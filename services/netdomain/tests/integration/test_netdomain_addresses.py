@@ -101,11 +101,22 @@ async def test_allocation_is_stable_idempotent_and_released_with_the_tunnel_topo
                 "job-2-w0": "10.60.0.1",
                 "job-2-w1": "10.60.0.2",
             }
+            # The last freed address first, then the next never used one.
+            await publish(
+                producer, names, request("job-3", "alloc", [("job-3-w0", "gpu-c"), ("job-3-w1", "gpu-c")])
+            )
+            await out.wait_for(lambda _: out.of_type(ALLOCATED, job_id="job-3"), what="job-3 allocated")
+            assert addresses(out.of_type(ALLOCATED, job_id="job-3")[0]) == {
+                "job-3-w0": "10.60.0.3",
+                "job-3-w1": "10.60.0.4",
+            }
+            await publish(producer, names, release("job-3", "alloc"))
             await publish(producer, names, release("job-2", "alloc"))
             await publish(producer, names, release("job-2", "alloc"))  # releasing twice is harmless
             await out.wait_for(
                 lambda _: len(out.of_type(RELEASED, job_id="job-2")) == 2, what="job-2 released"
             )
+            await out.wait_for(lambda _: out.of_type(RELEASED, job_id="job-3"), what="job-3 released")
 
         assert (await admin.delete("/api/v1/domains/alloc")).status_code == 204
 

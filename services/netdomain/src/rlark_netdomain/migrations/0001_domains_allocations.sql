@@ -6,8 +6,9 @@ CREATE TABLE domains (
     description       text        NOT NULL DEFAULT '',
     created_by        text        NOT NULL,
     created_at        timestamptz NOT NULL DEFAULT now(),
-    -- Every assignable address below scan_from is allocated: the search for free addresses starts
-    -- here. Only an optimisation hint; allocation raises it, release lowers it, under the row lock.
+    -- Every assignable address below scan_from is allocated or listed in free_addresses, so the
+    -- search for free addresses takes the free list first, then walks up from here. It only ever
+    -- grows, under the domain's row lock (the AddressPool cursor, kept in the database).
     scan_from         inet        NOT NULL,
     -- The clusters of the last published tunnel topology, to publish only when it changes.
     topology_clusters text[]      NOT NULL DEFAULT '{}',
@@ -27,6 +28,13 @@ CREATE TABLE allocations (
     CONSTRAINT allocations_domain_address UNIQUE (domain, address)
 );
 CREATE INDEX allocations_domain_cluster ON allocations (domain, cluster);
+
+-- Addresses released below scan_from (the AddressPool released heap, kept in the database).
+CREATE TABLE free_addresses (
+    domain  text NOT NULL REFERENCES domains (name) ON DELETE CASCADE,
+    address inet NOT NULL,
+    PRIMARY KEY (domain, address)
+);
 
 -- Clusters' pod and service CIDRs, as the inventory publishes them on inventory.clusters.
 -- Deleted clusters stay as tombstones so an older event replayed later cannot revive them.
