@@ -130,6 +130,25 @@ async def test_unknown_api_paths_are_404_after_authentication(stack: Stack) -> N
             assert (response.status_code, response.json()["error"]["code"]) == (404, "not_found"), path
 
 
+async def test_paths_that_climb_out_of_a_resource_are_refused_before_forwarding(stack: Stack) -> None:
+    _, client = await stack.user_client()
+    async with client:
+        for raw in (
+            b"/api/v1/nodes/../clusters",
+            b"/api/v1/nodes/%2e%2e/clusters",
+            b"/api/v1/nodes%2F..%2Fclusters",
+        ):
+            # Sent as is (httpx would otherwise resolve the dots on the client side).
+            request = client.build_request("POST", stack.url, json={"name": "x"})
+            request.url = request.url.copy_with(raw_path=raw)
+            response = await client.send(request)
+            assert response.status_code in (403, 404), (raw, response.text)
+            assert "path" not in response.text or response.json()["error"]["code"] in (
+                "not_found",
+                "forbidden",
+            )
+
+
 async def test_service_down_slow_or_oversized_bodies_get_clear_errors(
     database_url: str, kafka_bootstrap: str, topic_prefix: str
 ) -> None:

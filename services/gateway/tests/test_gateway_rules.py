@@ -8,6 +8,7 @@ from rlark_gateway.domain.access import (
     Access,
     audit_action,
     denial,
+    has_dot_segments,
     proxy_route,
     required_access,
 )
@@ -93,6 +94,13 @@ def test_users_cannot_widen_lists_to_other_users_data() -> None:
     assert denial(ROOT, "GET", "/api/v1/keys", [("all", "true")]) is None
     assert denial(ROOT, "POST", "/api/v1/clusters", []) is None
     assert denial(ALICE, "POST", "/api/v1/clusters", []) is not None
+
+
+def test_dot_segments_are_spotted_so_no_hop_can_resolve_them_elsewhere() -> None:
+    assert has_dot_segments("/api/v1/nodes/../clusters")
+    assert has_dot_segments("/api/v1/keys/./k1")
+    assert not has_dot_segments("/api/v1/jobs/j1..2/logs")
+    assert not has_dot_segments("/api/v1/clusters/gpu.a")
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from rlark_gateway.domain.access import (
     ProxyRoute,
     audit_action,
     denial,
+    has_dot_segments,
     required_access,
 )
 
@@ -52,7 +53,7 @@ def _created_target(response: Response, resource: str) -> str | None:
 
 def _handler(route: ProxyRoute) -> Callable[[Request, str], Awaitable[Response]]:
     async def forward(request: Request, rest: str) -> Response:
-        if rest and rest[0] not in "/:":
+        if (rest and rest[0] not in "/:") or has_dot_segments(request.url.path):
             raise _not_found(request.url.path)
         gw = gateway(request)
         method, path = request.method, request.url.path

@@ -65,6 +65,12 @@ def api_segments(path: str) -> list[str] | None:
     return [s for s in path[len(API_PREFIX) :].split("/") if s]
 
 
+def has_dot_segments(path: str) -> bool:
+    """True for paths with ``.`` or ``..`` segments: they could be resolved by a later hop into another
+    resource than the one authorised here (``/api/v1/nodes/../clusters``), so they are refused."""
+    return any(segment in (".", "..") for segment in path.split("/"))
+
+
 def _resource(segment: str) -> tuple[str, str | None]:
     """``domains:check`` → (``domains``, ``check``); ``jobs`` → (``jobs``, None)."""
     name, sep, verb = segment.partition(":")
