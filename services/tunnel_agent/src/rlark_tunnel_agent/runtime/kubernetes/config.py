@@ -6,8 +6,10 @@ as a non-root user with no capabilities, no privilege escalation and no service-
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -59,3 +61,22 @@ class KubernetesDriverConfig(BaseModel):
     log_buffer_lines: Annotated[int, Field(ge=10)] = 2000
     follow_logs: bool = True
     """Stream every worker's log into `events()` (markers become status changes)."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> KubernetesDriverConfig:
+        """Read ``RLARK_K8S_<FIELD>`` variables (``RLARK_K8S_NAMESPACE``, ``RLARK_K8S_RUN_AS_USER``,
+        ``RLARK_K8S_IMAGE_PULL_SECRETS=a,b``, ...); ``overrides`` win over the environment."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name, field in cls.model_fields.items():
+            raw = env.get(f"RLARK_K8S_{name.upper()}")
+            if raw is None:
+                continue
+            if field.annotation is not None and "tuple" in str(field.annotation):
+                values[name] = tuple(part.strip() for part in raw.split(",") if part.strip())
+            elif raw == "" and "None" in str(field.annotation):
+                values[name] = None
+            else:
+                values[name] = raw
+        values.update(overrides)
+        return cls.model_validate(values)

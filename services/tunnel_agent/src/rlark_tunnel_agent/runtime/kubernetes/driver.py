@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import threading
 import time
 from collections import deque
@@ -44,8 +43,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import structlog
 from kubernetes.client.exceptions import ApiException
 from rlark_contracts.events import agent as agent_events
+
 from rlark_tunnel_agent.runtime.driver import (
     LogStream,
     NodeObservation,
@@ -72,7 +73,7 @@ from rlark_tunnel_agent.runtime.kubernetes.observe import (
 )
 from rlark_tunnel_agent.runtime.markers import apply_marker, parse_marker_line
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -203,12 +204,14 @@ class KubernetesDriver:
             try:
                 spec = manifests.spec_from_config_map(cm)
             except (KeyError, ValueError):
-                log.warning("unreadable worker config map %s", cm["metadata"]["name"])
+                log.warning("unreadable worker config map", config_map=cm["metadata"]["name"])
                 continue
             self._specs[spec.worker_id] = spec
             if _annotation(cm, names.POD_CREATED_ANNOTATION) == "true":
                 self._pod_created.add(spec.worker_id)
-        pods, pods_rv = await self._call(self.kube.list_items, "pod", self.namespace, names.managed_selector())
+        pods, pods_rv = await self._call(
+            self.kube.list_items, "pod", self.namespace, names.managed_selector()
+        )
         seen = set()
         for pod in pods:
             self._on_pod_event("ADDED", pod)
@@ -336,7 +339,7 @@ class KubernetesDriver:
             except Exception as exc:
                 if self._stop.is_set():
                     return
-                log.warning("watch of %s failed (%s); retrying in %.0fs", kind, exc, backoff)
+                log.warning("watch failed; retrying", kind=kind, error=str(exc), retry_s=backoff)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
                 resource_version = ""
@@ -417,11 +420,11 @@ class KubernetesDriver:
             except ApiException as exc:
                 if exc.status == 404 or self._stop.is_set():
                     return
-                log.debug("log of %s not available (%s); retrying", worker_id, exc.status)
+                log.debug("worker log not available; retrying", worker_id=worker_id, status=exc.status)
             except Exception as exc:
                 if self._stop.is_set():
                     return
-                log.debug("log stream of %s broke: %s", worker_id, exc)
+                log.debug("worker log stream broke", worker_id=worker_id, error=str(exc))
             if worker_id not in self._pods:
                 return
             self._stop.wait(backoff)
@@ -490,7 +493,11 @@ class KubernetesDriver:
                 ]
                 return numbered[-lines:] if lines > 0 else []
             except ApiException as exc:
-                log.debug("log of %s not readable (%s); using the followed lines", worker_id, exc.status)
+                log.debug(
+                    "worker log not readable; using the followed lines",
+                    worker_id=worker_id,
+                    status=exc.status,
+                )
         buffer = list(self._log_buffers.get(worker_id, ()))
         return buffer[-lines:] if lines > 0 else []
 
@@ -684,7 +691,7 @@ class KubernetesDriver:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("resync failed; next try in %.0fs", self.config.resync_interval_s)
+                log.exception("resync failed", retry_s=self.config.resync_interval_s)
 
     async def resync(self) -> None:
         """Compare the cluster with the recorded workers once and repair drift (module docstring)."""
@@ -709,7 +716,7 @@ class KubernetesDriver:
                 self._on_pod_event("MODIFIED", pod)
                 continue
             log.info(
-                "deleting pod %s: its worker is not recorded (an interrupted stop)", pod["metadata"]["name"]
+                "deleting a pod whose worker is not recorded (interrupted stop)", pod=pod["metadata"]["name"]
             )
             self._stopping.add(wid)
             await self._call(self.kube.delete, "pod", self.namespace, pod["metadata"]["name"], 0)
@@ -758,7 +765,7 @@ class KubernetesDriver:
                 some = next(s for s in self._specs.values() if s.job_id == job_id)
                 if job_id not in job_cms:
                     self._job_owner.pop(job_id, None)
-                log.info("repairing the job objects of %s", job_id)
+                log.info("repairing job objects", job_id=job_id)
                 await self._ensure_job(some)
                 if job_id not in service_jobs and job_id in self._job_owner:
                     service = manifests.headless_service(

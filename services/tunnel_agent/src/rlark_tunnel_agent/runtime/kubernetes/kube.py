@@ -39,9 +39,7 @@ def load_api_client(
     """An ApiClient from a kubeconfig file, or from the pod's service account when none is given."""
     configuration = k8s_client.Configuration()
     if kubeconfig is not None:
-        _load_kube_config(
-            config_file=str(kubeconfig), context=context, client_configuration=configuration
-        )
+        _load_kube_config(config_file=str(kubeconfig), context=context, client_configuration=configuration)
     else:
         _load_incluster_config(client_configuration=configuration)
     configuration.connection_pool_maxsize = pool_size

@@ -303,6 +303,9 @@ def worker_pod(spec: WorkerSpec, config: KubernetesDriverConfig, owner: Mapping[
         "privileged": False,
         "capabilities": {"drop": ["ALL"]},
         "runAsNonRoot": non_root,
+        # Training installs packages and writes caches all over the image: a read-only root
+        # file system would break ordinary images; nothing else is writable beyond the pod.
+        "readOnlyRootFilesystem": False,
     }
     pod_security: dict[str, Any] = {
         "runAsNonRoot": non_root,

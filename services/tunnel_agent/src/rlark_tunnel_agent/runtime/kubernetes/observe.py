@@ -17,6 +17,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity as _parse_quantity
 from rlark_contracts.events import agent as agent_events
+
 from rlark_tunnel_agent.runtime.driver import NodeObservation, WorkerPhase, WorkerStatus
 from rlark_tunnel_agent.runtime.kubernetes.manifests import GPU_RESOURCE, WORKER_CONTAINER
 from rlark_tunnel_agent.runtime.markers import apply_exit
@@ -153,7 +154,7 @@ def fold_pod(status: WorkerStatus, pod: Obj, *, stopping: bool) -> WorkerStatus:
     container = _worker_container_status(pod) or {}
     state = container.get("state") or {}
 
-    if terminated := state.get("terminated"):
+    if (terminated := state.get("terminated")) is not None:
         code = int(terminated.get("exitCode", 1))
         final = apply_exit(status, code, stopped=stopping)
         reason = terminated.get("reason") or ""
@@ -168,13 +169,13 @@ def fold_pod(status: WorkerStatus, pod: Obj, *, stopping: bool) -> WorkerStatus:
             return apply_exit(status, 0, stopped=False)
         reason = _with_message(pod_status.get("reason") or "PodFailed", pod_status.get("message"))
         return status.model_copy(update={"phase": WorkerPhase.FAILED, "reason": reason})
-    if waiting := state.get("waiting"):
+    if (waiting := state.get("waiting")) is not None:
         reason = waiting.get("reason") or "Waiting"
         text = _with_message(reason, waiting.get("message"))
         if reason in FATAL_WAITING_REASONS and not stopping:
             return status.model_copy(update={"phase": WorkerPhase.FAILED, "reason": text})
         return status.model_copy(update={"reason": text})
-    if state.get("running"):
+    if "running" in state:
         if status.phase == WorkerPhase.CREATED:
             return status.model_copy(update={"phase": WorkerPhase.STARTING, "reason": ""})
         if status.reason and _is_pod_reason(status.reason):

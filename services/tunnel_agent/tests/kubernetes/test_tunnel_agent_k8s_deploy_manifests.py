@@ -1,0 +1,119 @@
+"""deploy/kubernetes and deploy/agent pass the real API server's validation (server-side dry-run),
+and the agent's RBAC grants what the driver needs and nothing more (SubjectAccessReview)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client as k8s_client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import create_from_dict
+from rlark_devinfra.paths import repo_root
+from rlark_tunnel_agent.runtime.kubernetes.kube import Kube
+
+pytestmark = pytest.mark.k8s
+
+AGENT_USER = "system:serviceaccount:rlark-agent:rlark-tunnel-agent"
+
+
+def _documents(directory: Path, extra: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    docs: list[dict[str, Any]] = []
+    for name in [*kustomization["resources"], *extra]:
+        docs += [d for d in yaml.safe_load_all((directory / name).read_text()) if d]
+    return docs
+
+
+def _create_namespaces(kube: Kube, docs: list[dict[str, Any]]) -> None:
+    for doc in docs:
+        if doc["kind"] == "Namespace":
+            try:
+                kube.core.create_namespace(doc)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+
+
+@pytest.mark.parametrize(
+    ("folder", "extra"),
+    [("deploy/kubernetes", ("secrets.example.yaml",)), ("deploy/agent", ())],
+)
+def test_deployment_manifests_pass_server_side_dry_run(
+    admin_kube: Kube, folder: str, extra: tuple[str, ...]
+) -> None:
+    docs = _documents(repo_root() / folder, extra)
+    kinds = {d["kind"] for d in docs}
+    assert "Namespace" in kinds
+    assert "Deployment" in kinds
+    _create_namespaces(admin_kube, docs)  # namespaced objects are validated inside them
+    for doc in docs:
+        if doc["kind"] == "Namespace":
+            continue
+        try:
+            create_from_dict(admin_kube.api_client, doc, dry_run="All")
+        except Exception as exc:
+            pytest.fail(f"{folder}: {doc['kind']}/{doc['metadata']['name']} rejected: {exc}")
+
+
+def test_control_plane_has_migrate_jobs_api_deployments_and_services_for_every_service() -> None:
+    docs = _documents(repo_root() / "deploy/kubernetes")
+    by_kind: dict[str, set[str]] = {}
+    for doc in docs:
+        by_kind.setdefault(doc["kind"], set()).add(doc["metadata"]["name"])
+    for service in ("gateway", "inventory", "keys", "netdomain", "scheduler"):
+        assert f"{service}-migrate" in by_kind["Job"]
+        assert f"{service}-api" in by_kind["Deployment"]
+        assert service in by_kind["Service"]
+    for service in ("inventory", "keys", "netdomain", "scheduler"):
+        assert f"{service}-worker" in by_kind["Deployment"]
+    for doc in docs:
+        if doc["kind"] in ("Deployment", "Job"):
+            for container in doc["spec"]["template"]["spec"]["containers"]:
+                security = container["securityContext"]
+                assert security["allowPrivilegeEscalation"] is False
+                assert security["privileged"] is False
+                assert security["capabilities"] == {"drop": ["ALL"]}
+
+
+def _allowed(kube: Kube, verb: str, resource: str, namespace: str = "", subresource: str = "") -> bool:
+    attributes = k8s_client.V1ResourceAttributes(
+        verb=verb, resource=resource, namespace=namespace or None, subresource=subresource or None
+    )
+    review = k8s_client.V1SubjectAccessReview(
+        spec=k8s_client.V1SubjectAccessReviewSpec(
+            user=AGENT_USER, groups=["system:serviceaccounts"], resource_attributes=attributes
+        )
+    )
+    result = k8s_client.AuthorizationV1Api(kube.api_client).create_subject_access_review(review)
+    return bool(result.status.allowed)
+
+
+def test_the_agent_role_grants_what_the_driver_needs_and_nothing_more(admin_kube: Kube) -> None:
+    docs = _documents(repo_root() / "deploy/agent")
+    _create_namespaces(admin_kube, docs)
+    for doc in docs:
+        if doc["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+            try:
+                create_from_dict(admin_kube.api_client, doc)
+            except Exception as exc:  # FailToCreateError wraps 409 on a re-run against kept servers
+                if "AlreadyExists" not in str(exc):
+                    raise
+    workers = "rlark-workers"
+    for verb in ("get", "list", "watch", "patch"):
+        assert _allowed(admin_kube, verb, "nodes"), verb
+    for resource in ("pods", "services", "configmaps"):
+        for verb in ("get", "list", "watch", "create", "delete"):
+            assert _allowed(admin_kube, verb, resource, workers), (verb, resource)
+    assert _allowed(admin_kube, "patch", "configmaps", workers)
+    assert _allowed(admin_kube, "get", "pods", workers, "log")
+
+    assert not _allowed(admin_kube, "delete", "nodes")
+    assert not _allowed(admin_kube, "get", "secrets", workers)
+    assert not _allowed(admin_kube, "create", "pods", "default")
+    assert not _allowed(admin_kube, "create", "pods", workers, "exec")
+    assert not _allowed(admin_kube, "list", "pods", "kube-system")
+    assert not _allowed(admin_kube, "create", "roles", workers)
+    assert not _allowed(admin_kube, "update", "pods", workers)

@@ -1,0 +1,178 @@
+"""The worker pod and job objects the Kubernetes driver renders: every field deliberate.
+
+The golden file pins the whole pod; the assertions below name the properties that matter most
+(no privilege, GPU limits, escaping) so a golden update cannot silently drop them.
+Regenerate the golden file after a deliberate change with RLARK_UPDATE_GOLDEN=1.
+"""
+
+from __future__ import annotations
+
+import os
+from ipaddress import IPv4Address
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from k8s_driver_helpers import header_spec, worker_spec
+from rlark_tunnel_agent.runtime.driver import Mount, MountType
+from rlark_tunnel_agent.runtime.kubernetes import manifests, names
+from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
+
+pytestmark = pytest.mark.unit
+
+GOLDEN = Path(__file__).parent / "golden"
+OWNER = {"metadata": {"name": "rlark-job-a-job", "uid": "0d6f4c1e-1111-2222-3333-444455556666"}}
+CONFIG = KubernetesDriverConfig(
+    namespace="rlark-workers", shm_size="16Gi", network_sidecar_image="registry.example.com/rlark/net:1.0"
+)
+
+
+def _check_golden(name: str, manifest: dict[str, Any]) -> None:
+    rendered = yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False, width=120)
+    path = GOLDEN / name
+    if os.environ.get("RLARK_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(rendered)
+    assert path.exists(), f"golden file {path} missing: run with RLARK_UPDATE_GOLDEN=1 once"
+    assert rendered == path.read_text(), (
+        f"{name} differs from the golden file (RLARK_UPDATE_GOLDEN=1 to accept)"
+    )
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_header_pod_matches_the_golden_snapshot() -> None:
+    owner = manifests.owner_reference(OWNER)
+    _check_golden("header_pod.yaml", manifests.worker_pod(header_spec("job-a", "gpu-node-1"), CONFIG, owner))
+
+
+def test_domain_worker_pod_with_network_sidecar_matches_the_golden_snapshot() -> None:
+    owner = manifests.owner_reference(OWNER)
+    spec = worker_spec(
+        "job-a",
+        "gpu-node-2",
+        0,
+        virtual_ip=IPv4Address("10.200.0.5"),
+        env={"RLARK_DOMAIN_CIDR": "10.200.0.0/16"},
+    )
+    _check_golden("domain_worker_pod.yaml", manifests.worker_pod(spec, CONFIG, owner))
+
+
+def test_job_objects_match_the_golden_snapshot() -> None:
+    owner = manifests.owner_reference(OWNER)
+    spec = header_spec("job-a", "gpu-node-1")
+    _check_golden("job_service.yaml", manifests.headless_service("job-a", "rlark-workers", 6379, owner))
+    _check_golden("worker_config_map.yaml", manifests.worker_config_map(spec, "rlark-workers", owner))
+
+
+def test_worker_container_has_no_privilege_and_drops_every_capability() -> None:
+    pod = manifests.worker_pod(header_spec("job-a", "n1"), CONFIG, manifests.owner_reference(OWNER))
+    spec = pod["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] == 1000
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "hostNetwork" not in spec
+    assert "hostPID" not in spec
+    assert "hostIPC" not in spec
+    (worker,) = spec["containers"]
+    security = worker["securityContext"]
+    assert security["privileged"] is False
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert "initContainers" not in spec  # no virtual IP: no sidecar, no capability at all
+
+
+def test_only_the_network_sidecar_gets_net_admin_and_only_with_a_virtual_ip() -> None:
+    spec = worker_spec("job-a", "n2", 0, virtual_ip=IPv4Address("10.200.0.5"))
+    pod = manifests.worker_pod(spec, CONFIG, manifests.owner_reference(OWNER))
+    (sidecar,) = pod["spec"]["initContainers"]
+    assert sidecar["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN"]}
+    assert sidecar["securityContext"]["privileged"] is False
+    assert pod["spec"]["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert _env(pod["spec"]["containers"][0])["RLARK_NODE_IP"] == "10.200.0.5"
+    no_image = KubernetesDriverConfig()
+    assert (
+        "initContainers" not in manifests.worker_pod(spec, no_image, manifests.owner_reference(OWNER))["spec"]
+    )
+
+
+def test_pod_is_bound_to_the_placed_node_with_equal_gpu_request_and_limit() -> None:
+    pod = manifests.worker_pod(
+        header_spec("job-a", "gpu-node-7", gpus=4), CONFIG, manifests.owner_reference(OWNER)
+    )
+    assert pod["spec"]["nodeName"] == "gpu-node-7"
+    resources = pod["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}
+    cpu_only = manifests.worker_pod(
+        header_spec("job-a", "n", gpus=0), KubernetesDriverConfig(), manifests.owner_reference(OWNER)
+    )
+    assert cpu_only["spec"]["containers"][0]["resources"] == {}
+
+
+def test_user_env_is_escaped_and_cannot_override_platform_variables() -> None:
+    spec = header_spec(
+        "job-a", "n1", env={"PRICE": "$(HOME) costs $5", "RLARK_NODE_RANK": "7", "RLINF_X": "1"}
+    )
+    env = _env(manifests.worker_pod(spec, CONFIG, manifests.owner_reference(OWNER))["spec"]["containers"][0])
+    assert env["PRICE"] == "$$(HOME) costs $$5"  # Kubernetes turns "$$" back into "$": no expansion
+    assert env["RLARK_NODE_RANK"] == "0"
+    assert env["RLARK_IS_HEADER"] == "1"
+    assert env["RLARK_RUN_SCRIPT"] == "/opt/rlark/worker/run.sh"
+    assert env["RLARK_NODE_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    names_in_order = [
+        e["name"]
+        for e in manifests.worker_pod(spec, CONFIG, manifests.owner_reference(OWNER))["spec"]["containers"][
+            0
+        ]["env"]
+    ]
+    assert names_in_order.count("RLARK_NODE_RANK") == 1
+
+
+def test_mount_sources_map_to_host_path_pvc_csi_and_empty_dir_volumes() -> None:
+    pod = manifests.worker_pod(header_spec("job-a", "n1"), CONFIG, manifests.owner_reference(OWNER))
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    mounts = {m["name"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert volumes["mount-0"]["hostPath"] == {"path": "/data/datasets", "type": "Directory"}
+    assert volumes["mount-1"]["persistentVolumeClaim"] == {"claimName": "checkpoints", "readOnly": False}
+    assert mounts["mount-1"]["subPath"] == "job-a"
+    assert volumes["mount-2"]["csi"] == {
+        "driver": "s3.csi.example.com",
+        "readOnly": True,
+        "volumeAttributes": {"bucket": "models", "prefix": "a"},
+    }
+    assert volumes["mount-3"] == {"name": "mount-3", "emptyDir": {}}
+
+
+@pytest.mark.parametrize("source", ["relative/path", "/data/../etc", "pvc://", "csi://?a=b"])
+def test_unusable_mount_sources_are_refused(source: str) -> None:
+    spec = header_spec("job-a", "n1", mounts=(Mount(type=MountType.HOST_PATH, source=source, target="/x"),))
+    with pytest.raises(ValueError, match="/x"):
+        manifests.worker_pod(spec, CONFIG, manifests.owner_reference(OWNER))
+
+
+def test_worker_config_map_carries_scripts_keys_and_the_recorded_spec() -> None:
+    spec = header_spec("job-a", "n1")
+    cm = manifests.worker_config_map(spec, "ns", manifests.owner_reference(OWNER))
+    assert cm["data"]["authorized_keys"].splitlines() == list(spec.ssh_public_keys)
+    assert cm["data"]["prepare.sh"] == spec.prepare_script
+    assert cm["data"]["run.sh"] == spec.run_script
+    assert manifests.spec_from_config_map(cm) == spec
+    assert "PRIVATE" not in str(cm)
+
+
+def test_names_are_deterministic_dns_labels_and_keep_distinct_ids_distinct() -> None:
+    long_id = "j" * 80 + "-header-0"
+    assert names.pod_name("job-a-header-0") == "rlark-job-a-header-0"
+    assert names.pod_name(long_id) == names.pod_name(long_id)
+    assert len(names.pod_name(long_id)) <= 63
+    assert len(names.worker_config_name(long_id)) <= 63
+    assert names.worker_config_name(long_id).endswith("-cfg")
+    assert names.pod_name("a.b-0") != names.pod_name("a-b-0")
+    assert names.label_value(long_id) != names.label_value(long_id + "x")
+    assert len(names.label_value(long_id)) <= 63
+    assert names.label_value("job-a") == "job-a"
+    assert names.worker_dns_name("job-a-header-0", "job-a", "ns") == "rlark-job-a-header-0.rlark-job-a.ns.svc"
