@@ -1,0 +1,309 @@
+"""The runtime driver seam of the tunnel-agent: what a runtime must offer, in data types.
+
+The agent turns worker placements into `WorkerSpec`s and hands them to one `RuntimeDriver` per
+cluster (ARCHITECTURE §4): the local driver (process groups, network namespaces) or the
+Kubernetes driver (pods). Both run the same worker bootstrap (§6) and report through the same
+`events()` stream, so everything above this module is runtime-agnostic.
+
+Contract every driver keeps:
+- `ensure_worker` is idempotent by worker id: a worker that already exists, in any state, is
+  success and is never restarted or duplicated (placements are delivered at least once).
+- `stop_worker` is idempotent and leaves nothing running: the whole worker (its bootstrap, Ray,
+  anything the user's scripts started) gets SIGTERM, then SIGKILL after a grace period.
+- `update_authorized_keys` rewrites the worker's `~/.ssh/authorized_keys` atomically (mode 600)
+  without restarting anything: key rotation reaches running workers.
+- `events()` yields status changes (folded from the bootstrap's marker lines and the process
+  exit) and every output line, numbered per stream, so the agent can ship them; a consumer that
+  sees a line twice after a restart can drop it by `(worker_id, stream, seq)`.
+
+This module is pure: types only, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Sequence
+from enum import StrEnum
+from ipaddress import IPv4Address
+from typing import Annotated, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rlark_tunnel_agent.runtime.markers import Marker
+
+_SAFE_ID = re.compile(r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# Ports every Ray node of a job binds. Fixed and declared so that network policies, tunnels and
+# people can reason about them; each worker has its own address (pod IP, network namespace), so
+# all workers use the same numbers. The GCS port is `WorkerSpec.ray_port`.
+DEFAULT_RAY_PORT = 6379
+
+
+class RayPorts(BaseModel):
+    """The fixed ports of one Ray node besides the GCS port (all pinned, none random).
+
+    Ray's defaults leave the node manager, object manager and agent ports random; pinning them
+    makes a worker's footprint deterministic and documented. `min_worker_port..max_worker_port`
+    bounds the ports of Ray's worker processes (one per task/actor process).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dashboard_port: int = 8265
+    node_manager_port: int = 6380
+    object_manager_port: int = 6381
+    dashboard_agent_grpc_port: int = 6382
+    dashboard_agent_listen_port: int = 6383
+    metrics_export_port: int = 6384
+    runtime_env_agent_port: int = 6385
+    min_worker_port: int = 10002
+    max_worker_port: int = 10999
+
+    def as_env(self, gcs_port: int) -> dict[str, str]:
+        """The bootstrap's port variables (`RLARK_RAY_*_PORT`) for these ports."""
+        return {
+            "RLARK_RAY_PORT": str(gcs_port),
+            "RLARK_RAY_DASHBOARD_PORT": str(self.dashboard_port),
+            "RLARK_RAY_NODE_MANAGER_PORT": str(self.node_manager_port),
+            "RLARK_RAY_OBJECT_MANAGER_PORT": str(self.object_manager_port),
+            "RLARK_RAY_DASHBOARD_AGENT_GRPC_PORT": str(self.dashboard_agent_grpc_port),
+            "RLARK_RAY_DASHBOARD_AGENT_LISTEN_PORT": str(self.dashboard_agent_listen_port),
+            "RLARK_RAY_METRICS_EXPORT_PORT": str(self.metrics_export_port),
+            "RLARK_RAY_RUNTIME_ENV_AGENT_PORT": str(self.runtime_env_agent_port),
+            "RLARK_RAY_MIN_WORKER_PORT": str(self.min_worker_port),
+            "RLARK_RAY_MAX_WORKER_PORT": str(self.max_worker_port),
+        }
+
+
+class MountType(StrEnum):
+    """Kinds of storage a role can mount; runtimes may support a subset."""
+
+    HOST_PATH = "hostPath"
+    EMPTY_DIR = "emptyDir"
+
+
+class Mount(BaseModel):
+    """One storage mount of a worker: `source` on the node appears at `target` in the worker."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: MountType = MountType.HOST_PATH
+    source: str = ""
+    target: str
+    read_only: bool = False
+
+    @field_validator("target")
+    @classmethod
+    def _target_is_absolute(cls, value: str) -> str:
+        if not value.startswith("/") or "\0" in value or ".." in value.split("/"):
+            raise ValueError("mount target must be an absolute path without '..'")
+        return value
+
+
+def worker_id_for(job_id: str, role: str, index: int) -> str:
+    """The deterministic worker id `<job_id>-<role>-<index>` every component derives alike."""
+    return f"{job_id}-{role}-{index}"
+
+
+class WorkerSpec(BaseModel):
+    """Everything a runtime needs to create one worker of a job (from one worker placement)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job_id: str
+    worker_id: str
+    role: str
+    index: Annotated[int, Field(ge=0)]
+    rank: Annotated[int, Field(ge=0)]
+    num_nodes: Annotated[int, Field(ge=1)]
+    is_header: bool
+    node_name: str
+    gpus: Annotated[int, Field(ge=0)] = 0
+    total_gpus: Annotated[int, Field(ge=0)] = 0
+    """GPUs of the whole job; the Header waits until Ray reports at least this many (0: no check)."""
+    image: str = ""
+    prepare_script: str = ""
+    run_script: str = ""
+    env: dict[str, str] = Field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
+    ssh_public_keys: tuple[str, ...] = ()
+    header_address: str = ""
+    """Host or IP of the Header's Ray head; empty on the Header itself (it uses its own)."""
+    ray_port: Annotated[int, Field(ge=1, le=65535)] = DEFAULT_RAY_PORT
+    virtual_ip: IPv4Address | None = None
+    outputs: tuple[str, ...] = ()
+    tensorboard_dir: str = ""
+    join_deadline_s: Annotated[float, Field(gt=0)] = 120.0
+    """How long the Header waits for all Ray nodes, and others retry joining. Runs have no deadline."""
+
+    @field_validator("worker_id", "job_id")
+    @classmethod
+    def _ids_are_safe_names(cls, value: str) -> str:
+        # Ids name directories, network namespaces and pods: keep them DNS-label-like.
+        if not _SAFE_ID.match(value):
+            raise ValueError("must be lower-case letters, digits, '-' or '.', at most 253 chars")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names_are_shell_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, val in value.items():
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"env name {name!r} is not a valid variable name")
+            if "\0" in val:
+                raise ValueError(f"env {name} contains a NUL byte")
+        return value
+
+    @field_validator("ssh_public_keys")
+    @classmethod
+    def _keys_are_public_key_lines(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(validate_authorized_key_lines(value))
+
+    @model_validator(mode="after")
+    def _roles_are_consistent(self) -> WorkerSpec:
+        if self.rank >= self.num_nodes:
+            raise ValueError("rank must be below num_nodes")
+        if self.is_header and self.rank != 0:
+            raise ValueError("the Header has rank 0")
+        if not self.is_header and self.run_script:
+            raise ValueError("only the Header has a run script")
+        if not self.is_header and not self.header_address:
+            raise ValueError("a non-Header worker needs the Header's address")
+        return self
+
+
+def validate_authorized_key_lines(lines: Sequence[str]) -> list[str]:
+    """Check lines meant for `authorized_keys`: one public key per line, never key material.
+
+    The message never echoes the line: a pasted private key must not end up in a log.
+    """
+    checked: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        if "\n" in line or "\r" in line or "\0" in line:
+            raise ValueError(f"authorized key line {number} contains a line break")
+        if "PRIVATE KEY" in line:
+            raise ValueError(f"authorized key line {number} looks like a private key")
+        stripped = line.strip()
+        if stripped:
+            checked.append(stripped)
+    return checked
+
+
+class WorkerPhase(StrEnum):
+    """Where a worker is in its life; the last three are terminal."""
+
+    CREATED = "Created"
+    PREPARING = "Preparing"
+    STARTING = "Starting"
+    RAY_HEAD_UP = "RayHeadUp"
+    JOINED = "Joined"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    STOPPED = "Stopped"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (WorkerPhase.SUCCEEDED, WorkerPhase.FAILED, WorkerPhase.STOPPED)
+
+
+class WorkerStatus(BaseModel):
+    """A worker's current status as the agent reports it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    worker_id: str
+    job_id: str = ""
+    phase: WorkerPhase
+    exit_code: int | None = None
+    reason: str = ""
+    ray_nodes_joined: int | None = None
+    ray_nodes_expected: int | None = None
+    address: str = ""
+
+
+class NodeObservation(BaseModel):
+    """One node of the cluster as the runtime sees it (what inventory ingests)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    ready: bool
+    schedulable: bool
+    gpu_count: Annotated[int, Field(ge=0)] = 0
+    gpu_model: str = ""
+    cpu_capacity: Annotated[float, Field(ge=0)] = 0.0
+    memory_capacity_bytes: Annotated[int, Field(ge=0)] = 0
+    addresses: tuple[str, ...] = ()
+
+
+class LogStream(StrEnum):
+    STDOUT = "stdout"
+    STDERR = "stderr"
+
+
+class WorkerLogLine(BaseModel):
+    """One output line of a worker; `seq` counts lines per (worker, stream) from 1."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["log"] = "log"
+    worker_id: str
+    stream: LogStream
+    seq: int
+    text: str
+
+
+class WorkerStatusChanged(BaseModel):
+    """A worker's status moved (phase, exit code, Ray node counts)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["status"] = "status"
+    status: WorkerStatus
+
+
+class WorkerMarkerSeen(BaseModel):
+    """A bootstrap marker, as parsed: carries payloads a status cannot (the output manifest)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["marker"] = "marker"
+    worker_id: str
+    marker: Marker
+
+
+RuntimeEvent = WorkerStatusChanged | WorkerLogLine | WorkerMarkerSeen
+
+
+@runtime_checkable
+class RuntimeDriver(Protocol):
+    """What the tunnel-agent needs from a cluster runtime (see the module docstring)."""
+
+    async def start(self) -> None:
+        """Prepare the runtime and adopt or reap what a previous run left behind."""
+
+    async def close(self) -> None:
+        """Stop watching; running workers are left running (an agent restart is not a stop)."""
+
+    async def observe_nodes(self) -> list[NodeObservation]: ...
+
+    async def ensure_worker(self, spec: WorkerSpec) -> None: ...
+
+    async def stop_worker(self, worker_id: str) -> None: ...
+
+    async def update_authorized_keys(self, worker_id: str, lines: Sequence[str]) -> None: ...
+
+    async def list_workers(self) -> list[str]: ...
+
+    async def get_status(self, worker_id: str) -> WorkerStatus | None: ...
+
+    async def tail_logs(self, worker_id: str, lines: int = 50) -> list[WorkerLogLine]:
+        """The last `lines` output lines of a worker, both streams, oldest first."""
+        ...
+
+    def events(self) -> AsyncIterator[RuntimeEvent]:
+        """Status changes, markers and log lines of all workers; one consumer."""
+        ...

@@ -1,0 +1,845 @@
+"""The local runtime driver: workers as process groups on this machine (ARCHITECTURE §4).
+
+A worker is `bash bootstrap.sh` started in a new session (so it leads its own process group),
+with a clean environment built from its `WorkerSpec`, inside its own network namespace when the
+driver runs as root (see `netns.py`; every worker then binds the same fixed Ray ports on its own
+IP), or as plain processes on 127.0.0.1 with a distinct block of ports per worker otherwise
+(`RLARK_LOCAL_NETNS=0` forces that mode).
+
+Per-worker directory `<state_dir>/workers/<worker_id>/`:
+    worker.json     the record (spec, address, ports, pid) — what a restarted driver adopts
+    bootstrap/      a copy of the bootstrap (a running bash script must not change under it)
+    scripts/        prepare.sh, run.sh, authorized_keys (the bootstrap's inputs)
+    home/           HOME (with .ssh/authorized_keys), tmp/ TMPDIR, work/ the cwd
+    fs/             container paths: `/data/out` is `fs/data/out`; hostPath mounts are symlinks
+                    here, so declared outputs under a mount land on the host path
+    logs/           stdout.log, stderr.log (appended; the driver tails them)
+    status.json     the bootstrap's exit status
+Ray's temp dir is `/tmp/rlark-<tag>-<hash>`: Ray's unix socket paths must stay under 107 bytes.
+
+Mounts: a hostPath mount is a symlink (not a bind mount): it needs no privileges and no mount
+namespace and works in both modes; `read_only` is therefore not enforced locally. Container
+paths are not emulated otherwise: scripts find outputs through `$RLARK_OUTPUTS` (and
+`$RLARK_FS_ROOT`), which carry the translated local paths.
+
+GPUs: with real GPUs (`nvidia-smi -L`) the machine's GPUs are one pool shared by all virtual
+nodes; each worker gets distinct indices in `CUDA_VISIBLE_DEVICES` (set only then, empty for a
+worker without GPUs). Without real GPUs nodes report their declared (virtual) GPUs and Ray is
+told the worker's count with `--num-gpus`, so placement and the Header's GPU check still work.
+
+Concurrency: one asyncio task per worker polls its two log files (every `poll_interval_s`) and
+its process; `ensure_worker` and teardown serialise on one lock, `stop_worker` on the worker's.
+Small local file writes happen inline. Events go to one unbounded queue read by `events()`.
+
+Lifecycle: `start()` adopts workers of a previous run that are still alive (re-reading their
+logs from the start with the same sequence numbers), and reaps namespaces, processes and Ray
+temp dirs carrying this driver's tag that belong to no live worker. `close()` leaves workers
+running. A stopped worker keeps its directory (logs, outputs) and its record as a tombstone, so
+a redelivered placement does not start it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import sys
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address, IPv4Network
+from pathlib import Path
+
+import structlog
+from pydantic import BaseModel, ConfigDict
+from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_DIR, BOOTSTRAP_FILES, BOOTSTRAP_SCRIPT
+from rlark_tunnel_agent.runtime.bootstrap.rlark_node import Ours, proc_stat, read_proc
+from rlark_tunnel_agent.runtime.driver import (
+    LogStream,
+    MountType,
+    NodeObservation,
+    RayPorts,
+    RuntimeEvent,
+    WorkerLogLine,
+    WorkerMarkerSeen,
+    WorkerPhase,
+    WorkerSpec,
+    WorkerStatus,
+    WorkerStatusChanged,
+    validate_authorized_key_lines,
+)
+from rlark_tunnel_agent.runtime.local.cluster import LocalCluster
+from rlark_tunnel_agent.runtime.local.gpus import Gpu, detect_gpus
+from rlark_tunnel_agent.runtime.local.netns import NetnsManager, WorkerNetwork
+from rlark_tunnel_agent.runtime.markers import apply_exit, apply_marker, parse_marker_line
+
+log = structlog.get_logger(__name__)
+
+PORT_BLOCK = 400
+"""Ports per worker without namespaces: 8 fixed ports at the start, Ray workers in +100..+399."""
+_EPHEMERAL_START = 32768
+_TAIL_LINES = 500
+_READ_CHUNK = 1 << 20
+_KILL_WAIT_S = 5.0
+_TOKEN_ENV = b"RLARK_BOOTSTRAP_TOKEN="
+# Ray's unix socket paths (<temp>/session_<stamp>/sockets/raylet) must stay under 107 bytes, so
+# Ray's temp dirs live directly in /tmp, named with this driver's tag and the worker's hash.
+_RAY_TEMP_ROOT = Path("/tmp")  # noqa: S108
+
+
+class LocalDriverOptions(BaseModel):
+    """How the local driver runs (from the agent's settings)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    state_dir: Path
+    use_netns: bool | None = None
+    """None: namespaces when root and `RLARK_LOCAL_NETNS` is not `0`."""
+    bridge: str = "rlark-br0"
+    subnet: IPv4Network = IPv4Network("10.213.0.0/16")
+    port_base: int = 20000
+    """First port of the per-worker blocks used without namespaces."""
+    stop_grace_s: float = 10.0
+    """SIGTERM → SIGKILL grace for a whole worker."""
+    bootstrap_stop_grace_s: float = 1.0
+    """The bootstrap's own SIGTERM → SIGKILL grace for its Ray processes. Short on purpose:
+    gcs_server and raylet sit out SIGTERM for many seconds, and a worker that is stopping has
+    nothing left in Ray worth a graceful drain."""
+    poll_interval_s: float = 0.2
+    python_bin_dir: Path | None = None
+    """Put first on workers' PATH (must hold `python3` and `ray`); default: this interpreter's."""
+    detect_gpus: bool = True
+
+
+class WorkerRecord(BaseModel):
+    """What the driver persists per worker (`worker.json`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    spec: WorkerSpec
+    slot: int
+    header_slot: int
+    address: str
+    header_address: str
+    gcs_port: int
+    ports: RayPorts
+    netns: str | None = None
+    veth_host: str | None = None
+    ray_temp_dir: str
+    gpu_indices: tuple[int, ...] = ()
+    pid: int | None = None
+    stopped: bool = False
+
+
+@dataclass
+class _Worker:
+    record: WorkerRecord
+    dir: Path
+    status: WorkerStatus
+    proc: asyncio.subprocess.Process | None = None
+    waiter: asyncio.Task[int] | None = None
+    watcher: asyncio.Task[None] | None = None
+    offsets: dict[LogStream, int] = field(default_factory=lambda: dict.fromkeys(LogStream, 0))
+    partial: dict[LogStream, bytes] = field(default_factory=lambda: dict.fromkeys(LogStream, b""))
+    seq: dict[LogStream, int] = field(default_factory=lambda: dict.fromkeys(LogStream, 0))
+    tail: deque[WorkerLogLine] = field(default_factory=lambda: deque(maxlen=_TAIL_LINES))
+    stop_requested: bool = False
+    exited: asyncio.Event = field(default_factory=asyncio.Event)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+def _short_hash(*parts: str, length: int = 10) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:length]
+
+
+def _returncode_to_exit(code: int) -> int:
+    """asyncio reports death by signal N as -N; shells and Kubernetes say 128+N."""
+    return 128 - code if code < 0 else code
+
+
+class LocalDriver:
+    """`RuntimeDriver` for the local runtime (see the module docstring)."""
+
+    def __init__(self, cluster: LocalCluster, options: LocalDriverOptions) -> None:
+        self.cluster = cluster
+        self.options = options
+        self.state_dir = options.state_dir.resolve()
+        self.tag = _short_hash(str(self.state_dir), length=6)
+        """Names everything this driver creates, so it never touches another driver's."""
+        if options.use_netns is None:
+            self.use_netns = os.geteuid() == 0 and os.environ.get("RLARK_LOCAL_NETNS", "1") != "0"
+        else:
+            self.use_netns = options.use_netns
+        self._net = NetnsManager(options.bridge, options.subnet, f"rlark-{self.tag}-")
+        self._python_bin = options.python_bin_dir or Path(sys.executable).parent
+        self._bash = shutil.which("bash") or "/bin/bash"
+        self._ip = shutil.which("ip") or "/sbin/ip"
+        self._workers: dict[str, _Worker] = {}
+        self._slots: dict[str, int] = {}
+        self._gpus: list[Gpu] = []
+        self._gpu_owner: dict[int, str] = {}
+        self._events: asyncio.Queue[RuntimeEvent] = asyncio.Queue()
+        self._lock = asyncio.Lock()
+        self._started = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        if self.use_netns and os.geteuid() != 0:
+            raise PermissionError("network namespaces need root; set use_netns=False")
+        (self.state_dir / "workers").mkdir(parents=True, exist_ok=True)
+        if self.options.detect_gpus:
+            self._gpus = await asyncio.to_thread(detect_gpus)
+        if self.use_netns:
+            await self._net.ensure_bridge()
+        async with self._lock:
+            for record_path in sorted((self.state_dir / "workers").glob("*/worker.json")):
+                try:
+                    record = WorkerRecord.model_validate_json(record_path.read_text())
+                except ValueError:
+                    log.warning("local_runtime.record_unreadable", path=str(record_path))
+                    continue
+                worker = self._new_worker(record, record_path.parent)
+                self._workers[record.spec.worker_id] = worker
+                if record.stopped:
+                    await self._teardown(worker)
+                    worker.exited.set()
+                else:
+                    self._reserve(record)
+                    self._start_watching(worker)
+            await self._reap_strays()
+        self._started = True
+        log.info(
+            "local_runtime.started",
+            cluster=self.cluster.cluster,
+            tag=self.tag,
+            netns=self.use_netns,
+            real_gpus=len(self._gpus),
+            adopted=len([w for w in self._workers.values() if not w.record.stopped]),
+        )
+
+    async def close(self) -> None:
+        """Stop watching (workers keep running; a new driver on the same state dir adopts them)."""
+        for worker in self._workers.values():
+            for task in (worker.watcher, worker.waiter):
+                if task is not None and not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+        self._started = False
+
+    # --- RuntimeDriver -------------------------------------------------------------------------
+
+    async def observe_nodes(self) -> list[NodeObservation]:
+        address = str(self._net.gateway) if self.use_netns else "127.0.0.1"
+        real_model = self._gpus[0].model if self._gpus else ""
+        nodes = []
+        for node in self.cluster.nodes:
+            if self._gpus:
+                gpu_count = min(node.gpus, len(self._gpus)) if node.gpus else len(self._gpus)
+                gpu_model = real_model
+            else:
+                gpu_count, gpu_model = node.gpus, node.gpu_model
+            nodes.append(
+                NodeObservation(
+                    name=node.name,
+                    labels=node.labels,
+                    ready=True,
+                    schedulable=not node.unschedulable,
+                    gpu_count=gpu_count,
+                    gpu_model=gpu_model,
+                    cpu_capacity=node.cpu,
+                    memory_capacity_bytes=node.memory,
+                    addresses=(address,),
+                )
+            )
+        return nodes
+
+    async def ensure_worker(self, spec: WorkerSpec) -> None:
+        if not self._started:
+            raise RuntimeError("the local driver is not started")
+        async with self._lock:
+            if spec.worker_id in self._workers:
+                return  # exists (running, ended or stopped): success, never a second copy
+            if self.cluster.node(spec.node_name) is None:
+                raise ValueError(f"node {spec.node_name!r} is not in cluster {self.cluster.cluster}")
+            record = self._allocate(spec)
+            worker_dir = self.state_dir / "workers" / spec.worker_id
+            worker = self._new_worker(record, worker_dir)
+            try:
+                self._prepare_worker_dir(worker)
+                if record.netns is not None and record.veth_host is not None:
+                    await self._net.create(
+                        WorkerNetwork(
+                            netns=record.netns,
+                            veth_host=record.veth_host,
+                            veth_peer=f"rlp{record.veth_host[3:]}",
+                            address=IPv4Address(record.address),
+                        )
+                    )
+                await self._spawn(worker)
+            except BaseException:
+                await self._teardown(worker)
+                self._release(record)
+                raise
+            self._workers[spec.worker_id] = worker
+            self._events.put_nowait(WorkerStatusChanged(status=worker.status))
+            self._start_watching(worker)
+            log.info(
+                "local_runtime.worker_started",
+                worker_id=spec.worker_id,
+                job_id=spec.job_id,
+                address=record.address,
+                pid=worker.record.pid,
+            )
+
+    async def stop_worker(self, worker_id: str) -> None:
+        worker = self._workers.get(worker_id)
+        if worker is None:
+            return
+        async with worker.lock:
+            if worker.record.stopped:
+                return
+            if not worker.exited.is_set():
+                worker.stop_requested = True
+                self._signal_group(worker, signal.SIGTERM)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(worker.exited.wait(), self.options.stop_grace_s)
+            await self._teardown(worker)
+            await worker.exited.wait()
+            async with self._lock:
+                self._release(worker.record)
+                worker.record = worker.record.model_copy(update={"stopped": True})
+                self._write_record(worker)
+            if not worker.status.phase.terminal:
+                self._emit_status(
+                    worker,
+                    worker.status.model_copy(
+                        update={"phase": WorkerPhase.STOPPED, "reason": "stopped on request"}
+                    ),
+                )
+            log.info("local_runtime.worker_stopped", worker_id=worker_id)
+
+    async def update_authorized_keys(self, worker_id: str, lines: Sequence[str]) -> None:
+        keys = validate_authorized_key_lines(lines)
+        worker = self._workers.get(worker_id)
+        if worker is None:
+            raise KeyError(f"unknown worker {worker_id}")
+        if worker.record.stopped:
+            return
+        text = "".join(f"{line}\n" for line in keys)
+        ssh_dir = worker.dir / "home" / ".ssh"
+        ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _write_atomically(ssh_dir / "authorized_keys", text, mode=0o600)
+        _write_atomically(worker.dir / "scripts" / "authorized_keys", text, mode=0o600)
+        spec = worker.record.spec.model_copy(update={"ssh_public_keys": tuple(keys)})
+        worker.record = worker.record.model_copy(update={"spec": spec})
+        self._write_record(worker)
+        log.info("local_runtime.keys_updated", worker_id=worker_id, count=len(keys))
+
+    async def list_workers(self) -> list[str]:
+        return sorted(wid for wid, w in self._workers.items() if not w.record.stopped)
+
+    async def get_status(self, worker_id: str) -> WorkerStatus | None:
+        worker = self._workers.get(worker_id)
+        return worker.status if worker is not None else None
+
+    async def tail_logs(self, worker_id: str, lines: int = 50) -> list[WorkerLogLine]:
+        worker = self._workers.get(worker_id)
+        if worker is None or lines <= 0:
+            return []
+        return list(worker.tail)[-lines:]
+
+    async def events(self) -> AsyncIterator[RuntimeEvent]:
+        while True:
+            yield await self._events.get()
+
+    # --- extras for tests and tools ----------------------------------------------------------
+
+    def worker_dir(self, worker_id: str) -> Path:
+        return self.state_dir / "workers" / worker_id
+
+    def record(self, worker_id: str) -> WorkerRecord | None:
+        worker = self._workers.get(worker_id)
+        return worker.record if worker is not None else None
+
+    async def wait_exited(self, worker_id: str) -> WorkerStatus:
+        """Wait until the worker's bootstrap process has exited; its final status."""
+        worker = self._workers[worker_id]
+        await worker.exited.wait()
+        return worker.status
+
+    def our_processes(self, worker_id: str) -> set[int]:
+        """Live processes of a worker by group, token and Ray temp dir (not by namespace)."""
+        worker = self._workers[worker_id]
+        return self._scan_ours(worker.record)
+
+    # --- allocation ----------------------------------------------------------------------------
+
+    def _slot_key(self, spec: WorkerSpec) -> str:
+        return f"header:{spec.job_id}" if spec.is_header else spec.worker_id
+
+    def _take_slot(self, key: str) -> int:
+        if key in self._slots:
+            return self._slots[key]
+        used = set(self._slots.values())
+        slot = next(n for n in range(len(used) + 1) if n not in used)
+        if not self.use_netns:
+            max_slots = (_EPHEMERAL_START - self.options.port_base) // PORT_BLOCK
+            if slot >= max_slots:
+                raise RuntimeError(f"no free port block (at most {max_slots} workers)")
+        self._slots[key] = slot
+        return slot
+
+    def _address(self, slot: int) -> str:
+        if not self.use_netns:
+            return "127.0.0.1"
+        # Skip the gateway and, as the user guide asks of virtual IPs, any .0 / .255 address.
+        found = -1
+        for host in self._net.subnet.hosts():
+            if host == self._net.gateway or host.packed[-1] in (0, 255):
+                continue
+            found += 1
+            if found == slot:
+                return str(host)
+        raise RuntimeError(f"subnet {self._net.subnet} has no free address")
+
+    def _ports(self, slot: int, spec: WorkerSpec, header_slot: int) -> tuple[int, RayPorts]:
+        """(GCS port of the job's head, this worker's other Ray ports)."""
+        if self.use_netns:
+            return spec.ray_port, RayPorts()
+        base = self.options.port_base + slot * PORT_BLOCK
+        ports = RayPorts(
+            dashboard_port=base + 1,
+            node_manager_port=base + 2,
+            object_manager_port=base + 3,
+            dashboard_agent_grpc_port=base + 4,
+            dashboard_agent_listen_port=base + 5,
+            metrics_export_port=base + 6,
+            runtime_env_agent_port=base + 7,
+            min_worker_port=base + 100,
+            max_worker_port=base + PORT_BLOCK - 1,
+        )
+        return self.options.port_base + header_slot * PORT_BLOCK, ports
+
+    def _allocate(self, spec: WorkerSpec) -> WorkerRecord:
+        gpu_indices = self._take_gpus(spec)
+        try:
+            slot = self._take_slot(self._slot_key(spec))
+            header_slot = self._take_slot(f"header:{spec.job_id}")
+        except BaseException:
+            for index in gpu_indices:
+                del self._gpu_owner[index]
+            raise
+        gcs_port, ports = self._ports(slot, spec, header_slot)
+        digest = _short_hash(self.tag, spec.worker_id)
+        return WorkerRecord(
+            spec=spec,
+            slot=slot,
+            header_slot=header_slot,
+            address=self._address(slot),
+            header_address=self._address(header_slot),
+            gcs_port=gcs_port,
+            ports=ports,
+            netns=f"rlark-{self.tag}-{digest}" if self.use_netns else None,
+            veth_host=f"rlk{digest}" if self.use_netns else None,
+            ray_temp_dir=str(_RAY_TEMP_ROOT / f"rlark-{self.tag}-{digest}"),
+            gpu_indices=gpu_indices,
+        )
+
+    def _take_gpus(self, spec: WorkerSpec) -> tuple[int, ...]:
+        if not self._gpus or spec.gpus == 0:
+            return ()
+        free = [gpu.index for gpu in self._gpus if gpu.index not in self._gpu_owner]
+        if len(free) < spec.gpus:
+            raise RuntimeError(f"{spec.gpus} GPUs asked, {len(free)} free on this machine")
+        taken = tuple(free[: spec.gpus])
+        for index in taken:
+            self._gpu_owner[index] = spec.worker_id
+        return taken
+
+    def _reserve(self, record: WorkerRecord) -> None:
+        """Re-take a live record's slot, header slot and GPUs (after a driver restart)."""
+        self._slots[self._slot_key(record.spec)] = record.slot
+        self._slots.setdefault(f"header:{record.spec.job_id}", record.header_slot)
+        for index in record.gpu_indices:
+            self._gpu_owner[index] = record.spec.worker_id
+
+    def _release(self, record: WorkerRecord) -> None:
+        spec = record.spec
+        if not spec.is_header:
+            self._slots.pop(spec.worker_id, None)
+        others_live = any(
+            w.record.spec.job_id == spec.job_id
+            and w.record.spec.worker_id != spec.worker_id
+            and not w.record.stopped
+            for w in self._workers.values()
+        )
+        if not others_live:
+            # The head's address stays reserved while any worker of the job may still join it.
+            self._slots.pop(f"header:{spec.job_id}", None)
+        for index in record.gpu_indices:
+            if self._gpu_owner.get(index) == spec.worker_id:
+                del self._gpu_owner[index]
+
+    # --- worker directory and process ----------------------------------------------------------
+
+    def _new_worker(self, record: WorkerRecord, worker_dir: Path) -> _Worker:
+        spec = record.spec
+        status = WorkerStatus(
+            worker_id=spec.worker_id,
+            job_id=spec.job_id,
+            phase=WorkerPhase.CREATED,
+            address=record.address,
+            ray_nodes_expected=spec.num_nodes if spec.is_header else None,
+        )
+        return _Worker(record=record, dir=worker_dir, status=status)
+
+    def _local_path(self, worker_dir: Path, path: str) -> Path:
+        """Where a container path lives for this worker: absolute under fs/, relative in work/."""
+        if path.startswith("/"):
+            return worker_dir / "fs" / path.lstrip("/")
+        return worker_dir / "work" / path
+
+    def _prepare_worker_dir(self, worker: _Worker) -> None:
+        spec, wdir = worker.record.spec, worker.dir
+        if wdir.exists():
+            # A leftover of a crash between mkdir and spawn: start clean, keep nothing half-made.
+            shutil.rmtree(wdir)
+        for sub in ("bootstrap", "scripts", "home", "tmp", "work", "fs", "logs"):
+            (wdir / sub).mkdir(parents=True, exist_ok=True)
+        for name in BOOTSTRAP_FILES:
+            shutil.copy2(BOOTSTRAP_DIR / name, wdir / "bootstrap" / name)
+        scripts = wdir / "scripts"
+        if spec.prepare_script:
+            _write_atomically(scripts / "prepare.sh", _with_newline(spec.prepare_script), 0o600)
+        if spec.run_script:
+            _write_atomically(scripts / "run.sh", _with_newline(spec.run_script), 0o600)
+        keys = "".join(f"{line}\n" for line in spec.ssh_public_keys)
+        _write_atomically(scripts / "authorized_keys", keys, 0o600)
+        for mount in spec.mounts:
+            target = self._local_path(wdir, mount.target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if mount.type == MountType.HOST_PATH:
+                source = Path(mount.source)
+                if not source.is_absolute():
+                    raise ValueError(f"hostPath source must be absolute: {mount.source!r}")
+                source.mkdir(parents=True, exist_ok=True)
+                target.symlink_to(source, target_is_directory=True)
+            else:
+                target.mkdir(parents=True, exist_ok=True)
+        self._write_record(worker)
+
+    def _worker_env(self, worker: _Worker) -> dict[str, str]:
+        record, wdir = worker.record, worker.dir
+        spec = record.spec
+        outputs = [str(self._local_path(wdir, out)) for out in spec.outputs]
+        env = {
+            "PATH": f"{self._python_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME": str(wdir / "home"),
+            "TMPDIR": str(wdir / "tmp"),
+            "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",
+            "USER": os.environ.get("USER", "root"),
+        }
+        env.update(spec.env)
+        env.update(
+            {
+                "RLARK_CLUSTER": self.cluster.cluster,
+                "RLARK_JOB_ID": spec.job_id,
+                "RLARK_WORKER_ID": spec.worker_id,
+                "RLARK_ROLE": spec.role,
+                "RLARK_WORKER_INDEX": str(spec.index),
+                "RLARK_NODE_RANK": str(spec.rank),
+                "RLARK_NUM_NODES": str(spec.num_nodes),
+                "RLARK_IS_HEADER": "1" if spec.is_header else "0",
+                "RLARK_NODE_NAME": spec.node_name,
+                "RLARK_NODE_IP": record.address,
+                "RLARK_GPUS": str(spec.gpus),
+                "RLARK_EXPECTED_GPUS": str(spec.total_gpus),
+                "RLARK_JOIN_DEADLINE_S": str(max(1, round(spec.join_deadline_s))),
+                "RLARK_AUTHORIZED_KEYS_FILE": str(wdir / "scripts" / "authorized_keys"),
+                "RLARK_OUTPUTS": ":".join(outputs),
+                "RLARK_TENSORBOARD_DIR": (
+                    str(self._local_path(wdir, spec.tensorboard_dir)) if spec.tensorboard_dir else ""
+                ),
+                "RLARK_WORKDIR": str(wdir / "work"),
+                "RLARK_FS_ROOT": str(wdir / "fs"),
+                "RLARK_RAY_TEMP_DIR": record.ray_temp_dir,
+                "RLARK_START_SSHD": "1" if self.use_netns else "0",
+                "RLARK_STOP_GRACE_S": str(self.options.bootstrap_stop_grace_s),
+                "RLARK_STATUS_FILE": str(wdir / "status.json"),
+                "RLARK_BOOTSTRAP_TOKEN": f"{self.tag}/{spec.worker_id}",
+                **record.ports.as_env(record.gcs_port),
+            }
+        )
+        if not spec.is_header:
+            env["RLARK_HEADER_ADDRESS"] = record.header_address
+        if spec.prepare_script:
+            env["RLARK_PREPARE_SCRIPT"] = str(wdir / "scripts" / "prepare.sh")
+        if spec.run_script:
+            env["RLARK_RUN_SCRIPT"] = str(wdir / "scripts" / "run.sh")
+        if spec.virtual_ip is not None:
+            env["RLARK_VIRTUAL_IP"] = str(spec.virtual_ip)
+        if self._gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in record.gpu_indices)
+        return env
+
+    async def _spawn(self, worker: _Worker) -> None:
+        record = worker.record
+        argv = [self._bash, str(worker.dir / "bootstrap" / BOOTSTRAP_SCRIPT)]
+        if record.netns is not None:
+            argv = [self._ip, "netns", "exec", record.netns, *argv]
+        stdout_fd, stderr_fd = _open_logs(worker.dir / "logs")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=stdout_fd,
+                stderr=stderr_fd,
+                env=self._worker_env(worker),
+                cwd=str(worker.dir),
+                start_new_session=True,  # its own session and process group: pgid == pid
+            )
+        finally:
+            os.close(stdout_fd)
+            os.close(stderr_fd)
+        worker.proc = proc
+        worker.waiter = asyncio.create_task(proc.wait())
+        worker.record = record.model_copy(update={"pid": proc.pid})
+        self._write_record(worker)
+
+    def _write_record(self, worker: _Worker) -> None:
+        worker.dir.mkdir(parents=True, exist_ok=True)
+        _write_atomically(worker.dir / "worker.json", worker.record.model_dump_json(indent=2), 0o600)
+
+    # --- watching ------------------------------------------------------------------------------
+
+    def _start_watching(self, worker: _Worker) -> None:
+        worker.watcher = asyncio.create_task(
+            self._watch(worker), name=f"watch-{worker.record.spec.worker_id}"
+        )
+
+    async def _watch(self, worker: _Worker) -> None:
+        while True:
+            try:
+                self._pump_logs(worker, final=False)
+                if not self._alive(worker):
+                    break
+            except Exception:  # a bad read must not end the watch: stop_worker waits on it
+                log.exception("local_runtime.watch_failed", worker_id=worker.record.spec.worker_id)
+            await asyncio.sleep(self.options.poll_interval_s)
+        code = await self._exit_code(worker)
+        self._pump_logs(worker, final=True)
+        self._emit_status(worker, apply_exit(worker.status, code, stopped=worker.stop_requested))
+        worker.exited.set()
+
+    def _alive(self, worker: _Worker) -> bool:
+        if worker.waiter is not None:
+            return not worker.waiter.done()
+        return self._bootstrap_alive(worker.record)
+
+    def _bootstrap_alive(self, record: WorkerRecord) -> bool:
+        """An adopted worker's bootstrap still runs (and the pid was not reused)."""
+        if record.pid is None or proc_stat(str(record.pid)) is None:
+            return False
+        token = _TOKEN_ENV + f"{self.tag}/{record.spec.worker_id}".encode()
+        return token in read_proc(f"/proc/{record.pid}/environ").split(b"\0")
+
+    async def _exit_code(self, worker: _Worker) -> int:
+        if worker.waiter is not None:
+            return _returncode_to_exit(await worker.waiter)
+        status_file = worker.dir / "status.json"
+        try:
+            return int(_read_json_int(status_file, "exit_code"))
+        except (OSError, ValueError, KeyError):
+            return worker.status.exit_code if worker.status.exit_code is not None else 137
+
+    def _pump_logs(self, worker: _Worker, *, final: bool) -> None:
+        for stream in LogStream:
+            path = worker.dir / "logs" / f"{stream.value}.log"
+            while True:
+                chunk = _read_from(path, worker.offsets[stream], _READ_CHUNK)
+                if not chunk:
+                    break
+                worker.offsets[stream] += len(chunk)
+                data = worker.partial[stream] + chunk
+                *lines, rest = data.split(b"\n")
+                worker.partial[stream] = rest
+                for raw in lines:
+                    self._on_line(worker, stream, raw)
+                if len(chunk) < _READ_CHUNK:
+                    break
+            if final and worker.partial[stream]:
+                self._on_line(worker, stream, worker.partial[stream])
+                worker.partial[stream] = b""
+
+    def _on_line(self, worker: _Worker, stream: LogStream, raw: bytes) -> None:
+        text = raw.decode("utf-8", errors="replace").rstrip("\r")
+        worker.seq[stream] += 1
+        line = WorkerLogLine(
+            worker_id=worker.record.spec.worker_id, stream=stream, seq=worker.seq[stream], text=text
+        )
+        worker.tail.append(line)
+        self._events.put_nowait(line)
+        if stream != LogStream.STDOUT:
+            return
+        marker = parse_marker_line(text)
+        if marker is None:
+            return
+        self._events.put_nowait(WorkerMarkerSeen(worker_id=worker.record.spec.worker_id, marker=marker))
+        self._emit_status(worker, apply_marker(worker.status, marker))
+
+    def _emit_status(self, worker: _Worker, status: WorkerStatus) -> None:
+        if status == worker.status:
+            return
+        worker.status = status
+        self._events.put_nowait(WorkerStatusChanged(status=status))
+
+    # --- stopping and reaping ------------------------------------------------------------------
+
+    def _scan_ours(self, record: WorkerRecord) -> set[int]:
+        group = record.pid
+        # A living leader counts only if it is still our bootstrap (pids get reused); a dead
+        # leader's group id cannot be reused while any member of the group lives.
+        if group is not None and proc_stat(str(group)) is not None and not self._bootstrap_alive(record):
+            group = None
+        ours = Ours(
+            token=f"{self.tag}/{record.spec.worker_id}",
+            group=group,
+            match=record.ray_temp_dir + "/",
+        )
+        return {pid for pid, _ in ours.scan() if pid not in (os.getpid(), 1)}
+
+    def _signal_group(self, worker: _Worker, sig: signal.Signals) -> None:
+        if worker.record.pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(worker.record.pid, sig)
+
+    async def _kill_everything(self, worker: _Worker) -> None:
+        """SIGKILL whatever of the worker still runs, until nothing does (bounded)."""
+        record = worker.record
+        loop = asyncio.get_running_loop()
+        end = loop.time() + _KILL_WAIT_S
+        while True:
+            pids = self._scan_ours(record)
+            if record.netns is not None:
+                pids |= set(await self._net.pids(record.netns))
+            pids.discard(os.getpid())
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            if loop.time() >= end:
+                log.warning("local_runtime.processes_survive", pids=sorted(pids))
+                return
+            await asyncio.sleep(0.1)
+
+    async def _teardown(self, worker: _Worker) -> None:
+        """Idempotent: no process, no namespace, no Ray temp dir left (the directory stays)."""
+        await self._kill_everything(worker)
+        record = worker.record
+        if record.netns is not None:
+            await self._net.delete_namespace(record.netns, record.veth_host)
+        shutil.rmtree(record.ray_temp_dir, ignore_errors=True)
+
+    async def _reap_strays(self) -> None:
+        """Remove namespaces, processes and Ray temp dirs with our tag that no live worker owns."""
+        live = {w.record.spec.worker_id: w.record for w in self._workers.values()}
+        live = {wid: rec for wid, rec in live.items() if not rec.stopped}
+        live_ns = {rec.netns for rec in live.values() if rec.netns}
+        live_tmp = {rec.ray_temp_dir for rec in live.values()}
+        if self.use_netns:
+            for netns in await self._net.list_namespaces():
+                if netns not in live_ns:
+                    log.info("local_runtime.reap_namespace", netns=netns)
+                    await self._net.delete_namespace(netns)
+        tmp_prefix = str(_RAY_TEMP_ROOT / f"rlark-{self.tag}-")
+        strays = set(_stray_processes(self.tag, set(live), tmp_prefix, live_tmp))
+        strays.discard(os.getpid())
+        for pid in strays:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if strays:
+            log.info("local_runtime.reap_processes", pids=sorted(strays))
+        _remove_stray_temp_dirs(f"rlark-{self.tag}-*", live_tmp)
+
+
+def _stray_processes(tag: str, live_ids: set[str], tmp_prefix: str, live_tmp: set[str]) -> Iterable[int]:
+    """Processes carrying our tag (token or Ray temp dir) whose worker is not live."""
+    token_prefix = _TOKEN_ENV + f"{tag}/".encode()
+    tmp_bytes = tmp_prefix.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or proc_stat(entry) is None:
+            continue
+        for item in read_proc(f"/proc/{entry}/environ").split(b"\0"):
+            if item.startswith(token_prefix):
+                if item[len(token_prefix) :].decode(errors="replace") not in live_ids:
+                    yield int(entry)
+                break
+        else:
+            cmdline = read_proc(f"/proc/{entry}/cmdline")
+            at = cmdline.find(tmp_bytes)
+            if at >= 0:
+                end = cmdline.find(b"/", at + len(tmp_bytes))
+                stem = cmdline[at : end if end >= 0 else None].split(b"\0")[0]
+                if stem.decode(errors="replace") not in live_tmp:
+                    yield int(entry)
+
+
+def _remove_stray_temp_dirs(pattern: str, live_tmp: set[str]) -> None:
+    for tmp in _RAY_TEMP_ROOT.glob(pattern):
+        if str(tmp) not in live_tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _with_newline(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _write_atomically(path: Path, text: str, mode: int) -> None:
+    """Write via a temp file in the same directory and rename: readers see old or new, whole."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, text.encode())
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _open_logs(logs_dir: Path) -> tuple[int, int]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    return (
+        os.open(logs_dir / "stdout.log", flags, 0o600),
+        os.open(logs_dir / "stderr.log", flags, 0o600),
+    )
+
+
+def _read_from(path: Path, offset: int, size: int) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return b""
+    try:
+        return os.pread(fd, size, offset)
+    finally:
+        os.close(fd)
+
+
+def _read_json_int(path: Path, key: str) -> int:
+    import json
+
+    value = json.loads(path.read_text())[key]
+    if not isinstance(value, int):
+        raise ValueError(f"{key} is not an integer")
+    return value

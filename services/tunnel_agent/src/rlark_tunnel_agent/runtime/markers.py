@@ -1,0 +1,285 @@
+"""Marker lines: the worker bootstrap's structured progress reports, and how they fold into status.
+
+The bootstrap (ARCHITECTURE §6) prints one JSON object per line after a fixed prefix on stdout,
+between whatever the user's scripts print:
+
+    ##rlark {"event":"nodes_joined","joined":2,"expected":3}
+
+`parse_marker_line` is tolerant by design: log streams carry arbitrary junk, a user script may
+leave a line without its newline so a marker starts mid-line, and a newer bootstrap may send
+events or fields this agent does not know. Anything that is not a well-formed known marker yields
+`None` (the line is still shipped as an ordinary log line). Unknown fields are ignored.
+
+`apply_marker` folds a marker into a `WorkerStatus`; it is pure so both runtimes share it. A
+process exit code is authoritative over markers (a script can print a fake marker; it cannot fake
+its exit status) — drivers fold the exit with `apply_exit`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+if TYPE_CHECKING:
+    from rlark_tunnel_agent.runtime.driver import WorkerStatus
+
+MARKER_PREFIX = "##rlark "
+"""Every marker line starts with this (possibly after junk on the same line)."""
+
+EXIT_JOIN_TIMEOUT = 124
+"""The bootstrap's exit code when Ray nodes did not all join (or a worker could not join)."""
+EXIT_BAD_INPUT = 64
+"""The bootstrap's exit code when its own inputs (environment) are missing or invalid."""
+MANIFEST_MAX_FILES = 10_000
+"""Default cap on the files listed in one output manifest; the marker says when it truncated."""
+
+
+class _MarkerBase(BaseModel):
+    # Read tolerantly: newer bootstraps may add fields.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class KeysInstalled(_MarkerBase):
+    event: Literal["keys_installed"]
+    count: int = 0
+
+
+class SshdStarted(_MarkerBase):
+    event: Literal["sshd_started"]
+    port: int = 22
+
+
+class PrepareStarted(_MarkerBase):
+    event: Literal["prepare_started"]
+
+
+class PrepareDone(_MarkerBase):
+    event: Literal["prepare_done"]
+
+
+class PrepareFailed(_MarkerBase):
+    event: Literal["prepare_failed"]
+    exit_code: int
+
+
+class RayStartFailed(_MarkerBase):
+    event: Literal["ray_start_failed"]
+    exit_code: int
+
+
+class RayHeadUp(_MarkerBase):
+    event: Literal["ray_head_up"]
+    address: str
+
+
+class RayJoined(_MarkerBase):
+    event: Literal["ray_joined"]
+    address: str = ""
+
+
+class RayJoinFailed(_MarkerBase):
+    event: Literal["ray_join_failed"]
+    address: str = ""
+    reason: str = ""
+
+
+class NodesJoined(_MarkerBase):
+    event: Literal["nodes_joined"]
+    joined: int
+    expected: int
+    gpus: float | None = None
+    expected_gpus: int | None = None
+
+
+class JoinTimeout(_MarkerBase):
+    event: Literal["join_timeout"]
+    joined: int
+    expected: int
+    waited_s: float = 0.0
+    reason: str = ""
+
+
+class RunStarted(_MarkerBase):
+    event: Literal["run_started"]
+
+
+class RunExited(_MarkerBase):
+    event: Literal["run_exited"]
+    exit_code: int
+
+
+class RayNodeLost(_MarkerBase):
+    event: Literal["ray_node_lost"]
+    reason: str = ""
+
+
+class Stopping(_MarkerBase):
+    event: Literal["stopping"]
+    signal: str = ""
+
+
+class ManifestFile(_MarkerBase):
+    output: str
+    """The declared output path this file lies under."""
+    path: str
+    """Relative to `output`."""
+    size: int
+    sha256: str | None = None
+
+
+class OutputManifest(_MarkerBase):
+    event: Literal["output_manifest"]
+    outputs: tuple[str, ...] = ()
+    files: tuple[ManifestFile, ...] = ()
+    total_files: int = 0
+    truncated: bool = False
+    limit: int = MANIFEST_MAX_FILES
+
+
+Marker = Annotated[
+    KeysInstalled
+    | SshdStarted
+    | PrepareStarted
+    | PrepareDone
+    | PrepareFailed
+    | RayStartFailed
+    | RayHeadUp
+    | RayJoined
+    | RayJoinFailed
+    | NodesJoined
+    | JoinTimeout
+    | RunStarted
+    | RunExited
+    | RayNodeLost
+    | Stopping
+    | OutputManifest,
+    Field(discriminator="event"),
+]
+
+_MARKER_ADAPTER: TypeAdapter[Marker] = TypeAdapter(Marker)
+
+
+def parse_marker_line(line: str) -> Marker | None:
+    """The marker on this output line, or None when there is no well-formed, known one."""
+    start = line.find(MARKER_PREFIX)
+    if start < 0:
+        return None
+    payload = line[start + len(MARKER_PREFIX) :].strip()
+    try:
+        raw = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return _MARKER_ADAPTER.validate_python(raw)
+    except ValidationError:
+        return None
+
+
+def format_marker(event: str, **fields: object) -> str:
+    """A marker line (no newline) — what the bootstrap prints; used by tests and fakes."""
+    return MARKER_PREFIX + json.dumps({"event": event, **fields}, separators=(",", ":"))
+
+
+def apply_marker(status: WorkerStatus, marker: Marker) -> WorkerStatus:
+    """The status after `marker`. Terminal statuses never move again."""
+    from rlark_tunnel_agent.runtime.driver import WorkerPhase
+
+    if status.phase.terminal:
+        return status
+    match marker:
+        case PrepareStarted():
+            return status.model_copy(update={"phase": WorkerPhase.PREPARING})
+        case PrepareDone():
+            return status.model_copy(update={"phase": WorkerPhase.STARTING})
+        case PrepareFailed(exit_code=code):
+            return status.model_copy(
+                update={
+                    "phase": WorkerPhase.FAILED,
+                    "exit_code": code,
+                    "reason": f"prepare script exited with {code}",
+                }
+            )
+        case RayStartFailed(exit_code=code):
+            return status.model_copy(
+                update={
+                    "phase": WorkerPhase.FAILED,
+                    "exit_code": code,
+                    "reason": f"ray start exited with {code}",
+                }
+            )
+        case RayHeadUp():
+            return status.model_copy(update={"phase": WorkerPhase.RAY_HEAD_UP})
+        case RayJoined():
+            return status.model_copy(update={"phase": WorkerPhase.JOINED})
+        case RayJoinFailed(reason=reason):
+            return status.model_copy(
+                update={
+                    "phase": WorkerPhase.FAILED,
+                    "exit_code": EXIT_JOIN_TIMEOUT,
+                    "reason": reason or "could not join the Ray head",
+                }
+            )
+        case NodesJoined(joined=joined, expected=expected):
+            update: dict[str, object] = {
+                "ray_nodes_joined": joined,
+                "ray_nodes_expected": expected,
+            }
+            if joined >= expected:
+                update["phase"] = WorkerPhase.JOINED
+            return status.model_copy(update=update)
+        case JoinTimeout(joined=joined, expected=expected, waited_s=waited, reason=reason):
+            return status.model_copy(
+                update={
+                    "phase": WorkerPhase.FAILED,
+                    "exit_code": EXIT_JOIN_TIMEOUT,
+                    "ray_nodes_joined": joined,
+                    "ray_nodes_expected": expected,
+                    "reason": reason or f"{joined}/{expected} Ray nodes joined after {round(waited)}s",
+                }
+            )
+        case RunStarted():
+            return status.model_copy(update={"phase": WorkerPhase.RUNNING})
+        case RunExited(exit_code=code):
+            phase = WorkerPhase.SUCCEEDED if code == 0 else WorkerPhase.FAILED
+            reason = "" if code == 0 else f"run script exited with {code}"
+            return status.model_copy(update={"phase": phase, "exit_code": code, "reason": reason})
+        case RayNodeLost(reason=reason):
+            return status.model_copy(update={"reason": reason or "the Ray node stopped"})
+        case _:
+            return status
+
+
+def apply_exit(status: WorkerStatus, exit_code: int, *, stopped: bool) -> WorkerStatus:
+    """The final status once the worker's process has exited with `exit_code`.
+
+    A requested stop ends as Stopped whatever the code, unless a marker already ended the
+    worker (Succeeded/Failed stay). Otherwise the exit code decides
+    Succeeded or Failed; a reason a marker already gave is kept.
+    """
+    from rlark_tunnel_agent.runtime.driver import WorkerPhase
+
+    if stopped:
+        # A stop that races a natural end keeps the natural end (a run that exited 0 succeeded).
+        if status.phase.terminal:
+            return status
+        return status.model_copy(
+            update={
+                "phase": WorkerPhase.STOPPED,
+                "exit_code": exit_code,
+                "reason": status.reason or "stopped on request",
+            }
+        )
+    if status.phase.terminal and status.exit_code == exit_code:
+        return status
+    if exit_code == 0:
+        return status.model_copy(update={"phase": WorkerPhase.SUCCEEDED, "exit_code": 0, "reason": ""})
+    reason = status.reason if status.exit_code == exit_code and status.reason else ""
+    if not reason:
+        reason = (
+            f"killed by signal {exit_code - 128}" if exit_code > 128 else f"worker exited with {exit_code}"
+        )
+    return status.model_copy(update={"phase": WorkerPhase.FAILED, "exit_code": exit_code, "reason": reason})

@@ -1,0 +1,146 @@
+"""Helpers shared by the local-runtime tests (imported by name; pytest puts this dir on sys.path)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import subprocess
+from collections.abc import Callable
+from ipaddress import IPv4Network
+from pathlib import Path
+
+from rlark_tunnel_agent.runtime.driver import (
+    RuntimeEvent,
+    WorkerMarkerSeen,
+    WorkerSpec,
+    WorkerStatus,
+    WorkerStatusChanged,
+)
+from rlark_tunnel_agent.runtime.local.cluster import LocalCluster, LocalNode
+from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
+from rlark_tunnel_agent.runtime.markers import Marker
+
+_counter = itertools.count()
+
+CLUSTER = LocalCluster(
+    cluster="local-test",
+    nodes=(
+        LocalNode(name="node-a", labels={"rlark.io/gpu-model": "A100"}, gpus=2, gpu_model="A100"),
+        LocalNode(name="node-b", labels={"rlark.io/gpu-model": "A100"}, gpus=2, gpu_model="A100"),
+        LocalNode(name="node-c", cpu=4, memory=8 << 30),
+    ),
+)
+
+
+class Recorder:
+    """Consumes `driver.events()` in the background so tests can wait on what happened."""
+
+    def __init__(self, driver: LocalDriver) -> None:
+        self.events: list[RuntimeEvent] = []
+        self._changed = asyncio.Condition()
+        self._task = asyncio.create_task(self._consume(driver))
+
+    async def _consume(self, driver: LocalDriver) -> None:
+        async for event in driver.events():
+            async with self._changed:
+                self.events.append(event)
+                self._changed.notify_all()
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        async def _wait() -> None:
+            async with self._changed:
+                await self._changed.wait_for(predicate)
+
+        try:
+            await asyncio.wait_for(_wait(), timeout)
+        except TimeoutError:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
+
+    def markers(self, worker_id: str) -> list[Marker]:
+        return [
+            e.marker
+            for e in self.events
+            if isinstance(e, WorkerMarkerSeen) and e.worker_id == worker_id
+        ]
+
+    def statuses(self, worker_id: str) -> list[WorkerStatus]:
+        return [
+            e.status
+            for e in self.events
+            if isinstance(e, WorkerStatusChanged) and e.status.worker_id == worker_id
+        ]
+
+    async def close(self) -> None:
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+
+
+def make_options(state_dir: Path, **overrides: object) -> LocalDriverOptions:
+    n = (os.getpid() * 7 + next(_counter)) % 200 + 20
+    values: dict[str, object] = {
+        "state_dir": state_dir,
+        "bridge": f"rlkt{os.getpid() % 100000}x{n}"[:15],
+        "subnet": IPv4Network(f"10.254.{n}.0/24"),
+        "stop_grace_s": 8.0,
+        "poll_interval_s": 0.1,
+        "port_base": 21000 + (n % 5) * 2000,
+        "detect_gpus": False,
+    }
+    values.update(overrides)
+    return LocalDriverOptions.model_validate(values)
+
+
+def netns_names() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False)
+    return {line.split()[0] for line in out.stdout.splitlines() if line.strip()}
+
+
+def processes_in_group(pgid: int) -> list[int]:
+    """Live (non-zombie) processes whose process group is `pgid`, from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            found.append(int(entry))
+    return found
+
+
+async def assert_nothing_left(driver: LocalDriver, worker_ids: list[str]) -> None:
+    for worker_id in worker_ids:
+        record = driver.record(worker_id)
+        assert record is not None
+        assert driver.our_processes(worker_id) == set(), worker_id
+        assert record.pid is None or processes_in_group(record.pid) == [], worker_id
+        assert not Path(record.ray_temp_dir).exists()
+        if record.netns is not None:
+            assert record.netns not in netns_names()
+
+
+def spec(job_id: str, role: str, index: int, rank: int, num_nodes: int, **fields: object) -> WorkerSpec:
+    """A worker spec with test defaults (outputs under /outputs, a 60 s join deadline)."""
+    values: dict[str, object] = {
+        "job_id": job_id,
+        "worker_id": f"{job_id}-{role}-{index}",
+        "role": role,
+        "index": index,
+        "rank": rank,
+        "num_nodes": num_nodes,
+        "is_header": rank == 0,
+        "node_name": "node-a",
+        "image": "rlinf/rlinf:agentic-rlinf0.3-test",
+        "header_address": "" if rank == 0 else f"{job_id}-header-0",
+        "outputs": ("/outputs",),
+        "join_deadline_s": 60.0,
+    }
+    values.update(fields)
+    return WorkerSpec.model_validate(values)

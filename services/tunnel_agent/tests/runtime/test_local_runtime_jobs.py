@@ -1,0 +1,358 @@
+"""Real jobs on the local runtime: real processes, real Ray heads and workers, real namespaces.
+
+The driver runs workers in network namespaces when the tests run as root, as plain processes on
+127.0.0.1 otherwise; one test forces the plain mode so both are exercised on a root machine.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+from pathlib import Path
+
+from local_runtime_helpers import (
+    CLUSTER,
+    Recorder,
+    assert_nothing_left,
+    make_options,
+    netns_names,
+    spec,
+)
+
+from rlark_tunnel_agent.runtime.driver import Mount, WorkerPhase
+from rlark_tunnel_agent.runtime.local.driver import LocalDriver
+from rlark_tunnel_agent.runtime.markers import (
+    JoinTimeout,
+    NodesJoined,
+    OutputManifest,
+    PrepareFailed,
+    RayHeadUp,
+    RunExited,
+    RunStarted,
+)
+
+KEYS = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHh0ZXN0a2V5b25lZm9ydGhlcmxhcmt0ZXN0cw alice@laptop",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHNlY29uZGtleWZvcnRoZXJsYXJrdGVzdHN4eA bob@desk",
+)
+
+# Every worker records the environment its prepare script saw (before `ray start`).
+PREPARE_RECORDS_ENV = """
+echo "preparing $RLARK_WORKER_ID"
+env | grep -E '^(RLINF_NODE_RANK|RLARK_[A-Z_]+|RAY_ADDRESS)=' | sort \
+  > "${RLARK_OUTPUTS%%:*}/prepare_env.txt"
+"""
+
+# The run script asks Ray, from inside the job: how many alive nodes, and which RLINF_NODE_RANK
+# each node's Ray worker processes inherited (Ray freezes the environment at `ray start`).
+RUN_INSPECTS_RAY = """
+python3 - <<'PY'
+import json, os
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+ray.init()
+alive = [n for n in ray.nodes() if n["Alive"]]
+
+@ray.remote(num_cpus=0)
+def rank():
+    return os.environ.get("RLINF_NODE_RANK")
+
+ranks = ray.get([
+    rank.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+    ).remote()
+    for n in alive
+])
+out = os.environ["RLARK_OUTPUTS"].split(":")[0]
+with open(os.path.join(out, "ray_nodes.json"), "w") as fh:
+    json.dump({"alive": len(alive), "ranks": sorted(ranks)}, fh)
+os.makedirs(os.path.join(out, "checkpoints", "global_step_1"), exist_ok=True)
+with open(os.path.join(out, "checkpoints", "global_step_1", "actor.pt"), "wb") as fh:
+    fh.write(b"w" * 4096)
+print("training done")
+PY
+"""
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    return dict(pairs)
+
+
+async def test_three_worker_job_joins_runs_and_leaves_nothing_behind(
+    driver: LocalDriver, recorder: Recorder, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared-volume"
+    header = spec(
+        "job-ok",
+        "header",
+        0,
+        rank=0,
+        num_nodes=3,
+        prepare_script=PREPARE_RECORDS_ENV,
+        run_script=RUN_INSPECTS_RAY,
+        ssh_public_keys=KEYS,
+        gpus=1,
+        total_gpus=3,
+        mounts=(Mount(type="hostPath", source=str(shared), target="/data"),),
+        outputs=("/data/out",),
+    )
+    workers = [
+        spec(
+            "job-ok",
+            "rollout",
+            i,
+            rank=i + 1,
+            num_nodes=3,
+            prepare_script=PREPARE_RECORDS_ENV,
+            ssh_public_keys=KEYS,
+            gpus=1,
+            node_name=f"node-{'bc'[i]}",
+        )
+        for i in range(2)
+    ]
+    all_ids = [header.worker_id] + [w.worker_id for w in workers]
+    for worker_spec in (header, *workers):
+        await driver.ensure_worker(worker_spec)
+    # Placements are delivered at least once: a second ensure changes nothing.
+    pid_before = driver.record(header.worker_id).pid  # type: ignore[union-attr]
+    await driver.ensure_worker(header)
+    assert driver.record(header.worker_id).pid == pid_before  # type: ignore[union-attr]
+    assert await driver.list_workers() == sorted(all_ids)
+
+    final = await driver.wait_exited(header.worker_id)
+    assert final.phase == WorkerPhase.SUCCEEDED, await driver.tail_logs(header.worker_id, 40)
+    assert final.exit_code == 0
+
+    markers = recorder.markers(header.worker_id)
+    kinds = [type(m) for m in markers]
+    assert RayHeadUp in kinds
+    assert kinds.index(RayHeadUp) < kinds.index(RunStarted) < kinds.index(RunExited)
+    joined = [m for m in markers if isinstance(m, NodesJoined)]
+    assert (joined[-1].joined, joined[-1].expected) == (3, 3)
+    assert joined[-1].gpus == 3
+    assert [m.exit_code for m in markers if isinstance(m, RunExited)] == [0]
+    phases = [s.phase for s in recorder.statuses(header.worker_id)]
+    assert phases[0] == WorkerPhase.CREATED
+    assert WorkerPhase.RAY_HEAD_UP in phases and WorkerPhase.RUNNING in phases
+
+    # The run script's view of Ray: three alive nodes whose processes carry ranks 0, 1, 2.
+    ray_view = json.loads((shared / "out" / "ray_nodes.json").read_text())
+    assert ray_view == {"alive": 3, "ranks": ["0", "1", "2"]}
+
+    # Each prepare script saw its own rank exactly once, and the platform's variables.
+    envs = [
+        read_env_file(shared / "out" / "prepare_env.txt"),
+        *(
+            read_env_file(driver.worker_dir(w.worker_id) / "fs" / "outputs" / "prepare_env.txt")
+            for w in workers
+        ),
+    ]
+    assert sorted(e["RLINF_NODE_RANK"] for e in envs) == ["0", "1", "2"]
+    header_ip = driver.record(header.worker_id).header_address  # type: ignore[union-attr]
+    for env, worker_spec in zip(envs, (header, *workers), strict=True):
+        assert env["RLARK_JOB_ID"] == "job-ok"
+        assert env["RLARK_ROLE"] == worker_spec.role
+        assert env["RLARK_WORKER_INDEX"] == str(worker_spec.index)
+        assert env["RLARK_NUM_NODES"] == "3"
+        assert env["RAY_ADDRESS"].startswith(f"{header_ip}:")
+
+    # authorized_keys: exactly the given keys, file 600 in a 700 directory, on every worker.
+    for worker_id in all_ids:
+        ssh_dir = driver.worker_dir(worker_id) / "home" / ".ssh"
+        assert (ssh_dir / "authorized_keys").read_text().splitlines() == list(KEYS)
+        assert stat.S_IMODE((ssh_dir / "authorized_keys").stat().st_mode) == 0o600
+        assert stat.S_IMODE(ssh_dir.stat().st_mode) == 0o700
+
+    # The manifest lists the checkpoint the run script wrote onto the mounted volume.
+    manifests = [m for m in recorder.markers(header.worker_id) if isinstance(m, OutputManifest)]
+    assert len(manifests) == 1
+    listed = {f.path: f.size for f in manifests[0].files}
+    assert listed["checkpoints/global_step_1/actor.pt"] == 4096
+    assert not manifests[0].truncated
+
+    # The other workers stay up until stopped; stopping leaves no process and no namespace.
+    for w in workers:
+        status = await driver.get_status(w.worker_id)
+        assert status is not None and status.phase == WorkerPhase.JOINED
+    for worker_id in all_ids:
+        await driver.stop_worker(worker_id)
+        await driver.stop_worker(worker_id)  # idempotent
+    await assert_nothing_left(driver, all_ids)
+    for w in workers:
+        status = await driver.get_status(w.worker_id)
+        assert status is not None and status.phase == WorkerPhase.STOPPED
+    assert (await driver.get_status(header.worker_id)).phase == WorkerPhase.SUCCEEDED  # type: ignore[union-attr]
+    assert await driver.list_workers() == []
+    # A redelivered placement does not bring a stopped worker back.
+    await driver.ensure_worker(workers[0])
+    assert await driver.list_workers() == []
+
+
+async def test_failing_prepare_script_fails_the_worker_with_its_exit_code(
+    driver: LocalDriver, recorder: Recorder
+) -> None:
+    header = spec(
+        "job-prep",
+        "header",
+        0,
+        rank=0,
+        num_nodes=1,
+        prepare_script="echo installing deps\necho 'pip: no such package' >&2\nexit 7\necho never",
+        run_script="echo should not run",
+    )
+    await driver.ensure_worker(header)
+    final = await driver.wait_exited(header.worker_id)
+
+    assert (final.phase, final.exit_code) == (WorkerPhase.FAILED, 7)
+    assert "prepare script exited with 7" in final.reason
+    assert [m.exit_code for m in recorder.markers(header.worker_id) if isinstance(m, PrepareFailed)] == [7]
+    assert not any(isinstance(m, RayHeadUp) for m in recorder.markers(header.worker_id))
+    tail = [line.text for line in await driver.tail_logs(header.worker_id, 20)]
+    assert "installing deps" in tail
+    assert "pip: no such package" in tail
+    assert "never" not in tail
+
+
+async def test_prepare_script_runs_with_errexit_and_pipefail(
+    driver: LocalDriver, recorder: Recorder
+) -> None:
+    header = spec("job-pipe", "header", 0, rank=0, num_nodes=1,
+                  prepare_script="false | cat\necho after-the-pipe", run_script="true")  # fmt: skip
+    await driver.ensure_worker(header)
+    final = await driver.wait_exited(header.worker_id)
+
+    assert (final.phase, final.exit_code) == (WorkerPhase.FAILED, 1)
+    assert "after-the-pipe" not in [line.text for line in await driver.tail_logs(header.worker_id)]
+
+
+async def test_run_script_exit_code_is_the_workers(driver: LocalDriver, recorder: Recorder) -> None:
+    header = spec(
+        "job-run3", "header", 0, rank=0, num_nodes=1, run_script="echo step\nexit 3\necho never"
+    )
+    await driver.ensure_worker(header)
+    final = await driver.wait_exited(header.worker_id)
+
+    assert (final.phase, final.exit_code) == (WorkerPhase.FAILED, 3)
+    assert [m.exit_code for m in recorder.markers(header.worker_id) if isinstance(m, RunExited)] == [3]
+    await driver.stop_worker(header.worker_id)
+    await assert_nothing_left(driver, [header.worker_id])
+
+
+async def test_missing_worker_fails_the_header_at_the_join_deadline(
+    driver: LocalDriver, recorder: Recorder
+) -> None:
+    header = spec("job-short", "header", 0, rank=0, num_nodes=3, run_script="echo unreachable",
+                  join_deadline_s=15.0)  # fmt: skip
+    present = spec("job-short", "rollout", 0, rank=1, num_nodes=3)
+    await driver.ensure_worker(header)
+    await driver.ensure_worker(present)  # rank 2 never comes
+    final = await driver.wait_exited(header.worker_id)
+
+    assert (final.phase, final.exit_code) == (WorkerPhase.FAILED, 124)
+    assert final.reason.startswith("2/3 Ray nodes joined after 1")
+    assert (final.ray_nodes_joined, final.ray_nodes_expected) == (2, 3)
+    timeouts = [m for m in recorder.markers(header.worker_id) if isinstance(m, JoinTimeout)]
+    assert [(t.joined, t.expected) for t in timeouts] == [(2, 3)]
+    assert not any(isinstance(m, RunStarted) for m in recorder.markers(header.worker_id))
+    for worker_id in (header.worker_id, present.worker_id):
+        await driver.stop_worker(worker_id)
+    await assert_nothing_left(driver, [header.worker_id, present.worker_id])
+
+
+WAIT_FOR_GO = 'while [ ! -e "$HOME/go" ]; do sleep 0.2; done\n'
+
+
+async def test_authorized_keys_are_rewritten_in_a_running_worker(
+    driver: LocalDriver, recorder: Recorder
+) -> None:
+    header = spec("job-keys", "header", 0, rank=0, num_nodes=1, ssh_public_keys=KEYS[:1],
+                  prepare_script=WAIT_FOR_GO, run_script="true")  # fmt: skip
+    await driver.ensure_worker(header)
+    keys_file = driver.worker_dir(header.worker_id) / "home" / ".ssh" / "authorized_keys"
+    await recorder.wait_for(
+        lambda: any(s.phase == WorkerPhase.PREPARING for s in recorder.statuses(header.worker_id)),
+        timeout=30,
+        what="the prepare script to start",
+    )
+    assert keys_file.read_text().splitlines() == [KEYS[0]]
+    pid = driver.record(header.worker_id).pid  # type: ignore[union-attr]
+
+    await driver.update_authorized_keys(header.worker_id, [KEYS[1], ""])
+
+    assert keys_file.read_text().splitlines() == [KEYS[1]]
+    assert stat.S_IMODE(keys_file.stat().st_mode) == 0o600
+    # Nothing restarted: same bootstrap process, still preparing.
+    assert driver.record(header.worker_id).pid == pid  # type: ignore[union-attr]
+    assert (await driver.get_status(header.worker_id)).phase == WorkerPhase.PREPARING  # type: ignore[union-attr]
+
+    await driver.stop_worker(header.worker_id)
+    assert (await driver.get_status(header.worker_id)).phase == WorkerPhase.STOPPED  # type: ignore[union-attr]
+    await assert_nothing_left(driver, [header.worker_id])
+
+
+async def test_restarted_driver_adopts_live_workers_and_reaps_strays(tmp_path: Path) -> None:
+    options = make_options(tmp_path / "state")
+    first = LocalDriver(CLUSTER, options)
+    await first.start()
+    header = spec("job-adopt", "header", 0, rank=0, num_nodes=1,
+                  prepare_script=WAIT_FOR_GO, run_script="true")  # fmt: skip
+    await first.ensure_worker(header)
+    pid = first.record(header.worker_id).pid  # type: ignore[union-attr]
+    await first.close()  # the agent restarts; the worker keeps running
+
+    # Leftovers of workers the driver no longer knows: a process carrying our tag, a namespace.
+    stray = subprocess.Popen(
+        ["sleep", "60"], env={"RLARK_BOOTSTRAP_TOKEN": f"{first.tag}/ghost-worker-0"}
+    )
+    stray_ns = f"rlark-{first.tag}-0123456789"
+    if first.use_netns:
+        subprocess.run(["ip", "netns", "add", stray_ns], check=True)
+
+    second = LocalDriver(CLUSTER, options)
+    recorder = Recorder(second)
+    await second.start()
+    try:
+        assert stray.wait(timeout=5) == -9
+        assert stray_ns not in netns_names()
+        assert await second.list_workers() == [header.worker_id]
+        assert second.record(header.worker_id).pid == pid  # type: ignore[union-attr]
+        await recorder.wait_for(
+            lambda: any(s.phase == WorkerPhase.PREPARING for s in recorder.statuses(header.worker_id)),
+            timeout=10,
+            what="the adopted worker's status to be rebuilt from its log",
+        )
+        await second.stop_worker(header.worker_id)
+        assert (await second.get_status(header.worker_id)).phase == WorkerPhase.STOPPED  # type: ignore[union-attr]
+        await assert_nothing_left(second, [header.worker_id])
+    finally:
+        await recorder.close()
+        await second.close()
+        if second.use_netns:
+            subprocess.run(["ip", "link", "del", options.bridge], check=False)
+
+
+async def test_plain_processes_with_port_blocks_form_a_ray_cluster(tmp_path: Path) -> None:
+    drv = LocalDriver(CLUSTER, make_options(tmp_path / "state", use_netns=False))
+    await drv.start()
+    try:
+        header = spec("job-plain", "header", 0, rank=0, num_nodes=2,
+                      run_script='python3 -c "import ray; ray.init(); '
+                      'assert sum(n[\'Alive\'] for n in ray.nodes()) == 2"')  # fmt: skip
+        worker = spec("job-plain", "rollout", 0, rank=1, num_nodes=2)
+        await drv.ensure_worker(header)
+        await drv.ensure_worker(worker)
+        records = [drv.record(w.worker_id) for w in (header, worker)]
+        assert all(r is not None and r.netns is None and r.address == "127.0.0.1" for r in records)
+        assert records[0].ports != records[1].ports  # type: ignore[union-attr]
+        final = await drv.wait_exited(header.worker_id)
+        assert (final.phase, final.exit_code) == (WorkerPhase.SUCCEEDED, 0), await drv.tail_logs(
+            header.worker_id, 30
+        )
+        for w in (header, worker):
+            await drv.stop_worker(w.worker_id)
+        await assert_nothing_left(drv, [header.worker_id, worker.worker_id])
+    finally:
+        await drv.close()
