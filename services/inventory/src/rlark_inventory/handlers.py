@@ -10,6 +10,7 @@ observation that repeats what is known write the database but add nothing to the
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -30,6 +31,7 @@ from rlark_contracts.events.inventory import (
     NodeState,
     NodeUpdated,
 )
+from rlark_contracts.registry import type_of
 from rlark_platform.db import transaction
 from rlark_platform.db.pool import Connection
 from rlark_platform.errors import ApiError, conflict, invalid, not_found
@@ -40,8 +42,14 @@ from rlark_inventory import repository as repo
 from rlark_inventory.domain import credentials, health
 from rlark_inventory.domain.clusters import ClusterSpec, validate_spec
 from rlark_inventory.domain.errors import InvalidInput
-from rlark_inventory.domain.nodes import MatchedNode, MatchSummary, changed, match_summary
-from rlark_inventory.domain.nodes import state_from_observation as node_state
+from rlark_inventory.domain.nodes import (
+    MatchedNode,
+    MatchSummary,
+    NodeDocument,
+    changed,
+    match_summary,
+    node_document,
+)
 from rlark_inventory.domain.workers import is_active
 
 log = structlog.get_logger(__name__)
@@ -66,11 +74,23 @@ def _cluster_event(
     return _envelope(kind.model_validate(state.model_dump()), row.name, causation)
 
 
-def _node_event(kind: type[BaseModel], state: NodeState, causation: Envelope | None = None) -> Envelope:
-    data = state.model_dump()
+def _node_event(kind: type[NodeState], doc: NodeDocument, causation: Envelope | None = None) -> Envelope:
+    """A node event built straight from a node document: ingest makes one per changed node, so it
+    skips the document → model → dict round trip ``new_envelope`` would take (the document has exactly
+    the fields of ``NodeState``, which every node event carries)."""
+    data = {**doc, "observed_at": doc["observed_at"].isoformat() if doc["observed_at"] else None}
     if kind is NodeGone:
         data["gone"] = True
-    return _envelope(kind.model_validate(data), f"{state.cluster}/{state.name}", causation)
+    return Envelope(
+        id=str(uuid.uuid4()),
+        type=type_of(kind),
+        source=SOURCE,
+        subject=f"{doc['cluster']}/{doc['name']}",
+        time=datetime.now(UTC),
+        correlation_id=causation.correlation_id if causation else None,
+        causation_id=causation.id if causation else None,
+        data=data,
+    )
 
 
 def _validated(spec: ClusterSpec) -> ClusterSpec:
@@ -129,16 +149,16 @@ async def delete_cluster(pool: asyncpg.Pool, name: str) -> None:
         current = await repo.get_cluster(conn, name, for_update=True)
         if current is None:
             raise not_found("cluster", name)
-        # The row lock above also holds back worker reports for this cluster (their foreign key
-        # needs it), so no worker can appear between this check and the delete.
+        # The row lock above also holds back reports for this cluster (they lock it FOR KEY SHARE),
+        # so no worker or node can appear between this check and the delete.
         running = await repo.active_worker_count(conn, name)
         if running:
             raise conflict(
                 "cluster_in_use",
                 f"{running} worker(s) still run on cluster {name!r}; cancel their jobs first",
             )
-        nodes = await repo.live_node_states(conn, name)
-        events = [_node_event(NodeGone, state) for state in nodes]
+        nodes = await repo.live_node_documents(conn, name)
+        events = [_node_event(NodeGone, doc) for doc in nodes]
         events.append(_cluster_event(ClusterDeleted, current))
         await add_events(conn, events)
         await repo.delete_cluster(conn, name)
@@ -231,7 +251,7 @@ class ObservationResult:
 
 
 async def _require_cluster(conn: Connection, cluster: str) -> None:
-    if not await repo.cluster_exists(conn, cluster):
+    if not await repo.lock_cluster_for_ingest(conn, cluster):
         raise PoisonMessage(f"cluster {cluster!r} is not registered")
 
 
@@ -244,15 +264,15 @@ async def apply_observation(
     observed_at = min(report.observed_at, now)
     latest = {obs.name: obs for obs in report.nodes}  # a name listed twice: the last entry wins
     names = list(latest)
-    known = await repo.node_states(conn, cluster, None if report.complete else names)
-    states = [node_state(cluster, obs, observed_at) for obs in latest.values()]
-    fresh = [s for s in states if changed(known.get(s.name), s)]
-    fresh_names = {s.name for s in fresh}
+    known = await repo.node_documents(conn, cluster, None if report.complete else names)
+    docs = [node_document(cluster, obs, observed_at) for obs in latest.values()]
+    fresh = [d for d in docs if changed(known.get(d["name"]), d)]
+    fresh_names = {d["name"] for d in fresh}
     await repo.upsert_nodes(conn, cluster, fresh, observed_at)
     await repo.touch_nodes(conn, cluster, [n for n in names if n not in fresh_names], observed_at)
     gone = await repo.mark_gone(conn, cluster, names, observed_at) if report.complete else []
-    events = [_node_event(NodeUpdated, s, envelope) for s in fresh]
-    events += [_node_event(NodeGone, s, envelope) for s in gone]
+    events = [_node_event(NodeUpdated, d, envelope) for d in fresh]
+    events += [_node_event(NodeGone, d, envelope) for d in gone]
     await add_events(conn, events)
     return ObservationResult(nodes=len(names), changed=len(fresh), gone=len(gone))
 

@@ -9,6 +9,7 @@ module; user input always travels as a parameter.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,7 +19,7 @@ from rlark_contracts.events.inventory import ClusterState, NodeState
 from rlark_platform.db.pool import Connection
 
 from rlark_inventory.domain.clusters import ClusterSpec
-from rlark_inventory.domain.nodes import MatchedNode, search_text
+from rlark_inventory.domain.nodes import STATE_FIELDS, MatchedNode, NodeDocument, search_text
 
 # ---------------------------------------------------------------------------------------------- clusters
 
@@ -181,6 +182,12 @@ async def cluster_exists(conn: Connection, name: str) -> bool:
     return bool(await conn.fetchval("SELECT 1 FROM clusters WHERE name = $1", name))
 
 
+async def lock_cluster_for_ingest(conn: Connection, name: str) -> bool:
+    """Hold the cluster row FOR KEY SHARE until the transaction ends, so it cannot be deleted while a
+    report for it is applied (what a foreign key would check per node). False when it does not exist."""
+    return bool(await conn.fetchval("SELECT 1 FROM clusters WHERE name = $1 FOR KEY SHARE", name))
+
+
 async def update_cluster_spec(conn: Connection, spec: ClusterSpec) -> ClusterRow:
     row = await conn.fetchrow(
         f"""UPDATE clusters AS c SET display_name = $2, category = $3, region = $4, pod_cidrs = $5,
@@ -199,7 +206,8 @@ async def update_cluster_spec(conn: Connection, spec: ClusterSpec) -> ClusterRow
 
 
 async def delete_cluster(conn: Connection, name: str) -> None:
-    """Delete the cluster; its nodes and worker rows go with it (ON DELETE CASCADE)."""
+    """Delete the cluster and its nodes (worker rows go by ON DELETE CASCADE)."""
+    await conn.execute("DELETE FROM nodes WHERE cluster = $1", name)
     await conn.execute("DELETE FROM clusters WHERE name = $1", name)
 
 
@@ -306,30 +314,9 @@ _NODE_COLUMNS = """n.cluster, n.name, n.ready, n.schedulable, n.gone, n.cordon_r
     n.cpu_allocated_millis, n.memory_bytes, n.memory_allocatable_bytes, n.memory_allocated_bytes,
     n.labels, n.addresses, n.observed_at, n.changed_at"""
 
-_STATE_FIELDS = (
-    "cluster",
-    "name",
-    "ready",
-    "schedulable",
-    "gone",
-    "gpu_count",
-    "gpu_model",
-    "gpu_allocatable",
-    "gpu_allocated",
-    "cpu_millis",
-    "cpu_allocatable_millis",
-    "cpu_allocated_millis",
-    "memory_bytes",
-    "memory_allocatable_bytes",
-    "memory_allocated_bytes",
-    "labels",
-    "addresses",
-    "observed_at",
-)
-
 
 def _state(row: asyncpg.Record) -> NodeState:
-    return NodeState.model_validate({f: row[f] for f in _STATE_FIELDS})
+    return NodeState.model_validate({f: row[f] for f in STATE_FIELDS})
 
 
 def _node(row: asyncpg.Record) -> NodeRow:
@@ -342,7 +329,11 @@ def _node(row: asyncpg.Record) -> NodeRow:
     )
 
 
-async def node_states(conn: Connection, cluster: str, names: list[str] | None) -> dict[str, NodeState]:
+def _document(row: asyncpg.Record) -> NodeDocument:
+    return {f: row[f] for f in STATE_FIELDS}
+
+
+async def node_documents(conn: Connection, cluster: str, names: list[str] | None) -> dict[str, NodeDocument]:
     """Current states of ``names`` in ``cluster`` (every node of it when ``names`` is None)."""
     if names is None:
         rows = await conn.fetch(f"SELECT {_NODE_COLUMNS} FROM nodes n WHERE n.cluster = $1", cluster)
@@ -352,24 +343,29 @@ async def node_states(conn: Connection, cluster: str, names: list[str] | None) -
             cluster,
             names,
         )
-    return {r["name"]: _state(r) for r in rows}
+    return {r["name"]: _document(r) for r in rows}
 
 
-def _node_document(state: NodeState) -> dict[str, Any]:
-    doc = state.model_dump(mode="json", exclude={"cluster", "observed_at", "gone"})
-    doc["search"] = search_text(state.name, state.addresses, state.labels)
-    return doc
+def _json_default(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"cannot encode {type(value).__name__}")
 
 
 async def upsert_nodes(
-    conn: Connection, cluster: str, states: list[NodeState], observed_at: datetime
+    conn: Connection, cluster: str, docs: list[NodeDocument], observed_at: datetime
 ) -> None:
     """Write changed nodes of one cluster in one statement (insert or replace; gone nodes come back).
 
-    A pending cordon request is cleared when the reported schedulability is what was asked.
+    The batch travels as one JSON array that ``jsonb_to_recordset`` turns into rows. A pending cordon
+    request is cleared when the reported schedulability is what was asked.
     """
-    if not states:
+    if not docs:
         return
+    batch = json.dumps(
+        [{**d, "search": search_text(d["name"], d["addresses"], d["labels"])} for d in docs],
+        default=_json_default,
+    )
     await conn.execute(
         """INSERT INTO nodes AS n (cluster, name, ready, schedulable, gone, gpu_count, gpu_model,
                gpu_allocatable, gpu_allocated, cpu_millis, cpu_allocatable_millis, cpu_allocated_millis,
@@ -379,7 +375,7 @@ async def upsert_nodes(
                r.gpu_allocated, r.cpu_millis, r.cpu_allocatable_millis, r.cpu_allocated_millis,
                r.memory_bytes, r.memory_allocatable_bytes, r.memory_allocated_bytes,
                coalesce(r.labels, '{}'::jsonb), coalesce(r.addresses, '[]'::jsonb), r.search, $3, now()
-           FROM jsonb_to_recordset($2::jsonb) AS r(name text, ready boolean, schedulable boolean,
+           FROM jsonb_to_recordset($2::text::jsonb) AS r(name text, ready boolean, schedulable boolean,
                gpu_count integer, gpu_model text, gpu_allocatable integer, gpu_allocated integer,
                cpu_millis bigint, cpu_allocatable_millis bigint, cpu_allocated_millis bigint,
                memory_bytes bigint, memory_allocatable_bytes bigint, memory_allocated_bytes bigint,
@@ -397,7 +393,7 @@ async def upsert_nodes(
                cordon_requested = CASE WHEN n.cordon_requested = NOT EXCLUDED.schedulable THEN NULL
                                        ELSE n.cordon_requested END""",
         cluster,
-        [_node_document(s) for s in states],
+        batch,
         observed_at,
     )
 
@@ -416,7 +412,7 @@ async def touch_nodes(conn: Connection, cluster: str, names: list[str], observed
 
 async def mark_gone(
     conn: Connection, cluster: str, present: list[str], observed_at: datetime
-) -> list[NodeState]:
+) -> list[NodeDocument]:
     """Mark the cluster's nodes missing from a complete observation as gone; return those changed now."""
     rows = await conn.fetch(
         f"""UPDATE nodes AS n SET gone = true, changed_at = now(), observed_at = $3,
@@ -427,14 +423,14 @@ async def mark_gone(
         present,
         observed_at,
     )
-    return [_state(r) for r in rows]
+    return [_document(r) for r in rows]
 
 
-async def live_node_states(conn: Connection, cluster: str) -> list[NodeState]:
+async def live_node_documents(conn: Connection, cluster: str) -> list[NodeDocument]:
     rows = await conn.fetch(
         f"SELECT {_NODE_COLUMNS} FROM nodes n WHERE n.cluster = $1 AND NOT n.gone", cluster
     )
-    return [_state(r) for r in rows]
+    return [_document(r) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -492,31 +488,34 @@ def _node_where(flt: NodeFilter, args: list[Any]) -> str:
 async def list_nodes(
     conn: Connection, flt: NodeFilter, *, sort: str, descending: bool, limit: int, offset: int
 ) -> tuple[list[NodeRow], int]:
+    """One page of nodes and the number matching, read from one snapshot.
+
+    The page and the count are separate statements on purpose: a window ``count(*) OVER ()`` would
+    carry every matching row, wide labels and all, through the sort; this way the page query can stop
+    early (walking the primary key for the default sort) and the count touches no row data but labels.
+    """
     args: list[Any] = []
     where = _node_where(flt, args)
     direction = "DESC" if descending else "ASC"
     # Ties always break by cluster then name, ascending, so pages are stable whatever the sort.
     order = f"{NODE_SORTS[sort]} {direction}, n.cluster, n.name"
-    args += [limit, offset]
-    rows = await conn.fetch(
-        f"""SELECT {_NODE_COLUMNS}, c.category, count(*) OVER () AS total
-            FROM nodes n JOIN clusters c ON c.name = n.cluster
-            WHERE {where}
-            ORDER BY {order} LIMIT ${len(args) - 1} OFFSET ${len(args)}""",
-        *args,
-    )
-    if rows or offset == 0:
-        # Counted in the same statement as the page, so the two always agree.
-        total = int(rows[0]["total"]) if rows else 0
-    else:  # a page past the end: count separately
-        count_args: list[Any] = []
-        total = int(
-            await conn.fetchval(
-                f"""SELECT count(*) FROM nodes n JOIN clusters c ON c.name = n.cluster
-                    WHERE {_node_where(flt, count_args)}""",
-                *count_args,
-            )
+    join = "JOIN clusters c ON c.name = n.cluster"
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        rows = await conn.fetch(
+            f"""SELECT {_NODE_COLUMNS}, c.category FROM nodes n {join}
+                WHERE {where}
+                ORDER BY {order} LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}""",
+            *args,
+            limit,
+            offset,
         )
+        if offset == 0 and len(rows) < limit:
+            total = len(rows)
+        else:
+            count_join = join if flt.category else ""
+            total = int(
+                await conn.fetchval(f"SELECT count(*) FROM nodes n {count_join} WHERE {where}", *args)
+            )
     return [_node(r) for r in rows], total
 
 

@@ -7,14 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from rlark_contracts.events.agent import NodeObservation
+from rlark_contracts.events.inventory import NodeState
 
 from rlark_inventory.domain import credentials, health
 from rlark_inventory.domain.nodes import (
     MatchedNode,
     changed,
     match_summary,
+    node_document,
     search_text,
-    state_from_observation,
     status_of,
 )
 from rlark_inventory.domain.workers import is_active
@@ -29,8 +30,8 @@ def observed(**fields: object) -> NodeObservation:
 
 
 def test_only_observed_at_moving_is_not_a_change() -> None:
-    first = state_from_observation("c", observed(), T0)
-    again = state_from_observation("c", observed(), T0 + timedelta(seconds=30))
+    first = node_document("c", observed(), T0)
+    again = node_document("c", observed(), T0 + timedelta(seconds=30))
     assert not changed(first, again)
     assert changed(None, first)
 
@@ -48,14 +49,18 @@ def test_only_observed_at_moving_is_not_a_change() -> None:
     ],
 )
 def test_any_fact_about_the_node_is_a_change(difference: dict[str, object]) -> None:
-    assert changed(
-        state_from_observation("c", observed(), T0), state_from_observation("c", observed(**difference), T0)
-    )
+    assert changed(node_document("c", observed(), T0), node_document("c", observed(**difference), T0))
 
 
 def test_negative_counts_from_an_agent_are_clamped() -> None:
-    state = state_from_observation("c", observed(gpu_count=-1, memory_bytes=-5), T0)
-    assert (state.gpu_count, state.memory_bytes) == (0, 0)
+    doc = node_document("c", observed(gpu_count=-1, memory_bytes=-5), T0)
+    assert (doc["gpu_count"], doc["memory_bytes"]) == (0, 0)
+
+
+def test_a_node_document_is_a_valid_node_state() -> None:
+    doc = node_document("c", observed(addresses=["10.0.0.1"]), T0)
+    state = NodeState.model_validate(doc)
+    assert state.model_dump() == doc
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from rlark_contracts.events.agent import NodeObservation
 from rlark_contracts.events.inventory import NodeState
@@ -17,38 +17,42 @@ from rlark_contracts.events.inventory import NodeState
 NodeStatus = Literal["ready", "not_ready", "cordoned", "gone"]
 STATUSES: tuple[str, ...] = ("ready", "not_ready", "cordoned", "gone")
 
-COMPARED_FIELDS: tuple[str, ...] = tuple(f for f in NodeState.model_fields if f != "observed_at")
+NodeDocument = dict[str, Any]
+"""A node's state as a plain mapping with exactly the fields of ``NodeState``. Ingest works on these
+rather than on models: it handles every node of every report, and a model per node costs more than
+the database write."""
+
+STATE_FIELDS: tuple[str, ...] = tuple(NodeState.model_fields)
+COMPARED_FIELDS: tuple[str, ...] = tuple(f for f in STATE_FIELDS if f != "observed_at")
+_COUNTS = (
+    "gpu_count",
+    "gpu_allocatable",
+    "gpu_allocated",
+    "cpu_millis",
+    "cpu_allocatable_millis",
+    "cpu_allocated_millis",
+    "memory_bytes",
+    "memory_allocatable_bytes",
+    "memory_allocated_bytes",
+)
 
 
-def state_from_observation(cluster: str, obs: NodeObservation, observed_at: datetime) -> NodeState:
-    """The node's state after this observation (clamping negative counts an agent may send to zero)."""
-    return NodeState(
-        cluster=cluster,
-        name=obs.name,
-        ready=obs.ready,
-        schedulable=obs.schedulable,
-        gone=False,
-        gpu_count=max(obs.gpu_count, 0),
-        gpu_model=obs.gpu_model,
-        gpu_allocatable=max(obs.gpu_allocatable, 0),
-        gpu_allocated=max(obs.gpu_allocated, 0),
-        cpu_millis=max(obs.cpu_millis, 0),
-        cpu_allocatable_millis=max(obs.cpu_allocatable_millis, 0),
-        cpu_allocated_millis=max(obs.cpu_allocated_millis, 0),
-        memory_bytes=max(obs.memory_bytes, 0),
-        memory_allocatable_bytes=max(obs.memory_allocatable_bytes, 0),
-        memory_allocated_bytes=max(obs.memory_allocated_bytes, 0),
-        labels=dict(obs.labels),
-        addresses=list(obs.addresses),
-        observed_at=observed_at,
-    )
+def node_document(cluster: str, obs: NodeObservation, observed_at: datetime) -> NodeDocument:
+    """The node's state after this observation (negative counts an agent may send clamp to zero)."""
+    raw = obs.model_dump()
+    doc: NodeDocument = {f: raw.get(f) for f in STATE_FIELDS}
+    doc.update(cluster=cluster, gone=False, observed_at=observed_at)
+    for field in _COUNTS:
+        if doc[field] < 0:
+            doc[field] = 0
+    return doc
 
 
-def changed(old: NodeState | None, new: NodeState) -> bool:
+def changed(old: NodeDocument | None, new: NodeDocument) -> bool:
     """True when ``new`` differs from ``old`` in anything but ``observed_at`` (or ``old`` is unknown)."""
     if old is None:
         return True
-    return any(getattr(old, f) != getattr(new, f) for f in COMPARED_FIELDS)
+    return any(old[f] != new[f] for f in COMPARED_FIELDS)
 
 
 def status_of(ready: bool, schedulable: bool, gone: bool) -> NodeStatus:
