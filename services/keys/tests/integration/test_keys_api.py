@@ -4,26 +4,13 @@ on ``keys.keys`` with public material only."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from keys_it_support import KeyPair, generate_key, read_events
-from rlark_keys.main import DEFINITION
-from rlark_platform.testing import RunningService, running_service, settings_for
+from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def service(
-    database_url: str, kafka_bootstrap: str, topic_prefix: str
-) -> AsyncIterator[RunningService]:
-    settings = settings_for(
-        DEFINITION, database_url=database_url, kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix
-    )
-    async with running_service(DEFINITION, settings) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

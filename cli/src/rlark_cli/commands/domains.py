@@ -1,0 +1,128 @@
+"""``rlark domains``: network domains, the virtual networks workers of a job share across clusters.
+
+Only needed when a job's workers span clusters. Creating and deleting need the admin role. A
+domain's CIDR must be private and overlap no cluster's pod or service CIDR nor another domain;
+``rlark domains check CIDR`` says whether one would be accepted, and why not.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from rlark_cli.client import EXIT_REFUSED, Gateway
+from rlark_cli.output import Column, Format, OutputOpt, emit, out
+
+app = typer.Typer(
+    help="Network domains: virtual networks for workers that span clusters.", no_args_is_help=True
+)
+
+DomainName = Annotated[str, typer.Argument(metavar="NAME", help="The domain's name")]
+
+
+def _usage(item: dict[str, Any]) -> str:
+    return f"{item['allocated']}/{item['capacity']}"
+
+
+COLUMNS: list[Column] = [
+    ("NAME", "name"),
+    ("CIDR", "cidr"),
+    ("IN USE", _usage),
+    ("DESCRIPTION", "description"),
+    ("WARNINGS", lambda item: len(item.get("warnings") or []) or None),
+]
+
+
+def _print_domain(domain: dict[str, Any]) -> None:
+    out.print(f"[bold]{domain['name']}[/]  {domain['cidr']}", highlight=False)
+    if domain.get("description"):
+        out.print(domain["description"], highlight=False)
+    out.print(
+        f"addresses  {domain['allocated']} allocated, {domain['free']} free of {domain['capacity']} "
+        "(.0 and .255 are never assigned)",
+        highlight=False,
+    )
+    out.print(f"created    {str(domain['created_at'])[:16].replace('T', ' ')} by {domain['created_by']}")
+    if domain["clusters"]:
+        table = Table(header_style="bold")
+        table.add_column("CLUSTER")
+        table.add_column("WORKERS", justify="right")
+        for usage in domain["clusters"]:
+            table.add_row(usage["cluster"], str(usage["allocated"]))
+        out.print(table)
+    links = domain["tunnels"]["links"]
+    if links:
+        out.print(
+            "tunnels    " + ", ".join(f"{link['a']} <-> {link['b']}" for link in links), highlight=False
+        )
+    for warning in domain.get("overlaps") or []:
+        out.print(f"[bold yellow]warning:[/] {warning['message']}", highlight=False)
+
+
+@app.command("create")
+def create(
+    name: Annotated[str, typer.Option("--name", help="A DNS label, e.g. train-net")],
+    cidr: Annotated[str, typer.Option("--cidr", help="A private CIDR no cluster uses, e.g. 10.100.0.0/16")],
+    description: Annotated[str, typer.Option("--description", "-d", help="What the domain is for")] = "",
+    output: OutputOpt = Format.table,
+) -> None:
+    """Create a network domain (admin)."""
+    domain = Gateway().post("/api/v1/domains", json={"name": name, "cidr": cidr, "description": description})
+    if output is Format.table:
+        _print_domain(domain)
+        return
+    emit(domain, output)
+
+
+@app.command("list")
+def list_domains(output: OutputOpt = Format.table) -> None:
+    """List network domains by name (a job's default domain is the first one)."""
+    gateway = Gateway()
+    items: list[dict[str, Any]] = []
+    page = 1
+    while True:
+        result = gateway.get("/api/v1/domains", params={"page": page, "page_size": 500})
+        items += result["items"]
+        if len(items) >= result["total"] or not result["items"]:
+            break
+        page += 1
+    emit({"items": items, "total": len(items)}, output, COLUMNS)
+
+
+@app.command("show")
+def show(name: DomainName, output: OutputOpt = Format.table) -> None:
+    """Show a domain: utilisation per cluster, tunnels and overlap warnings."""
+    domain = Gateway().get(f"/api/v1/domains/{name}")
+    if output is Format.table:
+        _print_domain(domain)
+        return
+    emit(domain, output)
+
+
+@app.command("rm")
+def remove(name: DomainName) -> None:
+    """Delete a domain (admin); refused while jobs hold addresses in it."""
+    Gateway().delete(f"/api/v1/domains/{name}")
+    out.print(f"deleted network domain {name}", highlight=False)
+
+
+@app.command("check")
+def check(
+    cidr: Annotated[str, typer.Argument(metavar="CIDR", help="The CIDR to check, e.g. 10.100.0.0/16")],
+    output: OutputOpt = Format.table,
+) -> None:
+    """Would CIDR be accepted for a new domain? Exits 1 and says why when not."""
+    result = Gateway().post("/api/v1/domains:check", json={"cidr": cidr})
+    if output is not Format.table:
+        emit(result, output)
+    elif result["ok"]:
+        out.print(f"ok: {result['cidr']} ({result['capacity']} assignable addresses)", highlight=False)
+    else:
+        if result.get("error"):
+            out.print(f"[bold red]refused:[/] {result['error']['message']}", highlight=False)
+        for conflict in result["conflicts"]:
+            out.print(f"[bold red]conflict:[/] {cidr} {conflict['message']}", highlight=False)
+    if not result["ok"]:
+        raise typer.Exit(EXIT_REFUSED)
