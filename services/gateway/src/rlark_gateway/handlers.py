@@ -309,6 +309,12 @@ class Accounts:
         log.info("user created", user=username, role=role.value, by=actor.username)
         return User.of(created)
 
+    async def user_exists(self, username: str) -> bool:
+        if not USERNAME_RE.fullmatch(username):
+            return False
+        async with self.pool.acquire() as conn:
+            return await repo.get_user(conn, username) is not None
+
     async def get_user(self, username: str) -> User:
         async with self.pool.acquire() as conn:
             record = await repo.get_user(conn, username)

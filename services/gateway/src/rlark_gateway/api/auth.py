@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
+from rlark_platform.errors import ApiError
 
 from rlark_gateway.api.deps import (
     SESSION_COOKIE,
@@ -24,7 +25,6 @@ from rlark_gateway.api.models import (
     TokenInfo,
     TokenRequest,
 )
-from rlark_gateway.domain.accounts import USERNAME_RE
 
 router = APIRouter(prefix="/api/v1/auth", tags=["auth"])
 
@@ -42,10 +42,15 @@ async def login(body: LoginRequest, request: Request, response: Response, gw: Ga
     An unknown user and a wrong password get the same 401 ``invalid_credentials``; repeated failures for
     one username from one address get 429 ``too_many_attempts``."""
     note = audit_note(request)
-    note.action = "auth.login"
-    if USERNAME_RE.fullmatch(body.username):
-        note.target = f"users/{body.username}"
-    result = await gw.accounts.login(body.username, body.password, client_address(request))
+    note.action, note.target = "auth.login", "users"
+    try:
+        result = await gw.accounts.login(body.username, body.password, client_address(request))
+    except ApiError:
+        # Name the account only when it exists: what was typed may be a password in the wrong field.
+        if await gw.accounts.user_exists(body.username):
+            note.target = f"users/{body.username}"
+        raise
+    note.target = f"users/{result.user.username}"
     note.actor, note.role = result.user.username, result.user.role.value
     response.set_cookie(
         SESSION_COOKIE,
