@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -359,3 +360,75 @@ async def test_the_worker_pod_passes_server_side_validation_including_the_sideca
     ):
         pod = manifests.worker_pod(spec, config, owner)
         await asyncio.to_thread(admin_kube.core.create_namespaced_pod, namespace, pod, dry_run="All")
+
+
+async def test_worker_logs_are_followed_numbered_and_their_markers_move_the_status(
+    k8s_cluster: testbed.Cluster, gpu_nodes: list[str], namespace: str, tmp_path: Path
+) -> None:
+    from rlark_tunnel_agent.runtime.driver import WorkerLogLine, WorkerMarkerSeen
+    from rlark_tunnel_agent.runtime.markers import format_marker
+
+    spec = header_spec("job-logs", gpu_nodes[0], mounts=())
+    log_file = tmp_path / "worker.log"
+    lines = [
+        "rlark-bootstrap: starting",
+        format_marker("prepare_started"),
+        "Successfully installed rlinf",
+        format_marker("prepare_done"),
+        format_marker("ray_head_up", address="10.64.0.2:6379"),
+        format_marker("nodes_joined", joined=2, expected=2),
+        format_marker("run_started"),
+    ]
+    log_file.write_text("".join(testbed.cri_log_line(t) for t in lines))
+    testbed.set_pod_log(k8s_cluster, namespace, names.pod_name(spec.worker_id), "worker", log_file)
+
+    drv = KubernetesDriver(driver_config(k8s_cluster, namespace, follow_logs=True))
+    await drv.start()
+    seen: list[Any] = []
+
+    async def collect() -> None:
+        async for event in drv.events():
+            seen.append(event)
+
+    collector = asyncio.create_task(collect())
+    try:
+        await drv.ensure_worker(spec)
+
+        async def running() -> bool:
+            status = await drv.get_status(spec.worker_id)
+            return status is not None and status.phase == WorkerPhase.RUNNING
+
+        await eventually(running, 60, "status Running from the run_started marker")
+        log_lines = [e for e in seen if isinstance(e, WorkerLogLine)]
+        assert [(line.seq, line.text) for line in log_lines] == list(enumerate(lines, start=1))
+        assert [e.marker.event for e in seen if isinstance(e, WorkerMarkerSeen)] == [
+            "prepare_started",
+            "prepare_done",
+            "ray_head_up",
+            "nodes_joined",
+            "run_started",
+        ]
+        phases = [e.status.phase for e in seen if isinstance(e, WorkerStatusChanged)]
+        assert phases[0] == WorkerPhase.CREATED
+        assert phases[-1] == WorkerPhase.RUNNING
+        assert WorkerPhase.PREPARING in phases
+
+        with log_file.open("a") as out:  # followed: a line written later arrives too
+            out.write(testbed.cri_log_line(format_marker("run_exited", exit_code=0)))
+
+        async def succeeded() -> bool:
+            status = await drv.get_status(spec.worker_id)
+            return status is not None and status.phase == WorkerPhase.SUCCEEDED
+
+        await eventually(succeeded, 30, "Succeeded from the run_exited marker")
+
+        tail = await drv.tail_logs(spec.worker_id, 2)
+        assert [(line.seq, line.text) for line in tail] == [
+            (7, lines[-1]),
+            (8, format_marker("run_exited", exit_code=0)),
+        ]
+        streamed = [line async for line in drv.stream_logs(spec.worker_id, follow=False)]
+        assert [line.text for line in streamed] == [*lines, format_marker("run_exited", exit_code=0)]
+    finally:
+        collector.cancel()
+        await drv.close()

@@ -46,6 +46,7 @@ class Binaries:
     kube_apiserver: Path
     kwok: Path
     kwok_stages: Path
+    kwok_logs_crd: Path
 
 
 def root() -> Path:
@@ -63,12 +64,16 @@ def binaries() -> Binaries:
         kube_apiserver=bin_dir / "kube-apiserver",
         kwok=bin_dir / "kwok",
         kwok_stages=bin_dir / "kwok-stages.yaml",
+        kwok_logs_crd=bin_dir / "kwok-logs-crd.yaml",
     )
 
 
 def is_built() -> bool:
     found = binaries()
-    return all(p.exists() for p in (found.etcd, found.kube_apiserver, found.kwok, found.kwok_stages))
+    return all(
+        p.exists()
+        for p in (found.etcd, found.kube_apiserver, found.kwok, found.kwok_stages, found.kwok_logs_crd)
+    )
 
 
 def _go_env(workdir: Path) -> dict[str, str]:
@@ -173,7 +178,10 @@ def _build_apiserver(target: Path) -> None:
     )
 
 
-def _build_kwok(target: Path, stages: Path) -> None:
+KWOK_LOGS_CRD = "kustomize/crd/bases/kwok.x-k8s.io_logs.yaml"
+
+
+def _build_kwok(target: Path, stages: Path, logs_crd: Path) -> None:
     work = root() / "src-kwok"
     _new_module(work, "rlark.local/kwokbuild")
     _go(work, "get", "-tool", f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}")
@@ -184,6 +192,8 @@ def _build_kwok(target: Path, stages: Path) -> None:
     for rel in KWOK_STAGE_FILES:
         parts.append((kdir / rel).read_text().strip())
     stages.write_text("\n---\n".join(parts) + "\n")
+    # The Logs CRD lets a test give a pod a log file that KWOK serves as its container log.
+    logs_crd.write_text((kdir / KWOK_LOGS_CRD).read_text())
 
 
 def build(only: tuple[str, ...] = ()) -> Binaries:
@@ -193,8 +203,8 @@ def build(only: tuple[str, ...] = ()) -> Binaries:
     wanted = set(only) or {"etcd", "kwok", "kube-apiserver"}
     if "etcd" in wanted and not found.etcd.exists():
         _build_etcd(found.etcd)
-    if "kwok" in wanted and not (found.kwok.exists() and found.kwok_stages.exists()):
-        _build_kwok(found.kwok, found.kwok_stages)
+    if "kwok" in wanted and not all(p.exists() for p in (found.kwok, found.kwok_stages, found.kwok_logs_crd)):
+        _build_kwok(found.kwok, found.kwok_stages, found.kwok_logs_crd)
     if "kube-apiserver" in wanted and not found.kube_apiserver.exists():
         _build_apiserver(found.kube_apiserver)
     return found

@@ -259,6 +259,9 @@ def _start_apiserver(name: str, etcd_url: str, binaries: Binaries, pki: Pki) -> 
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--endpoint-reconciler-type=none",
             "--enable-priority-and-fairness=false",
+            # KWOK's nodes answer the kubelet API on 127.0.0.1 (container logs); their Hostname
+            # addresses resolve nowhere.
+            "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
             "--v=0",
         ],
@@ -280,10 +283,13 @@ def _kwok_status(name: str) -> ComponentStatus:
     return ComponentStatus(f"kwok/{name}", pid is not None, pid, directory / "kwok.log")
 
 
-def _start_kwok(name: str, index: int, binaries: Binaries) -> None:
+def _start_kwok(name: str, index: int, binaries: Binaries, target: Cluster) -> None:
     directory = _cluster_dir(name)
     kwok_home = directory / "kwok-home"
     kwok_home.mkdir(exist_ok=True)
+    _install_logs_crd(target, binaries)
+    port = free_port()
+    (directory / "kwok_port").write_text(str(port))
     _spawn(
         [
             str(binaries.kwok),
@@ -292,12 +298,36 @@ def _start_kwok(name: str, index: int, binaries: Binaries) -> None:
             "--manage-all-nodes=true",
             # Pod IPs per cluster, disjoint from the service range and from each other.
             f"--cidr=10.{64 + index}.0.1/16",
-            "--node-ip=10.255.0.1",
+            # Every node's kubelet endpoint is this KWOK's server: it serves container logs from
+            # files named by `Logs` objects (see `set_pod_log`).
+            "--node-ip=127.0.0.1",
+            f"--node-port={port}",
+            f"--server-address=127.0.0.1:{port}",
+            "--enable-crds=Logs",
         ],
         directory / "kwok.log",
         directory / "kwok.pid",
         kwok_home,
     )
+
+
+def _install_logs_crd(target: Cluster, binaries: Binaries) -> None:
+    import yaml
+
+    crd = yaml.safe_load(binaries.kwok_logs_crd.read_text())
+    try:
+        _request(target, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    except urllib.error.HTTPError as exc:
+        if exc.code != 409:
+            raise
+    name = crd["metadata"]["name"]
+
+    def established() -> bool:
+        found = _request(target, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+        conditions = (found.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+    wait_until(established, 30, f"CRD {name}")
 
 
 # --- public API -----------------------------------------------------------------------------------------
@@ -365,7 +395,7 @@ def up(clusters: int = 2) -> UpResult:
                 _start_apiserver(name, etcd_url, binaries, pki)
                 started.append(f"kube-apiserver/{name}")
             if not _kwok_status(name).running:
-                _start_kwok(name, index, binaries)
+                _start_kwok(name, index, binaries, cluster(name))
                 started.append(f"kwok/{name}")
         result = UpResult(clusters=[cluster(n) for n in names], started=started)
     for name in names:
@@ -475,3 +505,28 @@ def _wait_kwok_ready(target: Cluster) -> None:
         wait_until(lambda: node_ready(target, probe.name), 60, f"kwok for {target.name}")
     finally:
         delete_nodes(target, [probe.name])
+
+
+def set_pod_log(target: Cluster, namespace: str, pod: str, container: str, log_file: Path) -> None:
+    """Make KWOK serve ``log_file`` as the container's log (``follow``: lines appended later too).
+
+    The file is in the kubelet's CRI log format, one line per entry:
+    ``2026-01-01T00:00:00.000000000Z stdout F <text>`` (see `cri_log_line`).
+    """
+    body = {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Logs",
+        "metadata": {"name": pod, "namespace": namespace},
+        "spec": {"logs": [{"containers": [container], "logsFile": str(log_file), "follow": True}]},
+    }
+    try:
+        _request(target, "POST", f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs", body)
+    except urllib.error.HTTPError as exc:
+        if exc.code != 409:
+            raise
+
+
+def cri_log_line(text: str, stream: str = "stdout") -> str:
+    """One line of a CRI container log file (what the kubelet writes and KWOK reads)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{time.time_ns() % 10**9:09d}Z"
+    return f"{stamp} {stream} F {text}\n"

@@ -492,11 +492,11 @@ class KubernetesDriver:
                     for i, t in enumerate(texts, start=1)
                 ]
                 return numbered[-lines:] if lines > 0 else []
-            except ApiException as exc:
+            except (ApiException, OSError) as exc:
                 log.debug(
                     "worker log not readable; using the followed lines",
                     worker_id=worker_id,
-                    status=exc.status,
+                    error=str(exc),
                 )
         buffer = list(self._log_buffers.get(worker_id, ()))
         return buffer[-lines:] if lines > 0 else []
@@ -530,6 +530,10 @@ class KubernetesDriver:
         """Create the worker's objects unless they exist (idempotent by worker id; never restarts)."""
         wid = spec.worker_id
         if wid in self._pod_created and wid in self._specs:
+            return
+        if wid in self._stopping:
+            # A placement delivered again after its stop must not bring the worker back.
+            log.info("ignoring a placement of a stopped worker", worker_id=wid)
             return
         async with self._lock(self._worker_locks, wid):
             if wid in self._pod_created and wid in self._specs:
