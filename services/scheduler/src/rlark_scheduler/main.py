@@ -6,14 +6,17 @@ from pathlib import Path
 
 from rlark_platform.service import ServiceDefinition, main
 
-from rlark_scheduler.api import build_api
+from rlark_scheduler.api import build_api, close_streams
 from rlark_scheduler.settings import SchedulerSettings
+from rlark_scheduler.worker import build_workers
 
 DEFINITION = ServiceDefinition(
     name="scheduler",
     settings_type=SchedulerSettings,
     migrations=Path(__file__).parent / "migrations",
     build_api=build_api,
+    build_workers=build_workers,
+    on_stop=close_streams,
 )
 
 

@@ -9,3 +9,24 @@ from rlark_platform.settings import ServiceSettings
 class SchedulerSettings(ServiceSettings):
     service_name: str = "scheduler"
     http_port: int = Field(default=8104, ge=0, le=65535)
+    ray_port: int = Field(default=6379, ge=1, le=65535, description="GCS port of every job's Ray head")
+    join_deadline_s: int = Field(
+        default=300, ge=1, description="How long a Header waits for all Ray nodes before failing the job"
+    )
+    ssh_user: str = Field(default="root", description="User shown in the ssh command hint of a job")
+    placement_poll_s: float = Field(
+        default=5.0, gt=0, description="Placement loop's fallback wake-up when no NOTIFY arrives"
+    )
+    address_retry_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A job whose network domain had no free address is retried after this long, or "
+        "as soon as the domain releases addresses",
+    )
+    log_line_max_chars: int = Field(default=16384, ge=80, description="Longer worker log lines are cut")
+    failure_log_lines: int = Field(
+        default=20, ge=0, le=200, description="Last log lines of a failed worker kept in the job's details"
+    )
+    stream_poll_s: float = Field(
+        default=2.0, gt=0, description="Log/event streams re-check the database at least this often"
+    )

@@ -1,0 +1,344 @@
+"""Routes of the scheduler API: templates, preview, submit, list, show, cancel, SSH keys, logs, events.
+
+Jobs are visible to their owner and to admins; anyone else gets 404, never 403, so job ids do not
+leak. Job documents are read from the raw body (YAML or JSON); every refusal is a 4xx with the
+first problem as the main error and all of them in ``details.errors``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
+
+import asyncpg
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from rlark_platform.db import transaction
+from rlark_platform.errors import ApiError
+from rlark_platform.http import CallerDep
+from rlark_platform.identity import Caller
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from rlark_scheduler import handlers, submission
+from rlark_scheduler import repository as repo
+from rlark_scheduler.api.models import (
+    EventOut,
+    JobDetail,
+    JobList,
+    JobSummary,
+    LogLineOut,
+    RayNodesOut,
+    SshKeysRequest,
+    TemplateList,
+    TemplateOut,
+    TemplateRenderRequest,
+    WorkerOut,
+)
+from rlark_scheduler.api.streams import JobActivity
+from rlark_scheduler.domain.jobs import JobStatus
+from rlark_scheduler.domain.render import render_yaml
+from rlark_scheduler.domain.spec import SpecParseError
+from rlark_scheduler.domain.templates import TEMPLATES, Template
+from rlark_scheduler.repository import JobRow
+from rlark_scheduler.settings import SchedulerSettings
+
+MAX_BODY_BYTES = 1_000_000
+STREAM_END_GRACE = timedelta(seconds=3)
+"""Logs may trail a job's end a little (agents ship the last lines after the exit): a follow stream
+ends once the job has been over this long and nothing new came."""
+
+_DOCUMENT_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": 'A job document (see docs/api.md), or {"yaml": "..."}',
+        "content": {
+            "application/yaml": {"schema": {"type": "string"}},
+            "application/json": {"schema": {"type": "object"}},
+        },
+    }
+}
+
+EXAMPLE_PARAMS: dict[str, dict[str, Any]] = {
+    "single-node": {"cluster": "my-cluster", "image": "registry.example.com/rlinf/rlinf:v0.3.0"},
+    "rl-actor-rollout": {
+        "actorCluster": "my-cluster",
+        "rolloutCluster": "my-cluster",
+        "rolloutNodes": 2,
+        "image": "registry.example.com/rlinf/rlinf:v0.3.0",
+    },
+    "rl-actor-rollout-env": {
+        "actorCluster": "my-cluster",
+        "rolloutCluster": "my-cluster",
+        "envCluster": "my-cluster",
+        "image": "registry.example.com/rlinf/rlinf:v0.3.0",
+    },
+}
+
+
+async def _body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise ApiError(413, "document_too_large", f"the job document is larger than {MAX_BODY_BYTES} bytes")
+    body = await request.body()
+    if len(body) > MAX_BODY_BYTES:
+        raise ApiError(413, "document_too_large", f"the job document is larger than {MAX_BODY_BYTES} bytes")
+    return body
+
+
+def _template_out(template: Template[Any]) -> TemplateOut:
+    example = template.build(EXAMPLE_PARAMS.get(template.id, {}))
+    return TemplateOut(
+        id=template.id,
+        title_en=template.title_en,
+        title_zh=template.title_zh,
+        description_en=template.description_en,
+        description_zh=template.description_zh,
+        params_schema=template.params_schema(),
+        example_yaml=render_yaml(example),
+    )
+
+
+async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> JobDetail:
+    workers = await repo.workers_of(conn, job.id)
+    timeline = await repo.events_of(conn, job.id, kinds=["status"])
+    outputs = await repo.outputs_of(conn, job.id)
+    spec = job.spec.get("spec", {})
+    header = next((w for w in workers if w.facts.is_header), None)
+    address = (header.virtual_ip or header.facts.address) if header else ""
+    ssh = f"ssh {settings.ssh_user}@{address}" if address and job.status.holds_capacity else None
+    ray = None
+    if job.ray_nodes_joined is not None and job.ray_nodes_expected is not None:
+        ray = RayNodesOut(joined=job.ray_nodes_joined, expected=job.ray_nodes_expected)
+    return JobDetail(
+        **JobSummary.fields_of(job),
+        details=job.details,
+        pending=job.pending if job.status is JobStatus.PENDING else None,
+        warnings=job.warnings,
+        ray_nodes=ray,
+        workers=[WorkerOut.of(w) for w in workers],
+        timeline=[EventOut.of(e) for e in timeline],
+        outputs=outputs,
+        tensorboard_dir=spec.get("tensorboardDir"),
+        ssh_keys=job.ssh_key_names,
+        ssh_command=ssh,
+        spec=job.spec,
+        yaml=job.spec_yaml,
+    )
+
+
+def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobActivity) -> APIRouter:
+    router = APIRouter(prefix="/api/v1", tags=["jobs"])
+
+    async def load(caller: Caller, job_id: str) -> JobRow:
+        async with pool.acquire() as conn:
+            return handlers.visible(await repo.get_job(conn, job_id), caller)
+
+    async def detail(job: JobRow) -> JobDetail:
+        async with pool.acquire() as conn:
+            return await job_detail(conn, job, settings)
+
+    @router.get("/templates", response_model=TemplateList)
+    async def list_templates(caller: CallerDep) -> TemplateList:
+        """Ready-made job documents to start from, with their parameters and an example."""
+        return TemplateList(items=[_template_out(t) for t in TEMPLATES.values()])
+
+    @router.post("/templates/{template_id}:render")
+    async def render_template(
+        template_id: str, body: TemplateRenderRequest, caller: CallerDep
+    ) -> dict[str, str]:
+        """The job document a template builds from ``params`` (as YAML, to edit and submit)."""
+        template = TEMPLATES.get(template_id)
+        if template is None:
+            raise ApiError(404, "template_not_found", f"no template is named {template_id!r}", "template_id")
+        try:
+            doc = template.build(body.params)
+        except SpecParseError as exc:
+            first = exc.errors[0]
+            errors = [e.to_dict() for e in exc.errors]
+            raise ApiError(422, first.code, first.message, first.field or None, {"errors": errors}) from None
+        return {"yaml": render_yaml(doc)}
+
+    @router.post("/jobs:preview", openapi_extra=_DOCUMENT_BODY)
+    async def preview(request: Request, caller: CallerDep) -> dict[str, Any]:
+        """The normalised YAML, every error and warning, and what each cluster's agent will create.
+
+        Always 200: problems are in ``errors`` (the same ones submit would refuse with).
+        """
+        body = await _body(request)
+        async with pool.acquire() as conn:
+            checked = await submission.check(conn, caller.user, body)
+        return submission.preview_body(checked)
+
+    @router.post("/jobs", status_code=201, response_model=JobDetail, openapi_extra=_DOCUMENT_BODY)
+    async def submit(request: Request, caller: CallerDep) -> JobDetail:
+        """Submit a job: validated, stored as Pending, queued for gang placement.
+
+        422 with every problem when refused (``job_cannot_fit`` when no amount of waiting could place it).
+        """
+        body = await _body(request)
+        job = await submission.submit(pool, caller, body, datetime.now(UTC))
+        return await detail(job)
+
+    @router.get("/jobs", response_model=JobList)
+    async def list_jobs(
+        caller: CallerDep,
+        status: Annotated[str | None, Query(description="One status or several, comma-separated")] = None,
+        q: Annotated[str | None, Query(max_length=200, description="Part of the name or id")] = None,
+        owner: Annotated[str | None, Query(max_length=200, description="Admins: one user's jobs")] = None,
+        page: Annotated[int, Query(ge=1)] = 1,
+        page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+    ) -> JobList:
+        """Your jobs, newest first (admins: everyone's, or ``owner``'s)."""
+        statuses = [s.strip() for s in (status or "").split(",") if s.strip()]
+        known = {s.value.lower(): s.value for s in JobStatus}
+        for value in statuses:
+            if value.lower() not in known:
+                raise ApiError(
+                    422,
+                    "status_invalid",
+                    f"status {value!r} is not one of {', '.join(s.value for s in JobStatus)}",
+                    "status",
+                )
+        scope = (owner or None) if caller.is_admin else caller.user
+        if not caller.is_admin and owner and owner != caller.user:
+            return JobList(items=[], total=0, page=page, page_size=page_size)
+        async with pool.acquire() as conn:
+            rows, total = await repo.list_jobs(
+                conn,
+                owner=scope,
+                statuses=[known[s.lower()] for s in statuses],
+                query=q or None,
+                page=page,
+                page_size=page_size,
+            )
+        return JobList(items=[JobSummary.of(r) for r in rows], total=total, page=page, page_size=page_size)
+
+    @router.get("/jobs/{job_id}", response_model=JobDetail)
+    async def get_job(job_id: str, caller: CallerDep) -> JobDetail:
+        """Status, reason, pending explanation, workers, timeline, outputs and the ssh hint of a job."""
+        return await detail(await load(caller, job_id))
+
+    @router.post("/jobs/{job_id}:cancel", response_model=JobDetail)
+    async def cancel(job_id: str, caller: CallerDep) -> JobDetail:
+        """Cancel a job: every worker is stopped and its capacity and addresses released."""
+        async with transaction(pool) as conn:
+            job = await handlers.cancel_job(conn, caller, job_id, datetime.now(UTC))
+        return await detail(job)
+
+    @router.put("/jobs/{job_id}/ssh-keys", response_model=JobDetail)
+    async def set_ssh_keys(job_id: str, body: SshKeysRequest, caller: CallerDep) -> JobDetail:
+        """Replace the job's SSH keys; running workers get them without a restart."""
+        async with transaction(pool) as conn:
+            job = await handlers.update_job_keys(conn, caller, job_id, body.ssh_keys, datetime.now(UTC))
+        return await detail(job)
+
+    @router.get("/jobs/{job_id}/logs", response_model=None)
+    async def logs(
+        job_id: str,
+        caller: CallerDep,
+        worker: Annotated[str | None, Query(max_length=200, description="One worker's lines")] = None,
+        since_seq: Annotated[int | None, Query(ge=0, description="Lines after this line number")] = None,
+        after: Annotated[int, Query(ge=0, description="Lines after this cursor")] = 0,
+        limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
+        follow: Annotated[bool, Query(description="Stream new lines (server-sent events)")] = False,
+        format: Annotated[Literal["jsonl", "text"], Query(description="jsonl (default) or text")] = "jsonl",
+        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    ) -> Response:
+        """A job's output lines, kept after its workers are gone: JSON lines, plain text, or a live
+        stream with ``follow=true`` (``event: log``, id = cursor; ``event: end`` once the job ended)."""
+        job = await load(caller, job_id)
+        cursor = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+        if not follow:
+            async with pool.acquire() as conn:
+                rows = await repo.logs_of(
+                    conn, job.id, worker_id=worker, since_seq=since_seq, after_cursor=cursor, limit=limit
+                )
+            if format == "text":
+                return PlainTextResponse("".join(f"{r.line}\n" for r in rows))
+            text = "".join(LogLineOut.of(r).model_dump_json() + "\n" for r in rows)
+            return Response(text, media_type="application/x-ndjson")
+
+        position = {"cursor": cursor}
+
+        async def fetch() -> tuple[list[Any], bool]:
+            async with pool.acquire() as conn:
+                rows = await repo.logs_of(
+                    conn,
+                    job.id,
+                    worker_id=worker,
+                    since_seq=since_seq,
+                    after_cursor=position["cursor"],
+                    limit=500,
+                )
+                current = await repo.get_job(conn, job.id)
+            if rows:
+                position["cursor"] = rows[-1].cursor
+            return rows, _finished(current)
+
+        async def stream() -> AsyncIterator[ServerSentEvent]:
+            async for row in activity.follow(job.id, fetch, settings.stream_poll_s):
+                yield ServerSentEvent(
+                    event="log", id=str(row.cursor), data=LogLineOut.of(row).model_dump_json()
+                )
+            yield ServerSentEvent(event="end", data=json.dumps(await _status_of(job.id)))
+
+        return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-cache"})
+
+    @router.get("/jobs/{job_id}/events", response_model=None)
+    async def events(
+        job_id: str,
+        caller: CallerDep,
+        after: Annotated[int, Query(ge=0, description="Events after this sequence number")] = 0,
+        follow: Annotated[bool, Query(description="Stream new events (server-sent events)")] = False,
+        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    ) -> Response:
+        """The job's timeline: status changes, worker phases, pending reasons. ``follow=true`` streams
+        them (``event: <kind>``, id = seq) and ends with ``event: end`` once the job ended."""
+        job = await load(caller, job_id)
+        start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+        if not follow:
+            async with pool.acquire() as conn:
+                rows = await repo.events_of(conn, job.id, after=start)
+            return JSONResponse({"items": [EventOut.of(r).model_dump(mode="json") for r in rows]})
+
+        position = {"seq": start}
+
+        async def fetch() -> tuple[list[Any], bool]:
+            async with pool.acquire() as conn:
+                rows = await repo.events_of(conn, job.id, after=position["seq"], limit=500)
+                current = await repo.get_job(conn, job.id)
+            if rows:
+                position["seq"] = rows[-1].seq
+            return rows, current is None or current.status.terminal
+
+        async def stream() -> AsyncIterator[ServerSentEvent]:
+            async for row in activity.follow(job.id, fetch, settings.stream_poll_s):
+                out = EventOut.of(row)
+                yield ServerSentEvent(event=row.kind, id=str(row.seq), data=out.model_dump_json())
+            yield ServerSentEvent(event="end", data=json.dumps(await _status_of(job.id)))
+
+        return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-cache"})
+
+    async def _status_of(job_id: str) -> dict[str, Any]:
+        async with pool.acquire() as conn:
+            job = await repo.get_job(conn, job_id)
+        if job is None:
+            return {"job_id": job_id}
+        return {
+            "job_id": job_id,
+            "status": job.status.value,
+            "reason": job.reason,
+            "exit_code": job.exit_code,
+        }
+
+    return router
+
+
+def _finished(job: JobRow | None) -> bool:
+    if job is None:
+        return True
+    if not job.status.terminal or job.ended_at is None:
+        return False
+    return datetime.now(UTC) - job.ended_at > STREAM_END_GRACE

@@ -1,0 +1,191 @@
+"""Request and response shapes of the scheduler's HTTP API (see docs/api.md, "Jobs")."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlark_scheduler.repository import EventRow, JobRow, LogRow, WorkerRow
+
+
+class SshKeysRequest(BaseModel):
+    """``PUT /api/v1/jobs/{id}/ssh-keys``: names of the job owner's SSH keys, replacing the job's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ssh_keys: list[str] = Field(max_length=64, description="Key names, as in GET /api/v1/keys")
+
+
+class TemplateRenderRequest(BaseModel):
+    """``POST /api/v1/templates/{id}:render``: the template's parameters (see its params_schema)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class WorkerOut(BaseModel):
+    id: str
+    role: str
+    index: int
+    rank: int
+    is_header: bool
+    cluster: str
+    node: str
+    address: str = Field(description="The virtual IP in a network domain, else what the agent reported")
+    virtual_ip: str | None
+    gpus: int
+    phase: str
+    ray_joined: bool
+    exit_code: int | None
+    reason: str
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, row: WorkerRow) -> WorkerOut:
+        w = row.facts
+        return cls(
+            id=w.worker_id,
+            role=w.role,
+            index=w.index,
+            rank=w.rank,
+            is_header=w.is_header,
+            cluster=w.cluster,
+            node=w.node,
+            address=row.virtual_ip or w.address,
+            virtual_ip=row.virtual_ip,
+            gpus=w.gpus,
+            phase=w.phase,
+            ray_joined=w.ray_joined,
+            exit_code=w.exit_code,
+            reason=w.reason,
+            updated_at=row.updated_at,
+        )
+
+
+class EventOut(BaseModel):
+    seq: int
+    kind: str = Field(description="status | worker | pending | keys")
+    from_status: str
+    to_status: str
+    worker_id: str | None
+    phase: str | None
+    reason: str
+    details: dict[str, Any]
+    at: datetime
+
+    @classmethod
+    def of(cls, row: EventRow) -> EventOut:
+        return cls(
+            seq=row.seq,
+            kind=row.kind,
+            from_status=row.from_status,
+            to_status=row.to_status,
+            worker_id=row.worker_id,
+            phase=row.phase,
+            reason=row.reason,
+            details=row.details,
+            at=row.at,
+        )
+
+
+class LogLineOut(BaseModel):
+    cursor: int = Field(description="Position in the job's log across workers (the stream's event id)")
+    worker_id: str
+    seq: int = Field(description="Line number within the worker's output")
+    line: str
+
+    @classmethod
+    def of(cls, row: LogRow) -> LogLineOut:
+        return cls(cursor=row.cursor, worker_id=row.worker_id, seq=row.seq, line=row.line)
+
+
+class RayNodesOut(BaseModel):
+    joined: int
+    expected: int
+
+
+class JobSummary(BaseModel):
+    id: str
+    name: str
+    owner: str
+    status: str
+    reason: str
+    priority: int
+    network_domain: str | None
+    clusters: list[str]
+    worker_count: int
+    gpu_count: int
+    exit_code: int | None
+    created_at: datetime
+    updated_at: datetime
+    scheduled_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+
+    @classmethod
+    def fields_of(cls, job: JobRow) -> dict[str, Any]:
+        tasks = job.spec.get("spec", {}).get("tasks", [])
+        return {
+            "id": job.id,
+            "name": job.name,
+            "owner": job.owner,
+            "status": job.status.value,
+            "reason": job.reason,
+            "priority": job.priority,
+            "network_domain": job.network_domain,
+            "clusters": sorted({str(t.get("cluster")) for t in tasks}),
+            "worker_count": sum(int(t.get("replicas", 1)) for t in tasks),
+            "gpu_count": sum(int(t.get("replicas", 1)) * int(t.get("gpusPerWorker", 0)) for t in tasks),
+            "exit_code": job.exit_code,
+            "created_at": job.created_at,
+            "updated_at": job.updated_at,
+            "scheduled_at": job.scheduled_at,
+            "started_at": job.started_at,
+            "ended_at": job.ended_at,
+        }
+
+    @classmethod
+    def of(cls, job: JobRow) -> JobSummary:
+        return cls(**cls.fields_of(job))
+
+
+class JobList(BaseModel):
+    items: list[JobSummary]
+    total: int
+    page: int
+    page_size: int
+
+
+class JobDetail(JobSummary):
+    details: dict[str, Any] = Field(description="Machine details of the last status change")
+    pending: dict[str, Any] | None = Field(
+        description="While Pending: per-role funnel counts (matching, ready, schedulable, enough free "
+        "GPUs), gang conflicts and the sentence"
+    )
+    warnings: list[dict[str, Any]]
+    ray_nodes: RayNodesOut | None
+    workers: list[WorkerOut]
+    timeline: list[EventOut]
+    outputs: list[dict[str, Any]]
+    tensorboard_dir: str | None
+    ssh_keys: list[str]
+    ssh_command: str | None = Field(description="How to reach the Header worker over SSH, once placed")
+    spec: dict[str, Any]
+    yaml: str
+
+
+class TemplateOut(BaseModel):
+    id: str
+    title_en: str
+    title_zh: str
+    description_en: str
+    description_zh: str
+    params_schema: dict[str, Any]
+    example_yaml: str
+
+
+class TemplateList(BaseModel):
+    items: list[TemplateOut]

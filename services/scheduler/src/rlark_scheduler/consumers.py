@@ -1,0 +1,180 @@
+"""The scheduler's consumers: other services' state into read models, and agents' worker reports.
+
+- ``scheduler-state`` reads ``inventory.clusters``, ``inventory.nodes``, ``keys.keys``,
+  ``netdomain.domains`` and ``netdomain.allocations``.
+- ``scheduler-agent-reports`` reads ``agent.reports`` (worker status, logs, output manifests; node
+  observations and heartbeats are the inventory's business and are skipped). Provenance first: a
+  report must carry the ``rlark-agent-token`` header with a valid token of the report's own
+  cluster; anything else is a poison message (DLQ) and changes nothing (ADR 0001).
+
+Handlers run inside the platform consumer's inbox transaction, so a redelivered event is a no-op;
+each delegates to ``handlers``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from rlark_contracts import Envelope
+from rlark_contracts.events.agent import WorkerLogsEmitted, WorkerOutputsListed, WorkerStatusChanged
+from rlark_contracts.events.inventory import ClusterState, NodeState
+from rlark_contracts.events.keys import KeyState
+from rlark_contracts.events.netdomain import (
+    AddressAllocationFailed,
+    AddressesAllocated,
+    AddressesReleased,
+    DomainState,
+)
+from rlark_platform.db.pool import Connection
+from rlark_platform.identity import IdentityError, verify_agent_token
+from rlark_platform.messaging import Consumer, Handler, PoisonMessage
+from rlark_platform.messaging.consumer import Verifier
+from rlark_platform.service import ServiceContext
+
+from rlark_scheduler import handlers
+from rlark_scheduler.handlers import Meta
+from rlark_scheduler.settings import SchedulerSettings
+
+log = structlog.get_logger(__name__)
+
+AGENT_TOKEN_HEADER = "rlark-agent-token"  # noqa: S105 (a header name)
+STATE_CONSUMER = "scheduler-state"
+REPORTS_CONSUMER = "scheduler-agent-reports"
+
+
+def agent_verifier(internal_secret: str) -> Verifier:
+    """Accept a report only with a valid agent token whose cluster is the report's ``cluster``."""
+
+    def verify(envelope: Envelope, headers: dict[str, bytes]) -> None:
+        raw = headers.get(AGENT_TOKEN_HEADER)
+        if not raw:
+            raise PoisonMessage(f"report has no {AGENT_TOKEN_HEADER} header")
+        try:
+            token_cluster = verify_agent_token(internal_secret, raw.decode())
+        except (IdentityError, UnicodeDecodeError) as exc:
+            raise PoisonMessage(f"agent token refused: {exc}") from None
+        claimed = envelope.data.get("cluster")
+        if claimed != token_cluster:
+            raise PoisonMessage(f"a token of cluster {token_cluster!r} cannot report for {claimed!r}")
+
+    return verify
+
+
+def state_handlers(settings: SchedulerSettings) -> dict[str, Handler]:
+    async def cluster(conn: Connection, envelope: Envelope, payload: Any) -> None:
+        assert isinstance(payload, ClusterState)
+        await handlers.apply_cluster_state(conn, payload, Meta.of(envelope), datetime.now(UTC))
+
+    async def node(conn: Connection, envelope: Envelope, payload: Any) -> None:
+        assert isinstance(payload, NodeState)
+        await handlers.apply_node_state(conn, payload)
+
+    def key(deleted: bool) -> Handler:
+        async def apply(conn: Connection, envelope: Envelope, payload: Any) -> None:
+            assert isinstance(payload, KeyState)
+            await handlers.apply_key(conn, payload, Meta.of(envelope), deleted=deleted, now=datetime.now(UTC))
+
+        return apply
+
+    def domain(deleted: bool) -> Handler:
+        async def apply(conn: Connection, envelope: Envelope, payload: Any) -> None:
+            assert isinstance(payload, DomainState)
+            await handlers.apply_domain(conn, payload, deleted=deleted)
+
+        return apply
+
+    async def allocated(conn: Connection, envelope: Envelope, payload: Any) -> None:
+        assert isinstance(payload, AddressesAllocated)
+        await handlers.apply_addresses_allocated(
+            conn, payload, envelope.causation_id, Meta.of(envelope), settings, datetime.now(UTC)
+        )
+
+    async def allocation_failed(conn: Connection, envelope: Envelope, payload: Any) -> None:
+        assert isinstance(payload, AddressAllocationFailed)
+        await handlers.apply_allocation_failed(
+            conn, payload, envelope.causation_id, Meta.of(envelope), settings, datetime.now(UTC)
+        )
+
+    async def released(conn: Connection, envelope: Envelope, payload: Any) -> None:
+        assert isinstance(payload, AddressesReleased)
+        await handlers.apply_addresses_released(conn, payload)
+
+    return {
+        "inventory.cluster.registered.v1": cluster,
+        "inventory.cluster.updated.v1": cluster,
+        "inventory.cluster.went_online.v1": cluster,
+        "inventory.cluster.went_offline.v1": cluster,
+        "inventory.cluster.deleted.v1": cluster,
+        "inventory.node.updated.v1": node,
+        "inventory.node.gone.v1": node,
+        "keys.key.added.v1": key(False),
+        "keys.key.renamed.v1": key(False),
+        "keys.key.deleted.v1": key(True),
+        "netdomain.domain.created.v1": domain(False),
+        "netdomain.domain.deleted.v1": domain(True),
+        "netdomain.addresses.allocated.v1": allocated,
+        "netdomain.addresses.allocation_failed.v1": allocation_failed,
+        "netdomain.addresses.released.v1": released,
+    }
+
+
+def report_handlers(settings: SchedulerSettings) -> dict[str, Handler]:
+    async def status(conn: Connection, envelope: Envelope, payload: Any) -> None:
+        assert isinstance(payload, WorkerStatusChanged)
+        await handlers.apply_worker_status(conn, payload, Meta.of(envelope), settings, datetime.now(UTC))
+        log.info(
+            "worker status",
+            job_id=payload.job_id,
+            worker_id=payload.worker_id,
+            phase=payload.phase,
+            exit_code=payload.exit_code,
+            event_id=envelope.id,
+        )
+
+    async def logs(conn: Connection, envelope: Envelope, payload: Any) -> None:
+        assert isinstance(payload, WorkerLogsEmitted)
+        await handlers.apply_worker_logs(conn, payload, settings)
+
+    async def outputs(conn: Connection, envelope: Envelope, payload: Any) -> None:
+        assert isinstance(payload, WorkerOutputsListed)
+        await handlers.apply_worker_outputs(conn, payload)
+
+    return {
+        "agent.worker.status_changed.v1": status,
+        "agent.worker.logs_emitted.v1": logs,
+        "agent.worker.outputs_listed.v1": outputs,
+    }
+
+
+def build_consumers(ctx: ServiceContext) -> list[Consumer]:
+    settings = ctx.settings
+    assert isinstance(settings, SchedulerSettings)
+    common: dict[str, Any] = {
+        "pool": ctx.require_pool(),
+        "bootstrap": settings.kafka_bootstrap,
+        "names": ctx.names,
+        "dlq_producer": ctx.require_producer(),
+    }
+    return [
+        Consumer(
+            name=STATE_CONSUMER,
+            topics=[
+                "inventory.clusters",
+                "inventory.nodes",
+                "keys.keys",
+                "netdomain.domains",
+                "netdomain.allocations",
+            ],
+            handlers=state_handlers(settings),
+            **common,
+        ),
+        Consumer(
+            name=REPORTS_CONSUMER,
+            topics=["agent.reports"],
+            handlers=report_handlers(settings),
+            verifier=agent_verifier(settings.internal_secret.get_secret_value()),
+            **common,
+        ),
+    ]

@@ -1,0 +1,255 @@
+"""Job and worker life cycle: states, ids, and how agents' worker reports fold into a job's status.
+
+Role: the pure rules of the job saga (ARCHITECTURE §3) that the handlers apply inside their
+transactions. Nothing here does I/O; the handlers load the job and its workers, call
+:func:`fold_report`, and write what it returns together with the events it implies.
+
+Job states: ``Pending → Scheduled → Starting → Running → Succeeded | Failed | Cancelled`` and
+``Lost`` when a cluster stops answering. A job *holds* capacity from Scheduled until it ends.
+
+Worker phases are the agent's (``Created``, ``Preparing``, ``Starting``, ``RayHeadUp``, ``Joined``,
+``Running``, ``Succeeded``, ``Failed``, ``Stopped``) plus ``Placed``, the scheduler's own phase
+before the agent has said anything. A phase this build does not know is kept as progress.
+
+Folding rules, while the job holds capacity:
+- the Header's run script exits 0 (the Header reports ``Succeeded``) → Succeeded;
+- any worker reports ``Failed`` → Failed with that worker's reason verbatim (the agent says
+  "run script exited with 3", "prepare script exited with 2", "2/3 Ray nodes joined after 120s")
+  or, without one, a reason built from its exit code; the details carry the worker, its role and
+  exit code;
+- a non-Header worker that ends (``Succeeded``/``Stopped``) while the job runs → Failed: its Ray
+  node is gone and nothing asked it to stop;
+- the Header reports ``Running`` (its run script started, which it does only once every Ray node
+  joined), or every worker reports ``Joined``/``Running`` → Running.
+Reports for a job that no longer holds capacity (stops after the end) update the worker only.
+A terminal worker phase is never replaced by a later non-terminal report.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from rlark_scheduler.domain.placement import JobRequest, RoleRequest
+from rlark_scheduler.domain.spec import JobSpec
+
+
+class JobStatus(StrEnum):
+    PENDING = "Pending"
+    SCHEDULED = "Scheduled"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+    LOST = "Lost"
+
+    @property
+    def holds_capacity(self) -> bool:
+        return self in HOLDING
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+HOLDING = frozenset({JobStatus.SCHEDULED, JobStatus.STARTING, JobStatus.RUNNING})
+TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.LOST})
+
+
+class WorkerPhase(StrEnum):
+    PLACED = "Placed"
+    CREATED = "Created"
+    PREPARING = "Preparing"
+    STARTING = "Starting"
+    RAY_HEAD_UP = "RayHeadUp"
+    JOINED = "Joined"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    STOPPED = "Stopped"
+
+
+TERMINAL_PHASES = frozenset({WorkerPhase.SUCCEEDED, WorkerPhase.FAILED, WorkerPhase.STOPPED})
+RAY_UP_PHASES = frozenset({WorkerPhase.RAY_HEAD_UP, WorkerPhase.JOINED, WorkerPhase.RUNNING})
+
+
+def is_terminal_phase(phase: str) -> bool:
+    return phase in TERMINAL_PHASES
+
+
+def worker_id(job_id: str, role: str, index: int) -> str:
+    """The deterministic worker id ``<job_id>-<role>-<index>`` every component derives alike."""
+    return f"{job_id}-{role}-{index}"
+
+
+def job_request(job_id: str, spec: JobSpec, submitted_seq: int) -> JobRequest:
+    """The placer's view of a validated spec (header role required)."""
+    roles = [
+        RoleRequest(
+            name=role.name,
+            cluster=role.cluster,
+            selector=dict(role.node_selector),
+            replicas=role.replicas,
+            gpus_per_worker=role.gpus_per_worker,
+        )
+        for role in spec.tasks
+    ]
+    assert spec.header is not None, "a validated spec names its header"
+    return JobRequest(job_id, spec.priority, submitted_seq, roles, spec.header)
+
+
+def domain_capacity(cidr: str) -> int:
+    """Virtual IPs a domain can hand out: every host address that does not end in .0 or .255."""
+    network = ipaddress.ip_network(cidr, strict=False)
+    if network.version != 4:
+        return max(network.num_addresses - 2, 0)
+    if network.prefixlen <= 24:
+        return (network.num_addresses // 256) * 254
+    if network.prefixlen >= 31:
+        return network.num_addresses
+    return network.num_addresses - 2
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerFacts:
+    """A worker as stored: where it was placed and what its agent last said."""
+
+    worker_id: str
+    role: str
+    index: int
+    rank: int
+    is_header: bool
+    cluster: str
+    node: str
+    gpus: int
+    phase: str = WorkerPhase.PLACED.value
+    exit_code: int | None = None
+    reason: str = ""
+    ray_joined: bool = False
+    present: bool = False
+    address: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerReport:
+    """One ``agent.worker.status_changed.v1`` as the folding rules need it."""
+
+    worker_id: str
+    phase: str
+    reason: str = ""
+    exit_code: int | None = None
+    ray_nodes_joined: int | None = None
+    ray_nodes_expected: int | None = None
+    address: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """A job status change with its human reason and machine details."""
+
+    to_status: JobStatus
+    reason: str
+    exit_code: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """What one report does: the worker's new facts, whether they changed, and a transition."""
+
+    worker: WorkerFacts
+    changed: bool
+    transition: Transition | None
+
+
+def apply_report(worker: WorkerFacts, report: WorkerReport) -> WorkerFacts:
+    """The worker after ``report``; a terminal phase is never overwritten by a non-terminal one."""
+    if is_terminal_phase(worker.phase) and not is_terminal_phase(report.phase):
+        return worker
+    phase = report.phase or worker.phase
+    return replace(
+        worker,
+        phase=phase,
+        exit_code=report.exit_code if report.exit_code is not None else worker.exit_code,
+        reason=report.reason or worker.reason,
+        ray_joined=worker.ray_joined or phase in RAY_UP_PHASES,
+        present=not is_terminal_phase(phase),
+        address=report.address or worker.address,
+    )
+
+
+def fold_report(status: JobStatus, workers: Sequence[WorkerFacts], report: WorkerReport) -> Fold:
+    """Apply ``report`` to its worker (which must be in ``workers``) and decide the job's move."""
+    current = next(w for w in workers if w.worker_id == report.worker_id)
+    updated = apply_report(current, report)
+    changed = updated != current
+    if not status.holds_capacity or not changed:
+        return Fold(updated, changed, None)
+    after = [updated if w.worker_id == updated.worker_id else w for w in workers]
+    return Fold(updated, changed, _decide(status, after, updated, report))
+
+
+def _decide(
+    status: JobStatus, workers: Sequence[WorkerFacts], worker: WorkerFacts, report: WorkerReport
+) -> Transition | None:
+    details: dict[str, Any] = {
+        "worker_id": worker.worker_id,
+        "role": worker.role,
+        "index": worker.index,
+        "exit_code": worker.exit_code,
+    }
+    phase = worker.phase
+    if phase == WorkerPhase.FAILED:
+        return Transition(JobStatus.FAILED, _failure_reason(worker, report), worker.exit_code, details)
+    if worker.is_header and phase == WorkerPhase.SUCCEEDED:
+        code = worker.exit_code if worker.exit_code is not None else 0
+        return Transition(JobStatus.SUCCEEDED, f"run script exited with {code}", code, details)
+    if not worker.is_header and phase in (WorkerPhase.SUCCEEDED, WorkerPhase.STOPPED):
+        exit_text = "" if worker.exit_code is None else f" (exit code {worker.exit_code})"
+        reason = f"worker {worker.worker_id} ended while the job was running{exit_text}; its Ray node is gone"
+        return Transition(JobStatus.FAILED, reason, worker.exit_code, details)
+    if worker.is_header and phase == WorkerPhase.STOPPED:
+        reason = f"the Header worker {worker.worker_id} was stopped before its run script finished"
+        return Transition(JobStatus.FAILED, reason, worker.exit_code, details)
+    if status is not JobStatus.RUNNING and _all_started(workers):
+        joined = sum(w.ray_joined for w in workers)
+        return Transition(
+            JobStatus.RUNNING,
+            f"all {len(workers)} Ray nodes joined; the run script started",
+            None,
+            {"ray_nodes_joined": joined, "ray_nodes_expected": len(workers)},
+        )
+    return None
+
+
+def _all_started(workers: Sequence[WorkerFacts]) -> bool:
+    header = next((w for w in workers if w.is_header), None)
+    if header is not None and header.phase == WorkerPhase.RUNNING:
+        return True
+    return all(w.phase in (WorkerPhase.JOINED, WorkerPhase.RUNNING) for w in workers)
+
+
+def _failure_reason(worker: WorkerFacts, report: WorkerReport) -> str:
+    reason = report.reason or worker.reason
+    if not reason:
+        joined, expected = report.ray_nodes_joined, report.ray_nodes_expected
+        if joined is not None and expected is not None and joined < expected:
+            reason = f"{joined}/{expected} Ray nodes joined"
+        elif worker.is_header and worker.exit_code is not None:
+            reason = f"run script exited with {worker.exit_code}"
+        elif worker.exit_code is not None:
+            reason = f"worker exited with {worker.exit_code}"
+        else:
+            reason = "the worker failed"
+    return reason if worker.is_header else f"worker {worker.worker_id}: {reason}"
+
+
+def ray_progress(report: WorkerReport, worker: WorkerFacts) -> tuple[int, int] | None:
+    """``(joined, expected)`` Ray nodes when this is the Header reporting them."""
+    if not worker.is_header or report.ray_nodes_joined is None or report.ray_nodes_expected is None:
+        return None
+    return report.ray_nodes_joined, report.ray_nodes_expected

@@ -1,0 +1,271 @@
+"""The placement loop: the worker part that owns the capacity model and places queued jobs.
+
+Concurrency model
+-----------------
+- **One leader.** Every worker process runs a loop, but only the one holding a session-level
+  advisory lock (on its own dedicated connection) acts; the others stand by and retry. Only the
+  leader creates allocations, so two processes can never hand out the same GPUs.
+- **The database is the truth; the model is a cache the leader keeps in step.** At start (and
+  after any doubt: lost connection, failed commit) the leader rebuilds the whole
+  :class:`CapacityModel` and :class:`JobQueue` from the tables: nodes with the GPUs of RLark
+  workers present on them, offline clusters, the allocations of every job that holds capacity
+  (Scheduled, Starting, Running), and the Pending jobs.
+- **Changes reach the model through ``capacity_changes``.** Consumer handlers and API requests
+  change tables and, in the same transaction, insert a row naming what changed (a node, a cluster,
+  a job) and NOTIFY ``scheduler_changes``. The leader LISTENs, reads the rows present, re-reads the
+  *current* state of what they name, applies it to the model, and deletes exactly the rows it read.
+  A change committed meanwhile keeps its row for the next pass, and re-reading current state makes
+  applying a change twice harmless — the same shape as the outbox relay. A full rebuild deletes
+  every row *before* loading, so nothing committed after the load is lost.
+- **Placements commit one job per transaction**, guarded by the job still being Pending
+  (``SELECT ... FOR UPDATE``): a job cancelled meanwhile is not placed and its capacity goes back
+  to the model at once. A commit that fails for any other reason triggers a rebuild, so the model
+  never keeps an allocation the database does not have.
+- Releases need no special path: a job that ends or goes back to Pending queues a job change, and
+  applying it releases the job's allocation in the model (and re-queues a Pending job).
+- Pending reasons are written only when they change (``JobQueue.take_reason_changes``), so a round
+  that changes nothing writes nothing.
+
+Wake-ups: a NOTIFY (new job, node change, job ended ...), the earliest ``hold_until`` of a job
+waiting for network addresses, or a fallback poll (``placement_poll_s``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import structlog
+from rlark_platform.db import transaction
+from rlark_platform.messaging.consumer import TRANSIENT_ERRORS
+
+from rlark_scheduler import handlers
+from rlark_scheduler import repository as repo
+from rlark_scheduler.domain.capacity import CapacityModel
+from rlark_scheduler.domain.jobs import JobStatus, job_request
+from rlark_scheduler.domain.placement import JobRequest, Placement
+from rlark_scheduler.domain.queue import JobQueue, schedule_round
+from rlark_scheduler.domain.spec import JobDocument
+from rlark_scheduler.repository import JobRow
+from rlark_scheduler.settings import SchedulerSettings
+from rlark_scheduler.submission import capacity_node
+
+log = structlog.get_logger(__name__)
+
+_LEADER_LOCK = 0x504C414345  # "PLACE"
+CHANGE_BATCH = 5000
+DATABASE_ERRORS: tuple[type[BaseException], ...] = (*TRANSIENT_ERRORS, asyncpg.PostgresError)
+
+
+class PlacementLoop:
+    """Runs rounds of gang placement whenever capacity or the queue changes (see the module doc)."""
+
+    def __init__(self, pool: asyncpg.Pool, settings: SchedulerSettings) -> None:
+        self._pool = pool
+        self._settings = settings
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self.model = CapacityModel()
+        self.queue = JobQueue()
+        self._held: dict[str, tuple[datetime, JobRequest]] = {}
+        self._stale = True
+        self.is_leader = False
+        self.rounds = 0
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+
+    def _on_notify(self, *_: Any) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                conn = await self._pool.acquire()
+            except TRANSIENT_ERRORS as exc:
+                log.warning("placement loop cannot reach its database; retrying", error=str(exc))
+                await self._sleep(1.0)
+                continue
+            try:
+                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _LEADER_LOCK):
+                    await self._sleep(self._settings.placement_poll_s)
+                    continue
+                self.is_leader = True
+                await conn.add_listener(repo.CHANGES_CHANNEL, self._on_notify)
+                log.info("placement loop is leader")
+                try:
+                    await self._lead(conn)
+                finally:
+                    self.is_leader = False
+                    with contextlib.suppress(Exception):
+                        await conn.remove_listener(repo.CHANGES_CHANNEL, self._on_notify)
+                        await conn.execute("SELECT pg_advisory_unlock($1)", _LEADER_LOCK)
+            except DATABASE_ERRORS as exc:
+                log.warning("placement loop lost its database; rebuilding", error=str(exc))
+                self._stale = True
+                await self._sleep(1.0)
+            except Exception as exc:
+                # A bug must not stop placement for good: rebuild from the database and go on.
+                log.exception("placement loop failed; rebuilding", error=repr(exc))
+                self._stale = True
+                await self._sleep(1.0)
+            finally:
+                await self._pool.release(conn)
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()
+
+    async def _lead(self, lock_conn: Any) -> None:
+        self._stale = True
+        while not self._stopping.is_set():
+            self._wake.clear()
+            # The leadership lock lives on this session: fail fast when it is gone.
+            await lock_conn.fetchval("SELECT 1")
+            await self.cycle()
+            await self._sleep(self._next_timeout())
+
+    def _next_timeout(self) -> float:
+        timeout = self._settings.placement_poll_s
+        if self._held:
+            earliest = min(until for until, _ in self._held.values())
+            timeout = min(timeout, max((earliest - datetime.now(UTC)).total_seconds(), 0.01))
+        return timeout
+
+    # -- one cycle -------------------------------------------------------------------------------
+
+    async def cycle(self) -> list[Placement]:
+        """Bring the model up to date, run one round, commit its placements and changed reasons."""
+        async with self._pool.acquire() as conn:
+            if self._stale:
+                await self._rebuild(conn)
+            else:
+                while await self._apply_changes(conn) == CHANGE_BATCH:
+                    pass
+        self._release_expired_holds(datetime.now(UTC))
+        placements = schedule_round(self.model, self.queue)
+        committed: list[Placement] = []
+        for placement in placements:
+            try:
+                async with transaction(self._pool) as conn:
+                    ok = await handlers.commit_placement(conn, placement, self._settings, datetime.now(UTC))
+            except Exception as exc:
+                # The model may now hold what the database does not: rebuild before anything else.
+                log.error("placement commit failed; rebuilding", job_id=placement.job_id, error=repr(exc))
+                self._stale = True
+                self._wake.set()
+                return committed
+            if ok:
+                committed.append(placement)
+                log.info("job placed", job_id=placement.job_id, workers=len(placement.workers))
+            else:
+                self.model.release(placement.job_id)
+        changes = self.queue.take_reason_changes()
+        if changes:
+            now = datetime.now(UTC)
+            async with transaction(self._pool) as conn:
+                for job_id, reason in changes:
+                    rounds = self.queue.rounds_waited(job_id)
+                    await handlers.store_pending_reason(conn, job_id, reason, rounds, now)
+        self.rounds += 1
+        return committed
+
+    # -- keeping the model in step ---------------------------------------------------------------
+
+    async def _rebuild(self, conn: Any) -> None:
+        await repo.clear_changes(conn)
+        model = CapacityModel()
+        for node in await repo.all_nodes(conn):
+            model.upsert_node(capacity_node(node))
+        for cluster in await repo.offline_clusters(conn):
+            model.set_cluster_online(cluster, False)
+        for job_id, held in (await repo.allocations(conn)).items():
+            model.allocate(job_id, held)
+        self.model, self.queue, self._held = model, JobQueue(), {}
+        for job in await repo.jobs_with_status(conn, [JobStatus.PENDING]):
+            self._enqueue(job)
+        self._stale = False
+        log.info(
+            "capacity model rebuilt",
+            nodes=sum(1 for _ in model.nodes()),
+            allocated_jobs=len(model.allocated_jobs()),
+            queued=len(self.queue),
+            held=len(self._held),
+        )
+
+    async def _apply_changes(self, conn: Any) -> int:
+        changes = await repo.pending_changes(conn, CHANGE_BATCH)
+        if not changes:
+            return 0
+        nodes = {tuple(c.key.split("/", 1)) for c in changes if c.kind == "node" and "/" in c.key}
+        clusters = {c.key for c in changes if c.kind == "cluster"}
+        jobs = {c.key for c in changes if c.kind == "job"}
+        if any(c.kind == "all" for c in changes):
+            self._stale = True
+            await self._rebuild(conn)
+            return 0
+        if clusters:
+            offline = set(await repo.offline_clusters(conn))
+            for cluster in clusters:
+                self.model.set_cluster_online(cluster, cluster not in offline)
+            for node in await repo.nodes_of_clusters(conn, sorted(clusters)):
+                self.model.upsert_node(capacity_node(node))
+        if nodes:
+            keys = sorted((k[0], k[1]) for k in nodes)
+            for node in await repo.nodes_by_key(conn, keys):
+                self.model.upsert_node(capacity_node(node))
+        if jobs:
+            rows = {job.id: job for job in await repo.get_jobs(conn, sorted(jobs))}
+            held = (
+                await repo.allocations(conn)
+                if any(r.status.holds_capacity and not self.model.held(r.id) for r in rows.values())
+                else {}
+            )
+            for job_id in sorted(jobs):
+                self._apply_job(job_id, rows.get(job_id), held)
+        await repo.delete_changes(conn, [c.id for c in changes])
+        return len(changes)
+
+    def _apply_job(
+        self, job_id: str, job: JobRow | None, held: dict[str, list[tuple[tuple[str, str], int]]]
+    ) -> None:
+        if job is None or job.status is not JobStatus.PENDING:
+            self.queue.remove(job_id)
+            self._held.pop(job_id, None)
+        if job is None or job.status.terminal:
+            self.model.release(job_id)
+            return
+        if job.status.holds_capacity:
+            if not self.model.held(job_id) and job_id in held:
+                self.model.allocate(job_id, held[job_id])
+            return
+        # Pending: it holds nothing (back from Scheduled, or new) and waits in the queue.
+        self.model.release(job_id)
+        if job_id not in self.queue and job_id not in self._held:
+            self._enqueue(job)
+        elif job_id in self._held and job.hold_until is None:
+            self._held.pop(job_id)
+            self._enqueue(job)
+
+    def _enqueue(self, job: JobRow) -> None:
+        try:
+            request = job_request(job.id, JobDocument.model_validate(job.spec).spec, job.submitted_seq)
+        except (ValueError, AssertionError) as exc:
+            log.error("stored job cannot be queued", job_id=job.id, error=str(exc))
+            return
+        if job.hold_until is not None and job.hold_until > datetime.now(UTC):
+            self._held[job.id] = (job.hold_until, request)
+        elif job.id not in self.queue:
+            self.queue.push(request)
+
+    def _release_expired_holds(self, now: datetime) -> None:
+        for job_id, (until, request) in list(self._held.items()):
+            if until <= now:
+                del self._held[job_id]
+                if job_id not in self.queue:
+                    self.queue.push(request)

@@ -1,0 +1,275 @@
+"""Use cases behind ``POST /api/v1/jobs:preview`` and ``POST /api/v1/jobs``: read, check, store a job.
+
+The submitted text (YAML, or JSON — which YAML reads too) is parsed by ``domain.spec``; the network
+domain default is filled (the first domain by name, when the spec names none and domains exist);
+the document is validated against a :class:`ValidationContext` gathered from the read models (the
+job's clusters with their nodes and free GPUs, the owner's key names, the domain names); and a job
+that no amount of waiting could place (``reasons.can_ever_fit`` on an idealised fleet) is refused.
+
+Gathering reads happen before the one short write transaction: the job row, its first timeline row,
+``scheduler.job.submitted.v1`` and the first ``scheduler.job.status_changed.v1`` in the outbox, and a
+``capacity_changes`` row whose NOTIFY wakes the placement loop at commit.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import structlog
+from rlark_contracts.events.scheduler import JobStatusChanged, JobSubmitted
+from rlark_platform.db import transaction
+from rlark_platform.db.pool import Connection
+from rlark_platform.errors import ApiError
+from rlark_platform.identity import Caller
+from rlark_platform.messaging import add_events
+
+from rlark_scheduler import repository as repo
+from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.jobs import JobStatus, job_request
+from rlark_scheduler.domain.reasons import PendingReason, can_ever_fit
+from rlark_scheduler.domain.render import AgentPlan, normalized_document, plan_preview, render_yaml
+from rlark_scheduler.domain.spec import (
+    MAX_REPLICAS,
+    JobDocument,
+    SpecError,
+    SpecParseError,
+    fill_network_domain_default,
+    parse_job_document,
+)
+from rlark_scheduler.domain.validation import ClusterView, NodeView, ValidationContext, validate_job
+from rlark_scheduler.handlers import Meta, envelope, pending_view
+from rlark_scheduler.repository import JobRow, KeyRow, NodeRow
+
+log = structlog.get_logger(__name__)
+
+
+def new_job_id() -> str:
+    """A system id ``job-<12 hex>``: short enough that ``<job_id>-<role>-<index>`` stays a DNS label."""
+    return f"job-{secrets.token_hex(6)}"
+
+
+def free_gpus(node: NodeRow) -> int:
+    """GPUs a new worker could use on ``node`` now.
+
+    The cluster's ``gpu_allocated`` includes RLark's own worker pods once they exist; the scheduler's
+    allocations are authoritative for its own workers, so usage by others is ``gpu_allocated`` minus
+    the GPUs of RLark workers present on the node (never below 0), and the free GPUs are what is
+    left after others' usage and every allocation the scheduler holds there.
+    """
+    external = max(node.gpu_allocated - node.present_gpus, 0)
+    return max(node.gpu_allocatable - external - node.held_gpus, 0)
+
+
+def capacity_node(node: NodeRow) -> NodeState:
+    """The capacity model's view of a stored node (see :func:`free_gpus` for the accounting)."""
+    return NodeState(
+        cluster=node.cluster,
+        name=node.name,
+        labels=node.labels,
+        ready=node.ready,
+        schedulable=node.schedulable,
+        gpu_allocatable=max(node.gpu_allocatable, 0),
+        gpu_used_external=max(node.gpu_allocated - node.present_gpus, 0),
+        gone=node.gone,
+    )
+
+
+@dataclass
+class Checked:
+    """A document read and checked: what preview shows and what submit stores."""
+
+    doc: JobDocument | None
+    errors: list[SpecError] = field(default_factory=list)
+    warnings: list[SpecError] = field(default_factory=list)
+    plan: list[AgentPlan] = field(default_factory=list)
+    never_fits: PendingReason | None = None
+    keys: list[KeyRow] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.doc is not None and not self.errors and self.never_fits is None
+
+    def error_dicts(self) -> list[dict[str, Any]]:
+        errors = [e.to_dict() for e in self.errors]
+        if self.never_fits is not None:
+            errors.append(
+                {
+                    "code": "job_cannot_fit",
+                    "message": f"the job can never be placed: {self.never_fits.message}",
+                    "field": "spec.tasks",
+                    "line": None,
+                    "column": None,
+                    "severity": "error",
+                }
+            )
+        return errors
+
+
+def _document_text(body: bytes) -> str | bytes:
+    """The job document inside a request body: the body itself, or the ``yaml`` string of a JSON
+    object ``{"yaml": "..."}`` (what a browser form naturally sends)."""
+    stripped = body.lstrip()
+    if stripped.startswith(b"{"):
+        try:
+            wrapper = json.loads(body)
+        except ValueError:
+            return body
+        if isinstance(wrapper, dict) and set(wrapper) == {"yaml"} and isinstance(wrapper["yaml"], str):
+            return str(wrapper["yaml"])
+    return body
+
+
+async def check(conn: Connection, owner: str, body: bytes) -> Checked:
+    """Read ``body`` and check it against the current state; parse errors are returned, not raised."""
+    try:
+        doc = parse_job_document(_document_text(body))
+    except SpecParseError as exc:
+        return Checked(doc=None, errors=list(exc.errors))
+    domains = await repo.domains(conn)
+    doc = fill_network_domain_default(doc, domains)
+    keys = await repo.keys_of(conn, owner)
+    names = sorted({role.cluster for role in doc.spec.tasks})
+    clusters = await repo.known_clusters(conn, names)
+    nodes = [n for n in await repo.nodes_of_clusters(conn, names) if not n.gone]
+    views = []
+    for cluster in clusters:
+        mine = tuple(
+            NodeView(
+                name=n.name,
+                cluster=n.cluster,
+                labels=n.labels,
+                ready=n.ready,
+                schedulable=n.schedulable,
+                gpu_total=n.gpu_allocatable,
+                gpu_free=free_gpus(n),
+            )
+            for n in nodes
+            if n.cluster == cluster.name
+        )
+        views.append(ClusterView(cluster.name, cluster.online, mine))
+    ctx = ValidationContext.build(views, [k.name for k in keys], domains)
+    report = validate_job(doc, ctx)
+    checked = Checked(doc=doc, errors=list(report.errors), warnings=list(report.warnings), keys=keys)
+    if all(1 <= role.replicas <= MAX_REPLICAS for role in doc.spec.tasks):
+        checked.plan = plan_preview(doc, ctx)
+    if report.ok:
+        model = CapacityModel.from_nodes(capacity_node(n) for n in nodes)
+        fits, reason = can_ever_fit(model, job_request("preview", doc.spec, 0))
+        if not fits:
+            checked.never_fits = reason
+    return checked
+
+
+def preview_body(checked: Checked) -> dict[str, Any]:
+    """``{yaml, errors, warnings, plan}`` of ``POST /api/v1/jobs:preview``."""
+    return {
+        "yaml": render_yaml(checked.doc) if checked.doc is not None else "",
+        "errors": checked.error_dicts(),
+        "warnings": [w.to_dict() for w in checked.warnings],
+        "plan": [plan_dict(p) for p in checked.plan],
+    }
+
+
+def plan_dict(plan: AgentPlan) -> dict[str, Any]:
+    return {
+        "cluster": plan.cluster,
+        "known": plan.known,
+        "online": plan.online,
+        "gpus": plan.gpus,
+        "roles": list(plan.roles),
+        "workers": [
+            {
+                "role": w.role,
+                "index": w.index,
+                "rank": w.rank,
+                "gpus": w.gpus,
+                "image": w.image,
+                "is_header": w.is_header,
+            }
+            for w in plan.workers
+        ],
+    }
+
+
+def refusal(checked: Checked) -> ApiError:
+    """The 422 for a document with errors: the first error is the main one, all are in details."""
+    errors = checked.error_dicts()
+    first = errors[0]
+    details: dict[str, Any] = {"errors": errors, "warnings": [w.to_dict() for w in checked.warnings]}
+    if checked.never_fits is not None and not checked.errors:
+        details["pending"] = pending_view(checked.never_fits)
+    return ApiError(422, str(first["code"]), str(first["message"]), str(first["field"]) or None, details)
+
+
+async def submit(pool: asyncpg.Pool, caller: Caller, body: bytes, now: datetime) -> JobRow:
+    """Check and store a job as Pending owned by ``caller``; 422 (nothing stored) when refused."""
+    async with pool.acquire() as conn:
+        checked = await check(conn, caller.user, body)
+    if not checked.ok:
+        log.info("job refused", code=checked.error_dicts()[0]["code"], errors=len(checked.error_dicts()))
+        raise refusal(checked)
+    doc = checked.doc
+    assert doc is not None
+    by_name: dict[str, KeyRow] = {}
+    for key in checked.keys:
+        by_name.setdefault(key.name, key)
+    chosen = [by_name[name] for name in dict.fromkeys(doc.spec.ssh_keys)]
+    job_id = new_job_id()
+    spec = normalized_document(doc)
+    meta = Meta.from_request()
+    async with transaction(pool) as conn:
+        job = await repo.insert_job(
+            conn,
+            job_id=job_id,
+            owner=caller.user,
+            name=doc.metadata.name.strip(),
+            spec=spec,
+            spec_yaml=render_yaml(doc),
+            warnings=[w.to_dict() for w in checked.warnings],
+            priority=doc.spec.priority,
+            network_domain=doc.spec.network_domain,
+            ssh_key_ids=[k.key_id for k in chosen],
+            ssh_key_names=[k.name for k in chosen],
+            ssh_public_keys=[k.public_key for k in chosen],
+            now=now,
+        )
+        await repo.insert_event(
+            conn, job_id, "status", at=now, to_status=JobStatus.PENDING.value, reason="submitted"
+        )
+        await add_events(
+            conn,
+            [
+                envelope(
+                    JobSubmitted(
+                        job_id=job_id, owner=caller.user, name=job.name, spec=spec, submitted_at=now
+                    ),
+                    job_id,
+                    meta,
+                ),
+                envelope(
+                    JobStatusChanged(
+                        job_id=job_id,
+                        owner=caller.user,
+                        from_status="",
+                        to_status=JobStatus.PENDING.value,
+                        reason="submitted",
+                        at=now,
+                    ),
+                    job_id,
+                    meta,
+                ),
+            ],
+        )
+        await repo.add_change(conn, "job", job_id)
+    log.info("job submitted", job_id=job_id, workers=sum(r.replicas for r in doc.spec.tasks))
+    return job
+
+
+def spec_errors(errors: Sequence[SpecError]) -> list[dict[str, Any]]:
+    return [e.to_dict() for e in errors]

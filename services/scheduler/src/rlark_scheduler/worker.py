@@ -1,0 +1,23 @@
+"""The scheduler worker's parts besides the outbox relay: its two consumers and the placement loop.
+
+Concurrency model: each part is one asyncio task. Consumers write tables and queue capacity changes;
+the placement loop (one leader among worker processes) applies them to its in-memory model and
+places jobs (see ``placement_loop``).
+"""
+
+from __future__ import annotations
+
+from rlark_platform.service import Runnable, ServiceContext
+
+from rlark_scheduler.consumers import build_consumers
+from rlark_scheduler.placement_loop import PlacementLoop
+from rlark_scheduler.settings import SchedulerSettings
+
+
+def build_workers(ctx: ServiceContext) -> list[Runnable]:
+    settings = ctx.settings
+    assert isinstance(settings, SchedulerSettings)
+    loop = PlacementLoop(ctx.require_pool(), settings)
+    ctx.extras["placement_loop"] = loop
+    parts: list[Runnable] = [*build_consumers(ctx), loop]
+    return parts

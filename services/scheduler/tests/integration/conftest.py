@@ -1,0 +1,60 @@
+"""Fixtures for the scheduler's integration tests: the real service (API + worker) on real PostgreSQL
+and Kafka, a producer standing in for inventory, keys, netdomain and the agents, and readers of the
+topics the scheduler publishes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from rlark_contracts import TopicNames
+from rlark_platform.messaging import create_producer
+from rlark_platform.testing import RunningService, running_service, settings_for
+from scheduler_it_support import TopicReader, World
+
+from rlark_scheduler.main import DEFINITION
+
+
+@pytest.fixture
+async def scheduler(database_url: str, kafka_bootstrap: str, topic_prefix: str) -> AsyncIterator[RunningService]:
+    settings = settings_for(
+        DEFINITION,
+        database_url=database_url,
+        kafka_bootstrap=kafka_bootstrap,
+        topic_prefix=topic_prefix,
+        placement_poll_s=1.0,
+        address_retry_s=1.0,
+        stream_poll_s=0.5,
+    )
+    async with running_service(DEFINITION, settings) as running:
+        yield running
+
+
+@pytest.fixture
+def names(topic_prefix: str) -> TopicNames:
+    return TopicNames(topic_prefix)
+
+
+@pytest.fixture
+async def producer(kafka_bootstrap: str) -> AsyncIterator[AIOKafkaProducer]:
+    p = await create_producer(kafka_bootstrap, "scheduler-it")
+    yield p
+    await p.stop()
+
+
+@pytest.fixture
+def world(scheduler: RunningService, producer: AIOKafkaProducer, names: TopicNames) -> World:
+    return World(producer, names)
+
+
+@pytest.fixture
+async def placements(scheduler: RunningService, kafka_bootstrap: str, names: TopicNames) -> AsyncIterator[TopicReader]:
+    async with TopicReader(kafka_bootstrap, names.physical("scheduler.placements")) as reader:
+        yield reader
+
+
+@pytest.fixture
+async def job_topic(scheduler: RunningService, kafka_bootstrap: str, names: TopicNames) -> AsyncIterator[TopicReader]:
+    async with TopicReader(kafka_bootstrap, names.physical("scheduler.jobs")) as reader:
+        yield reader

@@ -1,0 +1,386 @@
+"""Helpers for the scheduler's integration tests: the other services and the agents, simulated by
+publishing their events on the test's prefixed topics exactly as they would, a topic reader, job
+documents, and polling until the service shows what a test waits for."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import asyncpg
+import httpx
+import yaml
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from pydantic import BaseModel
+from rlark_contracts import Envelope, TopicNames, decode, encode, new_envelope
+from rlark_contracts.events.agent import WorkerLogsEmitted, WorkerOutputsListed, WorkerStatusChanged
+from rlark_contracts.events.inventory import ClusterWentOffline, ClusterWentOnline, NodeUpdated
+from rlark_contracts.events.keys import KeyAdded, KeyDeleted
+from rlark_contracts.events.netdomain import (
+    AddressAllocationFailed,
+    AddressesAllocated,
+    AddressesReleased,
+    DomainCreated,
+    WorkerAddress,
+)
+from rlark_contracts.registry import topic_of, type_of
+from rlark_platform.identity import issue_agent_token
+from rlark_platform.testing import TEST_SECRET, RunningService
+
+T = TypeVar("T")
+
+IMAGE = "registry.example.com/rlinf/rlinf:v0.3.0"
+PUBLIC_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx1q0B2m1QeW2cF5k7q3j3XzZbqk1bq0S4mJ3x9YbQm alice@laptop"
+)
+
+
+class World:
+    """Publishes what inventory, keys, netdomain and the agents would, on the test's topics."""
+
+    def __init__(self, producer: AIOKafkaProducer, names: TopicNames) -> None:
+        self.producer = producer
+        self.names = names
+
+    async def publish(
+        self,
+        data: BaseModel,
+        subject: str,
+        *,
+        source: str,
+        headers: list[tuple[str, bytes]] | None = None,
+        causation_id: str | None = None,
+    ) -> Envelope:
+        envelope = new_envelope(data, source=source, subject=subject, causation_id=causation_id)
+        await self.producer.send_and_wait(
+            self.names.physical(topic_of(type_of(data))),
+            value=encode(envelope),
+            key=subject.encode(),
+            headers=headers,
+        )
+        return envelope
+
+    # -- inventory ------------------------------------------------------------------------------
+
+    async def cluster(self, name: str, *, online: bool = True, runtime: str = "kubernetes") -> None:
+        kind = ClusterWentOnline if online else ClusterWentOffline
+        await self.publish(
+            kind(name=name, runtime=runtime, online=online, last_seen=datetime.now(UTC)), name, source="inventory"
+        )
+
+    async def node(
+        self,
+        cluster: str,
+        name: str,
+        *,
+        gpus: int = 8,
+        gpu_allocated: int = 0,
+        labels: dict[str, str] | None = None,
+        ready: bool = True,
+        schedulable: bool = True,
+        gone: bool = False,
+        address: str = "",
+    ) -> None:
+        await self.publish(
+            NodeUpdated(
+                cluster=cluster,
+                name=name,
+                ready=ready,
+                schedulable=schedulable,
+                gone=gone,
+                gpu_count=gpus,
+                gpu_model="A100",
+                gpu_allocatable=gpus,
+                gpu_allocated=gpu_allocated,
+                labels=labels if labels is not None else {"rlark.io/gpu-model": "A100"},
+                addresses=[address or f"192.168.{len(cluster)}.{abs(hash(name)) % 250 + 1}"],
+                observed_at=datetime.now(UTC),
+            ),
+            f"{cluster}/{name}",
+            source="inventory",
+        )
+
+    # -- keys and netdomain ---------------------------------------------------------------------
+
+    async def key(self, owner: str, name: str, public_key: str = PUBLIC_KEY, *, deleted: bool = False) -> str:
+        key_id = f"{owner}-{name}"
+        kind = KeyDeleted if deleted else KeyAdded
+        await self.publish(
+            kind(
+                key_id=key_id,
+                owner=owner,
+                name=name,
+                key_type="ssh-ed25519",
+                fingerprint=f"SHA256:{name}",
+                public_key=public_key,
+            ),
+            key_id,
+            source="keys",
+        )
+        return key_id
+
+    async def domain(self, name: str, cidr: str) -> None:
+        await self.publish(DomainCreated(name=name, cidr=cidr), name, source="netdomain")
+
+    async def allocate(self, request: Envelope, cidr: str, first_host: int = 2) -> dict[str, str]:
+        """Answer an ``addresses_requested`` event the way netdomain does (causation = request id)."""
+        data = request.data
+        base = cidr.split("/")[0].rsplit(".", 1)[0]
+        addresses = {w["worker_id"]: f"{base}.{first_host + i}" for i, w in enumerate(data["workers"])}
+        await self.publish(
+            AddressesAllocated(
+                job_id=data["job_id"],
+                domain=data["domain"],
+                cidr=cidr,
+                addresses=[
+                    WorkerAddress(worker_id=w["worker_id"], cluster=w["cluster"], address=addresses[w["worker_id"]])
+                    for w in data["workers"]
+                ],
+            ),
+            data["job_id"],
+            source="netdomain",
+            causation_id=request.id,
+        )
+        return addresses
+
+    async def refuse_allocation(self, request: Envelope, code: str, reason: str) -> None:
+        data = request.data
+        await self.publish(
+            AddressAllocationFailed(job_id=data["job_id"], domain=data["domain"], code=code, reason=reason),
+            data["job_id"],
+            source="netdomain",
+            causation_id=request.id,
+        )
+
+    async def released(self, job_id: str, domain: str) -> None:
+        await self.publish(AddressesReleased(job_id=job_id, domain=domain), job_id, source="netdomain")
+
+    # -- agents ---------------------------------------------------------------------------------
+
+    async def report(self, data: BaseModel, cluster: str, *, token: str | None = None) -> Envelope:
+        token = token if token is not None else issue_agent_token(TEST_SECRET, cluster, 600)
+        return await self.publish(
+            data, cluster, source=f"agent/{cluster}", headers=[("rlark-agent-token", token.encode())]
+        )
+
+    async def worker(self, placed: dict[str, Any], phase: str, **fields: Any) -> Envelope:
+        cluster = fields.pop("cluster", placed["cluster"])
+        token = fields.pop("token", None)
+        return await self.report(
+            WorkerStatusChanged(
+                cluster=cluster,
+                job_id=placed["job_id"],
+                worker_id=placed["worker_id"],
+                node=placed["node"],
+                phase=phase,
+                at=datetime.now(UTC),
+                **fields,
+            ),
+            cluster,
+            token=token,
+        )
+
+    async def logs(self, placed: dict[str, Any], first_seq: int, lines: list[str]) -> None:
+        await self.report(
+            WorkerLogsEmitted(
+                cluster=placed["cluster"],
+                job_id=placed["job_id"],
+                worker_id=placed["worker_id"],
+                first_seq=first_seq,
+                lines=lines,
+            ),
+            placed["cluster"],
+        )
+
+    async def outputs(self, placed: dict[str, Any], files: list[tuple[str, int]]) -> None:
+        await self.report(
+            WorkerOutputsListed.model_validate(
+                {
+                    "cluster": placed["cluster"],
+                    "job_id": placed["job_id"],
+                    "worker_id": placed["worker_id"],
+                    "files": [{"path": p, "size": s} for p, s in files],
+                }
+            ),
+            placed["cluster"],
+        )
+
+    async def bring_up(self, placed: list[dict[str, Any]]) -> None:
+        """Every worker created and joined, the Header's run script started."""
+        header = next(p for p in placed if p["is_header"])
+        for p in placed:
+            await self.worker(p, "Created")
+        for p in placed:
+            if not p["is_header"]:
+                await self.worker(p, "Joined", address=f"10.9.0.{p['rank'] + 1}")
+        await self.worker(
+            header, "Running", ray_nodes_joined=len(placed), ray_nodes_expected=len(placed), address="10.9.0.1"
+        )
+
+
+# ------------------------------------------------------------------------------------------- documents
+
+
+def role(name: str, cluster: str, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "cluster": cluster, "image": IMAGE, **fields}
+
+
+def job_doc(*roles: dict[str, Any], header: str | None = None, name: str = "it job", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "rlark.io/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "header": header or roles[0]["name"],
+            "runScript": "python train.py\n",
+            "tasks": list(roles),
+            **spec,
+        },
+    }
+
+
+def as_yaml(doc: dict[str, Any]) -> str:
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+async def submit(client: httpx.AsyncClient, doc: dict[str, Any] | str) -> httpx.Response:
+    if isinstance(doc, str):
+        return await client.post("/api/v1/jobs", content=doc, headers={"Content-Type": "application/yaml"})
+    return await client.post("/api/v1/jobs", json=doc)
+
+
+async def submitted(svc: RunningService, doc: dict[str, Any], user: str = "alice") -> dict[str, Any]:
+    async with svc.client(user) as client:
+        response = await submit(client, doc)
+    assert response.status_code == 201, response.text
+    job: dict[str, Any] = response.json()
+    return job
+
+
+async def get_job(svc: RunningService, job_id: str, user: str = "alice") -> dict[str, Any]:
+    async with svc.client(user) as client:
+        response = await client.get(f"/api/v1/jobs/{job_id}")
+    assert response.status_code == 200, response.text
+    job: dict[str, Any] = response.json()
+    return job
+
+
+async def job_status(svc: RunningService, job_id: str, status: str, timeout_s: float = 20.0) -> dict[str, Any]:
+    return await eventually(lambda: get_job(svc, job_id), lambda j: j["status"] == status, timeout_s=timeout_s)
+
+
+# ------------------------------------------------------------------------------------------- waiting
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]], until: Callable[[T], bool], *, timeout_s: float = 20.0
+) -> T:
+    """Call ``probe`` until ``until(result)`` holds; fail with the last result after ``timeout_s``."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        result = await probe()
+        if until(result):
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s; last result: {result!r}")
+        await asyncio.sleep(0.05)
+
+
+async def synced(database_url: str, sql: str, *args: Any, expect: Any, timeout_s: float = 20.0) -> None:
+    """Wait until the scheduler's consumers stored what a test published (``sql`` returns ``expect``)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await eventually(lambda: conn.fetchval(sql, *args), lambda v: v == expect, timeout_s=timeout_s)
+    finally:
+        await conn.close()
+
+
+async def nodes_synced(database_url: str, cluster: str, count: int) -> None:
+    await synced(database_url, "SELECT count(*) FROM nodes WHERE cluster = $1", cluster, expect=count)
+
+
+class TopicReader:
+    """Reads a physical topic from its start, accumulating every event it saw."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            group_id=f"reader-{uuid.uuid4().hex[:8]}",
+        )
+        self.events: list[Envelope] = []
+
+    async def __aenter__(self) -> TopicReader:
+        await self._consumer.start()
+        return self
+
+    async def __aexit__(self, *_: Any) -> None:
+        await self._consumer.stop()
+
+    async def until(self, condition: Callable[[list[Envelope]], bool], timeout_s: float = 20.0) -> list[Envelope]:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while not condition(self.events):
+            if asyncio.get_running_loop().time() > deadline:
+                seen = [(e.type, e.subject) for e in self.events]
+                raise AssertionError(f"events not seen within {timeout_s}s; saw {seen}")
+            for records in (await self._consumer.getmany(timeout_ms=200)).values():
+                self.events += [decode(r.value) for r in records]
+        return self.events
+
+    async def settle(self, seconds: float) -> list[Envelope]:
+        deadline = asyncio.get_running_loop().time() + seconds
+        while asyncio.get_running_loop().time() < deadline:
+            for records in (await self._consumer.getmany(timeout_ms=100)).values():
+                self.events += [decode(r.value) for r in records]
+        return self.events
+
+    def of(self, event_type: str, job_id: str | None = None) -> list[dict[str, Any]]:
+        return [
+            e.data for e in self.events if e.type == event_type and (job_id is None or e.data.get("job_id") == job_id)
+        ]
+
+    def envelopes(self, event_type: str, job_id: str | None = None) -> list[Envelope]:
+        return [
+            e for e in self.events if e.type == event_type and (job_id is None or e.data.get("job_id") == job_id)
+        ]
+
+
+def placed_count(job_id: str, count: int) -> Callable[[list[Envelope]], bool]:
+    return lambda events: sum(e.type == "scheduler.worker.placed.v1" and e.subject == job_id for e in events) >= count
+
+
+def has_event(event_type: str, job_id: str, **fields: Any) -> Callable[[list[Envelope]], bool]:
+    def check(events: list[Envelope]) -> bool:
+        return any(
+            e.type == event_type
+            and e.data.get("job_id") == job_id
+            and all(e.data.get(k) == v for k, v in fields.items())
+            for e in events
+        )
+
+    return check
+
+
+def sse_events(text: str) -> list[dict[str, Any]]:
+    """Parse a server-sent events body into ``{event, id, data}`` dicts (data JSON-decoded)."""
+    found: list[dict[str, Any]] = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        event: dict[str, Any] = {}
+        for line in block.split("\n"):
+            if line.startswith(":") or ":" not in line:
+                continue
+            field, _, value = line.partition(":")
+            event[field] = value.removeprefix(" ")
+        if "data" in event:
+            try:
+                event["data"] = json.loads(event["data"])
+            except ValueError:
+                pass
+            found.append(event)
+    return found
