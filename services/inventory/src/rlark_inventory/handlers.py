@@ -304,7 +304,7 @@ async def apply_worker_status(conn: Connection, report: WorkerStatusChanged) -> 
         job_id=report.job_id,
         node=report.node,
         phase=report.phase,
-        active=is_active(report.phase, report.exit_code),
+        active=is_active(report.phase),
         reported_at=report.at,
     )
 

@@ -238,12 +238,12 @@ async def test_redelivered_reports_apply_once(
 ) -> None:
     await register(inventory, "gpu-a")
     agent = Agent(producer, names, "gpu-a")
-    envelope = await agent.worker("w-1", "n1", "running")
+    envelope = await agent.worker("w-1", "n1", "Running")
     await agent.observe([node("n1")])
     await eventually(lambda: cluster(inventory, "gpu-a"), lambda c: c["summary"]["running_workers"] == 1)
-    await agent.worker("w-1", "n1", "exited", exit_code=0)
+    await agent.worker("w-1", "n1", "Succeeded", exit_code=0)
     await eventually(lambda: cluster(inventory, "gpu-a"), lambda c: c["summary"]["running_workers"] == 0)
-    # The same "running" report again (same event id), as Kafka may redeliver it: the inbox drops it.
+    # The same "Running" report again (same event id), as Kafka may redeliver it: the inbox drops it.
     await producer.send_and_wait(
         names.physical("agent.reports"),
         value=encode(envelope),

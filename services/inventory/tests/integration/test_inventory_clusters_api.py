@@ -227,7 +227,7 @@ async def test_delete_is_refused_while_workers_run_and_publishes_gone_nodes_afte
     await register(inventory)
     agent = Agent(producer, names, "gpu-a")
     await agent.observe([node("n1"), node("n2")])
-    await agent.worker("job-1-header-0", "n1", "running", job_id="job-1")
+    await agent.worker("job-1-header-0", "n1", "Running", job_id="job-1")
     async with inventory.client("root", Role.ADMIN) as admin:
         await eventually(
             lambda: admin.get("/api/v1/clusters/gpu-a"),
@@ -239,7 +239,7 @@ async def test_delete_is_refused_while_workers_run_and_publishes_gone_nodes_afte
         detail = (await admin.get("/api/v1/clusters/gpu-a/nodes/n1")).json()
         assert [w["worker_id"] for w in detail["workers"]] == ["job-1-header-0"]
 
-        await agent.worker("job-1-header-0", "n1", "exited", job_id="job-1", exit_code=0)
+        await agent.worker("job-1-header-0", "n1", "Succeeded", job_id="job-1", exit_code=0)
         await eventually(
             lambda: admin.get("/api/v1/clusters/gpu-a"),
             lambda r: r.json()["summary"]["running_workers"] == 0,

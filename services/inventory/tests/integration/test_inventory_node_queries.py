@@ -56,9 +56,9 @@ async def seed(svc: RunningService, producer: AIOKafkaProducer, names: TopicName
     )
     await a.heartbeat()
     await b.heartbeat()
-    await a.worker("job-1-header-0", "a1", "running", job_id="job-1")
-    await a.worker("job-1-actor-0", "a2", "running", job_id="job-1")
-    await a.worker("job-2-header-0", "h1", "running", job_id="job-2")
+    await a.worker("job-1-header-0", "a1", "Running", job_id="job-1")
+    await a.worker("job-1-actor-0", "a2", "Running", job_id="job-1")
+    await a.worker("job-2-header-0", "h1", "Running", job_id="job-2")
     async with svc.client() as user:
         await eventually(
             lambda: user.get("/api/v1/clusters?sort=name"),
@@ -216,4 +216,4 @@ async def test_cluster_list_summarises_nodes_gpus_and_running_jobs(
         0,
     )
     detail = await get(inventory, "/api/v1/clusters/gpu-a/nodes/a1")
-    assert [(w["job_id"], w["phase"]) for w in detail["workers"]] == [("job-1", "running")]
+    assert [(w["job_id"], w["phase"]) for w in detail["workers"]] == [("job-1", "Running")]

@@ -120,18 +120,17 @@ def test_heartbeats_from_the_future_count_as_now_and_stale_ones_are_not_fresh() 
 
 
 @pytest.mark.parametrize(
-    ("phase", "exit_code", "active"),
+    ("phase", "active"),
     [
-        ("created", None, True),
-        ("image_pulling", None, True),
-        ("Running", None, True),
-        ("running", 0, False),
-        ("exited", None, False),
-        ("Failed", None, False),
-        ("stopped", None, False),
+        ("Created", True),
+        ("Preparing", True),
+        ("RayHeadUp", True),
+        ("Running", True),
+        ("Succeeded", False),
+        ("Failed", False),
+        ("Stopped", False),
+        ("exited", False),
     ],
 )
-def test_workers_run_until_a_terminal_phase_or_exit_code(
-    phase: str, exit_code: int | None, active: bool
-) -> None:
-    assert is_active(phase, exit_code) is active
+def test_workers_run_until_a_terminal_phase(phase: str, active: bool) -> None:
+    assert is_active(phase) is active
