@@ -1,19 +1,72 @@
-"""Composition root of the tunnel-agent service: `python -m rlark_tunnel_agent api|worker|migrate|all`."""
+"""Composition root of the tunnel-agent: `python -m rlark_tunnel_agent all` (one agent per cluster).
+
+The agent has no database (its desired state comes from Kafka and its runtime; see ADR 0001), so
+`migrate` only checks the settings. The HTTP API serves health and metrics.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+from rlark_platform.service import Runnable, ServiceContext, ServiceDefinition, main
 
-from rlark_platform.service import ServiceDefinition, main
-
+from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.api import build_api
+from rlark_tunnel_agent.runtime.driver import RuntimeDriver
 from rlark_tunnel_agent.settings import TunnelAgentSettings
+
+
+def make_driver_factory(settings: TunnelAgentSettings):  # type: ignore[no-untyped-def]
+    """The runtime of this cluster: the local driver (a YAML file of virtual nodes) or Kubernetes."""
+
+    def make(cluster: str) -> RuntimeDriver:
+        if settings.runtime == "kubernetes":
+            from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
+            from rlark_tunnel_agent.runtime.kubernetes.driver import KubernetesDriver
+
+            return KubernetesDriver(
+                KubernetesDriverConfig(namespace=settings.namespace, kubeconfig=settings.kubeconfig)
+            )
+        from rlark_tunnel_agent.runtime.local.cluster import load_cluster
+        from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
+
+        if settings.config is None:
+            raise SystemExit(
+                "the local runtime needs its cluster file: RLARK_CONFIG=path/to/local-cluster.yaml"
+            )
+        declared = load_cluster(settings.config)
+        if declared.cluster != cluster:
+            raise SystemExit(
+                f"the credential belongs to cluster {cluster!r} but {settings.config} declares {declared.cluster!r}"
+            )
+        return LocalDriver(declared, LocalDriverOptions(state_dir=settings.state_dir / cluster))
+
+    return make
+
+
+def build_workers(ctx: ServiceContext) -> list[Runnable]:
+    settings = ctx.settings
+    assert isinstance(settings, TunnelAgentSettings)
+    return [
+        Agent(
+            gateway_url=settings.gateway_url,
+            credential=settings.agent_credential.get_secret_value(),
+            make_driver=make_driver_factory(settings),
+            runtime=settings.runtime,
+            state_dir=settings.state_dir,
+            heartbeat_interval_s=settings.heartbeat_interval_s,
+            observe_interval_s=settings.observe_interval_s,
+        )
+    ]
+
 
 DEFINITION = ServiceDefinition(
     name="tunnel-agent",
     settings_type=TunnelAgentSettings,
-    migrations=Path(__file__).parent / "migrations",
+    migrations=None,
     build_api=build_api,
+    build_workers=build_workers,
+    needs_database=False,
+    relay=False,
+    kafka=False,
 )
 
 

@@ -19,4 +19,7 @@ class TunnelAgentSettings(ServiceSettings):
     config: Path | None = Field(default=None, description="Local-cluster file (the local runtime's nodes)")
     runtime: str = Field(default="local", pattern="^(local|kubernetes)$")
     kubeconfig: Path | None = Field(default=None, description="kubeconfig; in-cluster config when unset")
+    namespace: str = Field(default="rlark-workers", description="Kubernetes namespace of worker objects")
+    state_dir: Path = Field(default=Path(".state/agent"), description="Local runtime workers and agent state")
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
+    observe_interval_s: float = Field(default=10.0, gt=0)

@@ -1,15 +1,11 @@
-"""HTTP API of the tunnel-agent service (reached only through the gateway)."""
+"""HTTP surface of the tunnel-agent: health, readiness and metrics only (no user calls reach it)."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
-from rlark_platform.http import create_app, database_ready
+from rlark_platform.http import create_app
 from rlark_platform.service import ServiceContext
 
 
 def build_api(ctx: ServiceContext) -> FastAPI:
-    return create_app(
-        "tunnel-agent",
-        internal_secret=ctx.settings.internal_secret.get_secret_value(),
-        ready_checks=[database_ready(ctx.require_pool())],
-    )
+    return create_app("tunnel-agent", internal_secret=ctx.settings.internal_secret.get_secret_value())
