@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from rlark_platform.identity import Caller
+from rlark_gateway.domain.accounts import Identity
 
 API_PREFIX = "/api/v1"
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -101,7 +101,7 @@ def required_access(method: str, path: str) -> Access:
     return Access.USER
 
 
-def denial(caller: Caller, method: str, path: str, query: Iterable[tuple[str, str]]) -> Denial | None:
+def denial(caller: Identity, method: str, path: str, query: Iterable[tuple[str, str]]) -> Denial | None:
     """Why ``caller`` may not make this request, or None when the gateway lets it through."""
     access = required_access(method, path)
     if access is Access.ADMIN and not caller.is_admin:

@@ -11,6 +11,7 @@ import hashlib
 import re
 import secrets
 from enum import StrEnum
+from typing import Protocol
 
 USERNAME_RE = re.compile(r"^[a-z][a-z0-9._-]{0,63}$")
 MAX_PASSWORD_CHARS = 1024
@@ -21,6 +22,16 @@ API_TOKEN_PREFIX = "rlk_"  # noqa: S105 (a marker that makes leaked tokens grepp
 class UserRole(StrEnum):
     ADMIN = "admin"
     USER = "user"
+
+
+class Identity(Protocol):
+    """Who is asking, as the rules need it (``rlark_platform.identity.Caller`` fits)."""
+
+    @property
+    def user(self) -> str: ...
+
+    @property
+    def is_admin(self) -> bool: ...
 
 
 class AccountError(ValueError):

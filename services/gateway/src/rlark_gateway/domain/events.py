@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rlark_platform.identity import Caller
+from rlark_gateway.domain.accounts import Identity
 
 JOB_TOPIC = "scheduler.jobs"
 STATE_TOPICS = ("inventory.clusters", "inventory.nodes")
 PUBLIC_TOPICS = (JOB_TOPIC, *STATE_TOPICS)
 
 
-def visible(topic: str, data: Mapping[str, Any], caller: Caller, job_id: str | None = None) -> bool:
+def visible(topic: str, data: Mapping[str, Any], caller: Identity, job_id: str | None = None) -> bool:
     """True when ``caller`` may see an event of ``topic`` with ``data`` (``job_id``: only that job)."""
     if topic == JOB_TOPIC:
         owner = data.get("owner")
