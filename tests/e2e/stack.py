@@ -66,12 +66,14 @@ class Stack:
             assert response.status_code == 201, response.text
         return username, await self.token_for(username, password)
 
-    def cli(self, *args: str, token: str | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        """Run the real `rlark` CLI against this stack."""
+    async def cli(self, *args: str, token: str | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run the real `rlark` CLI against this stack (in a thread: the services share this event loop)."""
         env = {**os.environ, "RLARK_URL": self.url, "RLARK_TOKEN": token or self.admin_token,
                "RLARK_CONFIG_DIR": str(self.tmp / "cli-config"), "COLUMNS": "200"}
-        return subprocess.run([sys.executable, "-m", "rlark_cli", *args], env=env, capture_output=True, text=True,
-                              input=stdin, timeout=120)
+        return await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "rlark_cli", *args], env=env, capture_output=True, text=True,
+            input=stdin, timeout=120,
+        )
 
     async def register_cluster(self, name: str, **fields: Any) -> str:
         body = {"name": name, "display_name": name, "category": "cloud", "region": "local", "runtime": "local",

@@ -34,8 +34,16 @@ LATENCY = Histogram(
 ReadyCheck = Callable[[], Awaitable[None]]
 
 
+def _safe_part(part: Any) -> str:
+    # Field names come from the client: an unknown "field" may be pasted secret text. Never echo that.
+    text = str(part)
+    if len(text) > 64 or not text.isprintable() or any(c.isspace() for c in text):
+        return "<unexpected field>"
+    return text
+
+
 def field_of(loc: Any) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    parts = [_safe_part(p) for p in loc if p not in ("body", "query", "path", "header")]
     out = ""
     for part in parts:
         out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
