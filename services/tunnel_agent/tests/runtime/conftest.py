@@ -8,13 +8,11 @@ every worker the test left.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from local_runtime_helpers import CLUSTER, Recorder, make_options
-
+from local_runtime_helpers import CLUSTER, Recorder, make_options, remove_bridge
 from rlark_tunnel_agent.runtime.local.driver import LocalDriver
 
 
@@ -29,7 +27,7 @@ async def driver(tmp_path: Path) -> AsyncIterator[LocalDriver]:
         await asyncio.gather(*(drv.stop_worker(wid) for wid in ids))
         await drv.close()
         if drv.use_netns:
-            subprocess.run(["ip", "link", "del", drv.options.bridge], check=False)
+            remove_bridge(drv.options.bridge)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import subprocess
@@ -47,22 +48,18 @@ class Recorder:
                 self.events.append(event)
                 self._changed.notify_all()
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], within: float, what: str) -> None:
         async def _wait() -> None:
             async with self._changed:
                 await self._changed.wait_for(predicate)
 
         try:
-            await asyncio.wait_for(_wait(), timeout)
+            await asyncio.wait_for(_wait(), within)
         except TimeoutError:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
+            raise AssertionError(f"timed out after {within}s waiting for {what}") from None
 
     def markers(self, worker_id: str) -> list[Marker]:
-        return [
-            e.marker
-            for e in self.events
-            if isinstance(e, WorkerMarkerSeen) and e.worker_id == worker_id
-        ]
+        return [e.marker for e in self.events if isinstance(e, WorkerMarkerSeen) and e.worker_id == worker_id]
 
     def statuses(self, worker_id: str) -> list[WorkerStatus]:
         return [
@@ -73,10 +70,8 @@ class Recorder:
 
     async def close(self) -> None:
         self._task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await self._task
-        except asyncio.CancelledError:
-            pass
 
 
 def make_options(state_dir: Path, **overrides: object) -> LocalDriverOptions:
@@ -115,7 +110,7 @@ def processes_in_group(pgid: int) -> list[int]:
     return found
 
 
-async def assert_nothing_left(driver: LocalDriver, worker_ids: list[str]) -> None:
+def assert_nothing_left(driver: LocalDriver, worker_ids: list[str]) -> None:
     for worker_id in worker_ids:
         record = driver.record(worker_id)
         assert record is not None
@@ -144,3 +139,22 @@ def spec(job_id: str, role: str, index: int, rank: int, num_nodes: int, **fields
     }
     values.update(fields)
     return WorkerSpec.model_validate(values)
+
+
+def remove_bridge(name: str) -> None:
+    subprocess.run(["ip", "link", "del", name], check=False)
+
+
+def add_netns(name: str) -> None:
+    subprocess.run(["ip", "netns", "add", name], check=True)
+
+
+def start_stray_process(token: str) -> subprocess.Popen[bytes]:
+    """A process that looks like a worker's (it carries a driver's bootstrap token)."""
+    return subprocess.Popen(["sleep", "60"], env={"RLARK_BOOTSTRAP_TOKEN": token})
+
+
+def process_env(pid: int) -> dict[str, str]:
+    environ = Path(f"/proc/{pid}/environ").read_bytes()
+    pairs = (entry.decode().split("=", 1) for entry in environ.split(b"\0") if b"=" in entry)
+    return dict(pairs)

@@ -109,7 +109,8 @@ def worker_id_for(job_id: str, role: str, index: int) -> str:
 class WorkerSpec(BaseModel):
     """Everything a runtime needs to create one worker of a job (from one worker placement)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Errors never echo inputs: a private key pasted as a public key must not reach a log.
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     job_id: str
     worker_id: str

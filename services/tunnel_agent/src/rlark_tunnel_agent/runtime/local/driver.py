@@ -163,7 +163,14 @@ def _returncode_to_exit(code: int) -> int:
 class LocalDriver:
     """`RuntimeDriver` for the local runtime (see the module docstring)."""
 
-    def __init__(self, cluster: LocalCluster, options: LocalDriverOptions) -> None:
+    def __init__(
+        self,
+        cluster: LocalCluster,
+        options: LocalDriverOptions,
+        *,
+        gpus: Sequence[Gpu] | None = None,
+    ) -> None:
+        """`gpus`: the machine's GPUs if known; None detects them at `start()` (see gpus.py)."""
         self.cluster = cluster
         self.options = options
         self.state_dir = options.state_dir.resolve()
@@ -179,7 +186,8 @@ class LocalDriver:
         self._ip = shutil.which("ip") or "/sbin/ip"
         self._workers: dict[str, _Worker] = {}
         self._slots: dict[str, int] = {}
-        self._gpus: list[Gpu] = []
+        self._gpus: list[Gpu] = list(gpus or ())
+        self._gpus_given = gpus is not None
         self._gpu_owner: dict[int, str] = {}
         self._events: asyncio.Queue[RuntimeEvent] = asyncio.Queue()
         self._lock = asyncio.Lock()
@@ -193,7 +201,7 @@ class LocalDriver:
         if self.use_netns and os.geteuid() != 0:
             raise PermissionError("network namespaces need root; set use_netns=False")
         (self.state_dir / "workers").mkdir(parents=True, exist_ok=True)
-        if self.options.detect_gpus:
+        if self.options.detect_gpus and not self._gpus_given:
             self._gpus = await asyncio.to_thread(detect_gpus)
         if self.use_netns:
             await self._net.ensure_bridge()
