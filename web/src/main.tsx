@@ -5,15 +5,18 @@ import './i18n';
 import './styles.css';
 import App from './App';
 import Providers, { makeQueryClient } from './providers';
+import { SessionProvider } from './auth';
 
 const client = makeQueryClient();
 
 createRoot(document.getElementById('root')!).render(
   <StrictMode>
     <Providers client={client}>
-      <BrowserRouter>
-        <App />
-      </BrowserRouter>
+      <SessionProvider>
+        <BrowserRouter>
+          <App />
+        </BrowserRouter>
+      </SessionProvider>
     </Providers>
   </StrictMode>,
 );

@@ -61,6 +61,9 @@ export default function AppShell({ children, live }: { children: ReactNode; live
   ];
   return (
     <Layout className="app-shell">
+      <a href="#main" className="skip-link">
+        {t('nav.skip')}
+      </a>
       <Layout.Header className="app-header">
         <Link to="/" className="brand" aria-label={t('header.home')}>
           RLark
@@ -97,7 +100,7 @@ export default function AppShell({ children, live }: { children: ReactNode; live
         <Layout.Sider width={200} theme="light" breakpoint="lg" collapsedWidth={56} className="app-sider">
           <Menu mode="inline" selectedKeys={[section]} items={items} aria-label={t('nav.label')} />
         </Layout.Sider>
-        <Layout.Content className="app-content" id="main">
+        <Layout.Content className="app-content" id="main" tabIndex={-1}>
           {children}
         </Layout.Content>
       </Layout>

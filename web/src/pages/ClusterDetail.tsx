@@ -186,7 +186,7 @@ export default function ClusterDetail() {
         <Table<ClusterNode>
           data-testid="node-table"
           rowKey="name"
-          size="middle"
+          size="small"
           loading={nodes.isFetching && !nodes.data}
           dataSource={nodes.data?.items ?? []}
           onChange={(pagination, _filters, sorter) => {
@@ -202,7 +202,11 @@ export default function ClusterDetail() {
               dataIndex: 'name',
               key: 'name',
               sorter: true,
-              render: (n: string) => <Link to={`/clusters/${encodeURIComponent(name)}/nodes/${encodeURIComponent(n)}`}>{n}</Link>,
+              render: (n: string) => (
+                <Link to={`/clusters/${encodeURIComponent(name)}/nodes/${encodeURIComponent(n)}`} className="nowrap">
+                  {n}
+                </Link>
+              ),
             },
             { title: t('nodes.status'), dataIndex: 'status', render: (s: NodeStatus) => <NodeStatusTag status={s} /> },
             { title: t('nodes.schedulable'), dataIndex: 'schedulable', render: (v: boolean) => (v ? t('common.yes') : <Tag color="warning">{t('nodes.cordoned')}</Tag>) },

@@ -7,7 +7,7 @@
  */
 import { App, Button, Card, Space, Steps } from 'antd';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
-import { useCallback, useMemo, useRef, useState } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { useNavigate } from 'react-router-dom';
 import { ApiError } from '../../api/client';
@@ -137,6 +137,16 @@ export default function JobWizard() {
     setFocusField(field);
     setStep(target);
   };
+
+  useEffect(() => {
+    // After a jump from the preview, bring the outlined (or first erroneous) input into view.
+    if (!focusField) return undefined;
+    const timer = setTimeout(() => {
+      const target = document.querySelector('.field-highlight') ?? document.querySelector('.ant-form-item-has-error');
+      target?.scrollIntoView?.({ block: 'center', behavior: 'smooth' });
+    }, 80);
+    return () => clearTimeout(timer);
+  }, [focusField, step, activeRole]);
 
   const errorsNow = preview?.errors.length ?? 0;
   const steps = [t('wizard.step1'), t('wizard.step2'), t('wizard.step3'), t('wizard.step4')];

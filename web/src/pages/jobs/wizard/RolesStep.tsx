@@ -155,9 +155,11 @@ export default function RolesStep() {
             ]}
           />
         </Radio.Group>
-        <div data-testid="header-feedback" style={{ marginTop: 8 }}>
-          <Form.Item style={{ margin: 0 }} {...feedback('spec.header')} />
-        </div>
+        {feedback('spec.header').help && (
+          <div data-testid="header-feedback" style={{ marginTop: 8 }}>
+            <Form.Item style={{ margin: 0 }} {...feedback('spec.header')} />
+          </div>
+        )}
       </Card>
     </Space>
   );
