@@ -1,0 +1,240 @@
+"""Two (or more) emulated clusters with a tunnel node each: the bed for tunnel tests and bench.
+
+Role: build a ``rlark_devinfra.netns`` test bed, issue one key per (domain, cluster), start one
+``node`` process per cluster inside that cluster's agent namespace, attach every worker, and wait
+until all peer links are up. The cluster whose name sorts first on each link dials the other
+(the netdomain topology's ``Link(a, b)`` order). Workers get ``10.100.<cluster index>.<2 + n>``.
+
+Root only; used by ``tests/tunnel`` (marked ``netns``) and ``bench.py``. Every namespace, device
+and process it makes is removed by ``close()`` (also on failure to start).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv4Network
+from pathlib import Path
+from typing import Any
+
+from rlark_devinfra import netns
+from rlark_tunnel_agent.tunnel import keys, node
+
+DOMAIN = "d1"
+NETWORK = IPv4Network("10.100.0.0/16")
+SSH_PORT = 2222
+
+
+@dataclass(slots=True)
+class NodeProcess:
+    cluster: str
+    proc: subprocess.Popen[bytes]
+    control: Path
+    log: Path
+
+
+class TunnelBed:
+    """See the module docstring. Use as a context manager."""
+
+    def __init__(
+        self,
+        tag: str,
+        clusters: dict[str, Sequence[str]] | None = None,
+        *,
+        links: Sequence[tuple[str, str]] | None = None,
+        relays: dict[tuple[str, str], str] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self.tag = tag
+        self.clusters = clusters or {"a": ["a1"], "b": ["b1", "b2"]}
+        self.link_pairs = links
+        self.relays = relays or {}
+        self.options = {"ping_interval_s": 0.5, "dead_after_s": 2.5, **(options or {})}
+        self.bed: netns.TestBed | None = None
+        self.nodes: dict[str, NodeProcess] = {}
+        self.addresses: dict[str, IPv4Address] = {}
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"rlark-tunnel-{tag}-"))
+
+    def __enter__(self) -> TunnelBed:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- building ---------------------------------------------------------------------------
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        self.bed = netns.create(self.tag, self.clusters, self.link_pairs)
+        names = sorted(self.clusters)
+        for index, cluster in enumerate(names):
+            for n, worker in enumerate(self.clusters[cluster]):
+                self.addresses[worker] = NETWORK.network_address + (index << 8) + 2 + n
+        private = {c: keys.generate_key() for c in names}
+        for cluster, key in private.items():
+            keys.write_private_key(key, self.workdir / f"{cluster}.key")
+        for cluster in names:
+            self.nodes[cluster] = self._start_node(cluster, private)
+        for node_process in self.nodes.values():
+            self._wait_ready(node_process, timeout_s)
+        self.wait_links_up(timeout_s)
+
+    def _peers_of(self, cluster: str) -> list[str]:
+        return [c for c in sorted(self.clusters) if c != cluster]
+
+    def _start_node(self, cluster: str, private: dict[str, Any]) -> NodeProcess:
+        assert self.bed is not None
+        peers = []
+        for peer in self._peers_of(cluster):
+            via = self.relays.get((cluster, peer)) or self.relays.get((peer, cluster))
+            endpoint = None
+            if via is None and cluster < peer:
+                endpoint = [self.bed.address_of(peer, cluster), SSH_PORT]
+            peers.append(
+                {
+                    "cluster": peer,
+                    "public_key": keys.public_line(private[peer]),
+                    "endpoint": endpoint,
+                    "via": via,
+                    "addresses": [str(self.addresses[w]) for w in self.clusters[peer]],
+                }
+            )
+        config = {
+            "domain": DOMAIN,
+            "network": str(NETWORK),
+            "cluster": cluster,
+            "private_key_file": str(self.workdir / f"{cluster}.key"),
+            "control": str(self.workdir / f"{cluster}.sock"),
+            "listen_host": "0.0.0.0",  # noqa: S104 - inside the cluster's own namespace
+            "listen_port": SSH_PORT,
+            "peers": peers,
+            "workers": [
+                {
+                    "worker": w,
+                    "netns": self.bed.workers[w],
+                    "address": str(self.addresses[w]),
+                }
+                for w in self.clusters[cluster]
+            ],
+            **self.options,
+        }
+        path = self.workdir / f"{cluster}.json"
+        path.write_text(json.dumps(config, indent=2))
+        log = self.workdir / f"{cluster}.log"
+        argv = [sys.executable, "-m", "rlark_tunnel_agent.tunnel.node", "--config", str(path)]
+        if profile_dir := os.environ.get("RLARK_TUNNEL_PROFILE_DIR"):
+            argv[1:1] = ["-m", "cProfile", "-o", f"{profile_dir}/{cluster}.prof"]
+        with log.open("wb") as stderr:
+            proc = subprocess.Popen(
+                self.bed.exec_argv(self.bed.agents[cluster], *argv),
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                stdin=subprocess.DEVNULL,
+            )
+        return NodeProcess(cluster, proc, Path(config["control"]), log)
+
+    def _wait_ready(self, node_process: NodeProcess, timeout_s: float) -> None:
+        assert node_process.proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        line = b""
+        while not line.startswith(b"READY"):
+            left = deadline - time.monotonic()
+            if left <= 0 or node_process.proc.poll() is not None:
+                raise RuntimeError(
+                    f"tunnel node {node_process.cluster} did not start: "
+                    f"{node_process.log.read_text()[-2000:]}"
+                )
+            ready, _, _ = select.select([node_process.proc.stdout], [], [], min(left, 0.5))
+            if ready:
+                line = node_process.proc.stdout.readline()
+
+    def wait_links_up(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            states = {c: self.state(c) for c in self.nodes}
+            down = [
+                (c, p["cluster"], p["last_error"])
+                for c, s in states.items()
+                for p in s["peers"]
+                if p["state"] != "up"
+            ]
+            if not down:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"tunnel links still down: {down}")
+            time.sleep(0.1)
+
+    # --- using ------------------------------------------------------------------------------
+
+    def state(self, cluster: str) -> dict[str, Any]:
+        reply = node.request(self.nodes[cluster].control, {"op": "state"})
+        state: dict[str, Any] = reply["state"]
+        return state
+
+    def control(self, cluster: str, message: dict[str, Any]) -> dict[str, Any]:
+        return node.request(self.nodes[cluster].control, message)
+
+    def peer_state(self, cluster: str, peer: str) -> dict[str, Any]:
+        peers: list[dict[str, Any]] = self.state(cluster)["peers"]
+        return next(p for p in peers if p["cluster"] == peer)
+
+    def worker_counters(self, cluster: str, worker: str) -> dict[str, Any]:
+        workers: list[dict[str, Any]] = self.state(cluster)["workers"]
+        counters: dict[str, Any] = next(w for w in workers if w["worker"] == worker)["counters"]
+        return counters
+
+    def vip(self, worker: str) -> str:
+        return str(self.addresses[worker])
+
+    def argv(self, worker_or_cluster: str, *argv: str) -> list[str]:
+        assert self.bed is not None
+        namespace = self.bed.workers.get(worker_or_cluster) or self.bed.agents[worker_or_cluster]
+        return self.bed.exec_argv(namespace, *argv)
+
+    def run(
+        self, worker: str, *argv: str, timeout_s: float = 60.0, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.argv(worker, *argv), capture_output=True, text=True, timeout=timeout_s, check=check
+        )
+
+    def popen(self, worker: str, *argv: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self.argv(worker, *argv), **kwargs)
+
+    def set_link(self, a: str, b: str, up: bool) -> None:
+        assert self.bed is not None
+        self.bed.set_link(a, b, up)
+
+    # --- teardown ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for node_process in self.nodes.values():
+            if node_process.proc.poll() is None:
+                node_process.proc.send_signal(signal.SIGTERM)
+        for node_process in self.nodes.values():
+            try:
+                node_process.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                node_process.proc.kill()
+                node_process.proc.wait()
+            if node_process.proc.stdout is not None:
+                node_process.proc.stdout.close()
+        self.nodes.clear()
+        if self.bed is not None:
+            self.bed.destroy()
+            self.bed = None
+        if not os.environ.get("RLARK_KEEP_TUNNEL_LOGS"):
+            shutil.rmtree(self.workdir, ignore_errors=True)
