@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from rlark_tunnel_agent.tunnel.frames import (
     HEADER_SIZE,
     MAX_PAYLOAD,

@@ -6,7 +6,6 @@ import struct
 from ipaddress import IPv4Address, IPv4Network
 
 import pytest
-
 from rlark_tunnel_agent.tunnel.routing import VNET_HDR_LEN, Drop, LinkCounters, Router
 
 pytestmark = pytest.mark.unit

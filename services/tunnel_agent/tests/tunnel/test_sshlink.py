@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 import asyncssh
 import pytest
-
 from rlark_tunnel_agent.tunnel import keys
 from rlark_tunnel_agent.tunnel.frames import encode_packets
 from rlark_tunnel_agent.tunnel.sshlink import (
@@ -81,7 +80,7 @@ async def pair() -> AsyncIterator[Pair]:
 
 async def wait_for(predicate, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
     async with asyncio.timeout(timeout_s):
-        while not predicate():
+        while not predicate():  # noqa: ASYNC110 - polls plain link state, no event to wait on
             await asyncio.sleep(0.02)
 
 
