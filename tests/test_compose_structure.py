@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from rlark_devinfra.stack import SERVICES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.runtime.local.cluster import load_cluster
 from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
@@ -30,8 +29,15 @@ async def local_agent(
         assert cluster == declared.cluster
         return LocalDriver(declared, LocalDriverOptions(state_dir=state_dir / cluster, **options))
 
-    agent = Agent(gateway_url=gateway_url, credential=credential, make_driver=make, runtime="local",
-                  state_dir=state_dir, heartbeat_interval_s=0.5, observe_interval_s=1.0)
+    agent = Agent(
+        gateway_url=gateway_url,
+        credential=credential,
+        make_driver=make,
+        runtime="local",
+        state_dir=state_dir,
+        heartbeat_interval_s=0.5,
+        observe_interval_s=1.0,
+    )
     task = asyncio.create_task(agent.run())
     try:
         waiter = asyncio.create_task(agent.ready.wait())

@@ -4,7 +4,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-
 from stack import Stack, platform
 
 

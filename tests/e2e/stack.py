@@ -20,7 +20,6 @@ from typing import Any
 import asyncpg
 import httpx
 import yaml
-
 from rlark_platform.service import ServiceDefinition
 from rlark_platform.testing import TEST_SECRET, free_port, running_service, settings_for
 
@@ -34,7 +33,13 @@ def definitions() -> dict[str, ServiceDefinition]:
     from rlark_netdomain.main import DEFINITION as netdomain
     from rlark_scheduler.main import DEFINITION as scheduler
 
-    return {"inventory": inventory, "keys": keys, "netdomain": netdomain, "scheduler": scheduler, "gateway": gateway}
+    return {
+        "inventory": inventory,
+        "keys": keys,
+        "netdomain": netdomain,
+        "scheduler": scheduler,
+        "gateway": gateway,
+    }
 
 
 @dataclass
@@ -48,7 +53,10 @@ class Stack:
 
     def client(self, token: str | None = None, **kwargs: Any) -> httpx.AsyncClient:
         return httpx.AsyncClient(
-            base_url=self.url, headers={"Authorization": f"Bearer {token or self.admin_token}"}, timeout=30, **kwargs
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {token or self.admin_token}"},
+            timeout=30,
+            **kwargs,
         )
 
     async def token_for(self, username: str, password: str) -> str:
@@ -62,22 +70,45 @@ class Stack:
     async def new_user(self, role: str = "user") -> tuple[str, str]:
         username, password = f"u{uuid.uuid4().hex[:8]}", f"pw-{uuid.uuid4().hex}"
         async with self.client() as admin:
-            response = await admin.post("/api/v1/users", json={"username": username, "password": password, "role": role})
+            response = await admin.post(
+                "/api/v1/users", json={"username": username, "password": password, "role": role}
+            )
             assert response.status_code == 201, response.text
         return username, await self.token_for(username, password)
 
-    async def cli(self, *args: str, token: str | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    async def cli(
+        self, *args: str, token: str | None = None, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run the real `rlark` CLI against this stack (in a thread: the services share this event loop)."""
-        env = {**os.environ, "RLARK_URL": self.url, "RLARK_TOKEN": token or self.admin_token,
-               "RLARK_CONFIG_DIR": str(self.tmp / "cli-config"), "COLUMNS": "200"}
+        env = {
+            **os.environ,
+            "RLARK_URL": self.url,
+            "RLARK_TOKEN": token or self.admin_token,
+            "RLARK_CONFIG_DIR": str(self.tmp / "cli-config"),
+            "COLUMNS": "200",
+        }
         return await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "rlark_cli", *args], env=env, capture_output=True, text=True,
-            input=stdin, timeout=120,
+            subprocess.run,
+            [sys.executable, "-m", "rlark_cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=120,
         )
 
     async def register_cluster(self, name: str, **fields: Any) -> str:
-        body = {"name": name, "display_name": name, "category": "cloud", "region": "local", "runtime": "local",
-                "pod_cidrs": [], "service_cidrs": [], "labels": {}, **fields}
+        body = {
+            "name": name,
+            "display_name": name,
+            "category": "cloud",
+            "region": "local",
+            "runtime": "local",
+            "pod_cidrs": [],
+            "service_cidrs": [],
+            "labels": {},
+            **fields,
+        }
         async with self.client() as admin:
             response = await admin.post("/api/v1/clusters", json=body)
             assert response.status_code == 201, response.text
@@ -85,7 +116,9 @@ class Stack:
 
 
 @contextlib.asynccontextmanager
-async def platform(server_url: str, kafka_bootstrap: str, tmp: Path, **overrides: dict[str, Any]) -> AsyncIterator[Stack]:
+async def platform(
+    server_url: str, kafka_bootstrap: str, tmp: Path, **overrides: dict[str, Any]
+) -> AsyncIterator[Stack]:
     """Start every service (own database each, one topic prefix); yield a Stack; stop and drop them."""
     prefix = f"e{uuid.uuid4().hex[:8]}."
     defs = definitions()
@@ -102,27 +135,43 @@ async def platform(server_url: str, kafka_bootstrap: str, tmp: Path, **overrides
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
     extra: dict[str, dict[str, Any]] = {
         "gateway": {
-            "inventory_url": urls["inventory"], "keys_url": urls["keys"], "netdomain_url": urls["netdomain"],
-            "scheduler_url": urls["scheduler"], "bootstrap_admin_username": ADMIN,
-            "bootstrap_admin_password": ADMIN_PASSWORD, "password_time_cost": 1, "password_memory_kib": 1024,
+            "inventory_url": urls["inventory"],
+            "keys_url": urls["keys"],
+            "netdomain_url": urls["netdomain"],
+            "scheduler_url": urls["scheduler"],
+            "bootstrap_admin_username": ADMIN,
+            "bootstrap_admin_password": ADMIN_PASSWORD,
+            "password_time_cost": 1,
+            "password_memory_kib": 1024,
             "password_parallelism": 1,
         },
     }
     try:
         async with contextlib.AsyncExitStack() as stack:
             for name, definition in defs.items():
-                settings = settings_for(definition, database_url=databases[name], kafka_bootstrap=kafka_bootstrap,
-                                        topic_prefix=prefix, **{**extra.get(name, {}), **overrides.get(name, {})})
+                settings = settings_for(
+                    definition,
+                    database_url=databases[name],
+                    kafka_bootstrap=kafka_bootstrap,
+                    topic_prefix=prefix,
+                    **{**extra.get(name, {}), **overrides.get(name, {})},
+                )
                 settings = settings.model_copy(update={"http_port": ports[name]})
                 await stack.enter_async_context(running_service(definition, settings))
             platform_stack = Stack(urls["gateway"], kafka_bootstrap, prefix, databases, tmp=tmp)
             platform_stack.admin_token = await platform_stack.token_for(ADMIN, ADMIN_PASSWORD)
             yield platform_stack
     finally:
+        from rlark_platform.messaging.producer import delete_topics_with_prefix
+
+        with contextlib.suppress(Exception):
+            await delete_topics_with_prefix(kafka_bootstrap, prefix)
         admin_conn = await asyncpg.connect(server_url)
         try:
             for database_url in databases.values():
-                await admin_conn.execute(f'DROP DATABASE IF EXISTS "{database_url.rpartition("/")[2]}" WITH (FORCE)')
+                await admin_conn.execute(
+                    f'DROP DATABASE IF EXISTS "{database_url.rpartition("/")[2]}" WITH (FORCE)'
+                )
         finally:
             await admin_conn.close()
 
@@ -132,7 +181,9 @@ def write_local_cluster(path: Path, cluster: str, nodes: list[dict[str, Any]]) -
     return path
 
 
-async def eventually(check: Any, timeout_s: float = 30, interval_s: float = 0.2, what: str = "condition") -> Any:
+async def eventually(
+    check: Any, timeout_s: float = 30, interval_s: float = 0.2, what: str = "condition"
+) -> Any:
     """Poll an async ``check()`` until it returns a truthy value; fail the test with ``what`` otherwise."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     last: Any = None

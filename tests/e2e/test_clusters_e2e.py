@@ -7,19 +7,36 @@ import json
 from pathlib import Path
 
 import pytest
-
 from agents import local_agent, write_cluster_file
 from stack import Stack, eventually
 
 pytestmark = pytest.mark.e2e
 
 NODES = [
-    {"name": "node-a100-0", "labels": {"rlark.io/node-category": "cloud", "rlark.io/gpu-model": "A100"},
-     "gpus": 8, "gpu_model": "A100", "cpu": 32, "memory": "256Gi"},
-    {"name": "node-a100-1", "labels": {"rlark.io/node-category": "cloud", "rlark.io/gpu-model": "A100"},
-     "gpus": 8, "gpu_model": "A100", "cpu": 32, "memory": "256Gi"},
-    {"name": "node-l40-0", "labels": {"rlark.io/node-category": "edge", "rlark.io/gpu-model": "L40"},
-     "gpus": 4, "gpu_model": "L40", "cpu": 16, "memory": "64Gi"},
+    {
+        "name": "node-a100-0",
+        "labels": {"rlark.io/node-category": "cloud", "rlark.io/gpu-model": "A100"},
+        "gpus": 8,
+        "gpu_model": "A100",
+        "cpu": 32,
+        "memory": "256Gi",
+    },
+    {
+        "name": "node-a100-1",
+        "labels": {"rlark.io/node-category": "cloud", "rlark.io/gpu-model": "A100"},
+        "gpus": 8,
+        "gpu_model": "A100",
+        "cpu": 32,
+        "memory": "256Gi",
+    },
+    {
+        "name": "node-l40-0",
+        "labels": {"rlark.io/node-category": "edge", "rlark.io/gpu-model": "L40"},
+        "gpus": 4,
+        "gpu_model": "L40",
+        "cpu": 16,
+        "memory": "64Gi",
+    },
 ]
 
 
@@ -30,11 +47,16 @@ async def cluster(stack: Stack, name: str) -> dict:  # type: ignore[type-arg]
         return response.json()  # type: ignore[no-any-return]
 
 
-async def test_agent_nodes_appear_liveness_follows_the_agent_and_cordon_shows(stack: Stack, tmp_path: Path) -> None:
-    credential = await stack.register_cluster("lab", pod_cidrs=["10.244.0.0/16"], service_cidrs=["10.96.0.0/16"])
+async def test_agent_nodes_appear_liveness_follows_the_agent_and_cordon_shows(
+    stack: Stack, tmp_path: Path
+) -> None:
+    credential = await stack.register_cluster(
+        "lab", pod_cidrs=["10.244.0.0/16"], service_cidrs=["10.96.0.0/16"]
+    )
     cluster_file = write_cluster_file(tmp_path / "lab.yaml", "lab", NODES)
 
     async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent"):
+
         async def three_nodes() -> list | None:  # type: ignore[type-arg]
             async with stack.client() as admin:
                 items = (await admin.get("/api/v1/nodes", params={"cluster": "lab"})).json()["items"]
@@ -46,7 +68,9 @@ async def test_agent_nodes_appear_liveness_follows_the_agent_and_cordon_shows(st
         assert (await cluster(stack, "lab"))["online"] is True
 
         async with stack.client() as admin:
-            selected = (await admin.get("/api/v1/nodes", params={"selector": "rlark.io/gpu-model=A100"})).json()
+            selected = (
+                await admin.get("/api/v1/nodes", params={"selector": "rlark.io/gpu-model=A100"})
+            ).json()
         assert sorted(n["name"] for n in selected["items"]) == ["node-a100-0", "node-a100-1"]
 
         listed = await stack.cli("nodes", "list", "--cluster", "lab", "-o", "json")
@@ -72,6 +96,7 @@ async def test_agent_nodes_appear_liveness_follows_the_agent_and_cordon_shows(st
     await eventually(offline, timeout_s=20, what="cluster offline after the agent stopped")
 
     async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent"):
+
         async def online() -> bool:
             return (await cluster(stack, "lab"))["online"] is True
 
@@ -83,7 +108,9 @@ async def test_agent_with_an_unknown_credential_is_refused(stack: Stack, tmp_pat
 
     cluster_file = write_cluster_file(tmp_path / "x.yaml", "x", NODES[:1])
     with pytest.raises(SessionRefused):
-        async with local_agent(stack.url, "rlark-agent-not-a-real-credential", cluster_file, tmp_path / "agent"):
+        async with local_agent(
+            stack.url, "rlark-agent-not-a-real-credential", cluster_file, tmp_path / "agent"
+        ):
             pass
 
 

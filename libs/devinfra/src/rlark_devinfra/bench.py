@@ -114,7 +114,7 @@ async def main(selected: list[str]) -> int:
             table.add_row(bench.name if i == 0 else "", measure, value, against)
         console.print(f"  done in {time.perf_counter() - started:.1f}s")
     console.print(table)
-    (paths.state_dir() / "bench-results.json").write_text(json.dumps(results))  # noqa: ASYNC240
+    (paths.state_dir() / "bench-results.json").write_text(json.dumps(results))
     return 1 if any(r[2] == "FAILED" for rows in results.values() for r in rows) else 0
 
 

@@ -220,6 +220,19 @@ def start(timeout_s: float = 120.0) -> KafkaStatus:
     return status()
 
 
+def _raise_open_files_limit() -> None:
+    """Every partition costs the broker a few open files; test runs create thousands of partitions."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    for wanted in (262144, hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), max(hard, wanted)))
+            return
+        except (ValueError, OSError):
+            continue
+
+
 def _port_open(bootstrap: str) -> bool:
     host, port = bootstrap.rsplit(":", 1)
     with socket.socket() as sock:

@@ -18,7 +18,12 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from rlark_devinfra import kafka, postgres
+from rlark_devinfra import kafka, paths, postgres
+
+# Tests get servers of their own, apart from the ones `make run` uses in .state/, so a test run never
+# touches a developer's running platform and can start from empty data.
+if not os.environ.get("RLARK_STATE_DIR"):
+    os.environ["RLARK_STATE_DIR"] = str(paths.repo_root() / ".state" / "test")
 from rlark_devinfra.k8s.fixtures import k8s_cluster, k8s_testbed  # noqa: F401 - registered fixtures
 
 
@@ -64,6 +69,8 @@ def kafka_bootstrap() -> Iterator[str]:
             yield container.get_bootstrap_server()
         return
     started = not kafka.status().running
+    if started:
+        kafka.reset_data()  # leftover topics of earlier runs only cost open files and start-up time
     current = kafka.start()
     assert current.bootstrap is not None
     yield current.bootstrap
@@ -96,6 +103,14 @@ async def database_url(postgres_server_url: str) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def topic_prefix() -> str:
-    """A unique prefix so each test's Kafka topics and consumer groups are its own."""
-    return f"t{uuid.uuid4().hex[:10]}."
+async def topic_prefix(kafka_bootstrap: str) -> AsyncIterator[str]:
+    """A unique prefix so each test's Kafka topics and consumer groups are its own; its topics are deleted
+    afterwards (thousands of leftover partitions would exhaust the broker's open files)."""
+    import contextlib
+
+    from rlark_platform.messaging.producer import delete_topics_with_prefix
+
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+    yield prefix
+    with contextlib.suppress(Exception):
+        await delete_topics_with_prefix(kafka_bootstrap, prefix)

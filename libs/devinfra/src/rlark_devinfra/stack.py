@@ -40,7 +40,9 @@ SERVICES = [
     ServiceProcess("gateway", "rlark_gateway", 8080),
 ]
 
-app = typer.Typer(help="Run the whole RLark platform on this machine.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="Run the whole RLark platform on this machine.", no_args_is_help=True, add_completion=False
+)
 
 
 def _dirs() -> tuple[Path, Path]:
@@ -62,7 +64,8 @@ def environment() -> dict[str, str]:
     """What every service process gets: where the servers are, and the shared internal secret."""
     database = os.environ.get("RLARK_DATABASE_URL") or postgres.start().url
     bootstrap = os.environ.get("RLARK_KAFKA_BOOTSTRAP") or kafka.start().bootstrap
-    assert database and bootstrap
+    assert database
+    assert bootstrap
     env = {
         **os.environ,
         "RLARK_DATABASE_URL": database,
@@ -77,10 +80,13 @@ def environment() -> dict[str, str]:
 
 def _run_migrations(env: dict[str, str]) -> None:
     for service in SERVICES:
-        result = subprocess.run([sys.executable, "-m", service.module, "migrate"], env=env,
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [sys.executable, "-m", service.module, "migrate"], env=env, capture_output=True, text=True
+        )
         if result.returncode != 0:
-            raise RuntimeError(f"{service.name} migrate failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+            raise RuntimeError(
+                f"{service.name} migrate failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
+            )
 
 
 def start_service(service: ServiceProcess, env: dict[str, str]) -> int:
@@ -145,7 +151,9 @@ def up_command() -> None:
     typer.echo(f"PostgreSQL  {env['RLARK_DATABASE_URL']}")
     typer.echo(f"Kafka       {env['RLARK_KAFKA_BOOTSTRAP']}")
     for service in SERVICES:
-        typer.echo(f"{service.name:<11} http://127.0.0.1:{service.port}  (log: .state/logs/{service.name}.log)")
+        typer.echo(
+            f"{service.name:<11} http://127.0.0.1:{service.port}  (log: .state/logs/{service.name}.log)"
+        )
 
 
 @app.command("down")

@@ -19,6 +19,9 @@ class ServiceSettings(BaseSettings):
     database_name: str = Field(default="", description="Database of this service; default rlark_<service>")
     kafka_bootstrap: str = Field(default="127.0.0.1:9092", description="Kafka bootstrap servers")
     topic_prefix: str = Field(default="", description="Prefix for every topic (isolates test runs)")
+    topic_partitions: int = Field(
+        default=3, ge=1, le=256, description="Partitions of topics `migrate` creates"
+    )
     internal_secret: SecretStr = Field(
         default=SecretStr(""),
         description="Shared secret that signs gateway→service identities and agent tokens",

@@ -56,6 +56,7 @@ def settings_for(
         internal_secret=TEST_SECRET,
         http_port=free_port(),
         relay_poll_interval_s=0.2,
+        topic_partitions=1,
         **extra,
     )
 

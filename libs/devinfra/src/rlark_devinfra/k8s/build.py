@@ -126,7 +126,9 @@ def staging_replaces(kubernetes_gomod: str, version: str) -> list[str]:
     ``version`` is the kubernetes tag (``v1.36.3``); staging modules are tagged ``v0.36.3``.
     """
     staging = "v0." + version.removeprefix("v1.")
-    names = sorted(set(re.findall(r"^\s*(k8s\.io/[\w.\-/]+) v0\.0\.0\s*$", kubernetes_gomod, re.M)))
+    names = sorted(
+        set(re.findall(r"^\s*(k8s\.io/[\w.\-/]+) v0\.0\.0(?:\s*//.*)?\s*$", kubernetes_gomod, re.M))
+    )
     return [f"replace {name} => {name} {staging}" for name in names]
 
 

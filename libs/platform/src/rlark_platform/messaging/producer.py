@@ -25,6 +25,21 @@ async def create_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
     return producer
 
 
+async def delete_topics_with_prefix(bootstrap: str, prefix: str) -> int:
+    """Delete every topic whose name starts with ``prefix`` (test isolation prefixes only)."""
+    if not prefix:
+        raise ValueError("refusing to delete topics without a prefix")
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="rlark-topics")
+    await admin.start()
+    try:
+        doomed = [t for t in await admin.list_topics() if t.startswith(prefix)]
+        if doomed:
+            await admin.delete_topics(doomed)
+        return len(doomed)
+    finally:
+        await admin.close()
+
+
 async def ensure_topics(bootstrap: str, names: TopicNames, partitions: int = 3) -> list[str]:
     """Create every registered topic and its DLQ when missing (compacted ones with cleanup.policy=compact).
 
