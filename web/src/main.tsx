@@ -4,19 +4,17 @@ import { BrowserRouter } from 'react-router-dom';
 import './i18n';
 import './styles.css';
 import App from './App';
-import Providers, { makeQueryClient } from './providers';
-import { SessionProvider } from './auth';
+import Root from './Root';
+import { makeQueryClient } from './providers';
 
 const client = makeQueryClient();
 
 createRoot(document.getElementById('root')!).render(
   <StrictMode>
-    <Providers client={client}>
-      <SessionProvider>
-        <BrowserRouter>
-          <App />
-        </BrowserRouter>
-      </SessionProvider>
-    </Providers>
+    <Root client={client}>
+      <BrowserRouter>
+        <App />
+      </BrowserRouter>
+    </Root>
   </StrictMode>,
 );

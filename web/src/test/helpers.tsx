@@ -8,8 +8,8 @@ import { QueryClient } from '@tanstack/react-query';
 import type { ReactElement } from 'react';
 import { MemoryRouter, Route, Routes } from 'react-router-dom';
 import { vi } from 'vitest';
-import Providers from '../providers';
-import { SessionProvider, ME_KEY } from '../auth';
+import Root from '../Root';
+import { ME_KEY } from '../auth';
 import type { User } from '../api/types';
 
 export interface Reply {
@@ -59,6 +59,18 @@ export function apiError(status: number, code: string, message: string, field?: 
   return { status, body: { error: { code, message, field: field ?? null, ...(details ? { details: { errors: details } } : {}) } } };
 }
 
+/** The whole console (routes, session, lazy pages) at `route`, with no session yet. */
+export function renderApp(route: string, app: ReactElement) {
+  const client = new QueryClient({ defaultOptions: { queries: { retry: false }, mutations: { retry: false } } });
+  return render(
+    <StyleProvider mock="server">
+      <Root client={client}>
+        <MemoryRouter initialEntries={[route]}>{app}</MemoryRouter>
+      </Root>
+    </StyleProvider>,
+  );
+}
+
 export function renderPage(
   ui: ReactElement,
   { route = '/', path = '*', user = { username: 'alice', role: 'admin' } as User | null } = {},
@@ -69,15 +81,13 @@ export function renderPage(
   // Ant Design's rules make it slow, while no test here depends on computed styles.
   const result = render(
     <StyleProvider mock="server">
-      <Providers client={client}>
-        <SessionProvider>
-          <MemoryRouter initialEntries={[route]}>
-            <Routes>
-              <Route path={path} element={ui} />
-            </Routes>
-          </MemoryRouter>
-        </SessionProvider>
-      </Providers>
+      <Root client={client}>
+        <MemoryRouter initialEntries={[route]}>
+          <Routes>
+            <Route path={path} element={ui} />
+          </Routes>
+        </MemoryRouter>
+      </Root>
     </StyleProvider>,
   );
   return { ...result, client };
