@@ -125,3 +125,25 @@ def test_counters_record_drops_by_reason() -> None:
     counters.drop(Drop.SPOOFED)
     counters.drop(Drop.SPOOFED, 2)
     assert counters.as_dict()["drops"] == {"spoofed": 3}
+
+
+def test_batch_routing_agrees_with_single_decisions(table) -> None:  # type: ignore[no-untyped-def]
+    from collections import Counter
+
+    router, a1, a2, peer_b = table
+    addresses = ["10.100.0.2", "10.100.0.3", "10.100.1.2", "10.100.9.9", "10.200.0.1"]
+    batch = [packet(s, d) for s in addresses for d in addresses]
+    batch += [packet("10.100.0.2", "10.100.1.2")[:21], packet("10.100.0.2", "10.100.1.2", version=6)]
+    for source in (a1, a2, peer_b):
+        drops: Counter[str] = Counter()
+        groups = router.route_batch(batch, source, drops)
+        expected: dict[object, list[bytes]] = {}
+        expected_drops: Counter[str] = Counter()
+        for p in batch:
+            verdict = router.decide(p, source)
+            if isinstance(verdict, Drop):
+                expected_drops[verdict.value] += 1
+            else:
+                expected.setdefault(verdict, []).append(p)
+        assert groups == expected
+        assert drops == expected_drops

@@ -32,7 +32,7 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
 import asyncssh
 from rlark_tunnel_agent.tunnel import tun
-from rlark_tunnel_agent.tunnel.frames import append_packet
+from rlark_tunnel_agent.tunnel.frames import encode_packets
 from rlark_tunnel_agent.tunnel.routing import Drop, LinkCounters, Router
 from rlark_tunnel_agent.tunnel.sshlink import PeerDialer, PeerLink, PeerState, TunnelServer
 
@@ -296,70 +296,46 @@ class TunnelForwarder:
     def _on_worker_readable(self, link: WorkerLink) -> None:
         fd = link.device.fd
         read = os.read
-        decide = self._router.decide
-        groups: dict[WorkerLink | PeerLink, list[bytes]] = {}
-        count = size = 0
-        for _ in range(self.config.batch_packets):
-            try:
-                packet = read(fd, tun.READ_SIZE)
-            except BlockingIOError:
-                break
-            except OSError as exc:
-                self._stop_reading(link)
-                link.counters.drops[f"read_error:{exc.errno}"] += 1
-                break
-            count += 1
-            size += len(packet)
-            target = decide(packet, link)
-            if target.__class__ is Drop:
-                link.counters.drop(target)
-                continue
-            group = groups.get(target)  # type: ignore[arg-type]
-            if group is None:
-                groups[target] = [packet]  # type: ignore[index]
-            else:
-                group.append(packet)
+        size = tun.READ_SIZE
+        packets: list[bytes] = []
+        append = packets.append
+        try:
+            for _ in range(self.config.batch_packets):
+                append(read(fd, size))
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            self._stop_reading(link)
+            link.counters.drops[f"read_error:{exc.errno}"] += 1
+        if not packets:
+            return
         counters = link.counters
-        counters.packets_in += count
-        counters.bytes_in += size
-        for target, packets in groups.items():
-            self._emit(target, packets)
-
-    def _on_peer_packets(self, link: PeerLink, packets: list[memoryview]) -> None:
-        decide = self._router.decide
-        groups: dict[WorkerLink | PeerLink, list[memoryview]] = {}
-        for packet in packets:
-            target = decide(packet, link)
-            if target.__class__ is Drop:
-                link.counters.drop(target)
-                continue
-            group = groups.get(target)  # type: ignore[arg-type]
-            if group is None:
-                groups[target] = [packet]  # type: ignore[index]
-            else:
-                group.append(packet)
+        counters.packets_in += len(packets)
+        counters.bytes_in += sum(map(len, packets))
+        groups = self._router.route_batch(packets, link, counters.drops)
         for target, group in groups.items():
             self._emit(target, group)
 
-    def _emit(self, target: WorkerLink | PeerLink, packets: Sequence[bytes | memoryview]) -> None:
-        if target.__class__ is PeerLink:
-            parts: list[bytes | memoryview] = []
-            for packet in packets:
-                append_packet(parts, packet)
-            if not target.send(b"".join(parts), len(packets)):
+    def _on_peer_packets(self, link: PeerLink, packets: list[memoryview]) -> None:
+        groups = self._router.route_batch(packets, link, link.counters.drops)
+        for target, group in groups.items():
+            self._emit(target, group)
+
+    def _emit(self, target: WorkerLink | PeerLink, packets: list[bytes] | list[memoryview]) -> None:
+        if isinstance(target, PeerLink):
+            if not target.send(encode_packets(packets), len(packets)):
                 target.counters.drop(Drop.LINK_DOWN, len(packets))
             return
-        fd = target.device.fd  # type: ignore[union-attr]
+        fd = target.device.fd
         write = os.write
         sent = size = 0
         for packet in packets:
             try:
-                write(fd, packet)
+                size += write(fd, packet)
             except OSError:
                 target.counters.drop(Drop.WRITE_FAILED)
                 continue
             sent += 1
-            size += len(packet)
         target.counters.packets_out += sent
         target.counters.bytes_out += size
 

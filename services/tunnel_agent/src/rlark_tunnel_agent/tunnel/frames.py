@@ -19,6 +19,7 @@ byte stream and hands out zero-copy ``memoryview`` slices of what it received.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from enum import IntEnum
 from typing import Final
 
@@ -53,24 +54,21 @@ def encode_frame(kind: FrameKind, payload: bytes) -> bytes:
     return frame_header(kind, len(payload)) + payload
 
 
-def append_packet(parts: list[bytes | memoryview], packet: bytes | memoryview) -> None:
-    """Append one PACKET frame (header, then the packet itself, uncopied) to ``parts``.
+def encode_packets(packets: Sequence[bytes] | Sequence[memoryview]) -> bytes:
+    """Many PACKET frames as one byte string, ready for one channel write.
 
-    The caller joins ``parts`` once per batch: one allocation and one channel write for many
-    packets. Packets longer than ``MAX_PAYLOAD`` cannot come from a TUN device and are refused.
+    One allocation for the whole batch; packets are not copied before the join. Packets longer
+    than ``MAX_PAYLOAD`` cannot come from a TUN device and are refused.
     """
-    length = len(packet)
-    if length > MAX_PAYLOAD:
-        raise FrameError(f"packet of {length} bytes does not fit a frame")
-    parts.append(_HEADER.pack(length))  # PACKET is kind 0: the header is the bare length
-    parts.append(packet)
-
-
-def encode_packets(packets: list[bytes]) -> bytes:
-    """Many PACKET frames as one byte string, ready for one write."""
+    pack = _HEADER.pack
     parts: list[bytes | memoryview] = []
+    append = parts.append
     for packet in packets:
-        append_packet(parts, packet)
+        length = len(packet)
+        if length > MAX_PAYLOAD:
+            raise FrameError(f"packet of {length} bytes does not fit a frame")
+        append(pack(length))  # PACKET is kind 0: the header is the bare length
+        append(packet)
     return b"".join(parts)
 
 
