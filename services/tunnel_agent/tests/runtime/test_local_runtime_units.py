@@ -86,6 +86,8 @@ def test_worker_ids_are_job_role_index() -> None:
         ({"rank": 1, "header_address": ""}, "needs the Header's address"),
         ({"worker_id": "Job_1/../x"}, "lower-case letters"),
         ({"env": {"BAD-NAME": "x"}}, "not a valid variable name"),
+        ({"outputs": ("/data/../../etc",)}, "without ':' or '..'"),
+        ({"tensorboard_dir": "/logs:/tb"}, "without ':' or '..'"),
         (
             {"ssh_public_keys": ("-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaA",)},
             "looks like a private key",

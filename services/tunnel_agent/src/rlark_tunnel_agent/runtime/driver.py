@@ -156,6 +156,20 @@ class WorkerSpec(BaseModel):
                 raise ValueError(f"env {name} contains a NUL byte")
         return value
 
+    @field_validator("outputs")
+    @classmethod
+    def _outputs_are_plain_paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for path in value:
+            _check_output_path(path)
+        return value
+
+    @field_validator("tensorboard_dir")
+    @classmethod
+    def _tensorboard_dir_is_a_plain_path(cls, value: str) -> str:
+        if value:
+            _check_output_path(value)
+        return value
+
     @field_validator("ssh_public_keys")
     @classmethod
     def _keys_are_public_key_lines(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -172,6 +186,12 @@ class WorkerSpec(BaseModel):
         if not self.is_header and not self.header_address:
             raise ValueError("a non-Header worker needs the Header's address")
         return self
+
+
+def _check_output_path(path: str) -> None:
+    # ':' separates paths in RLARK_OUTPUTS; '..' would let a path leave where a runtime puts it.
+    if not path or ":" in path or "\0" in path or ".." in path.split("/"):
+        raise ValueError(f"output path {path!r} must be non-empty, without ':' or '..'")
 
 
 def validate_authorized_key_lines(lines: Sequence[str]) -> list[str]:

@@ -136,7 +136,10 @@ reap() {
 
 on_exit() {
   local rc=$?
-  trap - EXIT TERM INT HUP
+  # Cleanup runs to its end even if a stop arrives now (the Header may be stopped right after
+  # its run script exits): the manifest must not be lost. The runtime's SIGKILL still bounds it.
+  trap - EXIT
+  trap '' TERM INT HUP
   [[ -n $FINAL_RC ]] && rc=$FINAL_RC
   reap
   if [[ -n $PY && -n $RLARK_OUTPUTS ]]; then

@@ -215,7 +215,7 @@ class LocalDriver:
                 worker = self._new_worker(record, record_path.parent)
                 self._workers[record.spec.worker_id] = worker
                 if record.stopped:
-                    await self._teardown(worker)
+                    # A tombstone: torn down when stopped; `_reap_strays` catches any remnant.
                     worker.exited.set()
                 else:
                     self._reserve(record)
