@@ -13,6 +13,7 @@ const Clusters = lazy(() => import('./pages/Clusters'));
 const ClusterDetail = lazy(() => import('./pages/ClusterDetail'));
 const NodeDetail = lazy(() => import('./pages/NodeDetail'));
 const Keys = lazy(() => import('./pages/Keys'));
+const Tokens = lazy(() => import('./pages/Tokens'));
 const Domains = lazy(() => import('./pages/Domains'));
 const Jobs = lazy(() => import('./pages/jobs/Jobs'));
 const JobWizard = lazy(() => import('./pages/jobs/JobWizard'));
@@ -52,6 +53,7 @@ export default function App() {
       <Route path="/clusters/:name" element={page(<ClusterDetail />)} />
       <Route path="/clusters/:cluster/nodes/:node" element={page(<NodeDetail />)} />
       <Route path="/keys" element={page(<Keys />)} />
+      <Route path="/tokens" element={page(<Tokens />)} />
       <Route path="/domains" element={page(<Domains />)} />
       <Route path="/jobs" element={page(<Jobs />)} />
       <Route path="/jobs/new" element={page(<JobWizard />)} />

@@ -18,6 +18,8 @@ import type {
   Page,
   PreviewResult,
   Role,
+  AuditEntry,
+  ApiToken,
   SetupStatus,
   SshKey,
   Template,
@@ -39,6 +41,9 @@ export const authApi = {
   logout: () => api.post<void>('/auth/logout'),
   me: () => api.get<User>('/auth/me'),
   setupStatus: () => api.get<SetupStatus>('/auth/setup-status'),
+  tokens: async () => pageOf(await api.get<Page<ApiToken> | ApiToken[]>('/auth/tokens')),
+  createToken: (name: string) => api.post<ApiToken & { token: string }>('/auth/tokens', { name }),
+  deleteToken: (id: string) => api.del<void>(`/auth/tokens/${enc(id)}`),
 };
 
 export const usersApi = {
@@ -46,6 +51,11 @@ export const usersApi = {
   create: (body: { username: string; password: string; role: Role }) => api.post<User>('/users', body),
   update: (username: string, body: { password?: string; role?: Role }) => api.patch<User>(`/users/${enc(username)}`, body),
   remove: (username: string) => api.del<void>(`/users/${enc(username)}`),
+};
+
+export const auditApi = {
+  list: async (query: { actor?: string; action?: string; since?: string; page?: number; page_size?: number }) =>
+    pageOf(await api.get<Page<AuditEntry>>('/audit', { ...query })),
 };
 
 export const clustersApi = {

@@ -385,3 +385,20 @@ export interface LogLine {
   line: string;
   at?: string;
 }
+
+export interface AuditEntry {
+  id?: string | number;
+  actor?: string;
+  who?: string;
+  action: string;
+  target?: string;
+  at: string;
+  details?: Record<string, unknown>;
+}
+
+export interface ApiToken {
+  id: string;
+  name: string;
+  created_at?: string;
+  last_used_at?: string | null;
+}

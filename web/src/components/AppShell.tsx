@@ -5,6 +5,7 @@
 import { Badge, Button, Dropdown, Layout, Menu, Segmented, Space, Tooltip, Typography } from 'antd';
 import {
   ApartmentOutlined,
+  ApiOutlined,
   ClusterOutlined,
   DashboardOutlined,
   DeploymentUnitOutlined,
@@ -81,11 +82,13 @@ export default function AppShell({ children, live }: { children: ReactNode; live
               items: [
                 { key: 'role', label: t(`roles.${user?.role ?? 'user'}`), disabled: true },
                 { key: 'keys', icon: <KeyOutlined />, label: t('nav.keys') },
+                { key: 'tokens', icon: <ApiOutlined />, label: t('nav.tokens') },
                 { type: 'divider' },
                 { key: 'logout', icon: <LogoutOutlined />, label: t('header.logout'), danger: true },
               ],
               onClick: ({ key }) => {
                 if (key === 'keys') navigate('/keys');
+                if (key === 'tokens') navigate('/tokens');
                 if (key === 'logout') void logout().then(() => navigate('/login'));
               },
             }}

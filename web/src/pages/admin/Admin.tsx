@@ -1,12 +1,12 @@
 /** Admin console: register clusters (agent credential shown once) and manage users. */
-import { App, Button, Card, Col, Form, Input, Modal, Popconfirm, Radio, Row, Select, Space, Table, Tabs, Tag } from 'antd';
+import { App, Button, Card, Col, DatePicker, Form, Input, Modal, Popconfirm, Radio, Row, Select, Space, Table, Tabs, Tag } from 'antd';
 import { PlusOutlined } from '@ant-design/icons';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link, useNavigate, useParams } from 'react-router-dom';
-import { clustersApi, usersApi } from '../../api/endpoints';
-import type { ClusterCreate, Role, User } from '../../api/types';
+import { auditApi, clustersApi, usersApi } from '../../api/endpoints';
+import type { AuditEntry, ClusterCreate, Role, User } from '../../api/types';
 import ApiErrorAlert, { applyApiError, errorMessage } from '../../components/ApiErrorAlert';
 import CredentialModal from '../../components/CredentialModal';
 import PageTitle from '../../components/PageTitle';
@@ -267,6 +267,38 @@ function UsersTab() {
   );
 }
 
+function AuditTab() {
+  const { t } = useTranslation();
+  const [filters, setFilters] = useState<{ actor?: string; action?: string; since?: string }>({});
+  const [page, setPage] = useState({ page: 1, page_size: 50 });
+  const query = { ...filters, ...page };
+  const audit = useQuery({ queryKey: ['audit', query], queryFn: () => auditApi.list(query), placeholderData: (prev) => prev });
+  return (
+    <Card title={t('admin.auditTitle')}>
+      <Space wrap style={{ marginBottom: 12 }}>
+        <Input.Search allowClear placeholder={t('admin.auditActor')} aria-label={t('admin.auditActor')} onSearch={(v) => setFilters((f) => ({ ...f, actor: v || undefined }))} style={{ width: 200 }} />
+        <Input.Search allowClear placeholder={t('admin.auditAction')} aria-label={t('admin.auditAction')} onSearch={(v) => setFilters((f) => ({ ...f, action: v || undefined }))} style={{ width: 220 }} />
+        <DatePicker showTime aria-label={t('admin.auditSince')} placeholder={t('admin.auditSince')} onChange={(d) => setFilters((f) => ({ ...f, since: d ? d.toISOString() : undefined }))} />
+      </Space>
+      <ApiErrorAlert error={audit.error} />
+      <Table<AuditEntry>
+        data-testid="audit-table"
+        size="small"
+        rowKey={(e) => String(e.id ?? `${e.at}-${e.action}-${e.target}`)}
+        loading={audit.isLoading}
+        dataSource={audit.data?.items ?? []}
+        pagination={{ current: page.page, pageSize: page.page_size, total: audit.data?.total ?? 0, onChange: (p, s) => setPage({ page: p, page_size: s }) }}
+        columns={[
+          { title: t('admin.auditAt'), dataIndex: 'at', render: formatTime },
+          { title: t('admin.auditActor'), render: (_, e) => e.actor ?? e.who ?? '—' },
+          { title: t('admin.auditAction'), dataIndex: 'action', render: (v: string) => <span className="mono">{v}</span> },
+          { title: t('admin.auditTarget'), dataIndex: 'target', render: (v?: string) => v || '—' },
+        ]}
+      />
+    </Card>
+  );
+}
+
 export default function Admin() {
   const { t } = useTranslation();
   const { tab = 'clusters' } = useParams();
@@ -280,6 +312,7 @@ export default function Admin() {
         items={[
           { key: 'clusters', label: t('admin.clustersTab'), children: <ClustersTab /> },
           { key: 'users', label: t('admin.usersTab'), children: <UsersTab /> },
+          { key: 'audit', label: t('admin.auditTab'), children: <AuditTab /> },
         ]}
       />
     </>

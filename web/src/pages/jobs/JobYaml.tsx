@@ -3,11 +3,11 @@
  * preview and lists errors and warnings with their field and line; "Submit" sends the text as
  * `application/yaml`.
  */
-import { Alert, App, Button, Card, List, Space, Tag } from 'antd';
-import CodeMirror from '@uiw/react-codemirror';
+import { Alert, App, Button, Card, List, Space } from 'antd';
+import CodeMirror, { type ReactCodeMirrorRef } from '@uiw/react-codemirror';
 import { yaml as yamlLanguage } from '@codemirror/lang-yaml';
 import { useMutation, useQueryClient } from '@tanstack/react-query';
-import { useMemo, useState } from 'react';
+import { useMemo, useRef, useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { useLocation, useNavigate } from 'react-router-dom';
 import { ApiError } from '../../api/client';
@@ -36,7 +36,7 @@ spec:
       image: registry.example.com/rlinf:v0.3.0-cuda12.4
 `;
 
-function Problems({ items, type, title }: { items: SpecProblem[]; type: 'error' | 'warning'; title: string }) {
+function Problems({ items, type, title, onLine }: { items: SpecProblem[]; type: 'error' | 'warning'; title: string; onLine: (line: number) => void }) {
   const { t } = useTranslation();
   if (!items.length) return null;
   return (
@@ -52,7 +52,11 @@ function Problems({ items, type, title }: { items: SpecProblem[]; type: 'error' 
           renderItem={(p) => (
             <List.Item>
               <Space wrap>
-                {p.line ? <Tag>{t('wizard.line', { line: p.line })}</Tag> : null}
+                {p.line ? (
+                  <Button size="small" onClick={() => onLine(p.line as number)} aria-label={t('yaml.goToLine', { line: p.line })}>
+                    {t('wizard.line', { line: p.line })}
+                  </Button>
+                ) : null}
                 {p.field ? <code>{p.field}</code> : null}
                 <span>{p.message}</span>
               </Space>
@@ -74,6 +78,14 @@ export default function JobYaml() {
   const [text, setText] = useState(initial);
   const [problems, setProblems] = useState<{ errors: SpecProblem[]; warnings: SpecProblem[] } | null>(null);
   const extensions = useMemo(() => [yamlLanguage()], []);
+  const editor = useRef<ReactCodeMirrorRef>(null);
+  const goToLine = (line: number) => {
+    const view = editor.current?.view;
+    if (!view) return;
+    const target = view.state.doc.line(Math.min(Math.max(line, 1), view.state.doc.lines));
+    view.dispatch({ selection: { anchor: target.from, head: target.to }, scrollIntoView: true });
+    view.focus();
+  };
   const fromError = (error: unknown) => {
     if (error instanceof ApiError) {
       const errors = error.details.length ? error.details.map((d) => ({ ...d, field: d.field ?? '' })) : [{ field: error.field ?? '', message: error.message }];
@@ -100,11 +112,11 @@ export default function JobYaml() {
       <Space orientation="vertical" size="middle" style={{ width: '100%' }}>
         <ApiErrorAlert error={validate.error ?? submit.error} />
         {problems && problems.errors.length === 0 && <Alert type="success" showIcon title={t('wizard.previewOk')} data-testid="yaml-ok" />}
-        {problems && <Problems items={problems.errors} type="error" title={t('wizard.previewErrors', { count: problems.errors.length })} />}
-        {problems && <Problems items={problems.warnings} type="warning" title={t('wizard.previewWarnings', { count: problems.warnings.length })} />}
+        {problems && <Problems onLine={goToLine} items={problems.errors} type="error" title={t('wizard.previewErrors', { count: problems.errors.length })} />}
+        {problems && <Problems onLine={goToLine} items={problems.warnings} type="warning" title={t('wizard.previewWarnings', { count: problems.warnings.length })} />}
         <Card size="small">
           <div data-testid="yaml-editor" aria-label={t('yaml.editor')}>
-            <CodeMirror value={text} height="520px" extensions={extensions} onChange={(value) => setText(value)} basicSetup={{ lineNumbers: true, foldGutter: true }} />
+            <CodeMirror ref={editor} value={text} height="520px" extensions={extensions} onChange={(value) => setText(value)} basicSetup={{ lineNumbers: true, foldGutter: true }} />
           </div>
         </Card>
         <Space>
