@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -167,9 +166,14 @@ async def check(conn: Connection, owner: str, body: bytes) -> Checked:
 
 
 def preview_body(checked: Checked) -> dict[str, Any]:
-    """``{yaml, errors, warnings, plan}`` of ``POST /api/v1/jobs:preview``."""
+    """``{yaml, errors, warnings, plan}`` of ``POST /api/v1/jobs:preview``.
+
+    The YAML is left empty when the document could not be read, and when it holds a secret: the
+    errors name the field and line, and a secret is never sent back, not even to its author.
+    """
+    leaks = any(e.code == "secret_detected" for e in checked.errors)
     return {
-        "yaml": render_yaml(checked.doc) if checked.doc is not None else "",
+        "yaml": render_yaml(checked.doc) if checked.doc is not None and not leaks else "",
         "errors": checked.error_dicts(),
         "warnings": [w.to_dict() for w in checked.warnings],
         "plan": [plan_dict(p) for p in checked.plan],
@@ -269,7 +273,3 @@ async def submit(pool: asyncpg.Pool, caller: Caller, body: bytes, now: datetime)
         await repo.add_change(conn, "job", job_id)
     log.info("job submitted", job_id=job_id, workers=sum(r.replicas for r in doc.spec.tasks))
     return job
-
-
-def spec_errors(errors: Sequence[SpecError]) -> list[dict[str, Any]]:
-    return [e.to_dict() for e in errors]

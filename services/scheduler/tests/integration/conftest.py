@@ -4,20 +4,25 @@ topics the scheduler publishes."""
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 from aiokafka import AIOKafkaProducer
 from rlark_contracts import TopicNames
 from rlark_platform.messaging import create_producer
+from rlark_platform.messaging.producer import delete_topics_with_prefix
 from rlark_platform.testing import RunningService, running_service, settings_for
-from scheduler_it_support import TopicReader, World
-
 from rlark_scheduler.main import DEFINITION
+from scheduler_it_support import TopicReader, World
 
 
 @pytest.fixture
-async def scheduler(database_url: str, kafka_bootstrap: str, topic_prefix: str) -> AsyncIterator[RunningService]:
+async def scheduler(
+    database_url: str, kafka_bootstrap: str, topic_prefix: str
+) -> AsyncIterator[RunningService]:
     settings = settings_for(
         DEFINITION,
         database_url=database_url,
@@ -49,12 +54,46 @@ def world(scheduler: RunningService, producer: AIOKafkaProducer, names: TopicNam
 
 
 @pytest.fixture
-async def placements(scheduler: RunningService, kafka_bootstrap: str, names: TopicNames) -> AsyncIterator[TopicReader]:
+async def placements(
+    scheduler: RunningService, kafka_bootstrap: str, names: TopicNames
+) -> AsyncIterator[TopicReader]:
     async with TopicReader(kafka_bootstrap, names.physical("scheduler.placements")) as reader:
         yield reader
 
 
 @pytest.fixture
-async def job_topic(scheduler: RunningService, kafka_bootstrap: str, names: TopicNames) -> AsyncIterator[TopicReader]:
+async def job_topic(
+    scheduler: RunningService, kafka_bootstrap: str, names: TopicNames
+) -> AsyncIterator[TopicReader]:
     async with TopicReader(kafka_bootstrap, names.physical("scheduler.jobs")) as reader:
         yield reader
+
+
+@pytest.fixture(scope="module")
+async def shared_scheduler(postgres_server_url: str, kafka_bootstrap: str) -> AsyncIterator[RunningService]:
+    """One service for a whole module of tests that only read and refuse (no placement races):
+    its own database and topic prefix, dropped afterwards. Tests keep apart by their names."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    admin = await asyncpg.connect(postgres_server_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    url = postgres_server_url.rsplit("/", 1)[0] + f"/{name}"
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+    settings = settings_for(
+        DEFINITION,
+        database_url=url,
+        kafka_bootstrap=kafka_bootstrap,
+        topic_prefix=prefix,
+        placement_poll_s=1.0,
+    )
+    async with running_service(DEFINITION, settings) as running:
+        yield running
+    with contextlib.suppress(Exception):
+        await delete_topics_with_prefix(kafka_bootstrap, prefix)
+    admin = await asyncpg.connect(postgres_server_url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()

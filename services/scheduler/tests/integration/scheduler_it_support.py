@@ -5,6 +5,7 @@ documents, and polling until the service shows what a test waits for."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -34,9 +35,7 @@ from rlark_platform.testing import TEST_SECRET, RunningService
 T = TypeVar("T")
 
 IMAGE = "registry.example.com/rlinf/rlinf:v0.3.0"
-PUBLIC_KEY = (
-    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx1q0B2m1QeW2cF5k7q3j3XzZbqk1bq0S4mJ3x9YbQm alice@laptop"
-)
+PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx1q0B2m1QeW2cF5k7q3j3XzZbqk1bq0S4mJ3x9YbQm alice@laptop"
 
 
 class World:
@@ -69,7 +68,9 @@ class World:
     async def cluster(self, name: str, *, online: bool = True, runtime: str = "kubernetes") -> None:
         kind = ClusterWentOnline if online else ClusterWentOffline
         await self.publish(
-            kind(name=name, runtime=runtime, online=online, last_seen=datetime.now(UTC)), name, source="inventory"
+            kind(name=name, runtime=runtime, online=online, last_seen=datetime.now(UTC)),
+            name,
+            source="inventory",
         )
 
     async def node(
@@ -137,7 +138,9 @@ class World:
                 domain=data["domain"],
                 cidr=cidr,
                 addresses=[
-                    WorkerAddress(worker_id=w["worker_id"], cluster=w["cluster"], address=addresses[w["worker_id"]])
+                    WorkerAddress(
+                        worker_id=w["worker_id"], cluster=w["cluster"], address=addresses[w["worker_id"]]
+                    )
                     for w in data["workers"]
                 ],
             ),
@@ -218,7 +221,11 @@ class World:
             if not p["is_header"]:
                 await self.worker(p, "Joined", address=f"10.9.0.{p['rank'] + 1}")
         await self.worker(
-            header, "Running", ray_nodes_joined=len(placed), ray_nodes_expected=len(placed), address="10.9.0.1"
+            header,
+            "Running",
+            ray_nodes_joined=len(placed),
+            ray_nodes_expected=len(placed),
+            address="10.9.0.1",
         )
 
 
@@ -229,7 +236,9 @@ def role(name: str, cluster: str, **fields: Any) -> dict[str, Any]:
     return {"name": name, "cluster": cluster, "image": IMAGE, **fields}
 
 
-def job_doc(*roles: dict[str, Any], header: str | None = None, name: str = "it job", **spec: Any) -> dict[str, Any]:
+def job_doc(
+    *roles: dict[str, Any], header: str | None = None, name: str = "it job", **spec: Any
+) -> dict[str, Any]:
     return {
         "apiVersion": "rlark.io/v1",
         "kind": "Job",
@@ -269,8 +278,12 @@ async def get_job(svc: RunningService, job_id: str, user: str = "alice") -> dict
     return job
 
 
-async def job_status(svc: RunningService, job_id: str, status: str, timeout_s: float = 20.0) -> dict[str, Any]:
-    return await eventually(lambda: get_job(svc, job_id), lambda j: j["status"] == status, timeout_s=timeout_s)
+async def job_status(
+    svc: RunningService, job_id: str, status: str, timeout_s: float = 20.0
+) -> dict[str, Any]:
+    return await eventually(
+        lambda: get_job(svc, job_id), lambda j: j["status"] == status, timeout_s=timeout_s
+    )
 
 
 # ------------------------------------------------------------------------------------------- waiting
@@ -323,7 +336,9 @@ class TopicReader:
     async def __aexit__(self, *_: Any) -> None:
         await self._consumer.stop()
 
-    async def until(self, condition: Callable[[list[Envelope]], bool], timeout_s: float = 20.0) -> list[Envelope]:
+    async def until(
+        self, condition: Callable[[list[Envelope]], bool], timeout_s: float = 20.0
+    ) -> list[Envelope]:
         deadline = asyncio.get_running_loop().time() + timeout_s
         while not condition(self.events):
             if asyncio.get_running_loop().time() > deadline:
@@ -342,17 +357,23 @@ class TopicReader:
 
     def of(self, event_type: str, job_id: str | None = None) -> list[dict[str, Any]]:
         return [
-            e.data for e in self.events if e.type == event_type and (job_id is None or e.data.get("job_id") == job_id)
+            e.data
+            for e in self.events
+            if e.type == event_type and (job_id is None or e.data.get("job_id") == job_id)
         ]
 
     def envelopes(self, event_type: str, job_id: str | None = None) -> list[Envelope]:
         return [
-            e for e in self.events if e.type == event_type and (job_id is None or e.data.get("job_id") == job_id)
+            e
+            for e in self.events
+            if e.type == event_type and (job_id is None or e.data.get("job_id") == job_id)
         ]
 
 
 def placed_count(job_id: str, count: int) -> Callable[[list[Envelope]], bool]:
-    return lambda events: sum(e.type == "scheduler.worker.placed.v1" and e.subject == job_id for e in events) >= count
+    return lambda events: (
+        sum(e.type == "scheduler.worker.placed.v1" and e.subject == job_id for e in events) >= count
+    )
 
 
 def has_event(event_type: str, job_id: str, **fields: Any) -> Callable[[list[Envelope]], bool]:
@@ -378,9 +399,7 @@ def sse_events(text: str) -> list[dict[str, Any]]:
             field, _, value = line.partition(":")
             event[field] = value.removeprefix(" ")
         if "data" in event:
-            try:
+            with contextlib.suppress(ValueError):
                 event["data"] = json.loads(event["data"])
-            except ValueError:
-                pass
             found.append(event)
     return found

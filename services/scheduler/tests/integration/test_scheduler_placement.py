@@ -60,7 +60,8 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
     )
     job = await submitted(scheduler, doc)
     assert job["status"] == "Pending"
-    assert job["id"].startswith("job-") and len(job["id"]) == len("job-") + 12
+    assert job["id"].startswith("job-")
+    assert len(job["id"]) == len("job-") + 12
     assert job["owner"] == "alice"
 
     await placements.until(placed_count(job["id"], 4))
@@ -68,19 +69,25 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
     jid = job["id"]
     assert set(placed) == {f"{jid}-actor-0", f"{jid}-rollout-0", f"{jid}-rollout-1", f"{jid}-rollout-2"}
     header = placed[f"{jid}-actor-0"]
-    assert header["rank"] == 0 and header["is_header"]
+    assert header["rank"] == 0
+    assert header["is_header"]
     assert sorted(p["rank"] for p in placed.values()) == [0, 1, 2, 3]
     assert [placed[f"{jid}-rollout-{i}"]["rank"] for i in range(3)] == [1, 2, 3]
     assert {p["num_nodes"] for p in placed.values()} == {4}
-    assert header["cluster"] == "gpu-a" and header["node"] in ("a1", "a2") and header["gpus"] == 8
+    assert header["cluster"] == "gpu-a"
+    assert header["node"] in ("a1", "a2")
+    assert header["gpus"] == 8
     assert header["run_script"] == "python train.py\n"
     assert header["env"] == {"ROLE": "actor"}
     assert header["header_address"].startswith("192.168.10.")
     rollouts = [placed[f"{jid}-rollout-{i}"] for i in range(3)]
     assert {r["node"] for r in rollouts} == {"b1", "b2", "b3"}
     for r in rollouts:
-        assert r["cluster"] == "gpu-b" and r["gpus"] == 4 and r["image"] == IMAGE
-        assert r["run_script"] == "" and r["prepare_script"] == "pip list\n"
+        assert r["cluster"] == "gpu-b"
+        assert r["gpus"] == 4
+        assert r["image"] == IMAGE
+        assert r["run_script"] == ""
+        assert r["prepare_script"] == "pip list\n"
         assert r["env"] == {"NCCL_DEBUG": "INFO"}
         assert r["mounts"] == [
             {"name": "data", "type": "hostPath", "source": "/mnt/data", "path": "/data", "read_only": False}
@@ -88,8 +95,10 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
         assert r["header_address"] == header["header_address"]
     for p in placed.values():
         assert p["ssh_public_keys"] == [PUBLIC_KEY]
-        assert p["outputs"] == ["/data/out"] and p["tensorboard_dir"] == "/data/out/tb"
-        assert p["virtual_ip"] is None and p["domain"] is None
+        assert p["outputs"] == ["/data/out"]
+        assert p["tensorboard_dir"] == "/data/out/tb"
+        assert p["virtual_ip"] is None
+        assert p["domain"] is None
 
     shown = await job_status(scheduler, jid, "Starting")
     assert [(e["from_status"], e["to_status"]) for e in shown["timeline"]] == [
@@ -133,7 +142,8 @@ async def test_a_job_that_fits_later_waits_with_exact_counts_then_is_placed_when
     await world.node("gpu-a", "n6")
     await placements.until(placed_count(job["id"], 3))
     nodes = {p["node"] for p in placements.of("scheduler.worker.placed.v1", job["id"])}
-    assert len(nodes) == 3 and nodes <= {"n1", "n5", "n6", "other"}
+    assert len(nodes) == 3
+    assert nodes <= {"n1", "n5", "n6", "other"}
     assert "n2" not in nodes  # only 4 of its GPUs are free
     placed = await job_status(scheduler, job["id"], "Starting")
     assert placed["pending"] is None
@@ -173,11 +183,19 @@ async def test_two_jobs_competing_for_the_same_nodes_never_both_hold_part_of_a_g
     async with scheduler.client() as client:
         assert (await client.post(f"/api/v1/jobs/{running['id']}:cancel")).status_code == 200
     await placements.until(placed_count(waiting["id"], 2))
-    assert {p["node"] for p in placements.of("scheduler.worker.placed.v1", waiting["id"])} <= {"n0", "n1", "n2"}
+    assert {p["node"] for p in placements.of("scheduler.worker.placed.v1", waiting["id"])} <= {
+        "n0",
+        "n1",
+        "n2",
+    }
 
 
 async def test_domain_job_waits_for_addresses_then_placements_carry_the_virtual_ips(
-    scheduler: RunningService, world: World, placements: TopicReader, job_topic: TopicReader, database_url: str
+    scheduler: RunningService,
+    world: World,
+    placements: TopicReader,
+    job_topic: TopicReader,
+    database_url: str,
 ) -> None:
     await world.cluster("gpu-a")
     await world.cluster("gpu-b")
@@ -208,14 +226,19 @@ async def test_domain_job_waits_for_addresses_then_placements_carry_the_virtual_
     header_ip = addresses[f"{job['id']}-actor-0"]
     for wid, p in placed.items():
         assert p["virtual_ip"] == addresses[wid]
-        assert p["domain"] == "dom-a" and p["domain_cidr"] == "10.100.0.0/16"
+        assert p["domain"] == "dom-a"
+        assert p["domain_cidr"] == "10.100.0.0/16"
         assert p["header_address"] == header_ip
     shown = await job_status(scheduler, job["id"], "Starting")
     assert {w["address"] for w in shown["workers"]} == set(addresses.values())
 
 
 async def test_address_shortage_sends_the_job_back_to_pending_until_addresses_are_released(
-    scheduler: RunningService, world: World, placements: TopicReader, job_topic: TopicReader, database_url: str
+    scheduler: RunningService,
+    world: World,
+    placements: TopicReader,
+    job_topic: TopicReader,
+    database_url: str,
 ) -> None:
     await world.cluster("gpu-a")
     await world.node("gpu-a", "a1")
@@ -225,14 +248,18 @@ async def test_address_shortage_sends_the_job_back_to_pending_until_addresses_ar
     job = await submitted(scheduler, job_doc(role("w", "gpu-a")))
     await job_topic.until(has_event("scheduler.job.addresses_requested.v1", job["id"]))
     first = job_topic.envelopes("scheduler.job.addresses_requested.v1", job["id"])[0]
-    await world.refuse_allocation(first, "address_pool_exhausted", 'Network domain "dom-a" has no free address.')
+    await world.refuse_allocation(
+        first, "address_pool_exhausted", 'Network domain "dom-a" has no free address.'
+    )
     back = await eventually(
         lambda: get_job(scheduler, job["id"]),
         lambda j: j["status"] == "Pending" and "no free address" in j["reason"],
     )
     assert back["workers"] == []
     # The hold ends (address_retry_s) and the job asks again with a fresh request.
-    await job_topic.until(lambda _: len(job_topic.envelopes("scheduler.job.addresses_requested.v1", job["id"])) >= 2)
+    await job_topic.until(
+        lambda _: len(job_topic.envelopes("scheduler.job.addresses_requested.v1", job["id"])) >= 2
+    )
     second = job_topic.envelopes("scheduler.job.addresses_requested.v1", job["id"])[1]
     await world.allocate(first, "10.100.0.0/24")  # a stale answer to the first request is ignored
     await placements.settle(0.5)

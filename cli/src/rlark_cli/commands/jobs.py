@@ -1,0 +1,450 @@
+"""``rlark jobs``: write, check, submit and watch training jobs.
+
+A job is one YAML document (``rlark jobs init`` writes a starter from a template). ``preview`` shows
+what the server would do with it — the normalised YAML, every problem with its field and line, and
+the workers each cluster's agent will create — without submitting. ``submit --follow`` then shows
+the job's progress (queued → placed → Ray nodes joined i/N → running → exit code) and exits with
+the job's outcome.
+
+Exit codes: 0 ok (for ``submit --follow``: the job succeeded); 1 the server refused the request or
+the document has errors; 3 not logged in; 4 the gateway is unreachable; 5 the job ended without
+success (Failed, Cancelled or Lost).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from rlark_cli.client import EXIT_REFUSED, Gateway, err, fail
+from rlark_cli.output import Column, Format, OutputOpt, emit, out
+
+EXIT_JOB_FAILED = 5
+
+app = typer.Typer(help="Training jobs: write, check, submit, watch, cancel.", no_args_is_help=True)
+
+JobId = Annotated[str, typer.Argument(metavar="JOB", help="The job's id (job-...)")]
+JobFile = Annotated[
+    str, typer.Argument(metavar="FILE", help="The job document (YAML or JSON); '-' reads standard input")
+]
+FollowOpt = Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming until the job ends")]
+
+COLUMNS: list[Column] = [
+    ("ID", "id"),
+    ("NAME", "name"),
+    ("STATUS", "status"),
+    ("WORKERS", "worker_count"),
+    ("GPUS", "gpu_count"),
+    ("CLUSTERS", "clusters"),
+    ("OWNER", "owner"),
+    ("CREATED", lambda job: str(job["created_at"])[:19].replace("T", " ")),
+    ("REASON", lambda job: _short(job.get("reason") or "", 60)),
+]
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _read(path: str) -> bytes:
+    if path == "-":
+        return sys.stdin.buffer.read()
+    file = Path(path)
+    if not file.is_file():
+        fail(f"no such file: {path}")
+    return file.read_bytes()
+
+
+def _document_headers(content: bytes) -> dict[str, str]:
+    kind = "application/json" if content.lstrip().startswith(b"{") else "application/yaml"
+    return {"Content-Type": kind}
+
+
+def _problem_lines(problems: list[dict[str, Any]], label: str, style: str) -> None:
+    for problem in problems:
+        where = problem.get("field") or "document"
+        if problem.get("line"):
+            where += f" (line {problem['line']})"
+        out.print(
+            f"[bold {style}]{label}[/] {where}: {problem['message']} [dim]({problem['code']})[/]",
+            highlight=False,
+        )
+
+
+# -------------------------------------------------------------------------------------------- templates
+
+
+@app.command("templates")
+def templates(output: OutputOpt = Format.table) -> None:
+    """List the job templates ``rlark jobs init`` can start from."""
+    result = Gateway().get("/api/v1/templates")
+    if output is not Format.table:
+        emit(result, output)
+        return
+    table = Table(header_style="bold")
+    for column in ("TEMPLATE", "TITLE", "PARAMETERS", "DESCRIPTION"):
+        table.add_column(column, overflow="fold")
+    for item in result["items"]:
+        schema = item.get("params_schema") or {}
+        required = set(schema.get("required") or [])
+        params = ", ".join(f"{p}{'*' if p in required else ''}" for p in (schema.get("properties") or {}))
+        table.add_row(item["id"], item["title_en"], params, item["description_en"])
+    out.print(table)
+    out.print("[dim]* required; use: rlark jobs init --template NAME --param key=value ...[/]")
+
+
+@app.command("init")
+def init(
+    template: Annotated[
+        str, typer.Option("--template", "-t", help="Template id (see: rlark jobs templates)")
+    ],
+    params: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--param", "-p", help="Template parameter as key=value (repeatable), e.g. cluster=gpu-a"
+        ),
+    ] = None,
+    file: Annotated[str, typer.Option("--file", help="Where to write the YAML ('-' prints it)")] = "job.yaml",
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file")] = False,
+) -> None:
+    """Write a starter job document from a template (edit it, then preview and submit it).
+
+    Without --param the template's example is written, with placeholder cluster and image names.
+    """
+    gateway = Gateway()
+    if params:
+        values: dict[str, Any] = {}
+        for item in params:
+            key, eq, value = item.partition("=")
+            if not eq or not key:
+                fail(f"--param {item!r} is not key=value")
+            values[key.strip()] = _param_value(value.strip())
+        text = gateway.post(f"/api/v1/templates/{template}:render", json={"params": values})["yaml"]
+    else:
+        found = {t["id"]: t for t in gateway.get("/api/v1/templates")["items"]}
+        if template not in found:
+            fail(f"no template named {template!r}; choose one of: {', '.join(found)}")
+        text = found[template]["example_yaml"]
+    if file == "-":
+        typer.echo(text, nl=False)
+        return
+    target = Path(file)
+    if target.exists() and not force:
+        fail(f"{file} exists; use --force to overwrite it")
+    target.write_text(text)
+    out.print(f"wrote {file}; check it with: rlark jobs preview {file}", highlight=False)
+
+
+def _param_value(text: str) -> Any:
+    """Numbers and lists as JSON (``rolloutNodes=4``, ``sshKeys=["laptop"]``), anything else as text."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, int | float | list | dict | bool) else text
+
+
+# ---------------------------------------------------------------------------------- preview and submit
+
+
+@app.command("preview")
+def preview(
+    path: JobFile,
+    show_yaml: Annotated[bool, typer.Option("--yaml", help="Also print the normalised YAML")] = False,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Check a job document without submitting it: problems, warnings and the per-cluster plan.
+
+    Exits 1 when the document has errors.
+    """
+    content = _read(path)
+    result = Gateway().post("/api/v1/jobs:preview", content=content, headers=_document_headers(content))
+    if output is not Format.table:
+        emit(result, output)
+    else:
+        _problem_lines(result["errors"], "error", "red")
+        _problem_lines(result["warnings"], "warning", "yellow")
+        if result["plan"]:
+            table = Table(title="what each cluster's agent will create", header_style="bold")
+            for column in ("CLUSTER", "ROLE", "WORKER", "RANK", "GPUS", "IMAGE"):
+                table.add_column(column, overflow="fold")
+            for plan in result["plan"]:
+                state = "" if plan["online"] else (" (offline)" if plan["known"] else " (unknown)")
+                for worker in plan["workers"]:
+                    role = worker["role"] + (" (Header)" if worker["is_header"] else "")
+                    table.add_row(
+                        plan["cluster"] + state,
+                        role,
+                        str(worker["index"]),
+                        str(worker["rank"]),
+                        str(worker["gpus"]),
+                        worker["image"],
+                    )
+            out.print(table)
+        if show_yaml and result["yaml"]:
+            typer.echo(result["yaml"], nl=False)
+        if not result["errors"]:
+            out.print("[bold green]ok[/]: the job can be submitted", highlight=False)
+    if result["errors"]:
+        raise typer.Exit(EXIT_REFUSED)
+
+
+@app.command("submit")
+def submit(path: JobFile, follow: FollowOpt = False, output: OutputOpt = Format.table) -> None:
+    """Submit a job. With --follow, show its progress until it ends and exit with its outcome."""
+    content = _read(path)
+    gateway = Gateway()
+    job = gateway.post("/api/v1/jobs", content=content, headers=_document_headers(content))
+    if output is not Format.table:
+        emit(job, output)
+    else:
+        out.print(f"submitted [bold]{job['id']}[/] ({job['name']}): {job['status']}", highlight=False)
+        _problem_lines(job.get("warnings") or [], "warning", "yellow")
+    if follow:
+        _follow_progress(gateway, job["id"], quiet=output is not Format.table)
+
+
+def _follow_progress(gateway: Gateway, job_id: str, *, quiet: bool) -> None:
+    final: dict[str, Any] = {}
+    for event, data in _sse(gateway, f"/api/v1/jobs/{job_id}/events", {"follow": "true"}):
+        if event == "end":
+            final = data
+            break
+        line = _progress_line(event, data)
+        if line and not quiet:
+            out.print(line, highlight=False)
+    status = final.get("status") or gateway.get(f"/api/v1/jobs/{job_id}")["status"]
+    code = final.get("exit_code")
+    suffix = f" (exit code {code})" if code is not None else ""
+    if status == "Succeeded":
+        out.print(f"[bold green]{status}[/]{suffix}", highlight=False)
+        return
+    err.print(f"[bold red]{status}[/]{suffix}: {final.get('reason', '')}", highlight=False)
+    raise typer.Exit(EXIT_JOB_FAILED)
+
+
+def _progress_line(kind: str, event: dict[str, Any]) -> str | None:
+    """One human line per interesting timeline event (queued → placed → joined i/N → running → end)."""
+    reason = event.get("reason") or ""
+    if kind == "pending":
+        return f"queued: {reason}"
+    if kind == "status":
+        to = event.get("to_status")
+        if to == "Pending":
+            return f"queued ({reason})" if reason and reason != "submitted" else "queued"
+        if to == "Scheduled":
+            return f"placed: {reason}"
+        if to == "Starting":
+            return f"starting: {reason}"
+        if to == "Running":
+            return f"running: {reason}"
+        return None  # the end is printed from the final event
+    if kind == "worker":
+        details = event.get("details") or {}
+        joined, expected = details.get("ray_nodes_joined"), details.get("ray_nodes_expected")
+        if joined is not None and expected:
+            return f"Ray nodes joined {joined}/{expected}"
+        if event.get("phase") == "Failed":
+            return f"worker {event.get('worker_id')} failed: {reason}"
+    return None
+
+
+def _sse(gateway: Gateway, path: str, params: dict[str, str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(event, data)`` pairs of a server-sent events stream (data decoded from JSON)."""
+    response = gateway.stream(path, params=params, timeout=None)
+    try:
+        event, data = "message", ""
+        for line in response.iter_lines():
+            if not line:
+                if data:
+                    try:
+                        decoded = json.loads(data)
+                    except ValueError:
+                        decoded = {"text": data}
+                    yield event, decoded
+                event, data = "message", ""
+            elif line.startswith(":"):
+                continue
+            elif line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                data += line[5:].lstrip()
+    finally:
+        response.close()
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+@app.command("list")
+def list_jobs(
+    status: Annotated[
+        str | None, typer.Option("--status", help="Status filter, e.g. Running,Pending")
+    ] = None,
+    query: Annotated[str | None, typer.Option("--query", "-q", help="Part of the name or id")] = None,
+    owner: Annotated[str | None, typer.Option("--owner", help="Admins: one user's jobs")] = None,
+    page: Annotated[int, typer.Option("--page", min=1)] = 1,
+    page_size: Annotated[int, typer.Option("--page-size", min=1, max=500)] = 50,
+    output: OutputOpt = Format.table,
+) -> None:
+    """List your jobs, newest first (admins: everyone's)."""
+    params: dict[str, Any] = {"page": page, "page_size": page_size}
+    for key, value in (("status", status), ("q", query), ("owner", owner)):
+        if value:
+            params[key] = value
+    emit(Gateway().get("/api/v1/jobs", params=params), output, COLUMNS)
+
+
+@app.command("show")
+def show(job_id: JobId, output: OutputOpt = Format.table) -> None:
+    """Show a job: status and reason, why it waits, its workers, timeline and outputs."""
+    job = Gateway().get(f"/api/v1/jobs/{job_id}")
+    if output is not Format.table:
+        emit(job, output)
+        return
+    out.print(f"[bold]{job['id']}[/]  {job['name']}  owner {job['owner']}", highlight=False)
+    code = "" if job.get("exit_code") is None else f" (exit code {job['exit_code']})"
+    out.print(f"status     [bold]{job['status']}[/]{code}: {job['reason']}", highlight=False)
+    if job.get("network_domain"):
+        out.print(f"domain     {job['network_domain']}", highlight=False)
+    if job.get("ray_nodes"):
+        out.print(
+            f"ray nodes  {job['ray_nodes']['joined']}/{job['ray_nodes']['expected']} joined", highlight=False
+        )
+    if job.get("ssh_command"):
+        out.print(f"ssh        {job['ssh_command']}", highlight=False)
+    if job.get("tensorboard_dir"):
+        out.print(f"tensorboard {job['tensorboard_dir']}", highlight=False)
+    pending = job.get("pending")
+    if pending:
+        table = Table(title="why it waits", header_style="bold")
+        for column in ("ROLE", "CLUSTER", "NEEDS", "MATCH", "READY", "SCHEDULABLE", "ENOUGH GPUS"):
+            table.add_column(column)
+        for role in pending["roles"]:
+            table.add_row(
+                role["role"],
+                role["cluster"] + ("" if role["cluster_online"] else " (offline)"),
+                f"{role['needed']} × {role['gpus_per_worker']} GPUs",
+                str(role["matching"]),
+                str(role["ready"]),
+                str(role["schedulable"]),
+                str(role["enough"]),
+            )
+        out.print(table)
+    if job["workers"]:
+        table = Table(title="workers", header_style="bold")
+        for column in ("WORKER", "RANK", "CLUSTER", "NODE", "ADDRESS", "GPUS", "PHASE", "RAY", "EXIT"):
+            table.add_column(column, overflow="fold")
+        for w in job["workers"]:
+            table.add_row(
+                w["id"],
+                str(w["rank"]),
+                w["cluster"],
+                w["node"],
+                w["address"] or "-",
+                str(w["gpus"]),
+                w["phase"],
+                "joined" if w["ray_joined"] else "-",
+                "-" if w["exit_code"] is None else str(w["exit_code"]),
+            )
+        out.print(table)
+    table = Table(title="timeline", header_style="bold")
+    for column in ("AT", "STATUS", "REASON"):
+        table.add_column(column, overflow="fold")
+    for event in job["timeline"]:
+        table.add_row(str(event["at"])[:19].replace("T", " "), event["to_status"], event["reason"])
+    out.print(table)
+    for listing in job.get("outputs") or []:
+        more = " (truncated)" if listing["truncated"] else ""
+        out.print(f"outputs of {listing['worker_id']}{more}:", highlight=False)
+        for file in listing["files"]:
+            out.print(f"  {file['path']}  {file['size']} bytes", highlight=False)
+
+
+@app.command("cancel")
+def cancel(job_id: JobId, output: OutputOpt = Format.table) -> None:
+    """Cancel a job: its workers are stopped and its GPUs and addresses released."""
+    job = Gateway().post(f"/api/v1/jobs/{job_id}:cancel")
+    if output is not Format.table:
+        emit(job, output)
+        return
+    out.print(f"{job['id']}: {job['status']} ({job['reason']})", highlight=False)
+
+
+@app.command("set-keys")
+def set_keys(
+    job_id: JobId,
+    names: Annotated[list[str], typer.Argument(metavar="KEY...", help="Names of your SSH keys")],
+) -> None:
+    """Replace the SSH keys of a job; running workers get them without a restart."""
+    job = Gateway().put(f"/api/v1/jobs/{job_id}/ssh-keys", json={"ssh_keys": names})
+    out.print(f"{job['id']}: SSH keys now {', '.join(job['ssh_keys']) or 'none'}", highlight=False)
+
+
+@app.command("logs")
+def logs(
+    job_id: JobId,
+    follow: FollowOpt = False,
+    worker: Annotated[str | None, typer.Option("--worker", "-w", help="Only this worker's lines")] = None,
+    since_seq: Annotated[int | None, typer.Option("--since-seq", help="Lines after this line number")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10000)] = 1000,
+) -> None:
+    """Print a job's output lines (kept after the workers are gone); -f follows new ones."""
+    gateway = Gateway()
+    params: dict[str, Any] = {}
+    if worker:
+        params["worker"] = worker
+    if since_seq is not None:
+        params["since_seq"] = since_seq
+    if follow:
+        for event, line in _sse(gateway, f"/api/v1/jobs/{job_id}/logs", {**params, "follow": "true"}):
+            if event == "log":
+                typer.echo(_log_text(line, prefix=worker is None))
+        return
+    text = gateway.get(f"/api/v1/jobs/{job_id}/logs", params={**params, "limit": limit})
+    for raw in (text or "").splitlines():
+        typer.echo(_log_text(json.loads(raw), prefix=worker is None))
+
+
+def _log_text(line: dict[str, Any], *, prefix: bool) -> str:
+    return f"[{line['worker_id']}] {line['line']}" if prefix else str(line["line"])
+
+
+@app.command("events")
+def events(job_id: JobId, follow: FollowOpt = False, output: OutputOpt = Format.table) -> None:
+    """Print a job's timeline: status changes, worker phases and pending reasons; -f follows it."""
+    gateway = Gateway()
+    if follow:
+        for kind, event in _sse(gateway, f"/api/v1/jobs/{job_id}/events", {"follow": "true"}):
+            if output is not Format.table:
+                typer.echo(json.dumps({"event": kind, **event}))
+            elif kind == "end":
+                out.print(f"ended: {event.get('status')} {event.get('reason', '')}", highlight=False)
+            else:
+                out.print(_event_text(kind, event), highlight=False)
+        return
+    result = gateway.get(f"/api/v1/jobs/{job_id}/events")
+    columns: list[Column] = [
+        ("AT", lambda e: str(e["at"])[:19].replace("T", " ")),
+        ("KIND", "kind"),
+        ("WHAT", lambda e: e["to_status"] or e.get("phase") or ""),
+        ("WORKER", "worker_id"),
+        ("REASON", "reason"),
+    ]
+    emit(result, output, columns)
+
+
+def _event_text(kind: str, event: dict[str, Any]) -> str:
+    at = str(event.get("at", ""))[:19].replace("T", " ")
+    if kind == "status":
+        return f"{at}  {event.get('from_status') or '-'} → {event.get('to_status')}: {event.get('reason')}"
+    if kind == "worker":
+        reason = event.get("reason") or ""
+        return f"{at}  worker {event.get('worker_id')}: {event.get('phase')} {reason}".rstrip()
+    return f"{at}  {kind}: {event.get('reason')}"
