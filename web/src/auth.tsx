@@ -41,6 +41,9 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   const loginMutation = useMutation({
     mutationFn: ({ username, password }: { username: string; password: string }) => authApi.login(username, password),
   });
+  // Another user's data must not survive a login or logout; the session query itself stays so
+  // its observers keep working.
+  const forgetOtherQueries = () => client.removeQueries({ predicate: (query) => query.queryKey[0] !== ME_KEY[0] });
   const value = useMemo<Session>(
     () => ({
       user: me.data ?? null,
@@ -48,7 +51,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
       isAdmin: me.data?.role === 'admin',
       login: async (username, password) => {
         const result = await loginMutation.mutateAsync({ username, password });
-        client.clear();
+        forgetOtherQueries();
         client.setQueryData(ME_KEY, result.user);
         return result.user;
       },
@@ -56,7 +59,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
         try {
           await authApi.logout();
         } finally {
-          client.clear();
+          forgetOtherQueries();
           client.setQueryData(ME_KEY, null);
         }
       },

@@ -88,19 +88,42 @@ export function useLiveEvents(client: QueryClient, enabled: boolean): LiveState 
       for (const key of staleKeysFor(event)) pending.set(JSON.stringify(key), key);
       if (!timer && pending.size) timer = setTimeout(flush, 400);
     };
-    setState('connecting');
-    const source = new EventSource(buildUrl('/events'), { withCredentials: true });
-    source.onopen = () => setState('open');
-    source.onerror = () => setState(source.readyState === EventSource.CLOSED ? 'closed' : 'connecting');
-    source.onmessage = (message) => handle(message.data as string);
-    const listeners = EVENT_TYPES.map((type) => {
-      const listener = (message: MessageEvent) => handle(message.data as string, type);
-      source.addEventListener(type, listener);
-      return [type, listener] as const;
-    });
+    // EventSource retries by itself after a dropped connection, but gives up for good on an HTTP
+    // error (gateway restarting, 502 from a proxy); then reconnect here with a growing delay.
+    let source: EventSource | null = null;
+    let retry: ReturnType<typeof setTimeout> | null = null;
+    let delay = 2_000;
+    let stopped = false;
+    const connect = () => {
+      setState('connecting');
+      const current = new EventSource(buildUrl('/events'), { withCredentials: true });
+      source = current;
+      current.onopen = () => {
+        delay = 2_000;
+        setState('open');
+      };
+      current.onerror = () => {
+        if (current.readyState !== EventSource.CLOSED) {
+          setState('connecting');
+          return;
+        }
+        setState('closed');
+        current.close();
+        if (!stopped) {
+          retry = setTimeout(connect, delay);
+          delay = Math.min(delay * 2, 60_000);
+        }
+      };
+      current.onmessage = (message) => handle(message.data as string);
+      for (const type of EVENT_TYPES) {
+        current.addEventListener(type, (message: MessageEvent) => handle(message.data as string, type));
+      }
+    };
+    connect();
     return () => {
-      for (const [type, listener] of listeners) source.removeEventListener(type, listener);
-      source.close();
+      stopped = true;
+      source?.close();
+      if (retry) clearTimeout(retry);
       if (timer) clearTimeout(timer);
       setState('closed');
     };

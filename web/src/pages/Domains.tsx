@@ -187,7 +187,7 @@ export default function Domains() {
               { title: t('domains.cidr'), dataIndex: 'cidr', render: (v: string) => <Typography.Text copyable className="mono">{v}</Typography.Text> },
               { title: t('domains.description'), dataIndex: 'description', render: (v?: string) => v || '—' },
               { title: t('domains.utilisation'), render: (_, d) => <Utilisation domain={d} /> },
-              { title: t('domains.clusters'), dataIndex: 'clusters', render: (v?: string[]) => (v?.length ? v.map((c) => <Tag key={c}>{c}</Tag>) : '—') },
+              { title: t('domains.clusters'), dataIndex: 'clusters', render: (v?: string[]) => (v?.length ? <Space size={4} wrap>{v.map((c) => <Tag key={c}>{c}</Tag>)}</Space> : '—') },
               { title: t('keys.createdAt'), dataIndex: 'created_at', render: formatTime },
               ...(isAdmin
                 ? [

@@ -1,5 +1,5 @@
 /** Job list with filters (state, text, owner) kept in the URL so a filtered list can be shared. */
-import { Button, Input, Select, Space, Table, Tag } from 'antd';
+import { Button, Input, Select, Space, Table, Tag, Tooltip } from 'antd';
 import { CodeOutlined, PlusOutlined } from '@ant-design/icons';
 import { useQuery } from '@tanstack/react-query';
 import { useTranslation } from 'react-i18next';
@@ -104,11 +104,21 @@ export default function Jobs() {
           },
           { title: t('jobs.id'), dataIndex: 'id', render: (v: string) => <span className="mono">{v}</span> },
           { title: t('jobs.status'), dataIndex: 'status', render: (s: string) => <JobStatusTag status={s} /> },
-          { title: t('jobs.reason'), dataIndex: 'reason', ellipsis: true, render: (v?: string) => v || '—' },
+          {
+            title: t('jobs.reason'),
+            dataIndex: 'reason',
+            width: '28%',
+            ellipsis: { showTitle: false },
+            render: (v?: string) => (v ? <Tooltip title={v} placement="topLeft">{v}</Tooltip> : '—'),
+          },
           { title: t('jobs.owner'), dataIndex: 'owner' },
-          { title: t('jobs.clusters'), dataIndex: 'clusters', render: (v?: string[]) => (v?.length ? v.map((c) => <Tag key={c}>{c}</Tag>) : '—') },
+          {
+            title: t('jobs.clusters'),
+            dataIndex: 'clusters',
+            render: (v?: string[]) => (v?.length ? <Space size={4} wrap>{v.map((c) => <Tag key={c}>{c}</Tag>)}</Space> : '—'),
+          },
           { title: t('jobs.workers'), dataIndex: 'workers_total', render: (v?: number) => v ?? '—' },
-          { title: t('jobs.submittedAt'), dataIndex: 'submitted_at', render: formatTime },
+          { title: t('jobs.submittedAt'), dataIndex: 'submitted_at', render: (v?: string) => <span className="nowrap">{formatTime(v)}</span> },
         ]}
       />
     </>
