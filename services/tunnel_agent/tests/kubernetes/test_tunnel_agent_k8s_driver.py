@@ -183,7 +183,10 @@ async def test_a_restarted_driver_adopts_its_workers_without_duplicates(
     k8s_cluster: testbed.Cluster, gpu_nodes: list[str], admin_kube: Kube, namespace: str
 ) -> None:
     job = "job-restart"
-    specs = [header_spec(job, gpu_nodes[0], mounts=()), worker_spec(job, gpu_nodes[1], 0)]
+    specs = [
+        header_spec(job, gpu_nodes[0], num_nodes=3, mounts=()),
+        worker_spec(job, gpu_nodes[1], 0, num_nodes=3),
+    ]
     first = KubernetesDriver(driver_config(k8s_cluster, namespace))
     await first.start()
     await asyncio.gather(*(first.ensure_worker(s) for s in specs))
@@ -194,7 +197,7 @@ async def test_a_restarted_driver_adopts_its_workers_without_duplicates(
     await first.close()
 
     # Mid-job: a third worker was recorded but the agent died before creating its pod.
-    third = worker_spec(job, gpu_nodes[2], 1, num_nodes=2, gpus=4)
+    third = worker_spec(job, gpu_nodes[2], 1, num_nodes=3, gpus=4)
     owner = manifests.owner_reference(
         admin_kube.get("config_map", namespace, names.job_config_name(job)) or {}
     )

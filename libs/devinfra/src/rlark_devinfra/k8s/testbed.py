@@ -253,6 +253,7 @@ def _start_apiserver(name: str, etcd_url: str, binaries: Binaries, pki: Pki) -> 
             f"--service-account-signing-key-file={pki.sa_private}",
             "--authorization-mode=RBAC",
             f"--token-auth-file={token_file}",
+            "--anonymous-auth=false",
             "--allow-privileged=true",
             # Without kube-controller-manager: no ServiceAccount tokens to mount, and no node
             # lifecycle controller to lift the not-ready taint.

@@ -195,7 +195,8 @@ class Kube:
             namespace,
             container=container,
             follow=follow,
-            _request_timeout=(10, None) if follow else self._timeout,
+            # A quiet log times out after 10 minutes; the follower reconnects and skips what it saw.
+            _request_timeout=(10, 600) if follow else self._timeout,
         )
 
     def close_streams(self) -> None:
