@@ -7,6 +7,7 @@ import contextlib
 import itertools
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from ipaddress import IPv4Network
 from pathlib import Path
@@ -158,3 +159,27 @@ def process_env(pid: int) -> dict[str, str]:
     environ = Path(f"/proc/{pid}/environ").read_bytes()
     pairs = (entry.decode().split("=", 1) for entry in environ.split(b"\0") if b"=" in entry)
     return dict(pairs)
+
+
+def process_alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2 :].split()[0] not in ("Z", "X")
+
+
+def run_python(code: str, *args: str) -> str:
+    """Run `code` in a fresh interpreter that can import these helpers; its stdout."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout

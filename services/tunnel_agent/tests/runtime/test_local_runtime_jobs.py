@@ -18,7 +18,9 @@ from local_runtime_helpers import (
     assert_nothing_left,
     make_options,
     netns_names,
+    process_alive,
     remove_bridge,
+    run_python,
     spec,
     start_stray_process,
 )
@@ -307,20 +309,41 @@ async def test_authorized_keys_are_rewritten_in_a_running_worker(
     assert_nothing_left(driver, [header.worker_id])
 
 
+FIRST_AGENT = """
+import asyncio, sys
+from pathlib import Path
+from local_runtime_helpers import CLUSTER, make_options, spec
+from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
+
+async def main() -> None:
+    options = LocalDriverOptions.model_validate_json(Path(sys.argv[1]).read_text())
+    driver = LocalDriver(CLUSTER, options)
+    await driver.start()
+    header = spec("job-adopt", "header", 0, rank=0, num_nodes=1,
+                  prepare_script='while [ ! -e "$HOME/go" ]; do sleep 0.2; done', run_script="true")
+    await driver.ensure_worker(header)
+    print(driver.record(header.worker_id).pid, driver.tag, int(driver.use_netns))
+    await driver.close()
+
+asyncio.run(main())
+"""
+
+
 async def test_restarted_driver_adopts_live_workers_and_reaps_strays(tmp_path: Path) -> None:
     options = make_options(tmp_path / "state")
-    first = LocalDriver(CLUSTER, options)
-    await first.start()
-    header = spec("job-adopt", "header", 0, rank=0, num_nodes=1,
-                  prepare_script=WAIT_FOR_GO, run_script="true")  # fmt: skip
-    await first.ensure_worker(header)
-    pid = first.record(header.worker_id).pid  # type: ignore[union-attr]
-    await first.close()  # the agent restarts; the worker keeps running
+    # The first agent is a process of its own that starts a worker and exits, as an agent does
+    # when it restarts: the worker must outlive it.
+    (tmp_path / "options.json").write_text(options.model_dump_json())
+    out = run_python(FIRST_AGENT, str(tmp_path / "options.json"))
+    pid_text, tag, netns_flag = out.strip().splitlines()[-1].split()
+    pid, use_netns = int(pid_text), netns_flag == "1"
+    worker_id = "job-adopt-header-0"
+    assert process_alive(pid)
 
     # Leftovers of workers the driver no longer knows: a process carrying our tag, a namespace.
-    stray = start_stray_process(f"{first.tag}/ghost-worker-0")
-    stray_ns = f"rlark-{first.tag}-0123456789"
-    if first.use_netns:
+    stray = start_stray_process(f"{tag}/ghost-worker-0")
+    stray_ns = f"rlark-{tag}-0123456789"
+    if use_netns:
         add_netns(stray_ns)
 
     second = LocalDriver(CLUSTER, options)
@@ -329,16 +352,16 @@ async def test_restarted_driver_adopts_live_workers_and_reaps_strays(tmp_path: P
     try:
         assert stray.wait(timeout=5) == -9
         assert stray_ns not in netns_names()
-        assert await second.list_workers() == [header.worker_id]
-        assert second.record(header.worker_id).pid == pid  # type: ignore[union-attr]
+        assert await second.list_workers() == [worker_id]
+        assert second.record(worker_id).pid == pid  # type: ignore[union-attr]
         await recorder.wait_for(
-            lambda: any(s.phase == WorkerPhase.PREPARING for s in recorder.statuses(header.worker_id)),
+            lambda: any(s.phase == WorkerPhase.PREPARING for s in recorder.statuses(worker_id)),
             within=10,
             what="the adopted worker's status to be rebuilt from its log",
         )
-        await second.stop_worker(header.worker_id)
-        assert (await second.get_status(header.worker_id)).phase == WorkerPhase.STOPPED  # type: ignore[union-attr]
-        assert_nothing_left(second, [header.worker_id])
+        await second.stop_worker(worker_id)
+        assert (await second.get_status(worker_id)).phase == WorkerPhase.STOPPED  # type: ignore[union-attr]
+        assert_nothing_left(second, [worker_id])
     finally:
         await recorder.close()
         await second.close()

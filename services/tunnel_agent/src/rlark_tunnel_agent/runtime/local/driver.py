@@ -46,6 +46,7 @@ import hashlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -139,8 +140,8 @@ class _Worker:
     record: WorkerRecord
     dir: Path
     status: WorkerStatus
-    proc: asyncio.subprocess.Process | None = None
-    waiter: asyncio.Task[int] | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    """Set when this driver started the worker; adopted workers are watched by pid."""
     watcher: asyncio.Task[None] | None = None
     offsets: dict[LogStream, int] = field(default_factory=lambda: dict.fromkeys(LogStream, 0))
     partial: dict[LogStream, bytes] = field(default_factory=lambda: dict.fromkeys(LogStream, b""))
@@ -234,11 +235,11 @@ class LocalDriver:
     async def close(self) -> None:
         """Stop watching (workers keep running; a new driver on the same state dir adopts them)."""
         for worker in self._workers.values():
-            for task in (worker.watcher, worker.waiter):
-                if task is not None and not task.done():
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+            task = worker.watcher
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         self._started = False
 
     # --- RuntimeDriver -------------------------------------------------------------------------
@@ -603,22 +604,9 @@ class LocalDriver:
         argv = [self._bash, str(worker.dir / "bootstrap" / BOOTSTRAP_SCRIPT)]
         if record.netns is not None:
             argv = [self._ip, "netns", "exec", record.netns, *argv]
-        stdout_fd, stderr_fd = _open_logs(worker.dir / "logs")
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=stdout_fd,
-                stderr=stderr_fd,
-                env=self._worker_env(worker),
-                cwd=str(worker.dir),
-                start_new_session=True,  # its own session and process group: pgid == pid
-            )
-        finally:
-            os.close(stdout_fd)
-            os.close(stderr_fd)
+        env = self._worker_env(worker)
+        proc = await asyncio.to_thread(_start_process, argv, env, worker.dir)
         worker.proc = proc
-        worker.waiter = asyncio.create_task(proc.wait())
         worker.record = record.model_copy(update={"pid": proc.pid})
         self._write_record(worker)
 
@@ -648,8 +636,8 @@ class LocalDriver:
         worker.exited.set()
 
     def _alive(self, worker: _Worker) -> bool:
-        if worker.waiter is not None:
-            return not worker.waiter.done()
+        if worker.proc is not None:
+            return worker.proc.poll() is None
         return self._bootstrap_alive(worker.record)
 
     def _bootstrap_alive(self, record: WorkerRecord) -> bool:
@@ -660,8 +648,8 @@ class LocalDriver:
         return token in read_proc(f"/proc/{record.pid}/environ").split(b"\0")
 
     async def _exit_code(self, worker: _Worker) -> int:
-        if worker.waiter is not None:
-            return _returncode_to_exit(await worker.waiter)
+        if worker.proc is not None:
+            return _returncode_to_exit(worker.proc.wait())
         status_file = worker.dir / "status.json"
         try:
             return int(_read_json_int(status_file, "exit_code"))
@@ -800,6 +788,30 @@ def _stray_processes(tag: str, live_ids: set[str], tmp_prefix: str, live_tmp: se
                 stem = cmdline[at : end if end >= 0 else None].split(b"\0")[0]
                 if stem.decode(errors="replace") not in live_tmp:
                     yield int(entry)
+
+
+def _start_process(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    """Start a worker's bootstrap in its own session (pgid == pid), output to its log files.
+
+    A plain `Popen`, not an asyncio subprocess: asyncio's subprocess transport SIGKILLs its
+    child when the transport is closed or collected, and a worker must outlive its agent (an
+    agent restart adopts it). The watcher polls `Popen.poll()` instead of awaiting an exit.
+    """
+    logs = cwd / "logs"
+    stdout_fd, stderr_fd = _open_logs(logs)
+    try:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout_fd,
+            stderr=stderr_fd,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    finally:
+        os.close(stdout_fd)
+        os.close(stderr_fd)
 
 
 def _remove_stray_temp_dirs(pattern: str, live_tmp: set[str]) -> None:
