@@ -228,6 +228,10 @@ class PlacementLoop:
             )
             for job_id in sorted(jobs):
                 self._apply_job(job_id, rows.get(job_id), held)
+            # A job that ended no longer discounts its workers from the cluster's own figure: until
+            # the cluster reports their pods gone, their GPUs count as used by others.
+            for node in await repo.nodes_of_jobs(conn, sorted(jobs)):
+                self.model.upsert_node(capacity_node(node))
         await repo.delete_changes(conn, [c.id for c in changes])
         return len(changes)
 

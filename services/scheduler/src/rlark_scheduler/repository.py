@@ -236,6 +236,18 @@ async def nodes_by_key(conn: Connection, keys: Sequence[tuple[str, str]]) -> lis
     return [_node(r) for r in rows]
 
 
+async def nodes_of_jobs(conn: Connection, job_ids: Sequence[str]) -> list[NodeRow]:
+    """The nodes the workers of these jobs were placed on."""
+    rows = await conn.fetch(
+        _NODE_SELECT  # noqa: S608
+        + """ WHERE (n.cluster, n.name) IN (
+                SELECT cluster, node FROM workers WHERE job_id = ANY($2::text[]))""",
+        _HOLDING,
+        list(job_ids),
+    )
+    return [_node(r) for r in rows]
+
+
 async def node_address(conn: Connection, cluster: str, name: str) -> str:
     """The first address inventory knows for a node ("" when none)."""
     addresses = await conn.fetchval(

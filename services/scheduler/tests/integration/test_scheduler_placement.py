@@ -283,3 +283,39 @@ async def test_domain_not_found_fails_the_job(
     await world.refuse_allocation(request, "domain_not_found", 'Network domain "dom-a" does not exist.')
     failed = await job_status(scheduler, job["id"], "Failed")
     assert failed["reason"] == 'Network domain "dom-a" does not exist.'
+
+
+async def test_gpu_accounting_counts_other_tenants_and_rlark_pods_once(
+    scheduler: RunningService, world: World, placements: TopicReader, database_url: str
+) -> None:
+    await world.cluster("gpu-a")
+    await world.node("gpu-a", "n1", gpu_allocated=4)  # another tenant uses 4 of the 8 GPUs
+    await nodes_synced(database_url, "gpu-a", 1)
+    first = await submitted(scheduler, job_doc(role("w", "gpu-a", gpusPerWorker=4)))
+    await placements.until(placed_count(first["id"], 1))
+    (worker,) = placements.of("scheduler.worker.placed.v1", first["id"])
+    second = await submitted(scheduler, job_doc(role("w", "gpu-a", gpusPerWorker=4)))
+
+    async def reason() -> str:
+        job = await eventually(lambda: get_job(scheduler, second["id"]), lambda j: j["pending"] is not None)
+        assert job["status"] == "Pending"
+        return str(job["reason"])
+
+    # Placed but not created yet: the tenant's 4 GPUs and the first job's 4 fill the node.
+    assert "0 with enough free GPUs" in await reason()
+    # The pod exists and the cluster counts it: it is not counted twice.
+    await world.worker(worker, "Created")
+    await world.node("gpu-a", "n1", gpu_allocated=8)
+    await synced(
+        database_url, "SELECT present::int FROM workers WHERE id = $1", worker["worker_id"], expect=1
+    )
+    await placements.settle(0.5)
+    assert placements.of("scheduler.worker.placed.v1", second["id"]) == []
+    # The first job ends: its GPUs are free only once the cluster says its pod is gone.
+    await world.worker(worker, "Running")
+    await world.worker(worker, "Succeeded", exit_code=0)
+    await job_status(scheduler, first["id"], "Succeeded")
+    await placements.settle(0.5)
+    assert placements.of("scheduler.worker.placed.v1", second["id"]) == []
+    await world.node("gpu-a", "n1", gpu_allocated=4)
+    await placements.until(placed_count(second["id"], 1))
