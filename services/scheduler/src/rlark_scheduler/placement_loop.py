@@ -22,7 +22,8 @@ Concurrency model
   to the model at once. A commit that fails for any other reason triggers a rebuild, so the model
   never keeps an allocation the database does not have.
 - Releases need no special path: a job that ends or goes back to Pending queues a job change, and
-  applying it releases the job's allocation in the model (and re-queues a Pending job).
+  applying it releases the job's allocation in the model (and re-queues a Pending job) and re-reads
+  the nodes its workers were on (their pods count as others' usage until the cluster drops them).
 - Pending reasons are written only when they change (``JobQueue.take_reason_changes``), so a round
   that changes nothing writes nothing.
 

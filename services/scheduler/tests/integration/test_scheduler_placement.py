@@ -232,6 +232,19 @@ async def test_domain_job_waits_for_addresses_then_placements_carry_the_virtual_
     shown = await job_status(scheduler, job["id"], "Starting")
     assert {w["address"] for w in shown["workers"]} == set(addresses.values())
 
+    async with scheduler.client() as client:
+        assert (await client.post(f"/api/v1/jobs/{job['id']}:cancel")).status_code == 200
+    await job_topic.until(has_event("scheduler.job.addresses_released.v1", job["id"], domain="dom-a"))
+    stops = await placements.until(
+        lambda events: (
+            sum(e.type == "scheduler.worker.stop_requested.v1" and e.subject == job["id"] for e in events)
+            == 2
+        )
+    )
+    assert {
+        (e.data["worker_id"], e.data["cluster"]) for e in stops if e.type.endswith("stop_requested.v1")
+    } == {(wid, p["cluster"]) for wid, p in placed.items()}
+
 
 async def test_address_shortage_sends_the_job_back_to_pending_until_addresses_are_released(
     scheduler: RunningService,
