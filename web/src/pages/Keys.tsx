@@ -29,7 +29,7 @@ function useKeyFeedback(text: string): { check: KeyCheck; fingerprint: string | 
     return () => {
       live = false;
     };
-  }, [text]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [text]); // the blob is derived from text
   return { check, fingerprint };
 }
 
