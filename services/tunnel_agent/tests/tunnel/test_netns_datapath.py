@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from rlark_tunnel_agent.tunnel.testbed import TunnelBed
+from rlark_tunnel_agent.tunnel.tun import DEFAULT_MTU
 
 pytestmark = pytest.mark.netns
 
@@ -59,7 +60,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 def test_worker_holds_a_tun_with_its_virtual_ip_and_the_domain_route(bed: TunnelBed) -> None:
     links = bed.run("a1", "ip", "-o", "link", "show").stdout
     assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo", "rlark0"]
-    assert "mtu 9000" in links
+    assert f"mtu {DEFAULT_MTU}" in links
     assert "qlen 4000" in links
     assert "inet 10.100.0.2/16" in bed.run("a1", "ip", "-o", "addr", "show", "dev", "rlark0").stdout
     assert "10.100.0.0/16 dev rlark0" in bed.run("a1", "ip", "route").stdout

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 
 import asyncssh
+
 from rlark_tunnel_agent.tunnel import tun
 from rlark_tunnel_agent.tunnel.frames import encode_packets
 from rlark_tunnel_agent.tunnel.routing import Drop, LinkCounters, Router

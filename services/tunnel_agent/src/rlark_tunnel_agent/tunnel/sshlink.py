@@ -33,6 +33,7 @@ from enum import StrEnum
 from typing import Any
 
 import asyncssh
+
 from rlark_tunnel_agent.tunnel.frames import FrameDecoder, FrameError, FrameKind, encode_frame
 from rlark_tunnel_agent.tunnel.routing import LinkCounters
 

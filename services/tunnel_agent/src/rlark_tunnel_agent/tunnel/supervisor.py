@@ -18,6 +18,7 @@ from ipaddress import IPv4Address
 from typing import Protocol
 
 import asyncssh
+
 from rlark_tunnel_agent.tunnel.forwarder import (
     ForwarderConfig,
     PeerSpec,

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rlark_devinfra import netns
+
 from rlark_tunnel_agent.tunnel import keys, node
 
 DOMAIN = "d1"

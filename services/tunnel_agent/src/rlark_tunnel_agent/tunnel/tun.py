@@ -44,7 +44,8 @@ TUN_F_TSO4 = 0x02
 TUN_F_TSO6 = 0x04
 CLONE_NEWNET = 0x40000000
 
-DEFAULT_MTU = 9000
+DEFAULT_MTU = 65000
+"""Measured (README.md): with TSO the MTU matters less for TCP, yet 65000 beat 9000 and 1500."""
 DEFAULT_TXQUEUELEN = 4000
 READ_SIZE = 65536 + 64
 """Large enough for the biggest super-packet plus its virtio-net header."""
