@@ -435,3 +435,35 @@ async def test_worker_logs_are_followed_numbered_and_their_markers_move_the_stat
     finally:
         collector.cancel()
         await drv.close()
+
+
+async def test_a_stale_pod_list_never_brings_back_a_deleted_pod(
+    driver: KubernetesDriver, gpu_nodes: list[str], admin_kube: Kube, namespace: str
+) -> None:
+    spec = header_spec("job-stale", gpu_nodes[2], gpus=4, mounts=())
+    await driver.ensure_worker(spec)
+    stale = await _pod(admin_kube, namespace, spec.worker_id)
+    assert stale is not None
+    await driver.stop_worker(spec.worker_id)
+
+    async def stopped() -> bool:
+        status = await driver.get_status(spec.worker_id)
+        return status is not None and status.phase == WorkerPhase.STOPPED
+
+    await eventually(stopped, 30, "worker Stopped")
+
+    async def allocated() -> int:
+        reports = {r.name: r for r in await driver.observe_node_reports()}
+        return reports[gpu_nodes[2]].gpu_allocated
+
+    # A list taken before the deletion arrives after it (a resync racing the watch).
+    driver._on_pod_event("LISTED", stale)
+    assert await allocated() == 0
+    # A deletion the watch missed entirely: the cache still has the pod; a resync clears it.
+    driver._pods[spec.worker_id] = stale
+    assert await allocated() == 4
+    await driver.resync()
+    assert await allocated() == 0
+    status = await driver.get_status(spec.worker_id)
+    assert status is not None
+    assert status.phase == WorkerPhase.STOPPED

@@ -132,6 +132,7 @@ class KubernetesDriver:
         self._log_buffers: dict[str, deque[WorkerLogLine]] = {}
         self._log_seq: dict[str, int] = {}
         self._followers: set[str] = set()
+        self._deleted_uids: set[str] = set()
         self._bootstrap_files: dict[str, str] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -362,9 +363,12 @@ class KubernetesDriver:
         job_id = _annotation(pod, names.JOB_ANNOTATION) or ""
         if wid is None:
             return
+        uid = (pod.get("metadata") or {}).get("uid")
         if kind == "DELETED":
             self._pods.pop(wid, None)
             self._pull_since.pop(wid, None)
+            if uid:
+                self._deleted_uids.add(uid)
             status = self._base_status(wid, job_id)
             if wid in self._stopping or wid not in self._specs:
                 if not status.phase.terminal:
@@ -379,6 +383,8 @@ class KubernetesDriver:
                 return
             self._set_status(deleted_outside(status))
             return
+        if kind == "LISTED" and not self._fresher(wid, pod):
+            return  # a list older than what the watch already delivered
         self._pods[wid] = pod
         new = fold_pod(self._base_status(wid, job_id), pod, stopping=wid in self._stopping)
         if pulling_image(new):
@@ -389,6 +395,19 @@ class KubernetesDriver:
         if self.config.follow_logs and wid not in self._followers and self._container_started(pod):
             self._followers.add(wid)
             self._spawn_thread(f"k8s-log-{wid}", self._follow_logs, wid, pod["metadata"]["name"])
+
+    def _fresher(self, wid: str, pod: Obj) -> bool:
+        """Whether a listed pod is newer than the cached one (and not a pod already deleted)."""
+        meta = pod.get("metadata") or {}
+        if meta.get("uid") in self._deleted_uids:
+            return False
+        cached = self._pods.get(wid)
+        if cached is None:
+            return True
+        try:
+            return int(meta.get("resourceVersion", 0)) >= int(cached["metadata"].get("resourceVersion", 0))
+        except (TypeError, ValueError):  # resourceVersions are opaque; etcd's are integers
+            return True
 
     @staticmethod
     def _container_started(pod: Obj) -> bool:
@@ -717,13 +736,19 @@ class KubernetesDriver:
 
         for wid, pod in pods_by_worker.items():
             if wid in worker_cms or wid in self._inflight:
-                self._on_pod_event("MODIFIED", pod)
+                self._on_pod_event("LISTED", pod)
                 continue
             log.info(
                 "deleting a pod whose worker is not recorded (interrupted stop)", pod=pod["metadata"]["name"]
             )
             self._stopping.add(wid)
             await self._call(self.kube.delete, "pod", self.namespace, pod["metadata"]["name"], 0)
+        for wid, cached in list(self._pods.items()):
+            # A deletion the watch missed (the cache still holds a pod the list no longer has).
+            if wid in pods_by_worker or wid in worker_cms or wid in self._inflight:
+                continue
+            if await self._call(self.kube.get, "pod", self.namespace, cached["metadata"]["name"]) is None:
+                self._on_pod_event("DELETED", cached)
 
         jobs_with_workers: set[str] = set()
         for wid, cm in worker_cms.items():
