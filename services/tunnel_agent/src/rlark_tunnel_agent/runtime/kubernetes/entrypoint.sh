@@ -11,16 +11,20 @@ set -u
 keys_src=${RLARK_AUTHORIZED_KEYS_FILE:-}
 if [[ -n $keys_src ]]; then
   (
-    last=$(cksum <"$keys_src" 2>/dev/null || true)
+    # Stateless: compare what the file says with what is installed, so a change that lands
+    # while the bootstrap is still installing the first keys is not missed.
     while sleep "${RLARK_KEYS_SYNC_S:-10}"; do
-      now=$(cksum <"$keys_src" 2>/dev/null) || continue
-      [[ $now == "$last" ]] && continue
+      [[ -r $keys_src ]] || continue
       mkdir -p "$HOME/.ssh" && chmod 700 "$HOME/.ssh" || continue
       tmp="$HOME/.ssh/.authorized_keys.sync"
       # Public keys only: a line that looks like key material is dropped, never echoed.
       (umask 077 && grep -v -e 'PRIVATE KEY' -e '^[[:space:]]*$' "$keys_src" >"$tmp") || true
+      # (bash only: `cmp` is not in every image)
+      if [[ -f $HOME/.ssh/authorized_keys && "$(<"$tmp")" == "$(<"$HOME/.ssh/authorized_keys")" ]]; then
+        rm -f "$tmp"
+        continue
+      fi
       chmod 600 "$tmp" && mv -f "$tmp" "$HOME/.ssh/authorized_keys" || continue
-      last=$now
       printf '##rlark {"event":"keys_installed","count":%d}\n' "$(grep -c . "$HOME/.ssh/authorized_keys")"
     done
   ) &
