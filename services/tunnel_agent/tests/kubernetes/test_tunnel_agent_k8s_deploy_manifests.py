@@ -123,3 +123,22 @@ def test_the_agent_role_grants_what_the_driver_needs_and_nothing_more(admin_kube
     assert not _allowed(admin_kube, "list", "pods", "kube-system")
     assert not _allowed(admin_kube, "create", "roles", workers)
     assert not _allowed(admin_kube, "update", "pods", workers)
+
+
+def test_the_agent_gets_the_gateway_url_and_its_credential_only_from_a_secret() -> None:
+    docs = _documents(repo_root() / "deploy/agent")
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == "rlark-tunnel-agent"
+    (container,) = spec["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["RLARK_GATEWAY_URL"]["value"].startswith("https://")
+    assert env["RLARK_AGENT_CREDENTIAL"]["valueFrom"]["secretKeyRef"] == {
+        "name": "rlark-agent-credential",
+        "key": "credential",
+    }
+    assert "value" not in env["RLARK_AGENT_CREDENTIAL"]
+    assert env["RLARK_RUNTIME"]["value"] == "kubernetes"
+    security = container["securityContext"]
+    assert security["privileged"] is False
+    assert security["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN"]}
