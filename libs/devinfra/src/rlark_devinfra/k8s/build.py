@@ -13,6 +13,7 @@ shared.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -199,7 +200,19 @@ def _build_kwok(target: Path, stages: Path, logs_crd: Path) -> None:
 
 
 def build(only: tuple[str, ...] = ()) -> Binaries:
-    """Build what is missing (all three, or the names in ``only``) and return the paths."""
+    """Build what is missing (all three, or the names in ``only``) and return the paths.
+
+    Holds a lock file in the cache directory: two test sessions starting at once build once.
+    """
+    with (root() / "build.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return _build_missing(only)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build_missing(only: tuple[str, ...]) -> Binaries:
     found = binaries()
     found.etcd.parent.mkdir(parents=True, exist_ok=True)
     wanted = set(only) or {"etcd", "kwok", "kube-apiserver"}
