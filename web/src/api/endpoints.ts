@@ -1,6 +1,6 @@
 /** Typed functions for every gateway route the console uses (docs/api.md). */
 import { api, buildUrl, request } from './client';
-import { normalizeCluster, normalizeNode } from './normalize';
+import { normalizeCluster, normalizeJob, normalizeNode } from './normalize';
 import type {
   Cluster,
   ClusterCreate,
@@ -78,7 +78,7 @@ export const nodesApi = {
   labels: async (cluster?: string) => (await api.get<{ items: LabelKey[] }>('/labels', { cluster })).items ?? [],
   match: async (cluster: string, selector: string, gpus: number) => {
     const result = await api.get<MatchResult>(`/clusters/${enc(cluster)}/match`, { selector, gpus });
-    return { ...result, nodes: (result.nodes ?? []).map(normalizeNode) };
+    return { ...result, nodes: result.nodes ?? [] };
   },
 };
 
@@ -108,11 +108,12 @@ export const jobsApi = {
       ? request<Job>('POST', '/jobs', { yaml: spec })
       : request<Job>('POST', '/jobs', { json: spec }),
   list: async (query: JobQuery) => pageOf(await api.get<Page<Job>>('/jobs', { ...query })),
-  get: (id: string) => api.get<JobDetail>(`/jobs/${enc(id)}`),
+  get: async (id: string) => normalizeJob(await api.get<JobDetail>(`/jobs/${enc(id)}`)),
   cancel: (id: string) => api.post<Job>(`/jobs/${enc(id)}:cancel`),
   setSshKeys: (id: string, names: string[]) => api.put<Job>(`/jobs/${enc(id)}/ssh-keys`, { ssh_keys: names }),
   logs: (id: string, worker: string, limit = 2000) =>
     request<string>('GET', `/jobs/${enc(id)}/logs`, { query: { worker, limit }, text: true }),
   logsUrl: (id: string, worker: string, follow = false) =>
-    buildUrl(`/jobs/${enc(id)}/logs`, { worker, follow: follow ? 'true' : undefined }),
+    buildUrl(`/jobs/${enc(id)}/logs`, follow ? { worker, follow: 'true' } : { worker, format: 'text', limit: 10000 }),
+  eventsUrl: (id: string) => buildUrl(`/jobs/${enc(id)}/events`, { follow: 'true' }),
 };

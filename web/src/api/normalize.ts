@@ -3,7 +3,7 @@
  * may be nested under `summary` or flat on the item; a node's status may be given or derived from
  * `ready`/`schedulable`/`gone`. Everything else is passed through unchanged.
  */
-import type { Cluster, ClusterNode, ClusterSummary, NodeStatus } from './types';
+import type { Cluster, ClusterNode, ClusterSummary, JobDetail, NodeStatus, OutputFile, Worker } from './types';
 
 const num = (value: unknown): number => (typeof value === 'number' && Number.isFinite(value) ? value : 0);
 
@@ -46,6 +46,35 @@ export function normalizeNode(raw: ClusterNode): ClusterNode {
     labels: raw.labels ?? {},
     gpu_count: raw.gpu_count ?? 0,
     gpu_free: raw.gpu_free ?? Math.max(allocatable - allocated, 0),
-    category: raw.category ?? raw.labels?.['rlark.io/node-category'],
   };
+}
+
+/** The label that sorts a cluster's nodes into categories (the user guide's example label). */
+export const NODE_CATEGORY_LABEL = 'rlark.io/node-category';
+
+export function nodeCategoryOf(node: Pick<ClusterNode, 'labels'>): string | undefined {
+  return node.labels?.[NODE_CATEGORY_LABEL];
+}
+
+export function normalizeWorker(raw: Worker): Worker {
+  return { ...raw, worker_id: raw.worker_id ?? raw.id ?? `${raw.role}-${raw.index}` };
+}
+
+export function normalizeJob<T extends JobDetail>(raw: T): T {
+  return { ...raw, workers: (raw.workers ?? []).map(normalizeWorker), timeline: raw.timeline ?? [] };
+}
+
+/** Output files of a job, flattened from per-worker manifests (or already flat). */
+export function outputFilesOf(job: Pick<JobDetail, 'outputs'>): { files: OutputFile[]; truncated: boolean } {
+  const files: OutputFile[] = [];
+  let truncated = false;
+  for (const entry of job.outputs ?? []) {
+    if ('files' in entry && Array.isArray(entry.files)) {
+      truncated ||= Boolean(entry.truncated);
+      for (const f of entry.files) files.push({ worker_id: entry.worker_id, path: f.path, size: f.size });
+    } else if ('path' in entry) {
+      files.push(entry);
+    }
+  }
+  return { files, truncated };
 }

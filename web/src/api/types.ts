@@ -15,7 +15,8 @@ export interface User {
 }
 
 export interface SetupStatus {
-  /** True while no user exists yet: the login page then explains how to create the first admin. */
+  /** True while no admin exists yet: the login page then explains how to create the first one. */
+  needs_admin?: boolean;
   needs_setup?: boolean;
 }
 
@@ -94,6 +95,7 @@ export interface NodeWorker {
   role?: string;
   gpus?: number;
   phase?: string;
+  reported_at?: string;
 }
 
 export interface ClusterNode {
@@ -130,13 +132,27 @@ export interface LabelKey {
   values: LabelValue[];
 }
 
+/** A node in a match answer: only what the selector preview needs. */
+export interface MatchedNode {
+  name: string;
+  ready: boolean;
+  schedulable: boolean;
+  gpu_model?: string;
+  gpu_free: number;
+  gpu_count?: number;
+  gpu_allocatable?: number;
+  fits?: boolean;
+}
+
 export interface MatchResult {
+  cluster?: string;
+  cluster_online?: boolean;
   total: number;
   matching: number;
   ready: number;
   schedulable: number;
   with_free_gpus: number;
-  nodes: ClusterNode[];
+  nodes: MatchedNode[];
 }
 
 export interface NodeQuery {
@@ -172,11 +188,16 @@ export interface Domain {
   name: string;
   cidr: string;
   description?: string;
+  created_by?: string;
   created_at?: string;
   capacity?: number;
   allocated?: number;
-  clusters?: string[];
-  tunnels?: number | unknown[];
+  free?: number;
+  /** Clusters whose CIDRs came to overlap this domain after it was created. */
+  warnings?: string[];
+  /** Detail only: addresses allocated per cluster. */
+  clusters?: Array<{ cluster: string; allocated: number } | string>;
+  tunnels?: { clusters: string[]; links: Array<{ a: string; b: string }> };
 }
 
 export interface DomainConflict {
@@ -189,7 +210,13 @@ export interface DomainConflict {
 
 export interface DomainCheck {
   ok: boolean;
+  /** The network, normalised. */
+  cidr?: string | null;
+  /** Addresses workers can get (.0 and .255 never). */
+  capacity?: number | null;
   conflicts: Array<DomainConflict | string>;
+  /** Why the CIDR itself is refused (not private, malformed…), if it is. */
+  error?: { code: string; message: string; field?: string | null } | null;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -281,11 +308,15 @@ export interface Template {
   description_en?: string;
   description_zh?: string;
   params_schema?: { properties?: Record<string, { default?: unknown; type?: string }> ; required?: string[] };
-  /** A document built from example parameters, when the gateway provides one. */
+  /** A document built from example parameters, as YAML (what the scheduler sends). */
+  example_yaml?: string;
+  /** The same, already decoded (older gateways / tests). */
   example?: JobDocument;
 }
 
 export interface TimelineEntry {
+  seq?: number;
+  kind?: string;
   at: string;
   from_status?: string | null;
   to_status: string;
@@ -314,17 +345,30 @@ export interface PendingRole {
   message: string;
 }
 
+export interface PendingConflict {
+  cluster: string;
+  roles: string[];
+  needed?: number;
+  nodes?: number;
+  message: string;
+}
+
 export interface PendingExplanation {
   code?: string;
   message?: string;
   roles: PendingRole[];
+  conflicts?: PendingConflict[];
 }
 
 export interface Worker {
+  /** The scheduler calls it `id`; the console reads either and fills `worker_id`. */
+  id?: string;
   worker_id: string;
   role: string;
   index: number;
   rank?: number;
+  is_header?: boolean;
+  updated_at?: string;
   cluster: string;
   node?: string | null;
   address?: string | null;
@@ -351,22 +395,42 @@ export interface Job {
   owner: string;
   status: JobStatus;
   reason?: string;
-  submitted_at?: string;
+  priority?: number;
+  network_domain?: string | null;
+  clusters?: string[];
+  worker_count?: number;
+  gpu_count?: number;
+  exit_code?: number | null;
+  created_at?: string;
   updated_at?: string;
-  finished_at?: string | null;
+  scheduled_at?: string | null;
+  started_at?: string | null;
+  ended_at?: string | null;
   spec?: JobDocument;
   yaml?: string;
-  workers_total?: number;
-  gpus_total?: number;
-  clusters?: string[];
+}
+
+/** Output manifest of one worker, as the scheduler keeps it. */
+export interface WorkerOutputs {
+  worker_id: string;
+  files: Array<{ path: string; size: number }>;
+  truncated?: boolean;
 }
 
 export interface JobDetail extends Job {
+  details?: Record<string, unknown>;
   pending?: PendingExplanation | null;
+  warnings?: SpecProblem[];
+  ray_nodes?: { joined: number; expected: number } | null;
   workers: Worker[];
   timeline: TimelineEntry[];
-  outputs?: OutputFile[] | { files: OutputFile[]; truncated?: boolean };
+  outputs?: Array<WorkerOutputs | OutputFile>;
+  tensorboard_dir?: string | null;
+  /** A link to the job's TensorBoard, when the platform serves one. */
   tensorboard_url?: string | null;
+  ssh_keys?: string[];
+  /** How to reach the Header worker over SSH, once placed. */
+  ssh_command?: string | null;
 }
 
 export interface JobQuery {

@@ -9,6 +9,7 @@ import { useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link, useNavigate, useParams } from 'react-router-dom';
 import { clustersApi, nodesApi } from '../api/endpoints';
+import { NODE_CATEGORY_LABEL, nodeCategoryOf } from '../api/normalize';
 import type { ClusterNode, NodeStatus } from '../api/types';
 import ApiErrorAlert, { errorMessage } from '../components/ApiErrorAlert';
 import CredentialModal from '../components/CredentialModal';
@@ -17,8 +18,7 @@ import { NodeStatusTag, OnlineTag } from '../components/StatusTag';
 import { useSession } from '../auth';
 import { formatTime } from '../lib/format';
 
-const CATEGORY_LABEL = 'rlark.io/node-category';
-const SORT_FIELDS: Record<string, string> = { name: 'name', gpu_count: 'gpu_count', gpu_free: 'gpu_free', gpu_model: 'gpu_model' };
+const SORT_FIELDS: Record<string, string> = { name: 'name', status: 'status', gpu_count: 'gpu_count', gpu_free: 'gpu_free', gpu_model: 'gpu_model' };
 
 export default function ClusterDetail() {
   const { name = '' } = useParams();
@@ -36,7 +36,15 @@ export default function ClusterDetail() {
 
   const cluster = useQuery({ queryKey: ['cluster', name], queryFn: () => clustersApi.get(name) });
   const labels = useQuery({ queryKey: ['labels', name], queryFn: () => nodesApi.labels(name) });
-  const nodeQuery = { cluster: name, category: category || undefined, status: status || undefined, q: q || undefined, sort, ...page };
+  // Categories are the nodes' rlark.io/node-category label (the API's `category` is the cluster's).
+  const nodeQuery = {
+    cluster: name,
+    selector: category ? `${NODE_CATEGORY_LABEL}=${category}` : undefined,
+    status: status || undefined,
+    q: q || undefined,
+    sort,
+    ...page,
+  };
   const nodes = useQuery({ queryKey: ['nodes', nodeQuery], queryFn: () => nodesApi.list(nodeQuery), placeholderData: (prev) => prev });
 
   const refresh = () => {
@@ -66,7 +74,7 @@ export default function ClusterDetail() {
   });
 
   const c = cluster.data;
-  const categories = labels.data?.find((l) => l.key === CATEGORY_LABEL)?.values ?? [];
+  const categories = labels.data?.find((l) => l.key === NODE_CATEGORY_LABEL)?.values ?? [];
 
   return (
     <>
@@ -208,9 +216,9 @@ export default function ClusterDetail() {
                 </Link>
               ),
             },
-            { title: t('nodes.status'), dataIndex: 'status', render: (s: NodeStatus) => <NodeStatusTag status={s} /> },
+            { title: t('nodes.status'), dataIndex: 'status', key: 'status', sorter: true, render: (s: NodeStatus) => <NodeStatusTag status={s} /> },
             { title: t('nodes.schedulable'), dataIndex: 'schedulable', render: (v: boolean) => (v ? t('common.yes') : <Tag color="warning">{t('nodes.cordoned')}</Tag>) },
-            { title: t('nodes.category'), dataIndex: 'category', render: (v?: string) => v || '—' },
+            { title: t('nodes.category'), key: 'category', render: (_: unknown, node: ClusterNode) => nodeCategoryOf(node) || '—' },
             { title: t('nodes.gpuModel'), dataIndex: 'gpu_model', key: 'gpu_model', sorter: true, render: (v?: string) => v || '—' },
             { title: t('nodes.gpus'), dataIndex: 'gpu_count', key: 'gpu_count', sorter: true },
             { title: t('nodes.gpusFree'), dataIndex: 'gpu_free', key: 'gpu_free', sorter: true },

@@ -76,15 +76,19 @@ export function CreateDomainForm() {
       help = <span data-testid="cidr-conflict">{errorMessage(check.error)}</span>;
     } else if (check.data && !check.data.ok) {
       status = 'error';
-      const conflicts = check.data.conflicts ?? [];
-      help = (
-        <span data-testid="cidr-conflict">
-          {conflicts.length ? conflicts.map(conflictText).join('; ') : t('domains.conflictUnknown')}
-        </span>
-      );
+      const reasons = [
+        ...(check.data.error?.message ? [check.data.error.message] : []),
+        ...(check.data.conflicts ?? []).map(conflictText),
+      ];
+      help = <span data-testid="cidr-conflict">{reasons.length ? reasons.join('; ') : t('domains.conflictUnknown')}</span>;
     } else if (check.data?.ok) {
       status = 'success';
-      help = <span data-testid="cidr-ok">{t('domains.cidrOk', { count: syntax.addresses })}</span>;
+      help = (
+        <span data-testid="cidr-ok">
+          {t('domains.cidrOk', { count: check.data.capacity ?? syntax.addresses })}
+          {check.data.cidr && check.data.cidr !== cidr ? ` · ${check.data.cidr}` : ''}
+        </span>
+      );
     }
   }
   const blocked = (status === 'error' && !serverCidrErrors.length) || status === 'validating';
@@ -125,6 +129,25 @@ export function CreateDomainForm() {
         {t('domains.create')}
       </Button>
     </Form>
+  );
+}
+
+/** Clusters with addresses in the domain (from the domain's detail). */
+function DomainClusters({ domain }: { domain: Domain }) {
+  const { t } = useTranslation();
+  const detail = useQuery({ queryKey: ['domain', domain.name], queryFn: () => domainsApi.get(domain.name), enabled: !domain.clusters });
+  const clusters = domain.clusters ?? detail.data?.clusters ?? [];
+  if (!clusters.length) return <>—</>;
+  return (
+    <Space size={4} wrap>
+      {clusters.map((c) =>
+        typeof c === 'string' ? (
+          <Tag key={c}>{c}</Tag>
+        ) : (
+          <Tag key={c.cluster}>{t('domains.clusterUsage', { cluster: c.cluster, count: c.allocated })}</Tag>
+        ),
+      )}
+    </Space>
   );
 }
 
@@ -183,11 +206,24 @@ export default function Domains() {
             dataSource={domains.data?.items ?? []}
             pagination={{ hideOnSinglePage: true, pageSize: 50 }}
             columns={[
-              { title: t('domains.name'), dataIndex: 'name', render: (v: string) => <strong>{v}</strong> },
+              {
+                title: t('domains.name'),
+                dataIndex: 'name',
+                render: (v: string, d) => (
+                  <Space orientation="vertical" size={2}>
+                    <strong>{v}</strong>
+                    {(d.warnings ?? []).map((w, i) => (
+                      <Typography.Text key={i} type="warning" style={{ fontSize: 12 }}>
+                        {w}
+                      </Typography.Text>
+                    ))}
+                  </Space>
+                ),
+              },
               { title: t('domains.cidr'), dataIndex: 'cidr', render: (v: string) => <Typography.Text copyable className="mono">{v}</Typography.Text> },
               { title: t('domains.description'), dataIndex: 'description', render: (v?: string) => v || '—' },
               { title: t('domains.utilisation'), render: (_, d) => <Utilisation domain={d} /> },
-              { title: t('domains.clusters'), dataIndex: 'clusters', render: (v?: string[]) => (v?.length ? <Space size={4} wrap>{v.map((c) => <Tag key={c}>{c}</Tag>)}</Space> : '—') },
+              { title: t('domains.clusters'), render: (_, d) => <DomainClusters domain={d} /> },
               { title: t('keys.createdAt'), dataIndex: 'created_at', render: formatTime },
               ...(isAdmin
                 ? [

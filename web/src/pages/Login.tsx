@@ -46,7 +46,7 @@ export default function LoginPage() {
             <LanguageSwitch />
           </div>
           <Typography.Text type="secondary">{t('login.subtitle')}</Typography.Text>
-          {setup.data?.needs_setup && (
+          {(setup.data?.needs_admin ?? setup.data?.needs_setup) && (
             <Alert type="info" showIcon title={t('login.setupTitle')} description={t('login.setupHint')} data-testid="setup-hint" />
           )}
           <ApiErrorAlert error={error} />

@@ -114,14 +114,15 @@ export default function NodeDetail() {
             <Card title={t('nodeDetail.workers')} size="small" data-testid="node-workers">
               <Table<NodeWorker>
                 size="small"
-                rowKey={(w) => w.worker_id ?? `${w.job_id}-${w.role}`}
+                rowKey={(w) => w.worker_id ?? `${w.job_id}-${w.role ?? ''}`}
                 pagination={false}
                 dataSource={n.workers ?? []}
                 columns={[
                   { title: t('jobs.job'), dataIndex: 'job_id', render: (id: string, w) => <Link to={`/jobs/${encodeURIComponent(id)}`}>{w.job_name || id}</Link> },
-                  { title: t('workers.role'), dataIndex: 'role' },
-                  { title: t('workers.gpus'), dataIndex: 'gpus' },
+                  { title: t('workers.worker'), render: (_, w) => <span className="mono">{w.role ?? w.worker_id ?? '—'}</span> },
+                  { title: t('workers.gpus'), dataIndex: 'gpus', render: (v?: number) => v ?? '—' },
                   { title: t('workers.phase'), dataIndex: 'phase', render: (p?: string) => (p ? <PhaseTag phase={p} /> : '—') },
+                  { title: t('nodeDetail.reportedAt'), dataIndex: 'reported_at', render: formatTime },
                 ]}
               />
             </Card>

@@ -19,7 +19,7 @@ export default function Overview() {
       queryFn: async () => (await jobsApi.list({ status, page_size: 1 })).total,
     })),
   });
-  const recent = useQuery({ queryKey: ['jobs', 'recent'], queryFn: () => jobsApi.list({ page_size: 8, sort: '-submitted_at' }) });
+  const recent = useQuery({ queryKey: ['jobs', 'recent'], queryFn: () => jobsApi.list({ page_size: 8 }) });
   const items = clusters.data?.items ?? [];
   const online = items.filter((c) => c.online).length;
   const nodesTotal = items.reduce((n, c) => n + c.summary.nodes_total, 0);
@@ -103,7 +103,7 @@ export default function Overview() {
             { title: t('jobs.name'), dataIndex: 'name', render: (name: string, job) => <Link to={`/jobs/${encodeURIComponent(job.id)}`}>{name}</Link> },
             { title: t('jobs.status'), dataIndex: 'status', render: (s: string) => <JobStatusTag status={s} /> },
             { title: t('jobs.owner'), dataIndex: 'owner' },
-            { title: t('jobs.submittedAt'), dataIndex: 'submitted_at', render: formatTime },
+            { title: t('jobs.submittedAt'), dataIndex: 'created_at', render: formatTime },
           ]}
         />
       </Card>

@@ -33,6 +33,17 @@ describe('network domain form', () => {
     await waitFor(() => expect(screen.getByTestId('domain-submit')).toBeEnabled());
   });
 
+  it('shows why the server refuses the range itself', async () => {
+    mockApi({
+      'GET /api/v1/domains': LIST,
+      'POST /api/v1/domains:check': { ok: false, cidr: null, capacity: null, conflicts: [], error: { code: 'cidr_not_private', message: '8.8.8.0/24 is not a private range', field: 'cidr' } },
+    });
+    renderPage(<Domains />);
+    fireEvent.change(screen.getByTestId('domain-cidr'), { target: { value: '8.8.8.0/24' } });
+    expect(await screen.findByTestId('cidr-conflict', {}, { timeout: 3000 })).toHaveTextContent('8.8.8.0/24 is not a private range');
+    expect(screen.getByTestId('domain-submit')).toBeDisabled();
+  });
+
   it('does not ask the server about text that is not a CIDR', async () => {
     const { calls } = mockApi({ 'GET /api/v1/domains': LIST, 'POST /api/v1/domains:check': { ok: true, conflicts: [] } });
     renderPage(<Domains />);

@@ -45,7 +45,9 @@ export function mockApi(routes: Record<string, Handler | unknown>) {
       });
     }
     const result = typeof route === 'function' ? (route as Handler)({ url, method, body }) : route;
-    const reply: Reply = result && typeof result === 'object' && ('status' in result || 'body' in result) ? (result as Reply) : { body: result };
+    // A Reply has a numeric status; anything else (a job has `status: "Running"`) is a JSON body.
+    const isReply = Boolean(result) && typeof result === 'object' && typeof (result as Reply).status === 'number';
+    const reply: Reply = isReply ? (result as Reply) : { body: result };
     return new Response(reply.body === undefined ? null : JSON.stringify(reply.body), {
       status: reply.status ?? 200,
       headers: { 'Content-Type': 'application/json' },

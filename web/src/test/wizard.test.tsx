@@ -1,7 +1,7 @@
 import { fireEvent, screen, waitFor, within } from '@testing-library/react';
 import { describe, expect, it } from 'vitest';
 import JobWizard from '../pages/jobs/JobWizard';
-import { initialState, newRole, roleStepProblems, stepForField, toDocument, type WizardState } from '../pages/jobs/wizard/model';
+import { initialState, newRole, roleStepProblems, stateFromTemplate, stepForField, toDocument, type WizardState } from '../pages/jobs/wizard/model';
 import { mockApi, renderPage } from './helpers';
 
 const PAGE = { total: 0, page: 1, page_size: 50 };
@@ -115,6 +115,35 @@ describe('wizard model', () => {
     const keys = roleStepProblems(state).map((p) => p.key);
     expect(keys).toContain('wizard.err.roleNameDuplicate');
     expect(keys).toContain('wizard.err.headerRequired');
+  });
+
+  it('starts from a template example given as YAML, leaving the example cluster and image to the user', () => {
+    const example_yaml = [
+      'apiVersion: rlark.io/v1',
+      'kind: Job',
+      'metadata: {name: actor + rollout}',
+      'spec:',
+      '  type: template',
+      '  template: rl-actor-rollout',
+      '  header: actor',
+      '  runScript: |',
+      '    python train.py',
+      '  rlinfConfig: {cluster: {num_nodes: 3}}',
+      '  tasks:',
+      '    - {name: actor, cluster: my-cluster, replicas: 1, gpusPerWorker: 8, image: "r/rlinf:v0.3.0"}',
+      '    - {name: rollout, cluster: my-cluster, replicas: 2, gpusPerWorker: 8, image: "r/rlinf:v0.3.0"}',
+    ].join('\n');
+    const state = stateFromTemplate(
+      { id: 'rl-actor-rollout', title_en: 'RL', title_zh: 'RL', example_yaml },
+      initialState(),
+    );
+    expect(state.roles.map((r) => [r.name, r.replicas, r.gpusPerWorker, r.cluster, r.image])).toEqual([
+      ['actor', 1, 8, '', ''],
+      ['rollout', 2, 8, '', ''],
+    ]);
+    expect(state.roles.find((r) => r.id === state.headerId)?.name).toBe('actor');
+    expect(state.runScript).toBe('python train.py\n');
+    expect(toDocument(state).spec).toMatchObject({ type: 'template', template: 'rl-actor-rollout', rlinfConfig: { cluster: { num_nodes: 3 } } });
   });
 
   it('sends each server field to the step that edits it', () => {

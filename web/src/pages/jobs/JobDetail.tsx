@@ -6,10 +6,11 @@
 import { Alert, App, Button, Card, Col, Descriptions, Empty, Form, Modal, Popconfirm, Row, Select, Space, Table, Tabs, Tag, Timeline, Typography } from 'antd';
 import { ExportOutlined, StopOutlined } from '@ant-design/icons';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
-import { useState } from 'react';
+import { useEffect, useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link, useParams } from 'react-router-dom';
 import { jobsApi, keysApi } from '../../api/endpoints';
+import { outputFilesOf } from '../../api/normalize';
 import { TERMINAL_STATES, type JobDetail as JobDetailType, type OutputFile, type PendingRole, type Worker } from '../../api/types';
 import ApiErrorAlert, { errorMessage } from '../../components/ApiErrorAlert';
 import PageTitle from '../../components/PageTitle';
@@ -17,25 +18,28 @@ import { JobStatusTag, PhaseTag } from '../../components/StatusTag';
 import { formatBytes, formatTime } from '../../lib/format';
 import LogViewer from './LogViewer';
 
-export function sshCommandOf(worker: Worker): string | null {
+/**
+ * The SSH command for one worker: the worker's own when the server gives one; else the job's
+ * (the Header's) with this worker's address; else `ssh root@<address>`.
+ */
+export function sshCommandOf(worker: Worker, jobCommand?: string | null): string | null {
   if (worker.ssh_command) return worker.ssh_command;
-  const address = worker.address || worker.virtual_ip;
-  return address ? `ssh root@${address}` : null;
+  const address = worker.virtual_ip || worker.address;
+  if (!address) return null;
+  const user = /^ssh\s+(?:.*\s)?([^\s@]+)@\S+$/.exec(jobCommand ?? '')?.[1] ?? 'root';
+  if (jobCommand && worker.is_header && jobCommand.includes(address)) return jobCommand;
+  return `ssh ${user}@${address}`;
 }
 
-function rayJoined(worker: Worker, t: (k: string, o?: Record<string, unknown>) => string): React.ReactNode {
-  if (worker.ray_nodes_joined !== undefined && worker.ray_nodes_joined !== null && worker.ray_nodes_expected) {
-    const done = worker.ray_nodes_joined >= worker.ray_nodes_expected;
-    return <Tag color={done ? 'success' : 'processing'}>{`${worker.ray_nodes_joined}/${worker.ray_nodes_expected}`}</Tag>;
+function rayJoined(worker: Worker, t: (k: string, o?: Record<string, unknown>) => string, job?: JobDetailType): React.ReactNode {
+  const joined = worker.ray_nodes_joined ?? (worker.is_header ? job?.ray_nodes?.joined : undefined);
+  const expected = worker.ray_nodes_expected ?? (worker.is_header ? job?.ray_nodes?.expected : undefined);
+  if (joined !== undefined && joined !== null && expected) {
+    const done = joined >= expected;
+    return <Tag color={done ? 'success' : 'processing'}>{`${joined}/${expected}`}</Tag>;
   }
   if (worker.ray_joined === undefined) return '—';
   return worker.ray_joined ? <Tag color="success">{t('common.yes')}</Tag> : <Tag>{t('common.no')}</Tag>;
-}
-
-function outputsOf(job: JobDetailType): { files: OutputFile[]; truncated: boolean } {
-  if (!job.outputs) return { files: [], truncated: false };
-  if (Array.isArray(job.outputs)) return { files: job.outputs, truncated: false };
-  return { files: job.outputs.files ?? [], truncated: Boolean(job.outputs.truncated) };
 }
 
 function selectorText(selector: PendingRole['selector']): string {
@@ -51,6 +55,9 @@ function PendingCard({ job }: { job: JobDetailType }) {
   return (
     <Card title={t('jobDetail.whyPending')} size="small" style={{ marginBottom: 16 }} data-testid="pending-explanation">
       {pending.message && <Alert type="warning" showIcon title={pending.message} style={{ marginBottom: 12 }} />}
+      {(pending.conflicts ?? []).map((c, i) => (
+        <Alert key={i} type="error" showIcon style={{ marginBottom: 12 }} title={c.message} data-testid="pending-conflict" />
+      ))}
       <Table<PendingRole>
         size="small"
         rowKey="role"
@@ -88,7 +95,7 @@ function KeysModal({ job, open, onClose }: { job: JobDetailType; open: boolean; 
   const { t } = useTranslation();
   const client = useQueryClient();
   const keys = useQuery({ queryKey: ['keys', false], queryFn: () => keysApi.list(false), enabled: open });
-  const [names, setNames] = useState<string[]>(job.spec?.spec.sshKeys ?? []);
+  const [names, setNames] = useState<string[]>(job.ssh_keys ?? job.spec?.spec.sshKeys ?? []);
   const update = useMutation({
     mutationFn: () => jobsApi.setSshKeys(job.id, names),
     onSuccess: () => {
@@ -123,7 +130,34 @@ export default function JobDetail() {
   const { message } = App.useApp();
   const client = useQueryClient();
   const [keysOpen, setKeysOpen] = useState(false);
-  const job = useQuery({ queryKey: ['job', id], queryFn: () => jobsApi.get(id) });
+  const job = useQuery({
+    queryKey: ['job', id],
+    queryFn: () => jobsApi.get(id),
+    // A safety net under the live stream below: a running job is re-read now and then anyway.
+    refetchInterval: (query) => (query.state.data && TERMINAL_STATES.includes(query.state.data.status) ? false : 15_000),
+  });
+  const live = !job.data || !TERMINAL_STATES.includes(job.data.status);
+  useEffect(() => {
+    // The job's own timeline stream (status, worker phases, pending reasons, keys): any event
+    // re-reads the job, at most every 500 ms.
+    if (!live || typeof EventSource === 'undefined') return undefined;
+    const source = new EventSource(jobsApi.eventsUrl(id), { withCredentials: true });
+    let timer: ReturnType<typeof setTimeout> | null = null;
+    const refresh = () => {
+      if (timer) return;
+      timer = setTimeout(() => {
+        timer = null;
+        void client.invalidateQueries({ queryKey: ['job', id] });
+      }, 500);
+    };
+    for (const kind of ['status', 'worker', 'pending', 'keys', 'end']) source.addEventListener(kind, refresh);
+    source.onmessage = refresh;
+    source.addEventListener('end', () => source.close());
+    return () => {
+      source.close();
+      if (timer) clearTimeout(timer);
+    };
+  }, [id, live, client]);
   const cancel = useMutation({
     mutationFn: () => jobsApi.cancel(id),
     onSuccess: () => {
@@ -135,8 +169,10 @@ export default function JobDetail() {
   });
   const j = job.data;
   const terminal = j ? TERMINAL_STATES.includes(j.status) : true;
-  const outputs = j ? outputsOf(j) : { files: [], truncated: false };
-  const header = j?.workers.find((w) => w.rank === 0) ?? j?.workers[0];
+  const outputs = j ? outputFilesOf(j) : { files: [], truncated: false };
+  const header = j?.workers.find((w) => w.is_header || w.rank === 0) ?? j?.workers[0];
+  const keyNames = j?.ssh_keys ?? j?.spec?.spec.sshKeys ?? [];
+  const tensorboardDir = j?.tensorboard_dir ?? j?.spec?.spec.tensorboardDir;
 
   return (
     <>
@@ -185,6 +221,24 @@ export default function JobDetail() {
               data-testid="job-reason"
             />
           )}
+          {(j.warnings ?? []).length > 0 && (
+            <Alert
+              type="warning"
+              showIcon
+              style={{ marginBottom: 16 }}
+              data-testid="job-warnings"
+              title={t('jobDetail.warnings')}
+              description={
+                <ul className="plain-list">
+                  {(j.warnings ?? []).map((w, i) => (
+                    <li key={i}>
+                      {w.field && <code>{w.field}</code>} {w.message}
+                    </li>
+                  ))}
+                </ul>
+              }
+            />
+          )}
           <PendingCard job={j} />
           <Row gutter={16}>
             <Col span={8}>
@@ -194,12 +248,19 @@ export default function JobDetail() {
                   column={1}
                   items={[
                     { key: 'owner', label: t('jobs.owner'), children: j.owner },
-                    { key: 'sub', label: t('jobs.submittedAt'), children: formatTime(j.submitted_at) },
-                    { key: 'fin', label: t('jobDetail.finishedAt'), children: formatTime(j.finished_at) },
-                    { key: 'workers', label: t('jobs.workers'), children: j.workers.length },
+                    { key: 'sub', label: t('jobs.submittedAt'), children: formatTime(j.created_at) },
+                    { key: 'start', label: t('jobDetail.startedAt'), children: formatTime(j.started_at) },
+                    { key: 'fin', label: t('jobDetail.finishedAt'), children: formatTime(j.ended_at) },
+                    ...(j.exit_code !== undefined && j.exit_code !== null ? [{ key: 'exit', label: t('jobDetail.exitCode'), children: j.exit_code }] : []),
+                    { key: 'workers', label: t('jobs.workers'), children: `${j.worker_count ?? j.workers.length} · ${t('jobDetail.gpus', { count: j.gpu_count ?? 0 })}` },
                     { key: 'header', label: t('wizard.header'), children: j.spec?.spec.header ?? header?.role ?? '—' },
-                    { key: 'domain', label: t('wizard.networkDomain'), children: j.spec?.spec.networkDomain ?? '—' },
-                    { key: 'keys', label: t('wizard.sshKeys'), children: (j.spec?.spec.sshKeys ?? []).map((k) => <Tag key={k}>{k}</Tag>) },
+                    { key: 'ray', label: t('jobDetail.rayNodes'), children: j.ray_nodes ? `${j.ray_nodes.joined}/${j.ray_nodes.expected}` : '—' },
+                    { key: 'domain', label: t('wizard.networkDomain'), children: j.network_domain ?? j.spec?.spec.networkDomain ?? '—' },
+                    { key: 'keys', label: t('wizard.sshKeys'), children: keyNames.length ? <Space size={4} wrap>{keyNames.map((k) => <Tag key={k}>{k}</Tag>)}</Space> : '—' },
+                    ...(tensorboardDir ? [{ key: 'tb', label: t('wizard.tensorboardDir'), children: <span className="mono">{tensorboardDir}</span> }] : []),
+                    ...(j.ssh_command
+                      ? [{ key: 'ssh', label: t('jobDetail.ssh'), children: <Typography.Text copyable className="mono" data-testid="job-ssh">{j.ssh_command}</Typography.Text> }]
+                      : []),
                   ]}
                 />
               </Card>
@@ -239,7 +300,7 @@ export default function JobDetail() {
                         dataSource={j.workers}
                         scroll={{ x: 'max-content' }}
                         columns={[
-                          { title: t('workers.role'), render: (_, w) => <span>{w.role}-{w.index}{w.rank === 0 && <Tag color="blue" style={{ marginLeft: 6 }}>Header</Tag>}</span> },
+                          { title: t('workers.role'), render: (_, w) => <span>{w.role}-{w.index}{(w.is_header || w.rank === 0) && <Tag color="blue" style={{ marginLeft: 6 }}>Header</Tag>}</span> },
                           {
                             title: t('workers.node'),
                             render: (_, w) => (w.node ? <Link to={`/clusters/${encodeURIComponent(w.cluster)}/nodes/${encodeURIComponent(w.node)}`}>{w.cluster}/{w.node}</Link> : `${w.cluster}/—`),
@@ -256,11 +317,11 @@ export default function JobDetail() {
                               </Space>
                             ),
                           },
-                          { title: t('workers.rayJoined'), render: (_, w) => rayJoined(w, t) },
+                          { title: t('workers.rayJoined'), render: (_, w) => rayJoined(w, t, j) },
                           {
                             title: t('workers.ssh'),
                             render: (_, w) => {
-                              const command = sshCommandOf(w);
+                              const command = sshCommandOf(w, j.ssh_command);
                               return command ? (
                                 <Typography.Text copyable={{ text: command }} className="mono" data-testid={`ssh-${w.worker_id}`}>
                                   {command}

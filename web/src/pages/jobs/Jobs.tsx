@@ -21,7 +21,6 @@ export default function Jobs() {
     owner: params.get('owner') ?? undefined,
     page: Number(params.get('page') ?? 1),
     page_size: Number(params.get('page_size') ?? 20),
-    sort: '-submitted_at',
   };
   const jobs = useQuery({ queryKey: ['jobs', query], queryFn: () => jobsApi.list(query), placeholderData: (prev) => prev });
   const update = (changes: Record<string, string | undefined>) => {
@@ -117,8 +116,8 @@ export default function Jobs() {
             dataIndex: 'clusters',
             render: (v?: string[]) => (v?.length ? <Space size={4} wrap>{v.map((c) => <Tag key={c}>{c}</Tag>)}</Space> : '—'),
           },
-          { title: t('jobs.workers'), dataIndex: 'workers_total', render: (v?: number) => v ?? '—' },
-          { title: t('jobs.submittedAt'), dataIndex: 'submitted_at', render: (v?: string) => <span className="nowrap">{formatTime(v)}</span> },
+          { title: t('jobs.workers'), render: (_, job) => (job.worker_count === undefined ? '—' : `${job.worker_count} · ${t('jobDetail.gpus', { count: job.gpu_count ?? 0 })}`) },
+          { title: t('jobs.submittedAt'), dataIndex: 'created_at', render: (v?: string) => <span className="nowrap">{formatTime(v)}</span> },
         ]}
       />
     </>

@@ -69,6 +69,8 @@ export default function LogViewer({ jobId, workers, active }: { jobId: string; w
       });
     source.onmessage = onData;
     source.addEventListener('log', onData as EventListener);
+    // The job ended: nothing more will come, and EventSource would otherwise reconnect.
+    source.addEventListener('end', () => source.close());
     return () => source.close();
   }, [follow, worker, jobId]);
   const lines = follow ? live : textLines(stored.data ?? '');

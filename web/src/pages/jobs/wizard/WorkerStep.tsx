@@ -8,7 +8,7 @@ import { DeleteOutlined, PlusOutlined } from '@ant-design/icons';
 import { useQuery } from '@tanstack/react-query';
 import { useTranslation } from 'react-i18next';
 import { clustersApi, nodesApi } from '../../../api/endpoints';
-import type { MountSpec } from '../../../api/types';
+import type { MatchedNode, MountSpec } from '../../../api/types';
 import { parseTerm, selectorQuery } from '../../../lib/selector';
 import { useDebounced } from '../../../lib/useDebounced';
 import { useWizard } from './context';
@@ -47,9 +47,14 @@ function MatchLine({ role }: { role: RoleDraft }) {
   );
 }
 
-function maxGpus(nodes: Array<{ gpu_allocatable?: number; gpu_count: number }>): number | null {
-  if (!nodes.length) return null;
-  return Math.max(...nodes.map((n) => n.gpu_allocatable ?? n.gpu_count ?? 0));
+/** The most GPUs one matching node has (when the answer says) and the most it has free now. */
+export function gpuLimits(nodes: MatchedNode[]): { capacity: number | null; free: number | null } {
+  if (!nodes.length) return { capacity: null, free: null };
+  const sizes = nodes.map((n) => n.gpu_allocatable ?? n.gpu_count).filter((v): v is number => typeof v === 'number');
+  return {
+    capacity: sizes.length ? Math.max(...sizes) : null,
+    free: Math.max(...nodes.filter((n) => n.ready && n.schedulable).map((n) => n.gpu_free ?? 0), 0),
+  };
 }
 
 function MountsEditor({ role, index }: { role: RoleDraft; index: number }) {
@@ -130,7 +135,7 @@ function RoleWorkerForm({ role, index }: { role: RoleDraft; index: number }) {
     enabled: Boolean(role.cluster),
     placeholderData: (prev) => prev,
   });
-  const gpuMax = maxGpus(match.data?.nodes ?? []);
+  const limits = gpuLimits(match.data?.nodes ?? []);
   const at = `spec.tasks[${index}]`;
   const outline = (field: string) => (focusField && focusField.startsWith(`${at}.${field}`) ? 'field-highlight' : undefined);
   const imageHint = imageProblem(role.image);
@@ -193,12 +198,20 @@ function RoleWorkerForm({ role, index }: { role: RoleDraft; index: number }) {
           <Form.Item
             label={t('wizard.gpusPerWorker')}
             className={outline('gpusPerWorker')}
-            extra={gpuMax !== null ? <span data-testid={`gpu-max-${index}`}>{t('wizard.gpuMax', { max: gpuMax })}</span> : undefined}
+            extra={
+              limits.free !== null ? (
+                <span data-testid={`gpu-max-${index}`}>
+                  {limits.capacity !== null
+                    ? t('wizard.gpuMaxBoth', { max: limits.capacity, free: limits.free })
+                    : t('wizard.gpuMaxFree', { free: limits.free })}
+                </span>
+              ) : undefined
+            }
             {...feedback(`${at}.gpusPerWorker`)}
           >
             <InputNumber
               min={0}
-              max={gpuMax ?? 64}
+              max={limits.capacity ?? 64}
               precision={0}
               value={role.gpusPerWorker}
               onChange={(v) => setRole(role.id, { gpusPerWorker: typeof v === 'number' ? v : 0 })}

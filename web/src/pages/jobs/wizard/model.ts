@@ -4,8 +4,9 @@
  * step a server-reported field path belongs to. The server validates everything again; these
  * checks only stop the obvious mistakes one step earlier.
  */
+import { parse as parseYaml } from 'yaml';
 import type { JobDocument, MountSpec, RoleSpec, SpecProblem, Template } from '../../../api/types';
-import { mapToTerms, parseTerm, termsToMap } from '../../../lib/selector';
+import { parseTerm, termsToMap } from '../../../lib/selector';
 
 export interface EnvVar {
   name: string;
@@ -84,16 +85,29 @@ export function initialState(): WizardState {
   };
 }
 
-function roleFromSpec(task: RoleSpec): RoleDraft {
+/**
+ * A role from a template's example. Its cluster, selector and image are example values
+ * ("my-cluster"), so they are left for the user to choose; the layout, GPUs and scripts are kept.
+ */
+function roleFromExample(task: RoleSpec): RoleDraft {
   return {
     ...newRole(task.name, task.replicas ?? 1, task.gpusPerWorker ?? 0),
-    cluster: task.cluster ?? '',
-    selector: mapToTerms(task.nodeSelector),
-    image: task.image ?? '',
     prepareScript: task.prepareScript ?? '',
     mounts: task.mounts ?? [],
-    env: Object.entries(task.env ?? {}).map(([name, value]) => ({ name, value })),
+    env: Object.entries(task.env ?? {}).map(([name, value]) => ({ name, value: String(value) })),
   };
+}
+
+/** The template's example document: decoded, or parsed from its YAML; null when unreadable. */
+export function templateExample(template: Template): JobDocument | null {
+  if (template.example?.spec?.tasks?.length) return template.example;
+  if (!template.example_yaml) return null;
+  try {
+    const doc = parseYaml(template.example_yaml) as JobDocument | null;
+    return doc?.spec?.tasks?.length ? doc : null;
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -102,9 +116,9 @@ function roleFromSpec(task: RoleSpec): RoleDraft {
  */
 export function stateFromTemplate(template: Template, previous: WizardState): WizardState {
   const base = { ...previous, type: 'template' as const, template: template.id };
-  const example = template.example;
-  if (example?.spec?.tasks?.length) {
-    const roles = example.spec.tasks.map(roleFromSpec);
+  const example = templateExample(template);
+  if (example) {
+    const roles = example.spec.tasks.map(roleFromExample);
     const header = roles.find((r) => r.name === example.spec.header) ?? roles[0];
     return {
       ...base,

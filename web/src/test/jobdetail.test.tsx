@@ -1,0 +1,106 @@
+import { fireEvent, screen, waitFor, within } from '@testing-library/react';
+import { describe, expect, it } from 'vitest';
+import JobDetail, { sshCommandOf } from '../pages/jobs/JobDetail';
+import { mockApi, renderPage } from './helpers';
+
+/** A job detail as the scheduler's API returns it (services/scheduler/.../api/models.py). */
+const RUNNING = {
+  id: 'job-1',
+  name: 'grpo',
+  owner: 'alice',
+  status: 'Running',
+  reason: 'all Ray nodes joined; run script started',
+  priority: 0,
+  network_domain: 'dom-a',
+  clusters: ['gpu-a', 'gpu-b'],
+  worker_count: 2,
+  gpu_count: 16,
+  exit_code: null,
+  created_at: '2026-11-29T10:00:00Z',
+  updated_at: '2026-11-29T10:05:00Z',
+  scheduled_at: '2026-11-29T10:00:01Z',
+  started_at: '2026-11-29T10:01:00Z',
+  ended_at: null,
+  details: {},
+  pending: null,
+  warnings: [],
+  ray_nodes: { joined: 2, expected: 2 },
+  workers: [
+    { id: 'w-0', role: 'actor', index: 0, rank: 0, is_header: true, cluster: 'gpu-a', node: 'n1', address: '10.100.0.2', virtual_ip: '10.100.0.2', gpus: 8, phase: 'running', ray_joined: true, exit_code: null, reason: '', updated_at: '2026-11-29T10:05:00Z' },
+    { id: 'w-1', role: 'rollout', index: 0, rank: 1, is_header: false, cluster: 'gpu-b', node: 'n7', address: '10.100.0.3', virtual_ip: '10.100.0.3', gpus: 8, phase: 'running', ray_joined: true, exit_code: null, reason: '', updated_at: '2026-11-29T10:05:00Z' },
+  ],
+  timeline: [
+    { seq: 1, kind: 'status', from_status: '', to_status: 'Pending', worker_id: null, phase: null, reason: 'submitted', details: {}, at: '2026-11-29T10:00:00Z' },
+    { seq: 4, kind: 'status', from_status: 'Starting', to_status: 'Running', worker_id: null, phase: null, reason: 'all Ray nodes joined', details: {}, at: '2026-11-29T10:01:00Z' },
+  ],
+  outputs: [{ worker_id: 'w-0', files: [{ path: '/data/outputs/ckpt-100.pt', size: 2048 }], truncated: false }],
+  tensorboard_dir: '/data/outputs/tb',
+  ssh_keys: ['laptop'],
+  ssh_command: 'ssh rlark@10.100.0.2',
+  spec: { apiVersion: 'rlark.io/v1', kind: 'Job', metadata: { name: 'grpo' }, spec: { header: 'actor', tasks: [] } },
+  yaml: 'apiVersion: rlark.io/v1\n',
+};
+
+describe('job detail', () => {
+  it('shows workers, Ray joins, SSH commands, outputs and the timeline from the scheduler', async () => {
+    const { calls } = mockApi({
+      'GET /api/v1/jobs/job-1': RUNNING,
+      'POST /api/v1/jobs/job-1:cancel': { ...RUNNING, status: 'Cancelled' },
+    });
+    renderPage(<JobDetail />, { route: '/jobs/job-1', path: '/jobs/:id' });
+    const workers = await screen.findByTestId('workers-table');
+    expect(workers).toHaveTextContent('actor-0');
+    expect(workers).toHaveTextContent('Header');
+    expect(workers).toHaveTextContent('2/2');
+    expect(screen.getByTestId('ssh-w-0')).toHaveTextContent('ssh rlark@10.100.0.2');
+    expect(screen.getByTestId('ssh-w-1')).toHaveTextContent('ssh rlark@10.100.0.3');
+    expect(screen.getByTestId('job-timeline')).toHaveTextContent('all Ray nodes joined');
+    expect(screen.getByTestId('job-ssh')).toHaveTextContent('ssh rlark@10.100.0.2');
+
+    fireEvent.click(screen.getByRole('tab', { name: /输出/ }));
+    const outputs = await screen.findByTestId('outputs-table');
+    expect(outputs).toHaveTextContent('/data/outputs/ckpt-100.pt');
+    expect(outputs).toHaveTextContent('2.0 KiB');
+
+    fireEvent.click(screen.getByTestId('cancel-job'));
+    const confirm = await screen.findByRole('tooltip');
+    fireEvent.click(within(confirm).getAllByRole('button').at(-1)!);
+    await waitFor(() => expect(calls.some((c) => c.method === 'POST' && c.path === '/api/v1/jobs/job-1:cancel')).toBe(true));
+  });
+
+  it('explains a pending job role by role, with conflicts and where it would fit', async () => {
+    mockApi({
+      'GET /api/v1/jobs/job-2': {
+        ...RUNNING,
+        id: 'job-2',
+        status: 'Pending',
+        workers: [],
+        ray_nodes: null,
+        ssh_command: null,
+        pending: {
+          code: 'too_few_nodes_with_enough_gpus',
+          message: 'role "rollout" needs 4 nodes',
+          roles: [
+            { role: 'rollout', cluster: 'gpu-b', selector: { 'rlark.io/gpu-model': 'H100' }, needed: 4, gpus_per_worker: 8, cluster_known: true, cluster_online: true, in_cluster: 12, matching: 12, ready: 12, schedulable: 12, enough: 2, code: 'too_few_nodes_with_enough_gpus', message: '12 match, 2 with enough free GPUs', alternatives: [{ cluster: 'gpu-a', nodes: 6 }] },
+          ],
+          conflicts: [{ cluster: 'gpu-b', roles: ['rollout', 'env'], needed: 5, nodes: 4, message: 'rollout and env compete for 4 nodes of gpu-b' }],
+        },
+      },
+    });
+    renderPage(<JobDetail />, { route: '/jobs/job-2', path: '/jobs/:id' });
+    const pending = await screen.findByTestId('pending-explanation');
+    expect(pending).toHaveTextContent('rlark.io/gpu-model=H100');
+    expect(pending).toHaveTextContent('12 match, 2 with enough free GPUs');
+    expect(pending).toHaveTextContent('当前可放入 gpu-a（6 个节点）');
+    expect(screen.getByTestId('pending-conflict')).toHaveTextContent('rollout and env compete for 4 nodes of gpu-b');
+  });
+});
+
+describe('ssh command', () => {
+  it('uses the server user for every worker and the worker address', () => {
+    const worker = { worker_id: 'w', role: 'r', index: 0, cluster: 'c', gpus: 0, phase: 'running', address: '192.168.1.5', virtual_ip: null };
+    expect(sshCommandOf(worker, 'ssh rlark@10.0.0.1')).toBe('ssh rlark@192.168.1.5');
+    expect(sshCommandOf(worker, null)).toBe('ssh root@192.168.1.5');
+    expect(sshCommandOf({ ...worker, address: null })).toBeNull();
+  });
+});
