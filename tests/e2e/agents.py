@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections.abc import AsyncIterator
+from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +21,33 @@ def write_cluster_file(path: Path, cluster: str, nodes: list[dict[str, Any]]) ->
     return path
 
 
+def private_network(state_dir: Path) -> dict[str, Any]:
+    """A bridge and subnet of this test's own, so no other driver's namespaces can hold its addresses."""
+    digest = hashlib.sha256(str(state_dir.resolve()).encode()).digest()
+    return {
+        "bridge": f"rlk{digest[:3].hex()}",
+        "subnet": IPv4Network(f"10.{214 + digest[3] % 40}.{digest[4]}.0/24"),
+    }
+
+
 @contextlib.asynccontextmanager
 async def local_agent(
-    gateway_url: str, credential: str, cluster_file: Path, state_dir: Path, **options: Any
+    gateway_url: str,
+    credential: str,
+    cluster_file: Path,
+    state_dir: Path,
+    *,
+    stop_workers: bool = True,
+    **options: Any,
 ) -> AsyncIterator[Agent]:
+    """The real agent with the local driver. On exit the agent stops; with ``stop_workers`` its workers are
+    stopped first (an agent's own stop leaves workers running, as a restart must)."""
     declared = load_cluster(cluster_file)
+    network = {**private_network(state_dir), **options}
 
     def make(cluster: str) -> LocalDriver:
         assert cluster == declared.cluster
-        return LocalDriver(declared, LocalDriverOptions(state_dir=state_dir / cluster, **options))
+        return LocalDriver(declared, LocalDriverOptions(state_dir=state_dir / cluster, **network))
 
     agent = Agent(
         gateway_url=gateway_url,
@@ -47,6 +67,9 @@ async def local_agent(
         assert agent.ready.is_set(), "agent did not start"
         yield agent
     finally:
+        if stop_workers and agent.ready.is_set():
+            for worker_id in await agent.driver.list_workers():
+                await agent.driver.stop_worker(worker_id)
         agent.stop()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, 60)

@@ -24,6 +24,21 @@ async def add_key(stack: Stack, name: str, public_key: str, token: str | None = 
         assert response.status_code == 201, response.text
 
 
+async def wait_placeable(
+    stack: Stack, document: dict[str, Any], token: str | None = None, timeout_s: float = 60
+) -> None:
+    """Wait until the preview reports no errors, as a user re-checking the form would (the scheduler learns
+    about new nodes through events, a moment after the inventory shows them)."""
+
+    async def clean() -> bool:
+        async with stack.client(token) as client:
+            response = await client.post("/api/v1/jobs:preview", json=document)
+            assert response.status_code == 200, response.text
+            return not response.json()["errors"]
+
+    await eventually(clean, timeout_s=timeout_s, interval_s=0.5, what="a job preview without errors")
+
+
 async def submit(stack: Stack, document: dict[str, Any], token: str | None = None) -> dict[str, Any]:
     async with stack.client(token) as client:
         response = await client.post("/api/v1/jobs", json=document)
@@ -41,15 +56,26 @@ async def job(stack: Stack, job_id: str, token: str | None = None) -> dict[str, 
 async def wait_status(
     stack: Stack, job_id: str, statuses: set[str], timeout_s: float = 240
 ) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
     async def reached() -> dict[str, Any] | None:
         current = await job(stack, job_id)
+        seen.update(current)
         if current["status"] in statuses:
             return current
         if current["status"] in TERMINAL:
             raise AssertionError(f"job ended {current['status']}: {current['reason']}")
         return None
 
-    return await eventually(reached, timeout_s=timeout_s, interval_s=0.5, what=f"job {job_id} in {statuses}")  # type: ignore[no-any-return]
+    try:
+        return await eventually(
+            reached, timeout_s=timeout_s, interval_s=0.5, what=f"job {job_id} in {statuses}"
+        )  # type: ignore[no-any-return]
+    except AssertionError as exc:
+        workers = [(w["id"], w["phase"], w["reason"]) for w in seen.get("workers", [])]
+        raise AssertionError(
+            f"{exc}; status {seen.get('status')}: {seen.get('reason')}; workers {workers}"
+        ) from None
 
 
 async def logs(stack: Stack, job_id: str, worker: str | None = None) -> list[dict[str, Any]]:

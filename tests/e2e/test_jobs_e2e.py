@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from agents import local_agent, write_cluster_file
-from jobs import add_key, document, job, logs, make_public_key, role, submit, wait_status
-from stack import Stack
+from jobs import add_key, document, job, logs, make_public_key, role, submit, wait_placeable, wait_status
+from stack import Stack, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -55,8 +55,23 @@ async def test_three_worker_job_succeeds_with_every_ray_node_joined(stack: Stack
             sshKeys=["laptop", "desktop"],
             outputs=["/outputs"],
         )
+        await wait_placeable(stack, doc)
         submitted = await submit(stack, doc)
         final = await wait_status(stack, submitted["id"], {"Succeeded"})
+
+        async def checkpoint_listed() -> list | None:  # type: ignore[type-arg]
+            outputs = (await job(stack, submitted["id"]))["outputs"]
+            files = [f["path"] for o in outputs for f in o["files"]]
+            return (
+                [f for f in files if f == "/outputs/checkpoints/global_step_1/actor/model.ckpt"]
+                or files
+                or None
+            )
+
+        listed = await eventually(
+            checkpoint_listed, timeout_s=60, what="the checkpoint in the output manifest"
+        )
+        assert listed == ["/outputs/checkpoints/global_step_1/actor/model.ckpt"]
 
     lines = [entry["line"] for entry in await logs(stack, submitted["id"])]
     text = "\n".join(lines)
@@ -71,7 +86,7 @@ async def test_three_worker_job_succeeds_with_every_ray_node_joined(stack: Stack
         assert "KEYMODE:600" in worker_lines
     assert len(final["workers"]) == 3
     assert {w["node"] for w in final["workers"]} == {"cpu-0", "cpu-1", "cpu-2"}
-    assert [o for o in final["outputs"] if str(o.get("path", "")).endswith("model.ckpt")], final["outputs"]
+
     statuses = [e["to_status"] for e in final["timeline"] if e["kind"] == "status"]
     assert statuses[-1] == "Succeeded"
     assert {"Pending", "Scheduled", "Running"} <= set(statuses)

@@ -77,6 +77,7 @@ class Agent:
         self._open_session = open_session_fn
         self._stopping = asyncio.Event()
         self._workers: dict[str, tuple[str, str]] = {}  # worker id → (job id, node)
+        self._outputs: dict[str, tuple[str, ...]] = {}  # worker id → declared output paths
         self._headers: dict[str, str] = {}  # job id → header worker id (when the Header is here)
         self._creating: dict[str, asyncio.Task[None]] = {}
         self.ready = asyncio.Event()
@@ -208,6 +209,7 @@ class Agent:
         if placed.worker_id in self._state.stopped or placed.worker_id in self._creating:
             return
         self._workers[placed.worker_id] = (placed.job_id, placed.node)
+        self._outputs[placed.worker_id] = tuple(placed.outputs)
         task = asyncio.create_task(self._create(placed), name=f"create {placed.worker_id}")
         self._creating[placed.worker_id] = task
         task.add_done_callback(lambda _: self._creating.pop(placed.worker_id, None))
@@ -279,7 +281,13 @@ class Agent:
         if not isinstance(marker, OutputManifest):
             return
         job_id, _ = self._workers.get(worker_id, ("", ""))
-        files = [{"path": f"{f.output.rstrip('/')}/{f.path}", "size": f.size} for f in marker.files]
+        # The runtime lists files under its own paths (the local runtime keeps a worker's "/outputs" in its
+        # directory); report them under the paths the job declared, in the same order.
+        declared = dict(zip(marker.outputs, self._outputs.get(worker_id, ()), strict=False))
+        files = [
+            {"path": f"{declared.get(f.output, f.output).rstrip('/')}/{f.path}", "size": f.size}
+            for f in marker.files
+        ]
         await self.reports.outputs(job_id, worker_id, files, marker.truncated)
 
 
