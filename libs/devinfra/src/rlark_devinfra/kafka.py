@@ -169,8 +169,11 @@ def start(timeout_s: float = 120.0) -> KafkaStatus:
     config = _write_config(port, controller_port)
     java = shutil.which("java") or "java"
     classpath = f"{libs}/*"
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    # The cluster id is fixed at first format; a reformat of existing data keeps it.
+    # The cluster id is fixed when the data directory is first formatted; restarts must reuse it.
+    id_file = home / "cluster-id"
+    if not id_file.exists() or not any((home / "data").iterdir()):
+        id_file.write_text(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
+    cluster_id = id_file.read_text().strip()
     subprocess.run(
         [
             java,
