@@ -294,11 +294,22 @@ export interface SpecProblem {
   severity?: 'error' | 'warning';
 }
 
+/** What one cluster's agent will create for the job (from the preview). */
+export interface AgentPlan {
+  cluster: string;
+  known: boolean;
+  online: boolean;
+  gpus: number;
+  roles: string[];
+  workers: Array<{ role: string; index: number; rank: number; gpus: number; image: string; is_header: boolean }>;
+}
+
 export interface PreviewResult {
+  /** Empty when the document could not be read or holds a secret (never echoed back). */
   yaml: string;
   errors: SpecProblem[];
   warnings: SpecProblem[];
-  plan?: unknown;
+  plan?: AgentPlan[] | unknown;
 }
 
 export interface Template {

@@ -323,7 +323,13 @@ export default function JobDetail() {
                             render: (_, w) => {
                               const command = sshCommandOf(w, j.ssh_command);
                               return command ? (
-                                <Typography.Text copyable={{ text: command }} className="mono" data-testid={`ssh-${w.worker_id}`}>
+                                <Typography.Text
+                                  copyable={{ text: command }}
+                                  ellipsis={{ tooltip: command }}
+                                  className="mono"
+                                  style={{ maxWidth: 180 }}
+                                  data-testid={`ssh-${w.worker_id}`}
+                                >
                                   {command}
                                 </Typography.Text>
                               ) : (

@@ -5,7 +5,7 @@
 import { Alert, Button, Card, Col, List, Row, Space, Spin, Tag, Typography } from 'antd';
 import { CheckCircleTwoTone, CloseCircleTwoTone } from '@ant-design/icons';
 import { useTranslation } from 'react-i18next';
-import type { JobDocument, PreviewResult, SpecProblem } from '../../../api/types';
+import type { AgentPlan, JobDocument, PreviewResult, SpecProblem } from '../../../api/types';
 import ApiErrorAlert from '../../../components/ApiErrorAlert';
 import { imageProblem } from './model';
 
@@ -40,6 +40,33 @@ function ProblemList({ title, problems, type, onJump }: { title: string; problem
         />
       }
     />
+  );
+}
+
+function PlanCard({ plan }: { plan: AgentPlan[] }) {
+  const { t } = useTranslation();
+  if (!plan.length) return null;
+  return (
+    <Card size="small" title={t('wizard.plan')} data-testid="preview-plan">
+      <Space orientation="vertical" style={{ width: '100%' }}>
+        {plan.map((p) => (
+          <div key={p.cluster}>
+            <Space wrap>
+              <strong>{p.cluster}</strong>
+              {!p.known ? <Tag color="error">{t('wizard.planUnknown')}</Tag> : !p.online ? <Tag color="warning">{t('common.offline')}</Tag> : null}
+              <Typography.Text type="secondary">{t('wizard.planTotals', { workers: p.workers.length, gpus: p.gpus })}</Typography.Text>
+            </Space>
+            <div>
+              {p.workers.map((w) => (
+                <Tag key={`${w.role}-${w.index}`} color={w.is_header ? 'blue' : undefined} className="mono">
+                  #{w.rank} {w.role}-{w.index} · {w.gpus} GPU
+                </Tag>
+              ))}
+            </div>
+          </div>
+        ))}
+      </Space>
+    </Card>
   );
 }
 
@@ -84,12 +111,17 @@ export default function PreviewStep({
         <Row gutter={16}>
           <Col span={16}>
             <Card size="small" title={t('wizard.yaml')} extra={preview?.yaml && <Typography.Text copyable={{ text: preview.yaml }} />}>
-              <pre className="yaml-view mono" data-testid="preview-yaml">
-                {preview?.yaml ?? ''}
-              </pre>
+              {preview && !preview.yaml ? (
+                <Alert type="info" showIcon title={t('wizard.yamlHidden')} />
+              ) : (
+                <pre className="yaml-view mono" data-testid="preview-yaml">
+                  {preview?.yaml ?? ''}
+                </pre>
+              )}
             </Card>
           </Col>
           <Col span={8}>
+            <Space orientation="vertical" style={{ width: '100%' }}>
             <Card size="small" title={t('wizard.checklist')} data-testid="preview-checklist">
               <Space orientation="vertical">
                 <Check ok={doc.spec.tasks.length > 0}>{t('wizard.checkTasks', { count: doc.spec.tasks.length })}</Check>
@@ -100,6 +132,8 @@ export default function PreviewStep({
                 <Typography.Text type="secondary">{t('wizard.totals', { workers, gpus })}</Typography.Text>
               </Space>
             </Card>
+            {Array.isArray(preview?.plan) && <PlanCard plan={preview.plan as AgentPlan[]} />}
+            </Space>
           </Col>
         </Row>
       </Space>
