@@ -30,10 +30,17 @@ class Rlark:
     async def json(self, *args: str) -> Any:
         result = await self(*args, "-o", "json")
         assert result.exit_code == 0, result.output
-        # The in-process gateway may log into the same captured stdout: take the JSON document itself.
+        # The in-process gateway may log (JSON lines) into the same captured stdout: skip log records and
+        # take the CLI's own JSON document.
+        decoder = json.JSONDecoder()
         text = result.stdout
-        start = 0 if text.startswith("{") else text.index("\n{") + 1
-        return json.JSONDecoder().raw_decode(text, start)[0]
+        position = 0
+        while True:
+            start = text.index("{", position) if not text.startswith("[", position) else position
+            document, end = decoder.raw_decode(text, start)
+            if not (isinstance(document, dict) and "level" in document and "event" in document):
+                return document
+            position = end + 1
 
 
 async def test_login_saves_a_token_whoami_tokens_and_logout(stack: Stack, tmp_path: Path) -> None:
