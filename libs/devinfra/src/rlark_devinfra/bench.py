@@ -1,122 +1,708 @@
-"""``make bench``: every benchmark in one run, printed against its stated baseline and target.
+"""``make bench``: every benchmark of the project in one run, printed against its baseline and target.
 
-Starts (or reuses) the real PostgreSQL and Kafka, runs each benchmark in turn on this machine, and prints
-one table. Numbers from the shared 2-core machines are noisy: read them as orders of magnitude, rerun to
-compare. Budgets come from ARCHITECTURE.md §9 and the issues.
+Role: the one entry point for the benchmarks that live next to the code they measure (messaging,
+inventory, netdomain, scheduler, the local and Kubernetes runtimes, the tunnel). It starts (or reuses)
+this checkout's PostgreSQL and Kafka, runs each selected benchmark in a child process of its own and
+prints one table: measure, value, baseline or target, and a verdict (PASS, MISS, ``info`` where no
+target is stated, ``n/a`` where the benchmark cannot run here, FAILED where it broke).
+
+Contract:
+
+- ``python -m rlark_devinfra.bench [NAME ...] [--json FILE] [--rounds N] [--build] [--list]``;
+  no name runs them all. Exit status 1 when a benchmark FAILED (crashed or timed out); a MISS does not
+  fail the run, because these shared 2-core machines are noisy — read the numbers as orders of
+  magnitude and rerun before concluding anything.
+- Results go to ``.state/bench/results.json`` (and ``--json FILE``): per benchmark its status,
+  seconds, table rows and the raw dict its module returned. Each child's output is kept in
+  ``.state/bench/<name>.log``.
+- Isolation: each benchmark runs in its own process (a crash, hang or leaked state cannot touch the
+  next one; a timeout interrupts it so its own clean-up runs, then kills its process group), on its
+  own freshly created database (dropped afterwards) and its modules' own topic prefixes.
+- Nothing is faked: a benchmark that cannot run here (no root, binaries not built, a module not
+  written yet) is reported as ``n/a`` with the reason.
+
+Budgets come from ARCHITECTURE.md §9 and the issues; docs/benchmarks.md explains each one.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import importlib
 import json
+import os
+import shutil
+import signal
+import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from rlark_devinfra import kafka, paths, postgres
+from rlark_devinfra import paths
+
+PASS, MISS, INFO, BASELINE, NA, FAILED = "PASS", "MISS", "info", "baseline", "n/a", "FAILED"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: what was measured, the number, what it is compared with, the verdict."""
+
+    measure: str
+    value: str
+    against: str = ""
+    verdict: str = INFO
+
+
+@dataclass(frozen=True)
+class Options:
+    """Command-line knobs the benchmarks read (defaults keep ``make bench`` within ~10 minutes)."""
+
+    rounds: int = 1
+    build: bool = False
+    tunnel_mtus: tuple[int, ...] = ()
+    """Empty: MTU 1500 (where the target is stated) and the tunnel's default MTU."""
+    tunnel_seconds: int = 5
+
+
+@dataclass
+class Outcome:
+    rows: list[Row]
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+class NotAvailable(Exception):
+    """The benchmark cannot run on this machine; the message says why and how to make it run."""
+
+
+Runner = Callable[["Context"], Coroutine[Any, Any, Outcome]]
 
 
 @dataclass(frozen=True)
 class Bench:
     name: str
-    target: str
-    run: Callable[[dict[str, str]], Awaitable[list[tuple[str, str, str]]]]
-    """Returns rows of (measure, value, baseline or target verdict)."""
+    what: str
+    """One line printed before it runs: what it measures."""
+    takes: str
+    """Rough wall time on the 2-core development machine."""
+    timeout_s: Callable[[Options], float]
+    needs_servers: bool
+    run: Runner
 
 
-def _pct(value: float, base: float) -> str:
-    return f"{100 * value / base:.0f}% of baseline"
+@dataclass(frozen=True)
+class Context:
+    options: Options
+
+    @contextlib.asynccontextmanager
+    async def database(self, name: str) -> AsyncIterator[str]:
+        """A freshly created, empty database on this checkout's PostgreSQL; dropped afterwards."""
+        import asyncpg
+
+        from rlark_devinfra import postgres
+
+        base = postgres.start().url
+        assert base is not None
+        admin_url = base.rsplit("/", 1)[0] + "/postgres"
+        await _drop_database(admin_url, name)
+        admin = await asyncpg.connect(admin_url)
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await admin.close()
+        try:
+            yield base.rsplit("/", 1)[0] + f"/{name}"
+        finally:
+            await _drop_database(admin_url, name)
+
+    @staticmethod
+    def kafka() -> str:
+        from rlark_devinfra import kafka
+
+        bootstrap = kafka.start().bootstrap
+        assert bootstrap is not None
+        return bootstrap
+
+    @staticmethod
+    def postgres() -> str:
+        from rlark_devinfra import postgres
+
+        url = postgres.start().url
+        assert url is not None
+        return url
 
 
-async def _messaging(env: dict[str, str]) -> list[tuple[str, str, str]]:
-    from rlark_platform.messaging.bench import run
-
-    r = await run(env["database"], env["kafka"])
-    raw, ours = r["raw_aiokafka"], r["outbox_pipeline"]
-    raw1k, ours1k = r["raw_aiokafka_at_1000_per_s"], r["outbox_pipeline_at_1000_per_s"]
-    ratio = ours["events_per_s"] / raw["events_per_s"]
-    verdict = "PASS" if ratio >= 0.5 else "MISS"
-    return [
-        ("raw aiokafka produce→consume (baseline)", f"{raw['events_per_s']:,.0f} events/s", "baseline"),
-        (
-            "outbox → relay → Kafka → inbox consumer",
-            f"{ours['events_per_s']:,.0f} events/s",
-            f"{_pct(ours['events_per_s'], raw['events_per_s'])} (target ≥ 50%) {verdict}",
-        ),
-        (
-            "latency at 1,000 events/s, raw p50/p99",
-            f"{raw1k['p50_ms']:.1f} / {raw1k['p99_ms']:.1f} ms",
-            "baseline",
-        ),
-        (
-            "latency at 1,000 events/s, outbox p50/p99",
-            f"{ours1k['p50_ms']:.1f} / {ours1k['p99_ms']:.1f} ms",
-            f"target p99 ≤ 100 ms {'PASS' if ours1k['p99_ms'] <= 100 else 'MISS'}",
-        ),
-    ]
-
-
-def _optional(module: str, function: str) -> Callable[..., Any] | None:
-    """Benchmarks of parts still being built are reported as absent, never faked."""
-    try:
-        return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]
-    except (ImportError, AttributeError):
-        return None
-
-
-BENCHES: list[Bench] = [
-    Bench("messaging", "≥ 50% of raw throughput; p99 ≤ 100 ms at 1,000/s", _messaging),
-]
-
-
-async def _database(name: str) -> str:
-    from rlark_platform.db import ensure_database
-
-    base = postgres.start().url
-    assert base is not None
-    url = base.rsplit("/", 1)[0] + f"/{name}"
+async def _drop_database(admin_url: str, name: str) -> None:
     import asyncpg
 
-    admin = await asyncpg.connect(base)
+    admin = await asyncpg.connect(admin_url)
     try:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
-    await ensure_database(url)
-    return url
 
 
-async def main(selected: list[str]) -> int:
+def _load(module: str, function: str) -> Callable[..., Any]:
+    """Import a benchmark entry point; one that does not exist yet is reported, never faked."""
+    try:
+        found = getattr(importlib.import_module(module), function)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):
+            raise NotAvailable(f"{module} does not exist yet") from exc
+        raise
+    except AttributeError as exc:
+        raise NotAvailable(f"{module}.{function} does not exist yet") from exc
+    if not callable(found):
+        raise NotAvailable(f"{module}.{function} is not callable")
+    return found  # type: ignore[no-any-return]
+
+
+def _verdict(ok: bool) -> str:
+    return PASS if ok else MISS
+
+
+def _n(value: float, digits: int = 0) -> str:
+    return f"{value:,.{digits}f}"
+
+
+# --- the benchmarks ------------------------------------------------------------------------------------------
+
+
+async def _messaging(ctx: Context) -> Outcome:
+    run = _load("rlark_platform.messaging.bench", "run")
+    async with ctx.database("rlark_bench_messaging") as database:
+        r: dict[str, dict[str, float]] = await run(database, ctx.kafka())
+    raw, ours = r["raw_aiokafka"], r["outbox_pipeline"]
+    raw1k, ours1k = r["raw_aiokafka_at_1000_per_s"], r["outbox_pipeline_at_1000_per_s"]
+    share = ours["events_per_s"] / raw["events_per_s"]
+    return Outcome(
+        [
+            Row(
+                f"raw aiokafka produce → consume, {_n(raw['events'])} events",
+                f"{_n(raw['events_per_s'])} events/s",
+                "",
+                BASELINE,
+            ),
+            Row(
+                "outbox → relay → Kafka → inbox consumer",
+                f"{_n(ours['events_per_s'])} events/s ({share:.0%} of raw)",
+                "≥ 50% of raw",
+                _verdict(share >= 0.5),
+            ),
+            Row(
+                "raw aiokafka at 1,000 events/s, latency p50 / p99",
+                f"{raw1k['p50_ms']:.1f} / {raw1k['p99_ms']:.1f} ms",
+                "",
+                BASELINE,
+            ),
+            Row(
+                "outbox pipeline at 1,000 events/s, latency p50 / p99",
+                f"{ours1k['p50_ms']:.1f} / {ours1k['p99_ms']:.1f} ms",
+                "p99 ≤ 100 ms",
+                _verdict(ours1k["p99_ms"] <= 100),
+            ),
+        ],
+        r,
+    )
+
+
+async def _inventory(ctx: Context) -> Outcome:
+    bench_ingest = _load("rlark_inventory.bench", "bench_ingest")
+    bench_node_list = _load("rlark_inventory.bench", "bench_node_list")
+    database, bootstrap = ctx.postgres(), ctx.kafka()  # each call creates and drops its own database
+    ingest: dict[str, Any] = await bench_ingest(database, bootstrap)
+    listing: dict[str, Any] = await bench_node_list(database, bootstrap)
+    per_cpu = ingest.get("observations_per_cpu_s")
+    return Outcome(
+        [
+            Row(
+                f"ingest {_n(ingest['observations'])} observations "
+                f"({ingest['reports']} signed reports via Kafka)",
+                f"{_n(ingest['observations_per_s'])} observations/s"
+                + (f" ({_n(per_cpu)} per CPU-second)" if per_cpu else ""),
+                f"≥ {_n(ingest['target_per_s'])}/s",
+                _verdict(bool(ingest["meets_target"])),
+            ),
+            Row(
+                f"GET /api/v1/nodes with a selector at {_n(listing['nodes'])} nodes, "
+                f"{listing['requests']} requests, p50 / p99",
+                f"{listing['p50_ms']:.1f} / {listing['p99_ms']:.1f} ms",
+                f"p99 ≤ {listing['target_p99_ms']:.0f} ms",
+                _verdict(bool(listing["meets_target"])),
+            ),
+        ],
+        {"ingest": ingest, "node_list": listing},
+    )
+
+
+async def _netdomain(ctx: Context) -> Outcome:
+    bench_allocations = _load("rlark_netdomain.domain.bench", "bench_allocations")
+    bench_db_allocations = _load("rlark_netdomain.bench", "bench_db_allocations")
+    pure: dict[str, Any] = bench_allocations()
+    async with ctx.database("rlark_bench_netdomain") as database:
+        db: dict[str, Any] = await bench_db_allocations(database)
+    return Outcome(
+        [
+            Row(
+                f"AddressPool (pure), {pure['network']} with {_n(pure['n_in_use'])} in use: "
+                "allocations/s, p50 / p99",
+                f"{_n(pure['allocations_per_s'])}/s, {pure['p50_us']} / {pure['p99_us']} µs "
+                f"(pool built in {pure['build_ms']} ms)",
+                "no fixed target",
+                INFO,
+            ),
+            Row(
+                f"allocation requests in PostgreSQL, {db['network']} with {_n(db['n_in_use'])} in use "
+                f"({db['allocations']} fill + churn): allocations/s, p50 / p99",
+                f"{_n(db['allocations_per_s'])}/s, {db['p50_ms']:.1f} / {db['p99_ms']:.1f} ms",
+                "no fixed target",
+                INFO,
+            ),
+        ],
+        {"pure": pure, "db": db},
+    )
+
+
+async def _scheduler(ctx: Context) -> Outcome:
+    submit = _load("rlark_scheduler.bench", "bench_submit_to_placement")
+    gang = _load("rlark_scheduler.domain.bench", "bench_gang_placement")
+    requeue = _load("rlark_scheduler.domain.bench", "bench_requeue")
+    g: dict[str, Any] = gang()
+    q: dict[str, Any] = requeue()
+    async with ctx.database("rlark_bench_scheduler") as database:
+        s: dict[str, Any] = await submit(database, ctx.kafka())
+    return Outcome(
+        [
+            Row(
+                f"submit (HTTP 201) → all placement events read from Kafka, {s['submissions']} jobs "
+                f"of {s['workers_per_job']} workers, p50 / p99",
+                f"{s['p50_ms']:.1f} / {s['p99_ms']:.1f} ms",
+                f"p50 ≤ {s['target_p50_ms']:.0f} ms, p99 ≤ {s['target_p99_ms']:.0f} ms",
+                _verdict(bool(s["meets_target"])),
+            ),
+            Row(
+                f"gang placement, {g['workers']} workers over {g['clusters']} × "
+                f"{_n(g['nodes'] // g['clusters'])} nodes, cold p50 / p99 of {g['runs']} (warm p50)",
+                f"{g['place_cold_ms_p50']:.2f} / {g['place_cold_ms_p99']:.2f} ms "
+                f"({g['place_warm_ms_p50']:.2f} ms)",
+                f"p99 ≤ {g['budget_ms']} ms",
+                _verdict(bool(g["within_budget"])),
+            ),
+            Row(
+                f"re-evaluate {_n(q['queued_jobs'])} queued jobs after one node change "
+                "(incremental / all, cold)",
+                f"{q['incremental_ms']:.0f} / {q['full_ms']:.0f} ms",
+                f"≤ {q['budget_ms']:,} ms",
+                _verdict(bool(q["within_budget"])),
+            ),
+        ],
+        {"submit_to_placement": s, "gang_placement": g, "requeue": q},
+    )
+
+
+async def _local_runtime(ctx: Context) -> Outcome:
+    bench = _load("rlark_tunnel_agent.runtime.local.bench_job_start", "bench")
+    if shutil.which("ip") is None:
+        raise NotAvailable("the `ip` command (iproute2) is missing")
+    as_root = os.geteuid() == 0
+    r: dict[str, Any] = await bench(ctx.options.rounds, as_root)
+    how = "network namespaces" if as_root else "plain processes (not root: no namespaces)"
+    return Outcome(
+        [
+            Row(
+                f"{r['nodes']} Ray nodes started by hand (`ray start`), median of {r['rounds']}",
+                f"{r['by_hand_s']:.1f} s",
+                "",
+                BASELINE,
+            ),
+            Row(
+                f"local runtime: ensure_worker → Header sees {r['nodes']}/{r['nodes']} joined ({how})",
+                f"{r['driver_s']:.1f} s ({r['ratio']:.2f}× by hand)",
+                f"≤ {r['budget_ratio']}× by hand",
+                _verdict(r["ratio"] <= r["budget_ratio"]),
+            ),
+        ],
+        r,
+    )
+
+
+async def _kubernetes(ctx: Context) -> Outcome:
+    run = _load("rlark_tunnel_agent.runtime.kubernetes.bench", "run")
+    from rlark_devinfra.k8s import build
+
+    if not build.is_built():
+        if not ctx.options.build:
+            raise NotAvailable(
+                "test-bed binaries not built yet: run `uv run python -m rlark_devinfra.k8s build` "
+                "once (8–15 min), or pass --build"
+            )
+        await asyncio.to_thread(build.build)
+    r: dict[str, Any] = await run()
+    return Outcome(
+        [
+            Row(
+                f"placement → all pods created, {r['workers']} workers (ConfigMaps, Service, pods)",
+                f"{r['placement_to_all_pods_created_64_s']:.2f} s",
+                "no fixed target",
+                INFO,
+            ),
+            Row(
+                f"placement → all {r['workers']} pods Running (KWOK) and seen by the driver",
+                f"{r['placement_to_all_pods_running_64_s']:.2f} s",
+                "no fixed target",
+                INFO,
+            ),
+            Row(
+                f"{r['nodes']} KWOK nodes POSTed → all in the watching driver's cache (after the last POST)",
+                f"{r['node_watch_ingest_500_s']:.2f} s ({r['node_watch_ingest_after_last_post_s']:.3f} s)",
+                "no fixed target",
+                INFO,
+            ),
+            Row(
+                f"cold driver start listing {r['cold_start_nodes_seen']} nodes",
+                f"{r['cold_start_list_nodes_s']:.2f} s",
+                "no fixed target",
+                INFO,
+            ),
+        ],
+        r,
+    )
+
+
+async def _tunnel(ctx: Context) -> Outcome:
+    run_once = _load("rlark_tunnel_agent.tunnel.bench", "run_once")
+    if os.geteuid() != 0:
+        raise NotAvailable("needs root (network namespaces and TUN devices)")
+    missing = [tool for tool in ("iperf3", "ssh", "sshd", "ssh-keygen", "ping") if _which(tool) is None]
+    if missing:
+        raise NotAvailable(
+            f"missing {', '.join(missing)} (apt-get install iperf3 openssh-client "
+            "openssh-server iputils-ping)"
+        )
+    default_mtu: int = getattr(importlib.import_module("rlark_tunnel_agent.tunnel.tun"), "DEFAULT_MTU", 1500)
+    mtus = ctx.options.tunnel_mtus or tuple(dict.fromkeys((1500, default_mtu)))
+    rows: list[Row] = []
+    raw: dict[str, Any] = {}
+    for mtu in mtus:
+        r: dict[str, Any] = await asyncio.to_thread(run_once, mtu, ctx.options.tunnel_seconds)
+        raw[f"mtu_{mtu}"] = r
+        ours, ssh = r["rlark"], r["openssh"]
+        worse = min(r["ratio_a_to_b"], r["ratio_b_to_a"])
+        rows += [
+            Row(
+                f"OpenSSH `ssh -w`, MTU {ssh.get('mtu', mtu)}: iperf3 A→B / B→A",
+                f"{_n(ssh['a_to_b_mbps'])} / {_n(ssh['b_to_a_mbps'])} Mbit/s",
+                "",
+                BASELINE,
+            ),
+            Row(
+                f"RLark tunnel, MTU {mtu}: iperf3 A→B / B→A (worse direction vs ssh -w)",
+                f"{_n(ours['a_to_b_mbps'])} / {_n(ours['b_to_a_mbps'])} Mbit/s ({worse:.2f}×)",
+                "≥ 2× ssh -w at MTU 1500" if mtu == 1500 else "no target at this MTU",
+                _verdict(worse >= 2.0) if mtu == 1500 else INFO,
+            ),
+            Row(
+                f"round trip, MTU {mtu}: ping / 1-byte TCP, RLark vs ssh -w",
+                f"{ours['ping_ms']:.2f} ms / {_n(ours['tcp_rtt_us'])} µs vs "
+                f"{ssh['ping_ms']:.2f} ms / {_n(ssh['tcp_rtt_us'])} µs",
+                "no fixed target",
+                INFO,
+            ),
+        ]
+    return Outcome(rows, raw)
+
+
+def _which(tool: str) -> str | None:
+    return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
+
+
+BENCHES: list[Bench] = [
+    Bench(
+        "messaging",
+        "outbox → relay → Kafka → inbox against raw aiokafka: 20,000 events flat out, 5,000 at 1,000/s",
+        "≈ 25 s",
+        lambda o: 240,
+        True,
+        _messaging,
+    ),
+    Bench(
+        "inventory",
+        "10,000 node observations ingested from signed Kafka reports; 600 selector lists at 10,000 nodes",
+        "≈ 20 s",
+        lambda o: 300,
+        True,
+        _inventory,
+    ),
+    Bench(
+        "netdomain",
+        "address allocation in a /16 with 60,000 in use: pure AddressPool, then 2,000 requests in PostgreSQL",
+        "≈ 20 s",
+        lambda o: 240,
+        True,
+        _netdomain,
+    ),
+    Bench(
+        "scheduler",
+        "64-worker gang over 20 × 500 nodes; 1,000-job requeue; 200 submissions → placement events",
+        "≈ 25 s",
+        lambda o: 240,
+        True,
+        _scheduler,
+    ),
+    Bench(
+        "local-runtime",
+        "3 Ray nodes via the local runtime's driver against the same `ray start` commands by hand",
+        "≈ 35 s per round",
+        lambda o: 60 + 120 * o.rounds,
+        False,
+        _local_runtime,
+    ),
+    Bench(
+        "kubernetes",
+        "Kubernetes driver on the KWOK test bed: 500 nodes ingested, 64-worker placement → pods",
+        "≈ 40 s (+ test bed start)",
+        lambda o: 420 + (1800 if o.build else 0),
+        False,
+        _kubernetes,
+    ),
+    Bench(
+        "tunnel",
+        "iperf3, ping and TCP round trip between two emulated clusters: RLark tunnel vs OpenSSH ssh -w",
+        "≈ 40 s per MTU (2 by default)",
+        lambda o: 60 + 120 * (len(o.tunnel_mtus) or 2),
+        False,
+        _tunnel,
+    ),
+]
+
+
+# --- child: one benchmark in its own process ----------------------------------------------------------------
+
+
+def _child(name: str, options: Options, result_file: Path) -> int:
+    """Run one benchmark, write ``{"status", "rows", "raw" | "error"}`` to ``result_file``."""
+    bench = next(b for b in BENCHES if b.name == name)
+    result: dict[str, Any]
+    try:
+        outcome = asyncio.run(bench.run(Context(options)))
+        result = {"status": "ok", "rows": [asdict(r) for r in outcome.rows], "raw": outcome.raw}
+    except NotAvailable as exc:
+        result = {"status": "not_available", "rows": [asdict(Row("not available", str(exc), "", NA))]}
+    except BaseException as exc:  # reported to the parent; the traceback goes to the log
+        import traceback
+
+        traceback.print_exc()
+        error = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
+        result = {"status": "failed", "rows": [asdict(Row("error", error, "", FAILED))]}
+    result_file.write_text(json.dumps(result, default=str))
+    return 0
+
+
+# --- parent --------------------------------------------------------------------------------------------------
+
+
+def _bench_dir() -> Path:
+    path = paths.state_dir() / "bench"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _child_argv(name: str, options: Options, result_file: Path) -> list[str]:
+    argv = [sys.executable, "-m", "rlark_devinfra.bench", "--child", name, "--child-result", str(result_file)]
+    argv += ["--rounds", str(options.rounds), "--tunnel-seconds", str(options.tunnel_seconds)]
+    for mtu in options.tunnel_mtus:
+        argv += ["--tunnel-mtu", str(mtu)]
+    if options.build:
+        argv.append("--build")
+    return argv
+
+
+def _stop(proc: subprocess.Popen[bytes], grace_s: float = 30.0) -> None:
+    """Interrupt the child (its clean-up — namespaces, Ray nodes, databases — runs), then kill its group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _tail(path: Path, lines: int = 6) -> list[str]:
+    try:
+        return path.read_text(errors="replace").rstrip().splitlines()[-lines:]
+    except FileNotFoundError:
+        return []
+
+
+def _run_one(bench: Bench, options: Options) -> dict[str, Any]:
+    folder = _bench_dir()
+    result_file, log_file = folder / f"{bench.name}.result.json", folder / f"{bench.name}.log"
+    result_file.unlink(missing_ok=True)
+    timeout = bench.timeout_s(options)
+    started = time.perf_counter()
+    with log_file.open("wb") as log:
+        proc = subprocess.Popen(
+            _child_argv(bench.name, options, result_file),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            proc.wait(timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+            timed_out = True
+        except BaseException:
+            _stop(proc, grace_s=20)
+            raise
+    seconds = round(time.perf_counter() - started, 1)
+    if timed_out:
+        row = Row("error", f"timed out after {timeout:.0f} s (log: {log_file})", "", FAILED)
+        result: dict[str, Any] = {"status": "failed", "rows": [asdict(row)]}
+    elif result_file.exists():
+        result = json.loads(result_file.read_text())
+        result_file.unlink()
+    else:
+        row = Row("error", f"exited with status {proc.returncode} without a result", "", FAILED)
+        result = {"status": "failed", "rows": [asdict(row)]}
+    result["seconds"] = seconds
+    result["log"] = str(log_file)
+    return result
+
+
+def _style(verdict: str) -> str:
+    return {PASS: "bold green", MISS: "bold yellow", FAILED: "bold red", NA: "magenta"}.get(verdict, "dim")
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    names = [b.name for b in BENCHES]
+    parser = argparse.ArgumentParser(
+        prog="python -m rlark_devinfra.bench",
+        description="Run RLark's benchmarks and print them against their baselines and targets.",
+    )
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"benchmarks to run (default all): {names}")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the results to FILE")
+    parser.add_argument("--rounds", type=int, default=1, help="local-runtime rounds (default 1)")
+    parser.add_argument(
+        "--build", action="store_true", help="build the Kubernetes test-bed binaries if missing (8–15 min)"
+    )
+    parser.add_argument(
+        "--tunnel-mtu",
+        type=int,
+        action="append",
+        metavar="MTU",
+        help="tunnel MTU (repeatable; default 1500 and the tunnel's default MTU)",
+    )
+    parser.add_argument("--tunnel-seconds", type=int, default=5, help="iperf3 seconds per direction")
+    parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--child-result", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in names]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {unknown}; choose from {names}")
+    if args.rounds < 1 or args.tunnel_seconds < 1:
+        parser.error("--rounds and --tunnel-seconds must be at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    options = Options(
+        rounds=args.rounds,
+        build=args.build,
+        tunnel_mtus=tuple(args.tunnel_mtu or ()),
+        tunnel_seconds=args.tunnel_seconds,
+    )
+    if args.child:
+        with contextlib.suppress(ImportError):  # services log one line per unit of work at INFO
+            from rlark_platform.observability import configure_logging
+
+            configure_logging(f"bench-{args.child}", "WARNING", json_output=False)
+        return _child(args.child, options, args.child_result)
+
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=150)
-    console.print("[bold]RLark benchmarks[/] — starting PostgreSQL and Kafka if needed …")
-    env = {"database": await _database("rlark_bench"), "kafka": kafka.start().bootstrap or ""}
-    table = Table(title="RLark benchmarks (this machine, this run)", show_lines=True)
-    for column in ("benchmark", "measure", "value", "against"):
-        table.add_column(column)
+    console = Console()
+    if not console.is_terminal:  # piped or logged (CI): wide enough for the table, not 80 columns
+        console = Console(width=160)
+    selected = [b for b in BENCHES if not args.names or b.name in args.names]
+    if args.list:
+        for b in BENCHES:
+            console.print(f"[bold]{b.name:<14}[/] {b.takes:<26} {b.what}")
+        return 0
+
+    began, started_at = time.perf_counter(), datetime.now(UTC)
+    load_before = os.getloadavg()
+    console.print(
+        f"[bold]RLark benchmarks[/] — {len(selected)} of {len(BENCHES)}, one process each; "
+        f"{os.cpu_count()} cores, load average {load_before[0]:.1f}. Results: {_bench_dir()}"
+    )
+    if any(b.needs_servers for b in selected):
+        from rlark_devinfra import kafka, postgres
+
+        console.print("starting (or reusing) this checkout's PostgreSQL and Kafka …")
+        postgres.start()
+        kafka.start()
+
     results: dict[str, Any] = {}
-    for bench in BENCHES:
-        if selected and bench.name not in selected:
-            continue
-        console.print(f"running [bold]{bench.name}[/] ({bench.target}) …")
-        started = time.perf_counter()
-        try:
-            rows = await bench.run(env)
-        except Exception as exc:  # report and go on: one broken benchmark must not hide the others
-            rows = [("error", f"{type(exc).__name__}: {exc}", "FAILED")]
-        results[bench.name] = rows
-        for i, (measure, value, against) in enumerate(rows):
-            table.add_row(bench.name if i == 0 else "", measure, value, against)
-        console.print(f"  done in {time.perf_counter() - started:.1f}s")
+    for index, bench in enumerate(selected, 1):
+        console.print(f"\n[bold][{index}/{len(selected)}] {bench.name}[/] ({bench.takes}): {bench.what}")
+        result = _run_one(bench, options)
+        results[bench.name] = result
+        verdicts = [r["verdict"] for r in result["rows"]]
+        summary = ", ".join(f"{verdicts.count(v)} {v}" for v in (PASS, MISS, FAILED, NA) if v in verdicts)
+        console.print(f"  done in {result['seconds']:.0f} s{': ' + summary if summary else ''}")
+        if result["status"] == "failed":
+            for line in _tail(Path(result["log"])):
+                console.print(f"  [dim]{line}[/]", markup=False, highlight=False)
+
+    table = Table(
+        title=f"RLark benchmarks — {started_at:%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
+        f"load average {load_before[0]:.1f} at the start",
+        show_lines=True,
+    )
+    for column in ("benchmark", "measure", "value", "baseline / target", "verdict"):
+        table.add_column(column, overflow="fold")
+    for name, result in results.items():
+        for i, row in enumerate(result["rows"]):
+            verdict = row["verdict"]
+            table.add_row(
+                f"{name}\n({result['seconds']:.0f} s)" if i == 0 else "",
+                row["measure"],
+                row["value"],
+                row["against"],
+                f"[{_style(verdict)}]{verdict}[/]",
+            )
+    console.print()
     console.print(table)
-    (paths.state_dir() / "bench-results.json").write_text(json.dumps(results))
-    return 1 if any(r[2] == "FAILED" for rows in results.values() for r in rows) else 0
+    total = time.perf_counter() - began
+    console.print(f"total {total:.0f} s; logs and results in {_bench_dir()}")
+
+    document = {
+        "started_at": started_at.isoformat(timespec="seconds"),
+        "seconds": round(total, 1),
+        "cpus": os.cpu_count(),
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "options": asdict(options),
+        "benchmarks": results,
+    }
+    text = json.dumps(document, indent=2, default=str)
+    (_bench_dir() / "results.json").write_text(text)
+    if args.json:
+        args.json.write_text(text)
+    return 1 if any(r["status"] == "failed" for r in results.values()) else 0
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(sys.argv[1:])))
+    sys.exit(main())

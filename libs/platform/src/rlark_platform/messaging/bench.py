@@ -29,6 +29,7 @@ from rlark_platform.messaging import (
     ensure_topics,
     platform_migrations,
 )
+from rlark_platform.messaging.producer import delete_topics_with_prefix
 
 
 def _event(i: int) -> Envelope:
@@ -89,6 +90,9 @@ async def raw_aiokafka(bootstrap: str, count: int, rate: float | None = None) ->
     elapsed = time.perf_counter() - started
     await consumer.stop()
     await producer.stop()
+    # Each run's topics (every registered topic under its own prefix) would otherwise pile up on the
+    # broker and slow every later run and test.
+    await delete_topics_with_prefix(bootstrap, names.prefix)
     return _summary(count, elapsed, latencies)
 
 
@@ -165,6 +169,7 @@ async def outbox_pipeline(
     await producer.stop()
     await dlq.stop()
     await pool.close()
+    await delete_topics_with_prefix(bootstrap, names.prefix)
     if len(latencies) < count:
         raise RuntimeError(f"only {len(latencies)}/{count} events reached the consumer")
     return _summary(count, elapsed, latencies)

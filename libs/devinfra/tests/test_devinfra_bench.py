@@ -1,0 +1,102 @@
+"""The bench runner reports every benchmark: a broken, absent or hung one never hides the others."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from rlark_devinfra import bench
+
+pytestmark = pytest.mark.unit
+
+
+async def _broken(ctx: bench.Context) -> bench.Outcome:
+    raise RuntimeError("the broker went away")
+
+
+async def _absent(ctx: bench.Context) -> bench.Outcome:
+    bench._load("rlark_devinfra.no_such_bench_module", "run")
+    raise AssertionError("unreachable")
+
+
+async def _fine(ctx: bench.Context) -> bench.Outcome:
+    return bench.Outcome([bench.Row("answer", "42 ms", "≤ 50 ms", bench.PASS)], {"ms": 42})
+
+
+def _register(monkeypatch: pytest.MonkeyPatch, name: str, runner: bench.Runner) -> bench.Bench:
+    fake = bench.Bench(name, "a stand-in", "≈ 0 s", lambda o: 5, False, runner)
+    monkeypatch.setattr(bench, "BENCHES", [*bench.BENCHES, fake])
+    return fake
+
+
+def _child_result(tmp_path: Path, name: str) -> dict[str, object]:
+    result_file = tmp_path / "result.json"
+    assert bench._child(name, bench.Options(), result_file) == 0
+    return json.loads(result_file.read_text())  # type: ignore[no-any-return]
+
+
+def test_a_crashing_benchmark_is_reported_failed_with_its_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _register(monkeypatch, "broken", _broken)
+    result = _child_result(tmp_path, "broken")
+    assert result["status"] == "failed"
+    assert result["rows"] == [
+        {
+            "measure": "error",
+            "value": "RuntimeError: the broker went away",
+            "against": "",
+            "verdict": "FAILED",
+        }
+    ]
+
+
+def test_a_benchmark_whose_module_does_not_exist_yet_is_not_available(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _register(monkeypatch, "absent", _absent)
+    result = _child_result(tmp_path, "absent")
+    assert result["status"] == "not_available"
+    rows = result["rows"]
+    assert isinstance(rows, list)
+    assert rows[0]["verdict"] == bench.NA
+    assert "no_such_bench_module does not exist yet" in rows[0]["value"]
+
+
+def test_a_missing_entry_point_in_an_existing_module_is_not_available() -> None:
+    with pytest.raises(bench.NotAvailable, match="no_such_function"):
+        bench._load("rlark_devinfra.paths", "no_such_function")
+
+
+def test_a_finished_benchmark_keeps_its_rows_and_raw_numbers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _register(monkeypatch, "fine", _fine)
+    result = _child_result(tmp_path, "fine")
+    assert result == {
+        "status": "ok",
+        "rows": [{"measure": "answer", "value": "42 ms", "against": "≤ 50 ms", "verdict": "PASS"}],
+        "raw": {"ms": 42},
+    }
+
+
+def test_a_hung_benchmark_is_stopped_at_its_timeout_and_reported_failed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(bench, "_bench_dir", lambda: tmp_path)
+    monkeypatch.setattr(
+        bench, "_child_argv", lambda *_: [sys.executable, "-c", "import time; time.sleep(60)"]
+    )
+    hung = bench.Bench("hung", "sleeps", "≈ 60 s", lambda o: 1, False, _fine)
+    result = bench._run_one(hung, bench.Options())
+    assert result["status"] == "failed"
+    assert result["rows"][0]["verdict"] == bench.FAILED
+    assert "timed out after 1 s" in result["rows"][0]["value"]
+    assert result["seconds"] < 30
+
+
+def test_unknown_benchmark_names_are_refused() -> None:
+    with pytest.raises(SystemExit):
+        bench._parse(["no-such-bench"])
