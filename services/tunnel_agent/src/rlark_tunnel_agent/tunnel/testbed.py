@@ -206,10 +206,20 @@ class TunnelBed:
         return self.bed.exec_argv(namespace, *argv)
 
     def run(
-        self, worker: str, *argv: str, timeout_s: float = 60.0, check: bool = True
+        self,
+        worker: str,
+        *argv: str,
+        timeout_s: float = 60.0,
+        check: bool = True,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            self.argv(worker, *argv), capture_output=True, text=True, timeout=timeout_s, check=check
+            self.argv(worker, *argv),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=check,
+            env=env,
         )
 
     def popen(self, worker: str, *argv: str, **kwargs: Any) -> subprocess.Popen[bytes]:
