@@ -464,7 +464,7 @@ BENCHES: list[Bench] = [
     Bench(
         "kubernetes",
         "Kubernetes driver on the KWOK test bed: 500 nodes ingested, 64-worker placement → pods",
-        "≈ 40 s (+ test bed start)",
+        "≈ 40 s + test bed start",
         lambda o: 420 + (1800 if o.build else 0),
         False,
         _kubernetes,
@@ -472,7 +472,7 @@ BENCHES: list[Bench] = [
     Bench(
         "tunnel",
         "iperf3, ping and TCP round trip between two emulated clusters: RLark tunnel vs OpenSSH ssh -w",
-        "≈ 40 s per MTU (2 by default)",
+        "≈ 40 s per MTU, 2 MTUs",
         lambda o: 60 + 120 * (len(o.tunnel_mtus) or 2),
         False,
         _tunnel,
