@@ -30,14 +30,20 @@ def _redact(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
     return event_dict
 
 
-class _CurrentStdout:
-    """Writes to whatever ``sys.stdout`` is now (test runners swap it per test; loggers are cached)."""
+class _ProcessStdout:
+    """The process's real standard output (``sys.__stdout__``), looked up at each write.
+
+    Not ``sys.stdout``: test runners and CLI test helpers swap that object (and close the swapped one), while
+    loggers are cached for the life of the process. Output on file descriptor 1 is still captured by pytest.
+    """
 
     def write(self, text: str) -> int:
-        return sys.stdout.write(text)
+        stream = sys.__stdout__ or sys.stdout
+        return stream.write(text)
 
     def flush(self) -> None:
-        sys.stdout.flush()
+        stream = sys.__stdout__ or sys.stdout
+        stream.flush()
 
 
 def configure_logging(service: str, level: str = "INFO", json_output: bool | None = None) -> None:
@@ -54,7 +60,7 @@ def configure_logging(service: str, level: str = "INFO", json_output: bool | Non
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(_CurrentStdout()),  # type: ignore[arg-type]
+        logger_factory=structlog.PrintLoggerFactory(_ProcessStdout()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.clear_contextvars()
