@@ -39,6 +39,9 @@ class IdentityError(Exception):
 
 MAX_SKEW_S = 300
 
+AGENT_TOKEN_HEADER = "rlark-agent-token"  # noqa: S105 (a Kafka header name, not a secret)
+"""The Kafka header every agent report carries its agent token in."""
+
 
 def _key(secret: str, purpose: str) -> bytes:
     if not secret:

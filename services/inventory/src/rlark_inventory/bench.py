@@ -31,14 +31,13 @@ from aiokafka.admin import AIOKafkaAdminClient
 from rlark_contracts import encode, new_envelope
 from rlark_contracts.events.agent import HeartbeatSent, NodeObservation, NodesObserved
 from rlark_platform.db import create_pool, transaction
-from rlark_platform.identity import Caller, Role, issue_agent_token, sign_caller
+from rlark_platform.identity import AGENT_TOKEN_HEADER, Caller, Role, issue_agent_token, sign_caller
 from rlark_platform.messaging import create_producer
 from rlark_platform.observability import configure_logging
 from rlark_platform.service import migrate, serve
 
 from rlark_inventory import handlers
 from rlark_inventory import repository as repo
-from rlark_inventory.consumers import AGENT_TOKEN_HEADER
 from rlark_inventory.domain.clusters import ClusterSpec
 from rlark_inventory.domain.nodes import node_document
 from rlark_inventory.main import DEFINITION

@@ -15,9 +15,8 @@ import structlog
 from rlark_contracts import Envelope
 from rlark_contracts.events.agent import HeartbeatSent, NodesObserved, WorkerStatusChanged
 from rlark_platform.db.pool import Connection
-from rlark_platform.identity import IdentityError, verify_agent_token
-from rlark_platform.messaging import Consumer, Handler, PoisonMessage
-from rlark_platform.messaging.consumer import Verifier
+from rlark_platform.messaging import Consumer, Handler
+from rlark_platform.messaging.verifiers import agent_report_verifier
 from rlark_platform.service import ServiceContext
 
 from rlark_inventory import handlers
@@ -25,26 +24,7 @@ from rlark_inventory.settings import InventorySettings
 
 log = structlog.get_logger(__name__)
 
-AGENT_TOKEN_HEADER = "rlark-agent-token"  # noqa: S105 (a header name)
 CONSUMER_NAME = "inventory-agent-reports"
-
-
-def agent_verifier(internal_secret: str) -> Verifier:
-    """A verifier that accepts a report only with a valid agent token for the report's own cluster."""
-
-    def verify(envelope: Envelope, headers: dict[str, bytes]) -> None:
-        raw = headers.get(AGENT_TOKEN_HEADER)
-        if not raw:
-            raise PoisonMessage(f"report has no {AGENT_TOKEN_HEADER} header")
-        try:
-            token_cluster = verify_agent_token(internal_secret, raw.decode())
-        except (IdentityError, UnicodeDecodeError) as exc:
-            raise PoisonMessage(f"agent token refused: {exc}") from None
-        claimed = envelope.data.get("cluster")
-        if claimed != token_cluster:
-            raise PoisonMessage(f"a token of cluster {token_cluster!r} cannot report for {claimed!r}")
-
-    return verify
 
 
 def report_handlers(settings: InventorySettings) -> dict[str, Handler]:
@@ -86,5 +66,5 @@ def build_report_consumer(ctx: ServiceContext) -> Consumer:
         bootstrap=settings.kafka_bootstrap,
         names=ctx.names,
         dlq_producer=ctx.require_producer(),
-        verifier=agent_verifier(settings.internal_secret.get_secret_value()),
+        verifier=agent_report_verifier(settings.internal_secret.get_secret_value()),
     )

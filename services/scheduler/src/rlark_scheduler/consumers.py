@@ -28,9 +28,8 @@ from rlark_contracts.events.netdomain import (
     DomainState,
 )
 from rlark_platform.db.pool import Connection
-from rlark_platform.identity import IdentityError, verify_agent_token
-from rlark_platform.messaging import Consumer, Handler, PoisonMessage
-from rlark_platform.messaging.consumer import Verifier
+from rlark_platform.messaging import Consumer, Handler
+from rlark_platform.messaging.verifiers import agent_report_verifier
 from rlark_platform.service import ServiceContext
 
 from rlark_scheduler import handlers
@@ -39,27 +38,8 @@ from rlark_scheduler.settings import SchedulerSettings
 
 log = structlog.get_logger(__name__)
 
-AGENT_TOKEN_HEADER = "rlark-agent-token"  # noqa: S105 (a header name)
 STATE_CONSUMER = "scheduler-state"
 REPORTS_CONSUMER = "scheduler-agent-reports"
-
-
-def agent_verifier(internal_secret: str) -> Verifier:
-    """Accept a report only with a valid agent token whose cluster is the report's ``cluster``."""
-
-    def verify(envelope: Envelope, headers: dict[str, bytes]) -> None:
-        raw = headers.get(AGENT_TOKEN_HEADER)
-        if not raw:
-            raise PoisonMessage(f"report has no {AGENT_TOKEN_HEADER} header")
-        try:
-            token_cluster = verify_agent_token(internal_secret, raw.decode())
-        except (IdentityError, UnicodeDecodeError) as exc:
-            raise PoisonMessage(f"agent token refused: {exc}") from None
-        claimed = envelope.data.get("cluster")
-        if claimed != token_cluster:
-            raise PoisonMessage(f"a token of cluster {token_cluster!r} cannot report for {claimed!r}")
-
-    return verify
 
 
 def state_handlers(settings: SchedulerSettings) -> dict[str, Handler]:
@@ -174,7 +154,7 @@ def build_consumers(ctx: ServiceContext) -> list[Consumer]:
             name=REPORTS_CONSUMER,
             topics=["agent.reports"],
             handlers=report_handlers(settings),
-            verifier=agent_verifier(settings.internal_secret.get_secret_value()),
+            verifier=agent_report_verifier(settings.internal_secret.get_secret_value()),
             **common,
         ),
     ]

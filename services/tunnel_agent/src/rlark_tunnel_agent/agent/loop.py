@@ -215,14 +215,36 @@ class Agent:
         task.add_done_callback(lambda _: self._creating.pop(placed.worker_id, None))
 
     async def _create(self, placed: WorkerPlaced) -> None:
+        """Create the worker. What the runtime refuses for now (an API error, a missing namespace) is
+        retried with backoff and shown as the worker's reason, until the join deadline fails it: the
+        placement's offset is already committed, so dropping the error here would lose the worker."""
+        deadline = time.monotonic() + placed.join_deadline_s
+        delay = 1.0
         try:
             header_address = placed.header_address
             if not placed.is_header and not header_address:
                 header_address = await self._header_address(placed)
             spec = to_worker_spec(placed, header_address)
-            await self.driver.ensure_worker(spec)
+            while True:
+                try:
+                    await self.driver.ensure_worker(spec)
+                    break
+                except (UnsupportedPlacement, ValueError):
+                    raise
+                except Exception as exc:
+                    error = (str(exc).splitlines() or [type(exc).__name__])[0][:500]
+                    if self._stopping.is_set():
+                        return  # stopping the agent is not the worker's failure
+                    if time.monotonic() + delay > deadline:
+                        raise WorkerNotCreated(f"the runtime could not create the worker: {error}") from exc
+                    log.warning(
+                        "worker not created yet", worker_id=placed.worker_id, error=error, retry_in_s=delay
+                    )
+                    await self._report_waiting(placed, f"not created yet ({error}); retrying")
+                    await self._sleep(delay)
+                    delay = min(delay * 2, 30.0)
             log.info("worker ensured", worker_id=placed.worker_id, job_id=placed.job_id, node=placed.node)
-        except (UnsupportedPlacement, HeaderUnavailable, ValueError) as exc:
+        except (UnsupportedPlacement, HeaderUnavailable, WorkerNotCreated, ValueError) as exc:
             await self._report_failure(placed, str(exc))
 
     async def _header_address(self, placed: WorkerPlaced) -> str:
@@ -252,6 +274,12 @@ class Agent:
             phase=rt.WorkerPhase.FAILED,
             exit_code=None,
             reason=reason,
+        )
+        await self.reports.status(status, placed.job_id, placed.node)
+
+    async def _report_waiting(self, placed: WorkerPlaced, reason: str) -> None:
+        status = rt.WorkerStatus(
+            worker_id=placed.worker_id, job_id=placed.job_id, phase=rt.WorkerPhase.CREATED, reason=reason
         )
         await self.reports.status(status, placed.job_id, placed.node)
 
@@ -293,3 +321,7 @@ class Agent:
 
 class HeaderUnavailable(RuntimeError):
     pass
+
+
+class WorkerNotCreated(RuntimeError):
+    """The runtime kept refusing to create a worker until its join deadline."""

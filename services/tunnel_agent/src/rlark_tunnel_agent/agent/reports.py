@@ -2,7 +2,9 @@
 
 Every record carries the agent token in the `rlark-agent-token` header. Log lines are batched per worker
 and stream (at most `flush_interval_s` old, at most `max_lines` per event) so a chatty worker costs a few
-events per second, not one per line.
+events per second, not one per line. A worker's status is published only after the log lines read before
+it (`status` flushes first): the control plane keeps a failed worker's last lines when it applies the
+failure, so those lines must already be there.
 """
 
 from __future__ import annotations
@@ -25,13 +27,12 @@ from rlark_contracts.events.agent import (
     WorkerOutputsListed,
     WorkerStatusChanged,
 )
+from rlark_platform.identity import AGENT_TOKEN_HEADER
 
 from rlark_tunnel_agent.agent.session import Session
 from rlark_tunnel_agent.runtime import driver
 
 log = structlog.get_logger(__name__)
-
-TOKEN_HEADER = "rlark-agent-token"  # noqa: S105 (a header name)
 
 
 class ReportPublisher:
@@ -50,6 +51,8 @@ class ReportPublisher:
         self._max_lines = max_lines
         self._pending: dict[tuple[str, str, str], list[tuple[int, str]]] = defaultdict(list)
         self._stopping = asyncio.Event()
+        self._flushing = asyncio.Lock()
+        """One flush at a time, so a status published after a flush follows every earlier line."""
 
     @property
     def cluster(self) -> str:
@@ -61,7 +64,7 @@ class ReportPublisher:
             self._names.physical("agent.reports"),
             encode(envelope),
             key=self.cluster.encode(),
-            headers=[(TOKEN_HEADER, self.session.token.encode())],
+            headers=[(AGENT_TOKEN_HEADER, self.session.token.encode())],
         )
 
     async def heartbeat(self, runtime: str, version: str) -> None:
@@ -94,6 +97,7 @@ class ReportPublisher:
         )
 
     async def status(self, status: driver.WorkerStatus, job_id: str, node: str) -> None:
+        await self.flush_logs()
         await self.publish(
             WorkerStatusChanged(
                 cluster=self.cluster,
@@ -124,6 +128,10 @@ class ReportPublisher:
         self._pending[(job_id, line.worker_id, line.stream.value)].append((line.seq, line.text))
 
     async def flush_logs(self) -> None:
+        async with self._flushing:
+            await self._flush_pending()
+
+    async def _flush_pending(self) -> None:
         pending, self._pending = self._pending, defaultdict(list)
         for (job_id, worker_id, stream), lines in pending.items():
             lines.sort()
