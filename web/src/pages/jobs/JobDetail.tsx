@@ -48,13 +48,16 @@ function selectorText(selector: PendingRole['selector']): string {
   return Object.entries(selector).map(([k, v]) => `${k}=${v}`).join(',') || '—';
 }
 
+/** Count columns: a short number under a header that must not break into one character per line. */
+const nowrapHeader = () => ({ style: { whiteSpace: 'nowrap' as const } });
+
 function PendingCard({ job }: { job: JobDetailType }) {
   const { t } = useTranslation();
   const pending = job.pending;
   if (!pending || !pending.roles?.length) return null;
   return (
     <Card title={t('jobDetail.whyPending')} size="small" style={{ marginBottom: 16 }} data-testid="pending-explanation">
-      {pending.message && <Alert type="warning" showIcon title={pending.message} style={{ marginBottom: 12 }} />}
+      {pending.message && pending.message !== job.reason && <Alert type="warning" showIcon title={pending.message} style={{ marginBottom: 12 }} />}
       {(pending.conflicts ?? []).map((c, i) => (
         <Alert key={i} type="error" showIcon style={{ marginBottom: 12 }} title={c.message} data-testid="pending-conflict" />
       ))}
@@ -65,13 +68,13 @@ function PendingCard({ job }: { job: JobDetailType }) {
         dataSource={pending.roles}
         columns={[
           { title: t('workers.role'), dataIndex: 'role', render: (v: string) => <strong>{v}</strong> },
-          { title: t('wizard.cluster'), dataIndex: 'cluster' },
+          { title: t('wizard.cluster'), dataIndex: 'cluster', render: (v: string) => <span className="nowrap">{v}</span> },
           { title: t('wizard.nodeSelector'), render: (_, r) => <span className="mono">{selectorText(r.selector)}</span> },
           { title: t('jobDetail.needed'), render: (_, r) => t('jobDetail.neededText', { count: r.needed, gpus: r.gpus_per_worker }) },
-          { title: t('jobDetail.matching'), dataIndex: 'matching' },
-          { title: t('jobDetail.ready'), dataIndex: 'ready' },
-          { title: t('jobDetail.schedulable'), dataIndex: 'schedulable' },
-          { title: t('jobDetail.enoughGpus'), dataIndex: 'enough', render: (v: number, r) => <Typography.Text type={v < r.needed ? 'danger' : undefined}>{v}</Typography.Text> },
+          { title: t('jobDetail.matching'), dataIndex: 'matching', onHeaderCell: nowrapHeader },
+          { title: t('jobDetail.ready'), dataIndex: 'ready', onHeaderCell: nowrapHeader },
+          { title: t('jobDetail.schedulable'), dataIndex: 'schedulable', onHeaderCell: nowrapHeader },
+          { title: t('jobDetail.enoughGpus'), dataIndex: 'enough', onHeaderCell: nowrapHeader, render: (v: number, r) => <Typography.Text type={v < r.needed ? 'danger' : undefined}>{v}</Typography.Text> },
           {
             title: t('jobDetail.explanation'),
             render: (_, r) => (
@@ -232,7 +235,7 @@ export default function JobDetail() {
                 <ul className="plain-list">
                   {(j.warnings ?? []).map((w, i) => (
                     <li key={i}>
-                      {w.field && <code>{w.field}</code>} {w.message}
+                      {w.field && !w.message.startsWith(w.field) && <code>{w.field}</code>} {w.message}
                     </li>
                   ))}
                 </ul>

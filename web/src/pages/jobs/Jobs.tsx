@@ -101,7 +101,7 @@ export default function Jobs() {
               </Link>
             ),
           },
-          { title: t('jobs.id'), dataIndex: 'id', render: (v: string) => <span className="mono">{v}</span> },
+          { title: t('jobs.id'), dataIndex: 'id', width: 160, render: (v: string) => <span className="mono nowrap">{v}</span> },
           { title: t('jobs.status'), dataIndex: 'status', render: (s: string) => <JobStatusTag status={s} /> },
           {
             title: t('jobs.reason'),
@@ -117,7 +117,7 @@ export default function Jobs() {
             render: (v?: string[]) => (v?.length ? <Space size={4} wrap>{v.map((c) => <Tag key={c}>{c}</Tag>)}</Space> : '—'),
           },
           { title: t('jobs.workers'), render: (_, job) => (job.worker_count === undefined ? '—' : `${job.worker_count} · ${t('jobDetail.gpus', { count: job.gpu_count ?? 0 })}`) },
-          { title: t('jobs.submittedAt'), dataIndex: 'created_at', render: (v?: string) => <span className="nowrap">{formatTime(v)}</span> },
+          { title: t('jobs.submittedAt'), dataIndex: 'created_at', width: 180, render: (v?: string) => <span className="nowrap">{formatTime(v)}</span> },
         ]}
       />
     </>
