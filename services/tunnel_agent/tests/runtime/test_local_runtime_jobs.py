@@ -223,6 +223,25 @@ async def test_failing_prepare_script_fails_the_worker_with_its_exit_code(
     assert "never" not in tail
 
 
+async def test_stdout_and_stderr_lines_are_numbered_once_in_the_order_written(
+    driver: LocalDriver, recorder: Recorder
+) -> None:
+    # The control plane stores lines by (worker, number): two streams numbered apart would collide
+    # and lose one of them (a failing script's error on stderr, typically).
+    header = spec("job-streams", "header", 0, rank=0, num_nodes=1,
+                  prepare_script="echo out-1\necho err-1 >&2\necho out-2\necho err-2 >&2\nexit 5",
+                  run_script="true")  # fmt: skip
+    await driver.ensure_worker(header)
+    await driver.wait_exited(header.worker_id)
+
+    lines = await driver.tail_logs(header.worker_id, 100)
+    numbers = [line.seq for line in lines]
+    assert numbers == list(range(1, len(lines) + 1))
+    texts = [line.text for line in lines]
+    ours = [t for t in texts if t in {"out-1", "err-1", "out-2", "err-2"}]
+    assert ours == ["out-1", "err-1", "out-2", "err-2"]
+
+
 async def test_prepare_script_runs_with_errexit_and_pipefail(driver: LocalDriver, recorder: Recorder) -> None:
     header = spec("job-pipe", "header", 0, rank=0, num_nodes=1,
                   prepare_script="false | cat\necho after-the-pipe", run_script="true")  # fmt: skip

@@ -13,7 +13,9 @@ Per-worker directory `<state_dir>/workers/<worker_id>/`:
     home/           HOME (with .ssh/authorized_keys), tmp/ TMPDIR, work/ the cwd
     fs/             container paths: `/data/out` is `fs/data/out`; hostPath mounts are symlinks
                     here, so declared outputs under a mount land on the host path
-    logs/           stdout.log, stderr.log (appended; the driver tails them)
+    logs/           stdout.log: stdout and stderr interleaved as written, like a container's log
+                    (appended; the driver tails it). One file gives one line numbering per worker,
+                    which is how the control plane stores lines (by worker and number).
     status.json     the bootstrap's exit status
 Ray's temp dir is `/tmp/rlark-<tag>-<hash>`: Ray's unix socket paths must stay under 107 bytes.
 
@@ -797,21 +799,19 @@ def _start_process(argv: list[str], env: dict[str, str], cwd: Path) -> subproces
     child when the transport is closed or collected, and a worker must outlive its agent (an
     agent restart adopts it). The watcher polls `Popen.poll()` instead of awaiting an exit.
     """
-    logs = cwd / "logs"
-    stdout_fd, stderr_fd = _open_logs(logs)
+    log_fd = _open_log(cwd / "logs")
     try:
         return subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
-            stdout=stdout_fd,
-            stderr=stderr_fd,
+            stdout=log_fd,
+            stderr=log_fd,
             env=env,
             cwd=cwd,
             start_new_session=True,
         )
     finally:
-        os.close(stdout_fd)
-        os.close(stderr_fd)
+        os.close(log_fd)
 
 
 def _remove_stray_temp_dirs(pattern: str, live_tmp: set[str]) -> None:
@@ -837,12 +837,9 @@ def _write_atomically(path: Path, text: str, mode: int) -> None:
     os.replace(tmp, path)
 
 
-def _open_logs(logs_dir: Path) -> tuple[int, int]:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-    return (
-        os.open(logs_dir / "stdout.log", flags, 0o600),
-        os.open(logs_dir / "stderr.log", flags, 0o600),
-    )
+def _open_log(logs_dir: Path) -> int:
+    """The worker's output file, for both stdout and stderr (see the module docstring)."""
+    return os.open(logs_dir / "stdout.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
 
 def _read_from(path: Path, offset: int, size: int) -> bytes:
