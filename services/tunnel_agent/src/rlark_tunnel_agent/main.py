@@ -22,8 +22,10 @@ def make_driver_factory(settings: TunnelAgentSettings):  # type: ignore[no-untyp
             from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
             from rlark_tunnel_agent.runtime.kubernetes.driver import KubernetesDriver
 
+            # Pod shape and driver tuning come from RLARK_K8S_* (see KubernetesDriverConfig.from_env);
+            # the agent's own settings name the namespace and kubeconfig.
             return KubernetesDriver(
-                KubernetesDriverConfig(namespace=settings.namespace, kubeconfig=settings.kubeconfig)
+                KubernetesDriverConfig.from_env(namespace=settings.namespace, kubeconfig=settings.kubeconfig)
             )
         from rlark_tunnel_agent.runtime.local.cluster import load_cluster
         from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions

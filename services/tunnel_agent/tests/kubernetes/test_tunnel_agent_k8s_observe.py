@@ -8,6 +8,7 @@ import pytest
 from rlark_tunnel_agent.runtime.driver import WorkerPhase, WorkerStatus
 from rlark_tunnel_agent.runtime.kubernetes.observe import (
     DELETED_OUTSIDE,
+    RUNNING_WITHOUT_MARKERS,
     deleted_outside,
     fold_pod,
     node_facts,
@@ -55,6 +56,15 @@ def test_a_running_container_moves_the_worker_to_starting_and_clears_pull_reason
     assert (folded.phase, folded.reason, folded.address) == (WorkerPhase.STARTING, "", "10.64.0.9")
     joined = folded.model_copy(update={"phase": WorkerPhase.JOINED})
     assert fold_pod(joined, pod("Running", {"running": {}}, podIP="10.64.0.9"), stopping=False) == joined
+
+
+def test_without_bootstrap_markers_a_running_container_is_a_joined_worker_and_says_why() -> None:
+    running = pod("Running", {"running": {}}, podIP="10.64.0.9")
+    folded = fold_pod(CREATED, running, stopping=False, markers=False)
+    assert (folded.phase, folded.reason) == (WorkerPhase.JOINED, RUNNING_WITHOUT_MARKERS)
+    assert fold_pod(folded, running, stopping=False, markers=False) == folded
+    ended = fold_pod(folded, pod("Failed", {"terminated": {"exitCode": 3}}), stopping=False, markers=False)
+    assert (ended.phase, ended.exit_code) == (WorkerPhase.FAILED, 3)
 
 
 def test_exit_codes_decide_success_and_failure() -> None:

@@ -61,6 +61,12 @@ class KubernetesDriverConfig(BaseModel):
     log_buffer_lines: Annotated[int, Field(ge=10)] = 2000
     follow_logs: bool = True
     """Stream every worker's log into `events()` (markers become status changes)."""
+    running_without_markers: bool = False
+    """For clusters whose containers run no bootstrap (KWOK's simulated pods): no marker line will
+    ever move a worker past Starting, so a running worker container is reported as phase Joined,
+    with a reason that says so — the job then runs once every worker's container runs (not Running:
+    a Header in Running would make the job Running before the other workers exist). Off on real
+    clusters, where the bootstrap's markers say when Ray joined and the run script started."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> KubernetesDriverConfig:

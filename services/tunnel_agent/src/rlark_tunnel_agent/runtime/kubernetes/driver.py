@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import time
 from collections import deque
@@ -99,6 +100,24 @@ def _age_s(obj: Obj) -> float:
         return 0.0
     created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     return (datetime.now(UTC) - created).total_seconds()
+
+
+class KubernetesApiError(RuntimeError):
+    """An API call failed in a way that may pass (404 namespace, 403, 5xx, connection): worth a retry.
+
+    The message is the API server's own, short enough for a worker's reason.
+    """
+
+
+def api_error(exc: ApiException, doing: str) -> Exception:
+    """``exc`` as a short error: ValueError when the server refused the object itself (400, 422: a
+    retry cannot help), KubernetesApiError otherwise."""
+    message = ""
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        message = str(json.loads(exc.body or "{}").get("message") or "")
+    text = f"{doing}: Kubernetes API {exc.status} {exc.reason or ''}".rstrip()
+    text = f"{text}: {message}" if message else text
+    return ValueError(text) if exc.status in (400, 422) else KubernetesApiError(text)
 
 
 def _join_all(threads: Sequence[threading.Thread]) -> None:
@@ -386,7 +405,12 @@ class KubernetesDriver:
         if kind == "LISTED" and not self._fresher(wid, pod):
             return  # a list older than what the watch already delivered
         self._pods[wid] = pod
-        new = fold_pod(self._base_status(wid, job_id), pod, stopping=wid in self._stopping)
+        new = fold_pod(
+            self._base_status(wid, job_id),
+            pod,
+            stopping=wid in self._stopping,
+            markers=not self.config.running_without_markers,
+        )
         if pulling_image(new):
             self._pull_since.setdefault(wid, time.monotonic())
         else:
@@ -546,7 +570,17 @@ class KubernetesDriver:
             return owner
 
     async def ensure_worker(self, spec: WorkerSpec) -> None:
-        """Create the worker's objects unless they exist (idempotent by worker id; never restarts)."""
+        """Create the worker's objects unless they exist (idempotent by worker id; never restarts).
+
+        API failures raise `KubernetesApiError` (may pass: the caller retries) or ValueError (the
+        server refused the object), with the server's message.
+        """
+        try:
+            await self._ensure_worker(spec)
+        except ApiException as exc:
+            raise api_error(exc, f"creating worker {spec.worker_id}") from exc
+
+    async def _ensure_worker(self, spec: WorkerSpec) -> None:
         wid = spec.worker_id
         if wid in self._pod_created and wid in self._specs:
             return

@@ -26,6 +26,7 @@ GPU_MODEL_LABELS = ("rlark.io/gpu-model", "nvidia.com/gpu.product")
 IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull"})
 FATAL_WAITING_REASONS = frozenset({"InvalidImageName", "ErrImageNeverPull", "CreateContainerError"})
 DELETED_OUTSIDE = "pod deleted outside RLark"
+RUNNING_WITHOUT_MARKERS = "container running; this cluster reports no bootstrap markers"
 
 Obj = Mapping[str, Any]
 _parse: Callable[[Any], Any] = _parse_quantity
@@ -142,8 +143,13 @@ def _with_message(reason: str, message: str | None) -> str:
     return f"{reason}: {message}" if message else reason
 
 
-def fold_pod(status: WorkerStatus, pod: Obj, *, stopping: bool) -> WorkerStatus:
-    """The worker's status after seeing its pod in this state. Terminal statuses never move."""
+def fold_pod(status: WorkerStatus, pod: Obj, *, stopping: bool, markers: bool = True) -> WorkerStatus:
+    """The worker's status after seeing its pod in this state. Terminal statuses never move.
+
+    ``markers=False`` (a cluster whose containers run no bootstrap) takes a running container to
+    Joined, with `RUNNING_WITHOUT_MARKERS` as the reason, instead of Starting: the scheduler runs a
+    job once all its workers are Joined, while a Header in Running alone would run it at once.
+    """
     if status.phase.terminal:
         return status
     pod_status = pod.get("status") or {}
@@ -176,6 +182,8 @@ def fold_pod(status: WorkerStatus, pod: Obj, *, stopping: bool) -> WorkerStatus:
             return status.model_copy(update={"phase": WorkerPhase.FAILED, "reason": text})
         return status.model_copy(update={"reason": text})
     if "running" in state:
+        if status.phase == WorkerPhase.CREATED and not markers:
+            return status.model_copy(update={"phase": WorkerPhase.JOINED, "reason": RUNNING_WITHOUT_MARKERS})
         if status.phase == WorkerPhase.CREATED:
             return status.model_copy(update={"phase": WorkerPhase.STARTING, "reason": ""})
         if status.reason and _is_pod_reason(status.reason):
