@@ -8,7 +8,8 @@
   ``<bytes> <sha256>`` as sent, then the sink's reply (they must match).
 - ``rtt HOST PORT COUNT``: COUNT one-byte round trips on one connection; print the median and
   p99 in microseconds as JSON.
-- ``udp-count PORT SECONDS``: count UDP datagrams (and print the sources seen) for SECONDS.
+- ``udp-count PORT SECONDS [STOP_AFTER]``: count UDP datagrams by source for SECONDS, or until
+  STOP_AFTER datagrams arrived; print ``{source: count}`` as JSON.
 - ``udp-send SRC DST PORT COUNT``: send COUNT UDP datagrams with a raw socket and the *given*
   source address (forged when SRC is not ours).
 """
@@ -91,7 +92,7 @@ def rtt(host: str, port: int, count: int) -> None:
     print(json.dumps(result))
 
 
-def udp_count(port: int, seconds: float) -> None:
+def udp_count(port: int, seconds: float, stop_after: int | None = None) -> None:
     sources: dict[str, int] = {}
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind(("0.0.0.0", port))  # noqa: S104 - worker's own namespace
@@ -104,6 +105,8 @@ def udp_count(port: int, seconds: float) -> None:
             except TimeoutError:
                 break
             sources[source] = sources.get(source, 0) + 1
+            if stop_after is not None and sum(sources.values()) >= stop_after:
+                break
     print(json.dumps(sources))
 
 
@@ -147,7 +150,7 @@ def main(argv: list[str]) -> int:
     elif command == "rtt":
         rtt(args[0], int(args[1]), int(args[2]))
     elif command == "udp-count":
-        udp_count(int(args[0]), float(args[1]))
+        udp_count(int(args[0]), float(args[1]), int(args[2]) if len(args) > 2 else None)
     elif command == "udp-send":
         udp_send(args[0], args[1], int(args[2]), int(args[3]))
     else:

@@ -114,6 +114,10 @@ class PeerLink:
     def is_up(self) -> bool:
         return self._chan is not None
 
+    def owns(self, chan: asyncssh.SSHTCPChannel[bytes] | None) -> bool:
+        """Whether ``chan`` is the link's current channel (an older, replaced one is not)."""
+        return chan is not None and chan is self._chan
+
     def snapshot(self) -> PeerState:
         return PeerState(
             cluster=self.cluster,
@@ -151,7 +155,7 @@ class PeerLink:
         self.up_since = time.time()
         self.connects += 1
         self._down.clear()
-        self._set_writable(True)
+        self.set_writable(True)
         self._keepalive = asyncio.get_running_loop().create_task(self._keepalive_loop())
 
     def channel_lost(self, chan: asyncssh.SSHTCPChannel[bytes], exc: Exception | None) -> None:
@@ -187,10 +191,10 @@ class PeerLink:
         if self._keepalive is not None:
             self._keepalive.cancel()
             self._keepalive = None
-        self._set_writable(True)
+        self.set_writable(True)
         self._down.set()
 
-    def _set_writable(self, writable: bool) -> None:
+    def set_writable(self, writable: bool) -> None:
         if writable != self.writable:
             self.writable = writable
             self._on_writable(self, writable)
@@ -254,7 +258,7 @@ class _FrameSession(asyncssh.SSHTCPSession[bytes]):
         self._link.attach(chan, conn)
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
-        if self._chan is not None and self._link._chan is self._chan:
+        if self._link.owns(self._chan):
             self._link.data_received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -262,12 +266,12 @@ class _FrameSession(asyncssh.SSHTCPSession[bytes]):
             self._link.channel_lost(self._chan, exc)
 
     def pause_writing(self) -> None:
-        if self._chan is self._link._chan:
-            self._link._set_writable(False)
+        if self._link.owns(self._chan):
+            self._link.set_writable(False)
 
     def resume_writing(self) -> None:
-        if self._chan is self._link._chan:
-            self._link._set_writable(True)
+        if self._link.owns(self._chan):
+            self._link.set_writable(True)
 
 
 def _common_options() -> dict[str, Any]:
