@@ -1,0 +1,190 @@
+"""The console's end-to-end helpers: a platform seeded with realistic data, and a browser to look at it.
+
+``seeded_console`` runs the whole platform (real PostgreSQL, Kafka, every service in this event loop) with a
+registered local cluster and its real agent, and fills it as a team would: SSH keys, a finished Ray job with
+its logs, a job held Pending with its reason, a network domain. The console tests and ``make screenshots``
+use it. Browser driving (Chromium launch, Ant Design inputs, texts of both languages) lives in
+``rlark_devinfra.screenshots``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents import local_agent, write_cluster_file
+from jobs import add_key, document, job, make_public_key, role, submit, wait_placeable, wait_status
+from rlark_devinfra.screenshots import Seed
+from stack import ADMIN, ADMIN_PASSWORD, Stack, eventually, platform
+
+CLUSTER = "gpu-lab"
+POD_CIDR, SERVICE_CIDR = "10.244.0.0/16", "10.96.0.0/16"
+IMAGE = "python:3.11-slim"
+
+
+def _node(name: str, pool: str, category: str = "cloud", **fields: Any) -> dict[str, Any]:
+    labels = {"rlark.io/node-category": category, "rlark.io/pool": pool}
+    if fields.get("gpu_model"):
+        labels["rlark.io/gpu-model"] = fields["gpu_model"]
+    return {"name": name, "labels": labels, **fields}
+
+
+NODES = [
+    _node("a100-0", "train", gpus=8, gpu_model="A100", cpu=64, memory="512Gi"),
+    _node("a100-1", "train", gpus=8, gpu_model="A100", cpu=64, memory="512Gi"),
+    _node(
+        "a100-maint-0", "maintenance", gpus=8, gpu_model="A100", cpu=64, memory="512Gi", unschedulable=True
+    ),
+    _node("cpu-0", "cpu", "edge", cpu=16, memory="64Gi"),
+    _node("cpu-1", "cpu", "edge", cpu=16, memory="64Gi"),
+    _node("cpu-2", "cpu", "edge", cpu=16, memory="64Gi"),
+]
+CPU_SELECTOR = {"rlark.io/pool": "cpu"}
+MAINTENANCE_SELECTOR = {"rlark.io/pool": "maintenance"}
+
+SMOKE_RUN = """
+python - <<'PY'
+import os, pathlib, ray
+ray.init(address=os.environ["RAY_ADDRESS"])
+alive = [n for n in ray.nodes() if n["Alive"]]
+print(f"ray cluster: {len(alive)} nodes alive", flush=True)
+for step in range(1, 4):
+    print(f"step {step}/3 reward {0.2 * step:.2f} loss {1.0 / step:.3f}", flush=True)
+out = pathlib.Path(os.environ["RLARK_OUTPUTS"].split(":")[0]) / "checkpoints" / "global_step_3"
+out.mkdir(parents=True, exist_ok=True)
+(out / "actor.pt").write_text("weights")
+print(f"saved checkpoint global_step_3", flush=True)
+PY
+"""
+PREPARE = 'echo "prepare: rank $RLINF_NODE_RANK role $RLARK_ROLE of $RLARK_NUM_NODES nodes"\n'
+
+
+@dataclass
+class Console:
+    """A running, seeded platform: its gateway URL, the admin's login and what was seeded."""
+
+    stack: Stack
+    seed: Seed
+    tmp: Path
+    admin: tuple[str, str] = (ADMIN, ADMIN_PASSWORD)
+
+    @property
+    def url(self) -> str:
+        return self.stack.url
+
+
+async def create_user(stack: Stack, role: str = "user") -> tuple[str, str]:
+    """A new console user through the admin API; its username and password (for the login form)."""
+    username, password = f"u{uuid.uuid4().hex[:8]}", f"pw-{uuid.uuid4().hex}"
+    async with stack.client() as admin:
+        response = await admin.post(
+            "/api/v1/users", json={"username": username, "password": password, "role": role}
+        )
+        assert response.status_code == 201, response.text
+    return username, password
+
+
+async def _domains_and_jobs(stack: Stack, tmp: Path) -> Seed:
+    await add_key(stack, "laptop", make_public_key(tmp, "laptop"))
+    await add_key(stack, "workstation", make_public_key(tmp, "workstation"))
+
+    async def nodes_known() -> bool:
+        async with stack.client() as admin:
+            response = await admin.get("/api/v1/nodes", params={"cluster": CLUSTER})
+            return len(response.json()["items"]) == len(NODES)
+
+    await eventually(nodes_known, timeout_s=60, what=f"{len(NODES)} nodes of {CLUSTER}")
+
+    outputs = tmp / "outputs"
+    outputs.mkdir()
+    mounts = [{"name": "outputs", "type": "hostPath", "source": str(outputs), "path": "/outputs"}]
+    cpu_role = {"nodeSelector": CPU_SELECTOR, "prepareScript": PREPARE, "image": IMAGE, "mounts": mounts}
+    smoke = document(
+        "ray smoke test",
+        [role("trainer", 1, CLUSTER, **cpu_role), role("rollout", 1, CLUSTER, **cpu_role)],
+        SMOKE_RUN,
+        sshKeys=["laptop"],
+        tensorboardDir="/outputs/tb",
+        outputs=["/outputs"],
+    )
+    await wait_placeable(stack, smoke)
+    finished = await submit(stack, smoke)
+    await wait_status(stack, finished["id"], {"Succeeded"})
+
+    async def outputs_listed() -> bool:
+        return bool((await job(stack, finished["id"]))["outputs"])
+
+    await eventually(outputs_listed, timeout_s=60, what="the finished job's output manifest")
+
+    pending = await submit(
+        stack,
+        document(
+            "grpo math 7B",
+            [
+                role("actor", 1, CLUSTER, gpusPerWorker=8, nodeSelector=MAINTENANCE_SELECTOR, image=IMAGE),
+                role(
+                    "rollout",
+                    2,
+                    CLUSTER,
+                    gpusPerWorker=8,
+                    nodeSelector={"rlark.io/pool": "train"},
+                    image=IMAGE,
+                ),
+            ],
+            "python -m rlinf.run --config-name grpo_math_7b\n",
+            sshKeys=["laptop", "workstation"],
+        ),
+    )
+
+    async def explained() -> bool:
+        detail = await job(stack, pending["id"])
+        return detail["status"] == "Pending" and bool((detail.get("pending") or {}).get("roles"))
+
+    await eventually(explained, timeout_s=60, what="the pending job's explanation")
+
+    async with stack.client() as admin:
+        created = await admin.post(
+            "/api/v1/domains",
+            json={"name": "train-net", "cidr": "10.100.0.0/16", "description": "RL training across clusters"},
+        )
+        assert created.status_code == 201, created.text
+    return Seed(
+        cluster=CLUSTER,
+        node="a100-0",
+        finished_job=finished["id"],
+        pending_job=pending["id"],
+        wizard_cluster=CLUSTER,
+        wizard_selector="rlark.io/pool=cpu",
+        image=IMAGE,
+    )
+
+
+@contextlib.asynccontextmanager
+async def seeded_console(server_url: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterator[Console]:
+    """The platform with cluster ``gpu-lab`` (6 virtual nodes, one cordoned) and its agent, seeded."""
+    overrides = {"inventory": {"agent_timeout_s": 5.0, "agent_check_interval_s": 0.5}}
+    async with platform(server_url, kafka_bootstrap, tmp, **overrides) as stack:
+        credential = await stack.register_cluster(
+            CLUSTER,
+            display_name="GPU Lab",
+            region="cn-north-1",
+            pod_cidrs=[POD_CIDR],
+            service_cidrs=[SERVICE_CIDR],
+        )
+        # A second cluster whose agent never connected: shows as offline, and its CIDRs count too.
+        await stack.register_cluster(
+            "gpu-b",
+            display_name="GPU B",
+            category="cloud",
+            region="cn-east-2",
+            runtime="kubernetes",
+            pod_cidrs=["10.245.0.0/16"],
+            service_cidrs=["10.97.0.0/16"],
+        )
+        cluster_file = write_cluster_file(tmp / f"{CLUSTER}.yaml", CLUSTER, NODES)
+        async with local_agent(stack.url, credential, cluster_file, tmp / "agent"):
+            yield Console(stack, await _domains_and_jobs(stack, tmp), tmp)
