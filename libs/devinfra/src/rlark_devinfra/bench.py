@@ -664,7 +664,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(f"  done in {result['seconds']:.0f} s{': ' + summary if summary else ''}")
         if result["status"] == "failed":
             for line in _tail(Path(result["log"])):
-                console.print(f"  [dim]{line}[/]", markup=False, highlight=False)
+                console.print(f"  {line}", style="dim", markup=False, highlight=False)
 
     table = Table(
         title=f"RLark benchmarks — {started_at:%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
