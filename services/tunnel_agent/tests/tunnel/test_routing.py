@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import struct
 from ipaddress import IPv4Address, IPv4Network
 
 import pytest
-from rlark_tunnel_agent.tunnel.routing import VNET_HDR_LEN, Drop, LinkCounters, Router
+from rlark_tunnel_agent.tunnel.routing import Drop, LinkCounters, Router
 
 pytestmark = pytest.mark.unit
 
@@ -21,23 +20,6 @@ class Link:
         return self.name
 
 
-def packet(src: str, dst: str, *, version: int = 4, payload: bytes = b"hi") -> bytes:
-    header = struct.pack(
-        "!BBHHHBBH4s4s",
-        version << 4 | 5,
-        0,
-        20 + len(payload),
-        0,
-        0,
-        64,
-        17,
-        0,
-        IPv4Address(src).packed,
-        IPv4Address(dst).packed,
-    )
-    return bytes(VNET_HDR_LEN) + header + payload
-
-
 @pytest.fixture
 def table() -> tuple[Router[Link], Link, Link, Link]:
     a1, a2, peer_b = Link("a1"), Link("a2"), Link("peer-b")
@@ -49,14 +31,16 @@ def table() -> tuple[Router[Link], Link, Link, Link]:
     return router, a1, a2, peer_b
 
 
-def test_packets_go_out_on_the_link_of_their_destination(table) -> None:  # type: ignore[no-untyped-def]
+def test_packets_go_out_on_the_link_of_their_destination(table, make_packet) -> None:  # type: ignore[no-untyped-def]
+    packet = make_packet
     router, a1, a2, peer_b = table
     assert router.decide(packet("10.100.0.2", "10.100.1.3"), a1) is peer_b
     assert router.decide(packet("10.100.0.2", "10.100.0.3"), a1) is a2
     assert router.decide(packet("10.100.1.2", "10.100.0.2"), peer_b) is a1
 
 
-def test_a_worker_can_only_send_from_its_own_address(table) -> None:  # type: ignore[no-untyped-def]
+def test_a_worker_can_only_send_from_its_own_address(table, make_packet) -> None:  # type: ignore[no-untyped-def]
+    packet = make_packet
     router, a1, _, _ = table
     assert router.decide(packet("10.100.0.3", "10.100.1.2"), a1) is Drop.SPOOFED
     assert router.decide(packet("10.100.1.2", "10.100.1.3"), a1) is Drop.SPOOFED
@@ -64,12 +48,14 @@ def test_a_worker_can_only_send_from_its_own_address(table) -> None:  # type: ig
     assert router.decide(packet("192.168.0.1", "10.100.1.2"), a1) is Drop.SPOOFED
 
 
-def test_a_peer_can_only_send_from_addresses_it_hosts(table) -> None:  # type: ignore[no-untyped-def]
+def test_a_peer_can_only_send_from_addresses_it_hosts(table, make_packet) -> None:  # type: ignore[no-untyped-def]
+    packet = make_packet
     router, _, _, peer_b = table
     assert router.decide(packet("10.100.0.3", "10.100.0.2"), peer_b) is Drop.SPOOFED
 
 
-def test_destinations_outside_the_domain_or_unknown_are_dropped(table) -> None:  # type: ignore[no-untyped-def]
+def test_destinations_outside_the_domain_or_unknown_are_dropped(table, make_packet) -> None:  # type: ignore[no-untyped-def]
+    packet = make_packet
     router, a1, _, _ = table
     assert router.decide(packet("10.100.0.2", "10.200.0.2"), a1) is Drop.OUTSIDE_DOMAIN
     assert router.decide(packet("10.100.0.2", "8.8.8.8"), a1) is Drop.OUTSIDE_DOMAIN
@@ -77,18 +63,21 @@ def test_destinations_outside_the_domain_or_unknown_are_dropped(table) -> None: 
     assert router.decide(packet("10.100.0.2", "10.100.255.255"), a1) is Drop.NO_ROUTE
 
 
-def test_malformed_and_non_ipv4_packets_are_dropped(table) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_and_non_ipv4_packets_are_dropped(table, make_packet) -> None:  # type: ignore[no-untyped-def]
+    packet = make_packet
     router, a1, _, _ = table
     assert router.decide(packet("10.100.0.2", "10.100.1.2")[:25], a1) is Drop.TRUNCATED
     assert router.decide(packet("10.100.0.2", "10.100.1.2", version=6), a1) is Drop.NOT_IPV4
 
 
-def test_a_packet_is_never_sent_back_where_it_came_from(table) -> None:  # type: ignore[no-untyped-def]
+def test_a_packet_is_never_sent_back_where_it_came_from(table, make_packet) -> None:  # type: ignore[no-untyped-def]
+    packet = make_packet
     router, _, _, peer_b = table
     assert router.decide(packet("10.100.1.2", "10.100.1.3"), peer_b) is Drop.LOOP
 
 
-def test_a_relay_forwards_between_two_peers_by_destination() -> None:
+def test_a_relay_forwards_between_two_peers_by_destination(make_packet) -> None:  # type: ignore[no-untyped-def]
+    packet = make_packet
     from_a, to_c = Link("peer-a"), Link("peer-c")
     relay: Router[Link] = Router(NET)
     relay.set_route(IPv4Address("10.100.0.2"), from_a)
@@ -97,7 +86,8 @@ def test_a_relay_forwards_between_two_peers_by_destination() -> None:
     assert relay.decide(packet("10.100.2.2", "10.100.0.2"), to_c) is from_a
 
 
-def test_removing_a_link_removes_its_routes(table) -> None:  # type: ignore[no-untyped-def]
+def test_removing_a_link_removes_its_routes(table, make_packet) -> None:  # type: ignore[no-untyped-def]
+    packet = make_packet
     router, a1, _, peer_b = table
     assert router.remove_link(peer_b) == [IPv4Address("10.100.1.2"), IPv4Address("10.100.1.3")]
     assert router.decide(packet("10.100.0.2", "10.100.1.2"), a1) is Drop.NO_ROUTE
@@ -109,7 +99,8 @@ def test_routes_outside_the_domain_network_are_refused() -> None:
         router.set_route(IPv4Address("10.200.0.2"), Link("x"))
 
 
-def test_domains_are_isolated_by_their_own_tables() -> None:
+def test_domains_are_isolated_by_their_own_tables(make_packet) -> None:  # type: ignore[no-untyped-def]
+    packet = make_packet
     shared_address = IPv4Address("10.100.0.2")
     worker_d1, peer_d2 = Link("w-d1"), Link("peer-d2")
     d1: Router[Link] = Router(NET)
@@ -127,7 +118,8 @@ def test_counters_record_drops_by_reason() -> None:
     assert counters.as_dict()["drops"] == {"spoofed": 3}
 
 
-def test_batch_routing_agrees_with_single_decisions(table) -> None:  # type: ignore[no-untyped-def]
+def test_batch_routing_agrees_with_single_decisions(table, make_packet) -> None:  # type: ignore[no-untyped-def]
+    packet = make_packet
     from collections import Counter
 
     router, a1, a2, peer_b = table

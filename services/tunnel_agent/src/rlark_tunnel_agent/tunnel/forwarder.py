@@ -248,16 +248,8 @@ class TunnelForwarder:
     async def attach_worker(self, worker: str, netns: str, address: IPv4Address) -> None:
         """Give ``worker`` (in ``netns``) a TUN device holding ``address`` and the route for the
         domain network, and start forwarding its packets. Idempotent for the same address."""
-        current = self._workers.get(worker)
-        if current is not None:
-            if current.address.ip == address:
-                return
-            await self.detach_worker(worker)
-        if address not in self.config.network:
-            raise ForwarderError(f"{address} is outside {self.config.network}")
-        owner = self._router.route_of(address)
-        if owner is not None:
-            raise ForwarderError(f"{address} is already routed elsewhere")
+        if self._check_attach(worker, address):
+            return
         cfg = self.config
         fd = await asyncio.to_thread(tun.open_tun, netns, cfg.tun_name, offload=cfg.offload)
         device = tun.TunDevice(fd, cfg.tun_name, netns)
@@ -267,11 +259,41 @@ class TunnelForwarder:
         except BaseException:
             device.close()
             raise
+        self.attach_device(worker, device, address)
+
+    def attach_device(self, worker: str, device: tun.TunDevice, address: IPv4Address) -> None:
+        """Forward for ``worker`` through an already open, configured packet device.
+
+        ``attach_worker`` uses it after creating the TUN; it also takes any fd that reads and
+        writes one packet (virtio-net header first) per call — a network sidecar's device, or a
+        ``SOCK_SEQPACKET`` socket pair in tests. The forwarder owns (and closes) the fd.
+        """
+        if self._check_attach(worker, address):
+            device.close()
+            return
+        interface = IPv4Interface(f"{address}/{self.config.network.prefixlen}")
         link = WorkerLink(worker, interface, device)
         self._workers[worker] = link
         self._router.set_route(address, link)
         if not self._paused:
             self._start_reading(link)
+
+    def _check_attach(self, worker: str, address: IPv4Address) -> bool:
+        """True when ``worker`` already holds ``address``; raises when the address is unusable."""
+        current = self._workers.get(worker)
+        if current is not None and current.address.ip == address:
+            return True
+        if address not in self.config.network:
+            raise ForwarderError(f"{address} is outside {self.config.network}")
+        owner = self._router.route_of(address)
+        if owner is not None and owner is not current:
+            raise ForwarderError(f"{address} is already routed elsewhere")
+        if current is not None:  # same worker, new address: drop the old device
+            self._stop_reading(current)
+            self._router.remove_link(current)
+            self._workers.pop(worker)
+            current.device.close()
+        return False
 
     async def detach_worker(self, worker: str) -> None:
         """Stop forwarding for ``worker`` and remove its TUN device. Idempotent."""

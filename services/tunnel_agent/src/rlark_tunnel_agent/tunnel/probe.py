@@ -119,8 +119,8 @@ def _checksum(data: bytes) -> int:
     return int(~total & 0xFFFF)
 
 
-def udp_send(source: str, destination: str, port: int, count: int) -> None:
-    payload = b"rlark-probe"
+def udp_datagram(source: str, destination: str, port: int, payload: bytes) -> bytes:
+    """An IPv4 packet carrying one UDP datagram, with a valid IP header checksum."""
     udp = struct.pack("!HHHH", 40000, port, 8 + len(payload), 0) + payload
     header = struct.pack(
         "!BBHHHBBH4s4s",
@@ -135,10 +135,14 @@ def udp_send(source: str, destination: str, port: int, count: int) -> None:
         socket.inet_aton(source),
         socket.inet_aton(destination),
     )
-    header = header[:10] + struct.pack("!H", _checksum(header)) + header[12:]
+    return header[:10] + struct.pack("!H", _checksum(header)) + header[12:] + udp
+
+
+def udp_send(source: str, destination: str, port: int, count: int) -> None:
+    packet = udp_datagram(source, destination, port, b"rlark-probe")
     with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW) as sock:
         for _ in range(count):
-            sock.sendto(header + udp, (destination, 0))
+            sock.sendto(packet, (destination, 0))
 
 
 def main(argv: list[str]) -> int:
