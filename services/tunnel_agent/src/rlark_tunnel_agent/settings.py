@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field, SecretStr
-
 from rlark_platform.settings import ServiceSettings
 
 

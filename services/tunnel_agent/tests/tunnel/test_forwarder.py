@@ -20,7 +20,7 @@ from rlark_tunnel_agent.tunnel import keys
 from rlark_tunnel_agent.tunnel.forwarder import ForwarderConfig, PeerSpec, TunnelForwarder
 from rlark_tunnel_agent.tunnel.tun import TunDevice
 
-pytestmark = pytest.mark.unit
+# Real sockets and asyncssh on loopback, so not marked `unit`; no root needed.
 
 NET = IPv4Network("10.100.0.0/16")
 FAST = {"ping_interval_s": 0.1, "dead_after_s": 0.8, "backoff_max_s": 0.2, "connect_timeout_s": 1.0}

@@ -19,7 +19,7 @@ from rlark_tunnel_agent.tunnel.sshlink import (
     service_name,
 )
 
-pytestmark = pytest.mark.unit
+# Real sockets and asyncssh on loopback, so not marked `unit`; no root needed.
 
 
 def public(key: asyncssh.SSHKey) -> asyncssh.SSHKey:
