@@ -205,20 +205,31 @@ class PeerLink:
             if silent > self._dead_after_s:
                 self._drop_channel(f"no frames from peer for {silent:.1f} s")
                 return
-            self._chan.write(encode_frame(FrameKind.PING, _TOKEN.pack(time.monotonic_ns())))
+            if not self._write(encode_frame(FrameKind.PING, _TOKEN.pack(time.monotonic_ns()))):
+                return
             await asyncio.sleep(self._ping_interval_s)
 
     # --- data -------------------------------------------------------------------------------
 
     def send(self, data: bytes, packets: int) -> bool:
         """Write already-framed ``data`` (``packets`` PACKET frames); False when the link is down."""
-        chan = self._chan
-        if chan is None:
+        if not self._write(data):
             return False
-        chan.write(data)
         counters = self.counters
         counters.packets_out += packets
         counters.bytes_out += len(data)
+        return True
+
+    def _write(self, data: bytes) -> bool:
+        """Write on the current channel; a channel that closed under us takes the link down."""
+        chan = self._chan
+        if chan is None:
+            return False
+        try:
+            chan.write(data)
+        except (BrokenPipeError, OSError, asyncssh.Error) as exc:
+            self._drop_channel(f"write failed: {exc}")
+            return False
         return True
 
     def data_received(self, data: bytes) -> None:
@@ -234,8 +245,7 @@ class PeerLink:
             if kind == 0:
                 packets.append(payload)
             elif kind == FrameKind.PING:
-                if self._chan is not None:
-                    self._chan.write(encode_frame(FrameKind.PONG, bytes(payload)))
+                self._write(encode_frame(FrameKind.PONG, bytes(payload)))
             elif len(payload) == _TOKEN.size:  # PONG
                 (sent,) = _TOKEN.unpack(payload)
                 self.rtt_s = (time.monotonic_ns() - sent) / 1e9
