@@ -134,3 +134,15 @@ async def test_topology_updates_reach_the_running_forwarder(supervisor: TunnelSu
     assert forwarder.remote == new_remote
     await supervisor.update_topology("unknown", PEERS, new_remote)  # ignored
     assert supervisor.domains == ["d1"]
+
+
+async def test_a_relay_keeps_tunnels_up_without_workers_until_released(
+    supervisor: TunnelSupervisor, log: list[str]
+) -> None:
+    await supervisor.relay_needed(config("d1"), keys.generate_key(), PEERS, REMOTE)
+    assert supervisor.domains == ["d1"]
+    await land(supervisor, "d1", "w1", 2)
+    assert await supervisor.worker_left("d1", "w1") is False  # still relaying
+    assert await supervisor.relay_released("d1") is True
+    assert log == ["start d1", "stop d1"]
+    assert await supervisor.relay_released("d1") is False

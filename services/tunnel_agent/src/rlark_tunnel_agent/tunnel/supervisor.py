@@ -1,7 +1,9 @@
 """``TunnelSupervisor``: which domains have tunnels in this cluster, and when they come and go.
 
 Role: the lifecycle rule of issue 8 — a domain's tunnels come up in a cluster when the first
-worker of that domain lands there, and go down when the last one leaves. The tunnel-agent calls
+worker of that domain lands there, and go down when the last one leaves. A cluster may also be
+asked to relay a domain between two clusters that cannot reach each other (``relay_needed``):
+its tunnels then stay up, with or without workers, until ``relay_released``. The tunnel-agent calls
 ``worker_landed`` / ``worker_left`` from its placement handling and ``update_topology`` when the
 netdomain service publishes new desired tunnels or allocations; everything is idempotent so
 redelivered events are harmless.
@@ -55,6 +57,7 @@ class TunnelSupervisor:
     def __init__(self, factory: ForwarderFactory = TunnelForwarder) -> None:
         self._factory = factory
         self._forwarders: dict[str, Forwarder] = {}
+        self._relaying: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
 
     def _lock(self, domain: str) -> asyncio.Lock:
@@ -77,17 +80,12 @@ class TunnelSupervisor:
     ) -> None:
         """Attach ``worker``; the first worker of a domain here brings its tunnels up."""
         async with self._lock(config.domain):
-            forwarder = self._forwarders.get(config.domain)
-            if forwarder is None:
-                forwarder = self._factory(config, key)
-                await forwarder.start()
-                self._forwarders[config.domain] = forwarder
+            forwarder = await self._ensure(config, key)
             await self._apply_topology(forwarder, peers, remote)
             try:
                 await forwarder.attach_worker(worker, netns, address)
             except BaseException:
-                if forwarder.worker_count == 0:
-                    await self._stop(config.domain)
+                await self._stop_if_unused(config.domain, forwarder)
                 raise
 
     async def worker_left(self, domain: str, worker: str) -> bool:
@@ -97,10 +95,41 @@ class TunnelSupervisor:
             if forwarder is None:
                 return False
             await forwarder.detach_worker(worker)
-            if forwarder.worker_count > 0:
-                return False
-            await self._stop(domain)
-            return True
+            return await self._stop_if_unused(domain, forwarder)
+
+    async def relay_needed(
+        self,
+        config: ForwarderConfig,
+        key: asyncssh.SSHKey,
+        peers: Iterable[PeerSpec],
+        remote: Mapping[str, Sequence[IPv4Address]],
+    ) -> None:
+        """Keep the domain's tunnels up to relay between peers, even with no local worker."""
+        async with self._lock(config.domain):
+            forwarder = await self._ensure(config, key)
+            self._relaying.add(config.domain)
+            await self._apply_topology(forwarder, peers, remote)
+
+    async def relay_released(self, domain: str) -> bool:
+        """No relaying asked any more; returns True when the tunnels went down with it."""
+        async with self._lock(domain):
+            self._relaying.discard(domain)
+            forwarder = self._forwarders.get(domain)
+            return forwarder is not None and await self._stop_if_unused(domain, forwarder)
+
+    async def _ensure(self, config: ForwarderConfig, key: asyncssh.SSHKey) -> Forwarder:
+        forwarder = self._forwarders.get(config.domain)
+        if forwarder is None:
+            forwarder = self._factory(config, key)
+            await forwarder.start()
+            self._forwarders[config.domain] = forwarder
+        return forwarder
+
+    async def _stop_if_unused(self, domain: str, forwarder: Forwarder) -> bool:
+        if forwarder.worker_count > 0 or domain in self._relaying:
+            return False
+        await self._stop(domain)
+        return True
 
     async def update_topology(
         self,
@@ -134,6 +163,7 @@ class TunnelSupervisor:
         return [self._forwarders[d].state() for d in self.domains]
 
     async def close(self) -> None:
+        self._relaying.clear()
         for domain in self.domains:
             async with self._lock(domain):
                 await self._stop(domain)
