@@ -3,8 +3,9 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 UV := uv
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
-.PHONY: help setup run stop status test test-fast lint format bench clean
+.PHONY: help setup run stop status test test-web test-fast screenshots lint format bench clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -21,11 +22,20 @@ stop: ## Stop every service and the infrastructure started by `make run`
 status: ## Show what runs
 	@$(UV) run python -m rlark_devinfra.stack status
 
-test: setup ## Run every test against real PostgreSQL and Kafka started by the project (the README's second command)
+test: setup test-web ## Run every test: the console's component tests, then pytest against real PostgreSQL, Kafka and Chromium (the README's second command)
 	@$(UV) run pytest $(PYTEST_ARGS)
+
+test-web: setup ## Build the web console (cached by source hash) and run its component tests (Vitest)
+	@$(UV) run python -m rlark_devinfra.web >/dev/null
+	@cd web && npm test
 
 test-fast: ## Unit tests only (no servers)
 	@$(UV) run pytest -m "not integration and not e2e and not k8s and not netns" $(PYTEST_ARGS)
+
+screenshots: setup ## Write docs/screenshots/<page>.<zh-CN|en>.png from a seeded platform, in Chromium
+	@RLARK_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(UV) run pytest tests/e2e/test_console_e2e.py \
+		-k every_main_page_renders -p no:cacheprovider $(PYTEST_ARGS)
+	@ls docs/screenshots
 
 lint: setup ## ruff, ruff format --check, mypy (strict) and import-linter contracts
 	@$(UV) run ruff check .
@@ -38,7 +48,7 @@ format: ## Apply ruff's fixes and formatting
 	@$(UV) run ruff format .
 
 bench: setup ## Run the benchmarks and print them against their baselines and targets
-	@$(UV) run python -m rlark_devinfra.bench
+	@$(UV) run python -m rlark_devinfra.bench $(BENCH_ARGS)
 
 clean: stop ## Stop everything and delete this checkout's state (.state/)
 	rm -rf .state

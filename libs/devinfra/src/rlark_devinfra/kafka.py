@@ -170,10 +170,7 @@ def start(timeout_s: float = 120.0) -> KafkaStatus:
     java = shutil.which("java") or "java"
     classpath = f"{libs}/*"
     # The cluster id is fixed when the data directory is first formatted; restarts must reuse it.
-    id_file = home / "cluster-id"
-    if not id_file.exists() or not any((home / "data").iterdir()):
-        id_file.write_text(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
-    cluster_id = id_file.read_text().strip()
+    cluster_id = _formatted_cluster_id(home / "data") or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     subprocess.run(
         [
             java,
@@ -221,6 +218,19 @@ def start(timeout_s: float = 120.0) -> KafkaStatus:
         tail = _log_file().read_text(errors="replace")[-3000:]
         raise RuntimeError(f"{exc}; broker log tail:\n{tail}") from exc
     return status()
+
+
+def _formatted_cluster_id(data: Path) -> str | None:
+    """The cluster id a formatted data directory already carries (restarts must reuse it)."""
+    try:
+        lines = (data / "meta.properties").read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "cluster.id" and value.strip():
+            return value.strip()
+    return None
 
 
 def _raise_open_files_limit() -> None:
