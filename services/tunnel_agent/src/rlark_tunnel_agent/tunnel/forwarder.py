@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from typing import Protocol
 
 import asyncssh
 
@@ -103,21 +104,48 @@ class TunnelState:
         return asdict(self)
 
 
+class PacketStream(Protocol):
+    """A worker reached over a byte stream of frames (its network sidecar), not a local fd."""
+
+    description: str
+
+    def send_packets(self, packets: list[bytes] | list[memoryview]) -> bool: ...
+
+    def close(self) -> None: ...
+
+
 class WorkerLink:
-    """A local worker: its TUN fd and counters."""
+    """A local worker: its TUN fd (or its sidecar's stream) and counters."""
 
-    __slots__ = ("address", "counters", "device", "reading", "worker")
+    __slots__ = ("address", "counters", "device", "reading", "stream", "worker")
 
-    def __init__(self, worker: str, address: IPv4Interface, device: tun.TunDevice) -> None:
+    def __init__(
+        self,
+        worker: str,
+        address: IPv4Interface,
+        device: tun.TunDevice | None,
+        stream: PacketStream | None = None,
+    ) -> None:
         self.worker = worker
         self.address = address
         self.device = device
+        self.stream = stream
         self.counters = LinkCounters()
         self.reading = False
+
+    def close(self) -> None:
+        if self.device is not None:
+            self.device.close()
+        if self.stream is not None:
+            self.stream.close()
 
 
 class ForwarderError(RuntimeError):
     pass
+
+
+def _stream_name(stream: PacketStream | None) -> str:
+    return stream.description if stream is not None else ""
 
 
 class TunnelForwarder:
@@ -292,7 +320,7 @@ class TunnelForwarder:
             self._stop_reading(current)
             self._router.remove_link(current)
             self._workers.pop(worker)
-            current.device.close()
+            current.close()
         return False
 
     async def detach_worker(self, worker: str) -> None:
@@ -302,21 +330,51 @@ class TunnelForwarder:
             return
         self._stop_reading(link)
         self._router.remove_link(link)
-        link.device.close()
+        link.close()
+
+    def attach_stream(self, worker: str, address: IPv4Address, stream: PacketStream) -> WorkerLink:
+        """Forward for ``worker`` through its sidecar's frame stream (see ``sidecar.py``).
+
+        A newer stream for the same worker replaces the older one."""
+        if self._check_attach(worker, address):
+            self.detach_stream(self._workers[worker])
+        interface = IPv4Interface(f"{address}/{self.config.network.prefixlen}")
+        link = WorkerLink(worker, interface, None, stream)
+        self._workers[worker] = link
+        self._router.set_route(address, link)
+        return link
+
+    def detach_stream(self, link: WorkerLink) -> None:
+        """The sidecar's stream ended: forget the link if it is still the worker's current one."""
+        if self._workers.get(link.worker) is link:
+            del self._workers[link.worker]
+            self._router.remove_link(link)
+        link.close()
+
+    def stream_packets(self, link: WorkerLink, packets: list[memoryview]) -> None:
+        """Packets a worker's sidecar sent: counted, checked and forwarded like TUN reads."""
+        counters = link.counters
+        counters.packets_in += len(packets)
+        counters.bytes_in += sum(map(len, packets))
+        for target, group in self._router.route_batch(packets, link, counters.drops).items():
+            self._emit(target, group)
 
     def _start_reading(self, link: WorkerLink) -> None:
+        if link.device is None:
+            return
         if not link.reading and self._loop is not None:
             self._loop.add_reader(link.device.fd, self._on_worker_readable, link)
             link.reading = True
 
     def _stop_reading(self, link: WorkerLink) -> None:
-        if link.reading and self._loop is not None:
+        if link.reading and self._loop is not None and link.device is not None:
             self._loop.remove_reader(link.device.fd)
             link.reading = False
 
     # --- hot path ---------------------------------------------------------------------------
 
     def _on_worker_readable(self, link: WorkerLink) -> None:
+        assert link.device is not None
         fd = link.device.fd
         read = os.read
         size = tun.READ_SIZE
@@ -349,6 +407,14 @@ class TunnelForwarder:
             if not target.send(encode_packets(packets), len(packets)):
                 target.counters.drop(Drop.LINK_DOWN, len(packets))
             return
+        if target.stream is not None:
+            if target.stream.send_packets(packets):
+                target.counters.packets_out += len(packets)
+                target.counters.bytes_out += sum(map(len, packets))
+            else:
+                target.counters.drop(Drop.WRITE_FAILED, len(packets))
+            return
+        assert target.device is not None
         fd = target.device.fd
         write = os.write
         sent = size = 0
@@ -383,8 +449,8 @@ class TunnelForwarder:
             WorkerState(
                 worker=w.worker,
                 address=str(w.address.ip),
-                netns=w.device.netns or "",
-                device=w.device.name,
+                netns=(w.device.netns or "") if w.device is not None else "",
+                device=w.device.name if w.device is not None else _stream_name(w.stream),
                 counters=w.counters.as_dict(),
             )
             for w in self._workers.values()

@@ -11,6 +11,7 @@ frame kind, the low 24 bits the payload length (so a payload is at most 16 MiB -
   offload (TSO) super-packets as they are.
 - ``PING`` / ``PONG``: 8-byte opaque token echoed back; the sender measures the tunnel's round trip
   and uses silence to detect a dead link.
+- ``HELLO``: first frame a network sidecar sends its agent (JSON: worker and token).
 
 Many frames go out in one channel write (``encode_packets``); the decoder accepts any split of the
 byte stream and hands out zero-copy ``memoryview`` slices of what it received.
@@ -33,6 +34,7 @@ class FrameKind(IntEnum):
     PACKET = 0
     PING = 1
     PONG = 2
+    HELLO = 3
 
 
 _KNOWN_KINDS: Final = frozenset(int(kind) for kind in FrameKind)
