@@ -13,10 +13,10 @@ help: ## Show this help
 setup: ## Install uv, the locked Python environment and missing Debian packages (idempotent)
 	@bash scripts/setup.sh
 
-run: setup ## Start PostgreSQL, Kafka and every service on this machine (the README's first command)
-	@$(UV) run python -m rlark_devinfra.stack up
+run: setup ## Start PostgreSQL, Kafka, every service and a local cluster; run a first Ray job (the README's first command)
+	@$(UV) run python -m rlark_devinfra.demo
 
-stop: ## Stop every service and the infrastructure started by `make run`
+stop: ## Stop the local agent and its workers, every service and the infrastructure started by `make run`
 	@$(UV) run python -m rlark_devinfra.stack down
 
 status: ## Show what runs

@@ -4,6 +4,7 @@ exits with its outcome; ``logs`` and ``show`` read what the job left behind."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -100,3 +101,33 @@ async def test_submit_follow_shows_progress_and_exits_with_the_jobs_outcome(
     missing = await stack.cli("jobs", "show", "job-000000000000")
     assert missing.returncode == 1
     assert "no such job" in missing.stderr
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def test_make_run_demo_job_passes_the_preview_on_the_example_local_cluster(
+    stack: Stack, tmp_path: Path
+) -> None:
+    # What `make run` sets up before it submits examples/ray-cpu-training.yaml: the cluster "local"
+    # from deploy/local-cluster.example.yaml with its agent, and an SSH key named "demo".
+    credential = await stack.register_cluster("local")
+    await add_key(stack, "demo", make_public_key(tmp_path, "demo"))
+    example = REPO / "examples" / "ray-cpu-training.yaml"
+    async with local_agent(
+        stack.url, credential, REPO / "deploy" / "local-cluster.example.yaml", tmp_path / "agent"
+    ):
+        await wait_placeable(stack, yaml.safe_load(example.read_text()))
+        checked = await stack.cli("jobs", "preview", str(example), "--output", "json")
+
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    result = json.loads(checked.stdout)
+    assert result["errors"] == []
+    assert result["warnings"] == []
+    workers = [w for plan in result["plan"] for w in plan["workers"]]
+    assert [(w["role"], w["rank"], w["is_header"]) for w in workers] == [
+        ("trainer", 0, True),
+        ("rollout", 1, False),
+        ("rollout", 2, False),
+    ]
+    assert {plan["cluster"] for plan in result["plan"]} == {"local"}

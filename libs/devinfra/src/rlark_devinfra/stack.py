@@ -1,13 +1,23 @@
-"""The whole platform on this machine: infrastructure, migrations and every service as its own process.
+"""The whole platform on this machine: infrastructure, migrations, every service and the local cluster's
+tunnel-agent, each as its own process.
 
 ``python -m rlark_devinfra.stack up|down|status``. Each service runs ``python -m rlark_<svc> all`` (API and
 worker in one process to save memory on a laptop) in its own process group, logging to
 ``.state/logs/<service>.log``; PIDs in ``.state/pids``. The platform's internal secret is generated once into
 ``.state/internal-secret`` (mode 600) and never printed.
+
+Ports: the gateway listens on 8080, inventory, keys, netdomain and scheduler on 8101-8104, the agent on
+8105; ``RLARK_<NAME>_PORT`` (``RLARK_GATEWAY_PORT``, ``RLARK_TUNNEL_AGENT_PORT``, ...) moves one, so a second
+checkout can run beside the first (with its own ``RLARK_STATE_DIR``).
+
+The tunnel-agent of the local cluster is started by ``rlark_devinfra.demo`` (it needs the cluster's
+credential, which only a registration gives); ``down`` stops it, then the local workers it left running
+(an agent leaves its workers running on purpose, so that a restarted agent adopts them), then the services.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import subprocess
@@ -28,7 +38,21 @@ from rlark_devinfra.process import read_pid, stop_process_group
 class ServiceProcess:
     name: str
     module: str
-    port: int
+    default_port: int
+
+    @property
+    def port_variable(self) -> str:
+        return f"RLARK_{self.name.upper().replace('-', '_')}_PORT"
+
+    @property
+    def port(self) -> int:
+        """``RLARK_<NAME>_PORT`` when set, else the default."""
+        configured = os.environ.get(self.port_variable)
+        return int(configured) if configured else self.default_port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
 
 # Start order matters only for readiness output: every service tolerates the others being down.
@@ -39,6 +63,8 @@ SERVICES = [
     ServiceProcess("scheduler", "rlark_scheduler", 8104),
     ServiceProcess("gateway", "rlark_gateway", 8080),
 ]
+GATEWAY = SERVICES[-1]
+AGENT = ServiceProcess("tunnel-agent", "rlark_tunnel_agent", 8105)
 
 app = typer.Typer(
     help="Run the whole RLark platform on this machine.", no_args_is_help=True, add_completion=False
@@ -52,11 +78,21 @@ def _dirs() -> tuple[Path, Path]:
     return logs, pids
 
 
+def write_secret_file(path: Path, value: str) -> None:
+    """Create ``path`` with mode 600 before the secret goes in (never readable by others, not even briefly)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
 def internal_secret() -> str:
     path = state_dir() / "internal-secret"
     if not path.exists():
-        path.touch(mode=0o600)
-        path.write_text(secrets.token_urlsafe(32))
+        write_secret_file(path, secrets.token_urlsafe(32))
     return path.read_text().strip()
 
 
@@ -74,7 +110,7 @@ def environment() -> dict[str, str]:
         "RLARK_LOG_JSON": "true",
     }
     for service in SERVICES:
-        env.setdefault(f"RLARK_{service.name.upper()}_URL", f"http://127.0.0.1:{service.port}")
+        env.setdefault(f"RLARK_{service.name.upper()}_URL", service.url)
     return env
 
 
@@ -90,6 +126,7 @@ def _run_migrations(env: dict[str, str]) -> None:
 
 
 def start_service(service: ServiceProcess, env: dict[str, str]) -> int:
+    """Start ``python -m <module> all`` in its own process group unless its PID file names a live one."""
     logs, pids = _dirs()
     pid_file = pids / f"{service.name}.pid"
     running = read_pid(pid_file)
@@ -108,12 +145,15 @@ def start_service(service: ServiceProcess, env: dict[str, str]) -> int:
     return process.pid
 
 
+def running_pid(service: ServiceProcess) -> int | None:
+    return read_pid(_dirs()[1] / f"{service.name}.pid")
+
+
 def wait_ready(service: ServiceProcess, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
-    url = f"http://127.0.0.1:{service.port}/readyz"
+    url = f"{service.url}/readyz"
     while time.monotonic() < deadline:
-        pid = read_pid(_dirs()[1] / f"{service.name}.pid")
-        if pid is None:
+        if running_pid(service) is None:
             raise RuntimeError(f"{service.name} exited; see {state_dir() / 'logs' / service.name}.log")
         try:
             if httpx.get(url, timeout=2).status_code == 200:
@@ -134,7 +174,82 @@ def up() -> dict[str, str]:
     return env
 
 
+# ------------------------------------------------------------------------------------- the local agent
+
+
+def agent_state_dir() -> Path:
+    """The local agent's state (its runtime keeps each worker's directory under ``<cluster>/workers``)."""
+    return state_dir() / "agent"
+
+
+def start_agent(cluster_file: Path, credential: str, gateway_url: str) -> int:
+    """Start the local cluster's tunnel-agent (idempotent). It gets only what an agent needs: no database,
+    no internal secret — the credential is its only key, and it is passed in its environment."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("RLARK_DATABASE_URL", "RLARK_INTERNAL_SECRET", "RLARK_KAFKA_BOOTSTRAP")
+    }
+    env.update(
+        {
+            "RLARK_CONFIG": str(cluster_file.resolve()),
+            "RLARK_AGENT_CREDENTIAL": credential,
+            "RLARK_GATEWAY_URL": gateway_url,
+            "RLARK_STATE_DIR": str(agent_state_dir()),
+            "RLARK_RUNTIME": "local",
+            "RLARK_LOG_JSON": "true",
+        }
+    )
+    agent_state_dir().mkdir(parents=True, exist_ok=True)
+    # Remembered for `down`, which stops the workers this agent's runtime left (see stop_local_workers).
+    (agent_state_dir() / "cluster-file").write_text(str(cluster_file.resolve()))
+    return start_service(AGENT, env)
+
+
+def stop_agent() -> None:
+    _, pids = _dirs()
+    pid = read_pid(pids / f"{AGENT.name}.pid")
+    if pid is not None:
+        stop_process_group(pid, grace_s=20)
+    (pids / f"{AGENT.name}.pid").unlink(missing_ok=True)
+
+
+def stop_local_workers() -> list[str]:
+    """Stop the workers the local agent left running (processes, Ray nodes, network namespaces); their
+    directories with logs and outputs stay. Returns the ids of the workers stopped.
+
+    Uses the agent's own local driver on the agent's state directory, so it finds exactly what the agent
+    would adopt; the agent must not run meanwhile. Imported here only: the rest of devinfra does not need
+    the tunnel-agent package.
+    """
+    record = agent_state_dir() / "cluster-file"
+    if not record.exists():
+        return []
+    from rlark_tunnel_agent.runtime.local.cluster import load_cluster
+    from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
+
+    declared = load_cluster(Path(record.read_text().strip()))
+    if not (agent_state_dir() / declared.cluster / "workers").is_dir():
+        return []
+
+    async def stop_all() -> list[str]:
+        driver = LocalDriver(declared, LocalDriverOptions(state_dir=agent_state_dir() / declared.cluster))
+        await driver.start()
+        try:
+            ids = await driver.list_workers()
+            await asyncio.gather(*(driver.stop_worker(worker_id) for worker_id in ids))
+            return ids
+        finally:
+            await driver.close()
+
+    return asyncio.run(stop_all())
+
+
 def down() -> None:
+    stop_agent()
+    stopped = stop_local_workers()
+    if stopped:
+        typer.echo(f"stopped {len(stopped)} local worker(s): {', '.join(stopped)}")
     _, pids = _dirs()
     for service in reversed(SERVICES):
         pid = read_pid(pids / f"{service.name}.pid")
@@ -151,14 +266,12 @@ def up_command() -> None:
     typer.echo(f"PostgreSQL  {env['RLARK_DATABASE_URL']}")
     typer.echo(f"Kafka       {env['RLARK_KAFKA_BOOTSTRAP']}")
     for service in SERVICES:
-        typer.echo(
-            f"{service.name:<11} http://127.0.0.1:{service.port}  (log: .state/logs/{service.name}.log)"
-        )
+        typer.echo(f"{service.name:<12} {service.url}  (log: {state_dir() / 'logs' / service.name}.log)")
 
 
 @app.command("down")
 def down_command(infra: bool = typer.Option(True, help="Also stop PostgreSQL and Kafka")) -> None:
-    """Stop every service (and the infrastructure)."""
+    """Stop the local agent and its workers, every service (and the infrastructure)."""
     down()
     if infra:
         kafka.stop()
@@ -169,11 +282,12 @@ def down_command(infra: bool = typer.Option(True, help="Also stop PostgreSQL and
 def status_command() -> None:
     """Show which parts run."""
     _, pids = _dirs()
-    typer.echo(f"postgres    {'running' if postgres.status().running else 'stopped'}")
-    typer.echo(f"kafka       {'running' if kafka.status().running else 'stopped'}")
-    for service in SERVICES:
+    typer.echo(f"{'postgres':<12} {'running' if postgres.status().running else 'stopped'}")
+    typer.echo(f"{'kafka':<12} {'running' if kafka.status().running else 'stopped'}")
+    for service in [*SERVICES, AGENT]:
         pid = read_pid(pids / f"{service.name}.pid")
-        typer.echo(f"{service.name:<11} {'running pid ' + str(pid) if pid else 'stopped'}")
+        where = f"running pid {pid} on {service.url}" if pid else "stopped"
+        typer.echo(f"{service.name:<12} {where}")
 
 
 if __name__ == "__main__":
