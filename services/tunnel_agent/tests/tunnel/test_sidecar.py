@@ -71,6 +71,7 @@ async def test_a_sidecar_can_only_send_from_its_own_address(agent, make_packet) 
     token = server.expect("k1", IPv4Address("10.100.0.9"))
     _, writer = await connect(port, "k1", token)
     writer.write(encode_packets([make_packet("10.100.0.7", "10.100.0.2")] * 3))
+
     def drops() -> object:
         workers = {w.worker: w for w in forwarder.state().workers}
         return workers["k1"].counters["drops"] if "k1" in workers else None

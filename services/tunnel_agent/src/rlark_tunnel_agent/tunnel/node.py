@@ -28,6 +28,7 @@ from typing import Any
 
 from rlark_tunnel_agent.tunnel.forwarder import ForwarderConfig, PeerSpec, TunnelForwarder
 from rlark_tunnel_agent.tunnel.keys import read_private_key
+from rlark_tunnel_agent.tunnel.sidecar import SidecarServer
 
 _TUNABLES = (
     "listen_host",
@@ -52,12 +53,15 @@ class NodeConfig:
     peers: list[PeerSpec]
     remote: dict[str, list[IPv4Address]]
     workers: list[tuple[str, str, IPv4Address]]
+    sidecar_listen: tuple[str, int] | None
+    sidecars: list[tuple[str, IPv4Address, str]]
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> NodeConfig:
         """Keys: domain, network, cluster, private_key_file, control, peers (cluster,
         public_key, endpoint [host, port] or null, via, addresses), workers (worker, netns,
-        address), and optionally any ``ForwarderConfig`` tunable."""
+        address), optionally sidecar_listen [host, port] and sidecars (worker, address, token),
+        and any ``ForwarderConfig`` tunable."""
         tunables = {name: raw[name] for name in _TUNABLES if name in raw}
         forwarder = ForwarderConfig(
             domain=raw["domain"],
@@ -78,7 +82,11 @@ class NodeConfig:
             p["cluster"]: [IPv4Address(a) for a in p.get("addresses", [])] for p in raw.get("peers", [])
         }
         workers = [(w["worker"], w["netns"], IPv4Address(w["address"])) for w in raw.get("workers", [])]
+        listen = raw.get("sidecar_listen")
+        sidecars = [(c["worker"], IPv4Address(c["address"]), c["token"]) for c in raw.get("sidecars", [])]
         return cls(
+            sidecar_listen=(listen[0], int(listen[1])) if listen else None,
+            sidecars=sidecars,
             forwarder=forwarder,
             private_key_file=Path(raw["private_key_file"]),
             control=Path(raw["control"]),
@@ -110,6 +118,7 @@ async def _handle(forwarder: TunnelForwarder, request: dict[str, Any], stop: asy
 
 async def serve(config: NodeConfig) -> None:
     forwarder = TunnelForwarder(config.forwarder, read_private_key(config.private_key_file))
+    sidecars = SidecarServer(forwarder)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -136,10 +145,15 @@ async def serve(config: NodeConfig) -> None:
             forwarder.set_remote_addresses(cluster, addresses)
         for worker, netns, address in config.workers:
             await forwarder.attach_worker(worker, netns, address)
+        if config.sidecar_listen is not None:
+            await sidecars.start(*config.sidecar_listen)
+            for worker, address, token in config.sidecars:
+                sidecars.expect(worker, address, token)
         print(f"READY {port}", flush=True)
         await stop.wait()
     finally:
         server.close()
+        await sidecars.stop()
         await forwarder.stop()
         with contextlib.suppress(FileNotFoundError):
             config.control.unlink()

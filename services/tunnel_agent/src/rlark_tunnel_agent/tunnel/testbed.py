@@ -5,6 +5,10 @@ Role: build a ``rlark_devinfra.netns`` test bed, issue one key per (domain, clus
 until all peer links are up. The cluster whose name sorts first on each link dials the other
 (the netdomain topology's ``Link(a, b)`` order). Workers get ``10.100.<cluster index>.<2 + n>``.
 
+Workers named in ``sidecars`` are attached the Kubernetes way instead: a veth "pod network"
+(10.244.0.0/16, a /30 each) joins the worker's namespace to its agent's, and a ``sidecar``
+process inside the worker's namespace creates the TUN and streams to the agent's sidecar port.
+
 Root only; used by ``tests/tunnel`` (marked ``netns``) and ``bench.py``. Every namespace, device
 and process it makes is removed by ``close()`` (also on failure to start).
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -29,10 +34,13 @@ from typing import Any
 from rlark_devinfra import netns
 
 from rlark_tunnel_agent.tunnel import keys, node
+from rlark_tunnel_agent.tunnel.tun import DEFAULT_MTU
 
 DOMAIN = "d1"
 NETWORK = IPv4Network("10.100.0.0/16")
 SSH_PORT = 2222
+SIDECAR_PORT = 2300
+POD_NETWORK = IPv4Network("10.244.0.0/16")
 
 
 @dataclass(slots=True)
@@ -54,6 +62,7 @@ class TunnelBed:
         links: Sequence[tuple[str, str]] | None = None,
         relays: dict[tuple[str, str], str] | None = None,
         options: dict[str, Any] | None = None,
+        sidecars: Sequence[str] = (),
     ) -> None:
         self.tag = tag
         self.clusters = clusters or {"a": ["a1"], "b": ["b1", "b2"]}
@@ -62,6 +71,10 @@ class TunnelBed:
         self.options = {"ping_interval_s": 0.5, "dead_after_s": 2.5, **(options or {})}
         self.bed: netns.TestBed | None = None
         self.nodes: dict[str, NodeProcess] = {}
+        self.sidecar_workers = list(sidecars)
+        self.sidecar_procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.pod_addresses: dict[str, tuple[str, str]] = {}  # worker -> (agent side, worker side)
+        self.tokens = {w: secrets.token_urlsafe(24) for w in self.sidecar_workers}
         self.addresses: dict[str, IPv4Address] = {}
         self.workdir = Path(tempfile.mkdtemp(prefix=f"rlark-tunnel-{tag}-"))
 
@@ -84,6 +97,7 @@ class TunnelBed:
         for index, cluster in enumerate(names):
             for n, worker in enumerate(self.clusters[cluster]):
                 self.addresses[worker] = NETWORK.network_address + (index << 8) + 2 + n
+        self._pod_network()
         private = {c: keys.generate_key() for c in names}
         for cluster, key in private.items():
             keys.write_private_key(key, self.workdir / f"{cluster}.key")
@@ -92,6 +106,58 @@ class TunnelBed:
         for node_process in self.nodes.values():
             self._wait_ready(node_process, timeout_s)
         self.wait_links_up(timeout_s)
+        for worker in self.sidecar_workers:
+            self.sidecar_procs[worker] = self._start_sidecar(worker, timeout_s)
+
+    def _pod_network(self) -> None:
+        assert self.bed is not None
+        subnets = POD_NETWORK.subnets(new_prefix=30)
+        for index, worker in enumerate(self.sidecar_workers):
+            cluster = self.bed.worker_cluster[worker]
+            hosts = [str(h) for h in next(subnets).hosts()]
+            agent_dev, worker_dev = f"pod{index}a", f"pod{index}w"
+            netns.ip("link", "add", agent_dev, "type", "veth", "peer", "name", worker_dev)
+            netns.ip("link", "set", agent_dev, "netns", self.bed.agents[cluster])
+            netns.ip("link", "set", worker_dev, "netns", self.bed.workers[worker], "name", "eth0")
+            for namespace, dev, host in (
+                (self.bed.agents[cluster], agent_dev, hosts[0]),
+                (self.bed.workers[worker], "eth0", hosts[1]),
+            ):
+                netns.ip("-n", namespace, "addr", "add", f"{host}/30", "dev", dev)
+                netns.ip("-n", namespace, "link", "set", dev, "up")
+            self.pod_addresses[worker] = (hosts[0], hosts[1])
+
+    def _start_sidecar(self, worker: str, timeout_s: float) -> subprocess.Popen[bytes]:
+        assert self.bed is not None
+        mtu = str(self.options.get("mtu", DEFAULT_MTU))
+        argv = [sys.executable, "-m", "rlark_tunnel_agent.tunnel.sidecar"]
+        argv += ["--agent", f"{self.pod_addresses[worker][0]}:{SIDECAR_PORT}", "--worker", worker]
+        argv += ["--address", f"{self.addresses[worker]}/{NETWORK.prefixlen}", "--mtu", mtu]
+        env = {**os.environ, "RLARK_TUNNEL_TOKEN": self.tokens[worker]}
+        log = self.workdir / f"sidecar-{worker}.log"
+        with log.open("wb") as stderr:
+            proc = subprocess.Popen(
+                self.bed.exec_argv(self.bed.workers[worker], *argv),
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        line = b""
+        while line.strip() != b"CONNECTED":
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([proc.stdout], [], [], max(left, 0))
+            if not ready or proc.poll() is not None:
+                raise RuntimeError(f"sidecar {worker} did not connect: {log.read_text()[-2000:]}")
+            line = proc.stdout.readline()
+        cluster = self.bed.worker_cluster[worker]
+        while worker not in {w["worker"] for w in self.state(cluster)["workers"]}:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"agent {cluster} did not accept sidecar {worker}")
+            time.sleep(0.05)
+        return proc
 
     def _peers_of(self, cluster: str) -> list[str]:
         return [c for c in sorted(self.clusters) if c != cluster]
@@ -129,6 +195,13 @@ class TunnelBed:
                     "address": str(self.addresses[w]),
                 }
                 for w in self.clusters[cluster]
+                if w not in self.sidecar_workers
+            ],
+            "sidecar_listen": ["0.0.0.0", SIDECAR_PORT],  # noqa: S104 - the agent's own namespace
+            "sidecars": [
+                {"worker": w, "address": str(self.addresses[w]), "token": self.tokens[w]}
+                for w in self.clusters[cluster]
+                if w in self.sidecar_workers
             ],
             **self.options,
         }
@@ -232,6 +305,17 @@ class TunnelBed:
     # --- teardown ---------------------------------------------------------------------------
 
     def close(self) -> None:
+        for proc in self.sidecar_procs.values():
+            proc.terminate()
+        for proc in self.sidecar_procs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        self.sidecar_procs.clear()
         for node_process in self.nodes.values():
             if node_process.proc.poll() is None:
                 node_process.proc.send_signal(signal.SIGTERM)
