@@ -14,6 +14,7 @@ Layers (dependencies point down):
 - ``sshlink`` / ``tun`` — I/O adapters: peer links over asyncssh, TUN devices in namespaces;
 - ``routing`` / ``frames`` — the pure core: decisions, anti-spoofing, framing (no I/O);
 - ``health``      — reachability check for the Header; ``keys`` — per (domain, cluster) keys;
+- ``sidecar``     — the worker link on Kubernetes: TUN in the pod, frame stream to the agent;
 - ``node`` / ``testbed`` / ``probe`` / ``bench`` — stand-alone node process and dev tooling.
 """
 
