@@ -575,6 +575,7 @@ async def apply_node_state(conn: Connection, state: NodeState) -> None:
         gpu_allocated=max(state.gpu_allocated, 0),
         labels=state.labels,
         addresses=state.addresses,
+        observed_at=state.observed_at,
     )
     await repo.add_change(conn, "node", f"{state.cluster}/{state.name}")
 
@@ -654,7 +655,7 @@ async def apply_worker_status(
     progress = ray_progress(report, before)
     progress_changed = progress is not None and progress != (job.ray_nodes_joined, job.ray_nodes_expected)
     if fold.changed:
-        await repo.update_worker(conn, fold.worker, now)
+        await repo.update_worker(conn, fold.worker, now, payload.at)
     if progress is not None and progress_changed:
         await repo.set_ray_progress(conn, job.id, *progress)
     if fold.changed or progress_changed:

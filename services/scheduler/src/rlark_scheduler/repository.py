@@ -152,14 +152,15 @@ _NODE_SELECT = """
            n.labels, n.addresses,
            COALESCE(w.present_gpus, 0) AS present_gpus, COALESCE(w.held_gpus, 0) AS held_gpus
       FROM nodes n
-      LEFT JOIN (
-          SELECT wk.cluster, wk.node,
-                 sum(wk.gpus) FILTER (WHERE wk.present) AS present_gpus,
+      LEFT JOIN LATERAL (
+          SELECT sum(wk.gpus) FILTER (
+                     WHERE wk.present
+                       AND (n.observed_at IS NULL OR wk.present_since IS NULL OR wk.present_since <= n.observed_at)
+                 ) AS present_gpus,
                  sum(wk.gpus) AS held_gpus
             FROM workers wk JOIN jobs j ON j.id = wk.job_id
-           WHERE j.status = ANY($1::text[])
-           GROUP BY wk.cluster, wk.node
-      ) w ON w.cluster = n.cluster AND w.node = n.name
+           WHERE j.status = ANY($1::text[]) AND wk.cluster = n.cluster AND wk.node = n.name
+      ) w ON true
 """
 
 
@@ -193,16 +194,17 @@ async def upsert_node(
     gpu_allocated: int,
     labels: Mapping[str, str],
     addresses: Sequence[str],
+    observed_at: datetime | None = None,
 ) -> None:
     await conn.execute(
         """INSERT INTO nodes (cluster, name, ready, schedulable, gone, gpu_count, gpu_model,
-                              gpu_allocatable, gpu_allocated, labels, addresses, changed_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())
+                              gpu_allocatable, gpu_allocated, labels, addresses, changed_at, observed_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now(), $12)
            ON CONFLICT (cluster, name) DO UPDATE SET ready = EXCLUDED.ready,
                schedulable = EXCLUDED.schedulable, gone = EXCLUDED.gone, gpu_count = EXCLUDED.gpu_count,
                gpu_model = EXCLUDED.gpu_model, gpu_allocatable = EXCLUDED.gpu_allocatable,
                gpu_allocated = EXCLUDED.gpu_allocated, labels = EXCLUDED.labels,
-               addresses = EXCLUDED.addresses, changed_at = now()""",
+               addresses = EXCLUDED.addresses, changed_at = now(), observed_at = EXCLUDED.observed_at""",
         cluster,
         name,
         ready,
@@ -214,6 +216,7 @@ async def upsert_node(
         gpu_allocated,
         dict(labels),
         list(addresses),
+        observed_at,
     )
 
 
@@ -672,10 +675,16 @@ async def get_worker(conn: Connection, worker_id: str) -> WorkerRow | None:
     return WorkerRow(_worker(row), row["job_id"], row["virtual_ip"], row["updated_at"]) if row else None
 
 
-async def update_worker(conn: Connection, worker: WorkerFacts, now: datetime) -> None:
+async def update_worker(
+    conn: Connection, worker: WorkerFacts, now: datetime, reported_at: datetime | None = None
+) -> None:
+    """``reported_at``: the agent's time of the report (see migration 0002 for why it is kept)."""
     await conn.execute(
         """UPDATE workers SET phase = $2, exit_code = $3, reason = $4, ray_joined = $5, present = $6,
-               address = $7, updated_at = $8
+               address = $7, updated_at = $8,
+               present_since = CASE WHEN NOT $6 THEN NULL
+                                    WHEN present THEN present_since
+                                    ELSE $9 END
             WHERE id = $1""",
         worker.worker_id,
         worker.phase,
@@ -685,6 +694,7 @@ async def update_worker(conn: Connection, worker: WorkerFacts, now: datetime) ->
         worker.present,
         worker.address,
         now,
+        reported_at,
     )
 
 

@@ -33,19 +33,19 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
 ) -> None:
     await world.cluster("gpu-a")
     await world.cluster("gpu-b")
-    for name in ("a1", "a2"):
+    # Roles in one cluster (across clusters a job needs a network domain; see the domain tests).
+    for name in ("a1", "a2", "a3", "a4"):
         await world.node("gpu-a", name, address=f"192.168.10.{name[-1]}")
-    for name in ("b1", "b2", "b3"):
-        await world.node("gpu-b", name)
+    await world.node("gpu-b", "b1")
     await world.key("alice", "laptop")
-    await nodes_synced(database_url, "gpu-a", 2)
-    await nodes_synced(database_url, "gpu-b", 3)
+    await nodes_synced(database_url, "gpu-a", 4)
+    await nodes_synced(database_url, "gpu-b", 1)
     await synced(database_url, "SELECT count(*) FROM ssh_keys WHERE owner = 'alice'", expect=1)
 
     doc = job_doc(
         role(
             "rollout",
-            "gpu-b",
+            "gpu-a",
             replicas=3,
             gpusPerWorker=4,
             prepareScript="pip list\n",
@@ -75,15 +75,15 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
     assert [placed[f"{jid}-rollout-{i}"]["rank"] for i in range(3)] == [1, 2, 3]
     assert {p["num_nodes"] for p in placed.values()} == {4}
     assert header["cluster"] == "gpu-a"
-    assert header["node"] in ("a1", "a2")
+    assert header["node"] in ("a1", "a2", "a3", "a4")
     assert header["gpus"] == 8
     assert header["run_script"] == "python train.py\n"
     assert header["env"] == {"ROLE": "actor"}
     assert header["header_address"].startswith("192.168.10.")
     rollouts = [placed[f"{jid}-rollout-{i}"] for i in range(3)]
-    assert {r["node"] for r in rollouts} == {"b1", "b2", "b3"}
+    assert {r["node"] for r in rollouts} == {"a1", "a2", "a3", "a4"} - {header["node"]}
     for r in rollouts:
-        assert r["cluster"] == "gpu-b"
+        assert r["cluster"] == "gpu-a"
         assert r["gpus"] == 4
         assert r["image"] == IMAGE
         assert r["run_script"] == ""

@@ -41,12 +41,10 @@ def _role(name: str, selector: dict[str, str], replicas: int = 1, gpus: int = 8)
 
 
 def _validate(roles: list[dict[str, Any]], ctx: ValidationContext) -> ValidationReport:
-    doc = parse_job_document(
-        {
-            "metadata": {"name": "job"},
-            "spec": {"header": roles[0]["name"], "runScript": "python t.py", "tasks": roles},
-        }
-    )
+    spec: dict[str, Any] = {"header": roles[0]["name"], "runScript": "python t.py", "tasks": roles}
+    if len({role["cluster"] for role in roles}) > 1:
+        spec["networkDomain"] = "dom-a"  # roles across clusters need one
+    doc = parse_job_document({"metadata": {"name": "job"}, "spec": spec})
     return validate_job(doc, ctx)
 
 

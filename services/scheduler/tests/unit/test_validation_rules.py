@@ -348,10 +348,11 @@ def test_network_domain_must_exist() -> None:
     assert _errors(_job(networkDomain="dom-z")) == {("network_domain_unknown", "spec.networkDomain")}
 
 
-def test_roles_across_clusters_without_a_domain_get_a_warning() -> None:
+def test_roles_across_clusters_need_a_network_domain() -> None:
     data = _job([_role(), _role("rollout", cluster="gpu-b")], networkDomain=None)
-    assert _warnings(data) == {("network_domain_missing", "spec.networkDomain")}
+    assert ("network_domain_missing", "spec.networkDomain") in _errors(data)
     one_cluster = _job([_role(), _role("rollout")], networkDomain=None)
+    assert ("network_domain_missing", "spec.networkDomain") not in _errors(one_cluster)
     assert _warnings(one_cluster) == set()
 
 

@@ -444,10 +444,10 @@ class _Validator:
         elif len(clusters) > 1:
             self.add(
                 "network_domain_missing",
-                f"the roles span {len(clusters)} clusters but no network domain is set: workers "
-                "in different clusters may not reach each other",
+                f"the roles span {len(clusters)} clusters but no network domain is set: workers in "
+                "different clusters reach each other (and the Header's Ray head) only through a network "
+                "domain; create one (rlark domains create) or keep the roles in one cluster",
                 "spec.networkDomain",
-                warning=True,
             )
 
     def header_role(self) -> None:
