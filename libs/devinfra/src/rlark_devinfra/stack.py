@@ -125,24 +125,56 @@ def _run_migrations(env: dict[str, str]) -> None:
             )
 
 
+_DETACH = 'log=$1; shift; setsid "$@" >>"$log" 2>&1 </dev/null & echo $!'
+"""Run by ``sh``: start the command in a session of its own, print its PID, exit (see ``spawn_detached``)."""
+
+
+def spawn_detached(argv: list[str], env: dict[str, str], log_file: Path) -> int:
+    """Start ``argv`` as the leader of a new session (PID = process group id), output appended to
+    ``log_file``, and return its PID. An intermediate shell starts it and exits at once, so the process
+    is re-parented away from this one.
+
+    Why not a plain child: the platform's processes must not inherit the ancestry of the command that
+    started them. Ray looks for a ``uv run`` among the ancestors of a job's driver and, finding the one
+    that runs ``make run``, would start that job's Ray workers through uv in the worker's directory —
+    which fails as soon as that directory lies inside this checkout (the local agent's state does).
+    """
+    starter = subprocess.run(
+        ["/bin/sh", "-c", _DETACH, "rlark-start", str(log_file), *argv],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pid = int(starter.stdout.strip())
+    # The PID is known before the child has become a session leader; stopping it by process group
+    # needs that done, so wait for it (a few milliseconds).
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if os.getpgid(pid) == pid:
+                break
+        except ProcessLookupError:
+            break  # exited at once; the caller's readiness check says why
+        time.sleep(0.01)
+    return pid
+
+
 def start_service(service: ServiceProcess, env: dict[str, str]) -> int:
-    """Start ``python -m <module> all`` in its own process group unless its PID file names a live one."""
+    """Start ``python -m <module> all`` detached, unless its PID file names a live one."""
     logs, pids = _dirs()
     pid_file = pids / f"{service.name}.pid"
     running = read_pid(pid_file)
     if running is not None:
         return running
-    with (logs / f"{service.name}.log").open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", service.module, "all"],
-            env={**env, "RLARK_HTTP_PORT": str(service.port)},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    pid_file.write_text(str(process.pid))
-    return process.pid
+    pid = spawn_detached(
+        [sys.executable, "-m", service.module, "all"],
+        {**env, "RLARK_HTTP_PORT": str(service.port)},
+        logs / f"{service.name}.log",
+    )
+    pid_file.write_text(str(pid))
+    return pid
 
 
 def running_pid(service: ServiceProcess) -> int | None:
