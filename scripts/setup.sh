@@ -12,6 +12,12 @@ fi
 
 uv sync --frozen --quiet
 
+# The web console is built and tested with Node.js (npm); `make test` runs its component tests.
+if ! command -v npm >/dev/null 2>&1; then
+  echo "setup: npm is missing: install Node.js 20 or newer (Debian: apt-get install -y nodejs npm)" >&2
+  exit 1
+fi
+
 # Debian packages: Java + Maven assemble the Kafka broker; iproute2 for the local runtime's network
 # namespaces; chromium for the console's browser tests. Installed only when missing.
 missing=()
@@ -19,6 +25,7 @@ command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 for extra in ${RLARK_SETUP_APT:-}; do
   command -v "$extra" >/dev/null 2>&1 || missing+=("$extra")
 done

@@ -1,15 +1,18 @@
 """The console's end-to-end helpers: a platform seeded with realistic data, and a browser to look at it.
 
 ``seeded_console`` runs the whole platform (real PostgreSQL, Kafka, every service in this event loop) with a
-registered local cluster and its real agent, and fills it as a team would: SSH keys, a finished Ray job with
-its logs, a job held Pending with its reason, a network domain. The console tests and ``make screenshots``
-use it. Browser driving (Chromium launch, Ant Design inputs, texts of both languages) lives in
+registered local cluster and its real agent (plus a registered cluster whose agent never came), and fills it
+as a team would: users, SSH keys, a finished Ray job with its logs and outputs, a failed and a cancelled job,
+a job held Pending with its reason, a network domain. The console tests and ``make screenshots`` use it.
+Browser driving (Chromium launch, Ant Design inputs, texts of both languages) lives in
 ``rlark_devinfra.screenshots``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agents import local_agent, write_cluster_file
-from jobs import add_key, document, job, make_public_key, role, submit, wait_placeable, wait_status
+from jobs import add_key, document, job, role, submit, wait_placeable, wait_status
 from rlark_devinfra.screenshots import Seed
 from stack import ADMIN, ADMIN_PASSWORD, Stack, eventually, platform
 
@@ -61,6 +64,7 @@ print(f"saved checkpoint global_step_3", flush=True)
 PY
 """
 PREPARE = 'echo "prepare: rank $RLINF_NODE_RANK role $RLARK_ROLE of $RLARK_NUM_NODES nodes"\n'
+FAILING_PREPARE = 'echo "ERROR: no matching distribution found for rlinf==9.9" >&2\nexit 3\n'
 
 
 @dataclass
@@ -77,9 +81,9 @@ class Console:
         return self.stack.url
 
 
-async def create_user(stack: Stack, role: str = "user") -> tuple[str, str]:
+async def create_user(stack: Stack, role: str = "user", username: str = "") -> tuple[str, str]:
     """A new console user through the admin API; its username and password (for the login form)."""
-    username, password = f"u{uuid.uuid4().hex[:8]}", f"pw-{uuid.uuid4().hex}"
+    username, password = username or f"u{uuid.uuid4().hex[:8]}", f"pw-{uuid.uuid4().hex}"
     async with stack.client() as admin:
         response = await admin.post(
             "/api/v1/users", json={"username": username, "password": password, "role": role}
@@ -88,9 +92,20 @@ async def create_user(stack: Stack, role: str = "user") -> tuple[str, str]:
     return username, password
 
 
-async def _domains_and_jobs(stack: Stack, tmp: Path) -> Seed:
-    await add_key(stack, "laptop", make_public_key(tmp, "laptop"))
-    await add_key(stack, "workstation", make_public_key(tmp, "workstation"))
+def public_key(tmp: Path, name: str, comment: str) -> str:
+    """A fresh ed25519 public key line with ``comment`` (its private half stays in ``tmp``)."""
+    path = tmp / name
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True
+    )
+    return Path(f"{path}.pub").read_text().strip()
+
+
+async def _seed(stack: Stack, tmp: Path) -> Seed:
+    for username in ("zhangwei", "lina"):
+        await create_user(stack, username=username)
+    for name, comment in (("laptop", "root@thinkpad"), ("workstation", "root@gpu-dev-01")):
+        await add_key(stack, name, await asyncio.to_thread(public_key, tmp, name, comment))
 
     async def nodes_known() -> bool:
         async with stack.client() as admin:
@@ -140,6 +155,37 @@ async def _domains_and_jobs(stack: Stack, tmp: Path) -> Seed:
         ),
     )
 
+    failed = await submit(
+        stack,
+        document(
+            "sft warmup",
+            [
+                role(
+                    "trainer",
+                    1,
+                    CLUSTER,
+                    nodeSelector=CPU_SELECTOR,
+                    image=IMAGE,
+                    prepareScript=FAILING_PREPARE,
+                )
+            ],
+            "python -m rlinf.run --config-name sft_warmup\n",
+        ),
+    )
+    await wait_status(stack, failed["id"], {"Failed"})
+    cancelled = await submit(
+        stack,
+        document(
+            "ppo math (cancelled)",
+            [role("actor", 1, CLUSTER, gpusPerWorker=8, nodeSelector=MAINTENANCE_SELECTOR, image=IMAGE)],
+            "python -m rlinf.run --config-name ppo_math\n",
+        ),
+    )
+    async with stack.client() as admin:
+        response = await admin.post(f"/api/v1/jobs/{cancelled['id']}:cancel")
+        assert response.status_code in (200, 202), response.text
+    await wait_status(stack, cancelled["id"], {"Cancelled"})
+
     async def explained() -> bool:
         detail = await job(stack, pending["id"])
         return detail["status"] == "Pending" and bool((detail.get("pending") or {}).get("roles"))
@@ -156,6 +202,7 @@ async def _domains_and_jobs(stack: Stack, tmp: Path) -> Seed:
         cluster=CLUSTER,
         node="a100-0",
         finished_job=finished["id"],
+        failed_job=failed["id"],
         pending_job=pending["id"],
         wizard_cluster=CLUSTER,
         wizard_selector="rlark.io/pool=cpu",
@@ -187,4 +234,4 @@ async def seeded_console(server_url: str, kafka_bootstrap: str, tmp: Path) -> As
         )
         cluster_file = write_cluster_file(tmp / f"{CLUSTER}.yaml", CLUSTER, NODES)
         async with local_agent(stack.url, credential, cluster_file, tmp / "agent"):
-            yield Console(stack, await _domains_and_jobs(stack, tmp), tmp)
+            yield Console(stack, await _seed(stack, tmp), tmp)

@@ -308,7 +308,6 @@ async def test_in_english_a_selector_nothing_matches_is_refused_and_one_no_node_
         assert cancelled.status_code in (200, 202), cancelled.text
 
 
-@pytest.mark.unit
 def test_the_text_check_flags_the_other_language_raw_keys_and_broken_values() -> None:
     english_title = t("en", "keys.title")
     chinese_title = t("zh-CN", "keys.title")

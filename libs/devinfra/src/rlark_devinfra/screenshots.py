@@ -249,6 +249,7 @@ class Seed:
     cluster: str
     node: str
     finished_job: str
+    failed_job: str
     pending_job: str
     wizard_cluster: str
     wizard_selector: str
@@ -374,6 +375,7 @@ def tour(seed: Seed, keys: Sequence[str]) -> list[Shot]:
         Shot("job-yaml", "yaml-editor", steps=(to_yaml,)),
         Shot("job-detail", "workers-table", path=f"/jobs/{seed.finished_job}"),
         Shot("job-logs", "log-view", steps=(logs_tab,)),
+        Shot("job-failed", "job-reason", path=f"/jobs/{seed.failed_job}"),
         Shot("job-pending", "pending-explanation", path=f"/jobs/{seed.pending_job}"),
         Shot("admin", "register-cluster-form", path="/admin/clusters"),
         Shot("admin-users", "users-table", path="/admin/users"),
