@@ -21,15 +21,24 @@ async def add_events(
     """
     if not conn.is_in_transaction():
         raise RuntimeError("outbox writes must share the transaction of the state change")
-    rows = [(e.id, topic_of(e.type), e.subject, encode(e), headers or None) for e in envelopes]
-    if not rows:
+    batch = list(envelopes)
+    if not batch:
         return
-    await conn.executemany(
-        """INSERT INTO outbox (event_id, topic, key, payload, headers)
-           VALUES ($1, $2, $3, $4, $5) ON CONFLICT (event_id) DO NOTHING""",
-        rows,
+    # One statement for the whole batch (arrays unnested server-side): far cheaper than a row per statement.
+    await conn.execute(
+        """WITH inserted AS (
+               INSERT INTO outbox (event_id, topic, key, payload, headers)
+               SELECT e.id, e.topic, e.key, e.payload, $5::jsonb
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) AS e(id, topic, key, payload)
+               ON CONFLICT (event_id) DO NOTHING)
+           SELECT pg_notify($6, '')""",
+        [e.id for e in batch],
+        [topic_of(e.type) for e in batch],
+        [e.subject for e in batch],
+        [encode(e) for e in batch],
+        headers or None,
+        NOTIFY_CHANNEL,
     )
-    await conn.execute("SELECT pg_notify($1, '')", NOTIFY_CHANNEL)
 
 
 async def add_event(conn: Connection, envelope: Envelope, headers: dict[str, str] | None = None) -> None:
