@@ -26,6 +26,12 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# Network domains: SSH tunnels between agents are measured against OpenSSH `ssh -w`, with iperf3 and ping.
+command -v iperf3 >/dev/null 2>&1 || missing+=(iperf3)
+command -v ping >/dev/null 2>&1 || missing+=(iputils-ping)
+command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v ps >/dev/null 2>&1 || missing+=(procps)
+command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
 for extra in ${RLARK_SETUP_APT:-}; do
   command -v "$extra" >/dev/null 2>&1 || missing+=("$extra")
 done
