@@ -6,9 +6,14 @@ The driver runs workers in network namespaces when the tests run as root, as pla
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
+import site
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 from local_runtime_helpers import (
@@ -410,3 +415,79 @@ async def test_plain_processes_with_port_blocks_form_a_ray_cluster(tmp_path: Pat
         assert_nothing_left(drv, [header.worker_id, worker.worker_id])
     finally:
         await drv.close()
+
+
+# An agent started with `uv run` (as a developer starts one in this workspace): its workers are its
+# descendants, and Ray looks for `uv run` among a driver's ancestors. The file is named `run` and run
+# as `uv run` (argv[0] "uv"), so Ray sees exactly that ancestor.
+AGENT_UNDER_UV_RUN = """
+import asyncio, os, site, sys
+from pathlib import Path
+for directory in os.environ["TEST_SITE_PACKAGES"].split(os.pathsep):
+    site.addsitedir(directory)  # with argv[0] "uv" Python does not find its virtual environment
+from local_runtime_helpers import CLUSTER, spec
+from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
+
+RUN = '''
+python3 - <<'PY'
+import ray
+ray.init()
+
+@ray.remote
+def answer():
+    return 42
+
+print("task answered", ray.get(answer.remote()))
+PY
+'''
+
+async def main():
+    options = LocalDriverOptions.model_validate_json(Path(sys.argv[1]).read_text())
+    driver = LocalDriver(CLUSTER, options)
+    await driver.start()
+    header = spec("job-uvrun", "header", 0, rank=0, num_nodes=1, run_script=RUN)
+    await driver.ensure_worker(header)
+    final = await driver.wait_exited(header.worker_id)
+    for line in await driver.tail_logs(header.worker_id, 500):
+        print("LOG", line.text)
+    print("FINAL", final.phase.value, final.exit_code)
+    await driver.close()
+
+asyncio.run(main())
+"""
+
+
+async def test_a_job_runs_ray_when_the_agent_was_started_with_uv_run_inside_a_project(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "checkout"  # the agent's state inside a uv project, as `.state/agent` is
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "checkout"\nversion = "0"\n')
+    options = make_options(project / ".state" / "agent", python_bin_dir=Path(sys.executable).parent)
+    (tmp_path / "options.json").write_text(options.model_dump_json())
+    launcher = tmp_path / "launcher"
+    launcher.mkdir()
+    (launcher / "run").write_text(AGENT_UNDER_UV_RUN)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).parent),
+        "TEST_SITE_PACKAGES": os.pathsep.join(site.getsitepackages()),
+    }
+    done = await asyncio.to_thread(
+        subprocess.run,
+        ["uv", "run", str(tmp_path / "options.json")],
+        executable=sys.executable,
+        cwd=launcher,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    try:
+        assert done.returncode == 0, done.stderr[-3000:]
+        final = [line for line in done.stdout.splitlines() if line.startswith("FINAL ")]
+        assert final == ["FINAL Succeeded 0"], done.stdout[-3000:]
+        assert "LOG task answered 42" in done.stdout.splitlines()
+    finally:
+        if options.use_netns is not False and os.geteuid() == 0:
+            remove_bridge(options.bridge)

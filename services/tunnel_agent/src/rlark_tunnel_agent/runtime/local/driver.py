@@ -24,6 +24,12 @@ namespace and works in both modes; `read_only` is therefore not enforced locally
 paths are not emulated otherwise: scripts find outputs through `$RLARK_OUTPUTS` (and
 `$RLARK_FS_ROOT`), which carry the translated local paths.
 
+Ancestry: workers are descendants of the agent (pods are not). Ray's `uv run` integration looks for
+`uv run` among a driver's ancestors and then starts Ray's workers through uv in the driver's directory;
+an agent started with `uv run` would thus change how every job's Ray behaves (and break it when the
+worker directory lies in a uv project). The driver then sets `RAY_ENABLE_UV_RUN_RUNTIME_ENV=0` in its
+workers' environment, which a job's own `env` may override.
+
 GPUs: with real GPUs (`nvidia-smi -L`) the machine's GPUs are one pool shared by all virtual
 nodes; each worker gets distinct indices in `CUDA_VISIBLE_DEVICES` (set only then, empty for a
 worker without GPUs). Without real GPUs nodes report their declared (virtual) GPUs and Ray is
@@ -185,6 +191,7 @@ class LocalDriver:
             self.use_netns = options.use_netns
         self._net = NetnsManager(options.bridge, options.subnet, f"rlark-{self.tag}-")
         self._python_bin = options.python_bin_dir or Path(sys.executable).parent
+        self._under_uv_run = _runs_under_uv_run()
         self._bash = shutil.which("bash") or "/bin/bash"
         self._ip = shutil.which("ip") or "/sbin/ip"
         self._workers: dict[str, _Worker] = {}
@@ -558,6 +565,8 @@ class LocalDriver:
             "PYTHONUNBUFFERED": "1",
             "USER": os.environ.get("USER", "root"),
         }
+        if self._under_uv_run:
+            env["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"  # see "Ancestry" in the module docstring
         env.update(spec.env)
         env.update(
             {
@@ -790,6 +799,23 @@ def _stray_processes(tag: str, live_ids: set[str], tmp_prefix: str, live_tmp: se
                 stem = cmdline[at : end if end >= 0 else None].split(b"\0")[0]
                 if stem.decode(errors="replace") not in live_tmp:
                     yield int(entry)
+
+
+def _runs_under_uv_run() -> bool:
+    """This process or one of its ancestors is `uv run` (the test Ray applies to a driver's ancestors)."""
+    pid = os.getpid()
+    for _ in range(64):  # a process tree is not deeper than this; a pid loop is impossible but cheap to bound
+        argv = read_proc(f"/proc/{pid}/cmdline").split(b"\0")
+        if len(argv) > 1 and os.path.basename(argv[0]) == b"uv" and argv[1] == b"run":
+            return True
+        try:
+            stat = read_proc(f"/proc/{pid}/stat").decode(errors="replace")
+            pid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        except (ValueError, IndexError):
+            return False
+        if pid <= 1:
+            return False
+    return False
 
 
 def _start_process(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
