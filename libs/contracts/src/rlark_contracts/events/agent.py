@@ -87,3 +87,21 @@ class WorkerOutputsListed(EventData):
     worker_id: str
     files: list[OutputFile]
     truncated: bool = False
+
+
+@event("agent.tunnel.endpoint_announced.v1", "agent.reports")
+class TunnelEndpointAnnounced(EventData):
+    """Where this cluster's agent accepts the SSH tunnels of one network domain, and its public key.
+
+    Published when the domain's tunnels come up in the cluster (its first worker of the domain lands).
+    Peer agents dial ``host:port`` pinning ``public_key`` as the host key, and accept only that key
+    from this cluster (ADR 0003). The key is the public half of the key pair the agent generated for
+    (domain, cluster); the private half never leaves the agent.
+    """
+
+    cluster: str
+    domain: str
+    host: str
+    port: int
+    public_key: str
+    announced_at: datetime

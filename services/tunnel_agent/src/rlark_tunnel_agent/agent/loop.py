@@ -6,6 +6,10 @@ state consumer, the runtime event pump and the log flusher. Creating a worker ru
 worker waiting for its Header's address never blocks the consumer. Every action is idempotent (the driver's
 contract), so at-least-once delivery of placements is harmless; stopped workers are remembered in a small
 file so a replayed placement never resurrects them.
+
+Network domains (with ``tunnels`` options and a driver that takes ``virtual_ip_hooks``, the local
+one): a second consumer reads ``netdomain.allocations``, ``netdomain.tunnels`` and the peers'
+endpoint announcements on ``agent.reports`` into ``DomainTunnels`` (see ``tunnels.py``, ADR 0003).
 """
 
 from __future__ import annotations
@@ -21,13 +25,20 @@ from typing import Any
 import structlog
 from aiokafka import AIOKafkaConsumer
 from rlark_contracts import TopicNames, decode
+from rlark_contracts.events.agent import TunnelEndpointAnnounced
 from rlark_contracts.events.inventory import NodeCordonRequested
+from rlark_contracts.events.netdomain import (
+    AddressesAllocated,
+    AddressesReleased,
+    TunnelTopologyChanged,
+)
 from rlark_contracts.events.scheduler import JobKeysUpdated, WorkerPlaced, WorkerStopRequested
 from rlark_platform.messaging import create_producer
 
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
 from rlark_tunnel_agent.agent.reports import ReportPublisher
 from rlark_tunnel_agent.agent.session import Session, open_session
+from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
 from rlark_tunnel_agent.runtime import driver as rt
 from rlark_tunnel_agent.runtime.markers import Marker, OutputManifest
 
@@ -66,6 +77,7 @@ class Agent:
         heartbeat_interval_s: float = 5.0,
         observe_interval_s: float = 10.0,
         open_session_fn: Callable[[str, str], Awaitable[Session]] = open_session,
+        tunnels: TunnelOptions | None = None,
     ) -> None:
         self._gateway_url = gateway_url
         self._credential = credential
@@ -75,6 +87,8 @@ class Agent:
         self._heartbeat_interval_s = heartbeat_interval_s
         self._observe_interval_s = observe_interval_s
         self._open_session = open_session_fn
+        self._tunnel_options = tunnels
+        self.tunnels: DomainTunnels | None = None
         self._stopping = asyncio.Event()
         self._workers: dict[str, tuple[str, str]] = {}  # worker id → (job id, node)
         self._outputs: dict[str, tuple[str, ...]] = {}  # worker id → declared output paths
@@ -104,11 +118,30 @@ class Agent:
             auto_offset_reset="earliest",
         )
         await consumer.start()
+        consumers = [consumer]
+        tasks: list[asyncio.Task[None]] = []
+        if self._tunnel_options is not None and hasattr(self.driver, "virtual_ip_hooks"):
+            self.tunnels = DomainTunnels(
+                cluster, self._state_dir / cluster, self.reports.publish, self._tunnel_options
+            )
+            self.driver.virtual_ip_hooks = self.tunnels
+            tunnel_consumer = AIOKafkaConsumer(
+                names.physical("netdomain.allocations"),
+                names.physical("netdomain.tunnels"),
+                names.physical("agent.reports"),
+                bootstrap_servers=session.kafka_bootstrap,
+                group_id=f"{session.topic_prefix}agent-{cluster}-tunnels",
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+            )
+            await tunnel_consumer.start()
+            consumers.append(tunnel_consumer)
+            tasks.append(asyncio.create_task(self._consume_tunnels(tunnel_consumer), name="tunnels"))
         for worker_id in await self.driver.list_workers():
             status = await self.driver.get_status(worker_id)
             if status is not None:
                 self._workers.setdefault(worker_id, (status.job_id, ""))
-        tasks = [
+        tasks += [
             asyncio.create_task(self._heartbeats(), name="heartbeat"),
             asyncio.create_task(self._observe(), name="observe"),
             asyncio.create_task(self._consume(consumer), name="desired-state"),
@@ -130,7 +163,10 @@ class Agent:
             await asyncio.gather(*tasks, *self._creating.values(), return_exceptions=True)
             with contextlib.suppress(Exception):
                 await self.reports.flush_logs()
-            await consumer.stop()
+            for started in consumers:
+                await started.stop()
+            if self.tunnels is not None:
+                await self.tunnels.close()
             await producer.stop()
             await self.driver.close()
             log.info("agent stopped")
@@ -158,6 +194,8 @@ class Agent:
             if self.reports.session.needs_renewal():
                 self.reports.session = await self._open_with_retry()
             await self.reports.heartbeat(self._runtime, AGENT_VERSION)
+            if self.tunnels is not None:
+                await self.tunnels.announce_all()
             await self._sleep(self._heartbeat_interval_s)
 
     async def report_nodes(self) -> None:
@@ -175,6 +213,37 @@ class Agent:
             for records in batches.values():
                 for record in records:
                     await self._desired(record.value, cluster)
+            if batches:
+                await consumer.commit()
+
+    async def _consume_tunnels(self, consumer: AIOKafkaConsumer) -> None:
+        """Allocations, topologies and peers' endpoints, in order, into ``self.tunnels``.
+
+        Announcements are taken from the topic as published: an agent holds no secret to check
+        another agent's token, so their authenticity rests on who may write ``agent.reports``
+        (ADR 0003 names the limit and the follow-up)."""
+        tunnels = self.tunnels
+        assert tunnels is not None
+        while not self._stopping.is_set():
+            batches = await consumer.getmany(timeout_ms=500, max_records=500)
+            for records in batches.values():
+                for record in records:
+                    try:
+                        envelope = decode(record.value)
+                        if not envelope.known:
+                            continue
+                        payload = envelope.payload()
+                    except Exception as exc:
+                        log.warning("undecodable tunnel record skipped", error=type(exc).__name__)
+                        continue
+                    if isinstance(payload, TunnelEndpointAnnounced):
+                        await tunnels.on_endpoint(payload)
+                    elif isinstance(payload, AddressesAllocated):
+                        await tunnels.on_allocated(payload)
+                    elif isinstance(payload, AddressesReleased):
+                        await tunnels.on_released(payload)
+                    elif isinstance(payload, TunnelTopologyChanged):
+                        await tunnels.on_topology(payload)
             if batches:
                 await consumer.commit()
 
@@ -208,6 +277,8 @@ class Agent:
             self._headers[placed.job_id] = placed.worker_id
         if placed.worker_id in self._state.stopped or placed.worker_id in self._creating:
             return
+        if self.tunnels is not None:
+            self.tunnels.placed(placed)
         self._workers[placed.worker_id] = (placed.job_id, placed.node)
         self._outputs[placed.worker_id] = tuple(placed.outputs)
         task = asyncio.create_task(self._create(placed), name=f"create {placed.worker_id}")

@@ -44,6 +44,12 @@ logs from the start with the same sequence numbers), and reaps namespaces, proce
 temp dirs carrying this driver's tag that belong to no live worker. `close()` leaves workers
 running. A stopped worker keeps its directory (logs, outputs) and its record as a tombstone, so
 a redelivered placement does not start it again.
+
+Network domains: a worker whose spec has a `virtual_ip` gets its TUN device from `virtual_ip_hooks`
+(the agent's tunnel supervisor) inside its namespace, after the namespace exists and before the
+bootstrap starts; Ray then runs on the virtual IP (`RLARK_NODE_IP`), joins the Header's virtual IP
+and `RLINF_COMM_NET_DEVICES` names the TUN device. Without hooks or namespaces the virtual IP is
+only exported as `RLARK_VIRTUAL_IP`.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
+from typing import Protocol
 
 import structlog
 from pydantic import BaseModel, ConfigDict
@@ -123,6 +130,16 @@ class LocalDriverOptions(BaseModel):
     detect_gpus: bool = True
 
 
+class VirtualIpHooks(Protocol):
+    """Puts a worker's virtual IP on a TUN device in its namespace, and takes it away."""
+
+    async def attach(self, spec: WorkerSpec, netns: str) -> str:
+        """Create the device in namespace `netns` (a name under /var/run/netns); return its name."""
+        ...
+
+    async def detach(self, spec: WorkerSpec) -> None: ...
+
+
 class WorkerRecord(BaseModel):
     """What the driver persists per worker (`worker.json`)."""
 
@@ -139,6 +156,8 @@ class WorkerRecord(BaseModel):
     veth_host: str | None = None
     ray_temp_dir: str
     gpu_indices: tuple[int, ...] = ()
+    tun_device: str | None = None
+    """The TUN device holding the spec's virtual IP, when the hooks created one."""
     pid: int | None = None
     stopped: bool = False
 
@@ -202,6 +221,8 @@ class LocalDriver:
         self._events: asyncio.Queue[RuntimeEvent] = asyncio.Queue()
         self._lock = asyncio.Lock()
         self._started = False
+        self.virtual_ip_hooks: VirtualIpHooks | None = None
+        """Set by the agent when it runs network domains' tunnels (see the module docstring)."""
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -300,6 +321,10 @@ class LocalDriver:
                             address=IPv4Address(record.address),
                         )
                     )
+                    if spec.virtual_ip is not None and self.virtual_ip_hooks is not None:
+                        device = await self.virtual_ip_hooks.attach(spec, record.netns)
+                        worker.record = record = record.model_copy(update={"tun_device": device})
+                        self._write_record(worker)
                 await self._spawn(worker)
             except BaseException:
                 await self._teardown(worker)
@@ -600,6 +625,13 @@ class LocalDriver:
         )
         if not spec.is_header:
             env["RLARK_HEADER_ADDRESS"] = record.header_address
+        if record.tun_device is not None and spec.virtual_ip is not None:
+            # Ray and RLinf on the domain network: the node's address is its virtual IP, the Header's
+            # is the Header's virtual IP (given by the scheduler), traffic goes out the TUN device.
+            env["RLARK_NODE_IP"] = str(spec.virtual_ip)
+            env["RLINF_COMM_NET_DEVICES"] = record.tun_device
+            if not spec.is_header:
+                env["RLARK_HEADER_ADDRESS"] = spec.header_address
         if spec.prepare_script:
             env["RLARK_PREPARE_SCRIPT"] = str(wdir / "scripts" / "prepare.sh")
         if spec.run_script:
@@ -753,6 +785,11 @@ class LocalDriver:
         """Idempotent: no process, no namespace, no Ray temp dir left (the directory stays)."""
         await self._kill_everything(worker)
         record = worker.record
+        if record.tun_device is not None and self.virtual_ip_hooks is not None:
+            try:
+                await self.virtual_ip_hooks.detach(record.spec)
+            except Exception:  # the namespace goes below anyway; its device with it
+                log.exception("local_runtime.detach_virtual_ip_failed", worker_id=record.spec.worker_id)
         if record.netns is not None:
             await self._net.delete_namespace(record.netns, record.veth_host)
         shutil.rmtree(record.ray_temp_dir, ignore_errors=True)
