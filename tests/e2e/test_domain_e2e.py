@@ -161,6 +161,6 @@ async def test_a_job_spanning_two_clusters_in_a_domain_runs_ray_over_the_virtual
     assert made_on in beta_ips
     assert at == header["virtual_ip"]
     assert intact == "True"
-    print(f"100 MiB beta→alpha in {seconds} s; tunnels while running: {linked}; status {running['status']}")
+    print(f"virtual IPs {virtual_ips}; 100 MiB beta→alpha in {seconds} s; tunnels: {linked}")
     if running["status"] == "Running":
         assert linked == {"alpha": [(domain, [("beta", "up")])], "beta": [(domain, [("alpha", "up")])]}
