@@ -9,6 +9,7 @@ from __future__ import annotations
 from rlark_platform.service import Runnable, ServiceContext, ServiceDefinition, main
 
 from rlark_tunnel_agent.agent.loop import Agent
+from rlark_tunnel_agent.agent.tunnels import TunnelOptions
 from rlark_tunnel_agent.api import build_api
 from rlark_tunnel_agent.runtime.driver import RuntimeDriver
 from rlark_tunnel_agent.settings import TunnelAgentSettings
@@ -56,6 +57,13 @@ def build_workers(ctx: ServiceContext) -> list[Runnable]:
             state_dir=settings.state_dir,
             heartbeat_interval_s=settings.heartbeat_interval_s,
             observe_interval_s=settings.observe_interval_s,
+            tunnels=TunnelOptions(
+                listen_host=settings.tunnel_listen_host,
+                advertise_host=settings.tunnel_advertise_host,
+                listen_port=settings.tunnel_listen_port,
+            )
+            if settings.tunnels
+            else None,
         )
     ]
 
