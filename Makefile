@@ -26,7 +26,7 @@ test: setup test-web ## Run every test: the console's component tests, then pyte
 	@$(UV) run pytest $(PYTEST_ARGS)
 
 test-web: setup ## Build the web console (cached by source hash) and run its component tests (Vitest)
-	@$(UV) run python -m rlark_devinfra.web >/dev/null
+	@$(UV) run python -m rlark_devinfra.web --install >/dev/null
 	@cd web && npm test
 
 test-fast: ## Unit tests only (no servers)

@@ -174,9 +174,13 @@ def build_web(force: bool = False) -> Path:
 
 
 def main() -> int:
-    """``python -m rlark_devinfra.web [--force]``: build if needed and print the dist path."""
+    """``python -m rlark_devinfra.web [--force] [--install]``: build if needed and print the dist path;
+    ``--install`` also makes sure ``node_modules`` is installed (the component tests need it even when the
+    built console came from the cache)."""
     try:
         print(build_web(force="--force" in sys.argv[1:]))
+        if "--install" in sys.argv[1:]:
+            ensure_node_modules()
     except WebBuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
