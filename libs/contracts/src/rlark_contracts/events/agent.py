@@ -105,3 +105,26 @@ class TunnelEndpointAnnounced(EventData):
     port: int
     public_key: str
     announced_at: datetime
+
+
+@event("agent.tunnel.state_changed.v1", "agent.reports")
+class TunnelStateChanged(EventData):
+    """One link of a network domain, as this cluster's agent sees it: up or down, and its figures.
+
+    Published when the link to ``peer`` changes state (the agent polls its forwarders about once a
+    second) and again with a heartbeat at most every 30 s while the domain's tunnels are up, so a
+    consumer that missed the change catches up. ``state`` is ``"up"`` or ``"down"`` (a link still
+    connecting counts as down); consumers treat any other value as down. ``last_error`` is the
+    link's last failure ("" when none). Bytes count this side's traffic over the link since the
+    domain's tunnels came up here. The scheduler fails a job whose link stays down past its grace.
+    """
+
+    cluster: str
+    domain: str
+    peer: str
+    state: str
+    rtt_ms: float | None = None
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    last_error: str = ""
+    at: datetime
