@@ -10,6 +10,8 @@ file so a replayed placement never resurrects them.
 Network domains (with ``tunnels`` options and a driver that takes ``virtual_ip_hooks``, the local
 one): a second consumer reads ``netdomain.allocations``, ``netdomain.tunnels`` and the peers'
 endpoint announcements on ``agent.reports`` into ``DomainTunnels`` (see ``tunnels.py``, ADR 0003).
+A watcher polls the links about once a second and reports each state change
+(``agent.tunnel.state_changed.v1``); heartbeats re-report links last reported over 30 s ago.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from rlark_tunnel_agent.runtime.markers import Marker, OutputManifest
 log = structlog.get_logger(__name__)
 
 AGENT_VERSION = "0.1.0"
+LINK_POLL_S = 1.0
+LINK_REFRESH_S = 30.0
 
 
 class AgentState:
@@ -137,6 +141,7 @@ class Agent:
             await tunnel_consumer.start()
             consumers.append(tunnel_consumer)
             tasks.append(asyncio.create_task(self._consume_tunnels(tunnel_consumer), name="tunnels"))
+            tasks.append(asyncio.create_task(self._watch_links(), name="tunnel-links"))
         for worker_id in await self.driver.list_workers():
             status = await self.driver.get_status(worker_id)
             if status is not None:
@@ -196,7 +201,18 @@ class Agent:
             await self.reports.heartbeat(self._runtime, AGENT_VERSION)
             if self.tunnels is not None:
                 await self.tunnels.announce_all()
+                for report in self.tunnels.link_reports(refresh_after_s=LINK_REFRESH_S):
+                    await self.reports.publish(report)
             await self._sleep(self._heartbeat_interval_s)
+
+    async def _watch_links(self) -> None:
+        """Report each tunnel link's state change within about ``LINK_POLL_S``."""
+        tunnels = self.tunnels
+        assert tunnels is not None
+        while not self._stopping.is_set():
+            for report in tunnels.link_reports():
+                await self.reports.publish(report)
+            await self._sleep(LINK_POLL_S)
 
     async def report_nodes(self) -> None:
         await self.reports.nodes(await self.driver.observe_nodes(), self._state.cordoned)
