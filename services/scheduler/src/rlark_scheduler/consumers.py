@@ -2,8 +2,8 @@
 
 - ``scheduler-state`` reads ``inventory.clusters``, ``inventory.nodes``, ``keys.keys``,
   ``netdomain.domains`` and ``netdomain.allocations``.
-- ``scheduler-agent-reports`` reads ``agent.reports`` (worker status, logs, output manifests; node
-  observations and heartbeats are the inventory's business and are skipped). Provenance first: a
+- ``scheduler-agent-reports`` reads ``agent.reports`` (worker status, logs, output manifests, tunnel
+  link states; node observations and heartbeats are the inventory's business and are skipped). Provenance first: a
   report must carry the ``rlark-agent-token`` header with a valid token of the report's own
   cluster; anything else is a poison message (DLQ) and changes nothing (ADR 0001).
 
@@ -18,7 +18,12 @@ from typing import Any
 
 import structlog
 from rlark_contracts import Envelope
-from rlark_contracts.events.agent import WorkerLogsEmitted, WorkerOutputsListed, WorkerStatusChanged
+from rlark_contracts.events.agent import (
+    TunnelStateChanged,
+    WorkerLogsEmitted,
+    WorkerOutputsListed,
+    WorkerStatusChanged,
+)
 from rlark_contracts.events.inventory import ClusterState, NodeState
 from rlark_contracts.events.keys import KeyState
 from rlark_contracts.events.netdomain import (
@@ -121,8 +126,13 @@ def report_handlers(settings: SchedulerSettings) -> dict[str, Handler]:
         assert isinstance(payload, WorkerOutputsListed)
         await handlers.apply_worker_outputs(conn, payload)
 
+    async def tunnel(conn: Connection, envelope: Envelope, payload: Any) -> None:
+        assert isinstance(payload, TunnelStateChanged)
+        await handlers.apply_tunnel_state(conn, payload, Meta.of(envelope), settings, datetime.now(UTC))
+
     return {
         "agent.worker.status_changed.v1": status,
+        "agent.tunnel.state_changed.v1": tunnel,
         "agent.worker.logs_emitted.v1": logs,
         "agent.worker.outputs_listed.v1": outputs,
     }

@@ -27,6 +27,9 @@ Concurrency model
 - Pending reasons are written only when they change (``JobQueue.take_reason_changes``), so a round
   that changes nothing writes nothing.
 
+Each cycle also applies the tunnel rules (``handlers.judge_tunnels``), so a job whose domain link
+stays down fails when its grace ends, within about ``placement_poll_s``.
+
 Wake-ups: a NOTIFY (new job, node change, job ended ...), the earliest ``hold_until`` of a job
 waiting for network addresses, or a fallback poll (``placement_poll_s``).
 """
@@ -173,6 +176,9 @@ class PlacementLoop:
                 for job_id, reason in changes:
                     rounds = self.queue.rounds_waited(job_id)
                     await handlers.store_pending_reason(conn, job_id, reason, rounds, now)
+        async with transaction(self._pool) as conn:
+            # A tunnel down past its grace fails its jobs even when no new report arrives.
+            await handlers.judge_tunnels(conn, None, self._settings, datetime.now(UTC), handlers.Meta())
         self.rounds += 1
         return committed
 

@@ -30,3 +30,9 @@ class SchedulerSettings(ServiceSettings):
     stream_poll_s: float = Field(
         default=2.0, gt=0, description="Log/event streams re-check the database at least this often"
     )
+    tunnel_grace_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="A Starting/Running job whose network-domain tunnel between two of its clusters "
+        "stays down this long fails (RLARK_TUNNEL_GRACE_S)",
+    )
