@@ -4,6 +4,9 @@
   and overlap warnings.
 - ``netdomain-addresses``: ``scheduler.job.addresses_requested.v1`` → allocate;
   ``scheduler.job.addresses_released.v1`` → release.
+- ``netdomain-tunnel-states``: ``agent.tunnel.state_changed.v1`` on ``agent.reports`` → the
+  ``tunnel_states`` table shown with the domain. Like every reader of agent reports it believes
+  only reports carrying a valid agent token of the report's own cluster (ADR 0001).
 
 Each handler runs inside the platform consumer's inbox transaction, so a redelivered event is a
 no-op and the effects commit with the claim. A payload of an unexpected type is a poison message.
@@ -11,13 +14,16 @@ no-op and the effects commit with the claim. A payload of an unexpected type is 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from rlark_contracts import EVENT_TYPES, Envelope
+from rlark_contracts.events.agent import TunnelStateChanged
 from rlark_contracts.events.inventory import ClusterState
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import Consumer, Handler, PoisonMessage
+from rlark_platform.messaging.verifiers import agent_report_verifier
 from rlark_platform.service import Runnable, ServiceContext
 
 from rlark_netdomain import handlers
@@ -25,6 +31,7 @@ from rlark_netdomain.handlers import EventMeta
 
 REQUESTED = "scheduler.job.addresses_requested.v1"
 RELEASED = "scheduler.job.addresses_released.v1"
+TUNNEL_STATE = "agent.tunnel.state_changed.v1"
 
 
 def _meta(envelope: Envelope) -> EventMeta:
@@ -47,6 +54,12 @@ async def on_addresses_released(conn: Connection, envelope: Envelope, payload: A
     if not isinstance(payload, AddressesReleaseRequested):
         raise PoisonMessage(f"{envelope.type} is not an address release")
     await handlers.release_addresses(conn, payload, _meta(envelope))
+
+
+async def on_tunnel_state(conn: Connection, envelope: Envelope, payload: Any) -> None:
+    if not isinstance(payload, TunnelStateChanged):
+        raise PoisonMessage(f"{envelope.type} is not a tunnel state report")
+    await handlers.apply_tunnel_state(conn, payload, datetime.now(UTC))
 
 
 def cluster_event_types() -> list[str]:
@@ -75,6 +88,16 @@ def build_workers(ctx: ServiceContext) -> list[Runnable]:
             name="netdomain-addresses",
             topics=["scheduler.jobs"],
             handlers=address_handlers,
+            pool=pool,
+            bootstrap=settings.kafka_bootstrap,
+            names=ctx.names,
+            dlq_producer=producer,
+        ),
+        Consumer(
+            name="netdomain-tunnel-states",
+            topics=["agent.reports"],
+            handlers={TUNNEL_STATE: on_tunnel_state},
+            verifier=agent_report_verifier(settings.internal_secret.get_secret_value()),
             pool=pool,
             bootstrap=settings.kafka_bootstrap,
             names=ctx.names,

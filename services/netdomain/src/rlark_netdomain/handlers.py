@@ -22,6 +22,7 @@ import asyncpg
 import structlog
 from pydantic import BaseModel
 from rlark_contracts import new_envelope
+from rlark_contracts.events.agent import TunnelStateChanged
 from rlark_contracts.events.inventory import ClusterState
 from rlark_contracts.events.netdomain import (
     AddressAllocationFailed,
@@ -39,7 +40,7 @@ from rlark_platform.db import transaction
 from rlark_platform.db.pool import Connection
 from rlark_platform.errors import ApiError
 from rlark_platform.identity import Caller
-from rlark_platform.messaging import add_event
+from rlark_platform.messaging import PoisonMessage, add_event
 
 from rlark_netdomain import repository as repo
 from rlark_netdomain.domain import (
@@ -76,6 +77,7 @@ class DomainDetail:
     allocated: int
     per_cluster: dict[str, int]
     warnings: list[OverlapWarning]
+    tunnel_states: list[repo.TunnelLinkState] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,12 +215,14 @@ async def get_domain(pool: asyncpg.Pool, name: str) -> DomainDetail:
             raise _not_found(name)
         per_cluster = await repo.allocation_counts(conn, name)
         warnings = await repo.domain_warnings(conn, name)
+        states = await repo.tunnel_states(conn, name)
     return DomainDetail(
         domain=domain,
         capacity=count_assignable(domain.cidr),
         allocated=sum(per_cluster.values()),
         per_cluster=per_cluster,
         warnings=warnings,
+        tunnel_states=states,
     )
 
 
@@ -499,3 +503,26 @@ async def _refresh_topology(
     await repo.set_topology(conn, domain.name, ordered)
     await _publish(conn, _topology_event(domain, ordered), domain.name, meta)
     log.info("tunnel topology changed", domain=domain.name, clusters=ordered)
+
+
+async def apply_tunnel_state(conn: Connection, payload: TunnelStateChanged, now: datetime) -> bool:
+    """Keep an agent's report on one link of a domain, for ``GET /api/v1/domains/{name}``. The
+    report's time is the agent's, capped at ours; reports on unknown domains are dropped."""
+    if not payload.domain or not payload.peer or payload.peer == payload.cluster:
+        raise PoisonMessage("a tunnel state report names a domain and a peer other than its cluster")
+    at = min(payload.at, now)
+    return await repo.upsert_tunnel_state(
+        conn,
+        payload.domain,
+        repo.TunnelLinkState(
+            cluster=payload.cluster,
+            peer=payload.peer,
+            state="up" if payload.state == "up" else "down",
+            since=at,
+            rtt_ms=payload.rtt_ms,
+            bytes_sent=max(payload.bytes_sent, 0),
+            bytes_received=max(payload.bytes_received, 0),
+            last_error=payload.last_error[:500],
+            reported_at=at,
+        ),
+    )

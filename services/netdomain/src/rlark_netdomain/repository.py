@@ -375,3 +375,61 @@ async def seed_allocations(
         cluster,
         list(addresses),
     )
+
+
+# ---------------------------------------------------------------------------------- tunnel states
+
+
+@dataclass(frozen=True, slots=True)
+class TunnelLinkState:
+    """One agent's last report on one link of a domain."""
+
+    cluster: str
+    peer: str
+    state: str
+    since: datetime
+    rtt_ms: float | None
+    bytes_sent: int
+    bytes_received: int
+    last_error: str
+    reported_at: datetime
+
+
+async def upsert_tunnel_state(conn: Connection, domain: str, link: TunnelLinkState) -> bool:
+    """Store a link report of an existing domain; an older report than the stored one, or one for
+    an unknown domain, changes nothing (False). ``since`` moves only when the state changes."""
+    row = await conn.fetchval(
+        """INSERT INTO tunnel_states (domain, cluster, peer, state, since, rtt_ms, bytes_sent,
+                                      bytes_received, last_error, reported_at)
+           SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
+            WHERE EXISTS (SELECT 1 FROM domains WHERE name = $1)
+           ON CONFLICT (domain, cluster, peer) DO UPDATE SET
+               since = CASE WHEN tunnel_states.state = EXCLUDED.state THEN tunnel_states.since
+                            ELSE EXCLUDED.since END,
+               state = EXCLUDED.state, rtt_ms = EXCLUDED.rtt_ms, bytes_sent = EXCLUDED.bytes_sent,
+               bytes_received = EXCLUDED.bytes_received, last_error = EXCLUDED.last_error,
+               reported_at = EXCLUDED.reported_at
+            WHERE tunnel_states.reported_at <= EXCLUDED.reported_at
+           RETURNING 1""",
+        domain,
+        link.cluster,
+        link.peer,
+        link.state,
+        link.since,
+        link.rtt_ms,
+        link.bytes_sent,
+        link.bytes_received,
+        link.last_error,
+        link.reported_at,
+    )
+    return row is not None
+
+
+async def tunnel_states(conn: Connection, domain: str) -> list[TunnelLinkState]:
+    rows = await conn.fetch(
+        """SELECT cluster, peer, state, since, rtt_ms, bytes_sent, bytes_received, last_error,
+                  reported_at
+             FROM tunnel_states WHERE domain = $1 ORDER BY cluster, peer""",
+        domain,
+    )
+    return [TunnelLinkState(**dict(r)) for r in rows]

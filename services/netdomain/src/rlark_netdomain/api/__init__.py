@@ -96,10 +96,25 @@ class WarningOut(BaseModel):
     detected_at: datetime
 
 
+class TunnelStateOut(BaseModel):
+    cluster: str = Field(description="The reporting cluster")
+    peer: str
+    state: str = Field(description="up or down, as the reporting cluster's agent sees the link")
+    since: datetime = Field(description="When the link entered this state")
+    rtt_ms: float | None
+    bytes_sent: int
+    bytes_received: int
+    last_error: str
+    reported_at: datetime
+
+
 class DomainDetailOut(DomainOut):
     free: int
     clusters: list[ClusterUsage]
     tunnels: TunnelsOut
+    tunnel_states: list[TunnelStateOut] = Field(
+        description="Each link as each cluster's agent last reported it"
+    )
     overlaps: list[WarningOut]
 
 
@@ -126,6 +141,20 @@ def _detail(detail: handlers.DomainDetail) -> DomainDetailOut:
         tunnels=TunnelsOut(
             clusters=list(topology.clusters), links=[LinkOut(a=x.a, b=x.b) for x in topology.links]
         ),
+        tunnel_states=[
+            TunnelStateOut(
+                cluster=t.cluster,
+                peer=t.peer,
+                state=t.state,
+                since=t.since,
+                rtt_ms=t.rtt_ms,
+                bytes_sent=t.bytes_sent,
+                bytes_received=t.bytes_received,
+                last_error=t.last_error,
+                reported_at=t.reported_at,
+            )
+            for t in detail.tunnel_states
+        ],
         overlaps=[
             WarningOut(
                 cluster=w.cluster,
@@ -184,7 +213,7 @@ def build_router(ctx: ServiceContext) -> APIRouter:
 
     @router.get("/domains/{name}", response_model=DomainDetailOut)
     async def get_domain(name: str, _: CallerDep) -> DomainDetailOut:
-        """A domain with its utilisation, tunnel topology and overlap warnings."""
+        """A domain with its utilisation, tunnel topology and links' states, overlap warnings."""
         return _detail(await handlers.get_domain(pool, name))
 
     @router.delete("/domains/{name}", status_code=204)

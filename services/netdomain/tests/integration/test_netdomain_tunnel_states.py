@@ -1,0 +1,82 @@
+"""Tunnel link states reported by the agents are shown with their domain (GET /api/v1/domains/{name})."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from netdomain_it_support import event
+from rlark_contracts import TopicNames, encode
+from rlark_contracts.events.agent import TunnelStateChanged
+from rlark_platform.identity import AGENT_TOKEN_HEADER, issue_agent_token
+from rlark_platform.testing import TEST_SECRET, RunningService
+
+pytestmark = pytest.mark.integration
+
+
+async def report(
+    producer: AIOKafkaProducer, names: TopicNames, data: TunnelStateChanged, token_cluster: str = ""
+) -> None:
+    """Publish as an agent would; the record is keyed by the token's cluster, so reports of one
+    token stay in order."""
+    token_cluster = token_cluster or data.cluster
+    token = issue_agent_token(TEST_SECRET, token_cluster, 600)
+    await producer.send_and_wait(
+        names.physical("agent.reports"),
+        value=encode(event(data, data.cluster, source=f"agent/{data.cluster}")),
+        key=token_cluster.encode(),
+        headers=[(AGENT_TOKEN_HEADER, token.encode())],
+    )
+
+
+def link(
+    cluster: str, peer: str, state: str, at: datetime, error: str = "", **fields: Any
+) -> TunnelStateChanged:
+    return TunnelStateChanged(
+        cluster=cluster, domain="dom-a", peer=peer, state=state, last_error=error, at=at, **fields
+    )
+
+
+async def shown_states(service: RunningService, count: int) -> list[dict[str, Any]]:
+    async with service.client("alice") as alice:
+        for _ in range(200):
+            states: list[dict[str, Any]] = (await alice.get("/api/v1/domains/dom-a")).json()["tunnel_states"]
+            if len(states) >= count:
+                return states
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"expected {count} tunnel states, got {states}")
+
+
+async def test_each_agents_last_report_per_link_is_shown_with_the_domain(
+    service: RunningService, producer: AIOKafkaProducer, names: TopicNames
+) -> None:
+    async with service.client("root", role="admin") as admin:
+        response = await admin.post("/api/v1/domains", json={"name": "dom-a", "cidr": "10.100.0.0/16"})
+        assert response.status_code == 201, response.text
+        assert response.json()["tunnel_states"] == []
+    t0 = datetime.now(UTC) - timedelta(seconds=30)
+    await report(
+        producer, names, link("alpha", "beta", "up", t0, rtt_ms=0.4, bytes_sent=10, bytes_received=20)
+    )
+    await report(producer, names, link("beta", "alpha", "down", t0 + timedelta(seconds=5), "reset by peer"))
+    await report(producer, names, link("beta", "alpha", "down", t0 + timedelta(seconds=9), "refused"))
+    # A report from another cluster's token, and one on an unknown domain, change nothing.
+    await report(producer, names, link("gamma", "alpha", "down", t0, "x"), token_cluster="alpha")
+    await report(
+        producer,
+        names,
+        TunnelStateChanged(cluster="alpha", domain="nope", peer="beta", state="down", at=t0),
+    )
+    await report(producer, names, link("alpha", "gamma", "up", t0 + timedelta(seconds=10)))
+
+    states = {(s["cluster"], s["peer"]): s for s in await shown_states(service, 3)}
+    assert set(states) == {("alpha", "beta"), ("beta", "alpha"), ("alpha", "gamma")}
+    up = states[("alpha", "beta")]
+    assert (up["state"], up["rtt_ms"], up["bytes_sent"], up["bytes_received"]) == ("up", 0.4, 10, 20)
+    down = states[("beta", "alpha")]
+    assert (down["state"], down["last_error"]) == ("down", "refused")
+    assert datetime.fromisoformat(down["since"]) == t0 + timedelta(seconds=5)  # down since the first
+    assert datetime.fromisoformat(down["reported_at"]) == t0 + timedelta(seconds=9)
