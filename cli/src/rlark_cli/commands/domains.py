@@ -57,8 +57,41 @@ def _print_domain(domain: dict[str, Any]) -> None:
         out.print(
             "tunnels    " + ", ".join(f"{link['a']} <-> {link['b']}" for link in links), highlight=False
         )
+    states = domain.get("tunnel_states") or []
+    if states:
+        out.print(_tunnel_table(states))
     for warning in domain.get("overlaps") or []:
         out.print(f"[bold yellow]warning:[/] {warning['message']}", highlight=False)
+
+
+def _size(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{count} B"
+
+
+def _tunnel_table(states: list[dict[str, Any]]) -> Table:
+    """Each link as each cluster's agent last reported it; a down link in red with its error."""
+    table = Table(header_style="bold", title="tunnel links", title_justify="left")
+    for name in ("FROM", "TO", "STATE", "SINCE", "RTT", "SENT", "RECEIVED", "LAST ERROR"):
+        table.add_column(name, justify="right" if name in ("RTT", "SENT", "RECEIVED") else "left")
+    for state in states:
+        up = state["state"] == "up"
+        rtt = state.get("rtt_ms")
+        table.add_row(
+            state["cluster"],
+            state["peer"],
+            "[green]up[/]" if up else "[bold red]down[/]",
+            str(state["since"])[:19].replace("T", " "),
+            "-" if rtt is None else f"{rtt:.2f} ms",
+            _size(int(state.get("bytes_sent") or 0)),
+            _size(int(state.get("bytes_received") or 0)),
+            state.get("last_error") or "",
+        )
+    return table
 
 
 @app.command("create")
