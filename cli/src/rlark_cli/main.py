@@ -16,7 +16,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _root() -> None:
     """RLark: run RLinf (Ray) training across Kubernetes GPU clusters."""

@@ -48,7 +48,11 @@ def emit(data: Any, fmt: Format, columns: Sequence[Column] | None = None, title:
     if isinstance(data, dict):
         width = max((len(k) for k in data), default=0)
         for key, value in data.items():
-            shown = yaml.safe_dump(value, default_flow_style=True).strip() if isinstance(value, dict | list) else value
+            shown = (
+                yaml.safe_dump(value, default_flow_style=True).strip()
+                if isinstance(value, dict | list)
+                else value
+            )
             out.print(f"[bold]{key:<{width}}[/]  {shown}", highlight=False)
         return
     out.print(data)

@@ -170,7 +170,9 @@ def start(timeout_s: float = 120.0) -> KafkaStatus:
     java = shutil.which("java") or "java"
     classpath = f"{libs}/*"
     # The cluster id is fixed when the data directory is first formatted; restarts must reuse it.
-    cluster_id = _formatted_cluster_id(home / "data") or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = _formatted_cluster_id(home / "data") or base64.urlsafe_b64encode(
+        uuid.uuid4().bytes
+    ).decode().rstrip("=")
     subprocess.run(
         [
             java,
