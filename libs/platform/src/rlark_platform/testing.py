@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from rlark_contracts import Envelope, decode
 
 from rlark_platform.identity import Caller, Role, sign_caller
 from rlark_platform.service import ServiceDefinition, migrate, serve
@@ -86,3 +87,104 @@ async def running_service(
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)
+
+
+class TopicReader:
+    """Reads a physical topic from its start (a fresh consumer group), keeping every record it saw.
+
+    ``records`` holds (key, value, headers) of each record; ``events`` the decoded envelopes of those that
+    decode. ``until`` fails the test with what it saw when its condition does not hold in time; ``settle``
+    keeps reading so that events that should not exist get a chance to show up.
+    """
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        import uuid
+
+        from aiokafka import AIOKafkaConsumer
+
+        self._consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            group_id=f"reader-{uuid.uuid4().hex[:8]}",
+        )
+        self.records: list[tuple[bytes | None, bytes, dict[str, bytes]]] = []
+        self.events: list[Envelope] = []
+
+    async def __aenter__(self) -> TopicReader:
+        await self._consumer.start()
+        return self
+
+    async def __aexit__(self, *_: Any) -> None:
+        await self._consumer.stop()
+
+    async def _poll(self, timeout_ms: int) -> None:
+        for batch in (await self._consumer.getmany(timeout_ms=timeout_ms)).values():
+            for record in batch:
+                self.records.append((record.key, record.value, dict(record.headers or ())))
+                with contextlib.suppress(ValueError):
+                    self.events.append(decode(record.value))
+
+    async def until(
+        self, condition: Callable[[list[Envelope]], bool], timeout_s: float = 20.0
+    ) -> list[Envelope]:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while not condition(self.events):
+            if asyncio.get_running_loop().time() > deadline:
+                seen = [(e.type, e.subject) for e in self.events]
+                raise AssertionError(f"events not seen within {timeout_s}s; saw {seen}")
+            await self._poll(200)
+        return self.events
+
+    async def until_records(
+        self, count: int, timeout_s: float = 20.0
+    ) -> list[tuple[bytes | None, bytes, dict[str, bytes]]]:
+        """At least ``count`` raw records (or as many as came within ``timeout_s``)."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while len(self.records) < count and asyncio.get_running_loop().time() < deadline:
+            await self._poll(200)
+        return self.records
+
+    async def settle(self, seconds: float) -> list[Envelope]:
+        deadline = asyncio.get_running_loop().time() + seconds
+        while asyncio.get_running_loop().time() < deadline:
+            await self._poll(100)
+        return self.events
+
+    def of(self, event_type: str, job_id: str | None = None) -> list[dict[str, Any]]:
+        return [e.data for e in self.envelopes(event_type, job_id)]
+
+    def envelopes(self, event_type: str, job_id: str | None = None) -> list[Envelope]:
+        return [
+            e
+            for e in self.events
+            if e.type == event_type and (job_id is None or e.data.get("job_id") == job_id)
+        ]
+
+
+async def read_events(
+    bootstrap: str,
+    topic: str,
+    *,
+    until: Callable[[list[Envelope]], bool],
+    timeout_s: float = 20.0,
+    settle_s: float = 0.0,
+) -> list[Envelope]:
+    """Events of a physical topic from its start, read until ``until(events)`` holds (or the timeout), then
+    for ``settle_s`` more."""
+    async with TopicReader(bootstrap, topic) as reader:
+        with contextlib.suppress(AssertionError):
+            await reader.until(until, timeout_s)
+        await reader.settle(settle_s)
+        return reader.events
+
+
+async def read_records(
+    bootstrap: str, topic: str, *, expect: int, timeout_s: float = 20.0, settle_s: float = 0.5
+) -> list[tuple[bytes | None, bytes, dict[str, bytes]]]:
+    """Raw (key, value, headers) records of a physical topic once ``expect`` arrived (or the timeout)."""
+    async with TopicReader(bootstrap, topic) as reader:
+        await reader.until_records(expect, timeout_s)
+        await reader.settle(settle_s)
+        return reader.records

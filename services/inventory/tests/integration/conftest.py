@@ -7,13 +7,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from inventory_it_support import AGENT_TIMEOUT_S
 from rlark_contracts import TopicNames
 from rlark_platform.messaging import create_producer
 from rlark_platform.testing import RunningService, running_service, settings_for
 
 from rlark_inventory.main import DEFINITION
-
-AGENT_TIMEOUT_S = 1.5
 
 
 @pytest.fixture

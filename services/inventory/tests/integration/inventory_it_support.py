@@ -4,14 +4,13 @@ real broker, a topic reader, and polling until the service shows what a test wai
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 from pydantic import BaseModel
-from rlark_contracts import Envelope, TopicNames, decode, encode, new_envelope
+from rlark_contracts import Envelope, TopicNames, encode, new_envelope
 from rlark_contracts.events.agent import (
     HeartbeatSent,
     NodeObservation,
@@ -19,7 +18,11 @@ from rlark_contracts.events.agent import (
     WorkerStatusChanged,
 )
 from rlark_platform.identity import issue_agent_token
-from rlark_platform.testing import TEST_SECRET
+from rlark_platform.testing import TEST_SECRET, read_records
+from rlark_platform.testing import read_events as read_events  # re-exported for the tests
+
+AGENT_TIMEOUT_S = 1.5
+"""The inventory's liveness timeout in these tests (short, so offline detection is quick)."""
 
 T = TypeVar("T")
 
@@ -97,55 +100,7 @@ async def eventually(
         await asyncio.sleep(0.1)
 
 
-async def read_events(
-    bootstrap: str,
-    topic: str,
-    *,
-    until: Callable[[list[Envelope]], bool],
-    timeout_s: float = 20.0,
-    settle_s: float = 0.0,
-) -> list[Envelope]:
-    """Events of a physical topic from its start, read until ``until(events)`` holds (or the timeout),
-    then for ``settle_s`` more so that events that should not exist have a chance to show up."""
-    consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        group_id=f"reader-{uuid.uuid4().hex[:8]}",
-    )
-    await consumer.start()
-    found: list[Envelope] = []
-    try:
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while not until(found) and asyncio.get_running_loop().time() < deadline:
-            for records in (await consumer.getmany(timeout_ms=300)).values():
-                found += [decode(r.value) for r in records]
-        settled = asyncio.get_running_loop().time() + settle_s
-        while asyncio.get_running_loop().time() < settled:
-            for records in (await consumer.getmany(timeout_ms=200)).values():
-                found += [decode(r.value) for r in records]
-    finally:
-        await consumer.stop()
-    return found
-
-
 async def read_raw(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 20.0) -> list[Any]:
     """Raw records (value, headers) of a physical topic, once ``expect`` arrived (or the timeout)."""
-    consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        group_id=f"reader-{uuid.uuid4().hex[:8]}",
-    )
-    await consumer.start()
-    found: list[Any] = []
-    try:
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while len(found) < expect and asyncio.get_running_loop().time() < deadline:
-            for records in (await consumer.getmany(timeout_ms=300)).values():
-                found += [(r.value, dict(r.headers or ())) for r in records]
-    finally:
-        await consumer.stop()
-    return found
+    records = await read_records(bootstrap, topic, expect=expect, timeout_s=timeout_s, settle_s=0)
+    return [(value, headers) for _, value, headers in records]

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from conftest import AGENT_TIMEOUT_S
-from inventory_it_support import Agent, eventually, node, read_events, read_raw
+from inventory_it_support import AGENT_TIMEOUT_S, Agent, eventually, node, read_events, read_raw
 from rlark_contracts import TopicNames, encode
 from rlark_contracts.events.agent import NodesObserved
 from rlark_platform.identity import Role, issue_agent_token

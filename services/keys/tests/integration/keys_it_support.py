@@ -3,15 +3,14 @@ and a dump of every row of a database as text (to prove what is not stored)."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer
 from rlark_contracts import Envelope, decode
+from rlark_platform.testing import read_records
 
 
 @dataclass(frozen=True)
@@ -44,23 +43,8 @@ def secret_lines(private_text: str) -> list[str]:
 
 async def read_events(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30.0) -> list[Envelope]:
     """Every event of a physical topic from the start, once at least ``expect`` arrived."""
-    consumer = AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        group_id=f"reader-{uuid.uuid4().hex[:8]}",
-    )
-    await consumer.start()
-    found: list[Envelope] = []
-    try:
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while len(found) < expect and asyncio.get_running_loop().time() < deadline:
-            for records in (await consumer.getmany(timeout_ms=300)).values():
-                found += [decode(r.value) for r in records]
-    finally:
-        await consumer.stop()
-    return found
+    records = await read_records(bootstrap, topic, expect=expect, timeout_s=timeout_s, settle_s=0)
+    return [decode(value) for _, value, _ in records]
 
 
 async def dump_database(url: str) -> str:

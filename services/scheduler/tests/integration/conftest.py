@@ -14,9 +14,9 @@ from aiokafka import AIOKafkaProducer
 from rlark_contracts import TopicNames
 from rlark_platform.messaging import create_producer
 from rlark_platform.messaging.producer import delete_topics_with_prefix
-from rlark_platform.testing import RunningService, running_service, settings_for
+from rlark_platform.testing import RunningService, TopicReader, running_service, settings_for
 from rlark_scheduler.main import DEFINITION
-from scheduler_it_support import TopicReader, World
+from scheduler_it_support import World
 
 
 @pytest.fixture

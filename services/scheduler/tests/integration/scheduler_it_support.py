@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -15,9 +14,9 @@ from typing import Any, TypeVar
 import asyncpg
 import httpx
 import yaml
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 from pydantic import BaseModel
-from rlark_contracts import Envelope, TopicNames, decode, encode, new_envelope
+from rlark_contracts import Envelope, TopicNames, encode, new_envelope
 from rlark_contracts.events.agent import WorkerLogsEmitted, WorkerOutputsListed, WorkerStatusChanged
 from rlark_contracts.events.inventory import ClusterWentOffline, ClusterWentOnline, NodeUpdated
 from rlark_contracts.events.keys import KeyAdded, KeyDeleted
@@ -314,60 +313,6 @@ async def synced(database_url: str, sql: str, *args: Any, expect: Any, timeout_s
 
 async def nodes_synced(database_url: str, cluster: str, count: int) -> None:
     await synced(database_url, "SELECT count(*) FROM nodes WHERE cluster = $1", cluster, expect=count)
-
-
-class TopicReader:
-    """Reads a physical topic from its start, accumulating every event it saw."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self._consumer = AIOKafkaConsumer(
-            topic,
-            bootstrap_servers=bootstrap,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            group_id=f"reader-{uuid.uuid4().hex[:8]}",
-        )
-        self.events: list[Envelope] = []
-
-    async def __aenter__(self) -> TopicReader:
-        await self._consumer.start()
-        return self
-
-    async def __aexit__(self, *_: Any) -> None:
-        await self._consumer.stop()
-
-    async def until(
-        self, condition: Callable[[list[Envelope]], bool], timeout_s: float = 20.0
-    ) -> list[Envelope]:
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while not condition(self.events):
-            if asyncio.get_running_loop().time() > deadline:
-                seen = [(e.type, e.subject) for e in self.events]
-                raise AssertionError(f"events not seen within {timeout_s}s; saw {seen}")
-            for records in (await self._consumer.getmany(timeout_ms=200)).values():
-                self.events += [decode(r.value) for r in records]
-        return self.events
-
-    async def settle(self, seconds: float) -> list[Envelope]:
-        deadline = asyncio.get_running_loop().time() + seconds
-        while asyncio.get_running_loop().time() < deadline:
-            for records in (await self._consumer.getmany(timeout_ms=100)).values():
-                self.events += [decode(r.value) for r in records]
-        return self.events
-
-    def of(self, event_type: str, job_id: str | None = None) -> list[dict[str, Any]]:
-        return [
-            e.data
-            for e in self.events
-            if e.type == event_type and (job_id is None or e.data.get("job_id") == job_id)
-        ]
-
-    def envelopes(self, event_type: str, job_id: str | None = None) -> list[Envelope]:
-        return [
-            e
-            for e in self.events
-            if e.type == event_type and (job_id is None or e.data.get("job_id") == job_id)
-        ]
 
 
 def placed_count(job_id: str, count: int) -> Callable[[list[Envelope]], bool]:

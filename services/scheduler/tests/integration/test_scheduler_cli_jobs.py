@@ -17,8 +17,8 @@ import structlog
 from rlark_cli import client as cli_client
 from rlark_cli.main import app
 from rlark_platform.identity import Caller, Role, sign_caller
-from rlark_platform.testing import TEST_SECRET, RunningService
-from scheduler_it_support import IMAGE, TopicReader, World, nodes_synced, placed_count
+from rlark_platform.testing import TEST_SECRET, RunningService, TopicReader
+from scheduler_it_support import IMAGE, World, nodes_synced, placed_count
 from typer.testing import CliRunner, Result
 
 pytestmark = pytest.mark.integration

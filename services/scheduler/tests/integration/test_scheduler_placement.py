@@ -7,11 +7,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from rlark_platform.testing import RunningService
+from rlark_platform.testing import RunningService, TopicReader
 from scheduler_it_support import (
     IMAGE,
     PUBLIC_KEY,
-    TopicReader,
     World,
     eventually,
     get_job,

@@ -11,10 +11,9 @@ import httpx
 import pytest
 from rlark_contracts import TopicNames
 from rlark_platform.identity import issue_agent_token
-from rlark_platform.testing import TEST_SECRET, RunningService
+from rlark_platform.testing import TEST_SECRET, RunningService, TopicReader
 from scheduler_it_support import (
     PUBLIC_KEY,
-    TopicReader,
     World,
     eventually,
     get_job,

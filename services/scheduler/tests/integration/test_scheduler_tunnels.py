@@ -8,10 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 from rlark_contracts.events.agent import TunnelStateChanged
-from rlark_platform.testing import RunningService, running_service, settings_for
+from rlark_platform.testing import RunningService, TopicReader, running_service, settings_for
 from rlark_scheduler.main import DEFINITION
 from scheduler_it_support import (
-    TopicReader,
     World,
     eventually,
     get_job,
