@@ -677,6 +677,12 @@ class LocalDriver:
         self._pump_logs(worker, final=True)
         self._emit_status(worker, apply_exit(worker.status, code, stopped=worker.stop_requested))
         worker.exited.set()
+        # A worker that ended on its own keeps its directory (logs, outputs) but nothing that runs or holds an
+        # address: whatever its scripts left in its process group, its namespace, its Ray temp dir.
+        try:
+            await self._teardown(worker)
+        except Exception:
+            log.exception("local_runtime.teardown_after_exit_failed", worker_id=worker.record.spec.worker_id)
 
     def _alive(self, worker: _Worker) -> bool:
         if worker.proc is not None:
