@@ -19,7 +19,6 @@ from typing import Any
 
 import asyncpg
 import httpx
-import yaml
 from rlark_platform.service import ServiceDefinition
 from rlark_platform.testing import TEST_SECRET, free_port, running_service, settings_for
 
@@ -176,11 +175,6 @@ async def platform(
             await admin_conn.close()
 
 
-def write_local_cluster(path: Path, cluster: str, nodes: list[dict[str, Any]]) -> Path:
-    path.write_text(yaml.safe_dump({"cluster": cluster, "nodes": nodes}))
-    return path
-
-
 async def eventually(
     check: Any, timeout_s: float = 30, interval_s: float = 0.2, what: str = "condition"
 ) -> Any:
@@ -195,4 +189,4 @@ async def eventually(
     raise AssertionError(f"{what} not reached after {timeout_s}s (last: {last!r})")
 
 
-__all__ = ["ADMIN", "ADMIN_PASSWORD", "TEST_SECRET", "Stack", "eventually", "platform", "write_local_cluster"]
+__all__ = ["ADMIN", "ADMIN_PASSWORD", "TEST_SECRET", "Stack", "eventually", "platform"]

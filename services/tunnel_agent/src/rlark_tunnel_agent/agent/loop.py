@@ -39,7 +39,7 @@ from rlark_platform.messaging import create_producer
 
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
 from rlark_tunnel_agent.agent.reports import ReportPublisher
-from rlark_tunnel_agent.agent.session import Session, open_session
+from rlark_tunnel_agent.agent.session import Session, SessionRefused, open_session
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
 from rlark_tunnel_agent.runtime import driver as rt
 from rlark_tunnel_agent.runtime.markers import Marker, OutputManifest
@@ -181,11 +181,9 @@ class Agent:
         while True:
             try:
                 return await self._open_session(self._gateway_url, self._credential)
-            except Exception as exc:
-                from rlark_tunnel_agent.agent.session import SessionRefused
-
-                if isinstance(exc, SessionRefused):
-                    raise
+            except SessionRefused:
+                raise  # a wrong credential never becomes right by retrying
+            except Exception as exc:  # the gateway is down or starting: retry
                 log.warning("control plane unreachable; retrying", error=str(exc), retry_in_s=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30)
