@@ -198,6 +198,21 @@ export interface Domain {
   /** Detail only: addresses allocated per cluster. */
   clusters?: Array<{ cluster: string; allocated: number } | string>;
   tunnels?: { clusters: string[]; links: Array<{ a: string; b: string }> };
+  /** Detail only: each link as each cluster's agent last reported it. */
+  tunnel_states?: TunnelLinkState[];
+}
+
+/** One agent's last report on one SSH tunnel of a domain (`GET /domains/{name}`). */
+export interface TunnelLinkState {
+  cluster: string;
+  peer: string;
+  state: 'up' | 'down' | 'connecting' | string;
+  since: string;
+  rtt_ms?: number | null;
+  bytes_sent: number;
+  bytes_received: number;
+  last_error: string;
+  reported_at: string;
 }
 
 export interface DomainConflict {

@@ -1,20 +1,21 @@
 /**
  * Network domains (user guide step 3): the list with utilisation, and for admins the create form
  * whose CIDR is checked by the server as you type (`POST /domains:check`, debounced), so overlaps
- * with clusters' pod/service CIDRs or other domains show before submitting.
+ * with clusters' pod/service CIDRs or other domains show before submitting. Expanding a domain shows
+ * its SSH tunnels as each cluster's agent reports them (state, RTT, bytes, last error).
  */
 import { Alert, App, Button, Card, Col, Form, Input, Popconfirm, Progress, Row, Space, Table, Tag, Typography } from 'antd';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { domainsApi } from '../api/endpoints';
-import type { Domain, DomainConflict } from '../api/types';
+import type { Domain, DomainConflict, TunnelLinkState } from '../api/types';
 import ApiErrorAlert, { applyApiError, errorMessage } from '../components/ApiErrorAlert';
 import PageTitle from '../components/PageTitle';
 import { useSession } from '../auth';
 import { checkCidr } from '../lib/cidr';
 import { useDebounced } from '../lib/useDebounced';
-import { formatTime, percent } from '../lib/format';
+import { formatBytes, formatTime, percent } from '../lib/format';
 
 function conflictText(conflict: DomainConflict | string): string {
   if (typeof conflict === 'string') return conflict;
@@ -151,6 +152,58 @@ function DomainClusters({ domain }: { domain: Domain }) {
   );
 }
 
+const TUNNEL_COLORS: Record<string, string> = { up: 'success', down: 'error', connecting: 'processing' };
+
+/** The domain's tunnels: one row per (cluster, peer) link report, refreshed while shown. */
+export function DomainTunnels({ name }: { name: string }) {
+  const { t } = useTranslation();
+  const detail = useQuery({ queryKey: ['domain', name], queryFn: () => domainsApi.get(name), refetchInterval: 5000 });
+  const states = detail.data?.tunnel_states ?? [];
+  const links = detail.data?.tunnels?.links ?? [];
+  return (
+    <Space orientation="vertical" size="small" style={{ width: '100%' }} data-testid={`domain-tunnels-${name}`}>
+      <Typography.Text strong>{t('domains.tunnelsTitle')}</Typography.Text>
+      <ApiErrorAlert error={detail.error} />
+      {!detail.isLoading && !links.length && !states.length && (
+        <Typography.Text type="secondary">{t('domains.tunnelsEmpty')}</Typography.Text>
+      )}
+      {!detail.isLoading && links.length > 0 && !states.length && (
+        <Typography.Text type="secondary">{t('domains.tunnelsNoReport')}</Typography.Text>
+      )}
+      {states.length > 0 && (
+        <Table<TunnelLinkState>
+          size="small"
+          rowKey={(s) => `${s.cluster}/${s.peer}`}
+          dataSource={states}
+          pagination={false}
+          columns={[
+            { title: t('domains.tunnelFrom'), dataIndex: 'cluster' },
+            { title: t('domains.tunnelPeer'), dataIndex: 'peer' },
+            {
+              title: t('domains.tunnelState'),
+              dataIndex: 'state',
+              render: (v: string) => (
+                <Tag color={TUNNEL_COLORS[v] ?? 'default'} data-testid="tunnel-state">
+                  {t(`domains.tunnelStates.${v}`, { defaultValue: v })}
+                </Tag>
+              ),
+            },
+            { title: t('domains.tunnelRtt'), dataIndex: 'rtt_ms', render: (v?: number | null) => (v == null ? '—' : `${v.toFixed(2)} ms`) },
+            { title: t('domains.tunnelSent'), dataIndex: 'bytes_sent', render: (v: number) => formatBytes(v) },
+            { title: t('domains.tunnelReceived'), dataIndex: 'bytes_received', render: (v: number) => formatBytes(v) },
+            { title: t('domains.tunnelSince'), dataIndex: 'since', render: formatTime },
+            {
+              title: t('domains.tunnelError'),
+              dataIndex: 'last_error',
+              render: (v: string) => (v ? <Typography.Text type="danger">{v}</Typography.Text> : '—'),
+            },
+          ]}
+        />
+      )}
+    </Space>
+  );
+}
+
 function Utilisation({ domain }: { domain: Domain }) {
   const { t } = useTranslation();
   const known = domain.capacity !== undefined && domain.allocated !== undefined;
@@ -205,6 +258,7 @@ export default function Domains() {
             loading={domains.isLoading}
             dataSource={domains.data?.items ?? []}
             pagination={{ hideOnSinglePage: true, pageSize: 50 }}
+            expandable={{ expandedRowRender: (d) => <DomainTunnels name={d.name} />, columnTitle: t('domains.showTunnels') }}
             columns={[
               {
                 title: t('domains.name'),

@@ -60,4 +60,26 @@ describe('network domain form', () => {
     await waitFor(() => expect(table).toHaveTextContent('dom-a'));
     expect(table).toHaveTextContent('已分配 12 / 65024 个地址');
   });
+
+  it('shows each tunnel of a domain with its state, RTT, bytes and last error when expanded', async () => {
+    mockApi({
+      'GET /api/v1/domains': LIST,
+      'GET /api/v1/domains/dom-a': {
+        ...LIST.items[0],
+        tunnels: { clusters: ['alpha', 'beta'], links: [{ a: 'alpha', b: 'beta' }] },
+        tunnel_states: [
+          { cluster: 'alpha', peer: 'beta', state: 'up', since: '2026-11-29T10:00:00Z', rtt_ms: 0.42, bytes_sent: 104857600, bytes_received: 2048, last_error: '', reported_at: '2026-11-29T10:00:05Z' },
+          { cluster: 'beta', peer: 'alpha', state: 'down', since: '2026-11-29T10:00:03Z', rtt_ms: null, bytes_sent: 10, bytes_received: 20, last_error: 'no answer from alpha for 2.5s', reported_at: '2026-11-29T10:00:05Z' },
+        ],
+      },
+    });
+    renderPage(<Domains />);
+    const table = await screen.findByTestId('domains-table');
+    await waitFor(() => expect(table).toHaveTextContent('dom-a'));
+    fireEvent.click(table.querySelector('button.ant-table-row-expand-icon') as HTMLElement);
+    const tunnels = await screen.findByTestId('domain-tunnels-dom-a');
+    await waitFor(() => expect(tunnels).toHaveTextContent('no answer from alpha for 2.5s'));
+    expect(tunnels).toHaveTextContent('0.42 ms');
+    expect(screen.getAllByTestId('tunnel-state').map((e) => e.textContent)).toEqual(['正常', '中断']);
+  });
 });
