@@ -66,9 +66,29 @@ class TunnelLink(EventData):
     via: str | None = None
 
 
+class TunnelEndpoint(EventData):
+    """Where ``cluster``'s agent accepts the domain's SSH tunnels, and the Ed25519 public key
+    (``ssh-ed25519 <base64>``) its peers pin: host key when dialing, the only client key accepted
+    from that cluster."""
+
+    cluster: str
+    host: str
+    port: int
+    public_key: str
+
+
 @event("netdomain.tunnels.topology_changed.v1", "netdomain.tunnels")
 class TunnelTopologyChanged(EventData):
+    """A domain's desired tunnels: its clusters, the links between them and the endpoints.
+
+    ``endpoints`` (added later; empty in older events) holds, per cluster of ``clusters``, the
+    latest endpoint its agent announced (``agent.tunnel.endpoint_announced.v1``) that the netdomain
+    service verified against the agent token of that very cluster (ADR 0003). Agents take their
+    peers' endpoints and keys only from here. A cluster whose agent has not announced yet is absent.
+    """
+
     domain: str
     cidr: str
     clusters: list[str]
     links: list[TunnelLink]
+    endpoints: list[TunnelEndpoint] = []
