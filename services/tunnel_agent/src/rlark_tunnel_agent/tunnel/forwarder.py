@@ -71,6 +71,9 @@ class ForwarderConfig:
     dead_after_s: float = 4.0
     connect_timeout_s: float = 3.0
     backoff_max_s: float = 2.0
+    netns: str | None = None
+    """The network namespace (name or path) in which the tunnel sockets live — the server's
+    listening socket and the dialers' sockets; None: the agent's own. Workers' TUNs are unaffected."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +174,8 @@ class TunnelForwarder:
     async def start(self) -> int:
         """Start the domain's SSH endpoint; returns its port."""
         self._loop = asyncio.get_running_loop()
-        self._port = await self._server.start(self.config.listen_host, self.config.listen_port)
+        cfg = self.config
+        self._port = await self._server.start(cfg.listen_host, cfg.listen_port, cfg.netns)
         return self._port
 
     async def stop(self) -> None:
@@ -234,6 +238,7 @@ class TunnelForwarder:
                 port=spec.endpoint[1],
                 connect_timeout_s=self.config.connect_timeout_s,
                 backoff_max_s=self.config.backoff_max_s,
+                netns=self.config.netns,
             )
             self._dialers[spec.cluster] = dialer
             dialer.start()

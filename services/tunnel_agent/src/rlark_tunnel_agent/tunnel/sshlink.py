@@ -16,6 +16,12 @@ nothing arrives for ``dead_after_s`` (a cut cable does not close a TCP connectio
 packets so that a batch of frames costs a few encryptions, and asyncssh sets TCP_NODELAY on the
 socket (checked in tests), so small packets are not held back by Nagle.
 
+Sockets in a network namespace: given ``netns``, the server's listening socket and the dialer's
+sockets are created inside that namespace (on a short-lived thread that entered it, as ``tun.py``
+does) and handed to asyncssh ready-made; the agent's process and event loop stay where they are.
+This puts a cluster's tunnel endpoint on that cluster's network (an emulated cluster in tests,
+whose link can then be cut) while the agent's control-plane traffic stays in the host namespace.
+
 Concurrency: everything runs on one asyncio loop; callbacks never block.
 """
 
@@ -36,6 +42,7 @@ import asyncssh
 
 from rlark_tunnel_agent.tunnel.frames import FrameDecoder, FrameError, FrameKind, encode_frame
 from rlark_tunnel_agent.tunnel.routing import LinkCounters
+from rlark_tunnel_agent.tunnel.tun import run_in_netns
 
 CHANNEL_WINDOW = 16 * 1024 * 1024
 CHANNEL_MAX_PKTSIZE = 192 * 1024
@@ -303,6 +310,32 @@ def nodelay(conn: asyncssh.SSHClientConnection | asyncssh.SSHServerConnection) -
     return bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
 
 
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A non-blocking TCP socket listening on ``host:port`` in the calling thread's namespace."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(100)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _dialing_socket(host: str, port: int) -> tuple[socket.socket, Any]:
+    """A non-blocking, unconnected TCP socket in the calling thread's namespace, and the address
+    to connect it to (resolved there too)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setblocking(False)
+    return sock, address
+
+
 class _Server(asyncssh.SSHServer):
     """Authenticates peer clusters by pinned key and serves only the domain's frame service."""
 
@@ -373,11 +406,15 @@ class TunnelServer:
         self.link_for = link_for
         self._acceptor: asyncssh.SSHAcceptor | None = None
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (port 0: any); return the port."""
+    async def start(self, host: str, port: int, netns: str | None = None) -> int:
+        """Listen on ``host:port`` (port 0: any) — inside network namespace ``netns`` (a name or a
+        path, see ``tun.netns_path``) when given; return the port."""
+        where: dict[str, Any] = {"host": host, "port": port}
+        if netns is not None:
+            sock = await asyncio.to_thread(run_in_netns, netns, lambda: _listening_socket(host, port))
+            where = {"sock": sock}
         self._acceptor = await asyncssh.listen(
-            host,
-            port,
+            **where,
             server_factory=lambda: _Server(self),
             server_host_keys=[self._host_key],
             allow_pty=False,
@@ -411,6 +448,7 @@ class PeerDialer:
         connect_timeout_s: float = 3.0,
         backoff_min_s: float = 0.2,
         backoff_max_s: float = 2.0,
+        netns: str | None = None,
     ) -> None:
         self._link = link
         self._domain = domain
@@ -422,6 +460,7 @@ class PeerDialer:
         self._connect_timeout_s = connect_timeout_s
         self._backoff_min_s = backoff_min_s
         self._backoff_max_s = backoff_max_s
+        self._netns = netns
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -435,22 +474,40 @@ class PeerDialer:
             self._task = None
         self._link.close("tunnel stopped")
 
-    async def _connect_once(self) -> None:
-        conn = await asyncio.wait_for(
-            asyncssh.connect(
-                self._host,
-                self._port,
-                username=self._user,
-                client_keys=[self._client_key],
-                known_hosts=([self._peer_host_key], [], []),
-                preferred_auth=["publickey"],
-                agent_path=None,
-                config=None,
-                ignore_encrypted=True,
-                **_common_options(),
-            ),
-            self._connect_timeout_s,
+    async def _connected_socket(self) -> socket.socket:
+        """A TCP connection to the peer from a socket created in ``self._netns``."""
+        netns = self._netns
+        assert netns is not None
+        sock, address = await asyncio.to_thread(
+            run_in_netns, netns, lambda: _dialing_socket(self._host, self._port)
         )
+        try:
+            await asyncio.get_running_loop().sock_connect(sock, address)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    async def _dial(self) -> asyncssh.SSHClientConnection:
+        where: dict[str, Any] = {}
+        if self._netns is not None:
+            where = {"sock": await self._connected_socket()}
+        return await asyncssh.connect(
+            self._host,
+            self._port,
+            **where,
+            username=self._user,
+            client_keys=[self._client_key],
+            known_hosts=([self._peer_host_key], [], []),
+            preferred_auth=["publickey"],
+            agent_path=None,
+            config=None,
+            ignore_encrypted=True,
+            **_common_options(),
+        )
+
+    async def _connect_once(self) -> None:
+        conn = await asyncio.wait_for(self._dial(), self._connect_timeout_s)
         try:
             # the session attaches the channel to the link in connection_made
             await asyncio.wait_for(
