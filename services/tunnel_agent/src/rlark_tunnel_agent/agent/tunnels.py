@@ -58,7 +58,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 @dataclass(frozen=True, slots=True)
 class TunnelOptions:
-    """Where this agent accepts its peers' tunnels.
+    """Where this agent accepts its peers' tunnels, and how fast it notices a dead link.
 
     ``advertise_host`` is what peers dial (the cluster's reachable address). On the local runtime
     two agents on one machine listen on 127.0.0.1 with distinct (ephemeral) ports.
@@ -68,6 +68,17 @@ class TunnelOptions:
     advertise_host: str = "127.0.0.1"
     listen_port: int = 0
     """0: an ephemeral port per domain (announced once bound)."""
+    netns: str | None = None
+    """The network namespace (name, or path such as ``/run/netns/X``) holding the tunnel sockets —
+    listening and dialing — while the agent itself (its control-plane HTTP, Kafka) stays where it
+    runs. None: the agent's own. Used to put each emulated cluster's endpoint behind a link that a
+    test can cut (``rlark_devinfra.netns``)."""
+    ping_interval_s: float = 1.0
+    """A PING on every link this often."""
+    dead_after_s: float = 4.0
+    """A link silent this long is declared down (a cut cable does not close TCP for minutes)."""
+    backoff_max_s: float = 2.0
+    """Longest wait between two dials of a down link."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +196,10 @@ class DomainTunnels:
             cluster=self.cluster,
             listen_host=self.options.listen_host,
             listen_port=self.options.listen_port,
+            netns=self.options.netns,
+            ping_interval_s=self.options.ping_interval_s,
+            dead_after_s=self.options.dead_after_s,
+            backoff_max_s=self.options.backoff_max_s,
         )
         await self.supervisor.worker_landed(
             config,
