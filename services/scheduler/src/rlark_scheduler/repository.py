@@ -394,7 +394,7 @@ _JOB_COLUMNS = """id, owner, name, spec, spec_yaml, warnings, status, reason, de
     updated_at, scheduled_at, started_at, ended_at"""
 
 
-def _job(row: asyncpg.Record) -> JobRow:
+def _job(row: asyncpg.Record | Mapping[str, Any]) -> JobRow:
     data = dict(row)
     data["status"] = JobStatus(data["status"])
     for name in ("ssh_key_ids", "ssh_key_names", "ssh_public_keys"):
@@ -417,12 +417,16 @@ async def insert_job(
     ssh_key_names: Sequence[str],
     ssh_public_keys: Sequence[str],
     now: datetime,
+    idempotency_key: str | None = None,
+    idempotency_fingerprint: str | None = None,
 ) -> JobRow:
+    """Store a new Pending job. With an idempotency key already used by ``owner``, raises
+    ``asyncpg.UniqueViolationError`` on the constraint :data:`IDEMPOTENCY_CONSTRAINT`."""
     row = await conn.fetchrow(
         f"""INSERT INTO jobs (id, owner, name, spec, spec_yaml, warnings, status, reason, priority,
                               network_domain, ssh_key_ids, ssh_key_names, ssh_public_keys,
-                              created_at, updated_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, 'submitted', $8, $9, $10, $11, $12, $13, $13)
+                              created_at, updated_at, idempotency_key, idempotency_fingerprint)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, 'submitted', $8, $9, $10, $11, $12, $13, $13, $14, $15)
             RETURNING {_JOB_COLUMNS}""",  # noqa: S608
         job_id,
         owner,
@@ -437,9 +441,30 @@ async def insert_job(
         list(ssh_key_names),
         list(ssh_public_keys),
         now,
+        idempotency_key,
+        idempotency_fingerprint,
     )
     assert row is not None
     return _job(row)
+
+
+IDEMPOTENCY_CONSTRAINT = "jobs_owner_idempotency_key"
+"""The unique (owner, idempotency_key) constraint of ``jobs`` (migration 0004)."""
+
+
+async def job_by_idempotency_key(conn: Connection, owner: str, key: str) -> tuple[JobRow, str] | None:
+    """``owner``'s job submitted with ``key``, and the fingerprint of the document it came with."""
+    row = await conn.fetchrow(
+        f"""SELECT {_JOB_COLUMNS}, idempotency_fingerprint FROM jobs
+            WHERE owner = $1 AND idempotency_key = $2""",  # noqa: S608
+        owner,
+        key,
+    )
+    if row is None:
+        return None
+    data = dict(row)
+    fingerprint = str(data.pop("idempotency_fingerprint") or "")
+    return _job(data), fingerprint
 
 
 async def get_job(conn: Connection, job_id: str, *, for_update: bool = False) -> JobRow | None:

@@ -30,6 +30,7 @@ from rlark_platform.messaging import add_events
 
 from rlark_scheduler import repository as repo
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.idempotency import HEADER, document_fingerprint
 from rlark_scheduler.domain.jobs import JobStatus, job_request
 from rlark_scheduler.domain.reasons import PendingReason, can_ever_fit
 from rlark_scheduler.domain.render import AgentPlan, normalized_document, plan_preview, render_yaml
@@ -211,13 +212,87 @@ def refusal(checked: Checked) -> ApiError:
     return ApiError(422, str(first["code"]), str(first["message"]), str(first["field"]) or None, details)
 
 
-async def submit(pool: asyncpg.Pool, caller: Caller, body: bytes, now: datetime) -> JobRow:
-    """Check and store a job as Pending owned by ``caller``; 422 (nothing stored) when refused."""
+def fingerprint(body: bytes) -> str:
+    """The fingerprint of the document in ``body`` that an idempotent repeat must match."""
+    text = _document_text(body)
+    try:
+        canonical: dict[str, Any] | None = normalized_document(parse_job_document(text))
+    except SpecParseError:
+        canonical = None
+    return document_fingerprint(canonical, text)
+
+
+def _repeat(found: tuple[JobRow, str], key: str, body_fingerprint: str) -> JobRow:
+    """The job a repeated submission gets back, or the 409 when its key came with another document."""
+    job, stored = found
+    if stored != body_fingerprint:
+        log.info("idempotency key reused with another document", job_id=job.id)
+        raise ApiError(
+            409,
+            "idempotency_key_reused",
+            f"{HEADER} {key!r} was already used for job {job.id} with a different document; "
+            "use a new key for a new job",
+            HEADER,
+            {"job_id": job.id},
+        )
+    log.info("job submission repeated", job_id=job.id)
+    return job
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What ``submit`` did: the job, and whether this request created it (False: an idempotent repeat)."""
+
+    job: JobRow
+    created: bool
+
+
+async def submit(
+    pool: asyncpg.Pool, caller: Caller, body: bytes, now: datetime, idempotency_key: str | None = None
+) -> Submitted:
+    """Check and store a job as Pending owned by ``caller``; 422 (nothing stored) when refused.
+
+    With ``idempotency_key`` (already checked by :func:`check_key`): when ``caller`` submitted that key
+    before, the job stored then is returned (``created`` False) without checking anything again — a retry
+    gets the first answer even if the fleet changed meanwhile — or 409 when the document differs. Two
+    concurrent first submissions with one key race on the unique constraint; the loser's transaction
+    rolls back whole and it answers as a repeat.
+    """
+    body_fingerprint = fingerprint(body) if idempotency_key is not None else None
     async with pool.acquire() as conn:
+        if idempotency_key is not None:
+            found = await repo.job_by_idempotency_key(conn, caller.user, idempotency_key)
+            if found is not None:
+                assert body_fingerprint is not None
+                return Submitted(_repeat(found, idempotency_key, body_fingerprint), created=False)
         checked = await check(conn, caller.user, body)
     if not checked.ok:
         log.info("job refused", code=checked.error_dicts()[0]["code"], errors=len(checked.error_dicts()))
         raise refusal(checked)
+    try:
+        job = await _store(pool, caller, checked, now, idempotency_key, body_fingerprint)
+    except asyncpg.UniqueViolationError as exc:
+        if idempotency_key is None or exc.constraint_name != repo.IDEMPOTENCY_CONSTRAINT:
+            raise
+        async with pool.acquire() as conn:
+            found = await repo.job_by_idempotency_key(conn, caller.user, idempotency_key)
+        assert found is not None  # the row that won the race commits before the violation is raised
+        assert body_fingerprint is not None
+        return Submitted(_repeat(found, idempotency_key, body_fingerprint), created=False)
+    assert checked.doc is not None
+    log.info("job submitted", job_id=job.id, workers=sum(r.replicas for r in checked.doc.spec.tasks))
+    return Submitted(job, created=True)
+
+
+async def _store(
+    pool: asyncpg.Pool,
+    caller: Caller,
+    checked: Checked,
+    now: datetime,
+    idempotency_key: str | None,
+    body_fingerprint: str | None,
+) -> JobRow:
+    """The one write transaction of a submission: job row, first timeline row, outbox events, wake-up."""
     doc = checked.doc
     assert doc is not None
     by_name: dict[str, KeyRow] = {}
@@ -242,6 +317,8 @@ async def submit(pool: asyncpg.Pool, caller: Caller, body: bytes, now: datetime)
             ssh_key_names=[k.name for k in chosen],
             ssh_public_keys=[k.public_key for k in chosen],
             now=now,
+            idempotency_key=idempotency_key,
+            idempotency_fingerprint=body_fingerprint,
         )
         await repo.insert_event(
             conn, job_id, "status", at=now, to_status=JobStatus.PENDING.value, reason="submitted"
@@ -271,5 +348,4 @@ async def submit(pool: asyncpg.Pool, caller: Caller, body: bytes, now: datetime)
             ],
         )
         await repo.add_change(conn, "job", job_id)
-    log.info("job submitted", job_id=job_id, workers=sum(r.replicas for r in doc.spec.tasks))
     return job

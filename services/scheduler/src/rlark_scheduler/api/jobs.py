@@ -37,6 +37,8 @@ from rlark_scheduler.api.models import (
     WorkerOut,
 )
 from rlark_scheduler.api.streams import JobActivity
+from rlark_scheduler.domain.idempotency import HEADER as IDEMPOTENCY_HEADER
+from rlark_scheduler.domain.idempotency import IdempotencyKeyInvalid, check_key
 from rlark_scheduler.domain.jobs import JobStatus
 from rlark_scheduler.domain.render import render_yaml
 from rlark_scheduler.domain.spec import SpecParseError
@@ -172,14 +174,36 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
         return submission.preview_body(checked)
 
     @router.post("/jobs", status_code=201, response_model=JobDetail, openapi_extra=_DOCUMENT_BODY)
-    async def submit(request: Request, caller: CallerDep) -> JobDetail:
+    async def submit(
+        request: Request,
+        response: Response,
+        caller: CallerDep,
+        idempotency_key: Annotated[
+            str | None,
+            Header(
+                alias=IDEMPOTENCY_HEADER,
+                description="Makes retries safe: a repeat with the same key and document returns the "
+                "job created first (200); the same key with another document is 409",
+            ),
+        ] = None,
+    ) -> JobDetail:
         """Submit a job: validated, stored as Pending, queued for gang placement.
 
         422 with every problem when refused (``job_cannot_fit`` when no amount of waiting could place it).
+        With ``Idempotency-Key``: 201 when this request created the job, 200 with the same job for a
+        repeat, 409 ``idempotency_key_reused`` when the key came with another document before.
         """
+        key = None
+        if idempotency_key is not None:
+            try:
+                key = check_key(idempotency_key)
+            except IdempotencyKeyInvalid as exc:
+                raise ApiError(422, "idempotency_key_invalid", str(exc), IDEMPOTENCY_HEADER) from None
         body = await _body(request)
-        job = await submission.submit(pool, caller, body, datetime.now(UTC))
-        return await detail(job)
+        submitted = await submission.submit(pool, caller, body, datetime.now(UTC), key)
+        if not submitted.created:
+            response.status_code = 200
+        return await detail(submitted.job)
 
     @router.get("/jobs", response_model=JobList)
     async def list_jobs(
