@@ -12,18 +12,34 @@ worker B1:
 
 Numbers: single-stream iperf3 throughput both directions (Mbit/s), ping RTT (median of 20, ms)
 and a one-byte TCP round trip (median of 500, µs). Prints one JSON line per MTU and a table.
+
+Two more measures, each in a bed of its own (clusters ``a`` = [a1], ``b`` = [b1]):
+
+- ``ray_round_trip``: a Ray head in worker a1, a Ray worker node in b1 (resource ``b1``), a driver
+  in a1 timing sequential ``ray.get(noop.options(resources={"b1": 1}).remote())`` — first with
+  the nodes joined over the tunnel (virtual IPs), then joined *without* it: a direct veth between
+  the a1 and b1 namespaces, plain addresses, same MTU. Median / p90 in ms and the ratio (target
+  ≤ 2×). Ray only ever learns the addresses it is given, so each run's traffic takes one path.
+- ``flood``: ``packets`` small UDP frames (iperf3 ``-u -l 32``) each way, both directions at
+  once; the peer links' counters are sampled every second. A *stall* is a window of ≥ 2 s in
+  which a direction still offered traffic and its counter did not move. Reports packets, seconds,
+  packets/s, the longest no-progress window, whether every frame that entered the tunnel left it
+  at the peer, and whether ping works afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +48,11 @@ from rlark_tunnel_agent.tunnel.tun import DEFAULT_MTU
 
 OPENSSH_PORT = 2223
 PROBE_PORT = 7100
+RAY_PORT = 6379
+DIRECT_A, DIRECT_B = "10.203.0.1", "10.203.0.2"
+"""The veth that joins a1 and b1 without the tunnel (``ray_round_trip``'s baseline)."""
+STALL_S = 2.0
+"""A no-progress window at least this long while traffic is offered is a stall."""
 
 
 def _iperf(bed: TunnelBed, client: str, server_address: str, seconds: int, reverse: bool) -> float:
@@ -186,16 +207,317 @@ def run_once(mtu: int, seconds: int) -> dict[str, Any]:
     return result
 
 
+# --- a small Ray task's round trip, over the tunnel and without it --------------------------------
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+RAY_DRIVER = """
+import json, sys, time, ray
+ray.init(address=sys.argv[1], _node_ip_address=sys.argv[2], logging_level="ERROR")
+tasks, warmup = int(sys.argv[3]), int(sys.argv[4])
+deadline = time.monotonic() + 120
+while ray.cluster_resources().get("b1", 0) < 1:
+    if time.monotonic() > deadline:
+        raise SystemExit("the b1 node did not join")
+    time.sleep(0.2)
+
+@ray.remote
+def noop():
+    return None
+
+pinned = noop.options(resources={"b1": 1})
+for _ in range(warmup):
+    ray.get(pinned.remote())
+ms = []
+for _ in range(tasks):
+    started = time.perf_counter()
+    ray.get(pinned.remote())
+    ms.append((time.perf_counter() - started) * 1000)
+ms.sort()
+pick = lambda q: round(ms[min(len(ms) - 1, int(q * len(ms)))], 3)
+print(json.dumps({"tasks": len(ms), "median_ms": pick(0.5), "p90_ms": pick(0.9),
+                  "min_ms": round(ms[0], 3), "max_ms": round(ms[-1], 3)}))
+"""
+
+
+def ray_env() -> dict[str, str]:
+    """Ray's environment in the bed: no usage stats, and no uv project rebuild on every node
+    (under ``uv run`` Ray would try; the nodes share this machine's venv)."""
+    return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0"}
+
+
+def _ray_nodes(
+    bed: TunnelBed, head: str, worker: str, port: int, temp: Path
+) -> list[subprocess.Popen[bytes]]:
+    """``ray start`` head in a1 on ``head``, a node in b1 on ``worker`` with resource ``b1``.
+
+    Each in its own process group (stopped with ``_stop_groups``) and temp dir."""
+    common = ["--block", "--num-cpus=1", "--disable-usage-stats"]
+    quiet: dict[str, Any] = {
+        "env": ray_env(),
+        "start_new_session": True,
+        "stdout": subprocess.DEVNULL,
+        "stderr": subprocess.DEVNULL,
+    }
+    procs = [
+        bed.popen(
+            "a1",
+            *[RAY, "start", "--head", f"--node-ip-address={head}", f"--port={port}"],
+            "--include-dashboard=false",
+            *common,
+            f"--temp-dir={temp}/a1",
+            **quiet,
+        )
+    ]
+    try:
+        time.sleep(2)
+        procs.append(
+            bed.popen(
+                "b1",
+                *[RAY, "start", f"--address={head}:{port}", f"--node-ip-address={worker}"],
+                f"--resources={json.dumps({'b1': 1})}",
+                *common,
+                f"--temp-dir={temp}/b1",
+                **quiet,
+            )
+        )
+    except BaseException:
+        _stop_groups(procs)
+        raise
+    return procs
+
+
+def _stop_groups(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def _ray_timing(bed: TunnelBed, head: str, worker: str, port: int, tasks: int, warmup: int) -> dict[str, Any]:
+    temp = Path(tempfile.mkdtemp(prefix="rlark-ray-"))
+    procs = _ray_nodes(bed, head, worker, port, temp)
+    try:
+        load = round(os.getloadavg()[0], 2)
+        out = bed.run(
+            "a1",
+            *[sys.executable, "-c", RAY_DRIVER, f"{head}:{port}", head, str(tasks), str(warmup)],
+            timeout_s=300,
+            env=ray_env(),
+        ).stdout
+        result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        result["loadavg_1m"] = load
+        result["addresses"] = [head, worker]
+        return result
+    finally:
+        _stop_groups(procs)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _direct_veth(bed: TunnelBed, mtu: int) -> None:
+    """Join a1 and b1 by a veth of their own: plain addresses, no agent, no tunnel."""
+    assert bed.bed is not None
+    _ip(
+        bed,
+        "a1",
+        "link",
+        "add",
+        "direct",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "direct",
+        "netns",
+        bed.bed.workers["b1"],
+    )
+    for worker, address in (("a1", DIRECT_A), ("b1", DIRECT_B)):
+        _ip(bed, worker, "addr", "add", f"{address}/30", "dev", "direct")
+        _ip(bed, worker, "link", "set", "direct", "mtu", str(mtu), "up")
+
+
+def ray_round_trip(tasks: int = 300, warmup: int = 30, mtu: int = DEFAULT_MTU) -> dict[str, Any]:
+    """A no-op Ray task pinned to b1, driven from a1: over the tunnel, then over a direct veth."""
+    result: dict[str, Any] = {"mtu": mtu, "tasks": tasks, "warmup": warmup}
+    with TunnelBed("benchray", {"a": ["a1"], "b": ["b1"]}, options={"mtu": mtu}) as bed:
+        result["tunnel"] = _ray_timing(bed, bed.vip("a1"), bed.vip("b1"), RAY_PORT, tasks, warmup)
+        carried = bed.peer_state("a", "b")["counters"]["packets_out"]
+        _direct_veth(bed, mtu)
+        result["direct"] = _ray_timing(bed, DIRECT_A, DIRECT_B, RAY_PORT + 1, tasks, warmup)
+        # the direct run must not have used the tunnel: only keepalive frames may have crossed
+        result["direct"]["tunnel_packets"] = bed.peer_state("a", "b")["counters"]["packets_out"] - carried
+    for q in ("median_ms", "p90_ms"):
+        result[f"ratio_{q.removesuffix('_ms')}"] = round(
+            result["tunnel"][q] / max(result["direct"][q], 1e-6), 2
+        )
+    return result
+
+
+# --- no stall over many packets -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Direction:
+    """One flood direction: ``sender`` → ``receiver``; frames leave agent ``out`` for ``into``."""
+
+    name: str
+    sender: str
+    receiver: str
+    out: str
+    into: str
+    client: subprocess.Popen[bytes] | None = None
+    start: int = 0
+    delivered: int = 0
+    done_at: float | None = None
+    last_value: int = -1
+    unchanged_since: float = 0.0
+    longest_no_progress_s: float = 0.0
+    samples: int = 0
+
+
+def _counters(bed: TunnelBed) -> dict[tuple[str, str], dict[str, Any]]:
+    """Peer-link counters of both agents, keyed (agent, peer)."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for cluster in ("a", "b"):
+        for peer in bed.state(cluster)["peers"]:
+            found[(cluster, peer["cluster"])] = peer["counters"]
+    return found
+
+
+def flood(
+    packets: int = 10_000_000,
+    *,
+    length: int = 32,
+    rate: str = "12M",
+    max_seconds: float = 1200.0,
+) -> dict[str, Any]:
+    """``packets`` UDP frames of ``length`` bytes each way through the tunnel, both directions at once.
+
+    Progress is the count of frames the *peer* agent received (delivered), sampled every second;
+    each direction's client is stopped when its count is reached. See the module docstring."""
+    result: dict[str, Any] = {"packets_target": packets, "length": length, "rate": rate}
+    result["loadavg_1m_before"] = round(os.getloadavg()[0], 2)
+    with TunnelBed("benchflood", {"a": ["a1"], "b": ["b1"]}) as bed:
+        servers = [bed.popen(w, "iperf3", "-s", stdout=subprocess.DEVNULL) for w in ("a1", "b1")]
+        directions = [_Direction("a_to_b", "a1", "b1", "a", "b"), _Direction("b_to_a", "b1", "a1", "b", "a")]
+        try:
+            time.sleep(0.5)
+            counters = _counters(bed)
+            began = time.monotonic()
+            for d in directions:
+                d.start = counters[(d.into, d.out)]["packets_in"]
+                d.unchanged_since = began
+                argv = [
+                    "iperf3",
+                    "-c",
+                    bed.vip(d.receiver),
+                    "-u",
+                    "-l",
+                    str(length),
+                    "-b",
+                    rate,
+                    "-t",
+                    "86400",
+                ]
+                d.client = bed.popen(d.sender, *argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            while any(d.done_at is None for d in directions):
+                time.sleep(1.0)
+                now = time.monotonic()
+                counters = _counters(bed)
+                for d in directions:
+                    if d.done_at is not None:
+                        continue
+                    d.samples += 1
+                    value = counters[(d.into, d.out)]["packets_in"] - d.start
+                    if value != d.last_value:
+                        d.last_value, d.unchanged_since = value, now
+                    d.longest_no_progress_s = max(d.longest_no_progress_s, now - d.unchanged_since)
+                    d.delivered = value
+                    if value >= packets:
+                        d.done_at = now
+                        _stop_client(d)
+                if now - began > max_seconds:
+                    break
+        finally:
+            for d in directions:
+                _stop_client(d)
+            for proc in servers:
+                proc.kill()
+                proc.wait(timeout=10)
+        settled = _settle(bed)
+        result["ping_after"] = {
+            "a1_to_b1": bed.run(
+                "a1", "ping", "-c", "3", "-i", "0.2", "-W", "2", bed.vip("b1"), check=False
+            ).returncode
+            == 0,
+            "b1_to_a1": bed.run(
+                "b1", "ping", "-c", "3", "-i", "0.2", "-W", "2", bed.vip("a1"), check=False
+            ).returncode
+            == 0,
+        }
+        for d in directions:
+            seconds = (d.done_at or time.monotonic()) - began
+            out = settled[(d.out, d.into)]
+            result[d.name] = {
+                "packets": d.delivered,
+                "reached": d.done_at is not None,
+                "seconds": round(seconds, 1),
+                "packets_per_s": round(d.delivered / max(seconds, 1e-6)),
+                "longest_no_progress_s": round(d.longest_no_progress_s, 1),
+                "samples": d.samples,
+                "stalled": d.longest_no_progress_s >= STALL_S,
+                "frames_out": out["packets_out"],
+                "frames_in_at_peer": settled[(d.into, d.out)]["packets_in"],
+                "frames_equal": out["packets_out"] == settled[(d.into, d.out)]["packets_in"],
+                "sender_link_drops": out["drops"],
+            }
+    result["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
+    return result
+
+
+def _stop_client(d: _Direction) -> None:
+    if d.client is not None and d.client.poll() is None:
+        d.client.kill()
+    if d.client is not None:
+        d.client.wait(timeout=10)
+
+
+def _settle(bed: TunnelBed, timeout_s: float = 15.0) -> dict[tuple[str, str], dict[str, Any]]:
+    """Counters once every frame sent has been received by the peer (or ``timeout_s`` passed)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        counters = _counters(bed)
+        equal = all(
+            counters[(here, there)]["packets_out"] == counters[(there, here)]["packets_in"]
+            for here, there in (("a", "b"), ("b", "a"))
+        )
+        if equal or time.monotonic() > deadline:
+            return counters
+        time.sleep(0.2)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rlark_tunnel_agent.tunnel.bench")
     parser.add_argument("--mtu", type=int, action="append")
-    parser.add_argument("--seconds", type=int, default=8)
+    parser.add_argument("--seconds", type=int, default=8, help="iperf3 seconds per direction (0: skip)")
+    parser.add_argument("--ray-tasks", type=int, default=300, help="timed Ray tasks per path (0: skip)")
+    parser.add_argument("--packets", type=int, default=10_000_000, help="UDP frames each way (0: skip)")
     args = parser.parse_args(argv)
     rows = []
-    for mtu in args.mtu or [1500, DEFAULT_MTU]:
-        rows.append(run_once(mtu, args.seconds))
-        print(json.dumps(rows[-1]), flush=True)
-    print(f"{'mtu':>6} {'path':>8} {'A→B Mbit/s':>12} {'B→A Mbit/s':>12} {'ping ms':>8} {'tcp rtt µs':>11}")
+    if args.seconds > 0:
+        for mtu in args.mtu or [1500, DEFAULT_MTU]:
+            rows.append(run_once(mtu, args.seconds))
+            print(json.dumps(rows[-1]), flush=True)
+    ray = ray_round_trip(args.ray_tasks) if args.ray_tasks > 0 else None
+    if ray is not None:
+        print(json.dumps({"ray_round_trip": ray}), flush=True)
+    packets = flood(args.packets) if args.packets > 0 else None
+    if packets is not None:
+        print(json.dumps({"flood": packets}), flush=True)
+    if rows:
+        print(
+            f"{'mtu':>6} {'path':>8} {'A→B Mbit/s':>12} {'B→A Mbit/s':>12} {'ping ms':>8} {'tcp rtt µs':>11}"
+        )
     for row in rows:
         for path in ("rlark", "openssh"):
             m = row[path]
@@ -203,12 +525,30 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['mtu']:>6} {path:>8} {m['a_to_b_mbps']:>12} {m['b_to_a_mbps']:>12} "
                 f"{m['ping_ms']:>8} {m['tcp_rtt_us']:>11}"
             )
-    print(
-        f"cores: {os.cpu_count()}, load average (1 min) before each MTU: "
-        f"{[r['loadavg_1m_before'] for r in rows]}"
-    )
-    ratios = {r["mtu"]: min(r["ratio_a_to_b"], r["ratio_b_to_a"]) for r in rows}
-    print(f"throughput rlark/openssh, worse direction, per MTU: {ratios}")
+    if rows:
+        print(
+            f"cores: {os.cpu_count()}, load average (1 min) before each MTU: "
+            f"{[r['loadavg_1m_before'] for r in rows]}"
+        )
+        ratios = {r["mtu"]: min(r["ratio_a_to_b"], r["ratio_b_to_a"]) for r in rows}
+        print(f"throughput rlark/openssh, worse direction, per MTU: {ratios}")
+    if ray is not None:
+        t, d = ray["tunnel"], ray["direct"]
+        print(
+            f"Ray no-op task a1 → b1, {ray['tasks']} sequential: median / p90 "
+            f"{t['median_ms']} / {t['p90_ms']} ms over the tunnel (load {t['loadavg_1m']}), "
+            f"{d['median_ms']} / {d['p90_ms']} ms direct (load {d['loadavg_1m']}): "
+            f"{ray['ratio_median']}× / {ray['ratio_p90']}× (target ≤ 2×)"
+        )
+    if packets is not None:
+        for name in ("a_to_b", "b_to_a"):
+            p = packets[name]
+            print(
+                f"{name}: {p['packets']:,} frames in {p['seconds']} s ({p['packets_per_s']:,}/s), "
+                f"longest no-progress window {p['longest_no_progress_s']} s, "
+                f"out == in at peer: {p['frames_equal']}"
+            )
+        print(f"ping afterwards: {packets['ping_after']}")
     return 0
 
 
