@@ -351,6 +351,7 @@ async def emit_placed(
                             source=m.source,
                             path=m.path,
                             read_only=m.read_only,
+                            secret_ref=m.secret_ref,
                         )
                         for m in role.mounts
                     ],

@@ -49,7 +49,17 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
             gpusPerWorker=4,
             prepareScript="pip list\n",
             env={"NCCL_DEBUG": "INFO"},
-            mounts=[{"name": "data", "type": "hostPath", "source": "/mnt/data", "path": "/data"}],
+            mounts=[
+                {"name": "data", "type": "hostPath", "source": "/mnt/data", "path": "/data"},
+                {
+                    "name": "models",
+                    "type": "objectStorage",
+                    "source": "s3://models/rl",
+                    "path": "/models",
+                    "readOnly": True,
+                    "secretRef": "s3-reader",
+                },
+            ],
         ),
         role("actor", "gpu-a", gpusPerWorker=8, env={"ROLE": "actor"}),
         header="actor",
@@ -89,8 +99,11 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
         assert r["prepare_script"] == "pip list\n"
         assert r["env"] == {"NCCL_DEBUG": "INFO"}
         assert r["mounts"] == [
-            {"name": "data", "type": "hostPath", "source": "/mnt/data", "path": "/data", "read_only": False}
-        ]
+            {"name": "data", "type": "hostPath", "source": "/mnt/data", "path": "/data", "read_only": False,
+             "secret_ref": None},
+            {"name": "models", "type": "objectStorage", "source": "s3://models/rl", "path": "/models",
+             "read_only": True, "secret_ref": "s3-reader"},
+        ]  # fmt: skip
         assert r["header_address"] == header["header_address"]
     for p in placed.values():
         assert p["ssh_public_keys"] == [PUBLIC_KEY]

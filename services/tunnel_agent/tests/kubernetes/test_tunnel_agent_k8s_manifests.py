@@ -147,6 +147,54 @@ def test_mount_sources_map_to_host_path_pvc_csi_and_empty_dir_volumes() -> None:
     assert volumes["mount-3"] == {"name": "mount-3", "emptyDir": {}}
 
 
+def test_spec_pvc_and_object_storage_mounts_become_a_claim_and_a_csi_volume_naming_the_secret() -> None:
+    config = CONFIG.model_copy(update={"object_storage_csi_driver": "s3.csi.aws.com"})
+    spec = header_spec(
+        "job-a",
+        "n1",
+        mounts=(
+            Mount(type=MountType.PVC, source="checkpoints", target="/ckpt"),
+            Mount(
+                type=MountType.OBJECT_STORAGE,
+                source="s3://models/rl/run-7",
+                target="/models",
+                read_only=True,
+                secret_ref="s3-reader",
+            ),
+        ),
+    )
+    pod = manifests.worker_pod(spec, config, manifests.owner_reference(OWNER))
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["mount-0"]["persistentVolumeClaim"] == {"claimName": "checkpoints", "readOnly": False}
+    assert volumes["mount-1"]["csi"] == {
+        "driver": "s3.csi.aws.com",
+        "readOnly": True,
+        "volumeAttributes": {"bucketName": "models", "prefix": "rl/run-7/"},
+        "nodePublishSecretRef": {"name": "s3-reader"},
+    }
+    mounts = {m["name"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts["mount-1"] == {"name": "mount-1", "mountPath": "/models", "readOnly": True}
+
+
+@pytest.mark.parametrize(
+    ("driver", "secret_ref", "source", "message"),
+    [
+        ("", "s3-reader", "s3://models", "RLARK_K8S_OBJECT_STORAGE_CSI_DRIVER"),
+        ("s3.csi.aws.com", None, "s3://models", "secretRef"),
+        ("s3.csi.aws.com", "s3-reader", "models", "bucket URL"),
+    ],
+)
+def test_object_storage_mounts_the_cluster_cannot_honour_are_refused_with_the_reason(
+    driver: str, secret_ref: str | None, source: str, message: str
+) -> None:
+    config = CONFIG.model_copy(update={"object_storage_csi_driver": driver})
+    mount = Mount(type=MountType.OBJECT_STORAGE, source=source, target="/models", secret_ref=secret_ref)
+    with pytest.raises(ValueError, match=message):
+        manifests.worker_pod(
+            header_spec("job-a", "n1", mounts=(mount,)), config, manifests.owner_reference(OWNER)
+        )
+
+
 @pytest.mark.parametrize("source", ["relative/path", "/data/../etc", "pvc://", "csi://?a=b"])
 def test_unusable_mount_sources_are_refused(source: str) -> None:
     spec = header_spec("job-a", "n1", mounts=(Mount(type=MountType.HOST_PATH, source=source, target="/x"),))

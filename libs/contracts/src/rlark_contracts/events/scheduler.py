@@ -48,11 +48,16 @@ class AddressesReleaseRequested(EventData):
 
 
 class Mount(EventData):
+    """A role's storage mount; ``type`` is hostPath, emptyDir, pvc or objectStorage."""
+
     name: str
     type: str
     source: str
     path: str
     read_only: bool = False
+    secret_ref: str | None = None
+    """objectStorage only: the NAME of the secret in the target cluster holding the credentials
+    (never the credentials themselves)."""
 
 
 @event("scheduler.worker.placed.v1", "scheduler.placements")

@@ -13,14 +13,17 @@ class UnsupportedPlacement(ValueError):
 
 def to_worker_spec(placed: WorkerPlaced, header_address: str) -> WorkerSpec:
     mounts = []
+    known = {t.value for t in MountType}
     for mount in placed.mounts:
-        if mount.type not in (MountType.HOST_PATH.value, MountType.EMPTY_DIR.value):
-            raise UnsupportedPlacement(
-                f"mount {mount.name!r} of type {mount.type} is not available on this runtime"
-            )
+        if mount.type not in known:
+            raise UnsupportedPlacement(f"mount {mount.name!r} has an unknown type {mount.type!r}")
         mounts.append(
             Mount(
-                type=MountType(mount.type), source=mount.source, target=mount.path, read_only=mount.read_only
+                type=MountType(mount.type),
+                source=mount.source,
+                target=mount.path,
+                read_only=mount.read_only,
+                secret_ref=mount.secret_ref,
             )
         )
     return WorkerSpec(

@@ -81,10 +81,16 @@ class MountType(StrEnum):
 
     HOST_PATH = "hostPath"
     EMPTY_DIR = "emptyDir"
+    PVC = "pvc"
+    OBJECT_STORAGE = "objectStorage"
 
 
 class Mount(BaseModel):
-    """One storage mount of a worker: `source` on the node appears at `target` in the worker."""
+    """One storage mount of a worker: `source` on the node appears at `target` in the worker.
+
+    `source` by type: hostPath an absolute path; pvc a claim name; objectStorage a bucket URL
+    (`s3://bucket/prefix`) whose credentials are in the cluster's secret named `secret_ref`.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -92,6 +98,7 @@ class Mount(BaseModel):
     source: str = ""
     target: str
     read_only: bool = False
+    secret_ref: str | None = None
 
     @field_validator("target")
     @classmethod

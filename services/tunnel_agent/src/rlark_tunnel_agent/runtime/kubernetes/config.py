@@ -48,6 +48,10 @@ class KubernetesDriverConfig(BaseModel):
     network_sidecar_image: str = ""
     """Image of the per-pod network sidecar (TUN device + route of the domain CIDR). Only used
     for workers with a virtual IP; only this sidecar gets NET_ADMIN."""
+    object_storage_csi_driver: str = ""
+    """CSI driver for ``objectStorage`` mounts (e.g. ``s3.csi.aws.com``, Mountpoint for Amazon S3);
+    empty: such mounts fail with a reason naming this setting. The driver must support inline
+    (ephemeral) volumes; it reads credentials from the Secret the role's ``secretRef`` names."""
     bootstrap_dir: Path = DEFAULT_BOOTSTRAP_DIR
     """Where bootstrap.sh and rlark_node.py are read from (shipped in the per-job ConfigMap)."""
     keys_sync_interval_s: Annotated[int, Field(ge=1)] = 10

@@ -29,8 +29,11 @@ Mount sources map to volume types: an absolute path → ``hostPath`` (``Director
 ``DirectoryOrCreate`` otherwise); ``pvc://<claim>[/<sub/path>]`` → ``persistentVolumeClaim`` with
 ``subPath``; ``csi://<driver>?<attr>=<value>&...`` → an inline CSI ephemeral volume (object storage
 through whichever CSI driver the cluster offers, e.g. a Mountpoint-for-S3 or csi-s3 driver);
-``emptyDir`` mounts → ``emptyDir``. Object-storage credentials never travel in a placement: the CSI
-driver gets them from its own Secret (``nodePublishSecretRef`` is for the cluster admin to set up).
+``emptyDir`` mounts → ``emptyDir``; ``pvc`` mounts (a claim name) → ``persistentVolumeClaim``;
+``objectStorage`` mounts (``s3://bucket/prefix``) → an inline CSI volume of the driver named by
+``object_storage_csi_driver`` with ``bucketName``/``prefix`` attributes and ``nodePublishSecretRef``
+naming the role's ``secretRef``. Object-storage credentials never travel in a placement: only the
+NAME of a Secret the cluster admin created in the workers' namespace does.
 """
 
 from __future__ import annotations
@@ -194,13 +197,42 @@ def _env(spec: WorkerSpec, config: KubernetesDriverConfig) -> list[dict[str, Any
     return entries
 
 
-def _user_volume(index: int, mount: Mount) -> tuple[dict[str, Any], dict[str, Any]]:
+def _object_storage_volume(name: str, mount: Mount, config: KubernetesDriverConfig) -> dict[str, Any]:
+    """An inline CSI volume of the cluster's object-storage driver; credentials by secret NAME only."""
+    if not config.object_storage_csi_driver:
+        raise ValueError(
+            f"mount {mount.target}: this cluster has no object-storage CSI driver configured "
+            "(RLARK_K8S_OBJECT_STORAGE_CSI_DRIVER)"
+        )
+    if not mount.secret_ref:
+        raise ValueError(f"mount {mount.target}: objectStorage needs secretRef (the credentials' secret)")
+    parts = urlsplit(mount.source)
+    if not parts.scheme or not parts.netloc:
+        raise ValueError(f"mount {mount.target}: source must be a bucket URL such as s3://bucket/prefix")
+    attributes = {"bucketName": parts.netloc}
+    if prefix := parts.path.strip("/"):
+        attributes["prefix"] = prefix + "/"
+    csi: dict[str, Any] = {
+        "driver": config.object_storage_csi_driver,
+        "readOnly": mount.read_only,
+        "volumeAttributes": attributes,
+        "nodePublishSecretRef": {"name": mount.secret_ref},
+    }
+    return {"name": name, "csi": csi}
+
+
+def _user_volume(
+    index: int, mount: Mount, config: KubernetesDriverConfig
+) -> tuple[dict[str, Any], dict[str, Any]]:
     name = f"mount-{index}"
     volume_mount: dict[str, Any] = {"name": name, "mountPath": mount.target, "readOnly": mount.read_only}
     if mount.type == MountType.EMPTY_DIR:
         return {"name": name, "emptyDir": {}}, volume_mount
-    if mount.type != MountType.HOST_PATH:
-        raise ValueError(f"mount type {mount.type!s} is not supported on Kubernetes")
+    if mount.type == MountType.PVC:
+        pvc = {"claimName": mount.source, "readOnly": mount.read_only}
+        return {"name": name, "persistentVolumeClaim": pvc}, volume_mount
+    if mount.type == MountType.OBJECT_STORAGE:
+        return _object_storage_volume(name, mount, config), volume_mount
     source = mount.source
     if source.startswith("pvc://"):
         claim, _, sub_path = source.removeprefix("pvc://").partition("/")
@@ -293,7 +325,7 @@ def worker_pod(spec: WorkerSpec, config: KubernetesDriverConfig, owner: Mapping[
         {"name": "dshm", "mountPath": "/dev/shm"},  # noqa: S108 - the pod's own shm
     ]
     for index, mount in enumerate(spec.mounts):
-        volume, volume_mount = _user_volume(index, mount)
+        volume, volume_mount = _user_volume(index, mount, config)
         volumes.append(volume)
         mounts.append(volume_mount)
 

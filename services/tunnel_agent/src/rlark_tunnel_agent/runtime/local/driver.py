@@ -307,6 +307,12 @@ class LocalDriver:
                 return  # exists (running, ended or stopped): success, never a second copy
             if self.cluster.node(spec.node_name) is None:
                 raise ValueError(f"node {spec.node_name!r} is not in cluster {self.cluster.cluster}")
+            for mount in spec.mounts:
+                if mount.type not in (MountType.HOST_PATH, MountType.EMPTY_DIR):
+                    raise ValueError(
+                        f"mount {mount.target}: {mount.type} mounts need a Kubernetes cluster; this "
+                        "cluster runs workers as local processes (hostPath and emptyDir only)"
+                    )
             record = self._allocate(spec)
             worker_dir = self.state_dir / "workers" / spec.worker_id
             worker = self._new_worker(record, worker_dir)
