@@ -11,6 +11,7 @@ import pytest
 from conftest import ADMIN, Stack, echo_upstream, gateway_settings
 from rlark_gateway.domain.access import PROXY_ROUTES
 from rlark_gateway.main import DEFINITION
+from rlark_gateway.proxy import forward_headers
 from rlark_platform.identity import Caller, Role, verify_caller
 from rlark_platform.testing import TEST_SECRET, free_port, running_service
 
@@ -99,6 +100,39 @@ async def test_bodies_methods_and_upstream_errors_pass_through_unchanged(stack: 
         refused = await client.post("/api/v1/jobs", params={"status": "409"}, json={"name": "x"})
         assert refused.status_code == 409
         assert refused.json()["path"] == "/scheduler/api/v1/jobs"
+
+
+async def test_idempotency_keys_reach_the_scheduler_unchanged_with_its_status(stack: Stack) -> None:
+    """A retried submission is only safe if the scheduler sees the client's key, and the client sees
+    whether the job was created (201) or is the one created before (200)."""
+    key = f"retry-{uuid.uuid4()}"
+    _, client = await stack.user_client()
+    async with client:
+        for status in ("201", "200"):
+            response = await client.post(
+                "/api/v1/jobs", params={"status": status}, json={"x": 1}, headers={"Idempotency-Key": key}
+            )
+            assert response.status_code == int(status)
+            assert response.json()["path"] == "/scheduler/api/v1/jobs"
+            keys = [v for k, v in received_headers(response) if k == "idempotency-key"]
+            assert keys == [key]
+
+
+def test_forwarded_headers_keep_end_to_end_headers_and_drop_credentials() -> None:
+    raw = [
+        (b"Idempotency-Key", b"k-1"),
+        (b"Content-Type", b"application/yaml"),
+        (b"Last-Event-ID", b"7"),
+        (b"Cookie", b"rlark_session=s"),
+        (b"Authorization", b"Bearer t"),
+        (b"X-RLark-User", b"root"),
+        (b"Connection", b"keep-alive"),
+    ]
+    assert forward_headers(raw, keep_authorization=False) == [
+        ("idempotency-key", "k-1"),
+        ("content-type", "application/yaml"),
+        ("last-event-id", "7"),
+    ]
 
 
 async def test_followed_streams_are_relayed_as_server_sent_events(stack: Stack) -> None:

@@ -2,7 +2,10 @@
 
 Per request: the client's ``X-RLark-*`` headers, cookies and (except for agents) ``Authorization`` are
 dropped; the gateway adds the caller it authenticated, signed with the internal secret
-(``rlark_platform.identity.sign_caller``), plus ``X-Request-Id`` and ``X-Forwarded-*``. Paths and query
+(``rlark_platform.identity.sign_caller``), plus ``X-Request-Id`` and ``X-Forwarded-*``. Every other
+end-to-end header passes unchanged — ``Content-Type``, ``Accept``, ``Last-Event-ID`` (stream resumption) and
+``Idempotency-Key`` (safe retries of ``POST /api/v1/jobs``) among them — and the service's status comes
+back as it was (201 created, 200 an idempotent repeat, 409 a reused key). Paths and query
 strings are forwarded unchanged (services serve the same ``/api/v1/...`` paths). Bodies are read up to a
 limit; responses stream back, so ``?follow=true`` logs and event streams pass through as they come,
 without a read timeout. An unreachable service gives 503 ``service_unavailable`` naming it.
