@@ -4,9 +4,11 @@
   and overlap warnings.
 - ``netdomain-addresses``: ``scheduler.job.addresses_requested.v1`` → allocate;
   ``scheduler.job.addresses_released.v1`` → release.
-- ``netdomain-tunnel-states``: ``agent.tunnel.state_changed.v1`` on ``agent.reports`` → the
-  ``tunnel_states`` table shown with the domain. Like every reader of agent reports it believes
-  only reports carrying a valid agent token of the report's own cluster (ADR 0001).
+- ``netdomain-tunnel-states``: on ``agent.reports``, ``agent.tunnel.state_changed.v1`` → the
+  ``tunnel_states`` table shown with the domain, and ``agent.tunnel.endpoint_announced.v1`` → the
+  ``tunnel_endpoints`` table, republished to the agents in the domain's tunnel topology (ADR 0003).
+  Like every reader of agent reports it believes only reports carrying a valid agent token of the
+  report's own cluster (ADR 0001); any other goes to the DLQ, logged, and changes nothing.
 
 Each handler runs inside the platform consumer's inbox transaction, so a redelivered event is a
 no-op and the effects commit with the claim. A payload of an unexpected type is a poison message.
@@ -18,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rlark_contracts import EVENT_TYPES, Envelope
-from rlark_contracts.events.agent import TunnelStateChanged
+from rlark_contracts.events.agent import TunnelEndpointAnnounced, TunnelStateChanged
 from rlark_contracts.events.inventory import ClusterState
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested
 from rlark_platform.db.pool import Connection
@@ -32,6 +34,7 @@ from rlark_netdomain.handlers import EventMeta
 REQUESTED = "scheduler.job.addresses_requested.v1"
 RELEASED = "scheduler.job.addresses_released.v1"
 TUNNEL_STATE = "agent.tunnel.state_changed.v1"
+TUNNEL_ENDPOINT = "agent.tunnel.endpoint_announced.v1"
 
 
 def _meta(envelope: Envelope) -> EventMeta:
@@ -60,6 +63,12 @@ async def on_tunnel_state(conn: Connection, envelope: Envelope, payload: Any) ->
     if not isinstance(payload, TunnelStateChanged):
         raise PoisonMessage(f"{envelope.type} is not a tunnel state report")
     await handlers.apply_tunnel_state(conn, payload, datetime.now(UTC))
+
+
+async def on_tunnel_endpoint(conn: Connection, envelope: Envelope, payload: Any) -> None:
+    if not isinstance(payload, TunnelEndpointAnnounced):
+        raise PoisonMessage(f"{envelope.type} is not a tunnel endpoint announcement")
+    await handlers.apply_tunnel_endpoint(conn, payload, datetime.now(UTC), _meta(envelope))
 
 
 def cluster_event_types() -> list[str]:
@@ -96,7 +105,7 @@ def build_workers(ctx: ServiceContext) -> list[Runnable]:
         Consumer(
             name="netdomain-tunnel-states",
             topics=["agent.reports"],
-            handlers={TUNNEL_STATE: on_tunnel_state},
+            handlers={TUNNEL_STATE: on_tunnel_state, TUNNEL_ENDPOINT: on_tunnel_endpoint},
             verifier=agent_report_verifier(settings.internal_secret.get_secret_value()),
             pool=pool,
             bootstrap=settings.kafka_bootstrap,

@@ -1,7 +1,7 @@
 """Use cases of the netdomain service.
 
 HTTP use cases (create, list, show, delete, check) and event use cases (a cluster's CIDRs changed,
-addresses requested, addresses released). Each loads, decides with the pure domain and writes state
+addresses requested, addresses released, an agent's tunnel link state or endpoint reported). Each loads, decides with the pure domain and writes state
 plus outbox events in one transaction; none does network I/O inside it.
 
 Concurrency: allocation and release in a domain take the domain's row lock, so two requests never
@@ -14,6 +14,7 @@ changes its CIDRs is checked against the new CIDRs by one of the two.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from ipaddress import IPv4Address, IPv4Network, IPv6Network, ip_network
@@ -22,7 +23,7 @@ import asyncpg
 import structlog
 from pydantic import BaseModel
 from rlark_contracts import new_envelope
-from rlark_contracts.events.agent import TunnelStateChanged
+from rlark_contracts.events.agent import TunnelEndpointAnnounced, TunnelStateChanged
 from rlark_contracts.events.inventory import ClusterState
 from rlark_contracts.events.netdomain import (
     AddressAllocationFailed,
@@ -31,6 +32,7 @@ from rlark_contracts.events.netdomain import (
     DomainCreated,
     DomainDeleted,
     DomainOverlapDetected,
+    TunnelEndpoint,
     TunnelLink,
     TunnelTopologyChanged,
     WorkerAddress,
@@ -58,6 +60,7 @@ from rlark_netdomain.domain import (
     plan_with_free,
     validate_domain_cidr,
     validate_domain_name,
+    validate_endpoint,
     workers_without_address,
 )
 from rlark_netdomain.repository import Domain, DomainCidrTaken, DomainNameTaken, OverlapWarning
@@ -475,13 +478,20 @@ async def release_addresses(conn: Connection, request: AddressesReleaseRequested
     return len(released)
 
 
-def _topology_event(domain: Domain, clusters: tuple[str, ...] | list[str]) -> TunnelTopologyChanged:
+def _topology_event(
+    domain: Domain, clusters: tuple[str, ...] | list[str], endpoints: Sequence[repo.StoredEndpoint] = ()
+) -> TunnelTopologyChanged:
     topology = full_mesh(clusters)
     return TunnelTopologyChanged(
         domain=domain.name,
         cidr=str(domain.cidr),
         clusters=list(topology.clusters),
         links=[TunnelLink(a=link.a, b=link.b) for link in topology.links],
+        endpoints=[
+            TunnelEndpoint(cluster=e.cluster, host=e.host, port=e.port, public_key=e.public_key)
+            for e in endpoints
+            if e.cluster in topology.clusters
+        ],
     )
 
 
@@ -501,7 +511,12 @@ async def _refresh_topology(
     if tuple(ordered) == domain.topology_clusters:
         return
     await repo.set_topology(conn, domain.name, ordered)
-    await _publish(conn, _topology_event(domain, ordered), domain.name, meta)
+    left = sorted(set(domain.topology_clusters) - clusters)
+    if left:
+        # A cluster that rejoins announces afresh; a stale endpoint must not be handed out meanwhile.
+        await repo.delete_tunnel_endpoints(conn, domain.name, left)
+    endpoints = await repo.tunnel_endpoints(conn, domain.name)
+    await _publish(conn, _topology_event(domain, ordered, endpoints), domain.name, meta)
     log.info("tunnel topology changed", domain=domain.name, clusters=ordered)
 
 
@@ -526,3 +541,58 @@ async def apply_tunnel_state(conn: Connection, payload: TunnelStateChanged, now:
             reported_at=at,
         ),
     )
+
+
+async def apply_tunnel_endpoint(
+    conn: Connection, payload: TunnelEndpointAnnounced, now: datetime, meta: EventMeta
+) -> bool:
+    """Keep a cluster's verified tunnel endpoint and republish the domain's topology with it.
+
+    The caller (the consumer's verifier) has checked that the agent token names ``payload.cluster``;
+    here the fields are validated (a malformed one is a poison message naming it; the key is never
+    echoed, only its fingerprint logged). Only clusters of the domain's current topology are kept:
+    an announcement for an unknown domain, or from a cluster hosting none of its workers, changes
+    nothing. ``netdomain.tunnels.topology_changed.v1`` goes out only when the stored host, port or
+    key changed, so redeliveries and the agents' periodic re-announcements publish nothing. True
+    when published.
+    """
+    try:
+        endpoint = validate_endpoint(payload.cluster, payload.host, payload.port, payload.public_key)
+    except DomainValidationError as error:
+        raise PoisonMessage(f"tunnel endpoint refused: {error.message}") from None
+    known = await repo.tunnel_endpoint(conn, payload.domain, endpoint.cluster)
+    if known is not None and (known.host, known.port, known.public_key) == (
+        endpoint.host,
+        endpoint.port,
+        endpoint.public_key,
+    ):
+        return False  # the common case (a heartbeat's re-announcement): no lock, no write
+    # The domain's row lock orders this with allocations and releases, which change the topology.
+    domain = await repo.lock_domain(conn, payload.domain)
+    if domain is None or endpoint.cluster not in domain.topology_clusters:
+        log.info(
+            "tunnel endpoint ignored: cluster not in the domain's topology",
+            domain=payload.domain,
+            cluster=endpoint.cluster,
+        )
+        return False
+    stored = repo.StoredEndpoint(
+        cluster=endpoint.cluster,
+        host=endpoint.host,
+        port=endpoint.port,
+        public_key=endpoint.public_key,
+        announced_at=min(payload.announced_at, now),
+    )
+    if not await repo.upsert_tunnel_endpoint(conn, domain.name, stored):
+        return False
+    endpoints = await repo.tunnel_endpoints(conn, domain.name)
+    await _publish(conn, _topology_event(domain, domain.topology_clusters, endpoints), domain.name, meta)
+    log.info(
+        "tunnel endpoint verified and published",
+        domain=domain.name,
+        cluster=endpoint.cluster,
+        host=endpoint.host,
+        port=endpoint.port,
+        key_fingerprint=endpoint.fingerprint,
+    )
+    return True

@@ -1,4 +1,5 @@
-"""Pure domain logic of the netdomain service: CIDR rules, overlap checks, address assignment.
+"""Pure domain logic of the netdomain service: CIDR rules, overlap checks, address assignment,
+tunnel endpoint validation.
 
 No I/O here; the repository loads clusters, domains and allocations, calls these functions and
 stores their results. Refusals are ``NetDomainError`` subclasses with a stable ``code``.
@@ -23,6 +24,13 @@ from rlark_netdomain.domain.cidr import (
     MIN_PREFIX,
     PRIVATE_RANGES,
     validate_domain_cidr,
+)
+from rlark_netdomain.domain.endpoints import (
+    TunnelEndpoint,
+    fingerprint_sha256,
+    parse_ed25519_public_key,
+    validate_endpoint,
+    validate_host,
 )
 from rlark_netdomain.domain.errors import (
     DomainValidationError,
@@ -62,19 +70,24 @@ __all__ = [
     "NetDomainError",
     "NetDomainErrorCode",
     "Topology",
+    "TunnelEndpoint",
     "WorkerRef",
     "count_assignable",
     "domains_overlapping_cluster",
     "ensure_no_overlaps",
     "find_overlaps",
+    "fingerprint_sha256",
     "free_in_range",
     "full_mesh",
     "is_assignable",
     "next_free",
     "nth_assignable",
+    "parse_ed25519_public_key",
     "plan_allocations",
     "plan_with_free",
     "validate_domain_cidr",
     "validate_domain_name",
+    "validate_endpoint",
+    "validate_host",
     "workers_without_address",
 ]

@@ -20,6 +20,7 @@ class NetDomainErrorCode(StrEnum):
     CIDR_OVERLAPS = "cidr_overlaps"
     ADDRESS_POOL_EXHAUSTED = "address_pool_exhausted"
     INVALID_DOMAIN_NAME = "invalid_domain_name"
+    INVALID_TUNNEL_ENDPOINT = "invalid_tunnel_endpoint"
 
 
 class NetDomainError(Exception):
