@@ -100,3 +100,18 @@ def test_a_hung_benchmark_is_stopped_at_its_timeout_and_reported_failed(
 def test_unknown_benchmark_names_are_refused() -> None:
     with pytest.raises(SystemExit):
         bench._parse(["no-such-bench"])
+
+
+def test_tunnel_sizes_given_on_the_command_line_reach_the_child() -> None:
+    options = bench.Options(tunnel_packets=1_000, tunnel_ray_tasks=7)
+    argv = bench._child_argv("tunnel-packets", options, Path("/tmp/result.json"))
+    child = bench._parse(argv[argv.index("rlark_devinfra.bench") + 1 :])
+    assert (child.tunnel_packets, child.tunnel_ray_tasks) == (1_000, 7)
+    assert bench._parse(["tunnel-packets", "--packets", "500"]).tunnel_packets == 500
+    assert bench._parse([]).tunnel_packets == 10_000_000
+
+
+def test_the_flood_may_run_long_enough_for_its_packets_at_ten_thousand_a_second() -> None:
+    flood = next(b for b in bench.BENCHES if b.name == "tunnel-packets")
+    assert bench.flood_seconds(10_000_000) >= 1_000
+    assert flood.timeout_s(bench.Options()) > bench.flood_seconds(10_000_000)

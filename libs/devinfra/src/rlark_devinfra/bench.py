@@ -67,6 +67,10 @@ class Options:
     tunnel_mtus: tuple[int, ...] = ()
     """Empty: MTU 1500 (where the target is stated) and the tunnel's default MTU."""
     tunnel_seconds: int = 5
+    tunnel_ray_tasks: int = 300
+    """Timed no-op Ray tasks per path (over the tunnel, over a direct veth)."""
+    tunnel_packets: int = 10_000_000
+    """UDP frames each way for the no-stall check."""
 
 
 @dataclass
@@ -416,6 +420,79 @@ async def _tunnel(ctx: Context) -> Outcome:
     return Outcome(rows, raw)
 
 
+def _tunnel_tools(*tools: str) -> None:
+    """Raise ``NotAvailable`` unless root and every tool is installed."""
+    if os.geteuid() != 0:
+        raise NotAvailable("needs root (network namespaces and TUN devices)")
+    missing = [tool for tool in tools if _which(tool) is None]
+    if missing:
+        raise NotAvailable(f"missing {', '.join(missing)} (apt-get install iperf3 iputils-ping)")
+
+
+async def _tunnel_ray(ctx: Context) -> Outcome:
+    ray_round_trip = _load("rlark_tunnel_agent.tunnel.bench", "ray_round_trip")
+    _tunnel_tools("ip")
+    r: dict[str, Any] = await asyncio.to_thread(ray_round_trip, ctx.options.tunnel_ray_tasks)
+    direct, tunnel = r["direct"], r["tunnel"]
+    what = f"Ray no-op task a1 → b1, {r['tasks']} sequential ray.get, median / p90"
+    return Outcome(
+        [
+            Row(
+                f"{what}: direct veth, no tunnel",
+                f"{direct['median_ms']:.2f} / {direct['p90_ms']:.2f} ms (load {direct['loadavg_1m']:.1f})",
+                "",
+                BASELINE,
+            ),
+            Row(
+                f"{what}: across the tunnel (ratio to direct)",
+                f"{tunnel['median_ms']:.2f} / {tunnel['p90_ms']:.2f} ms (load {tunnel['loadavg_1m']:.1f}; "
+                f"{r['ratio_median']:.2f}× / {r['ratio_p90']:.2f}×)",
+                "median ≤ 2× direct",
+                _verdict(r["ratio_median"] <= 2.0),
+            ),
+        ],
+        r,
+    )
+
+
+def flood_seconds(packets: int) -> float:
+    """How long the flood may offer traffic: 10,000 frames/s each way at the least, plus start-up."""
+    return 60 + packets / 10_000
+
+
+async def _tunnel_packets(ctx: Context) -> Outcome:
+    flood = _load("rlark_tunnel_agent.tunnel.bench", "flood")
+    _tunnel_tools("iperf3", "ping")
+    packets = ctx.options.tunnel_packets
+    r: dict[str, Any] = await asyncio.to_thread(flood, packets, max_seconds=flood_seconds(packets))
+    ab, ba = r["a_to_b"], r["b_to_a"]
+    ok = all(d["reached"] and not d["stalled"] and d["frames_equal"] for d in (ab, ba)) and all(
+        r["ping_after"].values()
+    )
+    return Outcome(
+        [
+            Row(
+                f"{packets:,} UDP frames ({r['length']} B) each way, both at once: A→B / B→A",
+                f"{ab['packets']:,} in {ab['seconds']:.0f} s ({ab['packets_per_s']:,}/s) / "
+                f"{ba['packets']:,} in {ba['seconds']:.0f} s ({ba['packets_per_s']:,}/s), "
+                f"load {r['loadavg_1m_before']:.1f} → {r['loadavg_1m_after']:.1f}",
+                "",
+                INFO,
+            ),
+            Row(
+                "longest no-progress window while offered (1-s samples) A→B / B→A; frames out = in "
+                "at the peer; ping afterwards",
+                f"{ab['longest_no_progress_s']:.1f} / {ba['longest_no_progress_s']:.1f} s; "
+                f"{'yes' if ab['frames_equal'] and ba['frames_equal'] else 'NO'}; "
+                f"{'ok' if all(r['ping_after'].values()) else 'FAILED'}",
+                f"all {packets:,} each way, no stall (window < 2 s), every frame delivered, ping works",
+                _verdict(ok),
+            ),
+        ],
+        r,
+    )
+
+
 def _which(tool: str) -> str | None:
     return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
 
@@ -477,6 +554,22 @@ BENCHES: list[Bench] = [
         False,
         _tunnel,
     ),
+    Bench(
+        "tunnel-ray",
+        "a no-op Ray task a1 → b1 and back: across the tunnel vs the same nodes joined by a direct veth",
+        "≈ 30 s",
+        lambda o: 300,
+        False,
+        _tunnel_ray,
+    ),
+    Bench(
+        "tunnel-packets",
+        "10 million small UDP frames each way through the tunnel at once: stalls, delivery, ping after",
+        "≈ 5–10 min for 10 M",
+        lambda o: flood_seconds(o.tunnel_packets) + 120,
+        False,
+        _tunnel_packets,
+    ),
 ]
 
 
@@ -514,6 +607,12 @@ def _bench_dir() -> Path:
 def _child_argv(name: str, options: Options, result_file: Path) -> list[str]:
     argv = [sys.executable, "-m", "rlark_devinfra.bench", "--child", name, "--child-result", str(result_file)]
     argv += ["--rounds", str(options.rounds), "--tunnel-seconds", str(options.tunnel_seconds)]
+    argv += [
+        "--tunnel-ray-tasks",
+        str(options.tunnel_ray_tasks),
+        "--tunnel-packets",
+        str(options.tunnel_packets),
+    ]
     for mtu in options.tunnel_mtus:
         argv += ["--tunnel-mtu", str(mtu)]
     if options.build:
@@ -602,6 +701,17 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
         help="tunnel MTU (repeatable; default 1500 and the tunnel's default MTU)",
     )
     parser.add_argument("--tunnel-seconds", type=int, default=5, help="iperf3 seconds per direction")
+    parser.add_argument(
+        "--tunnel-ray-tasks", type=int, default=300, help="timed Ray tasks per path (tunnel-ray, default 300)"
+    )
+    parser.add_argument(
+        "--packets",
+        "--tunnel-packets",
+        dest="tunnel_packets",
+        type=int,
+        default=10_000_000,
+        help="UDP frames each way (tunnel-packets, default 10,000,000)",
+    )
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-result", type=Path, help=argparse.SUPPRESS)
@@ -609,8 +719,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     unknown = [n for n in args.names if n not in names]
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; choose from {names}")
-    if args.rounds < 1 or args.tunnel_seconds < 1:
-        parser.error("--rounds and --tunnel-seconds must be at least 1")
+    if min(args.rounds, args.tunnel_seconds, args.tunnel_ray_tasks, args.tunnel_packets) < 1:
+        parser.error("--rounds, --tunnel-seconds, --tunnel-ray-tasks and --packets must be at least 1")
     return args
 
 
@@ -621,6 +731,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         build=args.build,
         tunnel_mtus=tuple(args.tunnel_mtu or ()),
         tunnel_seconds=args.tunnel_seconds,
+        tunnel_ray_tasks=args.tunnel_ray_tasks,
+        tunnel_packets=args.tunnel_packets,
     )
     if args.child:
         with contextlib.suppress(ImportError):  # services log one line per unit of work at INFO
