@@ -1,24 +1,41 @@
-"""DomainTunnels' desired state: peers only once announced, one dialing side, remote addresses by cluster."""
+"""DomainTunnels' desired state: peers only once netdomain republished their verified endpoint, one
+dialing side, remote addresses by cluster; the agent's tunnel consumer ignores raw announcements."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from ipaddress import IPv4Address
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+from rlark_contracts import encode, new_envelope
 from rlark_contracts.events.agent import TunnelEndpointAnnounced
 from rlark_contracts.events.netdomain import (
     AddressesAllocated,
     AddressesReleased,
+    TunnelEndpoint,
     TunnelTopologyChanged,
     WorkerAddress,
 )
+from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels
-from rlark_tunnel_agent.tunnel import LinkState, PeerState, TunnelState, TunnelSupervisor
+from rlark_tunnel_agent.tunnel import LinkState, PeerSpec, PeerState, TunnelState, TunnelSupervisor
 
 
 async def _ignore(_: TunnelEndpointAnnounced) -> None:
     return None
+
+
+def endpoint(cluster: str, port: int, host: str = "127.0.0.1") -> TunnelEndpoint:
+    return TunnelEndpoint(cluster=cluster, host=host, port=port, public_key=f"ssh-ed25519 KEY{cluster}")
+
+
+def topology(clusters: list[str], *endpoints: TunnelEndpoint) -> TunnelTopologyChanged:
+    return TunnelTopologyChanged(
+        domain="d1", cidr="10.200.0.0/16", clusters=clusters, links=[], endpoints=list(endpoints)
+    )
 
 
 def announced(cluster: str, port: int) -> TunnelEndpointAnnounced:
@@ -32,22 +49,99 @@ def announced(cluster: str, port: int) -> TunnelEndpointAnnounced:
     )
 
 
-async def test_a_peer_is_linked_once_announced_and_the_smaller_name_dials(tmp_path: Path) -> None:
+class _Recorder(TunnelSupervisor):
+    """A supervisor that records the peers each topology update asks for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.updates: list[list[PeerSpec]] = []
+
+    async def update_topology(self, domain: str, peers: Any, remote: Any) -> None:
+        self.updates.append(list(peers))
+
+
+async def test_a_peer_is_linked_once_its_verified_endpoint_arrives_and_the_smaller_name_dials(
+    tmp_path: Path,
+) -> None:
     beta = DomainTunnels("beta", tmp_path, _ignore)
+    await beta.on_topology(topology(["alpha", "beta", "gamma"]))
+    assert beta.peers("d1") == []
+    # Its own endpoint, and one of a cluster outside the topology, are not peers.
     await beta.on_topology(
-        TunnelTopologyChanged(
-            domain="d1", cidr="10.200.0.0/16", clusters=["alpha", "beta", "gamma"], links=[]
+        topology(
+            ["alpha", "beta", "gamma"],
+            endpoint("alpha", 4001),
+            endpoint("beta", 4002),
+            endpoint("gamma", 4003),
+            endpoint("delta", 4004),
         )
     )
-    assert beta.peers("d1") == []
-    await beta.on_endpoint(announced("alpha", 4001))
-    await beta.on_endpoint(announced("gamma", 4003))
-    await beta.on_endpoint(announced("beta", 4002))  # its own: ignored
     peers = {p.cluster: p for p in beta.peers("d1")}
     assert set(peers) == {"alpha", "gamma"}
     assert peers["alpha"].endpoint is None  # alpha dials beta
     assert peers["gamma"].endpoint == ("127.0.0.1", 4003)
     assert peers["gamma"].public_key == "ssh-ed25519 KEYgamma"
+
+
+async def test_each_topology_replaces_the_endpoints_so_changed_and_dropped_ones_follow(
+    tmp_path: Path,
+) -> None:
+    alpha = DomainTunnels("alpha", tmp_path, _ignore)
+    await alpha.on_topology(
+        topology(["alpha", "beta", "gamma"], endpoint("beta", 4002), endpoint("gamma", 1))
+    )
+    await alpha.on_topology(topology(["alpha", "beta", "gamma"], endpoint("beta", 5002, host="b.local")))
+    assert [(p.cluster, p.endpoint) for p in alpha.peers("d1")] == [("beta", ("b.local", 5002))]
+    await alpha.on_topology(topology(["alpha", "beta"]))  # an older netdomain's event: no endpoints
+    assert alpha.peers("d1") == []
+
+
+async def test_the_tunnel_consumer_links_peers_from_topologies_and_never_from_announcements(
+    tmp_path: Path,
+) -> None:
+    """A forged announcement on agent.reports (or one that reached this topic any other way) is
+    not acted on; the topology's verified endpoint is."""
+    recorder = _Recorder()
+    tunnels = DomainTunnels("alpha", tmp_path, _ignore, supervisor=recorder)
+    agent = Agent(
+        gateway_url="http://unused",
+        credential="unused",
+        make_driver=lambda _: None,  # type: ignore[arg-type,return-value]
+        runtime="local",
+        state_dir=tmp_path,
+    )
+    agent.tunnels = tunnels
+    records = [
+        SimpleNamespace(value=encode(new_envelope(data, source="test", subject="d1")))
+        for data in (
+            topology(["alpha", "beta"]),
+            announced("beta", 6666),
+            topology(["alpha", "beta"], endpoint("beta", 4002)),
+        )
+    ]
+
+    class _Consumer:
+        def __init__(self) -> None:
+            self.batches: list[dict[str, list[Any]]] = [{"tp": records}]
+            self.commits = 0
+
+        async def getmany(self, **_: Any) -> dict[str, list[Any]]:
+            if not self.batches:
+                agent.stop()
+                await asyncio.sleep(0)
+                return {}
+            return self.batches.pop(0)
+
+        async def commit(self) -> None:
+            self.commits += 1
+
+    consumer = _Consumer()
+    await asyncio.wait_for(agent._consume_tunnels(consumer), 5)
+    assert consumer.commits == 1
+    assert [[(p.cluster, p.endpoint) for p in update] for update in recorder.updates] == [
+        [],
+        [("beta", ("127.0.0.1", 4002))],
+    ]
 
 
 async def test_remote_addresses_follow_allocations_and_releases(tmp_path: Path) -> None:
@@ -64,10 +158,10 @@ async def test_remote_addresses_follow_allocations_and_releases(tmp_path: Path) 
     )
     await alpha.on_allocated(allocated)
     assert alpha._remote("d1") == {"beta": [IPv4Address("10.200.0.2"), IPv4Address("10.200.0.3")]}
-    await alpha.on_endpoint(announced("beta", 4002))
+    await alpha.on_topology(topology(["alpha", "beta"], endpoint("beta", 4002)))
     assert [p.cluster for p in alpha.peers("d1")] == ["beta"]
     await alpha.on_released(AddressesReleased(job_id="j1", domain="d1"))
-    assert alpha._remote("d1") == {}
+    assert alpha._remote("d1") == {"beta": []}  # still in the topology: linked, no addresses
 
 
 class _Links(TunnelSupervisor):

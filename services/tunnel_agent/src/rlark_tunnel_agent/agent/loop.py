@@ -8,8 +8,10 @@ contract), so at-least-once delivery of placements is harmless; stopped workers 
 file so a replayed placement never resurrects them.
 
 Network domains (with ``tunnels`` options and a driver that takes ``virtual_ip_hooks``, the local
-one): a second consumer reads ``netdomain.allocations``, ``netdomain.tunnels`` and the peers'
-endpoint announcements on ``agent.reports`` into ``DomainTunnels`` (see ``tunnels.py``, ADR 0003).
+one): a second consumer reads ``netdomain.allocations`` and ``netdomain.tunnels`` into
+``DomainTunnels`` (see ``tunnels.py``, ADR 0003). Peers' endpoints and keys come only from the
+topology events, which carry the announcements the netdomain service verified; the agent announces
+its own endpoint on ``agent.reports`` but never reads its peers' announcements there.
 A watcher polls the links about once a second and reports each state change
 (``agent.tunnel.state_changed.v1``); heartbeats re-report links last reported over 30 s ago.
 """
@@ -27,7 +29,6 @@ from typing import Any
 import structlog
 from aiokafka import AIOKafkaConsumer
 from rlark_contracts import TopicNames, decode
-from rlark_contracts.events.agent import TunnelEndpointAnnounced
 from rlark_contracts.events.inventory import NodeCordonRequested
 from rlark_contracts.events.netdomain import (
     AddressesAllocated,
@@ -132,7 +133,6 @@ class Agent:
             tunnel_consumer = AIOKafkaConsumer(
                 names.physical("netdomain.allocations"),
                 names.physical("netdomain.tunnels"),
-                names.physical("agent.reports"),
                 bootstrap_servers=session.kafka_bootstrap,
                 group_id=f"{session.topic_prefix}agent-{cluster}-tunnels",
                 enable_auto_commit=False,
@@ -231,11 +231,9 @@ class Agent:
                 await consumer.commit()
 
     async def _consume_tunnels(self, consumer: AIOKafkaConsumer) -> None:
-        """Allocations, topologies and peers' endpoints, in order, into ``self.tunnels``.
-
-        Announcements are taken from the topic as published: an agent holds no secret to check
-        another agent's token, so their authenticity rests on who may write ``agent.reports``
-        (ADR 0003 names the limit and the follow-up)."""
+        """Allocations and topologies (with the peers' verified endpoints), in order, into
+        ``self.tunnels``. The netdomain service publishes these topics (agents may not: ADR 0001's
+        ACLs) and checked each endpoint against the announcing cluster's agent token (ADR 0003)."""
         tunnels = self.tunnels
         assert tunnels is not None
         while not self._stopping.is_set():
@@ -250,9 +248,7 @@ class Agent:
                     except Exception as exc:
                         log.warning("undecodable tunnel record skipped", error=type(exc).__name__)
                         continue
-                    if isinstance(payload, TunnelEndpointAnnounced):
-                        await tunnels.on_endpoint(payload)
-                    elif isinstance(payload, AddressesAllocated):
+                    if isinstance(payload, AddressesAllocated):
                         await tunnels.on_allocated(payload)
                     elif isinstance(payload, AddressesReleased):
                         await tunnels.on_released(payload)

@@ -6,11 +6,14 @@ Role: the glue between the platform's events and ``TunnelSupervisor`` (ADR 0003)
 - which virtual IPs live in which cluster (``netdomain.addresses.allocated.v1`` / ``released``);
 - which clusters the domain spans (``netdomain.tunnels.topology_changed.v1``, plus any cluster
   holding an allocation — so a topology event that arrives late delays nothing);
-- where each peer agent accepts the domain's tunnels and with which key
-  (``agent.tunnel.endpoint_announced.v1`` on ``agent.reports``);
+- where each peer agent accepts the domain's tunnels and with which key: only from the topology
+  event's ``endpoints``, which the netdomain service verified against the announcing cluster's
+  agent token. Announcements read straight off ``agent.reports`` are not believed — an agent
+  cannot check another agent's token, and one agent could announce for another cluster;
 
 and it is the local driver's ``VirtualIpHooks``: ``attach`` creates the worker's TUN device (the
-first worker of a domain here brings the domain's tunnels up and announces this agent's endpoint),
+first worker of a domain here brings the domain's tunnels up and announces this agent's endpoint on
+``agent.reports``, for the netdomain service to verify and republish),
 ``detach`` removes it (the last one takes them down). Between two clusters the one whose name sorts
 first dials; the other only accepts — both sides derive it the same way, with no coordination.
 
@@ -43,6 +46,7 @@ from rlark_contracts.events.agent import TunnelEndpointAnnounced, TunnelStateCha
 from rlark_contracts.events.netdomain import (
     AddressesAllocated,
     AddressesReleased,
+    TunnelEndpoint,
     TunnelTopologyChanged,
 )
 from rlark_contracts.events.scheduler import WorkerPlaced
@@ -107,7 +111,8 @@ class DomainTunnels:
         self._linked: dict[str, set[str]] = defaultdict(set)  # domain → clusters of its topology
         self._allocations: dict[str, dict[str, dict[str, list[IPv4Address]]]] = defaultdict(dict)
         """domain → job id → cluster → virtual IPs."""
-        self._endpoints: dict[tuple[str, str], TunnelEndpointAnnounced] = {}
+        self._endpoints: dict[str, dict[str, TunnelEndpoint]] = {}
+        """domain → peer cluster → its verified endpoint, as the latest topology event gave them."""
         self._keys: dict[str, asyncssh.SSHKey] = {}
         self._reported: dict[tuple[str, str], tuple[bool, float]] = {}
         """(domain, peer) → (was up, monotonic time) of the link's last report."""
@@ -122,7 +127,27 @@ class DomainTunnels:
             )
 
     async def on_topology(self, event: TunnelTopologyChanged) -> None:
+        """Take the domain's clusters and its peers' verified endpoints from the topology event.
+
+        Each event carries the domain's full set, so it replaces what was known: a peer whose
+        endpoint is absent (not announced yet, or gone with its cluster) is not linked.
+        """
         self._linked[event.domain] = set(event.clusters)
+        endpoints = {
+            e.cluster: e for e in event.endpoints if e.cluster in event.clusters and e.cluster != self.cluster
+        }
+        known = self._endpoints.get(event.domain, {})
+        for cluster in sorted(endpoints):
+            if known.get(cluster) != endpoints[cluster]:
+                endpoint = endpoints[cluster]
+                log.info(
+                    "tunnel peer endpoint learned",
+                    domain=event.domain,
+                    peer=cluster,
+                    host=endpoint.host,
+                    port=endpoint.port,
+                )
+        self._endpoints[event.domain] = endpoints
         await self._refresh(event.domain)
 
     async def on_allocated(self, event: AddressesAllocated) -> None:
@@ -136,36 +161,22 @@ class DomainTunnels:
         self._allocations[event.domain].pop(event.job_id, None)
         await self._refresh(event.domain)
 
-    async def on_endpoint(self, event: TunnelEndpointAnnounced) -> None:
-        if event.cluster == self.cluster:
-            return
-        key = (event.domain, event.cluster)
-        known = self._endpoints.get(key)
-        if known is not None and (known.host, known.port, known.public_key) == (
-            event.host,
-            event.port,
-            event.public_key,
-        ):
-            return
-        self._endpoints[key] = event
-        log.info("tunnel peer endpoint learned", domain=event.domain, peer=event.cluster)
-        await self._refresh(event.domain)
-
     def peers(self, domain: str) -> list[PeerSpec]:
-        """The domain's peers this agent can link to now (those whose endpoint is known)."""
+        """The domain's peers this agent can link to now (those with a verified endpoint)."""
         clusters = set(self._linked.get(domain, ())) | set(self._remote(domain))
         clusters.discard(self.cluster)
+        verified = self._endpoints.get(domain, {})
         specs = []
         for cluster in sorted(clusters):
-            announced = self._endpoints.get((domain, cluster))
-            if announced is None:
-                continue  # its agent has not announced yet: added when it does
+            endpoint = verified.get(cluster)
+            if endpoint is None:
+                continue  # not verified and republished by netdomain yet: added when it is
             dials = self.cluster < cluster
             specs.append(
                 PeerSpec(
                     cluster,
-                    announced.public_key,
-                    endpoint=(announced.host, announced.port) if dials else None,
+                    endpoint.public_key,
+                    endpoint=(endpoint.host, endpoint.port) if dials else None,
                 )
             )
         return specs
