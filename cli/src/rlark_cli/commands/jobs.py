@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,7 +23,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from rlark_cli.client import EXIT_REFUSED, Gateway, err, fail
+from rlark_cli.client import EXIT_REFUSED, Gateway, RetryPolicy, err, fail
 from rlark_cli.output import Column, Format, OutputOpt, emit, out
 
 EXIT_JOB_FAILED = 5
@@ -196,11 +197,43 @@ def preview(
 
 
 @app.command("submit")
-def submit(path: JobFile, follow: FollowOpt = False, output: OutputOpt = Format.table) -> None:
-    """Submit a job. With --follow, show its progress until it ends and exit with its outcome."""
+def submit(
+    path: JobFile,
+    follow: FollowOpt = False,
+    output: OutputOpt = Format.table,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            "--idempotency-key",
+            help="Key that makes the submission safe to repeat (default: a new random one). Running the "
+            "command again with the same key and file returns the job already created instead of a second one",
+        ),
+    ] = None,
+    retries: Annotated[
+        int,
+        typer.Option(
+            "--retries",
+            min=0,
+            max=20,
+            help="Retries (same key) when the gateway is unreachable or answers 502/503/504",
+        ),
+    ] = 5,
+) -> None:
+    """Submit a job. With --follow, show its progress until it ends and exit with its outcome.
+
+    The request carries an Idempotency-Key and is retried with it when the connection fails or a
+    service is restarting, so a retry never creates a second job.
+    """
     content = _read(path)
     gateway = Gateway()
-    job = gateway.post("/api/v1/jobs", content=content, headers=_document_headers(content))
+    key = idempotency_key if idempotency_key is not None else str(uuid.uuid4())
+    job = gateway.post_idempotent(
+        "/api/v1/jobs",
+        key,
+        policy=RetryPolicy(attempts=retries + 1),
+        content=content,
+        headers=_document_headers(content),
+    )
     if output is not Format.table:
         emit(job, output)
     else:

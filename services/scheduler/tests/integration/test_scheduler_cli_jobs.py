@@ -5,19 +5,24 @@ the agents are simulated by publishing their reports, everything else is the rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import structlog
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
 from rlark_cli import client as cli_client
 from rlark_cli.main import app
 from rlark_platform.identity import Caller, Role, sign_caller
-from rlark_platform.testing import TEST_SECRET, RunningService, TopicReader
+from rlark_platform.testing import TEST_SECRET, RunningService, TopicReader, free_port
 from scheduler_it_support import IMAGE, World, nodes_synced, placed_count
 from typer.testing import CliRunner, Result
 
@@ -164,3 +169,115 @@ async def test_submit_follow_exits_non_zero_when_the_job_fails_and_cancel_works(
     assert "Cancelled" in cancelled.output
     missing = await rlark("jobs", "show", "job-000000000000")
     assert missing.exit_code == 1
+
+
+@contextlib.asynccontextmanager
+async def flaky_front(upstream: str, script: list[str]) -> AsyncIterator[tuple[str, list[str]]]:
+    """A stand-in gateway in front of the scheduler that treats the Nth ``POST /api/v1/jobs`` as
+    ``script[N]`` says — ``lost``: forwarded, then the answer is thrown away and 504 returned (the job
+    was stored, the client never hears of it); ``down``: 503 without forwarding (a restarting service);
+    ``pass`` (and anything after the script): forwarded as is. Yields its URL and the Idempotency-Key
+    of every attempt."""
+    keys: list[str] = []
+    app = FastAPI()
+
+    @app.api_route("/{path:path}", methods=["GET", "POST"])
+    async def forward(path: str, request: Request) -> Response:
+        step = "pass"
+        if request.method == "POST" and path == "api/v1/jobs":
+            keys.append(request.headers.get("idempotency-key", ""))
+            step = script[len(keys) - 1] if len(keys) <= len(script) else "pass"
+        if step == "down":
+            return JSONResponse({"error": {"code": "service_unavailable", "message": "restarting"}}, 503)
+        headers = {k: v for k, v in request.headers.items() if k not in ("host", "content-length")}
+        async with httpx.AsyncClient(base_url=upstream) as client:
+            answer = await client.request(
+                request.method,
+                "/" + path,
+                params=request.query_params,
+                headers=headers,
+                content=await request.body(),
+            )
+        if step == "lost":
+            return JSONResponse({"error": {"code": "upstream_timeout", "message": "no answer in time"}}, 504)
+        return Response(answer.content, answer.status_code, media_type=answer.headers.get("content-type"))
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="off"))
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    task = asyncio.create_task(server.serve())
+    for _ in range(500):
+        if server.started:
+            break
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", keys
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+
+
+async def jobs_of(scheduler: RunningService) -> list[dict[str, Any]]:
+    async with scheduler.client("alice") as client:
+        items: list[dict[str, Any]] = (await client.get("/api/v1/jobs")).json()["items"]
+    return items
+
+
+async def single_node_job(world: World, database_url: str, tmp_path: Path) -> Path:
+    await fleet(world, database_url)
+    job = tmp_path / "job.yaml"
+    made = await rlark(
+        "jobs", "init", "-t", "single-node", "-p", "cluster=gpu-a", "-p", f"image={IMAGE}", "--file", str(job)
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    return job
+
+
+async def test_submit_retries_with_the_same_key_and_a_lost_answer_still_makes_one_job(
+    cli: io.StringIO,
+    world: World,
+    scheduler: RunningService,
+    database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job = await single_node_job(world, database_url, tmp_path)
+    async with flaky_front(scheduler.url, ["lost", "down"]) as (url, keys):
+        monkeypatch.setenv("RLARK_URL", url)
+        result = await rlark("jobs", "submit", str(job), "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert len(keys) == 3
+    assert len(set(keys)) == 1
+    assert uuid.UUID(keys[0])
+    assert result.output.count("retrying") == 2
+    assert "HTTP 504 upstream_timeout" in result.output
+    assert "HTTP 503 service_unavailable" in result.output
+    stored = await jobs_of(scheduler)
+    assert [j["id"] for j in stored] == [json.loads(result.stdout)["id"]]
+
+
+async def test_submit_gives_up_after_its_retries_and_the_key_it_names_finishes_the_job(
+    cli: io.StringIO,
+    world: World,
+    scheduler: RunningService,
+    database_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job = await single_node_job(world, database_url, tmp_path)
+    async with flaky_front(scheduler.url, ["lost", "down", "down"]) as (url, keys):
+        monkeypatch.setenv("RLARK_URL", url)
+        result = await rlark("jobs", "submit", str(job), "--retries", "1")
+    assert result.exit_code == 4, result.output
+    assert len(keys) == 2
+    assert "gave up after 2 attempts" in result.output
+    assert keys[0] in result.output
+    [lost] = await jobs_of(scheduler)  # stored by the first attempt, whose answer never came
+
+    monkeypatch.setenv("RLARK_URL", scheduler.url)
+    again = await rlark("jobs", "submit", str(job), "--idempotency-key", keys[0], "-o", "json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["id"] == lost["id"]
+    assert [j["id"] for j in await jobs_of(scheduler)] == [lost["id"]]
+    fresh = await rlark("jobs", "submit", str(job), "-o", "json")
+    assert json.loads(fresh.stdout)["id"] != lost["id"]
