@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 from rlark_tunnel_agent.agent.loop import Agent
+from rlark_tunnel_agent.agent.tunnels import TunnelOptions
 from rlark_tunnel_agent.runtime.local.cluster import load_cluster
 from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
 
@@ -19,6 +20,14 @@ from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOpti
 def write_cluster_file(path: Path, cluster: str, nodes: list[dict[str, Any]]) -> Path:
     path.write_text(yaml.safe_dump({"cluster": cluster, "nodes": nodes}))
     return path
+
+
+def nodes(cluster: str, count: int) -> list[dict[str, Any]]:
+    """``count`` CPU-only virtual nodes named ``<cluster>-<i>``."""
+    return [
+        {"name": f"{cluster}-{i}", "labels": {"rlark.io/node-category": "cloud"}, "cpu": 2, "memory": "4Gi"}
+        for i in range(count)
+    ]
 
 
 def private_network(state_dir: Path) -> dict[str, Any]:
@@ -38,10 +47,12 @@ async def local_agent(
     state_dir: Path,
     *,
     stop_workers: bool = True,
+    tunnels: TunnelOptions | None = None,
     **options: Any,
 ) -> AsyncIterator[Agent]:
     """The real agent with the local driver. On exit the agent stops; with ``stop_workers`` its workers are
-    stopped first (an agent's own stop leaves workers running, as a restart must)."""
+    stopped first (an agent's own stop leaves workers running, as a restart must). ``tunnels`` turns on
+    network-domain tunnels; ``options`` are LocalDriverOptions."""
     declared = load_cluster(cluster_file)
     network = {**private_network(state_dir), **options}
 
@@ -57,6 +68,7 @@ async def local_agent(
         state_dir=state_dir,
         heartbeat_interval_s=0.5,
         observe_interval_s=1.0,
+        tunnels=tunnels,
     )
     task = asyncio.create_task(agent.run())
     try:

@@ -24,6 +24,11 @@ from rlark_platform.testing import TEST_SECRET, free_port, running_service, sett
 
 ADMIN, ADMIN_PASSWORD = "root", "correct-horse-battery-staple"
 
+QUICK_OVERRIDES: dict[str, dict[str, Any]] = {
+    "inventory": {"agent_timeout_s": 2.0, "agent_check_interval_s": 0.25},
+}
+"""Settings every end-to-end platform starts with: a stopped agent's cluster goes offline in seconds."""
+
 
 def definitions() -> dict[str, ServiceDefinition]:
     from rlark_gateway.main import DEFINITION as gateway
@@ -189,4 +194,4 @@ async def eventually(
     raise AssertionError(f"{what} not reached after {timeout_s}s (last: {last!r})")
 
 
-__all__ = ["ADMIN", "ADMIN_PASSWORD", "TEST_SECRET", "Stack", "eventually", "platform"]
+__all__ = ["ADMIN", "ADMIN_PASSWORD", "QUICK_OVERRIDES", "TEST_SECRET", "Stack", "eventually", "platform"]

@@ -11,70 +11,21 @@ the Header in ``alpha``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 
 import pytest
-from agents import private_network, write_cluster_file
+from agents import local_agent, nodes, write_cluster_file
 from jobs import document, logs, role, submit, wait_placeable, wait_status
-from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
-from rlark_tunnel_agent.runtime.local.cluster import load_cluster
-from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
 from stack import Stack
 
 pytestmark = pytest.mark.e2e
 
 DOMAIN_CIDR = "10.200.0.0/16"
-
-
-def nodes(cluster: str, count: int) -> list[dict[str, object]]:
-    return [
-        {"name": f"{cluster}-{i}", "labels": {"rlark.io/node-category": "cloud"}, "cpu": 2, "memory": "4Gi"}
-        for i in range(count)
-    ]
-
-
-@contextlib.asynccontextmanager
-async def domain_agent(
-    gateway_url: str, credential: str, cluster_file: Path, state_dir: Path
-) -> AsyncIterator[Agent]:
-    """The real agent and local driver (own bridge and subnet), with tunnels on 127.0.0.1: two agents
-    on one machine reach each other there, each domain's server on its own ephemeral port."""
-    declared = load_cluster(cluster_file)
-    agent = Agent(
-        gateway_url=gateway_url,
-        credential=credential,
-        make_driver=lambda _: LocalDriver(
-            declared, LocalDriverOptions(state_dir=state_dir / declared.cluster, **private_network(state_dir))
-        ),
-        runtime="local",
-        state_dir=state_dir,
-        heartbeat_interval_s=0.5,
-        observe_interval_s=1.0,
-        tunnels=TunnelOptions(listen_host="127.0.0.1", advertise_host="127.0.0.1"),
-    )
-    task = asyncio.create_task(agent.run())
-    try:
-        waiter = asyncio.create_task(agent.ready.wait())
-        done, _ = await asyncio.wait([waiter, task], timeout=60, return_when=asyncio.FIRST_COMPLETED)
-        if task in done:
-            task.result()
-        assert agent.ready.is_set(), "agent did not start"
-        yield agent
-    finally:
-        if agent.ready.is_set():
-            for worker_id in await agent.driver.list_workers():
-                await agent.driver.stop_worker(worker_id)
-        agent.stop()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, 60)
 
 
 RUN = r"""
@@ -117,9 +68,11 @@ async def test_a_job_spanning_two_clusters_in_a_domain_runs_ray_over_the_virtual
     alpha_file = write_cluster_file(tmp_path / "alpha.yaml", "alpha", nodes("alpha", 1))
     beta_file = write_cluster_file(tmp_path / "beta.yaml", "beta", nodes("beta", 2))
 
+    # Two agents on one machine reach each other on 127.0.0.1, each domain's server on its own port.
+    loopback = TunnelOptions(listen_host="127.0.0.1", advertise_host="127.0.0.1")
     async with (
-        domain_agent(stack.url, alpha, alpha_file, tmp_path / "agent-alpha") as agent_a,
-        domain_agent(stack.url, beta, beta_file, tmp_path / "agent-beta") as agent_b,
+        local_agent(stack.url, alpha, alpha_file, tmp_path / "agent-alpha", tunnels=loopback) as agent_a,
+        local_agent(stack.url, beta, beta_file, tmp_path / "agent-beta", tunnels=loopback) as agent_b,
     ):
         doc = document(
             "across two clusters",

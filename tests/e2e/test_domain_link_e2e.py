@@ -1,0 +1,275 @@
+"""Issue 8's must-show, cutting the link: through the whole platform, with a real network cut.
+
+Two "clusters" are network namespaces joined by ONE veth link (``rlark_devinfra.netns``). The real agents
+(local driver) run in the test's process and its host namespace — their control-plane traffic stays there —
+but each agent's tunnel sockets (the domain's SSH server and its dialer) live in its cluster's namespace and
+it advertises its end of the link (``TunnelOptions.netns``). The workers' TUN devices are created by the
+agents as always, so every Ray packet between ``alpha`` and ``beta`` crosses that one veth inside the SSH
+tunnel. A 3-worker job (Header in ``alpha``, two workers in ``beta``) keeps running Ray tasks pinned to all
+three nodes until told to stop (a file the test creates).
+
+- (a) The link is cut mid-run: while the job is Running its reason names the broken tunnel (domain, both
+  clusters); the link is restored within the grace: the reason clears, the same Ray cluster (same node ids)
+  goes on running tasks on all nodes, and the job Succeeds.
+- (b) A second job: the link is cut and stays cut past the grace: the job Fails with that reason.
+
+Timing for the test: agents ping every 0.5 s and declare a link dead after 2 s of silence; the scheduler's
+grace (``RLARK_TUNNEL_GRACE_S``) is 10 s, below Ray's own failure detection (tens of seconds), so the job's
+fate is decided by the tunnel rule, and the cut in (a) stays well under Ray's timeouts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import local_agent, nodes, write_cluster_file
+from jobs import document, job, logs, role, submit, wait_placeable, wait_status
+from rlark_devinfra import netns
+from rlark_tunnel_agent.agent.loop import Agent
+from rlark_tunnel_agent.agent.tunnels import TunnelOptions
+from stack import QUICK_OVERRIDES, Stack, eventually, platform
+
+pytestmark = [pytest.mark.e2e, pytest.mark.netns]
+
+DOMAIN_CIDR = "10.201.0.0/16"
+GRACE_S = 10.0
+LINK_TIMING = {"ping_interval_s": 0.5, "dead_after_s": 2.0, "backoff_max_s": 0.5}
+
+RUN = r"""
+python - <<'PY'
+import json, os, pathlib, time, ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+ray.init(address=os.environ["RAY_ADDRESS"])
+control = pathlib.Path(os.environ["LINK_CONTROL"])
+
+def alive():
+    return sorted([n["NodeID"], n["NodeManagerAddress"]] for n in ray.nodes() if n["Alive"])
+
+before = alive()
+print("RAY_NODES_BEFORE=" + json.dumps(before), flush=True)
+
+@ray.remote(num_cpus=0)
+def where():
+    return ray.get_runtime_context().get_node_id()
+
+rounds, errors, slowest = 0, 0, 0.0
+deadline = time.monotonic() + 240
+while not (control / "stop").exists():
+    assert time.monotonic() < deadline, "never told to stop"
+    started = time.monotonic()
+    try:
+        ran = ray.get([
+            where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+            for node, _ in before
+        ])
+        assert ran == [node for node, _ in before], ran
+    except Exception as exc:  # counted: job (a) requires none; job (b) is decided by the tunnel rule
+        errors += 1
+        print(f"ROUND_ERROR {type(exc).__name__}: {exc}"[:300], flush=True)
+        time.sleep(1)
+        continue
+    slowest = max(slowest, time.monotonic() - started)
+    rounds += 1
+    (control / "rounds").write_text(str(rounds))
+    time.sleep(0.2)
+print("RAY_NODES_AFTER=" + json.dumps(alive()), flush=True)
+print(f"ROUNDS rounds={rounds} errors={errors} slowest={slowest:.2f}", flush=True)
+PY
+"""
+
+
+@dataclass
+class LinkedClusters:
+    stack: Stack
+    bed: netns.TestBed
+    domain: str
+    agents: dict[str, Agent]
+
+
+@pytest.fixture(scope="module")
+async def linked(
+    postgres_server_url: str, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[LinkedClusters]:
+    """The platform (short tunnel grace), a two-cluster namespace bed and one agent per cluster whose
+    tunnel sockets live in its cluster's namespace."""
+    tmp = tmp_path_factory.mktemp("link")
+    overrides = {**QUICK_OVERRIDES, "scheduler": {"tunnel_grace_s": GRACE_S, "placement_poll_s": 0.5}}
+    bed = netns.create(f"e{uuid.uuid4().hex[:5]}", {"alpha": [], "beta": []})
+    try:
+        async with (
+            platform(postgres_server_url, kafka_bootstrap, tmp, **overrides) as stack,
+            contextlib.AsyncExitStack() as running,
+        ):
+            domain = f"link-{uuid.uuid4().hex[:6]}"
+            async with stack.client() as client:
+                created = await client.post("/api/v1/domains", json={"name": domain, "cidr": DOMAIN_CIDR})
+                assert created.status_code == 201, created.text
+            agents: dict[str, Agent] = {}
+            for cluster, count, peer in (("alpha", 1, "beta"), ("beta", 2, "alpha")):
+                credential = await stack.register_cluster(cluster)
+                cluster_file = write_cluster_file(tmp / f"{cluster}.yaml", cluster, nodes(cluster, count))
+                address = bed.address_of(cluster, peer)
+                options = TunnelOptions(
+                    netns=f"/run/netns/{bed.agents[cluster]}",
+                    listen_host=address,
+                    advertise_host=address,
+                    **LINK_TIMING,
+                )
+                agents[cluster] = await running.enter_async_context(
+                    local_agent(
+                        stack.url, credential, cluster_file, tmp / f"agent-{cluster}", tunnels=options
+                    )
+                )
+            yield LinkedClusters(stack, bed, domain, agents)
+    finally:
+        bed.destroy()
+
+
+def link_document(linked: LinkedClusters, name: str, control: Path) -> dict[str, Any]:
+    return document(
+        name,
+        [
+            role("actor", 1, cluster="alpha", env={"LINK_CONTROL": str(control)}),
+            role("rollout", 2, cluster="beta"),
+        ],
+        RUN,
+        networkDomain=linked.domain,
+    )
+
+
+async def start_job(linked: LinkedClusters, name: str, control: Path) -> str:
+    """Submit the job and return once it is Running with Ray tasks completing on all three nodes."""
+    doc = link_document(linked, name, control)
+    await wait_placeable(linked.stack, doc)
+    submitted = await submit(linked.stack, doc)
+    await wait_status(linked.stack, submitted["id"], {"Running"}, timeout_s=300)
+    await wait_rounds(control, 2, timeout_s=120)
+    return str(submitted["id"])
+
+
+def rounds(control: Path) -> int:
+    """Rounds of Ray tasks (one on each node) the run script has completed."""
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        return int((control / "rounds").read_text())
+    return 0
+
+
+async def wait_rounds(control: Path, count: int, timeout_s: float) -> None:
+    async def enough() -> bool:
+        return rounds(control) >= count
+
+    await eventually(enough, timeout_s=timeout_s, interval_s=0.2, what=f"{count} rounds of Ray tasks")
+
+
+def tunnel_reason(linked: LinkedClusters) -> str:
+    return f"tunnel alpha ↔ beta of domain {linked.domain} is down since "
+
+
+async def wait_reason(linked: LinkedClusters, job_id: str, down: bool, timeout_s: float) -> dict[str, Any]:
+    """Poll the job until its reason names the down tunnel (``down``) or no longer does; it stays Running."""
+
+    async def reached() -> dict[str, Any] | None:
+        current = await job(linked.stack, job_id)
+        assert current["status"] == "Running", (current["status"], current["reason"])
+        shown = current["reason"].startswith(tunnel_reason(linked))
+        return current if shown == down else None
+
+    what = "the tunnel reason" if down else "the tunnel reason cleared"
+    return await eventually(reached, timeout_s=timeout_s, interval_s=0.1, what=what)  # type: ignore[no-any-return]
+
+
+def peer_link(agent: Agent, domain: str, peer: str) -> Any:
+    assert agent.tunnels is not None
+    state = next(s for s in agent.tunnels.supervisor.states() if s.domain == domain)
+    return state.peer(peer)
+
+
+async def test_a_cut_link_is_named_and_a_repair_within_the_grace_resumes_the_same_ray_cluster(
+    linked: LinkedClusters, tmp_path: Path
+) -> None:
+    job_id = await start_job(linked, "link cut and repaired", tmp_path)
+    connects = peer_link(linked.agents["alpha"], linked.domain, "beta").connects
+    done_before_cut = rounds(tmp_path)
+
+    cut_at = time.monotonic()
+    linked.bed.set_link("alpha", "beta", False)
+    try:
+        down = await wait_reason(linked, job_id, down=True, timeout_s=GRACE_S)
+        named_at = time.monotonic()
+        assert peer_link(linked.agents["alpha"], linked.domain, "beta").state != "up"
+    finally:
+        linked.bed.set_link("alpha", "beta", True)
+    restored_at = time.monotonic()
+    assert re.search(r"is down since \d\d:\d\d:\d\d UTC: .+", down["reason"]), down["reason"]
+
+    cleared = await wait_reason(linked, job_id, down=False, timeout_s=GRACE_S)
+    cleared_at = time.monotonic()
+    assert "tunnel" not in cleared["reason"], cleared["reason"]
+    # The tunnel came back on a new SSH connection; the workers never noticed beyond a stall.
+    assert peer_link(linked.agents["alpha"], linked.domain, "beta").connects > connects
+    await wait_rounds(tmp_path, done_before_cut + 3, timeout_s=30)
+    (tmp_path / "stop").touch()
+    final = await wait_status(linked.stack, job_id, {"Succeeded"}, timeout_s=120)
+
+    text = "\n".join(entry["line"] for entry in await logs(linked.stack, job_id))
+    before = re.search(r"RAY_NODES_BEFORE=(\[.*\])", text)
+    after = re.search(r"RAY_NODES_AFTER=(\[.*\])", text)
+    summary = re.search(r"ROUNDS rounds=(\d+) errors=(\d+) slowest=(\S+)", text)
+    assert before, text[-3000:]
+    assert after, text[-3000:]
+    assert summary, text[-3000:]
+    nodes_before, nodes_after = json.loads(before.group(1)), json.loads(after.group(1))
+    assert len(nodes_before) == 3
+    assert nodes_after == nodes_before  # the same Ray nodes: nothing restarted
+    assert sorted(address for _, address in nodes_before) == sorted(w["virtual_ip"] for w in final["workers"])
+    assert summary.group(2) == "0", text[-3000:]
+    async with linked.stack.client() as client:
+        response = await client.get(f"/api/v1/jobs/{job_id}/events")
+        assert response.status_code == 200, response.text
+    tunnel_events = [e for e in response.json()["items"] if e["kind"] == "tunnel"]
+    assert tunnel_events, response.json()["items"]
+    marked, cleared_event = tunnel_events[0], tunnel_events[-1]
+    assert marked["reason"].startswith(tunnel_reason(linked))
+    assert marked["to_status"] == "Running"
+    assert (marked["details"]["domain"], marked["details"]["clusters"]) == (linked.domain, ["alpha", "beta"])
+    assert cleared_event["details"].get("tunnel_up") is True, tunnel_events
+    print(
+        f"\nlink cut → reason named {named_at - cut_at:.1f} s; restored → reason cleared "
+        f"{cleared_at - restored_at:.1f} s (cut lasted {restored_at - cut_at:.1f} s); "
+        f"rounds {summary.group(1)}, slowest round {summary.group(3)} s; reason: {down['reason']}"
+    )
+
+
+async def test_a_link_down_past_the_grace_fails_the_job_with_the_tunnel_reason(
+    linked: LinkedClusters, tmp_path: Path
+) -> None:
+    job_id = await start_job(linked, "link cut for good", tmp_path)
+    cut_at = time.monotonic()
+    linked.bed.set_link("alpha", "beta", False)
+    try:
+        await wait_reason(linked, job_id, down=True, timeout_s=GRACE_S)
+        named_at = time.monotonic()
+        shown = await linked.stack.cli("jobs", "show", job_id)
+        assert shown.returncode == 0, shown.stderr
+        assert f"Running: {tunnel_reason(linked)}" in shown.stdout, shown.stdout
+        failed = await wait_status(linked.stack, job_id, {"Failed"}, timeout_s=GRACE_S + 30)
+        failed_at = time.monotonic()
+    finally:
+        linked.bed.set_link("alpha", "beta", True)
+    assert failed["reason"].startswith(tunnel_reason(linked)), failed["reason"]
+    assert failed["status"] == "Failed"
+    # Not before the grace: the outage started at most when the cut did.
+    assert failed_at - cut_at >= GRACE_S
+    print(
+        f"\nlink cut → reason named {named_at - cut_at:.1f} s → job Failed {failed_at - cut_at:.1f} s "
+        f"after the cut (grace {GRACE_S:.0f} s): {failed['reason']}"
+    )
