@@ -339,7 +339,7 @@ def _direct_veth(bed: TunnelBed, mtu: int) -> None:
 def ray_round_trip(tasks: int = 300, warmup: int = 30, mtu: int = DEFAULT_MTU) -> dict[str, Any]:
     """A no-op Ray task pinned to b1, driven from a1: over the tunnel, then over a direct veth."""
     result: dict[str, Any] = {"mtu": mtu, "tasks": tasks, "warmup": warmup}
-    with TunnelBed("benchray", {"a": ["a1"], "b": ["b1"]}, options={"mtu": mtu}) as bed:
+    with TunnelBed(f"ray{os.getpid() % 100000}", {"a": ["a1"], "b": ["b1"]}, options={"mtu": mtu}) as bed:
         result["tunnel"] = _ray_timing(bed, bed.vip("a1"), bed.vip("b1"), RAY_PORT, tasks, warmup)
         carried = bed.peer_state("a", "b")["counters"]["packets_out"]
         _direct_veth(bed, mtu)
@@ -356,6 +356,32 @@ def ray_round_trip(tasks: int = 300, warmup: int = 30, mtu: int = DEFAULT_MTU) -
 # --- no stall over many packets -------------------------------------------------------------------
 
 
+class StallWatch:
+    """The longest time a counter stood still, from periodic samples (resolution: the period).
+
+    ``observe(now, value)`` after each sample; the window runs from the sample at which the value
+    last changed (or from the start) to the latest sample. A direction whose counter did not move
+    for ``STALL_S`` or more while it offered traffic has stalled."""
+
+    __slots__ = ("_since", "_value", "longest_s", "samples")
+
+    def __init__(self, now: float, value: int = 0) -> None:
+        self._value = value
+        self._since = now
+        self.longest_s = 0.0
+        self.samples = 0
+
+    def observe(self, now: float, value: int) -> None:
+        self.samples += 1
+        if value != self._value:
+            self._value, self._since = value, now
+        self.longest_s = max(self.longest_s, now - self._since)
+
+    @property
+    def stalled(self) -> bool:
+        return self.longest_s >= STALL_S
+
+
 @dataclass(slots=True)
 class _Direction:
     """One flood direction: ``sender`` → ``receiver``; frames leave agent ``out`` for ``into``."""
@@ -369,10 +395,7 @@ class _Direction:
     start: int = 0
     delivered: int = 0
     done_at: float | None = None
-    last_value: int = -1
-    unchanged_since: float = 0.0
-    longest_no_progress_s: float = 0.0
-    samples: int = 0
+    watch: StallWatch | None = None
 
 
 def _counters(bed: TunnelBed) -> dict[tuple[str, str], dict[str, Any]]:
@@ -397,7 +420,7 @@ def flood(
     each direction's client is stopped when its count is reached. See the module docstring."""
     result: dict[str, Any] = {"packets_target": packets, "length": length, "rate": rate}
     result["loadavg_1m_before"] = round(os.getloadavg()[0], 2)
-    with TunnelBed("benchflood", {"a": ["a1"], "b": ["b1"]}) as bed:
+    with TunnelBed(f"flood{os.getpid() % 100000}", {"a": ["a1"], "b": ["b1"]}) as bed:
         servers = [bed.popen(w, "iperf3", "-s", stdout=subprocess.DEVNULL) for w in ("a1", "b1")]
         directions = [_Direction("a_to_b", "a1", "b1", "a", "b"), _Direction("b_to_a", "b1", "a1", "b", "a")]
         try:
@@ -406,7 +429,7 @@ def flood(
             began = time.monotonic()
             for d in directions:
                 d.start = counters[(d.into, d.out)]["packets_in"]
-                d.unchanged_since = began
+                d.watch = StallWatch(began)
                 argv = [
                     "iperf3",
                     "-c",
@@ -425,13 +448,10 @@ def flood(
                 now = time.monotonic()
                 counters = _counters(bed)
                 for d in directions:
-                    if d.done_at is not None:
+                    if d.done_at is not None or d.watch is None:
                         continue
-                    d.samples += 1
                     value = counters[(d.into, d.out)]["packets_in"] - d.start
-                    if value != d.last_value:
-                        d.last_value, d.unchanged_since = value, now
-                    d.longest_no_progress_s = max(d.longest_no_progress_s, now - d.unchanged_since)
+                    d.watch.observe(now, value)
                     d.delivered = value
                     if value >= packets:
                         d.done_at = now
@@ -457,15 +477,16 @@ def flood(
         }
         for d in directions:
             seconds = (d.done_at or time.monotonic()) - began
+            watch = d.watch or StallWatch(began)
             out = settled[(d.out, d.into)]
             result[d.name] = {
                 "packets": d.delivered,
                 "reached": d.done_at is not None,
                 "seconds": round(seconds, 1),
                 "packets_per_s": round(d.delivered / max(seconds, 1e-6)),
-                "longest_no_progress_s": round(d.longest_no_progress_s, 1),
-                "samples": d.samples,
-                "stalled": d.longest_no_progress_s >= STALL_S,
+                "longest_no_progress_s": round(watch.longest_s, 1),
+                "samples": watch.samples,
+                "stalled": watch.stalled,
                 "frames_out": out["packets_out"],
                 "frames_in_at_peer": settled[(d.into, d.out)]["packets_in"],
                 "frames_equal": out["packets_out"] == settled[(d.into, d.out)]["packets_in"],

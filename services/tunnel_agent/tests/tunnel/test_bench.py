@@ -1,0 +1,65 @@
+"""The tunnel benchmark's own measures: stall detection (pure), and the flood and Ray round trip
+end to end in the namespace test bed (small sizes; ``make bench`` runs the full ones)."""
+
+from __future__ import annotations
+
+import pytest
+from rlark_tunnel_agent.tunnel import bench
+
+
+def test_a_counter_that_keeps_moving_never_stands_still() -> None:
+    watch = bench.StallWatch(0.0)
+    for second in range(1, 11):
+        watch.observe(float(second), second * 1000)
+    assert watch.longest_s == 0.0
+    assert watch.samples == 10
+    assert not watch.stalled
+
+
+def test_one_quiet_second_between_samples_is_not_a_stall() -> None:
+    watch = bench.StallWatch(0.0)
+    for now, value in ((1.0, 10), (2.0, 10), (3.0, 20)):
+        watch.observe(now, value)
+    assert watch.longest_s == 1.0
+    assert not watch.stalled
+
+
+def test_a_counter_frozen_for_two_seconds_or_more_is_a_stall() -> None:
+    watch = bench.StallWatch(0.0)
+    for now, value in ((1.0, 10), (2.0, 10), (3.0, 10), (4.5, 10), (5.5, 30)):
+        watch.observe(now, value)
+    assert watch.longest_s == 3.5
+    assert watch.stalled
+
+
+def test_nothing_delivered_from_the_start_counts_from_the_start() -> None:
+    watch = bench.StallWatch(100.0)
+    watch.observe(101.0, 0)
+    watch.observe(102.5, 0)
+    assert watch.longest_s == 2.5
+    assert watch.stalled
+
+
+@pytest.mark.netns
+def test_a_small_flood_each_way_is_delivered_whole_without_stall() -> None:
+    result = bench.flood(30_000, max_seconds=60)
+    for direction in ("a_to_b", "b_to_a"):
+        d = result[direction]
+        assert d["reached"]
+        assert d["packets"] >= 30_000
+        assert d["frames_equal"], d  # every frame that entered the tunnel left it at the peer
+        assert not d["stalled"], d
+        assert d["frames_out"] >= d["packets"]
+    assert result["ping_after"] == {"a1_to_b1": True, "b1_to_a1": True}
+
+
+@pytest.mark.netns
+def test_ray_round_trip_is_timed_over_the_tunnel_and_then_without_it() -> None:
+    result = bench.ray_round_trip(tasks=20, warmup=5)
+    tunnel, direct = result["tunnel"], result["direct"]
+    assert tunnel["tasks"] == direct["tasks"] == 20
+    assert tunnel["addresses"] == ["10.100.0.2", "10.100.1.2"]
+    assert direct["addresses"] == [bench.DIRECT_A, bench.DIRECT_B]
+    assert direct["tunnel_packets"] == 0  # the baseline did not touch the tunnel
+    assert 0 < tunnel["median_ms"] <= tunnel["p90_ms"]
+    assert result["ratio_median"] == round(tunnel["median_ms"] / direct["median_ms"], 2)
