@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from local_runtime_helpers import (
     CLUSTER,
     Recorder,
@@ -32,13 +33,17 @@ from local_runtime_helpers import (
 from rlark_tunnel_agent.runtime.driver import Mount, WorkerPhase
 from rlark_tunnel_agent.runtime.local.driver import LocalDriver
 from rlark_tunnel_agent.runtime.markers import (
+    EXIT_PEERS_UNREACHABLE,
     JoinTimeout,
     NodesJoined,
     OutputManifest,
+    PeersReachable,
+    PeersUnreachable,
     PrepareFailed,
     RayHeadUp,
     RunExited,
     RunStarted,
+    parse_marker_line,
 )
 
 KEYS = (
@@ -143,6 +148,24 @@ async def test_three_worker_job_joins_runs_and_leaves_nothing_behind(
     assert (joined[-1].joined, joined[-1].expected) == (3, 3)
     assert joined[-1].gpus == 3
     assert [m.exit_code for m in markers if isinstance(m, RunExited)] == [0]
+    # Before its run script the Header reached every other worker's raylet and object manager.
+    header_ip = driver.record(header.worker_id).header_address  # type: ignore[union-attr]
+    assert kinds.index(NodesJoined) < kinds.index(PeersReachable) < kinds.index(RunStarted)
+    [reached] = [m for m in markers if isinstance(m, PeersReachable)]
+    peer_records = [r for r in (driver.record(w.worker_id) for w in workers) if r is not None]
+    expected = {
+        (r.address, port)
+        for r in peer_records
+        for port in (r.ports.node_manager_port, r.ports.object_manager_port)
+    }
+    if driver.use_netns:
+        assert {(p.address, p.port) for p in reached.peers} == expected
+        assert reached.addresses == {r.address for r in peer_records}
+        assert header_ip not in reached.addresses
+    else:  # one shared address, which Ray reports as the host's rather than 127.0.0.1
+        assert sorted(p.port for p in reached.peers) == sorted(port for _, port in expected)
+    assert len(reached.peers) == 4
+    assert all(p.connect_ms >= 0 for p in reached.peers)
     phases = [s.phase for s in recorder.statuses(header.worker_id)]
     assert phases[0] == WorkerPhase.CREATED
     assert WorkerPhase.RAY_HEAD_UP in phases
@@ -161,7 +184,6 @@ async def test_three_worker_job_joins_runs_and_leaves_nothing_behind(
         ),
     ]
     assert sorted(e["RLINF_NODE_RANK"] for e in envs) == ["0", "1", "2"]
-    header_ip = driver.record(header.worker_id).header_address  # type: ignore[union-attr]
     for env, worker_spec in zip(envs, (header, *workers), strict=True):
         assert env["RLARK_JOB_ID"] == "job-ok"
         assert env["RLARK_ROLE"] == worker_spec.role
@@ -302,6 +324,59 @@ async def test_missing_worker_fails_the_header_at_the_join_deadline(
     assert_nothing_left(driver, [header.worker_id, present.worker_id])
 
 
+def unroute_tcp(netns: str, address: str, port: int) -> None:
+    """Inside namespace `netns`, TCP to `address:port` has no route ("Network is unreachable").
+
+    A policy rule, so every other port of that address still works; it goes away with the
+    namespace. (This kernel has no packet filter to drop packets silently instead.)
+    """
+    subprocess.run(
+        ["ip", "netns", "exec", netns, "ip", "rule", "add", "to", f"{address}/32", "ipproto", "tcp",
+         "dport", str(port), "unreachable"],
+        check=True,
+    )  # fmt: skip
+
+
+@pytest.mark.netns
+async def test_a_peer_that_does_not_answer_fails_the_header_before_its_run_script(
+    driver: LocalDriver, recorder: Recorder
+) -> None:
+    assert driver.use_netns
+    header = spec("job-reach", "header", 0, rank=0, num_nodes=2, run_script="echo the-run-script-ran",
+                  env={"RLARK_REACH_DEADLINE_S": "4"})  # fmt: skip
+    worker = spec("job-reach", "rollout", 0, rank=1, num_nodes=2)
+    await driver.ensure_worker(header)
+    await driver.ensure_worker(worker)
+    peer = driver.record(worker.worker_id)
+    header_netns = driver.record(header.worker_id).netns  # type: ignore[union-attr]
+    assert peer is not None
+    assert header_netns is not None
+    # The worker still joins (it calls the Header's GCS, and the GCS checks its raylet), but the
+    # Header has no route to its object manager: what the check is there to catch.
+    unroute_tcp(header_netns, peer.address, peer.ports.object_manager_port)
+
+    final = await driver.wait_exited(header.worker_id)
+
+    assert (final.phase, final.exit_code) == (WorkerPhase.FAILED, EXIT_PEERS_UNREACHABLE)
+    assert final.reason == (
+        f"peer {peer.address} did not answer on {peer.ports.object_manager_port} (Ray object manager) "
+        "within 4s: Network is unreachable"
+    ), await driver.tail_logs(header.worker_id, 40)
+    markers = recorder.markers(header.worker_id)
+    [unreachable] = [m for m in markers if isinstance(m, PeersUnreachable)]
+    assert [(f.address, f.port, f.service) for f in unreachable.failed] == [
+        (peer.address, peer.ports.object_manager_port, "Ray object manager")
+    ]
+    assert [(a.address, a.port) for a in unreachable.answered] == [
+        (peer.address, peer.ports.node_manager_port)
+    ]
+    assert not any(isinstance(m, RunStarted | PeersReachable) for m in markers)
+    assert "the-run-script-ran" not in [line.text for line in await driver.tail_logs(header.worker_id, 200)]
+    for worker_id in (header.worker_id, worker.worker_id):
+        await driver.stop_worker(worker_id)
+    assert_nothing_left(driver, [header.worker_id, worker.worker_id])
+
+
 WAIT_FOR_GO = 'while [ ! -e "$HOME/go" ]; do sleep 0.2; done\n'
 
 
@@ -410,6 +485,16 @@ async def test_plain_processes_with_port_blocks_form_a_ray_cluster(tmp_path: Pat
         assert (final.phase, final.exit_code) == (WorkerPhase.SUCCEEDED, 0), await drv.tail_logs(
             header.worker_id, 30
         )
+        # Both nodes share one address (Ray reports the host's for 127.0.0.1): the Header checked
+        # the other worker's port block, not its own.
+        logged = [parse_marker_line(line.text) for line in await drv.tail_logs(header.worker_id, 500)]
+        [reached] = [m for m in logged if isinstance(m, PeersReachable)]
+        peer_ports = records[1].ports  # type: ignore[union-attr]
+        assert sorted(p.port for p in reached.peers) == [
+            peer_ports.node_manager_port,
+            peer_ports.object_manager_port,
+        ]
+        assert len(reached.addresses) == 1
         for w in (header, worker):
             await drv.stop_worker(w.worker_id)
         assert_nothing_left(drv, [header.worker_id, worker.worker_id])

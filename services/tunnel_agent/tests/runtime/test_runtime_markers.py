@@ -11,9 +11,12 @@ from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_DIR
 from rlark_tunnel_agent.runtime.driver import WorkerPhase, WorkerStatus
 from rlark_tunnel_agent.runtime.markers import (
     EXIT_JOIN_TIMEOUT,
+    EXIT_PEERS_UNREACHABLE,
     JoinTimeout,
     NodesJoined,
     OutputManifest,
+    PeersReachable,
+    PeersUnreachable,
     PrepareFailed,
     RayHeadUp,
     apply_exit,
@@ -87,6 +90,14 @@ def test_a_header_moves_through_its_phases_to_succeeded() -> None:
         (format_marker("ray_head_up", address="10.0.0.2:6379"), WorkerPhase.RAY_HEAD_UP),
         (format_marker("nodes_joined", joined=2, expected=3), WorkerPhase.RAY_HEAD_UP),
         (format_marker("nodes_joined", joined=3, expected=3), WorkerPhase.JOINED),
+        (
+            format_marker(
+                "peers_reachable",
+                peers=[{"address": "10.0.0.3", "port": 6380, "service": "Ray raylet", "connect_ms": 0.4}],
+                waited_s=0.1,
+            ),
+            WorkerPhase.JOINED,
+        ),
         (format_marker("run_started"), WorkerPhase.RUNNING),
         (format_marker("run_exited", exit_code=0), WorkerPhase.SUCCEEDED),
     ]
@@ -113,6 +124,56 @@ def test_join_timeout_fails_with_the_nodes_count_in_the_reason() -> None:
     assert (status.phase, status.exit_code) == (WorkerPhase.FAILED, EXIT_JOIN_TIMEOUT)
     assert status.reason == "2/3 Ray nodes joined after 120s"
     assert (status.ray_nodes_joined, status.ray_nodes_expected) == (2, 3)
+
+
+UNREACHABLE_REASON = (
+    "peer 10.200.0.3 did not answer on 6380 (Ray raylet) within 20s: Connection timed out; "
+    "peer 10.200.0.4 did not answer on 6381 (Ray object manager) within 20s: No route to host"
+)
+FAILED_PEERS = [
+    {"address": "10.200.0.3", "port": 6380, "service": "Ray raylet", "error": "Connection timed out"},
+    {"address": "10.200.0.4", "port": 6381, "service": "Ray object manager", "error": "No route to host"},
+]
+
+
+def test_unreachable_peers_fail_the_header_with_every_silent_port_named() -> None:
+    status = fold(
+        format_marker("nodes_joined", joined=3, expected=3),
+        format_marker(
+            "peers_unreachable", failed=FAILED_PEERS, answered=[], deadline_s=20, reason=UNREACHABLE_REASON
+        ),
+    )
+    assert (status.phase, status.exit_code) == (WorkerPhase.FAILED, EXIT_PEERS_UNREACHABLE)
+    assert status.reason == UNREACHABLE_REASON
+    # The bootstrap then exits with the same code: the precise reason stays.
+    assert apply_exit(status, EXIT_PEERS_UNREACHABLE, stopped=False).reason == UNREACHABLE_REASON
+
+
+def test_an_unreachable_marker_without_a_reason_gets_one_from_its_failures() -> None:
+    status = fold(format_marker("peers_unreachable", failed=FAILED_PEERS, deadline_s=20))
+    assert status.reason == UNREACHABLE_REASON
+
+
+def test_the_peer_markers_parse_with_their_entries() -> None:
+    reachable = parse_marker_line(
+        format_marker(
+            "peers_reachable",
+            peers=[
+                {"address": "10.200.0.3", "port": 6380, "service": "Ray raylet", "connect_ms": 0.7},
+                {"address": "10.200.0.3", "port": 6381, "service": "Ray object manager", "connect_ms": 0.5},
+            ],
+            waited_s=0.2,
+        )
+    )
+    assert isinstance(reachable, PeersReachable)
+    assert reachable.addresses == {"10.200.0.3"}
+    assert [p.connect_ms for p in reachable.peers] == [0.7, 0.5]
+    unreachable = parse_marker_line(format_marker("peers_unreachable", failed=FAILED_PEERS, deadline_s=20))
+    assert isinstance(unreachable, PeersUnreachable)
+    assert [(f.address, f.port, f.error) for f in unreachable.failed] == [
+        ("10.200.0.3", 6380, "Connection timed out"),
+        ("10.200.0.4", 6381, "No route to host"),
+    ]
 
 
 def test_a_failing_run_script_fails_the_worker() -> None:

@@ -30,6 +30,9 @@ MARKER_PREFIX = "##rlark "
 
 EXIT_JOIN_TIMEOUT = 124
 """The bootstrap's exit code when Ray nodes did not all join (or a worker could not join)."""
+EXIT_PEERS_UNREACHABLE = 69
+"""The bootstrap's exit code (sysexits' EX_UNAVAILABLE) when a peer's Ray ports did not answer the
+Header's check before the run script."""
 EXIT_BAD_INPUT = 64
 """The bootstrap's exit code when its own inputs (environment) are missing or invalid."""
 MANIFEST_MAX_FILES = 10_000
@@ -101,6 +104,47 @@ class JoinTimeout(_MarkerBase):
     reason: str = ""
 
 
+class PeerAnswer(_MarkerBase):
+    """A peer's port that accepted a TCP connection, and how long the connect took."""
+
+    address: str
+    port: int
+    service: str = ""
+    """What listens there: "Ray raylet" (node manager port) or "Ray object manager"."""
+    connect_ms: float
+
+
+class PeerFailure(_MarkerBase):
+    """A peer's port that did not accept a TCP connection before the deadline; the last error."""
+
+    address: str
+    port: int
+    service: str = ""
+    error: str = ""
+
+
+class PeersReachable(_MarkerBase):
+    """The Header reached every other Ray node's raylet and object manager port (one entry each)."""
+
+    event: Literal["peers_reachable"]
+    peers: tuple[PeerAnswer, ...] = ()
+    waited_s: float = 0.0
+
+    @property
+    def addresses(self) -> frozenset[str]:
+        return frozenset(p.address for p in self.peers)
+
+
+class PeersUnreachable(_MarkerBase):
+    """Some peer ports did not answer the Header within `deadline_s`; all of them are in `failed`."""
+
+    event: Literal["peers_unreachable"]
+    failed: tuple[PeerFailure, ...] = ()
+    answered: tuple[PeerAnswer, ...] = ()
+    deadline_s: float = 0.0
+    reason: str = ""
+
+
 class RunStarted(_MarkerBase):
     event: Literal["run_started"]
 
@@ -150,6 +194,8 @@ Marker = Annotated[
     | RayJoinFailed
     | NodesJoined
     | JoinTimeout
+    | PeersReachable
+    | PeersUnreachable
     | RunStarted
     | RunExited
     | RayNodeLost
@@ -241,6 +287,18 @@ def apply_marker(status: WorkerStatus, marker: Marker) -> WorkerStatus:
                     "reason": reason or f"{joined}/{expected} Ray nodes joined after {round(waited)}s",
                 }
             )
+        case PeersReachable():
+            # Nothing changes: the Header stays Joined until its run script starts. The answer
+            # times reach the agent as the marker event itself.
+            return status
+        case PeersUnreachable(failed=failed, deadline_s=deadline, reason=reason):
+            return status.model_copy(
+                update={
+                    "phase": WorkerPhase.FAILED,
+                    "exit_code": EXIT_PEERS_UNREACHABLE,
+                    "reason": reason or _unreachable_reason(failed, deadline),
+                }
+            )
         case RunStarted():
             return status.model_copy(update={"phase": WorkerPhase.RUNNING})
         case RunExited(exit_code=code):
@@ -251,6 +309,15 @@ def apply_marker(status: WorkerStatus, marker: Marker) -> WorkerStatus:
             return status.model_copy(update={"reason": reason or "the Ray node stopped"})
         case _:
             return status
+
+
+def _unreachable_reason(failed: tuple[PeerFailure, ...], deadline_s: float) -> str:
+    if not failed:
+        return "the Ray peers did not answer the Header"
+    return "; ".join(
+        f"peer {f.address} did not answer on {f.port} ({f.service}) within {deadline_s:g}s: {f.error}"
+        for f in failed
+    )
 
 
 def apply_exit(status: WorkerStatus, exit_code: int, *, stopped: bool) -> WorkerStatus:

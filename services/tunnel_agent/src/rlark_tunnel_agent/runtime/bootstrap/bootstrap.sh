@@ -13,9 +13,13 @@
 #      until the head's GCS port answers, then `ray start --address=<header>:<port>`, retrying
 #      until the join deadline (counted from the head's first answer);
 #   5. Header: waits until all expected Ray nodes (and GPUs) registered, or fails with
-#      "2/3 Ray nodes joined after 120s"; then runs the run script under `bash -e -o pipefail`
-#      with RAY_ADDRESS set and exits with its code. Other workers stay up until stopped (they
-#      exit 1 if their raylet dies);
+#      "2/3 Ray nodes joined after 120s"; with more than one node, checks that every other
+#      node answers on its raylet and object manager ports (through the tunnels, in a network
+#      domain), retrying until RLARK_REACH_DEADLINE_S, or fails with each silent address:port
+#      named ("peer 10.200.0.3 did not answer on 6380 (Ray raylet) within 30s: Connection
+#      timed out"); then runs the run script under `bash -e -o pipefail` with RAY_ADDRESS set
+#      and exits with its code. Other workers stay up until stopped (they exit 1 if their
+#      raylet dies);
 #   6. prints marker lines `##rlark {"event":...}` on stdout (parsed by markers.py) and, on any
 #      exit, stops its own processes (never `ray stop`, which acts on the whole host) and prints
 #      the output manifest of the declared output paths.
@@ -24,7 +28,8 @@
 # RLARK_NODE_RANK RLARK_NUM_NODES RLARK_IS_HEADER (1|0); RLARK_HEADER_ADDRESS (non-Header).
 # Optional: RLARK_NODE_IP (default: first address of `hostname -I`), RLARK_RAY_PORT (6379) and
 # the other RLARK_RAY_*_PORT variables (defaults below), RLARK_GPUS, RLARK_EXPECTED_GPUS,
-# RLARK_NUM_CPUS, RLARK_JOIN_DEADLINE_S (120), RLARK_PREPARE_SCRIPT and RLARK_RUN_SCRIPT (paths),
+# RLARK_NUM_CPUS, RLARK_JOIN_DEADLINE_S (120), RLARK_REACH_DEADLINE_S (30: how long the Header's
+# peer check retries), RLARK_PREPARE_SCRIPT and RLARK_RUN_SCRIPT (paths),
 # RLARK_AUTHORIZED_KEYS_FILE, RLARK_OUTPUTS (':'-separated), RLARK_TENSORBOARD_DIR,
 # RLARK_WORKDIR (default $HOME/work), RLARK_RAY_TEMP_DIR (default /tmp/ray), RLARK_PYTHON,
 # RLARK_RAY (the `ray` executable), RLARK_START_SSHD (1), RLARK_SSH_PORT (22),
@@ -32,8 +37,9 @@
 # RLARK_STOP_GRACE_S (2), RLARK_MANIFEST_MAX_FILES (10000), RLARK_STATUS_FILE (exit status JSON),
 # RLARK_BOOTSTRAP_TOKEN (default: generated).
 #
-# Exit codes: the prepare/run script's code; 124 when Ray nodes did not join in time; 64 when
-# these inputs are wrong; 128+N when stopped by signal N.
+# Exit codes: the prepare/run script's code; 124 when Ray nodes did not join in time; 69
+# (EX_UNAVAILABLE) when a peer's Ray ports did not answer the Header; 64 when these inputs are
+# wrong; 128+N when stopped by signal N.
 
 set -u
 set -o pipefail
@@ -280,6 +286,15 @@ if [[ $IS_HEADER == 1 ]]; then
     --gpus "${RLARK_EXPECTED_GPUS:-0}" --deadline "$JOIN_DEADLINE"
   rc=$?
   ((rc == 0)) || finish "$rc"
+
+  # Registered is not reachable: a node joins by calling the GCS, but the job's traffic goes to
+  # each node's raylet and object manager. Prove those answer now, so a broken tunnel fails the
+  # job with the silent addresses named instead of as a Ray timeout minutes into the run.
+  if ((RLARK_NUM_NODES > 1)); then
+    run_child "$PY" "$HELPER" reach "$RAY_ADDRESS" --deadline "${RLARK_REACH_DEADLINE_S:-30}"
+    rc=$?
+    ((rc == 0)) || finish "$rc"
+  fi
 
   if [[ -z ${RLARK_RUN_SCRIPT:-} ]]; then
     log "the Header has no run script"

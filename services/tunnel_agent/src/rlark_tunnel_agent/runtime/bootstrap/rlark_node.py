@@ -14,6 +14,12 @@ Subcommands:
 - `wait-nodes HOST:PORT --expected N [--gpus G] --deadline S`: poll the GCS until N alive Ray
   nodes (and G GPUs) registered; prints `nodes_joined` on every change and `join_timeout` when
   the deadline passes. Exit 0, or 124.
+- `reach HOST:PORT --deadline S`: run by the Header after `wait-nodes`: read the alive Ray nodes
+  from the GCS and TCP-connect to every node's raylet (node manager) and object manager port
+  except the head's (the Header's own), retrying (refusals too) until S seconds passed. Prints
+  `peers_reachable` (connect time per address and port) or `peers_unreachable` (every failed
+  address:port with its last error, and a reason naming them all). Exit 0, or 69
+  (EX_UNAVAILABLE).
 - `manifest --limit N [--hash-max-bytes B] PATH...`: print one `output_manifest` marker listing
   files under the declared output paths (relative path and size; sha256 for small files).
 - `reap --token T --group-of PID --match DIR [--grace S] [--keep PID]...`: SIGTERM, then
@@ -26,6 +32,7 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -34,11 +41,16 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 MARKER_PREFIX = "##rlark "
 EXIT_TIMEOUT = 124
+EXIT_UNAVAILABLE = 69
+"""sysexits' EX_UNAVAILABLE: a peer's Ray ports did not answer (see `reach`)."""
+
+RAYLET = "Ray raylet"
+OBJECT_MANAGER = "Ray object manager"
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -120,6 +132,162 @@ def wait_nodes(
             )
             return EXIT_TIMEOUT
         time.sleep(interval_s)
+
+
+class Target(NamedTuple):
+    """One TCP endpoint a peer must answer on, and what listens there (for the reason)."""
+
+    address: str
+    port: int
+    service: str
+
+
+class Outcome(NamedTuple):
+    """A probed target: `connect_ms` when it answered, else None and the last error."""
+
+    target: Target
+    connect_ms: float | None
+    error: str
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, (asyncio.TimeoutError, socket.timeout)):
+        return "Connection timed out"
+    # asyncio puts its own words ("Connect call failed (...)") where strerror goes; the errno says it.
+    if isinstance(exc, OSError) and exc.errno:
+        return os.strerror(exc.errno)
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+async def _connect_until(target: Target, end: float, retry_s: float, attempt_s: float) -> Outcome:
+    # Tried at least once. Each attempt is bounded on its own: a SYN lost while a tunnel comes up
+    # is sent again by a fresh attempt at once instead of after the kernel's growing back-off.
+    while True:
+        left = end - time.monotonic()
+        started = time.monotonic()
+        try:
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(target.address, target.port), max(0.05, min(attempt_s, left))
+            )
+        # Before Python 3.11 asyncio's TimeoutError is not the builtin one; workers' images vary.
+        except (OSError, asyncio.TimeoutError) as exc:  # noqa: UP041
+            error = _error_text(exc)
+        else:
+            connect_ms = (time.monotonic() - started) * 1000
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+            return Outcome(target, round(connect_ms, 2), "")
+        pause = min(retry_s, end - time.monotonic())
+        if pause <= 0:
+            return Outcome(target, None, error)
+        await asyncio.sleep(pause)
+
+
+def probe_targets(
+    targets: Sequence[Target], deadline_s: float, retry_s: float = 0.25, attempt_s: float = 2.0
+) -> list[Outcome]:
+    """Connect to every target concurrently, retrying each until it answers or the deadline passes.
+
+    A refused connection is retried like a timeout: the question is whether the peer's port is
+    reachable through the network, and a raylet may still be binding. The outcomes come back in
+    the order of `targets`; the call returns within about `deadline_s` (plus one short attempt).
+    """
+
+    async def run() -> list[Outcome]:
+        end = time.monotonic() + deadline_s
+        return list(await asyncio.gather(*(_connect_until(t, end, retry_s, attempt_s) for t in targets)))
+
+    return asyncio.run(run())
+
+
+def unreachable_reason(failed: Sequence[Outcome], deadline_s: float) -> str:
+    """One clause per failed target, all of them: `peer A did not answer on P (S) within Ns: E`."""
+    return "; ".join(
+        f"peer {o.target.address} did not answer on {o.target.port} ({o.target.service}) "
+        f"within {deadline_s:g}s: {o.error}"
+        for o in failed
+    )
+
+
+def report_reach(outcomes: Sequence[Outcome], deadline_s: float, waited_s: float) -> int:
+    """Print `peers_reachable` or `peers_unreachable` for these outcomes; the exit code."""
+
+    def answer(o: Outcome) -> dict[str, Any]:
+        return {
+            "address": o.target.address,
+            "port": o.target.port,
+            "service": o.target.service,
+            "connect_ms": o.connect_ms,
+        }
+
+    answered = [answer(o) for o in outcomes if o.connect_ms is not None]
+    failed = [o for o in outcomes if o.connect_ms is None]
+    if not failed:
+        emit("peers_reachable", peers=answered, waited_s=round(waited_s, 2))
+        return 0
+    emit(
+        "peers_unreachable",
+        failed=[
+            {
+                "address": o.target.address,
+                "port": o.target.port,
+                "service": o.target.service,
+                "error": o.error,
+            }
+            for o in failed
+        ],
+        answered=answered,
+        deadline_s=deadline_s,
+        reason=unreachable_reason(failed, deadline_s),
+    )
+    return EXIT_UNAVAILABLE
+
+
+def peer_targets(nodes: Iterable[Any]) -> list[Target]:
+    """The raylet and object manager port of every node but the head (the Header itself).
+
+    `nodes` are GCS node infos (`is_head_node`, `node_manager_address`, `node_manager_port`,
+    `object_manager_port`). The head is told apart by the GCS's own flag, not by address: Ray
+    replaces a 127.0.0.1 node address with the host's, and without namespaces every node of the
+    local runtime shares that address.
+    """
+    targets: list[Target] = []
+    for node in nodes:
+        if node.is_head_node:
+            continue
+        address = node.node_manager_address
+        targets.append(Target(address, int(node.node_manager_port), RAYLET))
+        targets.append(Target(address, int(node.object_manager_port), OBJECT_MANAGER))
+    return targets
+
+
+def reach(address: str, deadline_s: float) -> int:
+    """Probe every peer node the GCS at `address` knows; one marker; exit 0 or EX_UNAVAILABLE."""
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
+
+    start = time.monotonic()
+    client = GcsClient(address=address)
+    while True:
+        try:
+            infos = client.get_all_node_info(timeout=5).values()
+            break
+        except Exception as exc:  # the GCS answered `wait-nodes` a moment ago; bound a blip
+            if time.monotonic() - start >= deadline_s:
+                reason = (
+                    f"could not read the Ray nodes from the GCS at {address} within {deadline_s:g}s: {exc}"
+                )
+                emit("peers_unreachable", failed=[], answered=[], deadline_s=deadline_s, reason=reason)
+                return EXIT_UNAVAILABLE
+            time.sleep(0.25)
+    alive = [info for info in infos if info.state == GcsNodeInfo.GcsNodeState.ALIVE]
+    targets = peer_targets(alive)
+    left = max(0.0, deadline_s - (time.monotonic() - start))
+    outcomes = probe_targets(targets, left)
+    return report_reach(outcomes, deadline_s, time.monotonic() - start)
 
 
 def _sha256(path: str) -> str:
@@ -265,6 +433,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_wait.add_argument("--expected", type=int, required=True)
     p_wait.add_argument("--gpus", type=int, default=0)
     p_wait.add_argument("--deadline", type=float, required=True)
+    p_reach = sub.add_parser("reach")
+    p_reach.add_argument("address")
+    p_reach.add_argument("--deadline", type=float, required=True)
     p_manifest = sub.add_parser("manifest")
     p_manifest.add_argument("outputs", nargs="*")
     p_manifest.add_argument("--limit", type=int, default=10_000)
@@ -284,6 +455,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return probe(args.address, args.deadline)
     if args.command == "wait-nodes":
         return wait_nodes(args.address, args.expected, args.gpus, args.deadline)
+    if args.command == "reach":
+        return reach(args.address, args.deadline)
     if args.command == "manifest":
         return manifest(args.outputs, args.limit, args.hash_max_bytes)
     group = Ours.group_led_by(args.group_of) if args.group_of is not None else None
