@@ -4,9 +4,10 @@ Two real agents with the local driver (each its own bridge and subnet) run in th
 Header lands in cluster ``alpha``, two workers in ``beta``. Each worker's TUN device holds its virtual IP
 in its own namespace, created by its agent's tunnel supervisor before Ray starts; the agents link over
 asyncssh on 127.0.0.1 (distinct ports — the namespace test bed in ``rlark_tunnel_agent.tunnel`` is the
-proof of isolation), having learnt each other's endpoint and key from ``agent.tunnel.endpoint_announced``.
-Inside the run script Ray sees three nodes on the virtual IPs, and 100 MiB moves from a ``beta`` node to
-the Header in ``alpha``.
+proof of isolation; ``test_domain_link_e2e`` puts the tunnels in cluster namespaces), having learnt each
+other's endpoint and key from the netdomain service's verified topology (each agent announces its own).
+Before the run script the Header checks that both ``beta`` virtual IPs answer on Ray's ports; inside it
+Ray sees three nodes on the virtual IPs, and 100 MiB moves from a ``beta`` node to the Header in ``alpha``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from agents import local_agent, nodes, write_cluster_file
 from jobs import document, logs, role, submit, wait_placeable, wait_status
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
+from rlark_tunnel_agent.runtime.markers import PeersReachable, RunStarted, parse_marker_line
 from stack import Stack
 
 pytestmark = pytest.mark.e2e
@@ -104,6 +106,12 @@ async def test_a_job_spanning_two_clusters_in_a_domain_runs_ray_over_the_virtual
         assert address.rsplit(".", 1)[1] not in ("0", "255"), address
 
     text = "\n".join(entry["line"] for entry in await logs(stack, submitted["id"]))
+    header_lines = [entry["line"] for entry in await logs(stack, submitted["id"], header["id"])]
+    markers = [m for m in map(parse_marker_line, header_lines) if m is not None]
+    reach = next((m for m in markers if isinstance(m, PeersReachable)), None)
+    assert reach is not None, header_lines[-40:]
+    assert reach.addresses == {w["virtual_ip"] for w in workers if w["cluster"] == "beta"}
+    assert markers.index(reach) < next(i for i, m in enumerate(markers) if isinstance(m, RunStarted))
     found = re.search(r"RAY_NODES=(\[.*\])", text)
     assert found, text[-3000:]
     assert sorted(json.loads(found.group(1))) == virtual_ips
