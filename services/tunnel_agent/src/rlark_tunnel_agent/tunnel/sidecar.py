@@ -13,6 +13,10 @@ to the pod (a Secret); the sidecar's first frame is ``HELLO {"worker", "token"}`
 constant time. Anything else closes the connection. The sidecar reconnects with backoff when the
 connection drops; the agent keeps the expectation until the worker leaves.
 
+One server may serve several domains on one port (the agent's, behind its Service): each
+expectation names the forwarder of the worker's domain, and the connection is that forwarder's
+link once its HELLO is accepted.
+
 ``python -m rlark_tunnel_agent.tunnel.sidecar --agent HOST:PORT --worker W --address VIP/PREFIX``
 with the token in the environment variable ``RLARK_TUNNEL_TOKEN``.
 """
@@ -48,6 +52,7 @@ MAX_BUFFERED = 8 * 1024 * 1024
 class _Expected:
     address: IPv4Address
     token: str
+    forwarder: TunnelForwarder
 
 
 class _AgentSide(asyncio.Protocol):
@@ -57,6 +62,7 @@ class _AgentSide(asyncio.Protocol):
         self._server = server
         self._decoder = FrameDecoder()
         self._transport: asyncio.Transport | None = None
+        self._forwarder: TunnelForwarder | None = None
         self._link: WorkerLink | None = None
         self.description = "sidecar"
 
@@ -93,23 +99,24 @@ class _AgentSide(asyncio.Protocol):
             if kind == FrameKind.PACKET and self._link is not None:
                 packets.append(payload)
             elif kind == FrameKind.HELLO and self._link is None:
-                self._link = self._server.hello(self, bytes(payload))
-                if self._link is None:
+                accepted = self._server.hello(self, bytes(payload))
+                if accepted is None:
                     self._abort()
                     return
+                self._forwarder, self._link = accepted
             elif kind == FrameKind.PING:
                 assert self._transport is not None
                 self._transport.write(encode_frame(FrameKind.PONG, bytes(payload)))
             else:
                 self._abort()  # packets before HELLO, a second HELLO, or junk
                 return
-        if packets and self._link is not None:
-            self._server.forwarder.stream_packets(self._link, packets)
+        if packets and self._forwarder is not None and self._link is not None:
+            self._forwarder.stream_packets(self._link, packets)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
-        if self._link is not None:
-            self._server.forwarder.detach_stream(self._link)
+        if self._forwarder is not None and self._link is not None:
+            self._forwarder.detach_stream(self._link)
             self._link = None
 
     def _abort(self) -> None:
@@ -118,26 +125,46 @@ class _AgentSide(asyncio.Protocol):
 
 
 class SidecarServer:
-    """Agent side: accepts the network sidecars of one domain's workers (see module doc)."""
+    """Agent side: accepts the network sidecars of workers (see module doc).
 
-    def __init__(self, forwarder: TunnelForwarder) -> None:
+    ``forwarder`` is the domain of every expectation that names none; without one, each ``expect``
+    must name its worker's forwarder."""
+
+    def __init__(self, forwarder: TunnelForwarder | None = None) -> None:
         self.forwarder = forwarder
         self._expected: dict[str, _Expected] = {}
         self._server: asyncio.Server | None = None
 
-    def expect(self, worker: str, address: IPv4Address, token: str | None = None) -> str:
-        """Allow ``worker``'s sidecar to attach with ``address``; returns its token (a new random
-        one unless given). The token is a secret: hand it to the pod, never log it."""
+    def expect(
+        self,
+        worker: str,
+        address: IPv4Address,
+        token: str | None = None,
+        *,
+        forwarder: TunnelForwarder | None = None,
+    ) -> str:
+        """Allow ``worker``'s sidecar to attach with ``address`` to ``forwarder`` (default: the
+        server's); returns its token (a new random one unless given). The token is a secret: hand it
+        to the pod, never log it."""
+        target = forwarder or self.forwarder
+        if target is None:
+            raise ValueError(f"no forwarder for worker {worker}'s sidecar")
         token = token or secrets.token_urlsafe(32)
-        self._expected[worker] = _Expected(address, token)
+        self._expected[worker] = _Expected(address, token, target)
         return token
+
+    def revoke(self, worker: str) -> None:
+        """Refuse ``worker``'s sidecar from now on (a link it has stays until detached)."""
+        self._expected.pop(worker, None)
 
     async def forget(self, worker: str) -> None:
         """The worker left: refuse its sidecar from now on and drop its link."""
-        self._expected.pop(worker, None)
-        await self.forwarder.detach_worker(worker)
+        expected = self._expected.pop(worker, None)
+        forwarder = expected.forwarder if expected is not None else self.forwarder
+        if forwarder is not None:
+            await forwarder.detach_worker(worker)
 
-    def hello(self, stream: _AgentSide, payload: bytes) -> WorkerLink | None:
+    def hello(self, stream: _AgentSide, payload: bytes) -> tuple[TunnelForwarder, WorkerLink] | None:
         try:
             hello = json.loads(payload)
             worker, token = str(hello["worker"]), str(hello["token"])
@@ -146,7 +173,7 @@ class SidecarServer:
         expected = self._expected.get(worker)
         if expected is None or not hmac.compare_digest(expected.token, token):
             return None
-        return self.forwarder.attach_stream(worker, expected.address, stream)
+        return expected.forwarder, expected.forwarder.attach_stream(worker, expected.address, stream)
 
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.get_running_loop().create_server(lambda: _AgentSide(self), host, port)
