@@ -10,6 +10,9 @@
   Like every reader of agent reports it believes only reports carrying a valid agent token of the
   report's own cluster (ADR 0001); any other goes to the DLQ, logged, and changes nothing.
 
+``build_workers`` also starts the relay check (``relay_loop.RelayLoop``), which relays a domain's
+broken direct links through a third cluster and returns them to direct (ADR 0003).
+
 Each handler runs inside the platform consumer's inbox transaction, so a redelivered event is a
 no-op and the effects commit with the claim. A payload of an unexpected type is a poison message.
 """
@@ -29,7 +32,10 @@ from rlark_platform.messaging.verifiers import agent_report_verifier
 from rlark_platform.service import Runnable, ServiceContext
 
 from rlark_netdomain import handlers
+from rlark_netdomain.domain import RelayPolicy
 from rlark_netdomain.handlers import EventMeta
+from rlark_netdomain.relay_loop import RelayLoop
+from rlark_netdomain.settings import NetdomainSettings
 
 REQUESTED = "scheduler.job.addresses_requested.v1"
 RELEASED = "scheduler.job.addresses_released.v1"
@@ -78,12 +84,19 @@ def cluster_event_types() -> list[str]:
 
 def build_workers(ctx: ServiceContext) -> list[Runnable]:
     pool, producer, settings = ctx.require_pool(), ctx.require_producer(), ctx.settings
+    assert isinstance(settings, NetdomainSettings)
     cluster_handlers: dict[str, Handler] = {name: on_cluster for name in cluster_event_types()}
     address_handlers: dict[str, Handler] = {
         REQUESTED: on_addresses_requested,
         RELEASED: on_addresses_released,
     }
+    relays = RelayLoop(
+        pool,
+        RelayPolicy(after_s=settings.netdomain_relay_after_s, retry_s=settings.netdomain_relay_retry_s),
+        settings.netdomain_relay_check_s,
+    )
     return [
+        relays,
         Consumer(
             name="netdomain-clusters",
             topics=["inventory.clusters"],

@@ -1,8 +1,9 @@
 """Use cases of the netdomain service.
 
 HTTP use cases (create, list, show, delete, check) and event use cases (a cluster's CIDRs changed,
-addresses requested, addresses released, an agent's tunnel link state or endpoint reported). Each loads, decides with the pure domain and writes state
-plus outbox events in one transaction; none does network I/O inside it.
+addresses requested, addresses released, an agent's tunnel link state or endpoint reported) and
+the periodic relay check. Each loads, decides with the pure domain and writes state plus outbox
+events in one transaction; none does network I/O inside it.
 
 Concurrency: allocation and release in a domain take the domain's row lock, so two requests never
 pick the same address and ``scan_from`` and the free list (where the search for free addresses
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from ipaddress import IPv4Address, IPv4Network, IPv6Network, ip_network
 
 import asyncpg
@@ -51,12 +52,16 @@ from rlark_netdomain.domain import (
     Conflict,
     DomainOverlapError,
     DomainValidationError,
+    LinkReport,
+    Relay,
+    RelayPolicy,
     WorkerRef,
     count_assignable,
     domains_overlapping_cluster,
     find_overlaps,
     free_in_range,
     full_mesh,
+    plan_relays,
     plan_with_free,
     validate_domain_cidr,
     validate_domain_name,
@@ -81,6 +86,7 @@ class DomainDetail:
     per_cluster: dict[str, int]
     warnings: list[OverlapWarning]
     tunnel_states: list[repo.TunnelLinkState] = field(default_factory=list)
+    relays: list[Relay] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +225,7 @@ async def get_domain(pool: asyncpg.Pool, name: str) -> DomainDetail:
         per_cluster = await repo.allocation_counts(conn, name)
         warnings = await repo.domain_warnings(conn, name)
         states = await repo.tunnel_states(conn, name)
+        relays = await repo.tunnel_relays(conn, name)
     return DomainDetail(
         domain=domain,
         capacity=count_assignable(domain.cidr),
@@ -226,6 +233,7 @@ async def get_domain(pool: asyncpg.Pool, name: str) -> DomainDetail:
         per_cluster=per_cluster,
         warnings=warnings,
         tunnel_states=states,
+        relays=relays,
     )
 
 
@@ -479,14 +487,18 @@ async def release_addresses(conn: Connection, request: AddressesReleaseRequested
 
 
 def _topology_event(
-    domain: Domain, clusters: tuple[str, ...] | list[str], endpoints: Sequence[repo.StoredEndpoint] = ()
+    domain: Domain,
+    clusters: tuple[str, ...] | list[str],
+    endpoints: Sequence[repo.StoredEndpoint] = (),
+    relays: Sequence[Relay] = (),
 ) -> TunnelTopologyChanged:
     topology = full_mesh(clusters)
+    via = {r.link: r.via for r in relays if r.via in topology.clusters}
     return TunnelTopologyChanged(
         domain=domain.name,
         cidr=str(domain.cidr),
         clusters=list(topology.clusters),
-        links=[TunnelLink(a=link.a, b=link.b) for link in topology.links],
+        links=[TunnelLink(a=link.a, b=link.b, via=via.get(link)) for link in topology.links],
         endpoints=[
             TunnelEndpoint(cluster=e.cluster, host=e.host, port=e.port, public_key=e.public_key)
             for e in endpoints
@@ -495,13 +507,36 @@ def _topology_event(
     )
 
 
+async def _plan_relays(
+    conn: Connection, domain: str, clusters: Sequence[str], now: datetime, policy: RelayPolicy
+) -> tuple[list[Relay], bool]:
+    """Decide the domain's relays (domain row locked) and store them; True when they changed.
+
+    Pairs that stop being relayed lose their stored link reports: those described the relayed
+    path, and the direct link must show its own state before it can be judged again.
+    """
+    stored = await repo.tunnel_relays(conn, domain)
+    reports = [
+        LinkReport(s.cluster, s.peer, s.state == "up", s.since, s.last_error)
+        for s in await repo.tunnel_states(conn, domain)
+    ]
+    planned = list(plan_relays(clusters, reports, stored, now, policy))
+    if planned == stored:
+        return planned, False
+    await repo.replace_tunnel_relays(conn, domain, planned)
+    await repo.forget_tunnel_states(conn, domain, {r.link for r in stored} - {r.link for r in planned})
+    return planned, True
+
+
 async def _refresh_topology(
     conn: Connection, domain: Domain, meta: EventMeta, *, added: set[str], released: set[str]
 ) -> None:
     """Publish the domain's tunnel topology when its set of clusters changed (domain row locked).
 
     Incremental, so a busy domain is never scanned: clusters that just got a worker join; a
-    cluster that just lost one leaves only when none of its workers remains in the domain.
+    cluster that just lost one leaves only when none of its workers remains in the domain. Relays
+    that lost a cluster are repaired at once (another relay, or direct); new relays and returns to
+    direct are the relay check's (:func:`check_relays`).
     """
     clusters = set(domain.topology_clusters) | added
     for cluster in released & clusters:
@@ -515,9 +550,36 @@ async def _refresh_topology(
     if left:
         # A cluster that rejoins announces afresh; a stale endpoint must not be handed out meanwhile.
         await repo.delete_tunnel_endpoints(conn, domain.name, left)
+    relays, _ = await _plan_relays(conn, domain.name, ordered, datetime.now(UTC), RelayPolicy.repair_only())
     endpoints = await repo.tunnel_endpoints(conn, domain.name)
-    await _publish(conn, _topology_event(domain, ordered, endpoints), domain.name, meta)
+    await _publish(conn, _topology_event(domain, ordered, endpoints, relays), domain.name, meta)
     log.info("tunnel topology changed", domain=domain.name, clusters=ordered)
+
+
+async def check_relays(pool: asyncpg.Pool, domain_name: str, now: datetime, policy: RelayPolicy) -> bool:
+    """Apply the relay rules (``domain.relays``) to one domain; True when its topology was
+    republished. Publishes only on change, so running it twice, or from two worker processes at
+    once (the domain's row lock orders them), publishes once."""
+    async with transaction(pool) as conn:
+        domain = await repo.lock_domain(conn, domain_name)
+        if domain is None:
+            return False
+        relays, changed = await _plan_relays(conn, domain.name, domain.topology_clusters, now, policy)
+        if not changed:
+            return False
+        endpoints = await repo.tunnel_endpoints(conn, domain.name)
+        await _publish(
+            conn,
+            _topology_event(domain, domain.topology_clusters, endpoints, relays),
+            domain.name,
+            EventMeta(correlation_id=f"relays/{domain.name}"),
+        )
+    log.info(
+        "tunnel relays changed",
+        domain=domain_name,
+        relays=[f"{r.link.a}-{r.via}-{r.link.b}" for r in relays],
+    )
+    return True
 
 
 async def apply_tunnel_state(conn: Connection, payload: TunnelStateChanged, now: datetime) -> bool:
@@ -586,7 +648,10 @@ async def apply_tunnel_endpoint(
     if not await repo.upsert_tunnel_endpoint(conn, domain.name, stored):
         return False
     endpoints = await repo.tunnel_endpoints(conn, domain.name)
-    await _publish(conn, _topology_event(domain, domain.topology_clusters, endpoints), domain.name, meta)
+    relays = await repo.tunnel_relays(conn, domain.name)
+    await _publish(
+        conn, _topology_event(domain, domain.topology_clusters, endpoints, relays), domain.name, meta
+    )
     log.info(
         "tunnel endpoint verified and published",
         domain=domain.name,

@@ -15,7 +15,7 @@ from ipaddress import IPv4Address, IPv4Network, IPv6Network
 import asyncpg
 from rlark_platform.db.pool import Connection
 
-from rlark_netdomain.domain import ClusterCidrs, DomainCidr
+from rlark_netdomain.domain import ClusterCidrs, DomainCidr, Link, Relay
 
 #: Advisory lock key shared by domain creation and cluster updates ("NDOVERLAP" folded to 63 bits).
 _OVERLAP_LOCK = 0x4E444F5645524C50
@@ -502,3 +502,48 @@ async def delete_tunnel_endpoints(conn: Connection, domain: str, clusters: Seque
     await conn.execute(
         "DELETE FROM tunnel_endpoints WHERE domain = $1 AND cluster = ANY($2::text[])", domain, list(clusters)
     )
+
+
+# ---------------------------------------------------------------------------------- tunnel relays
+
+
+async def tunnel_relays(conn: Connection, domain: str) -> list[Relay]:
+    """The relayed pairs of a domain as last published, sorted by link."""
+    rows = await conn.fetch(
+        "SELECT a, b, via, since FROM tunnel_relays WHERE domain = $1 ORDER BY a, b", domain
+    )
+    return [Relay(Link(r["a"], r["b"]), r["via"], r["since"]) for r in rows]
+
+
+async def replace_tunnel_relays(conn: Connection, domain: str, relays: Sequence[Relay]) -> None:
+    """Make the stored relays of ``domain`` exactly ``relays`` (domain row locked by the caller)."""
+    await conn.execute("DELETE FROM tunnel_relays WHERE domain = $1", domain)
+    await conn.executemany(
+        "INSERT INTO tunnel_relays (domain, a, b, via, since) VALUES ($1, $2, $3, $4, $5)",
+        [(domain, r.link.a, r.link.b, r.via, r.since) for r in relays],
+    )
+
+
+async def forget_tunnel_states(conn: Connection, domain: str, links: Iterable[Link]) -> None:
+    """Drop both sides' reports on these links (they described a relayed path that is gone)."""
+    pairs = sorted(links)
+    if not pairs:
+        return
+    await conn.execute(
+        """DELETE FROM tunnel_states t
+            USING unnest($2::text[], $3::text[]) AS p(a, b)
+            WHERE t.domain = $1
+              AND ((t.cluster = p.a AND t.peer = p.b) OR (t.cluster = p.b AND t.peer = p.a))""",
+        domain,
+        [p.a for p in pairs],
+        [p.b for p in pairs],
+    )
+
+
+async def relay_check_domains(conn: Connection) -> list[str]:
+    """Domains whose relays may need a decision: a link reported down, or a pair relayed now."""
+    rows = await conn.fetch(
+        """SELECT domain FROM tunnel_states WHERE state <> 'up'
+           UNION SELECT domain FROM tunnel_relays ORDER BY 1"""
+    )
+    return [r["domain"] for r in rows]

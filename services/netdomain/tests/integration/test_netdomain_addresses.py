@@ -74,7 +74,7 @@ async def test_allocation_is_stable_idempotent_and_released_with_the_tunnel_topo
             ]
             assert shown["tunnels"] == {
                 "clusters": ["gpu-a", "gpu-b"],
-                "links": [{"a": "gpu-a", "b": "gpu-b"}],
+                "links": [{"a": "gpu-a", "b": "gpu-b", "via": None}],
             }
             await out.wait_for(lambda _: len(out.of_type(TOPOLOGY, domain="alloc")) == 2, what="topology")
             topologies = out.of_type(TOPOLOGY, domain="alloc")

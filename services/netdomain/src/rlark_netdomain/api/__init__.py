@@ -81,6 +81,9 @@ class ClusterUsage(BaseModel):
 class LinkOut(BaseModel):
     a: str
     b: str
+    via: str | None = Field(
+        default=None, description="The relay cluster when a and b cannot reach each other directly"
+    )
 
 
 class TunnelsOut(BaseModel):
@@ -134,12 +137,14 @@ def _out(domain: Domain, allocated: int, warnings: list[str]) -> DomainOut:
 def _detail(detail: handlers.DomainDetail) -> DomainDetailOut:
     base = _out(detail.domain, detail.allocated, [w.message for w in detail.warnings])
     topology = full_mesh(detail.per_cluster)
+    via = {r.link: r.via for r in detail.relays}
     return DomainDetailOut(
         **base.model_dump(),
         free=detail.capacity - detail.allocated,
         clusters=[ClusterUsage(cluster=c, allocated=n) for c, n in detail.per_cluster.items()],
         tunnels=TunnelsOut(
-            clusters=list(topology.clusters), links=[LinkOut(a=x.a, b=x.b) for x in topology.links]
+            clusters=list(topology.clusters),
+            links=[LinkOut(a=x.a, b=x.b, via=via.get(x)) for x in topology.links],
         ),
         tunnel_states=[
             TunnelStateOut(

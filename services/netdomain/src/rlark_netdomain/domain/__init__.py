@@ -1,5 +1,5 @@
 """Pure domain logic of the netdomain service: CIDR rules, overlap checks, address assignment,
-tunnel endpoint validation.
+tunnel endpoint validation, relay decisions.
 
 No I/O here; the repository loads clusters, domains and allocations, calls these functions and
 stores their results. Refusals are ``NetDomainError`` subclasses with a stable ``code``.
@@ -49,6 +49,7 @@ from rlark_netdomain.domain.overlaps import (
     ensure_no_overlaps,
     find_overlaps,
 )
+from rlark_netdomain.domain.relays import LinkReport, Relay, RelayPolicy, pair, plan_relays
 from rlark_netdomain.domain.topology import Link, Topology, full_mesh
 
 __all__ = [
@@ -67,8 +68,11 @@ __all__ = [
     "DomainOverlapError",
     "DomainValidationError",
     "Link",
+    "LinkReport",
     "NetDomainError",
     "NetDomainErrorCode",
+    "Relay",
+    "RelayPolicy",
     "Topology",
     "TunnelEndpoint",
     "WorkerRef",
@@ -82,8 +86,10 @@ __all__ = [
     "is_assignable",
     "next_free",
     "nth_assignable",
+    "pair",
     "parse_ed25519_public_key",
     "plan_allocations",
+    "plan_relays",
     "plan_with_free",
     "validate_domain_cidr",
     "validate_domain_name",
