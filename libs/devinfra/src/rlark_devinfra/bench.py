@@ -60,7 +60,7 @@ class Row:
 
 @dataclass(frozen=True)
 class Options:
-    """Command-line knobs the benchmarks read (defaults keep ``make bench`` within ~10 minutes)."""
+    """Command-line knobs the benchmarks read (defaults: ``make bench`` ≈ 12 minutes, 7–8 of them the flood)."""
 
     rounds: int = 1
     build: bool = False
