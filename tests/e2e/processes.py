@@ -2,10 +2,10 @@
 
 Each service runs ``python -m rlark_<svc> all`` (API and worker in one process, as ``make run`` starts them —
 see ``rlark_devinfra.stack``) in a process group of its own, configured only through its environment, with
-its own fresh database and the test's topic prefix (the same settings ``stack.platform`` gives in-process
-services: ``settings_for`` plus the gateway's upstreams and bootstrap admin). Output goes to
-``<tmp>/logs/<service>.log``, appended across restarts. ``kill`` is SIGKILL of the whole group, no
-goodbye; ``start`` brings the service back on the same port, database and topics.
+its own fresh database and the test's topic prefix — the very settings ``stack.platform`` gives its
+in-process services (``stack.platform_settings``). Output goes to ``<tmp>/logs/<service>.log``, appended
+across restarts. ``kill`` is SIGKILL of the whole group, no goodbye; ``start`` brings the service back on
+the same port, database and topics.
 """
 
 from __future__ import annotations
@@ -23,13 +23,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 from pydantic import SecretStr
 from rlark_platform.service import ServiceDefinition, migrate
 from rlark_platform.settings import ServiceSettings
-from rlark_platform.testing import free_port, settings_for
-from stack import ADMIN, ADMIN_PASSWORD, Stack, definitions
+from stack import (
+    ADMIN,
+    ADMIN_PASSWORD,
+    Stack,
+    create_databases,
+    definitions,
+    platform_settings,
+    remove_platform,
+)
 
 
 def environment_of(settings: ServiceSettings) -> dict[str, str]:
@@ -134,44 +140,6 @@ class ProcessPlatform:
         return await self.services[name].ready()
 
 
-def gateway_settings(urls: dict[str, str]) -> dict[str, Any]:
-    """What the gateway needs beyond the common settings: its upstreams, a first admin, cheap hashing."""
-    return {
-        "inventory_url": urls["inventory"],
-        "keys_url": urls["keys"],
-        "netdomain_url": urls["netdomain"],
-        "scheduler_url": urls["scheduler"],
-        "bootstrap_admin_username": ADMIN,
-        "bootstrap_admin_password": ADMIN_PASSWORD,
-        "password_time_cost": 1,
-        "password_memory_kib": 1024,
-        "password_parallelism": 1,
-    }
-
-
-async def create_databases(server_url: str, names: list[str]) -> dict[str, str]:
-    """A fresh database per name on ``server_url``; returns their URLs."""
-    databases: dict[str, str] = {}
-    admin = await asyncpg.connect(server_url)
-    try:
-        for name in names:
-            database = f"e_{name}_{uuid.uuid4().hex[:8]}"
-            await admin.execute(f'CREATE DATABASE "{database}"')
-            databases[name] = f"{server_url.rpartition('/')[0]}/{database}"
-    finally:
-        await admin.close()
-    return databases
-
-
-async def drop_databases(server_url: str, databases: dict[str, str]) -> None:
-    admin = await asyncpg.connect(server_url)
-    try:
-        for url in databases.values():
-            await admin.execute(f'DROP DATABASE IF EXISTS "{url.rpartition("/")[2]}" WITH (FORCE)')
-    finally:
-        await admin.close()
-
-
 @contextlib.asynccontextmanager
 async def process_platform(
     server_url: str, kafka_bootstrap: str, tmp: Path, **overrides: dict[str, Any]
@@ -180,37 +148,24 @@ async def process_platform(
     defs: dict[str, ServiceDefinition] = definitions()
     prefix = f"c{uuid.uuid4().hex[:8]}."
     databases = await create_databases(server_url, list(defs))
-    ports = {name: free_port() for name in defs}
-    urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
-    extra = {"gateway": gateway_settings(urls)}
     (tmp / "logs").mkdir(parents=True, exist_ok=True)
     services: dict[str, ServiceProcess] = {}
     try:
+        settings = platform_settings(databases, kafka_bootstrap, prefix, overrides)
         for name, definition in defs.items():
-            settings = settings_for(
-                definition,
-                database_url=databases[name],
-                kafka_bootstrap=kafka_bootstrap,
-                topic_prefix=prefix,
-                **{**extra.get(name, {}), **overrides.get(name, {})},
-            ).model_copy(update={"http_port": ports[name]})
-            await migrate(definition, settings)
-            services[name] = ServiceProcess(name, settings, tmp / "logs" / f"{name}.log")
+            await migrate(definition, settings[name])
+            services[name] = ServiceProcess(name, settings[name], tmp / "logs" / f"{name}.log")
         for service in services.values():
             service.start()
         for service in services.values():
             await service.ready()
-        stack = Stack(urls["gateway"], kafka_bootstrap, prefix, databases, tmp=tmp)
+        stack = Stack(services["gateway"].url, kafka_bootstrap, prefix, databases, tmp=tmp)
         stack.admin_token = await stack.token_for(ADMIN, ADMIN_PASSWORD)
         yield ProcessPlatform(stack, services, databases)
     finally:
         for service in services.values():
             service.stop()
-        from rlark_platform.messaging.producer import delete_topics_with_prefix
-
-        with contextlib.suppress(Exception):
-            await delete_topics_with_prefix(kafka_bootstrap, prefix)
-        await drop_databases(server_url, databases)
+        await remove_platform(server_url, kafka_bootstrap, prefix, databases)
 
 
 __all__ = ["ProcessPlatform", "ServiceProcess", "environment_of", "process_platform"]

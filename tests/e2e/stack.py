@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 import httpx
 from rlark_platform.service import ServiceDefinition
+from rlark_platform.settings import ServiceSettings
 from rlark_platform.testing import TEST_SECRET, free_port, running_service, settings_for
 
 ADMIN, ADMIN_PASSWORD = "root", "correct-horse-battery-staple"
@@ -119,23 +120,26 @@ class Stack:
             return str(response.json()["agent_credential"])
 
 
-@contextlib.asynccontextmanager
-async def platform(
-    server_url: str, kafka_bootstrap: str, tmp: Path, **overrides: dict[str, Any]
-) -> AsyncIterator[Stack]:
-    """Start every service (own database each, one topic prefix); yield a Stack; stop and drop them."""
-    prefix = f"e{uuid.uuid4().hex[:8]}."
-    defs = definitions()
+async def create_databases(server_url: str, names: list[str]) -> dict[str, str]:
+    """A fresh database per service name on ``server_url``; returns their URLs."""
     databases: dict[str, str] = {}
     admin_conn = await asyncpg.connect(server_url)
     try:
-        for name in defs:
+        for name in names:
             database = f"e_{name}_{uuid.uuid4().hex[:8]}"
             await admin_conn.execute(f'CREATE DATABASE "{database}"')
             databases[name] = f"{server_url.rpartition('/')[0]}/{database}"
     finally:
         await admin_conn.close()
-    ports = {name: free_port() for name in defs}
+    return databases
+
+
+def platform_settings(
+    databases: dict[str, str], kafka_bootstrap: str, prefix: str, overrides: dict[str, dict[str, Any]]
+) -> dict[str, ServiceSettings]:
+    """Every service's settings: its own database, the shared topic prefix, a free port; the gateway also
+    gets its upstreams, the bootstrap admin and cheap password hashing. ``overrides`` per service win."""
+    ports = {name: free_port() for name in databases}
     urls = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
     extra: dict[str, dict[str, Any]] = {
         "gateway": {
@@ -150,34 +154,55 @@ async def platform(
             "password_parallelism": 1,
         },
     }
+    return {
+        name: settings_for(
+            definition,
+            database_url=databases[name],
+            kafka_bootstrap=kafka_bootstrap,
+            topic_prefix=prefix,
+            **{**extra.get(name, {}), **overrides.get(name, {})},
+        ).model_copy(update={"http_port": ports[name]})
+        for name, definition in definitions().items()
+    }
+
+
+async def remove_platform(
+    server_url: str, kafka_bootstrap: str, prefix: str, databases: dict[str, str]
+) -> None:
+    """Delete the platform's topics and drop its databases."""
+    from rlark_platform.messaging.producer import delete_topics_with_prefix
+
+    with contextlib.suppress(Exception):
+        await delete_topics_with_prefix(kafka_bootstrap, prefix)
+    admin_conn = await asyncpg.connect(server_url)
     try:
+        for database_url in databases.values():
+            await admin_conn.execute(
+                f'DROP DATABASE IF EXISTS "{database_url.rpartition("/")[2]}" WITH (FORCE)'
+            )
+    finally:
+        await admin_conn.close()
+
+
+@contextlib.asynccontextmanager
+async def platform(
+    server_url: str, kafka_bootstrap: str, tmp: Path, **overrides: dict[str, Any]
+) -> AsyncIterator[Stack]:
+    """Start every service (own database each, one topic prefix); yield a Stack; stop and drop them."""
+    prefix = f"e{uuid.uuid4().hex[:8]}."
+    defs = definitions()
+    databases = await create_databases(server_url, list(defs))
+    try:
+        settings = platform_settings(databases, kafka_bootstrap, prefix, overrides)
         async with contextlib.AsyncExitStack() as stack:
             for name, definition in defs.items():
-                settings = settings_for(
-                    definition,
-                    database_url=databases[name],
-                    kafka_bootstrap=kafka_bootstrap,
-                    topic_prefix=prefix,
-                    **{**extra.get(name, {}), **overrides.get(name, {})},
-                )
-                settings = settings.model_copy(update={"http_port": ports[name]})
-                await stack.enter_async_context(running_service(definition, settings))
-            platform_stack = Stack(urls["gateway"], kafka_bootstrap, prefix, databases, tmp=tmp)
+                await stack.enter_async_context(running_service(definition, settings[name]))
+            url = f"http://127.0.0.1:{settings['gateway'].http_port}"
+            platform_stack = Stack(url, kafka_bootstrap, prefix, databases, tmp=tmp)
             platform_stack.admin_token = await platform_stack.token_for(ADMIN, ADMIN_PASSWORD)
             yield platform_stack
     finally:
-        from rlark_platform.messaging.producer import delete_topics_with_prefix
-
-        with contextlib.suppress(Exception):
-            await delete_topics_with_prefix(kafka_bootstrap, prefix)
-        admin_conn = await asyncpg.connect(server_url)
-        try:
-            for database_url in databases.values():
-                await admin_conn.execute(
-                    f'DROP DATABASE IF EXISTS "{database_url.rpartition("/")[2]}" WITH (FORCE)'
-                )
-        finally:
-            await admin_conn.close()
+        await remove_platform(server_url, kafka_bootstrap, prefix, databases)
 
 
 async def eventually(
@@ -194,4 +219,15 @@ async def eventually(
     raise AssertionError(f"{what} not reached after {timeout_s}s (last: {last!r})")
 
 
-__all__ = ["ADMIN", "ADMIN_PASSWORD", "QUICK_OVERRIDES", "TEST_SECRET", "Stack", "eventually", "platform"]
+__all__ = [
+    "ADMIN",
+    "ADMIN_PASSWORD",
+    "QUICK_OVERRIDES",
+    "TEST_SECRET",
+    "Stack",
+    "create_databases",
+    "eventually",
+    "platform",
+    "platform_settings",
+    "remove_platform",
+]
