@@ -439,14 +439,14 @@ async def _tunnel_ray(ctx: Context) -> Outcome:
         [
             Row(
                 f"{what}: direct veth, no tunnel",
-                f"{direct['median_ms']:.2f} / {direct['p90_ms']:.2f} ms (load {direct['loadavg_1m']:.1f})",
+                f"{direct['median_ms']:.2f} / {direct['p90_ms']:.2f} ms (load {r['loadavg_1m']:.1f})",
                 "",
                 BASELINE,
             ),
             Row(
                 f"{what}: across the tunnel (ratio to direct)",
-                f"{tunnel['median_ms']:.2f} / {tunnel['p90_ms']:.2f} ms (load {tunnel['loadavg_1m']:.1f}; "
-                f"{r['ratio_median']:.2f}× / {r['ratio_p90']:.2f}×)",
+                f"{tunnel['median_ms']:.2f} / {tunnel['p90_ms']:.2f} ms "
+                f"({r['ratio_median']:.2f}× / {r['ratio_p90']:.2f}×; {r['rounds']} interleaved rounds)",
                 "median ≤ 2× direct",
                 _verdict(r["ratio_median"] <= 2.0),
             ),

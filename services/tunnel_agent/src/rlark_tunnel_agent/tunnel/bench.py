@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -214,7 +215,6 @@ RAY = str(Path(sys.executable).with_name("ray"))
 RAY_DRIVER = """
 import json, sys, time, ray
 ray.init(address=sys.argv[1], _node_ip_address=sys.argv[2], logging_level="ERROR")
-tasks, warmup = int(sys.argv[3]), int(sys.argv[4])
 deadline = time.monotonic() + 120
 while ray.cluster_resources().get("b1", 0) < 1:
     if time.monotonic() > deadline:
@@ -226,18 +226,20 @@ def noop():
     return None
 
 pinned = noop.options(resources={"b1": 1})
-for _ in range(warmup):
+for _ in range(int(sys.argv[3])):
     ray.get(pinned.remote())
-ms = []
-for _ in range(tasks):
-    started = time.perf_counter()
-    ray.get(pinned.remote())
-    ms.append((time.perf_counter() - started) * 1000)
-ms.sort()
-pick = lambda q: round(ms[min(len(ms) - 1, int(q * len(ms)))], 3)
-print(json.dumps({"tasks": len(ms), "median_ms": pick(0.5), "p90_ms": pick(0.9),
-                  "min_ms": round(ms[0], 3), "max_ms": round(ms[-1], 3)}))
+nodes = sorted(n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"])
+print(json.dumps({"ready": nodes}), flush=True)
+for line in sys.stdin:
+    ms = []
+    for _ in range(int(line)):
+        started = time.perf_counter()
+        ray.get(pinned.remote())
+        ms.append((time.perf_counter() - started) * 1000)
+    print(json.dumps(ms), flush=True)
 """
+"""Connects, waits for the b1 node, runs the warm-up tasks and prints the nodes' addresses; then
+for each number N read on stdin times N sequential tasks and prints their milliseconds."""
 
 
 def ray_env() -> dict[str, str]:
@@ -294,24 +296,64 @@ def _stop_groups(procs: list[subprocess.Popen[bytes]]) -> None:
         proc.wait(timeout=10)
 
 
-def _ray_timing(bed: TunnelBed, head: str, worker: str, port: int, tasks: int, warmup: int) -> dict[str, Any]:
-    temp = Path(tempfile.mkdtemp(prefix="rlark-ray-"))
-    procs = _ray_nodes(bed, head, worker, port, temp)
-    try:
-        load = round(os.getloadavg()[0], 2)
-        out = bed.run(
+class _RayPath:
+    """One Ray cluster (head in a1, node in b1) and its driver, ready to time rounds of tasks."""
+
+    def __init__(self, bed: TunnelBed, name: str, head: str, worker: str, port: int, warmup: int) -> None:
+        self.name = name
+        self.temp = Path(tempfile.mkdtemp(prefix=f"rlark-ray-{name}-"))
+        self.groups = _ray_nodes(bed, head, worker, port, self.temp)
+        self.driver = bed.popen(
             "a1",
-            *[sys.executable, "-c", RAY_DRIVER, f"{head}:{port}", head, str(tasks), str(warmup)],
-            timeout_s=300,
+            *[sys.executable, "-c", RAY_DRIVER, f"{head}:{port}", head, str(warmup)],
             env=ray_env(),
-        ).stdout
-        result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-        result["loadavg_1m"] = load
-        result["addresses"] = [head, worker]
-        return result
-    finally:
-        _stop_groups(procs)
-        shutil.rmtree(temp, ignore_errors=True)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self.groups.append(self.driver)
+        self.ms: list[float] = []
+        self.nodes: list[str] = []
+
+    def wait_ready(self, timeout_s: float = 180.0) -> None:
+        self.nodes = self._reply(timeout_s)["ready"]
+
+    def time_tasks(self, count: int) -> None:
+        assert self.driver.stdin is not None
+        self.driver.stdin.write(f"{count}\n".encode())
+        self.driver.stdin.flush()
+        self.ms += self._reply(120.0)
+
+    def _reply(self, timeout_s: float) -> Any:
+        """The driver's next JSON line (anything else Ray prints on stdout is skipped)."""
+        assert self.driver.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ready, _, _ = select.select([self.driver.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            line = self.driver.stdout.readline() if ready else b""
+            if not line:
+                raise RuntimeError(f"Ray driver ({self.name}) gave no answer within {timeout_s:.0f} s")
+            if line[:1] in (b"{", b"["):
+                return json.loads(line)
+
+    def close(self) -> None:
+        _stop_groups(self.groups)
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+    def summary(self) -> dict[str, Any]:
+        ms = sorted(self.ms)
+
+        def pick(q: float) -> float:
+            return round(ms[min(len(ms) - 1, int(q * len(ms)))], 3)
+
+        return {
+            "tasks": len(ms),
+            "median_ms": pick(0.5),
+            "p90_ms": pick(0.9),
+            "min_ms": round(ms[0], 3),
+            "max_ms": round(ms[-1], 3),
+            "nodes": self.nodes,
+        }
 
 
 def _direct_veth(bed: TunnelBed, mtu: int) -> None:
@@ -336,20 +378,39 @@ def _direct_veth(bed: TunnelBed, mtu: int) -> None:
         _ip(bed, worker, "link", "set", "direct", "mtu", str(mtu), "up")
 
 
-def ray_round_trip(tasks: int = 300, warmup: int = 30, mtu: int = DEFAULT_MTU) -> dict[str, Any]:
-    """A no-op Ray task pinned to b1, driven from a1: over the tunnel, then over a direct veth."""
-    result: dict[str, Any] = {"mtu": mtu, "tasks": tasks, "warmup": warmup}
+def ray_round_trip(
+    tasks: int = 300, warmup: int = 30, mtu: int = DEFAULT_MTU, rounds: int = 10
+) -> dict[str, Any]:
+    """A no-op Ray task pinned to b1, driven from a1, over the tunnel and over a direct veth.
+
+    Two Ray clusters run side by side in the same two namespaces — one on the virtual IPs (every
+    message crosses the tunnel), one on the direct veth's addresses — and their drivers take turns
+    in ``rounds`` rounds (order alternating), so the shared machine's changing load weighs on both
+    paths alike."""
+    result: dict[str, Any] = {"mtu": mtu, "tasks": tasks, "warmup": warmup, "rounds": rounds}
     with TunnelBed(f"ray{os.getpid() % 100000}", {"a": ["a1"], "b": ["b1"]}, options={"mtu": mtu}) as bed:
-        result["tunnel"] = _ray_timing(bed, bed.vip("a1"), bed.vip("b1"), RAY_PORT, tasks, warmup)
-        carried = bed.peer_state("a", "b")["counters"]["packets_out"]
         _direct_veth(bed, mtu)
-        result["direct"] = _ray_timing(bed, DIRECT_A, DIRECT_B, RAY_PORT + 1, tasks, warmup)
-        # the direct run must not have used the tunnel: only keepalive frames may have crossed
-        result["direct"]["tunnel_packets"] = bed.peer_state("a", "b")["counters"]["packets_out"] - carried
+        paths: list[_RayPath] = []
+        try:
+            paths.append(_RayPath(bed, "tunnel", bed.vip("a1"), bed.vip("b1"), RAY_PORT, warmup))
+            paths.append(_RayPath(bed, "direct", DIRECT_A, DIRECT_B, RAY_PORT + 1, warmup))
+            for path in paths:
+                path.wait_ready()
+            loads = []
+            per_round = max(1, tasks // rounds)
+            for index in range(rounds):
+                loads.append(os.getloadavg()[0])
+                for path in paths if index % 2 == 0 else paths[::-1]:
+                    path.time_tasks(per_round)
+            for path in paths:
+                result[path.name] = path.summary()
+            result["loadavg_1m"] = round(sum(loads) / len(loads), 2)
+        finally:
+            for path in paths:
+                path.close()
     for q in ("median_ms", "p90_ms"):
-        result[f"ratio_{q.removesuffix('_ms')}"] = round(
-            result["tunnel"][q] / max(result["direct"][q], 1e-6), 2
-        )
+        ratio = result["tunnel"][q] / max(result["direct"][q], 1e-6)
+        result[f"ratio_{q.removesuffix('_ms')}"] = round(ratio, 2)
     return result
 
 
@@ -557,8 +618,8 @@ def main(argv: list[str] | None = None) -> int:
         t, d = ray["tunnel"], ray["direct"]
         print(
             f"Ray no-op task a1 → b1, {ray['tasks']} sequential: median / p90 "
-            f"{t['median_ms']} / {t['p90_ms']} ms over the tunnel (load {t['loadavg_1m']}), "
-            f"{d['median_ms']} / {d['p90_ms']} ms direct (load {d['loadavg_1m']}): "
+            f"{t['median_ms']} / {t['p90_ms']} ms over the tunnel, "
+            f"{d['median_ms']} / {d['p90_ms']} ms direct, interleaved (load {ray['loadavg_1m']}): "
             f"{ray['ratio_median']}× / {ray['ratio_p90']}× (target ≤ 2×)"
         )
     if packets is not None:
