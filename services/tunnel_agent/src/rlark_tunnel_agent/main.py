@@ -9,6 +9,7 @@ from __future__ import annotations
 from rlark_platform.service import Runnable, ServiceContext, ServiceDefinition, main
 
 from rlark_tunnel_agent.agent.loop import Agent
+from rlark_tunnel_agent.agent.sidecars import SidecarOptions
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
 from rlark_tunnel_agent.api import build_api
 from rlark_tunnel_agent.runtime.driver import RuntimeDriver
@@ -61,8 +62,21 @@ def build_workers(ctx: ServiceContext) -> list[Runnable]:
                 listen_host=settings.tunnel_listen_host,
                 advertise_host=settings.tunnel_advertise_host,
                 listen_port=settings.tunnel_listen_port,
+                netns=settings.tunnel_netns,
+                ping_interval_s=settings.tunnel_ping_interval_s,
+                dead_after_s=settings.tunnel_dead_after_s,
+                backoff_max_s=settings.tunnel_backoff_max_s,
             )
             if settings.tunnels
+            else None,
+            # Only the Kubernetes driver takes sidecar hooks: its workers' TUNs live in their pods.
+            sidecars=SidecarOptions(
+                listen_host=settings.tunnel_sidecar_listen_host,
+                listen_port=settings.tunnel_sidecar_listen_port,
+                advertise_host=settings.tunnel_sidecar_advertise_host,
+                advertise_port=settings.tunnel_sidecar_advertise_port,
+            )
+            if settings.tunnels and settings.runtime == "kubernetes"
             else None,
         )
     ]

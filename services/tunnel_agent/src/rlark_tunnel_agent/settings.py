@@ -26,5 +26,26 @@ class TunnelAgentSettings(ServiceSettings):
     tunnel_listen_host: str = Field(default="0.0.0.0", description="Where peers' tunnels connect")  # noqa: S104
     tunnel_advertise_host: str = Field(default="127.0.0.1", description="The address peers dial")
     tunnel_listen_port: int = Field(default=0, ge=0, le=65535, description="0: an ephemeral port per domain")
+    tunnel_netns: str | None = Field(
+        default=None,
+        description="Network namespace (name or /run/netns path) of the tunnel sockets; unset: the agent's",
+    )
+    tunnel_ping_interval_s: float = Field(default=1.0, gt=0, description="A PING on every link this often")
+    tunnel_dead_after_s: float = Field(default=4.0, gt=0, description="A link silent this long is down")
+    tunnel_backoff_max_s: float = Field(default=2.0, gt=0, description="Longest wait between two dials")
+    tunnel_sidecar_listen_host: str = Field(
+        default="0.0.0.0",  # noqa: S104 - pods reach the agent through its Service
+        description="Kubernetes: where the workers' network sidecars connect",
+    )
+    tunnel_sidecar_listen_port: int = Field(
+        default=8106, ge=0, le=65535, description="Kubernetes: the network sidecars' port (0: ephemeral)"
+    )
+    tunnel_sidecar_advertise_host: str = Field(
+        default="rlark-tunnel-agent.rlark-agent.svc",
+        description="Kubernetes: what the network sidecars dial (the agent's Service)",
+    )
+    tunnel_sidecar_advertise_port: int | None = Field(
+        default=None, ge=1, le=65535, description="The Service's sidecar port; unset: the listen port"
+    )
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     observe_interval_s: float = Field(default=10.0, gt=0)

@@ -8,8 +8,9 @@ contract), so at-least-once delivery of placements is harmless; stopped workers 
 file so a replayed placement never resurrects them.
 
 Network domains (with ``tunnels`` options and a driver that takes ``virtual_ip_hooks``, the local
-one): a second consumer reads ``netdomain.allocations`` and ``netdomain.tunnels`` into
-``DomainTunnels`` (see ``tunnels.py``, ADR 0003). Peers' endpoints and keys come only from the
+one, or — with ``sidecars`` options too — ``sidecar_hooks``, the Kubernetes one, whose workers get
+their TUN from a network sidecar in the pod: ``sidecars.py``): a second consumer reads
+``netdomain.allocations`` and ``netdomain.tunnels`` into ``DomainTunnels`` (see ``tunnels.py``, ADR 0003). Peers' endpoints and keys come only from the
 topology events, which carry the announcements the netdomain service verified; the agent announces
 its own endpoint on ``agent.reports`` but never reads its peers' announcements there.
 A watcher polls the links about once a second and reports each state change
@@ -41,6 +42,7 @@ from rlark_platform.messaging import create_producer
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
 from rlark_tunnel_agent.agent.reports import ReportPublisher
 from rlark_tunnel_agent.agent.session import Session, SessionRefused, open_session
+from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
 from rlark_tunnel_agent.runtime import driver as rt
 from rlark_tunnel_agent.runtime.markers import Marker, OutputManifest
@@ -83,6 +85,7 @@ class Agent:
         observe_interval_s: float = 10.0,
         open_session_fn: Callable[[str, str], Awaitable[Session]] = open_session,
         tunnels: TunnelOptions | None = None,
+        sidecars: SidecarOptions | None = None,
     ) -> None:
         self._gateway_url = gateway_url
         self._credential = credential
@@ -93,7 +96,9 @@ class Agent:
         self._observe_interval_s = observe_interval_s
         self._open_session = open_session_fn
         self._tunnel_options = tunnels
+        self._sidecar_options = sidecars
         self.tunnels: DomainTunnels | None = None
+        self.sidecars: PodSidecars | None = None
         self._stopping = asyncio.Event()
         self._workers: dict[str, tuple[str, str]] = {}  # worker id → (job id, node)
         self._outputs: dict[str, tuple[str, ...]] = {}  # worker id → declared output paths
@@ -110,7 +115,6 @@ class Agent:
         structlog.contextvars.bind_contextvars(cluster=cluster)
         self._state = AgentState(self._state_dir / f"{cluster}.json")
         self.driver = self._make_driver(cluster)
-        await self.driver.start()
         producer = await create_producer(session.kafka_bootstrap, f"agent-{cluster}")
         self.reports = ReportPublisher(producer, session)
         names = TopicNames(session.topic_prefix)
@@ -130,6 +134,24 @@ class Agent:
                 cluster, self._state_dir / cluster, self.reports.publish, self._tunnel_options
             )
             self.driver.virtual_ip_hooks = self.tunnels
+        elif (
+            self._tunnel_options is not None
+            and self._sidecar_options is not None
+            and hasattr(self.driver, "sidecar_hooks")
+        ):
+            self.sidecars = PodSidecars(
+                cluster,
+                self._state_dir / cluster,
+                self.reports.publish,
+                self._tunnel_options,
+                self._sidecar_options,
+            )
+            self.tunnels = self.sidecars.tunnels
+            await self.sidecars.start()
+            self.driver.sidecar_hooks = self.sidecars
+        # After the hooks are set: adopting a recorded worker may create its pod (and sidecar).
+        await self.driver.start()
+        if self.tunnels is not None:
             tunnel_consumer = AIOKafkaConsumer(
                 names.physical("netdomain.allocations"),
                 names.physical("netdomain.tunnels"),
@@ -170,6 +192,8 @@ class Agent:
                 await self.reports.flush_logs()
             for started in consumers:
                 await started.stop()
+            if self.sidecars is not None:
+                await self.sidecars.stop()
             if self.tunnels is not None:
                 await self.tunnels.close()
             await producer.stop()
