@@ -97,6 +97,19 @@ def _allowed(kube: Kube, verb: str, resource: str, namespace: str = "", subresou
     return bool(result.status.allowed)
 
 
+def _replace(kube: Kube, doc: dict[str, Any]) -> None:
+    rbac = k8s_client.RbacAuthorizationV1Api(kube.api_client)
+    name, namespace = doc["metadata"]["name"], doc["metadata"].get("namespace")
+    replace = {
+        "ServiceAccount": lambda: kube.core.replace_namespaced_service_account(name, namespace, doc),
+        "ClusterRole": lambda: rbac.replace_cluster_role(name, doc),
+        "ClusterRoleBinding": lambda: rbac.replace_cluster_role_binding(name, doc),
+        "Role": lambda: rbac.replace_namespaced_role(name, namespace, doc),
+        "RoleBinding": lambda: rbac.replace_namespaced_role_binding(name, namespace, doc),
+    }
+    replace[doc["kind"]]()
+
+
 def test_the_agent_role_grants_what_the_driver_needs_and_nothing_more(admin_kube: Kube) -> None:
     docs = _documents(repo_root() / "deploy/agent")
     _create_namespaces(admin_kube, docs)
@@ -107,6 +120,7 @@ def test_the_agent_role_grants_what_the_driver_needs_and_nothing_more(admin_kube
             except Exception as exc:  # FailToCreateError wraps 409 on a re-run against kept servers
                 if "AlreadyExists" not in str(exc):
                     raise
+                _replace(admin_kube, doc)  # kept servers hold an older version: test this one
     workers = "rlark-workers"
     for verb in ("get", "list", "watch", "patch"):
         assert _allowed(admin_kube, verb, "nodes"), verb
@@ -115,9 +129,14 @@ def test_the_agent_role_grants_what_the_driver_needs_and_nothing_more(admin_kube
             assert _allowed(admin_kube, verb, resource, workers), (verb, resource)
     assert _allowed(admin_kube, "patch", "configmaps", workers)
     assert _allowed(admin_kube, "get", "pods", workers, "log")
+    # Network sidecar tokens: the agent writes and removes its workers' Secrets, never reads any.
+    assert _allowed(admin_kube, "create", "secrets", workers)
+    assert _allowed(admin_kube, "delete", "secrets", workers)
 
     assert not _allowed(admin_kube, "delete", "nodes")
-    assert not _allowed(admin_kube, "get", "secrets", workers)
+    for verb in ("get", "list", "watch", "patch", "update"):
+        assert not _allowed(admin_kube, verb, "secrets", workers), verb
+    assert not _allowed(admin_kube, "create", "secrets", "rlark-agent")
     assert not _allowed(admin_kube, "create", "pods", "default")
     assert not _allowed(admin_kube, "create", "pods", workers, "exec")
     assert not _allowed(admin_kube, "list", "pods", "kube-system")
@@ -142,3 +161,19 @@ def test_the_agent_gets_the_gateway_url_and_its_credential_only_from_a_secret() 
     security = container["securityContext"]
     assert security["privileged"] is False
     assert security["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN"]}
+
+
+def test_the_agents_service_exposes_the_port_the_network_sidecars_dial() -> None:
+    docs = _documents(repo_root() / "deploy/agent")
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (service,) = [d for d in docs if d["kind"] == "Service"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    ports = {p["name"]: p for p in service["spec"]["ports"]}
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert container_ports[ports["sidecars"]["targetPort"]] == int(env["RLARK_TUNNEL_SIDECAR_LISTEN_PORT"])
+    assert ports["sidecars"]["port"] == int(env["RLARK_TUNNEL_SIDECAR_ADVERTISE_PORT"])
+    meta = service["metadata"]
+    assert env["RLARK_TUNNEL_SIDECAR_ADVERTISE_HOST"] == f"{meta['name']}.{meta['namespace']}.svc"
+    assert env["RLARK_K8S_NETWORK_SIDECAR_IMAGE"] == container["image"]  # the image holds the sidecar

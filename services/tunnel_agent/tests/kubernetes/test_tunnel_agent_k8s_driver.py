@@ -344,9 +344,10 @@ async def test_a_placement_the_runtime_cannot_express_fails_visibly_and_creates_
 async def test_the_worker_pod_passes_server_side_validation_including_the_sidecar(
     admin_kube: Kube, namespace: str
 ) -> None:
-    from ipaddress import IPv4Address
+    from ipaddress import IPv4Address, IPv4Interface
 
     from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
+    from rlark_tunnel_agent.runtime.kubernetes.network import SidecarAccess
 
     config = KubernetesDriverConfig(
         namespace=namespace, network_sidecar_image="registry.example.com/rlark/net:1.0", shm_size="8Gi"
@@ -357,12 +358,17 @@ async def test_the_worker_pod_passes_server_side_validation_including_the_sideca
         "name": "x",
         "uid": "0d6f4c1e-1111-2222-3333-444455556666",
     }
+    access = SidecarAccess(
+        "rlark-tunnel-agent.rlark-agent.svc", 8106, IPv4Interface("10.200.0.5/16"), 1500, "t0k"
+    )
     for spec in (
         header_spec("job-dry", "n1"),
         worker_spec("job-dry", "n2", 0, virtual_ip=IPv4Address("10.200.0.5")),
     ):
-        pod = manifests.worker_pod(spec, config, owner)
+        pod = manifests.worker_pod(spec, config, owner, access)
         await asyncio.to_thread(admin_kube.core.create_namespaced_pod, namespace, pod, dry_run="All")
+    secret = manifests.worker_secret(spec, namespace, owner, access.token)
+    await asyncio.to_thread(admin_kube.core.create_namespaced_secret, namespace, secret, dry_run="All")
 
 
 async def test_worker_logs_are_followed_numbered_and_their_markers_move_the_status(

@@ -8,7 +8,7 @@ Regenerate the golden file after a deliberate change with RLARK_UPDATE_GOLDEN=1.
 from __future__ import annotations
 
 import os
-from ipaddress import IPv4Address
+from ipaddress import IPv4Address, IPv4Interface
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from k8s_driver_helpers import header_spec, worker_spec
 from rlark_tunnel_agent.runtime.driver import Mount, MountType
 from rlark_tunnel_agent.runtime.kubernetes import manifests, names
 from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
+from rlark_tunnel_agent.runtime.kubernetes.network import SidecarAccess
 
 pytestmark = pytest.mark.unit
 
@@ -25,6 +26,14 @@ GOLDEN = Path(__file__).parent / "golden"
 OWNER = {"metadata": {"name": "rlark-job-a-job", "uid": "0d6f4c1e-1111-2222-3333-444455556666"}}
 CONFIG = KubernetesDriverConfig(
     namespace="rlark-workers", shm_size="16Gi", network_sidecar_image="registry.example.com/rlark/net:1.0"
+)
+TOKEN = "tok-3f9a1c77e2b54d0d9a6b1e0c4f2d8a11"
+ACCESS = SidecarAccess(
+    agent_host="rlark-tunnel-agent.rlark-agent.svc",
+    agent_port=8106,
+    address=IPv4Interface("10.200.0.5/16"),
+    mtu=65000,
+    token=TOKEN,
 )
 
 
@@ -58,7 +67,49 @@ def test_domain_worker_pod_with_network_sidecar_matches_the_golden_snapshot() ->
         virtual_ip=IPv4Address("10.200.0.5"),
         env={"RLARK_DOMAIN_CIDR": "10.200.0.0/16"},
     )
-    _check_golden("domain_worker_pod.yaml", manifests.worker_pod(spec, CONFIG, owner))
+    pod = manifests.worker_pod(spec, CONFIG, owner, ACCESS)
+    _check_golden("domain_worker_pod.yaml", pod)
+    _check_golden("domain_worker_secret.yaml", manifests.worker_secret(spec, "rlark-workers", owner, TOKEN))
+    assert TOKEN not in yaml.safe_dump(pod)  # only the Secret holds it
+
+
+def test_the_sidecar_dials_its_agent_as_its_worker_with_the_token_from_the_workers_secret() -> None:
+    spec = worker_spec("job-a", "n2", 0, virtual_ip=IPv4Address("10.200.0.5"))
+    pod = manifests.worker_pod(spec, CONFIG, manifests.owner_reference(OWNER), ACCESS)
+    (sidecar,) = pod["spec"]["initContainers"]
+    assert sidecar["command"] == ["python", "-m", "rlark_tunnel_agent.tunnel.sidecar"]
+    assert sidecar["args"] == [
+        "--agent",
+        "rlark-tunnel-agent.rlark-agent.svc:8106",
+        "--worker",
+        spec.worker_id,
+        "--address",
+        "10.200.0.5/16",
+        "--mtu",
+        "65000",
+    ]
+    assert _env(sidecar)["RLARK_TUNNEL_TOKEN"] == {
+        "secretKeyRef": {"name": names.worker_secret_name(spec.worker_id), "key": "token"}
+    }
+    assert sidecar["restartPolicy"] == "Always"  # native sidecar: up before the worker starts
+    assert "/sys/class/net/rlark0" in " ".join(sidecar["startupProbe"]["exec"]["command"])
+    assert _env(pod["spec"]["containers"][0])["RLINF_COMM_NET_DEVICES"] == "rlark0"
+    secret = manifests.worker_secret(spec, "rlark-workers", manifests.owner_reference(OWNER), TOKEN)
+    assert secret["metadata"]["name"] == names.worker_secret_name(spec.worker_id)
+    assert secret["stringData"] == {"token": TOKEN}
+    assert secret["immutable"] is True
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == OWNER["metadata"]["uid"]
+
+
+def test_without_the_agents_access_or_an_image_no_sidecar_is_rendered() -> None:
+    spec = worker_spec("job-a", "n2", 0, virtual_ip=IPv4Address("10.200.0.5"))
+    owner = manifests.owner_reference(OWNER)
+    for pod in (
+        manifests.worker_pod(spec, CONFIG, owner),
+        manifests.worker_pod(spec, KubernetesDriverConfig(), owner, ACCESS),
+    ):
+        assert "initContainers" not in pod["spec"]
+        assert "RLINF_COMM_NET_DEVICES" not in _env(pod["spec"]["containers"][0])
 
 
 def test_job_objects_match_the_golden_snapshot() -> None:
@@ -88,7 +139,7 @@ def test_worker_container_has_no_privilege_and_drops_every_capability() -> None:
 
 def test_only_the_network_sidecar_gets_net_admin_and_only_with_a_virtual_ip() -> None:
     spec = worker_spec("job-a", "n2", 0, virtual_ip=IPv4Address("10.200.0.5"))
-    pod = manifests.worker_pod(spec, CONFIG, manifests.owner_reference(OWNER))
+    pod = manifests.worker_pod(spec, CONFIG, manifests.owner_reference(OWNER), ACCESS)
     (sidecar,) = pod["spec"]["initContainers"]
     assert sidecar["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN"]}
     assert sidecar["securityContext"]["privileged"] is False
@@ -96,7 +147,8 @@ def test_only_the_network_sidecar_gets_net_admin_and_only_with_a_virtual_ip() ->
     assert _env(pod["spec"]["containers"][0])["RLARK_NODE_IP"] == "10.200.0.5"
     no_image = KubernetesDriverConfig()
     assert (
-        "initContainers" not in manifests.worker_pod(spec, no_image, manifests.owner_reference(OWNER))["spec"]
+        "initContainers"
+        not in manifests.worker_pod(spec, no_image, manifests.owner_reference(OWNER), ACCESS)["spec"]
     )
 
 

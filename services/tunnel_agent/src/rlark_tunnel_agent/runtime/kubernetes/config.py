@@ -46,8 +46,14 @@ class KubernetesDriverConfig(BaseModel):
     priority_class_name: str = ""
     termination_grace_period_s: Annotated[int, Field(ge=0)] = 30
     network_sidecar_image: str = ""
-    """Image of the per-pod network sidecar (TUN device + route of the domain CIDR). Only used
-    for workers with a virtual IP; only this sidecar gets NET_ADMIN."""
+    """Image of the per-pod network sidecar (TUN device + route of the domain CIDR; it holds the
+    ``rlark_tunnel_agent`` package — the agent's image does). Only used for workers with a virtual
+    IP, and only when the agent runs network-domain tunnels; only this sidecar gets NET_ADMIN.
+    Empty: workers with a virtual IP get no TUN (the address is only exported, as on a cluster
+    without domains)."""
+    network_sidecar_command: tuple[str, ...] = ("python", "-m", "rlark_tunnel_agent.tunnel.sidecar")
+    """The sidecar's command; the driver appends ``--agent H:P --worker W --address VIP/PREFIX --mtu N``.
+    Where it dials (the agent's Service) and its token come from the agent (``network.py``)."""
     object_storage_csi_driver: str = ""
     """CSI driver for ``objectStorage`` mounts (e.g. ``s3.csi.aws.com``, Mountpoint for Amazon S3);
     empty: such mounts fail with a reason naming this setting. The driver must support inline

@@ -20,8 +20,16 @@ Drift policy (the resync loop, every ``resync_interval_s``, plus the pod watch):
   left without any worker are deleted;
 - a worker whose image cannot be pulled for ``image_pull_timeout_s`` fails with the kubelet's reason.
 
-Stopping deletes the worker's ConfigMap (the record) first, then its pod, then — when it was the
-job's last worker — the job's Service and ConfigMap. Owner references to the job ConfigMap make a
+Network domains: a worker with a virtual IP on a cluster with ``network_sidecar_image`` gets a
+network sidecar (``network.py``, ``manifests._sidecar``). Before its pod is created the driver asks
+``sidecar_hooks`` (set by the agent when it runs tunnels) for the sidecar's access, and puts the
+token in the worker's Secret (created, or replaced when one of that name exists: the pod does not
+exist yet, so nothing holds the old one). Without hooks such a worker fails, naming why: a sidecar
+that cannot reach its agent would leave Ray without its address. The token is never logged.
+
+Stopping deletes the worker's ConfigMap (the record) first, then its pod, then its Secret (if any)
+and tells the hooks the worker left, then — when it was the job's last worker — the job's Service
+and ConfigMap. Owner references to the job ConfigMap make a
 real cluster's garbage collector finish the job too, but the driver never relies on it (test beds
 and some clusters run no kube-controller-manager).
 
@@ -63,6 +71,7 @@ from rlark_tunnel_agent.runtime.driver import (
 from rlark_tunnel_agent.runtime.kubernetes import manifests, names
 from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
 from rlark_tunnel_agent.runtime.kubernetes.kube import Kube, Obj, WatchExpired, load_api_client
+from rlark_tunnel_agent.runtime.kubernetes.network import NetworkSidecarHooks
 from rlark_tunnel_agent.runtime.kubernetes.observe import (
     NodeFacts,
     deleted_outside,
@@ -157,6 +166,8 @@ class KubernetesDriver:
         self._threads: list[threading.Thread] = []
         self._resync_task: asyncio.Task[None] | None = None
         self._started = False
+        self.sidecar_hooks: NetworkSidecarHooks | None = None
+        """Set by the agent when it runs network domains' tunnels (see the module docstring)."""
 
     # --- plumbing -----------------------------------------------------------------------------
 
@@ -244,7 +255,7 @@ class KubernetesDriver:
                 self._set_status(deleted_outside(self._base_status(wid, spec.job_id)))
             else:
                 # The previous agent recorded the worker but died before creating its pod.
-                await self._create_pod(spec)
+                await self._create_recorded_pod(spec)
         nodes, nodes_rv = await self._call(self.kube.list_nodes)
         self._replace_nodes(nodes)
         self._spawn_thread("k8s-watch-nodes", self._watch_loop, "node", nodes_rv)
@@ -595,6 +606,11 @@ class KubernetesDriver:
             try:
                 try:
                     manifests.worker_pod(spec, self.config, {"name": "check", "uid": "check"})
+                    if manifests.wants_sidecar(spec, self.config) and self.sidecar_hooks is None:
+                        raise ValueError(
+                            "this worker has a virtual IP and the cluster a network sidecar image, but "
+                            "this agent runs no network-domain tunnels (RLARK_TUNNELS=false?)"
+                        )
                 except ValueError as exc:
                     # A placement this runtime cannot express fails the worker, visibly.
                     self._set_status(
@@ -624,7 +640,11 @@ class KubernetesDriver:
     async def _create_pod(self, spec: WorkerSpec, owner: dict[str, Any] | None = None) -> None:
         if owner is None:
             owner = await self._ensure_job(spec)
-        pod = manifests.worker_pod(spec, self.config, owner)
+        access = None
+        if manifests.wants_sidecar(spec, self.config) and self.sidecar_hooks is not None:
+            access = await self.sidecar_hooks.sidecar_for(spec)
+            await self._put_secret(manifests.worker_secret(spec, self.namespace, owner, access.token))
+        pod = manifests.worker_pod(spec, self.config, owner, access)
         await self._call(self.kube.create, "pod", self.namespace, pod)
         await self._call(
             self.kube.patch,
@@ -637,6 +657,29 @@ class KubernetesDriver:
         self._specs.setdefault(spec.worker_id, spec)
         if spec.worker_id not in self._status:
             self._set_status(self._base_status(spec.worker_id, spec.job_id))
+
+    async def _create_recorded_pod(self, spec: WorkerSpec) -> None:
+        """The pod of a worker recorded earlier (adoption, resync); a worker the agent can no longer
+        give a pod — a sidecar whose domain placement this agent does not know — fails, visibly."""
+        try:
+            await self._create_pod(spec)
+        except ValueError as exc:
+            log.warning("recorded worker cannot get its pod", worker_id=spec.worker_id, error=str(exc))
+            self._set_status(
+                WorkerStatus(
+                    worker_id=spec.worker_id, job_id=spec.job_id, phase=WorkerPhase.FAILED, reason=str(exc)
+                )
+            )
+
+    async def _put_secret(self, body: Obj) -> None:
+        """Create the Secret; one of that name (an earlier try, a previous agent) is replaced. The
+        agent may create and delete Secrets but never read them, so "replace" is delete + create."""
+        name = body["metadata"]["name"]
+        for _ in range(3):
+            if await self._call(self.kube.create, "secret", self.namespace, body) is not None:
+                return
+            await self._call(self.kube.delete, "secret", self.namespace, name, 0)
+        raise KubernetesApiError(f"secret {name} keeps existing after being deleted")
 
     async def _job_of(self, worker_id: str) -> str | None:
         if spec := self._specs.get(worker_id):
@@ -666,8 +709,14 @@ class KubernetesDriver:
                 names.pod_name(worker_id),
                 self.config.termination_grace_period_s,
             )
-            self._specs.pop(worker_id, None)
+            spec = self._specs.pop(worker_id, None)
             self._pod_created.discard(worker_id)
+            if spec is None or manifests.wants_sidecar(spec, self.config):
+                await self._call(
+                    self.kube.delete, "secret", self.namespace, names.worker_secret_name(worker_id)
+                )
+            if self.sidecar_hooks is not None:
+                await self.sidecar_hooks.released(worker_id)
             if not deleted and worker_id in self._status:
                 self._on_pod_event(
                     "DELETED",
@@ -804,7 +853,7 @@ class KubernetesDriver:
                     continue
                 async with self._lock(self._worker_locks, wid):
                     if wid not in self._stopping:
-                        await self._create_pod(spec)
+                        await self._create_recorded_pod(spec)
                 continue
             since = self._pull_since.get(wid)
             status = self._status.get(wid)

@@ -26,7 +26,8 @@ _iter_lines: Callable[[Any], Iterator[str]] = _iter_resp_lines
 _load_kube_config: Callable[..., None] = k8s_config.load_kube_config
 _load_incluster_config: Callable[..., None] = k8s_config.load_incluster_config
 
-KINDS = ("pod", "service", "config_map")
+KINDS = ("pod", "service", "config_map", "secret")
+"""Kinds the driver touches; of secrets only create and delete (never read: the agent's Role has no get)."""
 
 
 class WatchExpired(Exception):

@@ -5,7 +5,8 @@ every other object of the job, so deleting it garbage-collects the job on a real
 headless Service (``rlark-<job>``) so each worker resolves as ``<pod>.<service>.<ns>.svc``.
 Per worker: a ConfigMap (``rlark-<worker>-cfg``: prepare/run scripts, public keys for
 ``authorized_keys``, and the worker spec as the durable record that the worker should exist) and
-the Pod (``rlark-<worker>``) bound to the placed node by ``spec.nodeName``.
+the Pod (``rlark-<worker>``) bound to the placed node by ``spec.nodeName``; a worker with a network
+sidecar also gets a Secret (``rlark-<worker>-net``) holding only its sidecar's token.
 
 Pod shape (every field deliberate; a golden-file test pins it):
 - no scheduler involved: ``nodeName`` is the scheduler's placement; ``restartPolicy: Never``
@@ -22,8 +23,12 @@ Pod shape (every field deliberate; a golden-file test pins it):
   a memory-backed /dev/shm, then the role's mounts;
 - env: the role's variables first, then the platform's (which win); every user value is escaped
   so Kubernetes' ``$(VAR)`` expansion cannot rewrite it;
-- the network sidecar (only for workers with a virtual IP and a configured sidecar image) is the
-  one container with a capability: NET_ADMIN, nothing else, and /dev/net/tun.
+- the network sidecar (only for workers with a virtual IP, a configured sidecar image and the
+  agent's ``SidecarAccess``) is the one container with a capability: NET_ADMIN, nothing else, and
+  /dev/net/tun. A native sidecar (an init container with ``restartPolicy: Always``) whose startup
+  probe waits for the TUN device, so the worker starts only once its virtual IP exists. It runs
+  ``tunnel/sidecar.py`` with the agent's address, the worker id, the address and MTU as arguments;
+  its token comes from the worker's Secret through ``secretKeyRef`` — never in the pod spec.
 
 Mount sources map to volume types: an absolute path → ``hostPath`` (``Directory`` when read-only,
 ``DirectoryOrCreate`` otherwise); ``pvc://<claim>[/<sub/path>]`` → ``persistentVolumeClaim`` with
@@ -46,6 +51,7 @@ from urllib.parse import parse_qsl, urlsplit
 from rlark_tunnel_agent.runtime.driver import Mount, MountType, RayPorts, WorkerSpec
 from rlark_tunnel_agent.runtime.kubernetes import names
 from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
+from rlark_tunnel_agent.runtime.kubernetes.network import SidecarAccess
 
 GPU_RESOURCE = "nvidia.com/gpu"
 WORKER_CONTAINER = "worker"
@@ -57,6 +63,10 @@ SPEC_KEY = "spec.json"
 KEYS_KEY = "authorized_keys"
 PREPARE_KEY = "prepare.sh"
 RUN_KEY = "run.sh"
+TOKEN_KEY = "token"  # noqa: S105 - the key name inside the Secret, not a secret
+TOKEN_ENV = "RLARK_TUNNEL_TOKEN"  # noqa: S105 - a variable name
+TUN_DEVICE = "rlark0"
+"""The sidecar's TUN device (``run_sidecar``'s default name): Ray's and RLinf's network device."""
 
 Manifest = dict[str, Any]
 
@@ -139,6 +149,27 @@ def worker_config_map(spec: WorkerSpec, namespace: str, owner: Mapping[str, Any]
     }
 
 
+def worker_secret(spec: WorkerSpec, namespace: str, owner: Mapping[str, Any], token: str) -> Manifest:
+    """The Secret holding the worker's network sidecar token; immutable (a new token is a new Secret)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "immutable": True,
+        "metadata": {
+            "name": names.worker_secret_name(spec.worker_id),
+            "namespace": namespace,
+            "labels": names.worker_labels(spec.job_id, spec.worker_id, spec.role, spec.rank),
+            "annotations": {
+                names.JOB_ANNOTATION: spec.job_id,
+                names.WORKER_ANNOTATION: spec.worker_id,
+            },
+            "ownerReferences": [dict(owner)],
+        },
+        "stringData": {TOKEN_KEY: token},
+    }
+
+
 def spec_from_config_map(config_map: Mapping[str, Any]) -> WorkerSpec:
     """The worker spec recorded in a worker ConfigMap (how a restarted agent knows its workers)."""
     return WorkerSpec.model_validate(json.loads(config_map["data"][SPEC_KEY]))
@@ -185,8 +216,11 @@ def _platform_env(spec: WorkerSpec, config: KubernetesDriverConfig) -> dict[str,
     return env
 
 
-def _env(spec: WorkerSpec, config: KubernetesDriverConfig) -> list[dict[str, Any]]:
+def _env(spec: WorkerSpec, config: KubernetesDriverConfig, tun: bool) -> list[dict[str, Any]]:
     platform = _platform_env(spec, config)
+    if tun:
+        # Collective communication goes out the virtual IP's device, as on the local runtime.
+        platform["RLINF_COMM_NET_DEVICES"] = TUN_DEVICE
     entries: list[dict[str, Any]] = [
         {"name": k, "value": _escape(v)} for k, v in sorted(spec.env.items()) if k not in platform
     ]
@@ -276,17 +310,42 @@ def _resources(spec: WorkerSpec, config: KubernetesDriverConfig) -> dict[str, An
     return resources
 
 
-def _sidecar(spec: WorkerSpec, config: KubernetesDriverConfig) -> dict[str, Any]:
-    env = [{"name": "RLARK_VIRTUAL_IP", "value": str(spec.virtual_ip)}]
-    if cidr := spec.env.get("RLARK_DOMAIN_CIDR"):
-        env.append({"name": "RLARK_DOMAIN_CIDR", "value": _escape(cidr)})
+def _sidecar(spec: WorkerSpec, config: KubernetesDriverConfig, access: SidecarAccess) -> dict[str, Any]:
+    token_ref = {"name": names.worker_secret_name(spec.worker_id), "key": TOKEN_KEY}
+    args = [
+        "--agent",
+        f"{access.agent_host}:{access.agent_port}",
+        "--worker",
+        spec.worker_id,
+        "--address",
+        str(access.address),
+        "--mtu",
+        str(access.mtu),
+    ]
     return {
         "name": SIDECAR_CONTAINER,
         "image": config.network_sidecar_image,
         "imagePullPolicy": config.image_pull_policy,
         # A native sidecar: starts before the worker, stops after it.
         "restartPolicy": "Always",
-        "env": env,
+        "command": list(config.network_sidecar_command),
+        "args": args,
+        "env": [
+            {"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": token_ref}},
+            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+        ],
+        # The worker container starts once this succeeds: Ray binds the virtual IP at start-up.
+        "startupProbe": {
+            "exec": {
+                "command": [
+                    config.network_sidecar_command[0],
+                    "-c",
+                    f"import os,sys; sys.exit(not os.path.exists('/sys/class/net/{TUN_DEVICE}'))",
+                ]
+            },
+            "periodSeconds": 1,
+            "failureThreshold": 120,
+        },
         "securityContext": {
             # Configuring a TUN device and routes needs NET_ADMIN, which a non-root process only
             # has through file capabilities; the sidecar runs as root with that one capability.
@@ -301,8 +360,20 @@ def _sidecar(spec: WorkerSpec, config: KubernetesDriverConfig) -> dict[str, Any]
     }
 
 
-def worker_pod(spec: WorkerSpec, config: KubernetesDriverConfig, owner: Mapping[str, Any]) -> Manifest:
-    """The worker's Pod. Raises ValueError for a mount this runtime cannot express."""
+def wants_sidecar(spec: WorkerSpec, config: KubernetesDriverConfig) -> bool:
+    """A worker with a virtual IP on a cluster with a network sidecar image gets a sidecar."""
+    return spec.virtual_ip is not None and bool(config.network_sidecar_image)
+
+
+def worker_pod(
+    spec: WorkerSpec,
+    config: KubernetesDriverConfig,
+    owner: Mapping[str, Any],
+    sidecar: SidecarAccess | None = None,
+) -> Manifest:
+    """The worker's Pod; with its network sidecar when it ``wants_sidecar`` and ``sidecar`` (the
+    agent's answer) is given. Raises ValueError for a mount this runtime cannot express."""
+    with_sidecar = sidecar is not None and wants_sidecar(spec, config)
     volumes: list[dict[str, Any]] = [
         {
             "name": "rlark-bootstrap",
@@ -354,7 +425,7 @@ def worker_pod(spec: WorkerSpec, config: KubernetesDriverConfig, owner: Mapping[
         "imagePullPolicy": config.image_pull_policy,
         "command": ["/bin/bash", f"{BOOTSTRAP_MOUNT}/{ENTRYPOINT_FILE}"],
         "workingDir": config.home_dir,
-        "env": _env(spec, config),
+        "env": _env(spec, config, with_sidecar),
         "ports": [
             {"name": "ray-gcs", "containerPort": spec.ray_port, "protocol": "TCP"},
             {"name": "ssh", "containerPort": config.ssh_port, "protocol": "TCP"},
@@ -377,8 +448,8 @@ def worker_pod(spec: WorkerSpec, config: KubernetesDriverConfig, owner: Mapping[
         "containers": [container],
         "volumes": volumes,
     }
-    if spec.virtual_ip is not None and config.network_sidecar_image:
-        pod_spec["initContainers"] = [_sidecar(spec, config)]
+    if sidecar is not None and with_sidecar:
+        pod_spec["initContainers"] = [_sidecar(spec, config, sidecar)]
         volumes.append({"name": "dev-net-tun", "hostPath": {"path": "/dev/net/tun", "type": "CharDevice"}})
     if config.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": n} for n in config.image_pull_secrets]

@@ -68,6 +68,11 @@ def worker_config_name(worker_id: str) -> str:
     return dns_label(worker_id, "-cfg")
 
 
+def worker_secret_name(worker_id: str) -> str:
+    """The per-worker Secret holding its network sidecar's token (workers with a virtual IP only)."""
+    return dns_label(worker_id, "-net")
+
+
 def job_config_name(job_id: str) -> str:
     """The per-job ConfigMap: the bootstrap files; owner of every other object of the job."""
     return dns_label(job_id, "-job")
