@@ -17,6 +17,7 @@ from rlark_tunnel_agent.tunnel.sshlink import (
     TunnelServer,
     nodelay,
     service_name,
+    skip_padding_ignores,
 )
 
 # Real sockets and asyncssh on loopback, so not marked `unit`; no root needed.
@@ -117,6 +118,53 @@ async def test_asyncssh_sets_tcp_nodelay_on_tunnel_connections(pair: Pair) -> No
         assert nodelay(pair.link_b._conn)
     finally:
         await dialer.stop()
+
+
+async def test_tunnel_connections_send_one_ssh_packet_per_batch_without_padding_ignores(pair: Pair) -> None:
+    link, got = pair.link_a()
+    dialer = pair.dialer(link)
+    dialer.start()
+    try:
+        await wait_for(lambda: link.is_up and pair.link_b.is_up)
+        conn = link._conn
+        assert conn is not None
+        assert conn.get_extra_info("send_cipher") == "aes128-gcm@openssh.com"
+        # asyncssh numbers every SSH packet it sends: a batch must cost exactly one (CHANNEL_DATA),
+        # not two (an empty MSG_IGNORE first). Pings run meanwhile, so count over a quiet batch.
+        for _ in range(20):
+            before = conn._send_seq
+            assert link.send(encode_packets([b"x" * 100]), 1)
+            after = conn._send_seq
+            if after - before == 1:
+                break
+        assert after - before == 1
+        await wait_for(lambda: got == [b"x" * 100] * len(got) and len(got) >= 1)
+    finally:
+        await dialer.stop()
+
+
+def test_padding_ignores_are_kept_for_ciphers_that_need_them() -> None:
+    sent: list[tuple[int, tuple[bytes, ...]]] = []
+
+    class Conn:
+        def __init__(self, cipher: str) -> None:
+            self.cipher = cipher
+
+        def get_extra_info(self, name: str) -> str:
+            return self.cipher
+
+        def send_packet(self, pkttype: int, *args: bytes, handler: object = None) -> None:
+            sent.append((pkttype, args))
+
+    cbc = Conn("aes128-cbc")
+    assert not skip_padding_ignores(cbc)  # type: ignore[arg-type]
+    cbc.send_packet(2, b"\0\0\0\0")
+    gcm = Conn("aes128-gcm@openssh.com")
+    assert skip_padding_ignores(gcm)  # type: ignore[arg-type]
+    gcm.send_packet(2, b"\0\0\0\0")  # the padding ignore: dropped
+    gcm.send_packet(2, b"\0\0\0\1x")  # an ignore with a payload: sent
+    gcm.send_packet(94, b"data")
+    assert sent == [(2, (b"\0\0\0\0",)), (2, (b"\0\0\0\1x",)), (94, (b"data",))]
 
 
 async def test_a_key_not_issued_to_the_cluster_is_refused(pair: Pair) -> None:
