@@ -11,8 +11,9 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from k8s_driver_helpers import driver_config
 from rlark_devinfra.k8s import testbed
-from rlark_tunnel_agent.runtime.kubernetes import KubernetesDriver, KubernetesDriverConfig
+from rlark_tunnel_agent.runtime.kubernetes import KubernetesDriver
 from rlark_tunnel_agent.runtime.kubernetes.kube import Kube, load_api_client
 
 
@@ -40,19 +41,6 @@ def gpu_nodes(k8s_cluster: testbed.Cluster) -> Iterator[list[str]]:
     testbed.create_gpu_nodes(k8s_cluster, nodes)
     yield [n.name for n in nodes]
     testbed.delete_nodes(k8s_cluster, [n.name for n in nodes])
-
-
-def driver_config(cluster: testbed.Cluster, namespace: str, **extra: object) -> KubernetesDriverConfig:
-    # Resync only when a test asks for it; KWOK serves no container logs.
-    values: dict[str, object] = {
-        "namespace": namespace,
-        "kubeconfig": cluster.kubeconfig,
-        "resync_interval_s": 3600.0,
-        "follow_logs": False,
-        "termination_grace_period_s": 5,
-    }
-    values.update(extra)
-    return KubernetesDriverConfig.model_validate(values)
 
 
 @pytest.fixture

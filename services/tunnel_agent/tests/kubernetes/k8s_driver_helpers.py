@@ -7,7 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rlark_devinfra.k8s import testbed
 from rlark_tunnel_agent.runtime.driver import Mount, MountType, WorkerSpec
+from rlark_tunnel_agent.runtime.kubernetes import KubernetesDriverConfig
 
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOv2TSqGvpmqLhJLgaETmq2Jm1kfBpvGb0aZ1Y3kq7Qq alice@laptop"
 OTHER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK1R0vSZHOeDD4zP6pvJ4mD7G2jvCZdEmyqhxnJ1Hk3A bob@desk"
@@ -81,3 +83,16 @@ async def eventually(check: Callable[[], Any], timeout_s: float = 30.0, what: st
             return last
         await asyncio.sleep(0.1)
     raise AssertionError(f"{what} not reached in {timeout_s}s (last: {last!r})")
+
+
+def driver_config(cluster: testbed.Cluster, namespace: str, **extra: object) -> KubernetesDriverConfig:
+    # Resync only when a test asks for it; KWOK serves no container logs.
+    values: dict[str, object] = {
+        "namespace": namespace,
+        "kubeconfig": cluster.kubeconfig,
+        "resync_interval_s": 3600.0,
+        "follow_logs": False,
+        "termination_grace_period_s": 5,
+    }
+    values.update(extra)
+    return KubernetesDriverConfig.model_validate(values)

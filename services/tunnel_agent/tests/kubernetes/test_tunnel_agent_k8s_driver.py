@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import driver_config
-from k8s_driver_helpers import OTHER_KEY, PUBLIC_KEY, eventually, header_spec, worker_spec
+from k8s_driver_helpers import OTHER_KEY, PUBLIC_KEY, driver_config, eventually, header_spec, worker_spec
 from rlark_devinfra.k8s import testbed
 from rlark_tunnel_agent.runtime.driver import (
     RuntimeDriver,

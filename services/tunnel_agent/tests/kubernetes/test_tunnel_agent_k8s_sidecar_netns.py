@@ -24,8 +24,7 @@ from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from pathlib import Path
 
 import pytest
-from conftest import driver_config
-from k8s_driver_helpers import eventually, worker_spec
+from k8s_driver_helpers import driver_config, eventually, worker_spec
 from rlark_contracts.events.agent import TunnelEndpointAnnounced
 from rlark_contracts.events.scheduler import WorkerPlaced
 from rlark_devinfra import netns
