@@ -62,6 +62,7 @@ def build_workers(ctx: ServiceContext) -> list[Runnable]:
                 listen_host=settings.tunnel_listen_host,
                 advertise_host=settings.tunnel_advertise_host,
                 listen_port=settings.tunnel_listen_port,
+                listen_ports=settings.tunnel_listen_ports,
                 netns=settings.tunnel_netns,
                 ping_interval_s=settings.tunnel_ping_interval_s,
                 dead_after_s=settings.tunnel_dead_after_s,

@@ -25,7 +25,18 @@ class TunnelAgentSettings(ServiceSettings):
     )
     tunnel_listen_host: str = Field(default="0.0.0.0", description="Where peers' tunnels connect")  # noqa: S104
     tunnel_advertise_host: str = Field(default="127.0.0.1", description="The address peers dial")
-    tunnel_listen_port: int = Field(default=0, ge=0, le=65535, description="0: an ephemeral port per domain")
+    tunnel_listen_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="0: an ephemeral port per domain; else the first port of a range",
+    )
+    tunnel_listen_ports: int = Field(
+        default=64,
+        ge=1,
+        le=4096,
+        description="With a fixed port: the range's size — one port per domain with workers in this cluster",
+    )
     tunnel_netns: str | None = Field(
         default=None,
         description="Network namespace (name or /run/netns path) of the tunnel sockets; unset: the agent's",

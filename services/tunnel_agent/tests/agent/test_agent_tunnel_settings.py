@@ -31,9 +31,13 @@ def test_tunnel_namespace_and_link_timing_come_from_the_environment(monkeypatch:
         TUNNEL_DEAD_AFTER_S="1.5",
         TUNNEL_BACKOFF_MAX_S="0.5",
         TUNNEL_ADVERTISE_HOST="10.0.0.7",
+        TUNNEL_LISTEN_PORT="8200",
+        TUNNEL_LISTEN_PORTS="8",
     )
     assert agent._tunnel_options == TunnelOptions(
         advertise_host="10.0.0.7",
+        listen_port=8200,
+        listen_ports=8,
         netns="rlktb-x-aga",
         ping_interval_s=0.25,
         dead_after_s=1.5,

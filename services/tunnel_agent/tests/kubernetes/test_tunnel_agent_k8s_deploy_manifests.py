@@ -166,7 +166,7 @@ def test_the_agent_gets_the_gateway_url_and_its_credential_only_from_a_secret() 
 def test_the_agents_service_exposes_the_port_the_network_sidecars_dial() -> None:
     docs = _documents(repo_root() / "deploy/agent")
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
-    (service,) = [d for d in docs if d["kind"] == "Service"]
+    (service,) = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "rlark-tunnel-agent"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     ports = {p["name"]: p for p in service["spec"]["ports"]}
@@ -177,3 +177,20 @@ def test_the_agents_service_exposes_the_port_the_network_sidecars_dial() -> None
     meta = service["metadata"]
     assert env["RLARK_TUNNEL_SIDECAR_ADVERTISE_HOST"] == f"{meta['name']}.{meta['namespace']}.svc"
     assert env["RLARK_K8S_NETWORK_SIDECAR_IMAGE"] == container["image"]  # the image holds the sidecar
+
+
+def test_the_peers_service_exposes_every_port_of_the_agents_tunnel_range() -> None:
+    docs = _documents(repo_root() / "deploy/agent")
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (peers,) = [
+        d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "rlark-tunnel-agent-peers"
+    ]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    first, count = int(env["RLARK_TUNNEL_LISTEN_PORT"]), int(env["RLARK_TUNNEL_LISTEN_PORTS"])
+    container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    exposed = sorted(container_ports[p["targetPort"]] for p in peers["spec"]["ports"])
+    assert exposed == list(range(first, first + count))
+    assert sorted(p["port"] for p in peers["spec"]["ports"]) == exposed  # peers dial the port announced
+    assert peers["spec"]["type"] == "LoadBalancer"
+    assert peers["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()

@@ -17,7 +17,7 @@ from ipaddress import IPv4Address, IPv4Network
 import asyncssh
 import pytest
 from rlark_tunnel_agent.tunnel import keys
-from rlark_tunnel_agent.tunnel.forwarder import ForwarderConfig, PeerSpec, TunnelForwarder
+from rlark_tunnel_agent.tunnel.forwarder import ForwarderConfig, ForwarderError, PeerSpec, TunnelForwarder
 from rlark_tunnel_agent.tunnel.tun import TunDevice
 
 # Real sockets and asyncssh on loopback, so not marked `unit`; no root needed.
@@ -177,3 +177,40 @@ async def test_a_silent_peer_is_declared_dead_and_redialed(agents: Agents) -> No
     assert "no frames from peer" in (agents.a.state().peer("b").last_error or "")
     await agents.a.wait_peer_up("b")  # a fresh connection
     assert agents.a.state().peer("b").connects == 2
+
+
+async def test_domains_take_the_first_free_port_of_a_fixed_range_and_a_full_range_says_so() -> None:
+    def free_port() -> int:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
+
+    first = free_port()
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", first))  # someone else holds the range's first port
+    taken.listen()
+    forwarders = [
+        TunnelForwarder(
+            ForwarderConfig(
+                domain=f"d{n}",
+                network=IPv4Network("10.100.0.0/16"),
+                cluster="a",
+                listen_host="127.0.0.1",
+                listen_port=first,
+                listen_ports=3,
+            ),
+            keys.generate_key(),
+        )
+        for n in range(3)
+    ]
+    try:
+        ports = [await forwarders[0].start(), await forwarders[1].start()]
+        assert ports == [first + 1, first + 2]
+        with pytest.raises(
+            ForwarderError, match=rf"no free tunnel port for domain d2 in {first}-{first + 2}"
+        ):
+            await forwarders[2].start()
+    finally:
+        taken.close()
+        for forwarder in forwarders[:2]:
+            await forwarder.stop()

@@ -80,7 +80,9 @@ class TunnelOptions:
     listen_host: str = "0.0.0.0"  # noqa: S104 - peers reach the agent on its cluster address
     advertise_host: str = "127.0.0.1"
     listen_port: int = 0
-    """0: an ephemeral port per domain (announced once bound)."""
+    """0: an ephemeral port per domain (announced once bound); else the first of a fixed range."""
+    listen_ports: int = 64
+    """How many ports from ``listen_port`` on: each domain with workers here takes the first free one."""
     netns: str | None = None
     """The network namespace (name, or path such as ``/run/netns/X``) holding the tunnel sockets —
     listening and dialing — while the agent itself (its control-plane HTTP, Kafka) stays where it
@@ -234,6 +236,7 @@ class DomainTunnels:
             cluster=self.cluster,
             listen_host=self.options.listen_host,
             listen_port=self.options.listen_port,
+            listen_ports=self.options.listen_ports,
             netns=self.options.netns,
             ping_interval_s=self.options.ping_interval_s,
             dead_after_s=self.options.dead_after_s,

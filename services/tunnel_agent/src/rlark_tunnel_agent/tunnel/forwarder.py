@@ -24,6 +24,7 @@ Concurrency: single asyncio loop; the hot path is synchronous callbacks with no 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -62,6 +63,10 @@ class ForwarderConfig:
     cluster: str
     listen_host: str = "0.0.0.0"  # noqa: S104 - the agent's peers reach it on its cluster address
     listen_port: int = 0
+    listen_ports: int = 1
+    """With a fixed ``listen_port``: the domain's server takes the first free port of
+    ``listen_port .. listen_port + listen_ports - 1`` (one per domain on an agent, so a Service
+    or firewall can expose a known range)."""
     mtu: int = tun.DEFAULT_MTU
     txqueuelen: int = tun.DEFAULT_TXQUEUELEN
     tun_name: str = "rlark0"
@@ -175,8 +180,20 @@ class TunnelForwarder:
         """Start the domain's SSH endpoint; returns its port."""
         self._loop = asyncio.get_running_loop()
         cfg = self.config
-        self._port = await self._server.start(cfg.listen_host, cfg.listen_port, cfg.netns)
-        return self._port
+        candidates = (
+            [0] if cfg.listen_port == 0 else range(cfg.listen_port, cfg.listen_port + cfg.listen_ports)
+        )
+        for port in candidates:
+            try:
+                self._port = await self._server.start(cfg.listen_host, port, cfg.netns)
+                return self._port
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+        raise ForwarderError(
+            f"no free tunnel port for domain {cfg.domain} in {cfg.listen_port}-"
+            f"{cfg.listen_port + cfg.listen_ports - 1} (one per domain; raise RLARK_TUNNEL_LISTEN_PORTS)"
+        )
 
     async def stop(self) -> None:
         """Close every tunnel and remove every worker TUN device."""
