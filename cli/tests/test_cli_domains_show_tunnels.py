@@ -75,3 +75,15 @@ def test_show_without_reports_prints_no_link_table(monkeypatch: pytest.MonkeyPat
     assert result.exit_code == 0, result.output
     assert "tunnel links" not in result.output
     assert "alpha <-> beta" in result.output
+
+
+def test_show_names_the_relay_of_a_pair_routed_through_a_third_cluster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setattr(domains_commands, "Gateway", FakeGateway)
+    links = [{"a": "alpha", "b": "gamma", "via": "beta"}, {"a": "alpha", "b": "beta", "via": None}]
+    monkeypatch.setitem(DOMAIN, "tunnels", {"clusters": ["alpha", "beta", "gamma"], "links": links})
+    result = CliRunner().invoke(app, ["domains", "show", "dom-a"])
+    assert result.exit_code == 0, result.output
+    assert "alpha <-> gamma via beta, alpha <-> beta" in result.output

@@ -54,9 +54,7 @@ def _print_domain(domain: dict[str, Any]) -> None:
         out.print(table)
     links = domain["tunnels"]["links"]
     if links:
-        out.print(
-            "tunnels    " + ", ".join(f"{link['a']} <-> {link['b']}" for link in links), highlight=False
-        )
+        out.print("tunnels    " + ", ".join(_link_text(link) for link in links), highlight=False)
     states = domain.get("tunnel_states") or []
     if states:
         out.print(_tunnel_table(states))
@@ -71,6 +69,12 @@ def _size(count: int) -> str:
             return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{count} B"
+
+
+def _link_text(link: dict[str, Any]) -> str:
+    """``a <-> b``, or ``a <-> b via r`` when netdomain routes the pair through a relay cluster."""
+    text = f"{link['a']} <-> {link['b']}"
+    return f"{text} via {link['via']}" if link.get("via") else text
 
 
 def _tunnel_table(states: list[dict[str, Any]]) -> Table:
