@@ -197,7 +197,7 @@ export interface Domain {
   warnings?: string[];
   /** Detail only: addresses allocated per cluster. */
   clusters?: Array<{ cluster: string; allocated: number } | string>;
-  tunnels?: { clusters: string[]; links: Array<{ a: string; b: string }> };
+  tunnels?: { clusters: string[]; links: Array<{ a: string; b: string; via?: string | null }> };
   /** Detail only: each link as each cluster's agent last reported it. */
   tunnel_states?: TunnelLinkState[];
 }

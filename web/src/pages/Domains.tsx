@@ -163,6 +163,15 @@ export function DomainTunnels({ name }: { name: string }) {
   return (
     <Space orientation="vertical" size="small" style={{ width: '100%' }} data-testid={`domain-tunnels-${name}`}>
       <Typography.Text strong>{t('domains.tunnelsTitle')}</Typography.Text>
+      {links.length > 0 && (
+        <Space size={4} wrap data-testid="domain-links">
+          {links.map((l) => (
+            <Tag key={`${l.a}/${l.b}`}>
+              {l.via ? t('domains.linkVia', { a: l.a, b: l.b, via: l.via }) : t('domains.link', { a: l.a, b: l.b })}
+            </Tag>
+          ))}
+        </Space>
+      )}
       <ApiErrorAlert error={detail.error} />
       {!detail.isLoading && !links.length && !states.length && (
         <Typography.Text type="secondary">{t('domains.tunnelsEmpty')}</Typography.Text>

@@ -66,7 +66,7 @@ describe('network domain form', () => {
       'GET /api/v1/domains': LIST,
       'GET /api/v1/domains/dom-a': {
         ...LIST.items[0],
-        tunnels: { clusters: ['alpha', 'beta'], links: [{ a: 'alpha', b: 'beta' }] },
+        tunnels: { clusters: ['alpha', 'beta', 'gamma'], links: [{ a: 'alpha', b: 'beta' }, { a: 'alpha', b: 'gamma', via: 'beta' }] },
         tunnel_states: [
           { cluster: 'alpha', peer: 'beta', state: 'up', since: '2026-11-29T10:00:00Z', rtt_ms: 0.42, bytes_sent: 104857600, bytes_received: 2048, last_error: '', reported_at: '2026-11-29T10:00:05Z' },
           { cluster: 'beta', peer: 'alpha', state: 'down', since: '2026-11-29T10:00:03Z', rtt_ms: null, bytes_sent: 10, bytes_received: 20, last_error: 'no answer from alpha for 2.5s', reported_at: '2026-11-29T10:00:05Z' },
@@ -80,6 +80,7 @@ describe('network domain form', () => {
     const tunnels = await screen.findByTestId('domain-tunnels-dom-a');
     await waitFor(() => expect(tunnels).toHaveTextContent('no answer from alpha for 2.5s'));
     expect(tunnels).toHaveTextContent('0.42 ms');
+    expect(screen.getByTestId('domain-links')).toHaveTextContent('alpha ↔ gamma，经 beta 中继');
     expect(screen.getAllByTestId('tunnel-state').map((e) => e.textContent)).toEqual(['正常', '中断']);
   });
 });
