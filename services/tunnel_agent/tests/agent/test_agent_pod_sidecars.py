@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 from rlark_contracts.events.agent import TunnelEndpointAnnounced
 from rlark_contracts.events.scheduler import WorkerPlaced
-from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions
+from rlark_tunnel_agent.agent.placements import to_worker_spec
+from rlark_tunnel_agent.agent.sidecars import (
+    PodSidecars,
+    SidecarOptions,
+    sidecar_token,
+    token_key_from_credential,
+)
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
 from rlark_tunnel_agent.runtime.driver import WorkerSpec
 from rlark_tunnel_agent.tunnel import tun
@@ -26,6 +32,7 @@ from rlark_tunnel_agent.tunnel.frames import FrameKind, encode_frame
 pytestmark = pytest.mark.unit
 
 Hooks = tuple[PodSidecars, list[TunnelEndpointAnnounced]]
+TOKEN_KEY = token_key_from_credential("agent-credential-of-beta")
 
 
 def placed(
@@ -76,6 +83,7 @@ async def sidecars(tmp_path: Path) -> AsyncIterator[Hooks]:
         announce,
         TunnelOptions(listen_host="127.0.0.1", advertise_host="beta.example"),
         SidecarOptions(listen_host="127.0.0.1", listen_port=0, advertise_host="agent.rlark-agent.svc"),
+        token_key=TOKEN_KEY,
     )
     await hooks.start()
     try:
@@ -143,6 +151,7 @@ async def test_advertise_port_is_the_services_port_when_given(tmp_path: Path) ->
         announce,
         TunnelOptions(listen_host="127.0.0.1"),
         SidecarOptions(listen_host="127.0.0.1", listen_port=0, advertise_host="svc", advertise_port=8106),
+        token_key=TOKEN_KEY,
     )
     await hooks.start()
     try:
@@ -235,3 +244,74 @@ async def test_an_address_outside_the_domain_is_refused_and_leaves_no_tunnels(si
     with pytest.raises(Exception, match="outside"):
         await hooks.sidecar_for(outside)
     assert hooks.tunnels.supervisor.domains == []
+
+
+def test_tokens_are_derived_from_the_agent_credential_and_the_worker_id() -> None:
+    key = token_key_from_credential("agent-credential-of-beta")
+    token = sidecar_token(key, "job-a-rollout-0")
+    assert token == sidecar_token(token_key_from_credential("agent-credential-of-beta"), "job-a-rollout-0")
+    assert len(token) == 43  # 32 bytes, URL-safe base64 without padding
+    assert set(token) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    assert token != sidecar_token(key, "job-a-rollout-1")
+    rotated = token_key_from_credential("agent-credential-of-beta-rotated")
+    assert token != sidecar_token(rotated, "job-a-rollout-0")
+    # The key is not the credential, and the token shows neither.
+    assert key != b"agent-credential-of-beta"
+    assert "agent-credential" not in token
+    with pytest.raises(ValueError, match="credential"):
+        token_key_from_credential("")
+
+
+async def test_a_restarted_agent_admits_a_running_sidecar_again_with_the_same_token_from_the_spec(
+    tmp_path: Path,
+) -> None:
+    async def announce(_: TunnelEndpointAnnounced) -> None:
+        return None
+
+    def agent(key: bytes) -> PodSidecars:
+        return PodSidecars(
+            "beta",
+            tmp_path,
+            announce,
+            TunnelOptions(listen_host="127.0.0.1"),
+            SidecarOptions(listen_host="127.0.0.1", listen_port=0, advertise_host="svc"),
+            token_key=key,
+        )
+
+    # The spec as the driver records it: the placement's translation, carrying domain and CIDR.
+    spec = to_worker_spec(placed("w1"), "")
+    first = agent(TOKEN_KEY)
+    await first.start()
+    try:
+        first.tunnels.placed(placed("w1"))
+        issued = (await first.sidecar_for(spec)).token
+    finally:
+        await first.stop()
+        await first.tunnels.close()
+
+    # The restarted agent never sees the placement again: the recorded spec is all it has.
+    restarted = agent(TOKEN_KEY)
+    await restarted.start()
+    try:
+        access = await restarted.sidecar_for(spec)
+        assert access.token == issued
+        assert access.address == IPv4Interface("10.200.0.5/16")
+        _, writer = await connect(restarted.port, "w1", issued)
+        await eventually(lambda: workers(restarted) == ["w1"])
+        writer.close()
+    finally:
+        await restarted.stop()
+        await restarted.tunnels.close()
+
+    # After a credential rotation the old pod's token is refused.
+    rotated = agent(token_key_from_credential("a rotated credential"))
+    await rotated.start()
+    try:
+        assert (await rotated.sidecar_for(spec)).token != issued
+        reader, writer = await connect(rotated.port, "w1", issued)
+        assert await asyncio.wait_for(reader.read(10), 5) == b""
+        writer.close()
+        assert workers(rotated) == []
+    finally:
+        await rotated.stop()
+        await rotated.tunnels.close()

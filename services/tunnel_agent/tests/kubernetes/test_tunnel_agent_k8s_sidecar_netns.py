@@ -29,7 +29,7 @@ from rlark_contracts.events.agent import TunnelEndpointAnnounced
 from rlark_contracts.events.scheduler import WorkerPlaced
 from rlark_devinfra import netns
 from rlark_devinfra.k8s import testbed
-from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions
+from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions, token_key_from_credential
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
 from rlark_tunnel_agent.runtime.kubernetes import KubernetesDriver, manifests, names
 from rlark_tunnel_agent.runtime.kubernetes.kube import Kube
@@ -42,6 +42,7 @@ LINK_POOL = IPv4Network("100.126.0.0/16")
 """Where the agent-to-pod veth takes its /30 (shared address space: never routed anywhere)."""
 VIP = "10.200.0.5"
 CIDR = "10.200.0.0/16"
+TOKEN_KEY = token_key_from_credential("agent-credential-of-beta")
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ async def agent(pod_netns: Pod, tmp_path: Path) -> AsyncIterator[PodSidecars]:
         SidecarOptions(
             listen_host=pod_netns.agent_address, listen_port=0, advertise_host=pod_netns.agent_address
         ),
+        token_key=TOKEN_KEY,
     )
     await hooks.start()
     try:

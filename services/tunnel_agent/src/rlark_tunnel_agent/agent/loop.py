@@ -10,7 +10,8 @@ file so a replayed placement never resurrects them.
 Network domains (with ``tunnels`` options and a driver that takes ``virtual_ip_hooks``, the local
 one, or — with ``sidecars`` options too — ``sidecar_hooks``, the Kubernetes one, whose workers get
 their TUN from a network sidecar in the pod: ``sidecars.py``): a second consumer reads
-``netdomain.allocations`` and ``netdomain.tunnels`` into ``DomainTunnels`` (see ``tunnels.py``, ADR 0003). Peers' endpoints and keys come only from the
+``netdomain.allocations`` and ``netdomain.tunnels`` — from their beginning on every start, without a
+consumer group, so a restarted agent rebuilds that state — into ``DomainTunnels`` (see ``tunnels.py``, ADR 0003). Peers' endpoints and keys come only from the
 topology events, which carry the announcements the netdomain service verified; the agent announces
 its own endpoint on ``agent.reports`` but never reads its peers' announcements there.
 A watcher polls the links about once a second and reports each state change
@@ -42,7 +43,7 @@ from rlark_platform.messaging import create_producer
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
 from rlark_tunnel_agent.agent.reports import ReportPublisher
 from rlark_tunnel_agent.agent.session import Session, SessionRefused, open_session
-from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions
+from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions, token_key_from_credential
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
 from rlark_tunnel_agent.runtime import driver as rt
 from rlark_tunnel_agent.runtime.markers import Marker, OutputManifest
@@ -145,6 +146,7 @@ class Agent:
                 self.reports.publish,
                 self._tunnel_options,
                 self._sidecar_options,
+                token_key=token_key_from_credential(self._credential),
             )
             self.tunnels = self.sidecars.tunnels
             await self.sidecars.start()
@@ -152,11 +154,16 @@ class Agent:
         # After the hooks are set: adopting a recorded worker may create its pod (and sidecar).
         await self.driver.start()
         if self.tunnels is not None:
+            # No consumer group, no committed offsets: every start reads both topics from their
+            # beginning, so a restarted agent rebuilds the allocations and topologies its adopted
+            # workers' domains need (netdomain.tunnels is compacted: the latest topology per domain;
+            # netdomain.allocations is kept by time — the broker's retention, 7 days by default: a
+            # job older than that whose allocation expired would lose its peers' routes here).
             tunnel_consumer = AIOKafkaConsumer(
                 names.physical("netdomain.allocations"),
                 names.physical("netdomain.tunnels"),
                 bootstrap_servers=session.kafka_bootstrap,
-                group_id=f"{session.topic_prefix}agent-{cluster}-tunnels",
+                group_id=None,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",
             )
@@ -278,8 +285,6 @@ class Agent:
                         await tunnels.on_released(payload)
                     elif isinstance(payload, TunnelTopologyChanged):
                         await tunnels.on_topology(payload)
-            if batches:
-                await consumer.commit()
 
     async def _desired(self, raw: bytes, cluster: str) -> None:
         try:

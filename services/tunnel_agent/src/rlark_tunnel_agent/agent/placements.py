@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ipaddress import IPv4Network
+
 from rlark_contracts.events.scheduler import WorkerPlaced
 
 from rlark_tunnel_agent.runtime.driver import Mount, MountType, WorkerSpec
@@ -26,6 +28,8 @@ def to_worker_spec(placed: WorkerPlaced, header_address: str) -> WorkerSpec:
                 secret_ref=mount.secret_ref,
             )
         )
+    # A domain counts only as a whole (name, CIDR, virtual IP), as ``DomainTunnels.placed`` reads it.
+    domain = placed.domain if placed.domain and placed.domain_cidr and placed.virtual_ip else ""
     return WorkerSpec(
         job_id=placed.job_id,
         worker_id=placed.worker_id,
@@ -46,6 +50,8 @@ def to_worker_spec(placed: WorkerPlaced, header_address: str) -> WorkerSpec:
         header_address="" if placed.is_header else header_address,
         ray_port=placed.ray_port,
         virtual_ip=placed.virtual_ip,
+        domain=domain,
+        domain_cidr=IPv4Network(placed.domain_cidr, strict=False) if domain else None,
         outputs=tuple(placed.outputs),
         tensorboard_dir=placed.tensorboard_dir,
         join_deadline_s=float(placed.join_deadline_s),

@@ -18,16 +18,28 @@ does (``tunnel/sidecar.py``) and streams its packets to this agent over TCP. ``P
   domain's prefix, the MTU and the token. The token is a secret: it goes to the driver (which puts
   it in a Secret) and to the server's expectation, never into a log or an event.
 
-Not covered: after an agent restart the admissions are gone (they live in memory, and the agent
-learns a worker's domain from its placement event, which is not delivered again); running
-sidecars are then refused and their workers lose the domain network.
+Tokens are derived, not drawn: ``sidecar_token(key, worker_id)`` = HMAC-SHA256 of the worker id
+under a key that is itself HMAC-SHA256 of the agent's credential and a fixed label
+(``token_key_from_credential``). The agent always has its credential and may create and delete
+Secrets but never read them, so this is how a restarted agent knows the tokens of the running
+sidecars: the Kubernetes driver's adoption calls ``sidecar_for`` with the recorded spec (which
+carries the worker's domain and CIDR) and the same token is expected again; the sidecars, which
+reconnect with backoff, are accepted and their workers get the domain network back. The label keeps
+the key apart from the credential's other use (the gateway session); a token reveals neither.
+
+Rotation: a new agent credential derives other tokens. Pods created before the rotation hold the
+old token in their Secret (read once into the sidecar's environment), so after the restart that
+takes up the new credential their sidecars are refused until those workers end; pods created after
+it get the new tokens. Rotate between jobs, or accept that running domain jobs lose their network.
 
 Concurrency: everything runs on the agent's event loop; the driver serialises calls per worker.
 """
 
 from __future__ import annotations
 
-import secrets
+import base64
+import hashlib
+import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface
@@ -45,6 +57,23 @@ from rlark_tunnel_agent.tunnel.forwarder import ForwarderError
 from rlark_tunnel_agent.tunnel.sidecar import SidecarServer
 
 log = structlog.get_logger(__name__)
+
+TOKEN_KEY_LABEL = b"rlark tunnel-agent network sidecar token v1"
+"""Fixed label of the token key's derivation; changing it changes every token (a new version)."""
+
+
+def token_key_from_credential(credential: str) -> bytes:
+    """The key sidecar tokens are derived with: HMAC-SHA256(credential, ``TOKEN_KEY_LABEL``)."""
+    if not credential:
+        raise ValueError("a sidecar token key needs the agent's credential")
+    return hmac.new(credential.encode(), TOKEN_KEY_LABEL, hashlib.sha256).digest()
+
+
+def sidecar_token(key: bytes, worker_id: str) -> str:
+    """The worker's sidecar token: HMAC-SHA256(key, worker id), URL-safe base64 without padding."""
+    digest = hmac.new(key, worker_id.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
 
 POD_NETNS = "pod"
 """What ``DomainTunnels.attach`` is told as the worker's namespace: the pod's, which this agent
@@ -117,8 +146,12 @@ class PodSidecars:
         announce: Callable[[TunnelEndpointAnnounced], Awaitable[None]],
         tunnel_options: TunnelOptions | None = None,
         options: SidecarOptions | None = None,
+        *,
+        token_key: bytes,
     ) -> None:
+        """``token_key``: from ``token_key_from_credential`` (the module doc says why)."""
         self.options = options or SidecarOptions()
+        self._token_key = token_key
         self.server = SidecarServer()
         self.tunnels = DomainTunnels(
             cluster, state_dir, announce, tunnel_options, supervisor=TunnelSupervisor(self._new_forwarder)
@@ -152,11 +185,12 @@ class PodSidecars:
 
     async def sidecar_for(self, spec: WorkerSpec) -> SidecarAccess:
         """Admit ``spec``'s sidecar into its domain here (tunnels up with the domain's first
-        worker); the same access again for a worker already admitted."""
+        worker); the same access again for a worker already admitted, and the same token for the
+        same worker after an agent restart (an adopted pod's sidecar is accepted again)."""
         known = self._access.get(spec.worker_id)
         if known is not None:
             return known
-        self._issuing[spec.worker_id] = secrets.token_urlsafe(32)
+        self._issuing[spec.worker_id] = sidecar_token(self._token_key, spec.worker_id)
         self._specs[spec.worker_id] = spec
         try:
             await self.tunnels.attach(spec, POD_NETNS)  # raises ValueError without a domain placement

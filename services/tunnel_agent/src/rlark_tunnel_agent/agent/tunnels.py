@@ -227,9 +227,16 @@ class DomainTunnels:
     # --- VirtualIpHooks ------------------------------------------------------------------------
 
     async def attach(self, spec: WorkerSpec, netns: str) -> str:
+        """Put the worker's virtual IP on a TUN in ``netns`` (bringing the domain's tunnels up with
+        its first worker here). The domain comes from the spec — recorded with the worker, so an
+        adopted worker rejoins after an agent restart without its placement event — or, for a spec
+        recorded before specs carried it, from the placement seen by ``placed``."""
         member = self._members.get(spec.worker_id)
+        if spec.domain and spec.domain_cidr is not None:
+            member = _Membership(spec.domain, spec.domain_cidr)
         if member is None or spec.virtual_ip is None:
             raise ValueError(f"worker {spec.worker_id} has no network domain placement here")
+        self._members[spec.worker_id] = member
         config = ForwarderConfig(
             domain=member.domain,
             network=member.network,

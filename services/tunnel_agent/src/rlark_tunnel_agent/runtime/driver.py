@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Sequence
 from enum import StrEnum
-from ipaddress import IPv4Address
+from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -140,6 +140,11 @@ class WorkerSpec(BaseModel):
     """Host or IP of the Header's Ray head; empty on the Header itself (it uses its own)."""
     ray_port: Annotated[int, Field(ge=1, le=65535)] = DEFAULT_RAY_PORT
     virtual_ip: IPv4Address | None = None
+    domain: str = ""
+    """The network domain of `virtual_ip` ("" without one). Recorded with the spec so that a restarted
+    agent can put an adopted worker back into its domain without its placement event (not redelivered)."""
+    domain_cidr: IPv4Network | None = None
+    """The domain's network (the TUN's route); recorded for the same reason as `domain`."""
     outputs: tuple[str, ...] = ()
     tensorboard_dir: str = ""
     join_deadline_s: Annotated[float, Field(gt=0)] = 120.0
@@ -192,6 +197,11 @@ class WorkerSpec(BaseModel):
             raise ValueError("only the Header has a run script")
         if not self.is_header and not self.header_address:
             raise ValueError("a non-Header worker needs the Header's address")
+        if self.domain or self.domain_cidr is not None:
+            if not self.domain or self.domain_cidr is None or self.virtual_ip is None:
+                raise ValueError("a network domain needs its name, its CIDR and the worker's virtual IP")
+            if self.virtual_ip not in self.domain_cidr:
+                raise ValueError("the virtual IP is outside the domain's CIDR")
         return self
 
 

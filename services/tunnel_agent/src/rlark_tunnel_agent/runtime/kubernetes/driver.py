@@ -25,7 +25,9 @@ network sidecar (``network.py``, ``manifests._sidecar``). Before its pod is crea
 ``sidecar_hooks`` (set by the agent when it runs tunnels) for the sidecar's access, and puts the
 token in the worker's Secret (created, or replaced when one of that name exists: the pod does not
 exist yet, so nothing holds the old one). Without hooks such a worker fails, naming why: a sidecar
-that cannot reach its agent would leave Ray without its address. The token is never logged.
+that cannot reach its agent would leave Ray without its address. The token is never logged. On
+adoption (``start``) a running domain worker's sidecar is admitted again with the same token (the
+hooks derive it; the recorded spec carries the domain), so it reconnects to the restarted agent.
 
 Stopping deletes the worker's ConfigMap (the record) first, then its pod, then its Secret (if any)
 and tells the hooks the worker left, then — when it was the job's last worker — the job's Service
@@ -250,6 +252,7 @@ class KubernetesDriver:
                 seen.add(wid)
         for wid, spec in list(self._specs.items()):
             if wid in seen:
+                await self._readmit_sidecar(spec)
                 continue
             if wid in self._pod_created:
                 self._set_status(deleted_outside(self._base_status(wid, spec.job_id)))
@@ -670,6 +673,21 @@ class KubernetesDriver:
                     worker_id=spec.worker_id, job_id=spec.job_id, phase=WorkerPhase.FAILED, reason=str(exc)
                 )
             )
+
+    async def _readmit_sidecar(self, spec: WorkerSpec) -> None:
+        """Admit an adopted pod's network sidecar again (the previous agent's admissions were in its
+        memory). The hooks derive the same token as before (``agent/sidecars.py``), so the Secret the
+        pod holds stays valid and is left alone; the sidecar reconnects by itself. A worker that cannot
+        be admitted (recorded before specs carried the domain) keeps running without the domain network,
+        logged."""
+        if self.sidecar_hooks is None or not manifests.wants_sidecar(spec, self.config):
+            return
+        try:
+            await self.sidecar_hooks.sidecar_for(spec)
+        except ValueError as exc:
+            log.warning("adopted worker's sidecar not admitted", worker_id=spec.worker_id, error=str(exc))
+            return
+        log.info("adopted worker's sidecar admitted again", worker_id=spec.worker_id)
 
     async def _put_secret(self, body: Obj) -> None:
         """Create the Secret; one of that name (an earlier try, a previous agent) is replaced. The

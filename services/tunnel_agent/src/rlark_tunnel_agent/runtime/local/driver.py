@@ -50,6 +50,8 @@ Network domains: a worker whose spec has a `virtual_ip` gets its TUN device from
 bootstrap starts; Ray then runs on the virtual IP (`RLARK_NODE_IP`), joins the Header's virtual IP
 and `RLINF_COMM_NET_DEVICES` names the TUN device. Without hooks or namespaces the virtual IP is
 only exported as `RLARK_VIRTUAL_IP`.
+The device lives as long as the agent's descriptor, so `start()` gives every adopted running worker a new
+one (same name, address and namespace; the spec records the domain and its CIDR for that).
 """
 
 from __future__ import annotations
@@ -250,6 +252,7 @@ class LocalDriver:
                     worker.exited.set()
                 else:
                     self._reserve(record)
+                    await self._reattach_virtual_ip(worker)
                     self._start_watching(worker)
             await self._reap_strays()
         self._started = True
@@ -260,6 +263,43 @@ class LocalDriver:
             netns=self.use_netns,
             real_gpus=len(self._gpus),
             adopted=len([w for w in self._workers.values() if not w.record.stopped]),
+        )
+
+    async def _reattach_virtual_ip(self, worker: _Worker) -> None:
+        """Give an adopted domain worker its TUN device back (see "Network domains" above).
+
+        The device lived only as long as the previous agent's descriptor: the worker has been without
+        its virtual IP since that agent ended. The hooks create a new device of the same name with the
+        same address in the same namespace; TCP connections on the virtual IP survive a short outage
+        (their segments are retransmitted once the address and route are back). A worker that no longer
+        runs gets nothing (its watcher tears it down), and a failure leaves the worker cut off, logged,
+        rather than stopping the adoption of the others.
+        """
+        record = worker.record
+        spec = record.spec
+        if (
+            record.tun_device is None
+            or record.netns is None
+            or spec.virtual_ip is None
+            or self.virtual_ip_hooks is None
+            or not self._bootstrap_alive(record)
+        ):
+            return
+        try:
+            device = await self.virtual_ip_hooks.attach(spec, record.netns)
+        except Exception as exc:
+            log.warning(
+                "local_runtime.reattach_virtual_ip_failed", worker_id=spec.worker_id, error=str(exc)[:300]
+            )
+            return
+        if device != record.tun_device:
+            worker.record = record.model_copy(update={"tun_device": device})
+            self._write_record(worker)
+        log.info(
+            "local_runtime.virtual_ip_reattached",
+            worker_id=spec.worker_id,
+            virtual_ip=str(spec.virtual_ip),
+            device=device,
         )
 
     async def close(self) -> None:
