@@ -24,25 +24,20 @@ import contextlib
 import json
 import re
 import time
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import local_agent, nodes, write_cluster_file
 from jobs import document, job, logs, role, submit, wait_placeable, wait_status
-from rlark_devinfra import netns
+from namespaced import ClusterPlan, NamespacedClusters, namespaced_clusters
 from rlark_tunnel_agent.agent.loop import Agent
-from rlark_tunnel_agent.agent.tunnels import TunnelOptions
-from stack import QUICK_OVERRIDES, Stack, eventually, platform
+from stack import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.netns]
 
 DOMAIN_CIDR = "10.201.0.0/16"
 GRACE_S = 10.0
-LINK_TIMING = {"ping_interval_s": 0.5, "dead_after_s": 2.0, "backoff_max_s": 0.5}
 
 RUN = r"""
 python - <<'PY'
@@ -87,12 +82,7 @@ PY
 """
 
 
-@dataclass
-class LinkedClusters:
-    stack: Stack
-    bed: netns.TestBed
-    domain: str
-    agents: dict[str, Agent]
+LinkedClusters = NamespacedClusters
 
 
 @pytest.fixture(scope="module")
@@ -101,37 +91,15 @@ async def linked(
 ) -> AsyncIterator[LinkedClusters]:
     """The platform (short tunnel grace), a two-cluster namespace bed and one agent per cluster whose
     tunnel sockets live in its cluster's namespace."""
-    tmp = tmp_path_factory.mktemp("link")
-    overrides = {**QUICK_OVERRIDES, "scheduler": {"tunnel_grace_s": GRACE_S, "placement_poll_s": 0.5}}
-    bed = netns.create(f"e{uuid.uuid4().hex[:5]}", {"alpha": [], "beta": []})
-    try:
-        async with (
-            platform(postgres_server_url, kafka_bootstrap, tmp, **overrides) as stack,
-            contextlib.AsyncExitStack() as running,
-        ):
-            domain = f"link-{uuid.uuid4().hex[:6]}"
-            async with stack.client() as client:
-                created = await client.post("/api/v1/domains", json={"name": domain, "cidr": DOMAIN_CIDR})
-                assert created.status_code == 201, created.text
-            agents: dict[str, Agent] = {}
-            for cluster, count, peer in (("alpha", 1, "beta"), ("beta", 2, "alpha")):
-                credential = await stack.register_cluster(cluster)
-                cluster_file = write_cluster_file(tmp / f"{cluster}.yaml", cluster, nodes(cluster, count))
-                address = bed.address_of(cluster, peer)
-                options = TunnelOptions(
-                    netns=f"/run/netns/{bed.agents[cluster]}",
-                    listen_host=address,
-                    advertise_host=address,
-                    **LINK_TIMING,
-                )
-                agents[cluster] = await running.enter_async_context(
-                    local_agent(
-                        stack.url, credential, cluster_file, tmp / f"agent-{cluster}", tunnels=options
-                    )
-                )
-            yield LinkedClusters(stack, bed, domain, agents)
-    finally:
-        bed.destroy()
+    async with namespaced_clusters(
+        postgres_server_url,
+        kafka_bootstrap,
+        tmp_path_factory.mktemp("link"),
+        clusters={"alpha": ClusterPlan(1, towards="beta"), "beta": ClusterPlan(2, towards="alpha")},
+        cidr=DOMAIN_CIDR,
+        services={"scheduler": {"tunnel_grace_s": GRACE_S, "placement_poll_s": 0.5}},
+    ) as clusters:
+        yield clusters
 
 
 def link_document(linked: LinkedClusters, name: str, control: Path) -> dict[str, Any]:
