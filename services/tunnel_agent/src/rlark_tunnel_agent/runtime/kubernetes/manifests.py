@@ -123,6 +123,19 @@ def headless_service(job_id: str, namespace: str, ray_port: int, owner: Mapping[
     }
 
 
+def _worker_object_metadata(
+    spec: WorkerSpec, name: str, namespace: str, owner: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Metadata of a per-worker object: the worker's labels and annotations, owned by the job."""
+    return {
+        "name": name,
+        "namespace": namespace,
+        "labels": names.worker_labels(spec.job_id, spec.worker_id, spec.role, spec.rank),
+        "annotations": {names.JOB_ANNOTATION: spec.job_id, names.WORKER_ANNOTATION: spec.worker_id},
+        "ownerReferences": [dict(owner)],
+    }
+
+
 def worker_config_map(spec: WorkerSpec, namespace: str, owner: Mapping[str, Any]) -> Manifest:
     data = {
         KEYS_KEY: "".join(f"{line}\n" for line in spec.ssh_public_keys),
@@ -135,16 +148,7 @@ def worker_config_map(spec: WorkerSpec, namespace: str, owner: Mapping[str, Any]
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": names.worker_config_name(spec.worker_id),
-            "namespace": namespace,
-            "labels": names.worker_labels(spec.job_id, spec.worker_id, spec.role, spec.rank),
-            "annotations": {
-                names.JOB_ANNOTATION: spec.job_id,
-                names.WORKER_ANNOTATION: spec.worker_id,
-            },
-            "ownerReferences": [dict(owner)],
-        },
+        "metadata": _worker_object_metadata(spec, names.worker_config_name(spec.worker_id), namespace, owner),
         "data": dict(sorted(data.items())),
     }
 
@@ -156,16 +160,7 @@ def worker_secret(spec: WorkerSpec, namespace: str, owner: Mapping[str, Any], to
         "kind": "Secret",
         "type": "Opaque",
         "immutable": True,
-        "metadata": {
-            "name": names.worker_secret_name(spec.worker_id),
-            "namespace": namespace,
-            "labels": names.worker_labels(spec.job_id, spec.worker_id, spec.role, spec.rank),
-            "annotations": {
-                names.JOB_ANNOTATION: spec.job_id,
-                names.WORKER_ANNOTATION: spec.worker_id,
-            },
-            "ownerReferences": [dict(owner)],
-        },
+        "metadata": _worker_object_metadata(spec, names.worker_secret_name(spec.worker_id), namespace, owner),
         "stringData": {TOKEN_KEY: token},
     }
 
