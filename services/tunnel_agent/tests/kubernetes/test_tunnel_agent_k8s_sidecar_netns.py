@@ -275,3 +275,114 @@ async def test_a_domain_workers_pod_gets_a_sidecar_that_its_agent_accepts_with_t
         output = (await asyncio.wait_for(process.communicate(), 10))[0].decode()
     assert "CONNECTED" in output
     assert token not in output  # the sidecar never prints its token
+
+
+async def test_after_an_agent_restart_the_adopted_pods_sidecar_is_accepted_again_with_its_secrets_token(
+    k8s_cluster: testbed.Cluster,
+    admin_kube: Kube,
+    namespace: str,
+    gpu_nodes: list[str],
+    pod_netns: Pod,
+    tmp_path: Path,
+) -> None:
+    """The agent (its hooks and its driver) goes away and a new one starts on the same cluster state. It
+    never sees the placement again: the worker ConfigMap's spec carries the domain, the token is derived
+    again from the credential, and the sidecar — still running with the token from the Secret, retrying —
+    becomes the worker's link again. The Secret is neither read nor replaced by the agent."""
+
+    async def announce(_: TunnelEndpointAnnounced) -> None:
+        return None
+
+    config = driver_config(
+        k8s_cluster, namespace, network_sidecar_image="registry.example.com/rlark/agent:0.1.0"
+    )
+
+    def new_agent(port: int) -> PodSidecars:
+        return PodSidecars(
+            "beta",
+            tmp_path,
+            announce,
+            TunnelOptions(listen_host="127.0.0.1"),
+            SidecarOptions(
+                listen_host=pod_netns.agent_address, listen_port=port, advertise_host=pod_netns.agent_address
+            ),
+            token_key=TOKEN_KEY,
+        )
+
+    first = new_agent(0)
+    await first.start()
+    port = first.port
+    driver = KubernetesDriver(config)
+    driver.sidecar_hooks = first
+    await driver.start()
+    placement = _placed("job-net-actor-0", gpu_nodes[0])
+    spec = worker_spec(
+        "job-net",
+        gpu_nodes[0],
+        0,
+        gpus=1,
+        virtual_ip=IPv4Address(VIP),
+        domain="dom-k8s",
+        domain_cidr=IPv4Network(CIDR),
+    )
+    assert placement.worker_id == spec.worker_id
+    first.tunnels.placed(placement)
+    await driver.ensure_worker(spec)
+    secret_name = names.worker_secret_name(spec.worker_id)
+    secret = await asyncio.to_thread(admin_kube.get, "secret", namespace, secret_name)
+    assert secret is not None
+    token = base64.b64decode(secret["data"][manifests.TOKEN_KEY]).decode()
+    pod = await asyncio.to_thread(admin_kube.get, "pod", namespace, names.pod_name(spec.worker_id))
+    assert pod is not None
+    (sidecar,) = pod["spec"]["initContainers"]
+    command = [sys.executable if part == "python" else part for part in sidecar["command"]]
+    process = await asyncio.create_subprocess_exec(
+        "ip",
+        "netns",
+        "exec",
+        pod_netns.namespace,
+        *command,
+        *sidecar["args"],
+        env={**os.environ, "RLARK_TUNNEL_TOKEN": token},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    restarted: PodSidecars | None = None
+    try:
+        await eventually(
+            lambda: _workers(first) == [spec.worker_id], 20, "the first agent to list the worker"
+        )
+
+        # The agent goes away (its admissions with it); the pod and its sidecar stay.
+        await driver.close()
+        await first.stop()
+        await first.tunnels.close()
+        assert _workers(first) == []
+
+        restarted = new_agent(port)  # behind the same Service: the same port
+        await restarted.start()
+        driver = KubernetesDriver(config)
+        driver.sidecar_hooks = restarted
+        await driver.start()  # adoption admits the pod's sidecar again, with the derived token
+        await eventually(
+            lambda: _workers(restarted) == [spec.worker_id], 30, "the sidecar accepted by the restarted agent"
+        )
+        assert restarted.tunnels.supervisor.domains == ["dom-k8s"]
+        state = restarted.tunnels.supervisor.states()[0]
+        assert state.routes[VIP] == f"worker:{spec.worker_id}"
+        # The Secret is the same object: the agent did not replace it (nor could it read it).
+        again = await asyncio.to_thread(admin_kube.get, "secret", namespace, secret_name)
+        assert again is not None
+        assert again["metadata"]["uid"] == secret["metadata"]["uid"]
+
+        await driver.stop_worker(spec.worker_id)
+        assert restarted.tunnels.supervisor.domains == []
+    finally:
+        await driver.close()
+        if restarted is not None:
+            await restarted.stop()
+            await restarted.tunnels.close()
+        process.terminate()
+        output = (await asyncio.wait_for(process.communicate(), 10))[0].decode()
+    assert output.count("CONNECTED") >= 2, output[-3000:]
+    assert token not in output
