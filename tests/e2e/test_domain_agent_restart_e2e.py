@@ -36,6 +36,8 @@ from typing import Any
 import pytest
 from agents import local_agent, nodes, write_cluster_file
 from jobs import document, job, logs, role, submit, wait_placeable, wait_status
+from namespaced import BACKOFF_MAX_S, DEAD_AFTER_S, PING_INTERVAL_S
+from ray_rounds import rounds, run_script, summary, wait_rounds
 from rlark_devinfra import netns
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
 from rlark_tunnel_agent.runtime.local.driver import WorkerRecord
@@ -45,53 +47,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.netns]
 
 DOMAIN_CIDR = "10.202.0.0/16"
 TUNNEL_PORT = 8200
-LINK_TIMING = {"ping_interval_s": 0.5, "dead_after_s": 2.0, "backoff_max_s": 0.5}
 OVERRIDES = {
     "inventory": {"agent_timeout_s": 30.0, "agent_check_interval_s": 1.0},
     "scheduler": {"placement_poll_s": 0.5},
 }
 
-RUN = r"""
-python - <<'PY'
-import json, os, pathlib, time, ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-ray.init(address=os.environ["RAY_ADDRESS"])
-control = pathlib.Path(os.environ["RESTART_CONTROL"])
-
-def alive():
-    return sorted([n["NodeID"], n["NodeManagerAddress"]] for n in ray.nodes() if n["Alive"])
-
-before = alive()
-print("RAY_NODES_BEFORE=" + json.dumps(before), flush=True)
-
-@ray.remote(num_cpus=0)
-def where():
-    return ray.get_runtime_context().get_node_id()
-
-rounds, errors, slowest = 0, 0, 0.0
-deadline = time.monotonic() + 300
-while not (control / "stop").exists():
-    assert time.monotonic() < deadline, "never told to stop"
-    started = time.monotonic()
-    try:
-        ran = ray.get([
-            where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
-            for node, _ in before
-        ])
-        assert ran == [node for node, _ in before], ran
-    except Exception as exc:
-        errors += 1
-        print(f"ROUND_ERROR {type(exc).__name__}: {exc}"[:300], flush=True)
-        time.sleep(1)
-        continue
-    slowest = max(slowest, time.monotonic() - started)
-    rounds += 1
-    (control / "rounds").write_text(f"{rounds} {time.time()}")
-    time.sleep(0.2)
-print("RAY_NODES_AFTER=" + json.dumps(alive()), flush=True)
-print(f"ROUNDS rounds={rounds} errors={errors} slowest={slowest:.2f}", flush=True)
-PY
-"""
+RUN = run_script("RESTART_CONTROL", deadline_s=300)
 
 AGENT = r"""
 import asyncio, json, os, signal
@@ -181,7 +142,9 @@ def tunnel_options(bed: netns.TestBed, cluster: str, peer: str) -> dict[str, Any
         "advertise_host": address,
         "listen_port": TUNNEL_PORT,
         "listen_ports": 4,
-        **LINK_TIMING,
+        "ping_interval_s": PING_INTERVAL_S,
+        "dead_after_s": DEAD_AFTER_S,
+        "backoff_max_s": BACKOFF_MAX_S,
     }
 
 
@@ -231,21 +194,6 @@ async def restartable(
                 await alpha.stop()
     finally:
         bed.destroy()
-
-
-def rounds(control: Path) -> tuple[int, float]:
-    """Rounds of Ray tasks (one on each node) the run script has completed, and when the last one did."""
-    with contextlib.suppress(FileNotFoundError, ValueError):
-        count, at = (control / "rounds").read_text().split()
-        return int(count), float(at)
-    return 0, 0.0
-
-
-async def wait_rounds(control: Path, count: int, timeout_s: float) -> None:
-    async def enough() -> bool:
-        return rounds(control)[0] >= count
-
-    await eventually(enough, timeout_s=timeout_s, interval_s=0.1, what=f"{count} rounds of Ray tasks")
 
 
 def header_record(restartable: Restartable) -> WorkerRecord:
@@ -313,21 +261,16 @@ async def test_a_sigkilled_and_restarted_agent_gives_its_running_domain_worker_i
     final = await wait_status(restartable.stack, job_id, {"Succeeded"}, timeout_s=120)
 
     text = "\n".join(entry["line"] for entry in await logs(restartable.stack, job_id))
-    before = re.search(r"RAY_NODES_BEFORE=(\[.*\])", text)
-    after = re.search(r"RAY_NODES_AFTER=(\[.*\])", text)
-    summary = re.search(r"ROUNDS rounds=(\d+) errors=(\d+) slowest=(\S+)", text)
-    assert before, text[-3000:]
-    assert after, text[-3000:]
-    assert summary, text[-3000:]
-    nodes_before, nodes_after = json.loads(before.group(1)), json.loads(after.group(1))
+    ended = summary(text)
+    nodes_before, nodes_after = ended.nodes_before, ended.nodes_after
     assert len(nodes_before) == 2
     assert nodes_after == nodes_before  # the same Ray nodes: nothing restarted, nobody rejoined
     assert sorted(a for _, a in nodes_before) == sorted(w["virtual_ip"] for w in final["workers"])
-    assert summary.group(2) == "0", text[-3000:]  # the outage was a stall, not a failed task
+    assert ended.errors == 0, text[-3000:]  # the outage was a stall, not a failed task
     current = await job(restartable.stack, job_id)
     assert current["status"] == "Succeeded"
     print(
         f"\nagent SIGKILLed → restarted in {startup_s:.1f} s; Ray tasks resumed {resumed_after_s:.1f} s after "
-        f"the kill (total {time.monotonic() - killed_at:.1f} s to the end); rounds {summary.group(1)}, "
-        f"errors {summary.group(2)}, slowest round {summary.group(3)} s"
+        f"the kill (total {time.monotonic() - killed_at:.1f} s to the end); rounds {ended.rounds}, "
+        f"errors {ended.errors}, slowest round {ended.slowest_s:.2f} s"
     )

@@ -20,8 +20,6 @@ fate is decided by the tunnel rule, and the cut in (a) stays well under Ray's ti
 
 from __future__ import annotations
 
-import contextlib
-import json
 import re
 import time
 from collections.abc import AsyncIterator
@@ -31,6 +29,7 @@ from typing import Any
 import pytest
 from jobs import document, job, logs, role, submit, wait_placeable, wait_status
 from namespaced import ClusterPlan, NamespacedClusters, namespaced_clusters
+from ray_rounds import rounds, run_script, summary, wait_rounds
 from rlark_tunnel_agent.agent.loop import Agent
 from stack import eventually
 
@@ -39,47 +38,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.netns]
 DOMAIN_CIDR = "10.201.0.0/16"
 GRACE_S = 10.0
 
-RUN = r"""
-python - <<'PY'
-import json, os, pathlib, time, ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-ray.init(address=os.environ["RAY_ADDRESS"])
-control = pathlib.Path(os.environ["LINK_CONTROL"])
-
-def alive():
-    return sorted([n["NodeID"], n["NodeManagerAddress"]] for n in ray.nodes() if n["Alive"])
-
-before = alive()
-print("RAY_NODES_BEFORE=" + json.dumps(before), flush=True)
-
-@ray.remote(num_cpus=0)
-def where():
-    return ray.get_runtime_context().get_node_id()
-
-rounds, errors, slowest = 0, 0, 0.0
-deadline = time.monotonic() + 240
-while not (control / "stop").exists():
-    assert time.monotonic() < deadline, "never told to stop"
-    started = time.monotonic()
-    try:
-        ran = ray.get([
-            where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
-            for node, _ in before
-        ])
-        assert ran == [node for node, _ in before], ran
-    except Exception as exc:  # counted: job (a) requires none; job (b) is decided by the tunnel rule
-        errors += 1
-        print(f"ROUND_ERROR {type(exc).__name__}: {exc}"[:300], flush=True)
-        time.sleep(1)
-        continue
-    slowest = max(slowest, time.monotonic() - started)
-    rounds += 1
-    (control / "rounds").write_text(str(rounds))
-    time.sleep(0.2)
-print("RAY_NODES_AFTER=" + json.dumps(alive()), flush=True)
-print(f"ROUNDS rounds={rounds} errors={errors} slowest={slowest:.2f}", flush=True)
-PY
-"""
+RUN = run_script("LINK_CONTROL", deadline_s=240)
 
 
 LinkedClusters = NamespacedClusters
@@ -124,20 +83,6 @@ async def start_job(linked: LinkedClusters, name: str, control: Path) -> str:
     return str(submitted["id"])
 
 
-def rounds(control: Path) -> int:
-    """Rounds of Ray tasks (one on each node) the run script has completed."""
-    with contextlib.suppress(FileNotFoundError, ValueError):
-        return int((control / "rounds").read_text())
-    return 0
-
-
-async def wait_rounds(control: Path, count: int, timeout_s: float) -> None:
-    async def enough() -> bool:
-        return rounds(control) >= count
-
-    await eventually(enough, timeout_s=timeout_s, interval_s=0.2, what=f"{count} rounds of Ray tasks")
-
-
 def tunnel_reason(linked: LinkedClusters) -> str:
     return f"tunnel alpha ↔ beta of domain {linked.domain} is down since "
 
@@ -166,7 +111,7 @@ async def test_a_cut_link_is_named_and_a_repair_within_the_grace_resumes_the_sam
 ) -> None:
     job_id = await start_job(linked, "link cut and repaired", tmp_path)
     connects = peer_link(linked.agents["alpha"], linked.domain, "beta").connects
-    done_before_cut = rounds(tmp_path)
+    done_before_cut, _ = rounds(tmp_path)
 
     cut_at = time.monotonic()
     linked.bed.set_link("alpha", "beta", False)
@@ -189,17 +134,12 @@ async def test_a_cut_link_is_named_and_a_repair_within_the_grace_resumes_the_sam
     final = await wait_status(linked.stack, job_id, {"Succeeded"}, timeout_s=120)
 
     text = "\n".join(entry["line"] for entry in await logs(linked.stack, job_id))
-    before = re.search(r"RAY_NODES_BEFORE=(\[.*\])", text)
-    after = re.search(r"RAY_NODES_AFTER=(\[.*\])", text)
-    summary = re.search(r"ROUNDS rounds=(\d+) errors=(\d+) slowest=(\S+)", text)
-    assert before, text[-3000:]
-    assert after, text[-3000:]
-    assert summary, text[-3000:]
-    nodes_before, nodes_after = json.loads(before.group(1)), json.loads(after.group(1))
+    ended = summary(text)
+    nodes_before, nodes_after = ended.nodes_before, ended.nodes_after
     assert len(nodes_before) == 3
     assert nodes_after == nodes_before  # the same Ray nodes: nothing restarted
     assert sorted(address for _, address in nodes_before) == sorted(w["virtual_ip"] for w in final["workers"])
-    assert summary.group(2) == "0", text[-3000:]
+    assert ended.errors == 0, text[-3000:]
     async with linked.stack.client() as client:
         response = await client.get(f"/api/v1/jobs/{job_id}/events")
         assert response.status_code == 200, response.text
@@ -213,7 +153,7 @@ async def test_a_cut_link_is_named_and_a_repair_within_the_grace_resumes_the_sam
     print(
         f"\nlink cut → reason named {named_at - cut_at:.1f} s; restored → reason cleared "
         f"{cleared_at - restored_at:.1f} s (cut lasted {restored_at - cut_at:.1f} s); "
-        f"rounds {summary.group(1)}, slowest round {summary.group(3)} s; reason: {down['reason']}"
+        f"rounds {ended.rounds}, slowest round {ended.slowest_s:.2f} s; reason: {down['reason']}"
     )
 
 
