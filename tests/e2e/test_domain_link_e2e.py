@@ -145,9 +145,18 @@ async def test_a_cut_link_is_named_and_a_repair_within_the_grace_resumes_the_sam
         assert response.status_code == 200, response.text
     tunnel_events = [e for e in response.json()["items"] if e["kind"] == "tunnel"]
     assert tunnel_events, response.json()["items"]
-    marked, cleared_event = tunnel_events[0], tunnel_events[-1]
-    assert marked["reason"].startswith(tunnel_reason(linked))
-    assert marked["to_status"] == "Running"
+    # the cut's mark, made while Running (a heavily loaded machine may also show a mark while the
+    # domain's tunnels first come up, during Starting)
+    marked = next(
+        (
+            e
+            for e in tunnel_events
+            if e["to_status"] == "Running" and e["reason"].startswith(tunnel_reason(linked))
+        ),
+        None,
+    )
+    assert marked is not None, tunnel_events
+    cleared_event = tunnel_events[-1]
     assert (marked["details"]["domain"], marked["details"]["clusters"]) == (linked.domain, ["alpha", "beta"])
     assert cleared_event["details"].get("tunnel_up") is True, tunnel_events
     print(

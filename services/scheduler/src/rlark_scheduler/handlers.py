@@ -851,7 +851,7 @@ async def judge_tunnels(
         if job.network_domain not in links:
             links[job.network_domain] = await repo.tunnel_links(conn, job.network_domain)
         clusters = {w.facts.cluster for w in await repo.workers_of(conn, job.id)}
-        outage = job_outage(job.network_domain, clusters, links[job.network_domain])
+        outage = job_outage(job.network_domain, clusters, links[job.network_domain], job.scheduled_at)
         stored = await repo.tunnel_reason(conn, job.id)
         shown = stored if stored is not None and stored == job.reason else None
         decision = decide(job.status, shown, outage, now, settings.tunnel_grace_s)

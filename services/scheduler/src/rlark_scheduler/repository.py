@@ -934,11 +934,13 @@ async def upsert_tunnel_link(
 
 async def tunnel_links(conn: Connection, domain: str) -> list[LinkObservation]:
     rows = await conn.fetch(
-        "SELECT domain, cluster, peer, up, since, last_error FROM tunnel_links WHERE domain = $1",
+        "SELECT domain, cluster, peer, up, since, last_error, reported_at FROM tunnel_links WHERE domain = $1",
         domain,
     )
     return [
-        LinkObservation(r["domain"], r["cluster"], r["peer"], r["up"], r["since"], r["last_error"])
+        LinkObservation(
+            r["domain"], r["cluster"], r["peer"], r["up"], r["since"], r["last_error"], r["reported_at"]
+        )
         for r in rows
     ]
 

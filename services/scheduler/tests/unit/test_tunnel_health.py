@@ -79,3 +79,17 @@ def test_only_starting_and_running_jobs_are_judged() -> None:
         assert decide(status, None, outage, late, 60).action is Action.NONE
     assert outage is not None
     assert "no error reported" in outage.reason
+
+
+def test_a_report_made_before_the_job_was_placed_says_nothing_about_its_tunnels() -> None:
+    placed = T0 + timedelta(minutes=5)
+    # the previous job's teardown left "down" behind: not this job's outage
+    stale = LinkObservation("dom-a", "beta", "alpha", False, T0, "closed", reported_at=T0)
+    assert job_outage("dom-a", ["alpha", "beta"], [stale], not_before=placed) is None
+    # reported again since the placement and still down: an outage, counted from the placement
+    fresh = LinkObservation(
+        "dom-a", "beta", "alpha", False, T0, "refused", reported_at=placed + timedelta(seconds=3)
+    )
+    outage = job_outage("dom-a", ["alpha", "beta"], [fresh], not_before=placed)
+    assert outage is not None
+    assert (outage.since, outage.last_error) == (placed, "refused")

@@ -25,7 +25,7 @@ from rlark_contracts.events.netdomain import (
     TunnelTopologyChanged,
     WorkerAddress,
 )
-from rlark_tunnel_agent.agent.tunnels import DomainTunnels
+from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
 from rlark_tunnel_agent.tunnel import LinkState, PeerSpec, PeerState, TunnelState, TunnelSupervisor
 from rlark_tunnel_agent.tunnel.forwarder import ForwarderConfig, TunnelForwarder
 from rlark_tunnel_agent.tunnel.keys import public_line
@@ -121,7 +121,7 @@ async def test_a_relayed_peer_is_reported_with_the_state_of_the_path_through_its
     tmp_path: Path,
 ) -> None:
     links = _Links()
-    alpha = DomainTunnels("alpha", tmp_path, _ignore, supervisor=links)
+    alpha = DomainTunnels("alpha", tmp_path, _ignore, TunnelOptions(dead_after_s=0.0), supervisor=links)
     await alpha.on_topology(topology(relayed=False))
     links.peers = [link("gamma", LinkState.DOWN, "connect timed out"), link("relay", LinkState.UP)]
     assert {(r.peer, r.state) for r in alpha.link_reports()} == {("gamma", "down"), ("relay", "up")}

@@ -20,7 +20,7 @@ from rlark_contracts.events.netdomain import (
     WorkerAddress,
 )
 from rlark_tunnel_agent.agent.loop import Agent
-from rlark_tunnel_agent.agent.tunnels import DomainTunnels
+from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
 from rlark_tunnel_agent.tunnel import LinkState, PeerSpec, PeerState, TunnelState, TunnelSupervisor
 
 
@@ -192,7 +192,8 @@ def _peer(state: LinkState, error: str | None = None, sent: int = 0, received: i
 
 async def test_link_reports_follow_state_changes_only_and_refresh_when_asked(tmp_path: Path) -> None:
     links = _Links()
-    alpha = DomainTunnels("alpha", tmp_path, _ignore, supervisor=links)
+    no_bring_up_grace = TunnelOptions(dead_after_s=0.0)
+    alpha = DomainTunnels("alpha", tmp_path, _ignore, no_bring_up_grace, supervisor=links)
     links.peers = [_peer(LinkState.CONNECTING)]
     assert alpha.link_reports() == []  # first connection attempt, no error: not an outage
     links.peers = [_peer(LinkState.UP, sent=10, received=20)]
@@ -210,3 +211,21 @@ async def test_link_reports_follow_state_changes_only_and_refresh_when_asked(tmp
     assert alpha.link_reports() == []
     links.peers = [_peer(LinkState.DOWN, error="refused")]
     assert [r.state for r in alpha.link_reports()] == ["down"]  # the domain came back: reported afresh
+
+
+async def test_a_link_coming_up_is_not_reported_down_for_a_first_failed_dial_within_dead_after(
+    tmp_path: Path,
+) -> None:
+    links = _Links()
+    alpha = DomainTunnels("alpha", tmp_path, _ignore, TunnelOptions(dead_after_s=0.3), supervisor=links)
+    links.peers = [_peer(LinkState.CONNECTING, error="Connection refused")]  # peer not listening yet
+    assert alpha.link_reports() == []
+    links.peers = [_peer(LinkState.UP)]
+    assert [r.state for r in alpha.link_reports()] == ["up"]  # never an outage
+
+    beta = DomainTunnels("beta", tmp_path, _ignore, TunnelOptions(dead_after_s=0.3), supervisor=links)
+    links.peers = [_peer(LinkState.CONNECTING, error="Connection refused")]
+    assert beta.link_reports() == []
+    await asyncio.sleep(0.35)
+    [down] = beta.link_reports()  # still failing after dead_after_s: an outage, with its error
+    assert (down.state, down.last_error) == ("down", "Connection refused")

@@ -17,7 +17,7 @@ Nothing here does I/O; the handlers load the link rows and the job and apply the
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
@@ -39,6 +39,8 @@ class LinkObservation:
     up: bool
     since: datetime
     last_error: str = ""
+    reported_at: datetime | None = None
+    """When the agent last reported it (None: unknown, counted as fresh)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +63,19 @@ class TunnelOutage:
         return self.since + timedelta(seconds=grace_s)
 
 
-def job_outage(domain: str, clusters: Iterable[str], links: Iterable[LinkObservation]) -> TunnelOutage | None:
+def job_outage(
+    domain: str,
+    clusters: Iterable[str],
+    links: Iterable[LinkObservation],
+    not_before: datetime | None = None,
+) -> TunnelOutage | None:
     """The outage that concerns a job with workers in ``clusters`` of ``domain``, or None.
 
     A link counts when both its ends are among the job's clusters; it is down when either side
     reports it down, since the earliest such report. Of several, the one down longest is named.
+    ``not_before`` (the job's placement): a report last made before it says nothing about this
+    job's tunnels — the previous job's teardown, say; agents report a domain's links afresh when
+    its tunnels come up again — and an outage that began before it counts from it.
     """
     mine = set(clusters)
     down: dict[tuple[str, str], list[LinkObservation]] = {}
@@ -74,6 +84,10 @@ def job_outage(domain: str, clusters: Iterable[str], links: Iterable[LinkObserva
             continue
         if link.cluster not in mine or link.peer not in mine:
             continue
+        if not_before is not None and link.reported_at is not None and link.reported_at < not_before:
+            continue
+        if not_before is not None and link.since < not_before:
+            link = replace(link, since=not_before)
         pair = (min(link.cluster, link.peer), max(link.cluster, link.peer))
         down.setdefault(pair, []).append(link)
     outages = []

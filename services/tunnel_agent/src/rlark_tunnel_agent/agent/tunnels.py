@@ -27,8 +27,9 @@ that side's link.
 Link health: :meth:`DomainTunnels.link_reports` turns the forwarders' peer states into
 ``agent.tunnel.state_changed.v1`` reports — a link whose state (up/down) changed since it was last
 reported, and, when asked with ``refresh_after_s`` (with heartbeats), a link last reported longer
-ago than that. A link still connecting for the first time, with no error yet, is not reported:
-a domain coming up is not an outage. A relayed peer is reported with the state of the path (the
+ago than that. A link still connecting for the first time is not reported until it has an error
+AND has been trying for ``dead_after_s`` (a first dial often meets a peer whose server is not
+listening yet): a domain coming up is not an outage. A relayed peer is reported with the state of the path (the
 link to its relay: up, or down with ``via r: <error>``), so the scheduler judges the path jobs use;
 switching a peer between direct and relayed starts its reports afresh.
 
@@ -128,6 +129,8 @@ class DomainTunnels:
         """domain → peer cluster → the relay cluster its traffic goes through (relayed peers only)."""
         self._keys: dict[str, asyncssh.SSHKey] = {}
         self._reported: dict[tuple[str, str], tuple[bool, float, str | None]] = {}
+        self._coming_up: dict[tuple[str, str], float] = {}
+        """(domain, peer) → monotonic time first seen down, for links never reported yet."""
         """(domain, peer) → (was up, monotonic time, relay or None) of the link's last report."""
 
     # --- desired state -------------------------------------------------------------------------
@@ -323,8 +326,11 @@ class DomainTunnels:
                 last = self._reported.get(key)
                 if last is not None and last[2] != via:
                     last = None  # switched between direct and relayed: a new link, reported afresh
-                if last is None and not up and not error:
-                    continue
+                if last is None and not up:
+                    first_seen = self._coming_up.setdefault(key, now)
+                    if not error or now - first_seen < self.options.dead_after_s:
+                        continue  # still coming up
+                self._coming_up.pop(key, None)
                 changed = last is None or last[0] != up
                 stale = refresh_after_s is not None and last is not None and now - last[1] >= refresh_after_s
                 if not (changed or stale):
@@ -347,6 +353,8 @@ class DomainTunnels:
                 )
         for key in set(self._reported) - seen:
             del self._reported[key]
+        for key in set(self._coming_up) - seen:
+            del self._coming_up[key]
         return due
 
     def _key(self, domain: str) -> asyncssh.SSHKey:
