@@ -13,6 +13,7 @@ import pytest
 from pydantic import ValidationError
 from rlark_contracts.events.agent import TunnelEndpointAnnounced
 from rlark_contracts.events.scheduler import WorkerPlaced
+from rlark_contracts.samples import worker_placed
 from rlark_tunnel_agent.agent.placements import to_worker_spec
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels
 from rlark_tunnel_agent.runtime.driver import WorkerSpec
@@ -23,20 +24,7 @@ pytestmark = pytest.mark.unit
 
 
 def placed(**domain: Any) -> WorkerPlaced:
-    return WorkerPlaced(
-        job_id="job-1",
-        worker_id="job-1-header-0",
-        cluster="alpha",
-        node="n1",
-        role="header",
-        index=0,
-        rank=0,
-        num_nodes=1,
-        is_header=True,
-        gpus=0,
-        image="python:3.11",
-        **domain,
-    )
+    return worker_placed(**domain)
 
 
 IN_DOMAIN = {"virtual_ip": "10.200.3.4", "domain": "d1", "domain_cidr": "10.200.0.0/16"}

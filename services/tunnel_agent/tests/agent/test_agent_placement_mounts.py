@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from rlark_contracts.events.scheduler import Mount as PlacedMount
 from rlark_contracts.events.scheduler import WorkerPlaced
+from rlark_contracts.samples import worker_placed
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
 from rlark_tunnel_agent.runtime.driver import Mount, MountType
 
@@ -12,20 +13,7 @@ pytestmark = pytest.mark.unit
 
 
 def placed(*mounts: PlacedMount) -> WorkerPlaced:
-    return WorkerPlaced(
-        job_id="job-1",
-        worker_id="job-1-header-0",
-        cluster="gpu-a",
-        node="n1",
-        role="header",
-        index=0,
-        rank=0,
-        num_nodes=1,
-        is_header=True,
-        gpus=0,
-        image="python:3.11",
-        mounts=list(mounts),
-    )
+    return worker_placed(cluster="gpu-a", mounts=list(mounts))
 
 
 def test_every_mount_type_of_the_spec_is_translated_with_its_secret_name() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from rlark_contracts.events.agent import TunnelEndpointAnnounced
 from rlark_contracts.events.scheduler import WorkerPlaced
+from rlark_contracts.samples import worker_placed
 from rlark_tunnel_agent.agent.placements import to_worker_spec
 from rlark_tunnel_agent.agent.sidecars import (
     PodSidecars,
@@ -38,17 +39,11 @@ TOKEN_KEY = token_key_from_credential("agent-credential-of-beta")
 def placed(
     worker: str, domain: str = "d1", address: str = "10.200.0.5", cidr: str = "10.200.0.0/16"
 ) -> WorkerPlaced:
-    return WorkerPlaced(
+    return worker_placed(
         job_id="job-a",
         worker_id=worker,
         cluster="beta",
-        node="n1",
         role="rollout",
-        index=0,
-        rank=0,
-        num_nodes=1,
-        is_header=True,
-        gpus=0,
         image="img",
         virtual_ip=address,
         domain=domain,

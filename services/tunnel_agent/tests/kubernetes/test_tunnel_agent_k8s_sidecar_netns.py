@@ -22,11 +22,13 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from pathlib import Path
+from typing import Any
 
 import pytest
 from k8s_driver_helpers import driver_config, eventually, worker_spec
 from rlark_contracts.events.agent import TunnelEndpointAnnounced
 from rlark_contracts.events.scheduler import WorkerPlaced
+from rlark_contracts.samples import worker_placed
 from rlark_devinfra import netns
 from rlark_devinfra.k8s import testbed
 from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions, token_key_from_credential
@@ -130,13 +132,12 @@ async def sidecar_driver(
 
 
 def _placed(worker_id: str, node: str) -> WorkerPlaced:
-    return WorkerPlaced(
+    return worker_placed(
         job_id="job-net",
         worker_id=worker_id,
         cluster="beta",
         node=node,
         role="actor",
-        index=0,
         rank=1,
         num_nodes=2,
         is_header=False,
@@ -162,6 +163,23 @@ async def _in_pod(pod: Pod, *argv: str, env: dict[str, str] | None = None) -> tu
     )
     out, _ = await process.communicate()
     return process.returncode or 0, out.decode()
+
+
+async def _start_sidecar(pod: Pod, sidecar: dict[str, Any], token: str) -> asyncio.subprocess.Process:
+    """Play the kubelet: start the sidecar container's command and args in the pod's namespace,
+    with the token its Secret holds."""
+    command = [sys.executable if part == "python" else part for part in sidecar["command"]]
+    return await asyncio.create_subprocess_exec(
+        "ip",
+        "netns",
+        "exec",
+        pod.namespace,
+        *command,
+        *sidecar["args"],
+        env={**os.environ, "RLARK_TUNNEL_TOKEN": token},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
 
 
 def _workers(agent: PodSidecars) -> list[str]:
@@ -216,18 +234,7 @@ async def test_a_domain_workers_pod_gets_a_sidecar_that_its_agent_accepts_with_t
     assert token not in json.dumps(config_map)
 
     # Play the kubelet: run the sidecar exactly as the pod spec says, in the "pod" namespace.
-    command = [sys.executable if part == "python" else part for part in sidecar["command"]]
-    process = await asyncio.create_subprocess_exec(
-        "ip",
-        "netns",
-        "exec",
-        pod_netns.namespace,
-        *command,
-        *sidecar["args"],
-        env={**os.environ, "RLARK_TUNNEL_TOKEN": token},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    process = await _start_sidecar(pod_netns, sidecar, token)
     try:
         await eventually(
             lambda: _workers(agent) == [spec.worker_id], 20, "the agent to list the sidecar's worker"
@@ -335,18 +342,7 @@ async def test_after_an_agent_restart_the_adopted_pods_sidecar_is_accepted_again
     pod = await asyncio.to_thread(admin_kube.get, "pod", namespace, names.pod_name(spec.worker_id))
     assert pod is not None
     (sidecar,) = pod["spec"]["initContainers"]
-    command = [sys.executable if part == "python" else part for part in sidecar["command"]]
-    process = await asyncio.create_subprocess_exec(
-        "ip",
-        "netns",
-        "exec",
-        pod_netns.namespace,
-        *command,
-        *sidecar["args"],
-        env={**os.environ, "RLARK_TUNNEL_TOKEN": token},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    process = await _start_sidecar(pod_netns, sidecar, token)
     restarted: PodSidecars | None = None
     try:
         await eventually(
