@@ -82,7 +82,8 @@ async def test_submit_follow_shows_progress_and_exits_with_the_jobs_outcome(
     assert f"[{header}] cli-e2e: 3 Ray nodes alive" in logs.stdout
     assert f"[{header}] cli-e2e: training finished" in logs.stdout
 
-    only_header = await stack.cli("jobs", "logs", job_id.group(1), "--worker", header)
+    # role-index, as `jobs show` lists workers (the full id works too)
+    only_header = await stack.cli("jobs", "logs", job_id.group(1), "--worker", "actor-0")
     assert only_header.returncode == 0, only_header.stderr
     assert "cli-e2e: training finished" in only_header.stdout.splitlines()
     assert "[" + header not in only_header.stdout
@@ -93,7 +94,7 @@ async def test_submit_follow_shows_progress_and_exits_with_the_jobs_outcome(
     assert re.search(r"status\s+Succeeded \(exit code 0\): run script exited with 0", text), text
     assert "ray nodes  3/3 joined" in text
     for index, worker in enumerate(["actor-0", "rollout-0", "rollout-1"]):
-        assert f"{job_id.group(1)}-{worker}" in text, text
+        assert re.search(rf"│ {worker}\s+│", text), text  # role-index under the job's id
         assert f"cpu-{index}" in text
     for status in ("Pending", "Scheduled", "Starting", "Running", "Succeeded"):
         assert status in text

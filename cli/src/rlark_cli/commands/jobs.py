@@ -373,10 +373,11 @@ def show(job_id: JobId, output: OutputOpt = Format.table) -> None:
     if job["workers"]:
         table = Table(title="workers", header_style="bold")
         for column in ("WORKER", "RANK", "CLUSTER", "NODE", "ADDRESS", "GPUS", "PHASE", "RAY", "EXIT"):
-            table.add_column(column, overflow="fold")
+            # short values never wrap; on a narrow terminal the names fold instead
+            table.add_column(column, overflow="fold", no_wrap=column not in ("WORKER", "NODE", "CLUSTER"))
         for w in job["workers"]:
             table.add_row(
-                w["id"],
+                w["id"].removeprefix(f"{job['id']}-"),  # role-index: the job's id is printed above
                 str(w["rank"]),
                 w["cluster"],
                 w["node"],
@@ -424,7 +425,12 @@ def set_keys(
 def logs(
     job_id: JobId,
     follow: FollowOpt = False,
-    worker: Annotated[str | None, typer.Option("--worker", "-w", help="Only this worker's lines")] = None,
+    worker: Annotated[
+        str | None,
+        typer.Option(
+            "--worker", "-w", help="Only this worker's lines: its id, or role-index as `jobs show` lists it"
+        ),
+    ] = None,
     since_seq: Annotated[int | None, typer.Option("--since-seq", help="Lines after this line number")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10000)] = 1000,
 ) -> None:
@@ -432,7 +438,7 @@ def logs(
     gateway = Gateway()
     params: dict[str, Any] = {}
     if worker:
-        params["worker"] = worker
+        params["worker"] = worker if worker.startswith(f"{job_id}-") else f"{job_id}-{worker}"
     if since_seq is not None:
         params["since_seq"] = since_seq
     if follow:
