@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -20,17 +21,21 @@ from scheduler_it_support import World
 
 
 @pytest.fixture
+def scheduler_settings() -> dict[str, Any]:
+    """Settings the ``scheduler`` fixture starts with; a test module overrides this to change some."""
+    return {"placement_poll_s": 1.0, "address_retry_s": 1.0, "stream_poll_s": 0.5}
+
+
+@pytest.fixture
 async def scheduler(
-    database_url: str, kafka_bootstrap: str, topic_prefix: str
+    database_url: str, kafka_bootstrap: str, topic_prefix: str, scheduler_settings: dict[str, Any]
 ) -> AsyncIterator[RunningService]:
     settings = settings_for(
         DEFINITION,
         database_url=database_url,
         kafka_bootstrap=kafka_bootstrap,
         topic_prefix=topic_prefix,
-        placement_poll_s=1.0,
-        address_retry_s=1.0,
-        stream_poll_s=0.5,
+        **scheduler_settings,
     )
     async with running_service(DEFINITION, settings) as running:
         yield running

@@ -3,13 +3,12 @@ the link while it is down, clears when it is back within the grace, and the job 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from rlark_contracts.events.agent import TunnelStateChanged
-from rlark_platform.testing import RunningService, TopicReader, running_service, settings_for
-from rlark_scheduler.main import DEFINITION
+from rlark_platform.testing import RunningService, TopicReader
 from scheduler_it_support import (
     World,
     eventually,
@@ -31,20 +30,8 @@ RUNNING_REASON = "all 2 Ray nodes joined; the run script started"
 
 
 @pytest.fixture
-async def scheduler(
-    database_url: str, kafka_bootstrap: str, topic_prefix: str
-) -> AsyncIterator[RunningService]:
-    settings = settings_for(
-        DEFINITION,
-        database_url=database_url,
-        kafka_bootstrap=kafka_bootstrap,
-        topic_prefix=topic_prefix,
-        placement_poll_s=0.5,
-        stream_poll_s=0.5,
-        tunnel_grace_s=GRACE_S,
-    )
-    async with running_service(DEFINITION, settings) as running:
-        yield running
+def scheduler_settings() -> dict[str, Any]:
+    return {"placement_poll_s": 0.5, "stream_poll_s": 0.5, "tunnel_grace_s": GRACE_S}
 
 
 async def link(world: World, cluster: str, peer: str, state: str, error: str = "") -> None:
