@@ -5,13 +5,16 @@ UV := uv
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: help setup run stop status test test-web test-fast screenshots lint format bench clean
+.PHONY: help setup prereqs run stop status test test-web test-fast screenshots lint format bench clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 setup: ## Install uv, the locked Python environment and missing Debian packages (idempotent)
 	@bash scripts/setup.sh
+
+prereqs: setup ## Build or download every heavy test prerequisite once (Kafka jars, Go-built Kubernetes test bed, console); idempotent
+	@$(UV) run python -m rlark_devinfra.prereqs
 
 run: setup ## Start PostgreSQL, Kafka, every service and a local cluster; run a first Ray job (the README's first command)
 	@$(UV) run python -m rlark_devinfra.demo
@@ -22,17 +25,17 @@ stop: ## Stop the local agent and its workers, every service and the infrastruct
 status: ## Show what runs
 	@$(UV) run python -m rlark_devinfra.stack status
 
-test: setup test-web ## Run every test: the console's component tests, then pytest against real PostgreSQL, Kafka and Chromium (the README's second command)
+test: setup prereqs test-web ## Run every test: the console's component tests, then pytest against real PostgreSQL, Kafka and Chromium (the README's second command)
 	@$(UV) run pytest $(PYTEST_ARGS)
 
-test-web: setup ## Build the web console (cached by source hash) and run its component tests (Vitest)
-	@$(UV) run python -m rlark_devinfra.web --install >/dev/null
+test-web: prereqs ## Run the web console's component tests (Vitest)
 	@cd web && npm test
 
 test-fast: ## Unit tests only (no servers)
 	@$(UV) run pytest -m "not integration and not e2e and not k8s and not netns" $(PYTEST_ARGS)
 
 screenshots: setup ## Write docs/screenshots/<page>.<zh-CN|en>.png from a seeded platform, in Chromium
+	@$(UV) run python -m rlark_devinfra.web >/dev/null
 	@RLARK_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots $(UV) run pytest tests/e2e/test_console_e2e.py \
 		-k every_main_page_renders -p no:cacheprovider $(PYTEST_ARGS)
 	@ls docs/screenshots

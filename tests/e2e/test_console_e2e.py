@@ -59,8 +59,8 @@ PY
 @pytest.fixture(scope="session")
 def web_dist() -> Path:
     """The console built from the current sources into web/dist (cached by source hash), as the gateway
-    serves it."""
-    return build_web()
+    serves it. Built before the tests by `make prereqs`; never inside a test's timeout."""
+    return build_web(build_missing=False)
 
 
 @pytest.fixture(scope="module")

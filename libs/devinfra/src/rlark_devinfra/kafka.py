@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
 from importlib import resources
@@ -49,14 +50,31 @@ def _log_file() -> Path:
     return _home() / "kafka.log"
 
 
+def _libs_target() -> Path:
+    return cache_dir() / CACHE_KEY / "libs"
+
+
+def jars_ready() -> bool:
+    """Whether the broker's jars are assembled (nothing is downloaded)."""
+    return (_libs_target().parent / "complete").exists()
+
+
 def libs_dir() -> Path:
-    """The broker's jars, resolved with Maven on first use (about 60 MB, cached in ~/.m2 too)."""
-    target = cache_dir() / CACHE_KEY / "libs"
-    marker = target.parent / "complete"
-    if marker.exists():
+    """The broker's jars, resolved with Maven on first use (about 60 MB; ~1 min with a fast registry).
+
+    Maven's local repository lives in the same cache (``cache_dir()/m2``), so an empty ``RLARK_CACHE_DIR``
+    really starts from nothing, as on a new machine.
+    """
+    target = _libs_target()
+    if jars_ready():
         return target
     if shutil.which("mvn") is None:
         raise RuntimeError("Maven (mvn) is needed once to assemble the Kafka broker from Maven Central")
+    print(
+        f"[kafka] assembling Apache Kafka {KAFKA_VERSION} from Maven Central jars (once per machine)…",
+        file=sys.stderr,
+        flush=True,
+    )
     staging = target.parent / "libs.partial"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -69,6 +87,7 @@ def libs_dir() -> Path:
             "-q",
             "-f",
             str(pom),
+            f"-Dmaven.repo.local={cache_dir() / 'm2'}",
             "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
             "-DincludeScope=runtime",
             f"-DoutputDirectory={staging}",
@@ -77,7 +96,7 @@ def libs_dir() -> Path:
     )
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
-    marker.write_text(KAFKA_VERSION)
+    (target.parent / "complete").write_text(KAFKA_VERSION)
     return target
 
 

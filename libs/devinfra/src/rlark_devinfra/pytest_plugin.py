@@ -69,6 +69,11 @@ def kafka_bootstrap() -> Iterator[str]:
             yield container.get_bootstrap_server()
         return
     started = not kafka.status().running
+    if started and not kafka.jars_ready():
+        raise RuntimeError(
+            "the Kafka broker's jars are not assembled: run `make prereqs` (or "
+            "`uv run python -m rlark_devinfra.prereqs`) first — downloads never run inside a test's timeout"
+        )
     if started:
         kafka.reset_data()  # leftover topics of earlier runs only cost open files and start-up time
     current = kafka.start()

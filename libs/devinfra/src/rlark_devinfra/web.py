@@ -103,15 +103,20 @@ def _npm() -> str:
     return npm
 
 
+def node_modules_installed(web: Path | None = None) -> bool:
+    """Whether ``node_modules`` holds the packages of this lock file (no npm call)."""
+    web = web or web_dir()
+    marker = web / "node_modules" / INSTALL_MARKER
+    return marker.is_file() and marker.read_text().strip() == _file_sha256(web / "package-lock.json")
+
+
 def ensure_node_modules(web: Path | None = None) -> bool:
     """``npm ci`` unless ``node_modules`` already holds this lock file's packages; True if it ran."""
     web = web or web_dir()
-    lock_hash = _file_sha256(web / "package-lock.json")
-    marker = web / "node_modules" / INSTALL_MARKER
-    if marker.is_file() and marker.read_text().strip() == lock_hash:
+    if node_modules_installed(web):
         return False
     _run([_npm(), "ci", "--no-audit", "--no-fund", "--loglevel=error"], web)
-    marker.write_text(lock_hash + "\n")
+    (web / "node_modules" / INSTALL_MARKER).write_text(_file_sha256(web / "package-lock.json") + "\n")
     return True
 
 
@@ -157,15 +162,22 @@ def _install_dist(web: Path, key: str, built: Path) -> Path:
     return dist
 
 
-def build_web(force: bool = False) -> Path:
+def build_web(force: bool = False, build_missing: bool = True) -> Path:
     """``web/dist`` holding the console built from the current sources; builds only when needed.
 
     ``force`` rebuilds even when the cache has this key (e.g. after a Node upgrade). Raises
-    :class:`WebBuildError` with the tool's output when npm is missing or a step fails.
+    :class:`WebBuildError` with the tool's output when npm is missing or a step fails, and — with
+    ``build_missing=False`` (tests: the build belongs before them) — naming ``make prereqs`` when
+    these sources were never built.
     """
     web = web_dir()
     key = source_key(web)
     target = cache_dir() / f"web-{key}"
+    if not build_missing and not (target / "index.html").is_file():
+        raise WebBuildError(
+            f"the console is not built for these sources (no {target}): run `make prereqs` "
+            "(or `uv run python -m rlark_devinfra.web`) first"
+        )
     if force or not (target / "index.html").is_file():
         with _build_lock():
             if force or not (target / "index.html").is_file():

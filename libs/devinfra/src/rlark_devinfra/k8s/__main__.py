@@ -23,7 +23,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 
 @app.command()
 def build() -> None:
-    """Build etcd, kube-apiserver and kwok once into the versioned cache (8–15 min cold)."""
+    """Build etcd, kube-apiserver and kwok once into the versioned cache (about 20 min cold)."""
     found = build_mod.build()
     for path in (found.etcd, found.kube_apiserver, found.kwok, found.kwok_stages):
         typer.echo(str(path))
@@ -35,7 +35,9 @@ def up(
         int, typer.Option(min=1, max=len(testbed.CLUSTER_NAMES), help="How many clusters.")
     ] = 2,
 ) -> None:
-    """Start etcd, the API servers and their KWOKs (idempotent); print each kubeconfig."""
+    """Start etcd, the API servers and their KWOKs (idempotent; builds missing binaries first); print
+    each kubeconfig."""
+    build_mod.ensure_built()
     result = testbed.up(clusters)
     for item in result.clusters:
         typer.echo(f"{item.name}\t{item.server}\t{item.kubeconfig}")

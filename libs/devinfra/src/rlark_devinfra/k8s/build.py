@@ -20,6 +20,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,11 +72,7 @@ def binaries() -> Binaries:
 
 
 def is_built() -> bool:
-    found = binaries()
-    return all(
-        p.exists()
-        for p in (found.etcd, found.kube_apiserver, found.kwok, found.kwok_stages, found.kwok_logs_crd)
-    )
+    return not missing()
 
 
 def _go_env(workdir: Path) -> dict[str, str]:
@@ -92,18 +90,39 @@ def _go_env(workdir: Path) -> dict[str, str]:
     return env
 
 
+HEARTBEAT_S = 60.0
+"""How often a long ``go`` step says it is still working (a cold kube-apiserver build is silent for minutes)."""
+
+
 def _go(workdir: Path, *args: str, capture: bool = False) -> str:
-    """Run ``go`` niced in ``workdir``; raise with the tail of its output on failure."""
+    """Run ``go`` niced in ``workdir``, printing a line every minute it runs; raise with the tail of
+    its output on failure."""
     if shutil.which("go") is None:
         raise RuntimeError("the Go toolchain (go) is needed once to build the Kubernetes test bed")
     cmd = ["nice", "-n", "19", "go", *args]
-    print(f"[k8s build] ({workdir.name}) {' '.join(args)}", file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, cwd=workdir, env=_go_env(workdir), capture_output=True, text=True, check=False)
+    print(f"[k8s build] ({workdir.name}) go {' '.join(args)}", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, cwd=workdir, env=_go_env(workdir), stdout=out, stderr=err)
+        while True:
+            try:
+                proc.wait(timeout=HEARTBEAT_S)
+                break
+            except subprocess.TimeoutExpired:
+                minutes = (time.monotonic() - started) / 60
+                print(
+                    f"[k8s build] ({workdir.name}) still running: {minutes:.0f} min",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     if proc.returncode != 0:
         raise RuntimeError(
-            f"go {' '.join(args)} failed in {workdir} (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+            f"go {' '.join(args)} failed in {workdir} (exit {proc.returncode}):\n{stderr[-4000:]}"
         )
-    return proc.stdout if capture else ""
+    return stdout if capture else ""
 
 
 def _new_module(path: Path, name: str) -> None:
@@ -212,19 +231,66 @@ def build(only: tuple[str, ...] = ()) -> Binaries:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+BUILD_COMMAND = "make prereqs"
+"""What a person runs to build the test bed (and every other heavy test prerequisite) before the tests."""
+
+EXPECTED = {"etcd": "~3 min", "kwok": "~3 min", "kube-apiserver": "~15 min"}
+"""Cold build times on 2 cores, printed before each build so a long silence is expected."""
+
+
+class NotBuilt(RuntimeError):
+    """A test-bed binary is missing: the message names the command that builds it."""
+
+
+def missing() -> list[str]:
+    """Names of the binaries (or KWOK's stage files) not built yet, in build order."""
+    found = binaries()
+    names = []
+    if not found.etcd.exists():
+        names.append("etcd")
+    if not all(p.exists() for p in (found.kwok, found.kwok_stages, found.kwok_logs_crd)):
+        names.append("kwok")
+    if not found.kube_apiserver.exists():
+        names.append("kube-apiserver")
+    return names
+
+
+def require_built() -> Binaries:
+    """The binaries, or :class:`NotBuilt` naming the command — never a build (tests call this inside
+    their timeout; the build belongs before them)."""
+    if absent := missing():
+        raise NotBuilt(
+            f"the Kubernetes test bed is not built ({', '.join(absent)} missing under {root() / 'bin'}): "
+            f"run `{BUILD_COMMAND}` (or `uv run python -m rlark_devinfra.k8s build`) first, "
+            "once per machine"
+        )
+    return binaries()
+
+
 def _build_missing(only: tuple[str, ...]) -> Binaries:
     found = binaries()
     found.etcd.parent.mkdir(parents=True, exist_ok=True)
-    wanted = set(only) or {"etcd", "kwok", "kube-apiserver"}
-    if "etcd" in wanted and not found.etcd.exists():
-        _build_etcd(found.etcd)
-    if "kwok" in wanted and not all(p.exists() for p in (found.kwok, found.kwok_stages, found.kwok_logs_crd)):
-        _build_kwok(found.kwok, found.kwok_stages, found.kwok_logs_crd)
-    if "kube-apiserver" in wanted and not found.kube_apiserver.exists():
-        _build_apiserver(found.kube_apiserver)
+    versions = {"etcd": ETCD_VERSION, "kwok": KWOK_VERSION, "kube-apiserver": KUBERNETES_VERSION}
+    builders = {
+        "etcd": lambda: _build_etcd(found.etcd),
+        "kwok": lambda: _build_kwok(found.kwok, found.kwok_stages, found.kwok_logs_crd),
+        "kube-apiserver": lambda: _build_apiserver(found.kube_apiserver),
+    }
+    for name in missing():
+        if only and name not in only:
+            continue
+        print(
+            f"[k8s build] building {name} {versions[name]} from Go modules "
+            f"(once per machine, {EXPECTED[name]} on 2 cores)…",
+            file=sys.stderr,
+            flush=True,
+        )
+        started = time.monotonic()
+        builders[name]()
+        print(f"[k8s build] {name} built in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     return found
 
 
 def ensure_built() -> Binaries:
-    """The binaries, building the missing ones first (8–15 minutes cold on 2 cores)."""
-    return binaries() if is_built() else build()
+    """The binaries, building the missing ones first (about 20 minutes cold on 2 cores)."""
+    return build() if missing() else binaries()

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlark_devinfra.k8s.build import Binaries, ensure_built
+from rlark_devinfra.k8s.build import Binaries, require_built
 from rlark_devinfra.k8s.pki import Pki, ensure_pki
 from rlark_devinfra.paths import state_dir
 from rlark_devinfra.process import free_port, read_pid, stop_process_group, wait_until
@@ -367,10 +367,14 @@ def status() -> TestBedStatus:
 
 
 def up(clusters: int = 2) -> UpResult:
-    """Start etcd, ``clusters`` API servers and their KWOKs unless running; build binaries first."""
+    """Start etcd, ``clusters`` API servers and their KWOKs unless running.
+
+    Never builds: missing binaries raise :class:`~rlark_devinfra.k8s.build.NotBuilt` naming the command
+    (``make prereqs``), so a test's timeout never holds a 20-minute Go build.
+    """
     if not 1 <= clusters <= len(CLUSTER_NAMES):
         raise ValueError(f"clusters must be 1..{len(CLUSTER_NAMES)}")
-    binaries = ensure_built()
+    binaries = require_built()
     names = list(CLUSTER_NAMES[:clusters])
     with _locked():
         started: list[str] = []

@@ -1,0 +1,111 @@
+"""``python -m rlark_devinfra.prereqs``: every heavy one-time test prerequisite, before the tests run.
+
+Role: the README's test command runs this first, so no test ever carries a download or a build inside
+its own timeout (pytest-timeout's 300 s cut off a cold kube-apiserver build on a new CI machine). Each
+step is idempotent — a cached build costs a hash or a file check — and says what it does and how long a
+cold build takes before it starts. Fixtures never build: they find what is here or fail naming
+``make prereqs``.
+
+Caches live under ``RLARK_CACHE_DIR`` (default ``~/.cache/rlark``) keyed by version; Go honours
+``GOMODCACHE``/``GOCACHE``, npm ``npm_config_cache`` and uv ``UV_CACHE_DIR`` as they are set.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+import typer
+
+from rlark_devinfra import kafka, web
+from rlark_devinfra.k8s import build as k8s_build
+
+
+@dataclass(frozen=True)
+class Step:
+    """One prerequisite: how to tell it is in place without building, and how to put it there."""
+
+    name: str
+    cold: str
+    """Cold cost on 2 cores, printed before a build."""
+    ready: Callable[[], bool]
+    make: Callable[[], object]
+
+
+def _web_ready() -> bool:
+    try:
+        web.build_web(build_missing=False)
+    except web.WebBuildError:
+        return False
+    return web.node_modules_installed()
+
+
+def _web_make() -> None:
+    web.build_web()
+    web.ensure_node_modules()
+
+
+STEPS = (
+    Step(
+        f"Apache Kafka {kafka.KAFKA_VERSION} broker jars (Maven Central)",
+        "~1 min",
+        kafka.jars_ready,
+        kafka.libs_dir,
+    ),
+    Step(
+        f"Kubernetes test bed: etcd {k8s_build.ETCD_VERSION}, KWOK {k8s_build.KWOK_VERSION}, "
+        f"kube-apiserver {k8s_build.KUBERNETES_VERSION} (Go modules)",
+        "~20 min",
+        k8s_build.is_built,
+        k8s_build.build,
+    ),
+    Step("web console (npm ci + Vite build)", "~2 min", _web_ready, _web_make),
+)
+
+
+def missing() -> list[Step]:
+    return [step for step in STEPS if not step.ready()]
+
+
+def ensure_all(echo: Callable[[str], None]) -> float:
+    """Bring every step into place; return the seconds spent. Raises what a failing step raised."""
+    started = time.monotonic()
+    for step in STEPS:
+        if step.ready():
+            echo(f"prereqs: {step.name}: ready")
+            continue
+        echo(f"prereqs: {step.name}: not here yet, building (once per machine, {step.cold})…")
+        step_started = time.monotonic()
+        step.make()
+        echo(f"prereqs: {step.name}: ready after {time.monotonic() - step_started:.0f} s")
+    return time.monotonic() - started
+
+
+def main(
+    check: Annotated[
+        bool, typer.Option("--check", help="Only say what is missing (exit 1 if anything is); build nothing.")
+    ] = False,
+) -> None:
+    """Build or download every heavy one-time test prerequisite that is missing (idempotent)."""
+
+    def echo(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    if check:
+        absent = missing()
+        for step in STEPS:
+            echo(f"prereqs: {step.name}: {'MISSING' if step in absent else 'ready'}")
+        raise typer.Exit(1 if absent else 0)
+    try:
+        spent = ensure_all(echo)
+    except Exception as exc:
+        echo(f"prereqs: failed: {exc}")
+        raise typer.Exit(1) from exc
+    echo(f"prereqs: everything in place ({spent:.0f} s)")
+
+
+if __name__ == "__main__":
+    typer.run(main)
