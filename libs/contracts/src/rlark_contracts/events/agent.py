@@ -13,6 +13,16 @@ from rlark_contracts.registry import event
 
 
 class NodeObservation(EventData):
+    """One node as its cluster's agent sees it: capacity, what is allocatable, and what is allocated now.
+
+    ``*_allocated`` sum what every holder on the node has: on Kubernetes the requests of every pod
+    bound to it that has not finished (RLark's workers and pods RLark did not create); on the local
+    runtime the GPUs of its live workers. ``gpu_allocated_foreign`` is the part of ``gpu_allocated``
+    that RLark workers placed on this node do not hold (others' pods; on the local runtime with real
+    GPUs, the machine's shared GPUs held by workers of other virtual nodes). 0 when the agent does not
+    know (agents before these fields).
+    """
+
     name: str
     ready: bool = True
     schedulable: bool = True
@@ -29,6 +39,7 @@ class NodeObservation(EventData):
     # Added additively: requests of the pods bound to the node (0 when the agent does not know).
     cpu_allocated_millis: int = 0
     memory_allocated_bytes: int = 0
+    gpu_allocated_foreign: int = 0
 
 
 @event("agent.nodes.observed.v1", "agent.reports")

@@ -71,6 +71,9 @@ class NodeState(EventData):
     # Added additively: CPU and memory requested by pods bound to the node.
     cpu_allocated_millis: int = 0
     memory_allocated_bytes: int = 0
+    # Added additively: the part of gpu_allocated not held by RLark workers placed on the node
+    # (see agent NodeObservation).
+    gpu_allocated_foreign: int = 0
 
 
 @event("inventory.node.updated.v1", "inventory.nodes")
