@@ -10,7 +10,9 @@ if ! command -v uv >/dev/null 2>&1 || [ "$(uv --version | awk '{print $2}')" != 
   python3 -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
 fi
 
-uv sync --frozen --quiet
+# --inexact: keeps the `rlinf` group that `make prereqs` adds for the end-to-end tests (5 GB; not
+# removed and re-linked on every make call).
+uv sync --frozen --inexact --quiet
 
 # The web console is built and tested with Node.js (npm); `make test` runs its component tests.
 if ! command -v npm >/dev/null 2>&1; then

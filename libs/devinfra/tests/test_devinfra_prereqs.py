@@ -66,7 +66,8 @@ def test_prereqs_check_lists_what_is_missing_and_builds_nothing(empty_cache: Pat
 
 
 def test_every_step_names_its_cold_cost() -> None:
-    assert [s.cold for s in prereqs.STEPS] == ["~1 min", "~20 min", "~2 min"]
+    assert all(s.cold.startswith("~") for s in prereqs.STEPS)
+    assert len(prereqs.STEPS) == 4
 
 
 BUILDERS = {"build_web", "ensure_built", "libs_dir", "ensure_node_modules", "ensure_all"}

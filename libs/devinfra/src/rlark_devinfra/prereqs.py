@@ -12,6 +12,9 @@ Caches live under ``RLARK_CACHE_DIR`` (default ``~/.cache/rlark``) keyed by vers
 
 from __future__ import annotations
 
+import importlib.metadata
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -20,8 +23,11 @@ from typing import Annotated
 
 import typer
 
-from rlark_devinfra import kafka, web
+from rlark_devinfra import kafka, paths, web
 from rlark_devinfra.k8s import build as k8s_build
+
+RLINF_VERSION = "0.3.0"
+"""The RLinf release the end-to-end tests run (the `rlinf` dependency group of the workspace)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,23 @@ def _web_make() -> None:
     web.ensure_node_modules()
 
 
+def _rlinf_ready() -> bool:
+    try:
+        return importlib.metadata.version("rlinf") == RLINF_VERSION
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+def _rlinf_make() -> None:
+    """``uv sync --group rlinf`` into this checkout's environment (inexact: nothing else is removed)."""
+    uv = shutil.which("uv")
+    if uv is None:
+        raise RuntimeError("uv is not on PATH: run `make setup` first")
+    subprocess.run(
+        [uv, "sync", "--frozen", "--inexact", "--group", "rlinf"], cwd=paths.repo_root(), check=True
+    )
+
+
 STEPS = (
     Step(
         f"Apache Kafka {kafka.KAFKA_VERSION} broker jars (Maven Central)",
@@ -63,6 +86,12 @@ STEPS = (
         k8s_build.build,
     ),
     Step("web console (npm ci + Vite build)", "~2 min", _web_ready, _web_make),
+    Step(
+        f"RLinf {RLINF_VERSION} with torch from PyPI (CPU use; the `rlinf` dependency group, ~5 GB)",
+        "~1–3 min with a fast registry",
+        _rlinf_ready,
+        _rlinf_make,
+    ),
 )
 
 
