@@ -324,6 +324,8 @@ async def emit_placed(
         # in the Header's address itself when this is empty.
         local = cluster is not None and cluster.runtime == LOCAL_RUNTIME
         header_address = "" if local else await repo.node_address(conn, header.cluster, header.node)
+    # The Header waits until Ray reports the job's GPUs (RLARK_EXPECTED_GPUS), so every placement carries them.
+    total_gpus = sum(w.gpus for w in workers)
     events = []
     for w in sorted(workers, key=lambda w: w.rank):
         role = roles[w.role]
@@ -364,6 +366,7 @@ async def emit_placed(
                     outputs=list(spec.outputs),
                     tensorboard_dir=spec.tensorboard_dir or "",
                     join_deadline_s=settings.join_deadline_s,
+                    total_gpus=total_gpus,
                 ),
                 job.id,
                 meta,

@@ -83,6 +83,7 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
     assert sorted(p["rank"] for p in placed.values()) == [0, 1, 2, 3]
     assert [placed[f"{jid}-rollout-{i}"]["rank"] for i in range(3)] == [1, 2, 3]
     assert {p["num_nodes"] for p in placed.values()} == {4}
+    assert {p["total_gpus"] for p in placed.values()} == {8 + 3 * 4}  # every placement: the job's GPUs
     assert header["cluster"] == "gpu-a"
     assert header["node"] in ("a1", "a2", "a3", "a4")
     assert header["gpus"] == 8

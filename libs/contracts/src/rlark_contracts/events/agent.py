@@ -7,9 +7,37 @@ token's cluster equals the report's cluster before believing it.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 from rlark_contracts.events._base import EventData
 from rlark_contracts.registry import event
+
+
+class WorkerPhase(StrEnum):
+    """Where a worker is in its life: the one definition agents report and the scheduler folds.
+
+    ``Placed`` is the scheduler's own phase before the worker's agent has said anything; agents
+    never report it. The last three are terminal. ``WorkerStatusChanged.phase`` stays a string so
+    that a phase a newer agent adds is read tolerantly (kept as progress) by an older consumer.
+    """
+
+    PLACED = "Placed"
+    CREATED = "Created"
+    PREPARING = "Preparing"
+    STARTING = "Starting"
+    RAY_HEAD_UP = "RayHeadUp"
+    JOINED = "Joined"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    STOPPED = "Stopped"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_WORKER_PHASES
+
+
+TERMINAL_WORKER_PHASES = frozenset({WorkerPhase.SUCCEEDED, WorkerPhase.FAILED, WorkerPhase.STOPPED})
 
 
 class NodeObservation(EventData):
@@ -66,6 +94,7 @@ class WorkerStatusChanged(EventData):
     job_id: str
     worker_id: str
     phase: str
+    """A ``WorkerPhase`` value (a string: see ``WorkerPhase``)."""
     reason: str = ""
     exit_code: int | None = None
     ray_nodes_joined: int | None = None

@@ -60,6 +60,11 @@ class Mount(EventData):
     (never the credentials themselves)."""
 
 
+def worker_id_for(job_id: str, role: str, index: int) -> str:
+    """The deterministic worker id ``<job_id>-<role>-<index>`` every component derives alike."""
+    return f"{job_id}-{role}-{index}"
+
+
 @event("scheduler.worker.placed.v1", "scheduler.placements")
 class WorkerPlaced(EventData):
     """Everything an agent needs to create one worker; idempotent by ``worker_id``."""
@@ -89,7 +94,8 @@ class WorkerPlaced(EventData):
     tensorboard_dir: str = ""
     join_deadline_s: int = 300
     total_gpus: int = 0
-    """GPUs of the whole job: the Header waits until Ray reports at least this many (0: no GPU check)."""
+    """GPUs of the whole job (the sum over all its workers, the same on every placement of the job): the
+    Header waits until Ray reports at least this many (0: no GPU check)."""
 
 
 @event("scheduler.worker.stop_requested.v1", "scheduler.placements")

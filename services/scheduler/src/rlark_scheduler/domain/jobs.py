@@ -7,9 +7,10 @@ transactions. Nothing here does I/O; the handlers load the job and its workers, 
 Job states: ``Pending → Scheduled → Starting → Running → Succeeded | Failed | Cancelled`` and
 ``Lost`` when a cluster stops answering. A job *holds* capacity from Scheduled until it ends.
 
-Worker phases are the agent's (``Created``, ``Preparing``, ``Starting``, ``RayHeadUp``, ``Joined``,
-``Running``, ``Succeeded``, ``Failed``, ``Stopped``) plus ``Placed``, the scheduler's own phase
-before the agent has said anything. A phase this build does not know is kept as progress.
+Worker phases are the contracts' ``WorkerPhase``: the agent's (``Created``, ``Preparing``, ``Starting``,
+``RayHeadUp``, ``Joined``, ``Running``, ``Succeeded``, ``Failed``, ``Stopped``) plus ``Placed``, the
+scheduler's own phase before the agent has said anything. A phase this build does not know is kept
+as progress.
 
 Folding rules, while the job holds capacity:
 - the Header's run script exits 0 (the Header reports ``Succeeded``) → Succeeded;
@@ -32,6 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
+
+from rlark_contracts.events.agent import TERMINAL_WORKER_PHASES, WorkerPhase
+from rlark_contracts.events.scheduler import worker_id_for
 
 from rlark_scheduler.domain.placement import JobRequest, RoleRequest
 from rlark_scheduler.domain.spec import JobSpec
@@ -59,31 +63,15 @@ class JobStatus(StrEnum):
 HOLDING = frozenset({JobStatus.SCHEDULED, JobStatus.STARTING, JobStatus.RUNNING})
 TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.LOST})
 
-
-class WorkerPhase(StrEnum):
-    PLACED = "Placed"
-    CREATED = "Created"
-    PREPARING = "Preparing"
-    STARTING = "Starting"
-    RAY_HEAD_UP = "RayHeadUp"
-    JOINED = "Joined"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    STOPPED = "Stopped"
-
-
-TERMINAL_PHASES = frozenset({WorkerPhase.SUCCEEDED, WorkerPhase.FAILED, WorkerPhase.STOPPED})
 RAY_UP_PHASES = frozenset({WorkerPhase.RAY_HEAD_UP, WorkerPhase.JOINED, WorkerPhase.RUNNING})
 
 
 def is_terminal_phase(phase: str) -> bool:
-    return phase in TERMINAL_PHASES
+    return phase in TERMINAL_WORKER_PHASES
 
 
-def worker_id(job_id: str, role: str, index: int) -> str:
-    """The deterministic worker id ``<job_id>-<role>-<index>`` every component derives alike."""
-    return f"{job_id}-{role}-{index}"
+worker_id = worker_id_for
+"""The deterministic worker id (the contracts' ``worker_id_for``)."""
 
 
 def job_request(job_id: str, spec: JobSpec, submitted_seq: int) -> JobRequest:
