@@ -22,7 +22,7 @@ a bad parameter raises :class:`~rlark_scheduler.domain.spec.SpecParseError` with
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -157,12 +157,22 @@ def _ranks(first: int, count: int) -> str:
     return f"{first}-{first + count - 1}"
 
 
-def _multi_role_rlinf(groups: list[tuple[str, int]], gpus_per_worker: int) -> dict[str, Any]:
-    """RLinf ``cluster`` section: one node group and one component per (role, node count)."""
+def rlinf_cluster_section(roles: Sequence[tuple[str, int, int]]) -> dict[str, Any]:
+    """RLinf's ``cluster`` section for roles given in rank order as (name, node count, GPUs per worker).
+
+    ``num_nodes`` is the worker count; one ``node_groups`` entry per role over its node ranks (the Header
+    first, rank 0, then the roles in order — the numbering of ``RLINF_NODE_RANK``); a
+    ``component_placement`` giving each component every GPU of its group, or its nodes when the role has
+    no GPU. The console's wizard recomputes the same section when node counts or GPUs change
+    (``web/src/pages/jobs/wizard/rlinf.ts``); ``web/src/test/fixtures/rlinf-cluster-cases.json``, written
+    from this function and checked by tests on both sides, keeps the two equal.
+    """
     node_groups: list[dict[str, Any]] = []
     placement: dict[str, Any] = {}
     next_rank = 0
-    for label, nodes in groups:
+    for label, nodes, gpus_per_worker in roles:
+        if nodes < 1:
+            continue
         node_groups.append({"label": label, "node_ranks": _ranks(next_rank, nodes)})
         resources = nodes * gpus_per_worker if gpus_per_worker else nodes
         placement[label] = {"node_group": label, "placement": _ranks(0, resources)}
@@ -187,7 +197,8 @@ def _actor_rollout(template_id: str, params: ActorRolloutParams) -> dict[str, An
         _role("actor", params.actor_cluster, 1, params, {}),
         _role("rollout", params.rollout_cluster, params.rollout_nodes, params, {}),
     ]
-    rlinf = _multi_role_rlinf([("actor", 1), ("rollout", params.rollout_nodes)], params.gpus_per_worker)
+    gpus = params.gpus_per_worker
+    rlinf = rlinf_cluster_section([("actor", 1, gpus), ("rollout", params.rollout_nodes, gpus)])
     return _document(template_id, "actor + rollout", params, "actor", roles, rlinf)
 
 
@@ -197,9 +208,9 @@ def _actor_rollout_env(template_id: str, params: ActorRolloutEnvParams) -> dict[
         _role("rollout", params.rollout_cluster, params.rollout_nodes, params, {}),
         _role("env", params.env_cluster, params.env_nodes, params, {}),
     ]
-    rlinf = _multi_role_rlinf(
-        [("actor", 1), ("rollout", params.rollout_nodes), ("env", params.env_nodes)],
-        params.gpus_per_worker,
+    gpus = params.gpus_per_worker
+    rlinf = rlinf_cluster_section(
+        [("actor", 1, gpus), ("rollout", params.rollout_nodes, gpus), ("env", params.env_nodes, gpus)]
     )
     return _document(template_id, "actor + rollout + env", params, "actor", roles, rlinf)
 

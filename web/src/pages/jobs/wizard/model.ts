@@ -7,6 +7,7 @@
 import { parse as parseYaml } from 'yaml';
 import type { JobDocument, MountSpec, RoleSpec, SpecProblem, Template } from '../../../api/types';
 import { parseTerm, termsToMap } from '../../../lib/selector';
+import { syncedRlinfConfig } from './rlinf';
 
 export interface EnvVar {
   name: string;
@@ -178,7 +179,7 @@ export function toDocument(state: WizardState): JobDocument {
     tensorboardDir: state.tensorboardDir.trim() || undefined,
     outputs: state.outputs,
     priority: state.priority || undefined,
-    rlinfConfig: state.rlinfConfig,
+    rlinfConfig: syncedRlinfConfig(state),
   });
   return { apiVersion: 'rlark.io/v1', kind: 'Job', metadata: { name: state.name.trim() }, spec: { ...spec, tasks } };
 }
