@@ -38,11 +38,11 @@ from jobs import document, role, wait_placeable
 from processes import ProcessPlatform, process_platform
 from rlark_cli.client import Gateway, RetryPolicy
 from rlark_contracts import TopicNames
+from rlark_contracts.events.agent import NodeObservation
 from rlark_platform.messaging import create_producer
 from rlark_platform.testing import TopicReader
 from rlark_tunnel_agent.agent.reports import ReportPublisher
 from rlark_tunnel_agent.agent.session import open_session
-from rlark_tunnel_agent.runtime.driver import NodeObservation
 from stack import Stack, eventually
 
 pytestmark = pytest.mark.e2e
@@ -97,9 +97,11 @@ async def reporting_agent(stack: Stack, credential: str) -> AsyncIterator[None]:
             labels={"rlark.io/node-category": "cloud"},
             ready=True,
             schedulable=True,
-            cpu_capacity=64,
-            memory_capacity_bytes=256 << 30,
-            addresses=(f"192.168.77.{i + 1}",),
+            cpu_millis=64000,
+            cpu_allocatable_millis=64000,
+            memory_bytes=256 << 30,
+            memory_allocatable_bytes=256 << 30,
+            addresses=[f"192.168.77.{i + 1}"],
         )
         for i in range(NODES)
     ]
@@ -110,7 +112,7 @@ async def reporting_agent(stack: Stack, credential: str) -> AsyncIterator[None]:
             try:
                 await reports.heartbeat("local", "chaos-test")
                 if beats % 5 == 0:
-                    await reports.nodes(nodes, set())
+                    await reports.nodes(nodes)
             except Exception as exc:  # as an agent would: a failed report is retried next round
                 print(f"agent report failed: {exc!r}")
             beats += 1

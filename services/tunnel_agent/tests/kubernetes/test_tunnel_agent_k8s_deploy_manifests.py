@@ -129,6 +129,9 @@ def test_the_agent_role_grants_what_the_driver_needs_and_nothing_more(admin_kube
             assert _allowed(admin_kube, verb, resource, workers), (verb, resource)
     assert _allowed(admin_kube, "patch", "configmaps", workers)
     assert _allowed(admin_kube, "get", "pods", workers, "log")
+    # What other pods hold on each node (GPUs of pods RLark did not create): list and watch, anywhere.
+    for verb in ("list", "watch"):
+        assert _allowed(admin_kube, verb, "pods", "kube-system"), verb
     # Network sidecar tokens: the agent writes and removes its workers' Secrets, never reads any.
     assert _allowed(admin_kube, "create", "secrets", workers)
     assert _allowed(admin_kube, "delete", "secrets", workers)
@@ -139,7 +142,9 @@ def test_the_agent_role_grants_what_the_driver_needs_and_nothing_more(admin_kube
     assert not _allowed(admin_kube, "create", "secrets", "rlark-agent")
     assert not _allowed(admin_kube, "create", "pods", "default")
     assert not _allowed(admin_kube, "create", "pods", workers, "exec")
-    assert not _allowed(admin_kube, "list", "pods", "kube-system")
+    assert not _allowed(admin_kube, "get", "pods", "kube-system", "log")
+    for verb in ("create", "delete", "patch", "update"):
+        assert not _allowed(admin_kube, verb, "pods", "kube-system"), verb
     assert not _allowed(admin_kube, "create", "roles", workers)
     assert not _allowed(admin_kube, "update", "pods", workers)
 

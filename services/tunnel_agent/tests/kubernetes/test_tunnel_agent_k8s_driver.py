@@ -49,9 +49,8 @@ async def test_nodes_are_observed_with_gpu_counts_models_labels_and_readiness(
     assert second.labels["rlark.io/pool"] == "a"
     assert (third.gpu_count, third.gpu_model) == (4, "H100")
     assert third.labels["rlark.io/node-category"] == "train"
-    assert first.cpu_capacity == 64.0
-    reports = {r.name: r for r in await driver.observe_node_reports()}
-    assert (reports[gpu_nodes[2]].gpu_count, reports[gpu_nodes[2]].gpu_allocatable) == (4, 4)
+    assert first.cpu_millis == 64000
+    assert (third.gpu_count, third.gpu_allocatable, third.gpu_allocated) == (4, 4, 0)
 
 
 async def test_cordon_and_uncordon_go_through_the_api_and_are_observed(
@@ -124,8 +123,8 @@ async def test_a_placement_creates_a_pod_bound_to_the_node_with_gpus_env_labels_
     status = await driver.get_status(spec.worker_id)
     assert status is not None
     assert status.address
-    reports = {r.name: r for r in await driver.observe_node_reports()}
-    assert reports[gpu_nodes[2]].gpu_allocated == 4
+    reports = {r.name: r for r in await driver.observe_nodes()}
+    assert (reports[gpu_nodes[2]].gpu_allocated, reports[gpu_nodes[2]].gpu_allocated_foreign) == (4, 0)
     assert await driver.list_workers() == [spec.worker_id]
 
 
@@ -458,7 +457,7 @@ async def test_a_stale_pod_list_never_brings_back_a_deleted_pod(
     await eventually(stopped, 30, "worker Stopped")
 
     async def allocated() -> int:
-        reports = {r.name: r for r in await driver.observe_node_reports()}
+        reports = {r.name: r for r in await driver.observe_nodes()}
         return reports[gpu_nodes[2]].gpu_allocated
 
     # A list taken before the deletion arrives after it (a resync racing the watch).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -9,10 +10,15 @@ from rlark_tunnel_agent.runtime.driver import WorkerPhase, WorkerStatus
 from rlark_tunnel_agent.runtime.kubernetes.observe import (
     DELETED_OUTSIDE,
     RUNNING_WITHOUT_MARKERS,
+    NodeUsage,
+    PodUsage,
     deleted_outside,
     fold_pod,
     node_facts,
+    node_usage,
     pod_gpus,
+    pod_requests,
+    pod_usage,
     pulling_image,
 )
 
@@ -132,10 +138,9 @@ def test_node_facts_read_gpus_model_readiness_cordon_and_addresses() -> None:
     assert facts.cpu_allocatable_millis == 63500
     assert facts.memory_capacity_bytes == 512 * 2**30
     assert facts.addresses == ("10.1.2.3", "gpu-1")
-    observation = facts.observation()
-    assert (observation.gpu_count, observation.schedulable) == (8, False)
-    report = facts.report(gpu_allocated=4)
-    assert (report.gpu_allocatable, report.gpu_allocated, report.cpu_millis) == (7, 4, 64000)
+    report = facts.report()
+    assert (report.gpu_count, report.gpu_allocatable, report.schedulable) == (8, 7, False)
+    assert (report.gpu_allocated, report.cpu_millis, report.cpu_allocatable_millis) == (0, 64000, 63500)
 
 
 def test_the_rlark_gpu_model_label_wins_and_a_node_without_gpus_reads_zero() -> None:
@@ -150,6 +155,91 @@ def test_the_rlark_gpu_model_label_wins_and_a_node_without_gpus_reads_zero() -> 
     assert (facts.gpu_model, facts.gpu_capacity, facts.ready, facts.cordoned) == ("A100", 0, False, False)
 
 
-def test_pod_gpus_sum_the_container_limits() -> None:
+def test_pod_gpus_sum_the_containers_gpus() -> None:
     body = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}}}, {"resources": {}}]}}
     assert pod_gpus(body) == 2
+
+
+def bound(phase: str = "Running", node: str = "gpu-1", **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "uid": "u"},
+        "spec": {"nodeName": node, **spec},
+        "status": {"phase": phase},
+    }
+
+
+def container(requests: dict[str, str] | None = None, limits: dict[str, str] | None = None) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if requests is not None:
+        resources["requests"] = requests
+    if limits is not None:
+        resources["limits"] = limits
+    return {"name": "c", "resources": resources}
+
+
+def test_a_pod_holds_its_requests_and_a_limit_counts_where_no_request_is_set() -> None:
+    pod = bound(
+        containers=[
+            container({"cpu": "500m", "memory": "1Gi"}, {"cpu": "2", "nvidia.com/gpu": "8"}),
+            container(limits={"cpu": "1", "memory": "2Gi"}),
+        ]
+    )
+    usage = pod_usage(pod, ours=False)
+    assert usage == PodUsage(node="gpu-1", gpus=8, cpu_millis=1500, memory_bytes=3 * 2**30, ours=False)
+
+
+def test_init_containers_count_at_their_peak_and_native_sidecars_all_along() -> None:
+    sidecar = {**container({"cpu": "100m"}), "restartPolicy": "Always"}
+    pod = bound(
+        initContainers=[container({"cpu": "4", "memory": "1Gi"}), sidecar],
+        containers=[container({"cpu": "1", "nvidia.com/gpu": "2"}, {"nvidia.com/gpu": "2"})],
+        overhead={"cpu": "250m", "memory": "128Mi"},
+    )
+    asked = pod_requests(pod)
+    # cpu: max(1 + 0.1 sidecar, 4 init) + 0.25 overhead; memory: max(0, 1Gi) + 128Mi; GPUs: 2.
+    assert asked["cpu"] == Decimal("4.25")
+    assert asked["memory"] == 2**30 + 128 * 2**20
+    assert pod_gpus(pod) == 2
+
+
+def test_a_finished_or_unbound_pod_holds_nothing() -> None:
+    gpus = [container({"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "8"})]
+    for phase in ("Succeeded", "Failed"):
+        assert pod_usage(bound(phase, containers=gpus), ours=False) is None
+    assert pod_usage(bound(node="", containers=gpus), ours=False) is None
+    pending_on_node = pod_usage(bound("Pending", containers=gpus), ours=False)
+    assert pending_on_node is not None
+    assert pending_on_node.gpus == 8  # bound and admitted or not: kube-scheduler counts it
+
+
+def test_node_usage_sums_every_pod_and_counts_the_gpus_of_others_apart() -> None:
+    usages = [
+        PodUsage(node="gpu-1", gpus=4, cpu_millis=1000, memory_bytes=1, ours=True),
+        PodUsage(node="gpu-1", gpus=2, cpu_millis=500, memory_bytes=2, ours=False),
+        PodUsage(node="gpu-2", gpus=8, cpu_millis=0, memory_bytes=0, ours=False),
+    ]
+    totals = node_usage(usages)
+    assert totals["gpu-1"] == NodeUsage(gpus=6, cpu_millis=1500, memory_bytes=3, gpus_foreign=2)
+    assert totals["gpu-2"] == NodeUsage(gpus=8, gpus_foreign=8)
+    assert "gpu-3" not in totals
+
+
+def test_a_node_report_carries_capacity_allocatable_and_what_its_pods_hold() -> None:
+    node = {
+        "metadata": {"name": "gpu-1", "labels": {}},
+        "status": {
+            "capacity": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"},
+            "allocatable": {"cpu": "63", "memory": "500Gi", "nvidia.com/gpu": "8"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    report = node_facts(node).report(NodeUsage(gpus=8, cpu_millis=1500, memory_bytes=3, gpus_foreign=8))
+    assert (report.gpu_count, report.gpu_allocatable, report.gpu_allocated) == (8, 8, 8)
+    assert report.gpu_allocated_foreign == 8
+    assert (report.cpu_millis, report.cpu_allocatable_millis, report.cpu_allocated_millis) == (
+        64000,
+        63000,
+        1500,
+    )
+    assert (report.memory_allocatable_bytes, report.memory_allocated_bytes) == (500 * 2**30, 3)
+    assert node_facts(node).report().gpu_allocated == 0

@@ -129,7 +129,8 @@ async def test_nodes_are_observed_as_declared_without_real_gpus(tmp_path: Path) 
     a = nodes["node-a"]
     assert (a.gpu_count, a.gpu_model, a.ready, a.schedulable) == (2, "A100", True, True)
     assert a.labels == {"rlark.io/gpu-model": "A100"}
-    assert nodes["node-c"].memory_capacity_bytes == 8 << 30
+    assert (nodes["node-c"].memory_bytes, nodes["node-c"].memory_allocatable_bytes) == (8 << 30, 8 << 30)
+    assert (a.gpu_allocatable, a.gpu_allocated, a.gpu_allocated_foreign) == (2, 0, 0)
 
 
 async def test_ensure_refuses_a_node_outside_the_cluster(tmp_path: Path) -> None:
@@ -160,6 +161,9 @@ async def test_real_gpus_are_handed_out_once_each(tmp_path: Path) -> None:
         assert nodes["node-c"].gpu_count == 2  # declared none: the machine's GPUs
         await driver.ensure_worker(first)
         await driver.ensure_worker(second)
+        # The machine's two GPUs are taken: node-c, which offers the whole pool, is full too.
+        held = {n.name: (n.gpu_allocated, n.gpu_allocated_foreign) for n in await driver.observe_nodes()}
+        assert held == {"node-a": (2, 0), "node-b": (2, 2), "node-c": (2, 2)}
         with pytest.raises(RuntimeError, match="1 GPUs asked, 0 free"):
             await driver.ensure_worker(third)
         devices = []
@@ -175,5 +179,31 @@ async def test_real_gpus_are_handed_out_once_each(tmp_path: Path) -> None:
         assert (await driver.get_status(first.worker_id)).phase == WorkerPhase.STOPPED  # type: ignore[union-attr]
     finally:
         for worker in (first, second, third):
+            await driver.stop_worker(worker.worker_id)
+        await driver.close()
+
+
+async def test_a_workers_gpus_are_allocated_on_its_node_until_it_is_stopped(tmp_path: Path) -> None:
+    driver = LocalDriver(CLUSTER, make_options(tmp_path / "state", use_netns=False), gpus=[])
+    await driver.start()
+    hold = 'while [ ! -e "$HOME/go" ]; do sleep 0.2; done\n'
+    header = spec("job-u", "header", 0, rank=0, num_nodes=2, gpus=2, prepare_script=hold,
+                  run_script="true")  # fmt: skip
+    other = spec("job-u", "rollout", 0, rank=1, num_nodes=2, gpus=1, node_name="node-b", prepare_script=hold)
+
+    async def allocated() -> dict[str, int]:
+        return {n.name: n.gpu_allocated for n in await driver.observe_nodes()}
+
+    try:
+        assert await allocated() == {"node-a": 0, "node-b": 0, "node-c": 0}
+        await driver.ensure_worker(header)
+        await driver.ensure_worker(other)
+        assert await allocated() == {"node-a": 2, "node-b": 1, "node-c": 0}
+        await driver.stop_worker(header.worker_id)
+        assert await allocated() == {"node-a": 0, "node-b": 1, "node-c": 0}
+        await driver.stop_worker(other.worker_id)
+        assert await allocated() == {"node-a": 0, "node-b": 0, "node-c": 0}
+    finally:
+        for worker in (header, other):
             await driver.stop_worker(worker.worker_id)
         await driver.close()

@@ -31,6 +31,7 @@ from typing import Any
 import structlog
 from aiokafka import AIOKafkaConsumer
 from rlark_contracts import TopicNames, decode
+from rlark_contracts.events.agent import NodeObservation
 from rlark_contracts.events.inventory import NodeCordonRequested
 from rlark_contracts.events.netdomain import (
     AddressesAllocated,
@@ -41,7 +42,7 @@ from rlark_contracts.events.scheduler import JobKeysUpdated, WorkerPlaced, Worke
 from rlark_platform.messaging import create_producer
 
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
-from rlark_tunnel_agent.agent.reports import ReportPublisher
+from rlark_tunnel_agent.agent.reports import ReportPublisher, with_cordons
 from rlark_tunnel_agent.agent.session import Session, SessionRefused, open_session
 from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions, token_key_from_credential
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
@@ -53,6 +54,8 @@ log = structlog.get_logger(__name__)
 AGENT_VERSION = "0.1.0"
 LINK_POLL_S = 1.0
 LINK_REFRESH_S = 30.0
+NODE_POLL_S = 1.0
+"""How often the nodes are looked at for a change worth reporting at once (allocations, readiness)."""
 
 
 class AgentState:
@@ -105,6 +108,9 @@ class Agent:
         self._outputs: dict[str, tuple[str, ...]] = {}  # worker id → declared output paths
         self._headers: dict[str, str] = {}  # job id → header worker id (when the Header is here)
         self._creating: dict[str, asyncio.Task[None]] = {}
+        self._nodes_changed = asyncio.Event()
+        """Set when a worker came or went: its node's allocation changed, report without waiting."""
+        self._reported_nodes: list[NodeObservation] | None = None
         self.ready = asyncio.Event()
 
     def stop(self) -> None:
@@ -243,13 +249,31 @@ class Agent:
                 await self.reports.publish(report)
             await self._sleep(LINK_POLL_S)
 
-    async def report_nodes(self) -> None:
-        await self.reports.nodes(await self.driver.observe_nodes(), self._state.cordoned)
+    async def report_nodes(self, *, only_changed: bool = False) -> bool:
+        """Publish a complete node snapshot (with ``only_changed``, only when it differs from the last
+        one published); True when one was published."""
+        nodes = with_cordons(await self.driver.observe_nodes(), self._state.cordoned)
+        if only_changed and nodes == self._reported_nodes:
+            return False
+        await self.reports.nodes(nodes)
+        self._reported_nodes = nodes
+        return True
 
     async def _observe(self) -> None:
+        """A snapshot every ``observe_interval_s``, and at once when the nodes changed: a worker came or
+        went (its GPUs, allocated or freed, are news for every page that counts free GPUs), a pod
+        RLark did not create started or ended, a node changed. Changes are looked for every
+        ``NODE_POLL_S`` and right after a worker's status changed."""
+        due = 0.0
         while not self._stopping.is_set():
-            await self.report_nodes()
-            await self._sleep(self._observe_interval_s)
+            self._nodes_changed.clear()
+            if time.monotonic() >= due:
+                await self.report_nodes()
+                due = time.monotonic() + self._observe_interval_s
+            elif await self.report_nodes(only_changed=True):
+                due = time.monotonic() + self._observe_interval_s
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._nodes_changed.wait(), NODE_POLL_S)
 
     async def _consume(self, consumer: AIOKafkaConsumer) -> None:
         cluster = self.reports.cluster
@@ -407,6 +431,7 @@ class Agent:
             if isinstance(event, rt.WorkerStatusChanged):
                 job_id, node = self._workers.get(event.status.worker_id, (event.status.job_id, ""))
                 await self.reports.status(event.status, job_id, node)
+                self._nodes_changed.set()
             elif isinstance(event, rt.WorkerLogLine):
                 job_id, _ = self._workers.get(event.worker_id, ("", ""))
                 self.reports.add_log(job_id, event)

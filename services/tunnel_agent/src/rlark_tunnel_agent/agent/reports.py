@@ -35,6 +35,11 @@ from rlark_tunnel_agent.runtime import driver
 log = structlog.get_logger(__name__)
 
 
+def with_cordons(nodes: list[NodeObservation], cordoned: set[str]) -> list[NodeObservation]:
+    """``nodes`` with the ones cordoned through this agent (the local runtime's cordons) unschedulable."""
+    return [n.model_copy(update={"schedulable": False}) if n.name in cordoned else n for n in nodes]
+
+
 class ReportPublisher:
     def __init__(
         self,
@@ -74,26 +79,10 @@ class ReportPublisher:
             )
         )
 
-    async def nodes(self, nodes: list[driver.NodeObservation], cordoned: set[str]) -> None:
-        observed = [
-            NodeObservation(
-                name=n.name,
-                ready=n.ready,
-                schedulable=n.schedulable and n.name not in cordoned,
-                gpu_count=n.gpu_count,
-                gpu_model=n.gpu_model,
-                gpu_allocatable=n.gpu_count,
-                cpu_millis=int(n.cpu_capacity * 1000),
-                cpu_allocatable_millis=int(n.cpu_capacity * 1000),
-                memory_bytes=n.memory_capacity_bytes,
-                memory_allocatable_bytes=n.memory_capacity_bytes,
-                labels=dict(n.labels),
-                addresses=list(n.addresses),
-            )
-            for n in nodes
-        ]
+    async def nodes(self, nodes: list[NodeObservation]) -> None:
+        """A complete snapshot of the cluster's nodes, as the driver observed them (`with_cordons`)."""
         await self.publish(
-            NodesObserved(cluster=self.cluster, nodes=observed, complete=True, observed_at=datetime.now(UTC))
+            NodesObserved(cluster=self.cluster, nodes=nodes, complete=True, observed_at=datetime.now(UTC))
         )
 
     async def status(self, status: driver.WorkerStatus, job_id: str, node: str) -> None:

@@ -16,6 +16,9 @@ Contract every driver keeps:
   exit) and every output line, numbered per stream, so the agent can ship them; a consumer that
   sees a line twice after a restart can drop it by `(worker_id, stream, seq)`.
 
+Nodes are observed in the contracts' `NodeObservation` (re-exported here): drivers report exactly
+what the agent publishes, so there is one node type and no translation between them.
+
 This module is pure: types only, no I/O.
 """
 
@@ -28,6 +31,7 @@ from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from rlark_contracts.events.agent import NodeObservation as NodeObservation
 
 from rlark_tunnel_agent.runtime.markers import Marker
 
@@ -261,22 +265,6 @@ class WorkerStatus(BaseModel):
     address: str = ""
 
 
-class NodeObservation(BaseModel):
-    """One node of the cluster as the runtime sees it (what inventory ingests)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str
-    labels: dict[str, str] = Field(default_factory=dict)
-    ready: bool
-    schedulable: bool
-    gpu_count: Annotated[int, Field(ge=0)] = 0
-    gpu_model: str = ""
-    cpu_capacity: Annotated[float, Field(ge=0)] = 0.0
-    memory_capacity_bytes: Annotated[int, Field(ge=0)] = 0
-    addresses: tuple[str, ...] = ()
-
-
 class LogStream(StrEnum):
     STDOUT = "stdout"
     STDERR = "stderr"
@@ -326,7 +314,10 @@ class RuntimeDriver(Protocol):
     async def close(self) -> None:
         """Stop watching; running workers are left running (an agent restart is not a stop)."""
 
-    async def observe_nodes(self) -> list[NodeObservation]: ...
+    async def observe_nodes(self) -> list[NodeObservation]:
+        """Every node now, as the agent reports it (the contracts' type): capacity, allocatable and
+        what is allocated on it — GPUs, CPU, memory — by everything that holds resources there."""
+        ...
 
     async def ensure_worker(self, spec: WorkerSpec) -> None: ...
 

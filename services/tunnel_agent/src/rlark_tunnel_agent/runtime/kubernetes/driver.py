@@ -29,6 +29,13 @@ that cannot reach its agent would leave Ray without its address. The token is ne
 adoption (``start``) a running domain worker's sidecar is admitted again with the same token (the
 hooks derive it; the recorded spec carries the domain), so it reconnects to the restarted agent.
 
+Nodes are reported with what is allocated on them (``observe_nodes``): the requests of every pod
+bound to the node that has not finished — this driver's worker pods from its own pod watch, every
+other pod (other namespaces, other users: pods RLark did not create) from a third watch over all
+namespaces with kube-scheduler's "assigned, not finished" field selector. That watch needs the
+cluster-wide pod read of ``deploy/agent/rbac.yaml``; without it only RLark's own pods are counted
+(a warning says so) and the watch keeps retrying.
+
 Stopping deletes the worker's ConfigMap (the record) first, then its pod, then its Secret (if any)
 and tells the hooks the worker left, then — when it was the job's last worker — the job's Service
 and ConfigMap. Owner references to the job ConfigMap make a
@@ -56,7 +63,6 @@ from typing import Any, TypeVar
 
 import structlog
 from kubernetes.client.exceptions import ApiException
-from rlark_contracts.events import agent as agent_events
 
 from rlark_tunnel_agent.runtime.driver import (
     LogStream,
@@ -76,11 +82,12 @@ from rlark_tunnel_agent.runtime.kubernetes.kube import Kube, Obj, WatchExpired, 
 from rlark_tunnel_agent.runtime.kubernetes.network import NetworkSidecarHooks
 from rlark_tunnel_agent.runtime.kubernetes.observe import (
     NodeFacts,
+    PodUsage,
     deleted_outside,
     fold_pod,
     node_facts,
-    pod_gpus,
-    pod_holds_resources,
+    node_usage,
+    pod_usage,
     pulling_image,
 )
 from rlark_tunnel_agent.runtime.markers import apply_marker, parse_marker_line
@@ -147,6 +154,8 @@ class KubernetesDriver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._events: asyncio.Queue[RuntimeEvent] = asyncio.Queue()
         self._nodes: dict[str, NodeFacts] = {}
+        self._usage: dict[str, PodUsage] = {}
+        """What pods of every namespace hold on their nodes, by pod uid (the assigned-pod watch)."""
         self._nodes_changed = asyncio.Event()
         self._specs: dict[str, WorkerSpec] = {}
         self._status: dict[str, WorkerStatus] = {}
@@ -261,8 +270,21 @@ class KubernetesDriver:
                 await self._create_recorded_pod(spec)
         nodes, nodes_rv = await self._call(self.kube.list_nodes)
         self._replace_nodes(nodes)
+        usage_rv = ""
+        try:
+            assigned, usage_rv = await self._call(self.kube.list_assigned_pods)
+            self._replace_usage(assigned)
+        except ApiException as exc:
+            # Without the cluster-wide pod read (deploy/agent/rbac.yaml) nodes report only RLark's
+            # own pods as allocated; the watch keeps trying, so a fixed role takes effect by itself.
+            log.warning(
+                "pods of other namespaces are not readable; their GPUs are not counted",
+                status=exc.status,
+                reason=exc.reason,
+            )
         self._spawn_thread("k8s-watch-nodes", self._watch_loop, "node", nodes_rv)
         self._spawn_thread("k8s-watch-pods", self._watch_loop, "pod", pods_rv)
+        self._spawn_thread("k8s-watch-assigned-pods", self._watch_loop, "assigned_pod", usage_rv)
         self._resync_task = asyncio.create_task(self._resync_loop(), name="k8s-resync")
         self._started = True
 
@@ -309,20 +331,41 @@ class KubernetesDriver:
         self._nodes_changed.set()
 
     async def observe_nodes(self) -> list[NodeObservation]:
-        return [self._nodes[n].observation() for n in sorted(self._nodes)]
+        """Every node with what every pod bound to it holds (see observe.py): this driver's worker pods
+        from its own pod cache, other pods — RLark did not create them here — from the assigned-pod
+        watch over every namespace."""
+        ours = (u for pod in self._pods.values() if (u := pod_usage(pod, ours=True)) is not None)
+        others = (u for u in self._usage.values() if not u.ours)
+        usage = node_usage([*ours, *others])
+        return [self._nodes[n].report(usage.get(n)) for n in sorted(self._nodes)]
 
     def node_facts(self) -> list[NodeFacts]:
         """Everything observed per node (capacity and allocatable GPUs, cordon, addresses)."""
         return [self._nodes[n] for n in sorted(self._nodes)]
 
-    async def observe_node_reports(self) -> list[agent_events.NodeObservation]:
-        """Nodes as the agent reports them to inventory, with GPUs held by this agent's pods."""
-        allocated: dict[str, int] = {}
-        for pod in self._pods.values():
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node and pod_holds_resources(pod):
-                allocated[node] = allocated.get(node, 0) + pod_gpus(pod)
-        return [self._nodes[n].report(allocated.get(n, 0)) for n in sorted(self._nodes)]
+    def _is_ours(self, pod: Obj) -> bool:
+        """One of this driver's worker pods (those its own pod watch follows)."""
+        meta = pod.get("metadata") or {}
+        return (
+            meta.get("namespace") == self.namespace
+            and _label(pod, names.MANAGED_BY_LABEL) == names.MANAGED_BY
+            and _annotation(pod, names.WORKER_ANNOTATION) is not None
+        )
+
+    def _replace_usage(self, pods: Sequence[Obj]) -> None:
+        self._usage = {}
+        for pod in pods:
+            self._on_usage_event("ADDED", pod)
+
+    def _on_usage_event(self, kind: str, pod: Obj) -> None:
+        uid = (pod.get("metadata") or {}).get("uid")
+        if not uid:
+            return
+        usage = None if kind == "DELETED" else pod_usage(pod, ours=self._is_ours(pod))
+        if usage is None:
+            self._usage.pop(uid, None)
+        else:
+            self._usage[uid] = usage
 
     async def wait_nodes_changed(self, timeout_s: float | None = None) -> bool:
         """Wait until the node set changed since the last call; False on timeout."""
@@ -349,17 +392,20 @@ class KubernetesDriver:
     def _watch_loop(self, kind: str, resource_version: str) -> None:
         """Thread: watch ``kind`` forever, relisting after 410 Gone or a broken connection."""
         backoff = 1.0
-        namespace = None if kind == "node" else self.namespace
-        selector = "" if kind == "node" else names.managed_selector()
-        handler = self._on_node_event if kind == "node" else self._on_pod_event
+        cluster_wide = kind in ("node", "assigned_pod")
+        namespace = None if cluster_wide else self.namespace
+        selector = "" if cluster_wide else names.managed_selector()
+        handlers = {"node": self._on_node_event, "assigned_pod": self._on_usage_event}
+        handler = handlers.get(kind, self._on_pod_event)
         while not self._stop.is_set():
             try:
                 if not resource_version:
-                    items, resource_version = (
-                        self.kube.list_nodes()
-                        if kind == "node"
-                        else self.kube.list_items(kind, self.namespace, selector)
-                    )
+                    if kind == "node":
+                        items, resource_version = self.kube.list_nodes()
+                    elif kind == "assigned_pod":
+                        items, resource_version = self.kube.list_assigned_pods()
+                    else:
+                        items, resource_version = self.kube.list_items(kind, self.namespace, selector)
                     self._post(self._relisted, kind, items)
                 for event_type, obj in self.kube.watch(
                     kind, namespace, selector, resource_version, self.config.watch_timeout_s
@@ -381,6 +427,9 @@ class KubernetesDriver:
     def _relisted(self, kind: str, items: list[Obj]) -> None:
         if kind == "node":
             self._replace_nodes(items)
+            return
+        if kind == "assigned_pod":
+            self._replace_usage(items)
             return
         present = set()
         for pod in items:

@@ -29,6 +29,10 @@ _load_incluster_config: Callable[..., None] = k8s_config.load_incluster_config
 KINDS = ("pod", "service", "config_map", "secret")
 """Kinds the driver touches; of secrets only create and delete (never read: the agent's Role has no get)."""
 
+ASSIGNED_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+"""Pods of every namespace that hold resources on a node (kube-scheduler's own field selector). A
+watch with it reports a pod that finishes as DELETED (it leaves the selection)."""
+
 
 class WatchExpired(Exception):
     """The watch's resourceVersion is too old (410 Gone): list again."""
@@ -136,6 +140,15 @@ class Kube:
         result = _json(self.core.list_node(_preload_content=False, _request_timeout=self._timeout))
         return list(result.get("items") or []), str(result["metadata"].get("resourceVersion", ""))
 
+    def list_assigned_pods(self) -> tuple[list[Obj], str]:
+        """Pods of every namespace bound to a node and not finished (`ASSIGNED_PODS`)."""
+        result = _json(
+            self.core.list_pod_for_all_namespaces(
+                field_selector=ASSIGNED_PODS, _preload_content=False, _request_timeout=self._timeout
+            )
+        )
+        return list(result.get("items") or []), str(result["metadata"].get("resourceVersion", ""))
+
     def patch_node(self, name: str, body: Obj) -> Obj:
         patched: Obj = _json(
             self.core.patch_node(name, body, _preload_content=False, _request_timeout=self._timeout)
@@ -163,6 +176,9 @@ class Kube:
     ) -> Iterator[tuple[str, Obj]]:
         """Watch events (type, object) from ``resource_version`` until the server ends the watch.
 
+        ``kind`` is a namespaced kind of `KINDS`, ``node``, or ``assigned_pod`` (`ASSIGNED_PODS`, every
+        namespace; ``namespace`` and ``selector`` are then ignored).
+
         BOOKMARK events are yielded too (they carry only a newer resourceVersion). Raises
         `WatchExpired` on 410 Gone.
         """
@@ -175,6 +191,10 @@ class Kube:
         }
         if kind == "node":
             lines = self._stream(self.core.list_node, **kwargs)
+        elif kind == "assigned_pod":
+            lines = self._stream(
+                self.core.list_pod_for_all_namespaces, field_selector=ASSIGNED_PODS, **kwargs
+            )
         else:
             lines = self._stream(self._method("list", kind), namespace, label_selector=selector, **kwargs)
         for line in lines:

@@ -1,4 +1,14 @@
-"""Reading Kubernetes objects: Nodes into node observations, Pods into worker status. Pure.
+"""Reading Kubernetes objects: Nodes and the pods bound to them into node observations, Pods into
+worker status. Pure.
+
+A node's allocated resources are counted as kube-scheduler counts them, from every pod bound to the
+node that has not finished (``Succeeded``/``Failed``), RLark's workers and pods RLark did not create
+alike (`pod_usage`, `node_usage`): per resource, a container requests its ``requests`` value or, when
+it sets only a limit, its limit (Kubernetes defaults the request to the limit); a pod requests the
+larger of its containers' sum (restartable "sidecar" init containers included) and its largest
+ordinary init container (plus the sidecars started before it), plus ``spec.overhead``. The GPUs of
+pods that are not this agent's workers are also counted apart (``gpu_allocated_foreign``): the
+scheduler subtracts its own workers by itself (services/scheduler/README.md, "GPU accounting").
 
 Pod → worker status keeps Kubernetes' own reasons so a user sees why a worker is not running:
 ``ContainerCreating``, ``ImagePullBackOff``/``ErrImagePull`` (with the kubelet's message),
@@ -10,7 +20,7 @@ container's exit code is authoritative at the end (`markers.apply_exit`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -18,7 +28,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity as _parse_quantity
 from rlark_contracts.events import agent as agent_events
 
-from rlark_tunnel_agent.runtime.driver import NodeObservation, WorkerPhase, WorkerStatus
+from rlark_tunnel_agent.runtime.driver import WorkerPhase, WorkerStatus
 from rlark_tunnel_agent.runtime.kubernetes.manifests import GPU_RESOURCE, WORKER_CONTAINER
 from rlark_tunnel_agent.runtime.markers import apply_exit
 
@@ -59,21 +69,9 @@ class NodeFacts:
     memory_allocatable_bytes: int
     addresses: tuple[str, ...]
 
-    def observation(self) -> NodeObservation:
-        return NodeObservation(
-            name=self.name,
-            labels=self.labels,
-            ready=self.ready,
-            schedulable=not self.cordoned,
-            gpu_count=self.gpu_capacity,
-            gpu_model=self.gpu_model,
-            cpu_capacity=self.cpu_capacity_millis / 1000,
-            memory_capacity_bytes=self.memory_capacity_bytes,
-            addresses=self.addresses,
-        )
-
-    def report(self, gpu_allocated: int = 0) -> agent_events.NodeObservation:
-        """The node as the agent reports it to inventory (capacity, allocatable and allocated)."""
+    def report(self, usage: NodeUsage | None = None) -> agent_events.NodeObservation:
+        """The node as the agent reports it: capacity, allocatable, and what ``usage`` holds on it."""
+        held = usage or NodeUsage()
         return agent_events.NodeObservation(
             name=self.name,
             ready=self.ready,
@@ -81,11 +79,14 @@ class NodeFacts:
             gpu_count=self.gpu_capacity,
             gpu_model=self.gpu_model,
             gpu_allocatable=self.gpu_allocatable,
-            gpu_allocated=gpu_allocated,
+            gpu_allocated=held.gpus,
+            gpu_allocated_foreign=held.gpus_foreign,
             cpu_millis=self.cpu_capacity_millis,
             cpu_allocatable_millis=self.cpu_allocatable_millis,
+            cpu_allocated_millis=held.cpu_millis,
             memory_bytes=self.memory_capacity_bytes,
             memory_allocatable_bytes=self.memory_allocatable_bytes,
+            memory_allocated_bytes=held.memory_bytes,
             labels=self.labels,
             addresses=list(self.addresses),
         )
@@ -118,17 +119,102 @@ def node_facts(node: Obj) -> NodeFacts:
     )
 
 
+_USAGE_RESOURCES = (GPU_RESOURCE, "cpu", "memory")
+
+
+def _requests(container: Obj) -> dict[str, Decimal]:
+    """What one container requests of each counted resource (its limit when it sets no request)."""
+    resources = container.get("resources") or {}
+    requests = resources.get("requests") or {}
+    limits = resources.get("limits") or {}
+    return {name: _quantity(requests if name in requests else limits, name) for name in _USAGE_RESOURCES}
+
+
+def _add(a: dict[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    return {name: a.get(name, Decimal(0)) + b.get(name, Decimal(0)) for name in _USAGE_RESOURCES}
+
+
+def pod_requests(pod: Obj) -> dict[str, Decimal]:
+    """The pod's effective request of each counted resource (see the module docstring)."""
+    spec = pod.get("spec") or {}
+    zero = dict.fromkeys(_USAGE_RESOURCES, Decimal(0))
+    running = zero
+    init_peak = zero
+    sidecars = zero
+    for init in spec.get("initContainers") or []:
+        asked = _requests(init)
+        if init.get("restartPolicy") == "Always":
+            sidecars = _add(sidecars, asked)
+            running = _add(running, asked)
+        else:
+            during = _add(sidecars, asked)
+            init_peak = {name: max(init_peak[name], during[name]) for name in _USAGE_RESOURCES}
+    for container in spec.get("containers") or []:
+        running = _add(running, _requests(container))
+    effective = {name: max(running[name], init_peak[name]) for name in _USAGE_RESOURCES}
+    overhead = spec.get("overhead") or {}
+    return {name: effective[name] + _quantity(overhead, name) for name in _USAGE_RESOURCES}
+
+
 def pod_gpus(pod: Obj) -> int:
-    """GPUs a pod holds on its node (its containers' limits)."""
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        limits = (container.get("resources") or {}).get("limits") or {}
-        total += int(_quantity(limits, GPU_RESOURCE))
-    return total
+    """GPUs a pod holds on its node (its effective ``nvidia.com/gpu`` request)."""
+    return int(pod_requests(pod)[GPU_RESOURCE])
 
 
 def pod_holds_resources(pod: Obj) -> bool:
+    """Bound to a node and not finished: kube-scheduler counts its requests on that node."""
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return False
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class PodUsage:
+    """What one pod holds on its node; ``ours`` when it is one of this agent's workers."""
+
+    node: str
+    gpus: int
+    cpu_millis: int
+    memory_bytes: int
+    ours: bool
+
+
+def pod_usage(pod: Obj, *, ours: bool) -> PodUsage | None:
+    """The pod's hold on its node, or None when it holds nothing (not bound, or finished)."""
+    if not pod_holds_resources(pod):
+        return None
+    asked = pod_requests(pod)
+    return PodUsage(
+        node=str(pod["spec"]["nodeName"]),
+        gpus=int(asked[GPU_RESOURCE]),
+        cpu_millis=int(asked["cpu"] * 1000),
+        memory_bytes=int(asked["memory"]),
+        ours=ours,
+    )
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    """What every pod bound to a node holds together, and the GPUs of the pods that are not ours."""
+
+    gpus: int = 0
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    gpus_foreign: int = 0
+
+
+def node_usage(usages: Iterable[PodUsage]) -> dict[str, NodeUsage]:
+    """Per node name, the sum of the pods' holds (each pod given once)."""
+    totals: dict[str, NodeUsage] = {}
+    for u in usages:
+        t = totals.get(u.node) or NodeUsage()
+        totals[u.node] = NodeUsage(
+            gpus=t.gpus + u.gpus,
+            cpu_millis=t.cpu_millis + u.cpu_millis,
+            memory_bytes=t.memory_bytes + u.memory_bytes,
+            gpus_foreign=t.gpus_foreign + (0 if u.ours else u.gpus),
+        )
+    return totals
 
 
 def _worker_container_status(pod: Obj) -> Obj | None:

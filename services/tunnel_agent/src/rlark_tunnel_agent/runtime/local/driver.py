@@ -92,6 +92,7 @@ from rlark_tunnel_agent.runtime.driver import (
 from rlark_tunnel_agent.runtime.local.cluster import LocalCluster
 from rlark_tunnel_agent.runtime.local.gpus import Gpu, detect_gpus
 from rlark_tunnel_agent.runtime.local.netns import NetnsManager, WorkerNetwork
+from rlark_tunnel_agent.runtime.local.usage import node_observations
 from rlark_tunnel_agent.runtime.markers import apply_exit, apply_marker, parse_marker_line
 
 log = structlog.get_logger(__name__)
@@ -315,29 +316,14 @@ class LocalDriver:
     # --- RuntimeDriver -------------------------------------------------------------------------
 
     async def observe_nodes(self) -> list[NodeObservation]:
+        """The virtual nodes with the GPUs every worker not stopped holds on them (see `usage.py`)."""
         address = str(self._net.gateway) if self.use_netns else "127.0.0.1"
-        real_model = self._gpus[0].model if self._gpus else ""
-        nodes = []
-        for node in self.cluster.nodes:
-            if self._gpus:
-                gpu_count = min(node.gpus, len(self._gpus)) if node.gpus else len(self._gpus)
-                gpu_model = real_model
-            else:
-                gpu_count, gpu_model = node.gpus, node.gpu_model
-            nodes.append(
-                NodeObservation(
-                    name=node.name,
-                    labels=node.labels,
-                    ready=True,
-                    schedulable=not node.unschedulable,
-                    gpu_count=gpu_count,
-                    gpu_model=gpu_model,
-                    cpu_capacity=node.cpu,
-                    memory_capacity_bytes=node.memory,
-                    addresses=(address,),
-                )
-            )
-        return nodes
+        held = [
+            (w.record.spec.node_name, w.record.spec.gpus)
+            for w in self._workers.values()
+            if not w.record.stopped
+        ]
+        return node_observations(self.cluster, self._gpus, address, held)
 
     async def ensure_worker(self, spec: WorkerSpec) -> None:
         if not self._started:
