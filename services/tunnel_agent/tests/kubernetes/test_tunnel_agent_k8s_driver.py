@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -471,3 +472,60 @@ async def test_a_stale_pod_list_never_brings_back_a_deleted_pod(
     status = await driver.get_status(spec.worker_id)
     assert status is not None
     assert status.phase == WorkerPhase.STOPPED
+
+
+async def test_a_pod_rlark_did_not_create_shows_up_as_allocated_on_its_node(
+    driver: KubernetesDriver, gpu_nodes: list[str], admin_kube: Kube
+) -> None:
+    """Another team's training pod, in its own namespace, holding all 8 GPUs of a node."""
+    other = f"team-{uuid.uuid4().hex[:8]}"
+    await asyncio.to_thread(admin_kube.core.create_namespace, {"metadata": {"name": other}})
+    gpus = {"nvidia.com/gpu": "8"}
+    pod = {
+        "metadata": {"name": "trainer", "namespace": other},
+        "spec": {
+            "nodeName": gpu_nodes[0],
+            "containers": [
+                {
+                    "name": "train",
+                    "image": "example.com/train:1.0",
+                    "resources": {"requests": {"cpu": "2", "memory": "4Gi", **gpus}, "limits": gpus},
+                }
+            ],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    }
+    await asyncio.to_thread(admin_kube.core.create_namespaced_pod, other, pod)
+
+    async def held() -> tuple[int, int, int, int] | None:
+        node = next((n for n in await driver.observe_nodes() if n.name == gpu_nodes[0]), None)
+        if node is None or node.gpu_allocated == 0:
+            return None
+        return (
+            node.gpu_allocated,
+            node.gpu_allocated_foreign,
+            node.cpu_allocated_millis,
+            node.gpu_allocatable,
+        )
+
+    assert await eventually(held, 30, "the other pod's GPUs counted") == (8, 8, 2000, 8)
+
+    # Our own worker on another node counts as allocated there, not as foreign.
+    spec = header_spec("job-alloc", gpu_nodes[1], gpus=4, mounts=())
+    await driver.ensure_worker(spec)
+
+    async def ours() -> tuple[int, int] | None:
+        node = next(n for n in await driver.observe_nodes() if n.name == gpu_nodes[1])
+        return (node.gpu_allocated, node.gpu_allocated_foreign) if node.gpu_allocated else None
+
+    assert await eventually(ours, 30, "our worker's GPUs counted") == (4, 0)
+
+    # The other pod ends: its GPUs are free again.
+    await asyncio.to_thread(admin_kube.core.delete_namespaced_pod, "trainer", other, grace_period_seconds=0)
+
+    async def freed() -> bool:
+        node = next(n for n in await driver.observe_nodes() if n.name == gpu_nodes[0])
+        return node.gpu_allocated == 0 and node.gpu_allocated_foreign == 0
+
+    await eventually(freed, 30, "the other pod's GPUs freed")
+    await driver.stop_worker(spec.worker_id)
