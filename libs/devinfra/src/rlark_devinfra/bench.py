@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -455,6 +456,36 @@ async def _tunnel_ray(ctx: Context) -> Outcome:
     )
 
 
+async def _tunnel_gloo(ctx: Context) -> Outcome:
+    gloo_allreduce = _load("rlark_tunnel_agent.tunnel.bench", "gloo_allreduce")
+    _tunnel_tools("ip")
+    if importlib.util.find_spec("torch") is None:
+        raise NotAvailable("torch is missing: install the rlinf group (`uv sync --inexact --group rlinf`)")
+    r: dict[str, Any] = await asyncio.to_thread(gloo_allreduce)
+    direct, tunnel = r["direct"], r["tunnel"]
+    what = f"Gloo all-reduce, {r['size_mib']} MiB float32, rank 0 in a1 / rank 1 in b1, tensor bytes / mean s"
+    correct = direct["correct"] and tunnel["correct"]
+    return Outcome(
+        [
+            Row(
+                f"{what}: direct veth (MTU {r['direct_mtu']}), no domain",
+                f"{direct['mb_per_s']:,.0f} MB/s ({direct['mean_s'] * 1000:.0f} ms each; "
+                f"load {r['loadavg_1m']:.1f})",
+                "",
+                BASELINE,
+            ),
+            Row(
+                f"{what}: through the tunnel (domain MTU {r['mtu']}; ratio to direct)",
+                f"{tunnel['mb_per_s']:,.0f} MB/s ({tunnel['mean_s'] * 1000:.0f} ms each; {r['ratio']:.2f}×; "
+                f"{r['rounds']} interleaved rounds)" + ("" if correct else "; WRONG SUMS"),
+                "≥ 0.5× direct, sums right",
+                _verdict(r["ratio"] >= 0.5 and correct),
+            ),
+        ],
+        r,
+    )
+
+
 def flood_seconds(packets: int) -> float:
     """How long the flood may offer traffic: 10,000 frames/s each way at the least, plus start-up."""
     return 60 + packets / 10_000
@@ -561,6 +592,14 @@ BENCHES: list[Bench] = [
         lambda o: 300,
         False,
         _tunnel_ray,
+    ),
+    Bench(
+        "tunnel-gloo",
+        "a 64 MiB Gloo all-reduce between a1 and b1: across the tunnel vs the same ranks on a direct veth",
+        "≈ 40 s",
+        lambda o: 400,
+        False,
+        _tunnel_gloo,
     ),
     Bench(
         "tunnel-packets",

@@ -63,3 +63,17 @@ def test_ray_round_trip_is_timed_over_the_tunnel_and_without_it_in_turns() -> No
     assert direct["nodes"] == [bench.DIRECT_A, bench.DIRECT_B]
     assert 0 < tunnel["median_ms"] <= tunnel["p90_ms"]
     assert result["ratio_median"] == round(tunnel["median_ms"] / direct["median_ms"], 2)
+
+
+@pytest.mark.netns
+def test_a_gloo_all_reduce_sums_right_over_the_tunnel_and_over_the_direct_veth() -> None:
+    result = bench.gloo_allreduce(size_mib=1, rounds=1, per_round=1, warmup=1)
+    tunnel, direct = result["tunnel"], result["direct"]
+    # every element of every all-reduce came back 1 + 2 on both ranks
+    assert (tunnel["correct"], direct["correct"]) == (True, True)
+    assert tunnel["all_reduces"] == direct["all_reduces"] == 1
+    assert min(tunnel["mb_per_s"], direct["mb_per_s"]) > 0
+    assert (tunnel["device"], direct["device"]) == ("rlark0", "direct")
+    # the tunnel group's tensors crossed the tunnel: 2 all-reduces of 1 MiB, about 1 MiB each way each
+    assert min(tunnel["tunnel_bytes_a_to_b"], tunnel["tunnel_bytes_b_to_a"]) >= 2 * 2**20
+    assert result["ratio"] == round(tunnel["mb_per_s"] / direct["mb_per_s"], 2)

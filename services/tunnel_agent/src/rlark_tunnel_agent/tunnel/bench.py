@@ -1,6 +1,7 @@
 """Tunnel benchmark: RLark's tunnel against OpenSSH ``ssh -w``, same namespaces, same run.
 
-``uv run python -m rlark_tunnel_agent.tunnel.bench [--mtu 1500 --mtu 65000] [--seconds 8]`` (root)
+``uv run python -m rlark_tunnel_agent.tunnel.bench [--mtu 1500 --mtu 65000] [--seconds 8]
+[--ray-tasks 300] [--gloo-mib 64] [--packets 10000000]`` (root; 0 skips a part)
 
 For each MTU it builds the two-cluster test bed (``testbed.TunnelBed``) and measures, worker A1 ↔
 worker B1:
@@ -13,13 +14,17 @@ worker B1:
 Numbers: single-stream iperf3 throughput both directions (Mbit/s), ping RTT (median of 20, ms)
 and a one-byte TCP round trip (median of 500, µs). Prints one JSON line per MTU and a table.
 
-Two more measures, each in a bed of its own (clusters ``a`` = [a1], ``b`` = [b1]):
+Three more measures, each in a bed of its own (clusters ``a`` = [a1], ``b`` = [b1]):
 
 - ``ray_round_trip``: a Ray head in worker a1, a Ray worker node in b1 (resource ``b1``), a driver
   in a1 timing sequential ``ray.get(noop.options(resources={"b1": 1}).remote())`` — first with
   the nodes joined over the tunnel (virtual IPs), then joined *without* it: a direct veth between
   the a1 and b1 namespaces, plain addresses, same MTU. Median / p90 in ms and the ratio (target
   ≤ 2×). Ray only ever learns the addresses it is given, so each run's traffic takes one path.
+- ``gloo_allreduce``: a torch.distributed Gloo group of two ranks (rank 0 in a1, rank 1 in b1)
+  all-reducing a 64 MiB float32 tensor — over the tunnel (``GLOO_SOCKET_IFNAME`` = the worker's
+  TUN) and over the same direct veth (``direct``), paths taking turns. MB/s per path = the
+  tensor's bytes / mean seconds per all-reduce, and the ratio (target ≥ 0.5×). Needs torch.
 - ``flood``: ``packets`` small UDP frames (iperf3 ``-u -l 32``) each way, both directions at
   once; the peer links' counters are sampled every second. A *stall* is a window of ≥ 2 s in
   which a direction still offered traffic and its counter did not move. Reports packets, seconds,
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import select
@@ -289,6 +295,19 @@ def _ray_nodes(
     return procs
 
 
+def _next_json(proc: subprocess.Popen[bytes], timeout_s: float, what: str) -> Any:
+    """``proc``'s next JSON line on stdout (anything else it prints there is skipped)."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        line = proc.stdout.readline() if ready else b""
+        if not line:
+            raise RuntimeError(f"{what} gave no answer within {timeout_s:.0f} s")
+        if line[:1] in (b"{", b"["):
+            return json.loads(line)
+
+
 def _stop_groups(procs: list[subprocess.Popen[bytes]]) -> None:
     for proc in procs:
         with contextlib.suppress(ProcessLookupError):
@@ -325,16 +344,7 @@ class _RayPath:
         self.ms += self._reply(120.0)
 
     def _reply(self, timeout_s: float) -> Any:
-        """The driver's next JSON line (anything else Ray prints on stdout is skipped)."""
-        assert self.driver.stdout is not None
-        deadline = time.monotonic() + timeout_s
-        while True:
-            ready, _, _ = select.select([self.driver.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            line = self.driver.stdout.readline() if ready else b""
-            if not line:
-                raise RuntimeError(f"Ray driver ({self.name}) gave no answer within {timeout_s:.0f} s")
-            if line[:1] in (b"{", b"["):
-                return json.loads(line)
+        return _next_json(self.driver, timeout_s, f"Ray driver ({self.name})")
 
     def close(self) -> None:
         _stop_groups(self.groups)
@@ -411,6 +421,168 @@ def ray_round_trip(
     for q in ("median_ms", "p90_ms"):
         ratio = result["tunnel"][q] / max(result["direct"][q], 1e-6)
         result[f"ratio_{q.removesuffix('_ms')}"] = round(ratio, 2)
+    return result
+
+
+# --- a Gloo all-reduce between a1 and b1, over the tunnel and without it ---------------------------
+
+GLOO_PORT = 29500
+GLOO_RANK = """
+import json, sys, time
+from datetime import timedelta
+import torch
+import torch.distributed as dist
+rank, init, numel, warmup = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2, timeout=timedelta(seconds=300))
+tensor = torch.empty(numel, dtype=torch.float32)
+
+def reduce_once():
+    tensor.fill_(rank + 1.0)
+    dist.barrier()
+    started = time.perf_counter()
+    dist.all_reduce(tensor)
+    seconds = time.perf_counter() - started
+    return seconds, bool((tensor == 3.0).all())
+
+correct = all([reduce_once()[1] for _ in range(warmup)])
+print(json.dumps({"ready": correct}), flush=True)
+for line in sys.stdin:
+    timed = [reduce_once() for _ in range(int(line))]
+    print(json.dumps({"seconds": [t for t, _ in timed], "correct": all(ok for _, ok in timed)}), flush=True)
+dist.destroy_process_group()
+"""
+"""One rank (rank 0 in a1, rank 1 in b1) of a two-rank Gloo group: joins through the TCP store,
+runs the warm-up all-reduces and prints whether they summed right; then for each number N read on
+stdin times N all-reduces of the float32 tensor (each after a refill — rank + 1 — and a barrier, so
+both ranks start together) and prints their seconds and whether every element came back 3.0."""
+
+
+def torch_available() -> bool:
+    """torch comes with the ``rlinf`` dependency group (``uv sync --inexact --group rlinf``)."""
+    return importlib.util.find_spec("torch") is not None
+
+
+class _GlooPath:
+    """A two-rank Gloo group on one path between a1 and b1, ready to time rounds of all-reduces."""
+
+    def __init__(
+        self, bed: TunnelBed, name: str, device: str, master: str, port: int, numel: int, warmup: int
+    ) -> None:
+        self.name = name
+        self.device = device
+        env = {**os.environ, "GLOO_SOCKET_IFNAME": device}
+        argv = [sys.executable, "-c", GLOO_RANK]
+        self.ranks = [
+            bed.popen(
+                worker,
+                *argv,
+                str(rank),
+                f"tcp://{master}:{port}",
+                str(numel),
+                str(warmup),
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                start_new_session=True,
+            )
+            for rank, worker in enumerate(("a1", "b1"))
+        ]
+        self.seconds: list[float] = []
+        self.correct = True
+
+    def wait_ready(self, timeout_s: float = 300.0) -> None:
+        for rank, proc in enumerate(self.ranks):
+            self.correct &= bool(_next_json(proc, timeout_s, f"Gloo rank {rank} ({self.name})")["ready"])
+
+    def time_all_reduces(self, count: int, timeout_s: float = 600.0) -> None:
+        for proc in self.ranks:
+            assert proc.stdin is not None
+            proc.stdin.write(f"{count}\n".encode())
+            proc.stdin.flush()
+        replies = [
+            _next_json(proc, timeout_s, f"Gloo rank {rank} ({self.name})")
+            for rank, proc in enumerate(self.ranks)
+        ]
+        self.seconds += replies[0]["seconds"]  # rank 0's clock; both ranks leave the barrier together
+        self.correct &= all(bool(reply["correct"]) for reply in replies)
+
+    def close(self) -> None:
+        _stop_groups(self.ranks)
+
+    def summary(self, size_bytes: int) -> dict[str, Any]:
+        seconds = sorted(self.seconds)
+        mean = sum(seconds) / len(seconds)
+        return {
+            "device": self.device,
+            "all_reduces": len(seconds),
+            "mean_s": round(mean, 4),
+            "median_s": round(seconds[len(seconds) // 2], 4),
+            "min_s": round(seconds[0], 4),
+            "max_s": round(seconds[-1], 4),
+            "mb_per_s": round(size_bytes / mean / 1e6, 1),
+            "correct": self.correct,
+        }
+
+
+def gloo_allreduce(
+    size_mib: int = 64,
+    rounds: int = 10,
+    per_round: int = 2,
+    warmup: int = 2,
+    mtu: int = DEFAULT_MTU,
+    direct_mtu: int = 1500,
+) -> dict[str, Any]:
+    """A torch.distributed Gloo all-reduce of a ``size_mib`` MiB float32 tensor between a1 and b1,
+    over the tunnel and over a direct veth, in turns.
+
+    Two Gloo groups of two ranks (rank 0 in a1, rank 1 in b1) run side by side: one joins at a1's
+    virtual IP with ``GLOO_SOCKET_IFNAME`` = the worker's TUN device (every byte crosses agent A,
+    SSH and agent B), one at a1's address on a veth of their own (``direct``, MTU ``direct_mtu``:
+    what the workers' ``eth0`` gives them without a domain). After ``warmup`` untimed all-reduces,
+    the paths take turns for ``rounds`` rounds of ``per_round`` timed all-reduces (order alternating),
+    so the machine's changing load weighs on both. Throughput per path: the tensor's bytes divided
+    by the mean seconds per all-reduce (MB = 10^6 bytes); each all-reduce moves about that many
+    bytes each way between two ranks. Also reports the bytes the tunnel carried, whether every
+    all-reduce summed right, and the load average."""
+    numel = size_mib * 1024 * 1024 // 4
+    size_bytes = numel * 4
+    result: dict[str, Any] = {
+        "size_mib": size_mib,
+        "mtu": mtu,
+        "direct_mtu": direct_mtu,
+        "rounds": rounds,
+        "per_round": per_round,
+        "warmup": warmup,
+    }
+    with TunnelBed(f"gloo{os.getpid() % 100000}", {"a": ["a1"], "b": ["b1"]}, options={"mtu": mtu}) as bed:
+        _direct_veth(bed, direct_mtu)
+        device = next(w["device"] for w in bed.state("b")["workers"] if w["worker"] == "b1")
+        before = _counters(bed)
+        paths: list[_GlooPath] = []
+        try:
+            paths.append(_GlooPath(bed, "tunnel", device, bed.vip("a1"), GLOO_PORT, numel, warmup))
+            paths.append(_GlooPath(bed, "direct", "direct", DIRECT_A, GLOO_PORT + 1, numel, warmup))
+            for path in paths:
+                path.wait_ready()
+            loads = []
+            for index in range(rounds):
+                loads.append(os.getloadavg()[0])
+                for path in paths if index % 2 == 0 else paths[::-1]:
+                    path.time_all_reduces(per_round)
+            for path in paths:
+                result[path.name] = path.summary(size_bytes)
+            result["loadavg_1m"] = round(sum(loads) / len(loads), 2)
+        finally:
+            for path in paths:
+                path.close()
+        after = _counters(bed)
+        result["tunnel"]["tunnel_bytes_a_to_b"] = (
+            after[("a", "b")]["bytes_out"] - before[("a", "b")]["bytes_out"]
+        )
+        result["tunnel"]["tunnel_bytes_b_to_a"] = (
+            after[("b", "a")]["bytes_out"] - before[("b", "a")]["bytes_out"]
+        )
+    result["ratio"] = round(result["tunnel"]["mb_per_s"] / max(result["direct"]["mb_per_s"], 1e-6), 2)
     return result
 
 
@@ -584,6 +756,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=8, help="iperf3 seconds per direction (0: skip)")
     parser.add_argument("--ray-tasks", type=int, default=300, help="timed Ray tasks per path (0: skip)")
     parser.add_argument("--packets", type=int, default=10_000_000, help="UDP frames each way (0: skip)")
+    parser.add_argument(
+        "--gloo-mib", type=int, default=64, help="Gloo all-reduce tensor MiB (0: skip; needs torch)"
+    )
     args = parser.parse_args(argv)
     rows = []
     if args.seconds > 0:
@@ -593,6 +768,12 @@ def main(argv: list[str] | None = None) -> int:
     ray = ray_round_trip(args.ray_tasks) if args.ray_tasks > 0 else None
     if ray is not None:
         print(json.dumps({"ray_round_trip": ray}), flush=True)
+    gloo = None
+    if args.gloo_mib > 0 and not torch_available():
+        print("Gloo all-reduce skipped: torch is missing (uv sync --inexact --group rlinf)", file=sys.stderr)
+    elif args.gloo_mib > 0:
+        gloo = gloo_allreduce(args.gloo_mib)
+        print(json.dumps({"gloo_allreduce": gloo}), flush=True)
     packets = flood(args.packets) if args.packets > 0 else None
     if packets is not None:
         print(json.dumps({"flood": packets}), flush=True)
@@ -621,6 +802,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{t['median_ms']} / {t['p90_ms']} ms over the tunnel, "
             f"{d['median_ms']} / {d['p90_ms']} ms direct, interleaved (load {ray['loadavg_1m']}): "
             f"{ray['ratio_median']}× / {ray['ratio_p90']}× (target ≤ 2×)"
+        )
+    if gloo is not None:
+        t, d = gloo["tunnel"], gloo["direct"]
+        print(
+            f"Gloo all-reduce {gloo['size_mib']} MiB a1 ↔ b1, {t['all_reduces']} per path: "
+            f"{t['mb_per_s']} MB/s over the tunnel (MTU {gloo['mtu']}), {d['mb_per_s']} MB/s direct "
+            f"(MTU {gloo['direct_mtu']}), interleaved (load {gloo['loadavg_1m']}): {gloo['ratio']}× "
+            f"(target ≥ 0.5×); sums right: {t['correct'] and d['correct']}"
         )
     if packets is not None:
         for name in ("a_to_b", "b_to_a"):
