@@ -8,11 +8,15 @@ in an annotation. Pure: no I/O.
 
 from __future__ import annotations
 
-import hashlib
 import re
 
-PREFIX = "rlark-"
-MAX_LABEL = 63
+from rlark_tunnel_agent.runtime.hostnames import (
+    MAX_LABEL,
+    dns_label,
+    job_service_name,
+    short_digest,
+    worker_hostname,
+)
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "rlark-tunnel-agent"
@@ -32,35 +36,17 @@ POD_CREATED_ANNOTATION = "rlark.io/pod-created"
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
-def _digest(value: str) -> str:
-    return hashlib.sha256(value.encode()).hexdigest()[:10]
-
-
 def label_value(value: str) -> str:
     """``value`` as a valid label value: itself when it is one, else a shortened, hashed form."""
     if len(value) <= MAX_LABEL and _LABEL_VALUE.match(value):
         return value
     head = re.sub(r"[^-A-Za-z0-9_.]", "-", value)[: MAX_LABEL - 11].strip("-_.")
-    return f"{head}-{_digest(value)}" if head else _digest(value)
-
-
-def dns_label(value: str, suffix: str = "") -> str:
-    """``rlark-<value><suffix>`` as a DNS-1035 label (Service names, pod hostnames).
-
-    Dots become dashes; when that changed anything or the result is too long, a hash of the
-    original value keeps distinct ids distinct.
-    """
-    cleaned = re.sub(r"[^a-z0-9-]", "-", value.lower())
-    name = f"{PREFIX}{cleaned}{suffix}"
-    if cleaned == value and len(name) <= MAX_LABEL:
-        return name
-    room = MAX_LABEL - len(PREFIX) - len(suffix) - 11
-    return f"{PREFIX}{cleaned[:room].strip('-')}-{_digest(value)}{suffix}"
+    return f"{head}-{short_digest(value)}" if head else short_digest(value)
 
 
 def pod_name(worker_id: str) -> str:
-    """The worker's pod, also its hostname under the job's headless Service."""
-    return dns_label(worker_id)
+    """The worker's pod, also its hostname under the job's headless Service (`hostnames.py`)."""
+    return worker_hostname(worker_id)
 
 
 def worker_config_name(worker_id: str) -> str:
@@ -80,7 +66,7 @@ def job_config_name(job_id: str) -> str:
 
 def service_name(job_id: str) -> str:
     """The per-job headless Service: ``<pod>.<service>.<namespace>.svc`` resolves each worker."""
-    return dns_label(job_id)
+    return job_service_name(job_id)
 
 
 def worker_dns_name(worker_id: str, job_id: str, namespace: str) -> str:

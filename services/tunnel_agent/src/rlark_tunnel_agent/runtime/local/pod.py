@@ -1,0 +1,234 @@
+"""Pod-like local workers: their hostname, `/etc/hosts`, resolver and container paths. Pure.
+
+As root, the local driver runs each worker in its own network, UTS and mount namespace (`driver.py`,
+`netns.py`) and makes it look like the pod the Kubernetes runtime would create for the same placement:
+
+- **hostname**: the worker's name, the pod's hostname on Kubernetes (`worker_hostname`).
+- **`/etc/hosts`** (`hosts_file`, `missing_host_lines`): `localhost`, then one line per worker of the job
+  the agent knows — `<address> <name> <name>.<job service>`, the names a job's headless Service gives
+  on Kubernetes (`rlark-<worker>` and `rlark-<worker>.rlark-<job>`). The address is the one Ray uses: the
+  worker's virtual IP in a network domain, else its namespace address. Resolvable: every worker of the job
+  this agent runs, and in a network domain every worker of the job on any cluster (the agent learns their
+  virtual IPs from the domain's address allocation). Not resolvable: workers of a job without a domain that
+  run under another agent — such a job cannot form one Ray cluster anyway, the Header's address being
+  unknown here — and anything outside the job. Lines are only ever appended (a worker's address never
+  changes), each in one write, so a worker reading the file sees every line whole.
+- **`/etc/resolv.conf`** (`RESOLV_CONF`): no nameserver. A worker's namespace has no route out of the
+  machine, so a nameserver taken from the host would be unreachable and every lookup the hosts file cannot
+  answer (a reverse lookup of an address, which torch.distributed's Gloo makes for each peer) would wait
+  for its timeout — 10 s per group before this file existed. With none, glibc asks 127.0.0.1 inside the
+  namespace, which refuses at once: names and addresses of the job answer from `/etc/hosts` immediately,
+  anything else fails immediately.
+- **container paths** (`container_binds`): every declared mount, absolute output path and the TensorBoard
+  directory is bound at the path the job names: a hostPath mount from its host source, an emptyDir (and an
+  output or TensorBoard path outside every mount) from a directory under the worker's `fs/` — the same
+  directory `$RLARK_FS_ROOT`-relative paths name, so both views hold the same files, which outlive the
+  worker. `readOnly` mounts are remounted read-only. `pod_init.py` performs the plan inside the namespaces.
+
+Without root (process mode) none of this exists: a worker is plain processes that see the host's files.
+`process_mode_refusal` names what such a worker cannot honour — a read-only mount, an emptyDir, a hostPath
+that would have to appear at another path — and the driver refuses the worker with that reason rather than
+remapping paths silently. Absolute output and TensorBoard paths are the host's own there (the driver creates
+them, or refuses the worker when it cannot).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from pydantic import BaseModel, ConfigDict
+from rlark_tunnel_agent.runtime.driver import MountType, WorkerSpec
+from rlark_tunnel_agent.runtime.hostnames import job_service_name, worker_hostname
+
+HOSTS_PATH = "/etc/hosts"
+RESOLV_PATH = "/etc/resolv.conf"
+HOSTS_HEADER = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+RESOLV_CONF = (
+    "# RLark: this worker's network namespace has no route out, so no nameserver is reachable and none is\n"
+    "# listed: the job's names and addresses answer from /etc/hosts, anything else fails at once.\n"
+    "options timeout:1 attempts:1\n"
+)
+PROCESS_MODE = (
+    "workers on this cluster are plain processes that see the host's own files (the agent does not run as "
+    "root, or RLARK_LOCAL_NETNS=0); run the agent as root for pod-like workers"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HostEntry:
+    """One worker of a job as its peers resolve it."""
+
+    worker_id: str
+    job_id: str
+    address: str
+
+    @property
+    def names(self) -> tuple[str, str]:
+        """Its hostname and the name under the job's headless Service (as on Kubernetes)."""
+        hostname = worker_hostname(self.worker_id)
+        return hostname, f"{hostname}.{job_service_name(self.job_id)}"
+
+    def line(self) -> str:
+        return "\t".join((self.address, *self.names)) + "\n"
+
+
+def hosts_file(entries: Iterable[HostEntry]) -> str:
+    """A worker's whole `/etc/hosts`: localhost, then its job's workers in the order given."""
+    return HOSTS_HEADER + missing_host_lines(HOSTS_HEADER, entries)
+
+
+def missing_host_lines(existing: str, entries: Iterable[HostEntry]) -> str:
+    """The lines to append to `existing` so that every entry's name resolves (names already there stay)."""
+    known = {name for line in existing.splitlines() for name in line.split()[1:]}
+    lines = []
+    for entry in entries:
+        if entry.names[0] not in known:
+            known.update(entry.names)
+            lines.append(entry.line())
+    return "".join(lines)
+
+
+class Bind(BaseModel):
+    """One bind mount in a worker's mount namespace: `source` (a host path) appears at `target`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str
+    target: str
+    read_only: bool = False
+    file: bool = False
+    """A file rather than a directory (the target is created as one)."""
+
+
+class PodPlan(BaseModel):
+    """What `pod_init.py` does inside the worker's new namespaces before it execs `exec`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hostname: str
+    binds: tuple[Bind, ...]
+    scratch: str
+    """An empty directory of the worker's own, where a new root is built when one is needed."""
+    cwd: str
+    exec: tuple[str, ...]
+
+
+def volume_dir(worker_dir: Path, container_path: str) -> Path:
+    """The directory under the worker's `fs/` that holds an emptyDir or an output path outside any mount."""
+    return worker_dir / "fs" / container_path.lstrip("/")
+
+
+def _norm(path: str) -> str:
+    return str(PurePosixPath(path))
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _depth(bind: Bind) -> tuple[int, str]:
+    return (len(PurePosixPath(bind.target).parts), bind.target)
+
+
+def container_paths(spec: WorkerSpec) -> list[str]:
+    """The spec's absolute output and TensorBoard paths (relative ones live under the working directory)."""
+    paths = [*spec.outputs, *([spec.tensorboard_dir] if spec.tensorboard_dir else [])]
+    return [_norm(path) for path in paths if path.startswith("/")]
+
+
+def container_binds(
+    spec: WorkerSpec,
+    worker_dir: Path,
+    *,
+    extra: Sequence[Bind] = (),
+    is_file: Callable[[str], bool] = lambda _: False,
+) -> tuple[Bind, ...]:
+    """The binds that put the spec's mounts, output paths and TensorBoard dir at their container paths.
+
+    `extra`: further binds (files the runtime gives the worker at fixed paths). `is_file` tells a hostPath
+    source that is a file. Parents come before children, so a path inside another is bound inside it;
+    an output path inside a mount (or inside another output path) needs no bind of its own.
+    """
+    binds: list[Bind] = []
+    for mount in spec.mounts:
+        target = _norm(mount.target)
+        if any(b.target == target for b in binds):
+            raise ValueError(f"mount {target}: declared twice")
+        if mount.type == MountType.HOST_PATH:
+            binds.append(
+                Bind(
+                    source=mount.source, target=target, read_only=mount.read_only, file=is_file(mount.source)
+                )
+            )
+        elif mount.type == MountType.EMPTY_DIR:
+            source = str(volume_dir(worker_dir, target))
+            binds.append(Bind(source=source, target=target, read_only=mount.read_only))
+        else:
+            raise ValueError(f"mount {target}: {mount.type} mounts need a Kubernetes cluster")
+    covered = [b.target for b in binds]
+    for path in sorted(set(container_paths(spec)), key=lambda p: (len(PurePosixPath(p).parts), p)):
+        if not _under(path, covered):
+            binds.append(Bind(source=str(volume_dir(worker_dir, path)), target=path))
+            covered.append(path)
+    binds.extend(extra)
+    return tuple(sorted(binds, key=_depth))
+
+
+def pod_plan(
+    spec: WorkerSpec,
+    worker_dir: Path,
+    exec_argv: Sequence[str],
+    *,
+    extra: Sequence[Bind] = (),
+    is_file: Callable[[str], bool] = lambda _: False,
+) -> PodPlan:
+    """The whole plan for one worker: hostname, `/etc/hosts` and `/etc/resolv.conf` from its `etc/`, and
+    its container paths."""
+    etc = worker_dir / "etc"
+    files = (
+        Bind(source=str(etc / "hosts"), target=HOSTS_PATH, file=True),
+        Bind(source=str(etc / "resolv.conf"), target=RESOLV_PATH, file=True),
+    )
+    return PodPlan(
+        hostname=worker_hostname(spec.worker_id),
+        binds=container_binds(spec, worker_dir, extra=(*files, *extra), is_file=is_file),
+        scratch=str(worker_dir / "pod" / "root"),
+        cwd=str(worker_dir),
+        exec=tuple(exec_argv),
+    )
+
+
+def process_mode_refusal(spec: WorkerSpec) -> str | None:
+    """Why a worker of this spec cannot run as plain processes, naming the field; None when it can.
+
+    A plain process sees the host's paths as they are: a hostPath mount is honoured only at its own path,
+    and nothing can be made read-only or private to the worker.
+    """
+    for mount in spec.mounts:
+        target = _norm(mount.target)
+        if mount.read_only:
+            return f"mount {target}: readOnly cannot be enforced: {PROCESS_MODE}"
+        if mount.type == MountType.EMPTY_DIR:
+            return f"mount {target}: an emptyDir needs a mount namespace: {PROCESS_MODE}"
+        if mount.type == MountType.HOST_PATH and _norm(mount.source) != target:
+            return (
+                f"mount {target}: the hostPath {mount.source} cannot appear at {target}: {PROCESS_MODE} "
+                f"(or mount it at its own path, {mount.source})"
+            )
+    return None
+
+
+def host_paths_to_create(spec: WorkerSpec) -> list[tuple[str, str]]:
+    """Process mode: (field, path) of the absolute output and TensorBoard paths no mount covers — the
+    host's own paths, which the driver creates."""
+    mounted = [_norm(m.target) for m in spec.mounts]
+    fields = [("outputs", path) for path in spec.outputs]
+    if spec.tensorboard_dir:
+        fields.append(("tensorboardDir", spec.tensorboard_dir))
+    found: dict[str, str] = {}
+    for name, path in fields:
+        if path.startswith("/") and not _under(_norm(path), mounted):
+            found.setdefault(_norm(path), name)
+    return [(name, path) for path, name in found.items()]
