@@ -68,6 +68,9 @@ class ClusterSummary:
     gpus_free: int
     running_jobs: int
     running_workers: int
+    gpus_allocatable: int = 0
+    gpus_allocated: int = 0
+    gpus_allocated_foreign: int = 0
 
     @property
     def online_rate(self) -> float:
@@ -79,12 +82,16 @@ _CLUSTER_COLUMNS = """c.name, c.display_name, c.category, c.region, c.runtime, c
     c.created_by, c.created_at, c.updated_at"""
 
 # Node counts: "online" means ready in a cluster whose agent is alive; free GPUs count only where a
-# worker could land now (ready, schedulable, cluster online).
+# worker could land now (ready, schedulable, cluster online); total, allocatable and allocated GPUs count
+# every node that is not gone.
 _SUMMARY_JOINS = """
 LEFT JOIN LATERAL (
     SELECT count(*) FILTER (WHERE NOT n.gone) AS nodes_total,
            count(*) FILTER (WHERE NOT n.gone AND n.ready AND c.online) AS nodes_online,
            coalesce(sum(n.gpu_count) FILTER (WHERE NOT n.gone), 0) AS gpus_total,
+           coalesce(sum(n.gpu_allocatable) FILTER (WHERE NOT n.gone), 0) AS gpus_allocatable,
+           coalesce(sum(n.gpu_allocated) FILTER (WHERE NOT n.gone), 0) AS gpus_allocated,
+           coalesce(sum(n.gpu_allocated_foreign) FILTER (WHERE NOT n.gone), 0) AS gpus_allocated_foreign,
            coalesce(sum(greatest(n.gpu_allocatable - n.gpu_allocated, 0))
                FILTER (WHERE NOT n.gone AND n.ready AND n.schedulable AND c.online), 0) AS gpus_free
     FROM nodes n WHERE n.cluster = c.name
@@ -95,7 +102,8 @@ LEFT JOIN LATERAL (
 ) w ON true"""
 
 _SUMMARY_COLUMNS = (
-    "s.nodes_total, s.nodes_online, s.gpus_total, s.gpus_free, w.running_jobs, w.running_workers"
+    "s.nodes_total, s.nodes_online, s.gpus_total, s.gpus_allocatable, s.gpus_allocated, "
+    "s.gpus_allocated_foreign, s.gpus_free, w.running_jobs, w.running_workers"
 )
 
 CLUSTER_SORTS: dict[str, str] = {
@@ -109,6 +117,7 @@ CLUSTER_SORTS: dict[str, str] = {
     "nodes": "s.nodes_total",
     "gpus": "s.gpus_total",
     "gpus_free": "s.gpus_free",
+    "gpus_allocated": "s.gpus_allocated",
 }
 
 
@@ -145,6 +154,9 @@ def _summary(row: asyncpg.Record) -> ClusterSummary:
         gpus_free=int(row["gpus_free"]),
         running_jobs=int(row["running_jobs"]),
         running_workers=int(row["running_workers"]),
+        gpus_allocatable=int(row["gpus_allocatable"]),
+        gpus_allocated=int(row["gpus_allocated"]),
+        gpus_allocated_foreign=int(row["gpus_allocated_foreign"]),
     )
 
 
@@ -287,6 +299,35 @@ async def list_clusters(
     return [(_cluster(r), _summary(r)) for r in rows], total
 
 
+@dataclass(frozen=True)
+class Totals:
+    """Every cluster together (the overview): the clusters' summaries summed, jobs counted once."""
+
+    clusters: int
+    clusters_online: int
+    summary: ClusterSummary
+
+
+async def totals(conn: Connection) -> Totals:
+    """Sums of the per-cluster summaries over all clusters; a job with workers in several clusters
+    counts once."""
+    row = await conn.fetchrow(
+        f"""SELECT count(*) AS clusters, count(*) FILTER (WHERE c.online) AS clusters_online,
+                   coalesce(sum(s.nodes_total), 0) AS nodes_total,
+                   coalesce(sum(s.nodes_online), 0) AS nodes_online,
+                   coalesce(sum(s.gpus_total), 0) AS gpus_total,
+                   coalesce(sum(s.gpus_allocatable), 0) AS gpus_allocatable,
+                   coalesce(sum(s.gpus_allocated), 0) AS gpus_allocated,
+                   coalesce(sum(s.gpus_allocated_foreign), 0) AS gpus_allocated_foreign,
+                   coalesce(sum(s.gpus_free), 0) AS gpus_free,
+                   (SELECT count(DISTINCT job_id) FROM workers WHERE active) AS running_jobs,
+                   (SELECT count(*) FROM workers WHERE active) AS running_workers
+            FROM clusters c {_SUMMARY_JOINS}"""
+    )
+    assert row is not None
+    return Totals(int(row["clusters"]), int(row["clusters_online"]), _summary(row))
+
+
 async def cluster_with_summary(conn: Connection, name: str) -> tuple[ClusterRow, ClusterSummary] | None:
     row = await conn.fetchrow(
         f"SELECT {_CLUSTER_COLUMNS}, {_SUMMARY_COLUMNS} FROM clusters c {_SUMMARY_JOINS} WHERE c.name = $1",
@@ -310,8 +351,8 @@ class NodeRow:
 
 
 _NODE_COLUMNS = """n.cluster, n.name, n.ready, n.schedulable, n.gone, n.cordon_requested, n.gpu_count,
-    n.gpu_model, n.gpu_allocatable, n.gpu_allocated, n.cpu_millis, n.cpu_allocatable_millis,
-    n.cpu_allocated_millis, n.memory_bytes, n.memory_allocatable_bytes, n.memory_allocated_bytes,
+    n.gpu_model, n.gpu_allocatable, n.gpu_allocated, n.gpu_allocated_foreign, n.cpu_millis,
+    n.cpu_allocatable_millis, n.cpu_allocated_millis, n.memory_bytes, n.memory_allocatable_bytes, n.memory_allocated_bytes,
     n.labels, n.addresses, n.observed_at, n.changed_at"""
 
 
@@ -368,23 +409,25 @@ async def upsert_nodes(
     )
     await conn.execute(
         """INSERT INTO nodes AS n (cluster, name, ready, schedulable, gone, gpu_count, gpu_model,
-               gpu_allocatable, gpu_allocated, cpu_millis, cpu_allocatable_millis, cpu_allocated_millis,
-               memory_bytes, memory_allocatable_bytes, memory_allocated_bytes, labels, addresses, search,
-               observed_at, changed_at)
+               gpu_allocatable, gpu_allocated, gpu_allocated_foreign, cpu_millis, cpu_allocatable_millis,
+               cpu_allocated_millis, memory_bytes, memory_allocatable_bytes, memory_allocated_bytes, labels,
+               addresses, search, observed_at, changed_at)
            SELECT $1, r.name, r.ready, r.schedulable, false, r.gpu_count, r.gpu_model, r.gpu_allocatable,
-               r.gpu_allocated, r.cpu_millis, r.cpu_allocatable_millis, r.cpu_allocated_millis,
-               r.memory_bytes, r.memory_allocatable_bytes, r.memory_allocated_bytes,
+               r.gpu_allocated, r.gpu_allocated_foreign, r.cpu_millis, r.cpu_allocatable_millis,
+               r.cpu_allocated_millis, r.memory_bytes, r.memory_allocatable_bytes, r.memory_allocated_bytes,
                coalesce(r.labels, '{}'::jsonb), coalesce(r.addresses, '[]'::jsonb), r.search, $3, now()
            FROM jsonb_to_recordset($2::text::jsonb) AS r(name text, ready boolean, schedulable boolean,
                gpu_count integer, gpu_model text, gpu_allocatable integer, gpu_allocated integer,
-               cpu_millis bigint, cpu_allocatable_millis bigint, cpu_allocated_millis bigint,
+               gpu_allocated_foreign integer, cpu_millis bigint, cpu_allocatable_millis bigint,
+               cpu_allocated_millis bigint,
                memory_bytes bigint, memory_allocatable_bytes bigint, memory_allocated_bytes bigint,
                labels jsonb, addresses jsonb, search text)
            ON CONFLICT (cluster, name) DO UPDATE SET
                ready = EXCLUDED.ready, schedulable = EXCLUDED.schedulable, gone = false,
                gpu_count = EXCLUDED.gpu_count, gpu_model = EXCLUDED.gpu_model,
                gpu_allocatable = EXCLUDED.gpu_allocatable, gpu_allocated = EXCLUDED.gpu_allocated,
-               cpu_millis = EXCLUDED.cpu_millis, cpu_allocatable_millis = EXCLUDED.cpu_allocatable_millis,
+               gpu_allocated_foreign = EXCLUDED.gpu_allocated_foreign, cpu_millis = EXCLUDED.cpu_millis,
+               cpu_allocatable_millis = EXCLUDED.cpu_allocatable_millis,
                cpu_allocated_millis = EXCLUDED.cpu_allocated_millis, memory_bytes = EXCLUDED.memory_bytes,
                memory_allocatable_bytes = EXCLUDED.memory_allocatable_bytes,
                memory_allocated_bytes = EXCLUDED.memory_allocated_bytes, labels = EXCLUDED.labels,
@@ -457,6 +500,7 @@ NODE_SORTS: dict[str, str] = {
     "status": _STATUS_ORDER,
     "gpu_count": "n.gpu_count",
     "gpu_free": "greatest(n.gpu_allocatable - n.gpu_allocated, 0)",
+    "gpu_allocated": "n.gpu_allocated",
     "gpu_model": "n.gpu_model",
     "cpu": "n.cpu_allocatable_millis",
     "memory": "n.memory_allocatable_bytes",

@@ -48,6 +48,7 @@ async def test_observed_nodes_appear_with_labels_gpus_and_resources(
             node(
                 "a100-1",
                 gpu_allocated=3,
+                gpu_allocated_foreign=2,
                 cpu_allocated_millis=1500,
                 memory_allocated_bytes=8 << 30,
                 labels={"rlark.io/gpu-model": "A100", "rlark.io/node-category": "cloud"},
@@ -61,6 +62,7 @@ async def test_observed_nodes_appear_with_labels_gpus_and_resources(
     a100 = by_name["a100-1"]
     assert a100["labels"] == {"rlark.io/gpu-model": "A100", "rlark.io/node-category": "cloud"}
     assert (a100["gpu_count"], a100["gpu_model"], a100["gpu_free"]) == (8, "A100", 5)
+    assert (a100["gpu_allocatable"], a100["gpu_allocated"], a100["gpu_allocated_foreign"]) == (8, 3, 2)
     assert (a100["cpu_allocated_millis"], a100["memory_allocated_bytes"]) == (1500, 8 << 30)
     assert a100["addresses"] == ["192.168.1.10", "a100-1.internal"]
     assert a100["status"] == "ready"
@@ -81,6 +83,8 @@ async def test_observed_nodes_appear_with_labels_gpus_and_resources(
     )
     assert sorted(e.subject for e in events) == ["gpu-a/a100-1", "gpu-a/h100-1"]
     assert {e.type for e in events} == {"inventory.node.updated.v1"}
+    a100_state = next(e.data for e in events if e.subject == "gpu-a/a100-1")
+    assert (a100_state["gpu_allocated"], a100_state["gpu_allocated_foreign"]) == (3, 2)
 
 
 async def test_reports_with_missing_forged_or_foreign_tokens_go_to_the_dlq_and_change_nothing(

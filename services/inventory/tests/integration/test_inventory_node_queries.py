@@ -205,10 +205,31 @@ async def test_cluster_list_summarises_nodes_gpus_and_running_jobs(
         "nodes_offline": 1,
         "online_rate": 0.8,
         "gpus_total": 8 * 4 + 4,
+        "gpus_allocatable": 8 * 4 + 4,
+        "gpus_allocated": 6,
+        "gpus_allocated_foreign": 0,
         "gpus_free": 8 + 2 + 4,  # ready and schedulable nodes only
         "running_jobs": 2,
         "running_workers": 3,
     }
+    # The overview: every cluster together, whatever the page shows.
+    assert listing["totals"] == {
+        "clusters": 2,
+        "clusters_online": 2,
+        "nodes_total": 7,
+        "nodes_online": 6,
+        "nodes_offline": 1,
+        "online_rate": round(6 / 7, 4),
+        "gpus_total": 36 + 3,
+        "gpus_allocatable": 36 + 3,
+        "gpus_allocated": 6 + 1,
+        "gpus_allocated_foreign": 0,
+        "gpus_free": 14 + 2,
+        "running_jobs": 2,
+        "running_workers": 3,
+    }
+    first_page = await get(inventory, "/api/v1/clusters?page_size=1")
+    assert first_page["totals"] == listing["totals"]
     edge = await get(inventory, "/api/v1/clusters/edge-b")
     assert (edge["summary"]["gpus_total"], edge["summary"]["gpus_free"], edge["summary"]["running_jobs"]) == (
         3,

@@ -42,6 +42,7 @@ def test_only_observed_at_moving_is_not_a_change() -> None:
         {"ready": False},
         {"schedulable": False},
         {"gpu_allocated": 1},
+        {"gpu_allocated_foreign": 1},
         {"cpu_allocated_millis": 100},
         {"labels": {"a": "2"}},
         {"addresses": ["10.0.0.1"]},
@@ -53,8 +54,8 @@ def test_any_fact_about_the_node_is_a_change(difference: dict[str, object]) -> N
 
 
 def test_negative_counts_from_an_agent_are_clamped() -> None:
-    doc = node_document("c", observed(gpu_count=-1, memory_bytes=-5), T0)
-    assert (doc["gpu_count"], doc["memory_bytes"]) == (0, 0)
+    doc = node_document("c", observed(gpu_count=-1, memory_bytes=-5, gpu_allocated_foreign=-2), T0)
+    assert (doc["gpu_count"], doc["memory_bytes"], doc["gpu_allocated_foreign"]) == (0, 0, 0)
 
 
 def test_a_node_document_is_a_valid_node_state() -> None:

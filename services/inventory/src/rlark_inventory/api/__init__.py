@@ -30,6 +30,7 @@ from rlark_inventory.api.models import (
     NodeDetail,
     NodeList,
     NodeOut,
+    TotalsOut,
     WorkerOut,
 )
 from rlark_inventory.domain.clusters import ClusterSpec
@@ -80,11 +81,13 @@ async def list_clusters(
         rows, total = await repo.list_clusters(
             conn, sort=key, descending=descending, limit=page_size, offset=(page - 1) * page_size
         )
+        totals = await repo.totals(conn)
     return ClusterList(
         items=[ClusterOut.of(row, summary) for row, summary in rows],
         total=total,
         page=page,
         page_size=page_size,
+        totals=TotalsOut.of_totals(totals),
     )
 
 

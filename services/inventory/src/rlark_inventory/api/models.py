@@ -43,10 +43,37 @@ class ClusterSummaryOut(BaseModel):
     nodes_online: int
     nodes_offline: int
     online_rate: float
-    gpus_total: int
-    gpus_free: int
+    gpus_total: int = Field(description="GPU capacity of the nodes that are not gone")
+    gpus_allocatable: int = Field(description="Allocatable GPUs of the nodes that are not gone")
+    gpus_allocated: int = Field(
+        description="GPUs held now on the nodes that are not gone: RLark's workers and everything else"
+    )
+    gpus_allocated_foreign: int = Field(
+        description="Of gpus_allocated, those not held by RLark workers placed on their node "
+        "(e.g. pods RLark did not create)"
+    )
+    gpus_free: int = Field(
+        description="Allocatable − allocated on the nodes a worker could land on now "
+        "(ready, schedulable, cluster online)"
+    )
     running_jobs: int
     running_workers: int
+
+    @classmethod
+    def of(cls, summary: repo.ClusterSummary) -> ClusterSummaryOut:
+        return cls(
+            nodes_total=summary.nodes_total,
+            nodes_online=summary.nodes_online,
+            nodes_offline=summary.nodes_offline,
+            online_rate=summary.online_rate,
+            gpus_total=summary.gpus_total,
+            gpus_allocatable=summary.gpus_allocatable,
+            gpus_allocated=summary.gpus_allocated,
+            gpus_allocated_foreign=summary.gpus_allocated_foreign,
+            gpus_free=summary.gpus_free,
+            running_jobs=summary.running_jobs,
+            running_workers=summary.running_workers,
+        )
 
 
 class ClusterOut(BaseModel):
@@ -88,18 +115,7 @@ class ClusterOut(BaseModel):
             created_by=row.created_by,
             created_at=row.created_at,
             updated_at=row.updated_at,
-            summary=None
-            if summary is None
-            else ClusterSummaryOut(
-                nodes_total=summary.nodes_total,
-                nodes_online=summary.nodes_online,
-                nodes_offline=summary.nodes_offline,
-                online_rate=summary.online_rate,
-                gpus_total=summary.gpus_total,
-                gpus_free=summary.gpus_free,
-                running_jobs=summary.running_jobs,
-                running_workers=summary.running_workers,
-            ),
+            summary=None if summary is None else ClusterSummaryOut.of(summary),
         )
 
 
@@ -113,11 +129,27 @@ class CredentialOut(BaseModel):
     rotated_at: datetime
 
 
+class TotalsOut(ClusterSummaryOut):
+    """Every cluster together (the overview), whatever the page: summaries summed, jobs counted once."""
+
+    clusters: int
+    clusters_online: int
+
+    @classmethod
+    def of_totals(cls, totals: repo.Totals) -> TotalsOut:
+        return cls(
+            clusters=totals.clusters,
+            clusters_online=totals.clusters_online,
+            **ClusterSummaryOut.of(totals.summary).model_dump(),
+        )
+
+
 class ClusterList(BaseModel):
     items: list[ClusterOut]
     total: int
     page: int
     page_size: int
+    totals: TotalsOut | None = None
 
 
 class NodeOut(BaseModel):
@@ -134,8 +166,12 @@ class NodeOut(BaseModel):
     gpu_count: int
     gpu_model: str
     gpu_allocatable: int
-    gpu_allocated: int
-    gpu_free: int
+    gpu_allocated: int = Field(description="GPUs held now by every pod or worker on the node")
+    gpu_allocated_foreign: int = Field(
+        description="Of gpu_allocated, those RLark workers placed on this node do not hold "
+        "(pods RLark did not create; on the local runtime, shared GPUs held by other virtual nodes)"
+    )
+    gpu_free: int = Field(description="gpu_allocatable − gpu_allocated, never below 0")
     cpu_millis: int
     cpu_allocatable_millis: int
     cpu_allocated_millis: int

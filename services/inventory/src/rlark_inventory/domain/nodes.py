@@ -28,6 +28,7 @@ _COUNTS = (
     "gpu_count",
     "gpu_allocatable",
     "gpu_allocated",
+    "gpu_allocated_foreign",
     "cpu_millis",
     "cpu_allocatable_millis",
     "cpu_allocated_millis",
