@@ -146,11 +146,12 @@ class NodeRow:
     addresses: list[str]
     present_gpus: int
     held_gpus: int
+    gpu_allocated_foreign: int = 0
 
 
 _NODE_SELECT = """
     SELECT n.cluster, n.name, n.ready, n.schedulable, n.gone, n.gpu_allocatable, n.gpu_allocated,
-           n.labels, n.addresses,
+           n.gpu_allocated_foreign, n.labels, n.addresses,
            COALESCE(w.present_gpus, 0) AS present_gpus, COALESCE(w.held_gpus, 0) AS held_gpus
       FROM nodes n
       LEFT JOIN LATERAL (
@@ -178,6 +179,7 @@ def _node(row: asyncpg.Record) -> NodeRow:
         addresses=list(row["addresses"]),
         present_gpus=int(row["present_gpus"]),
         held_gpus=int(row["held_gpus"]),
+        gpu_allocated_foreign=row["gpu_allocated_foreign"],
     )
 
 
@@ -196,16 +198,19 @@ async def upsert_node(
     labels: Mapping[str, str],
     addresses: Sequence[str],
     observed_at: datetime | None = None,
+    gpu_allocated_foreign: int = 0,
 ) -> None:
     await conn.execute(
         """INSERT INTO nodes (cluster, name, ready, schedulable, gone, gpu_count, gpu_model,
-                              gpu_allocatable, gpu_allocated, labels, addresses, changed_at, observed_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now(), $12)
+                              gpu_allocatable, gpu_allocated, labels, addresses, changed_at, observed_at,
+                              gpu_allocated_foreign)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now(), $12, $13)
            ON CONFLICT (cluster, name) DO UPDATE SET ready = EXCLUDED.ready,
                schedulable = EXCLUDED.schedulable, gone = EXCLUDED.gone, gpu_count = EXCLUDED.gpu_count,
                gpu_model = EXCLUDED.gpu_model, gpu_allocatable = EXCLUDED.gpu_allocatable,
-               gpu_allocated = EXCLUDED.gpu_allocated, labels = EXCLUDED.labels,
-               addresses = EXCLUDED.addresses, changed_at = now(), observed_at = EXCLUDED.observed_at""",
+               gpu_allocated = EXCLUDED.gpu_allocated, gpu_allocated_foreign = EXCLUDED.gpu_allocated_foreign,
+               labels = EXCLUDED.labels, addresses = EXCLUDED.addresses, changed_at = now(),
+               observed_at = EXCLUDED.observed_at""",
         cluster,
         name,
         ready,
@@ -218,6 +223,7 @@ async def upsert_node(
         dict(labels),
         list(addresses),
         observed_at,
+        gpu_allocated_foreign,
     )
 
 

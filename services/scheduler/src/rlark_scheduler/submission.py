@@ -29,7 +29,7 @@ from rlark_platform.identity import Caller
 from rlark_platform.messaging import add_events
 
 from rlark_scheduler import repository as repo
-from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.capacity import CapacityModel, NodeState, gpus_used_by_others
 from rlark_scheduler.domain.idempotency import HEADER, document_fingerprint
 from rlark_scheduler.domain.jobs import JobStatus, job_request
 from rlark_scheduler.domain.reasons import PendingReason, can_ever_fit
@@ -54,16 +54,16 @@ def new_job_id() -> str:
     return f"job-{secrets.token_hex(6)}"
 
 
-def free_gpus(node: NodeRow) -> int:
-    """GPUs a new worker could use on ``node`` now.
+def used_by_others(node: NodeRow) -> int:
+    """GPUs of ``node`` that the scheduler's allocations do not account for (``gpus_used_by_others``)."""
+    return gpus_used_by_others(node.gpu_allocated, node.gpu_allocated_foreign, node.present_gpus)
 
-    The cluster's ``gpu_allocated`` includes RLark's own worker pods once they exist; the scheduler's
-    allocations are authoritative for its own workers, so usage by others is ``gpu_allocated`` minus
-    the GPUs of RLark workers present on the node (never below 0), and the free GPUs are what is
-    left after others' usage and every allocation the scheduler holds there.
-    """
-    external = max(node.gpu_allocated - node.present_gpus, 0)
-    return max(node.gpu_allocatable - external - node.held_gpus, 0)
+
+def free_gpus(node: NodeRow) -> int:
+    """GPUs a new worker could use on ``node`` now: what is left after others' usage and every
+    allocation the scheduler holds there (the scheduler's allocations are authoritative for its own
+    workers; see ``domain.capacity.gpus_used_by_others`` for the rest)."""
+    return max(node.gpu_allocatable - used_by_others(node) - node.held_gpus, 0)
 
 
 def capacity_node(node: NodeRow) -> NodeState:
@@ -75,7 +75,7 @@ def capacity_node(node: NodeRow) -> NodeState:
         ready=node.ready,
         schedulable=node.schedulable,
         gpu_allocatable=max(node.gpu_allocatable, 0),
-        gpu_used_external=max(node.gpu_allocated - node.present_gpus, 0),
+        gpu_used_external=used_by_others(node),
         gone=node.gone,
     )
 

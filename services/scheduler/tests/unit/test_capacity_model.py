@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.capacity import CapacityModel, NodeState, gpus_used_by_others
 
 pytestmark = pytest.mark.unit
 
@@ -208,3 +208,31 @@ def test_negative_gpu_counts_are_refused() -> None:
     with pytest.raises(ValueError, match="negative"):
         model.allocate("j", [(("c", "n"), -1)])
     assert model.allocated_jobs() == []
+
+
+# -- GPU accounting: what others use, from what the agent reports ------------------------------------
+
+
+def test_others_usage_is_the_clusters_figure_minus_our_present_workers() -> None:
+    # 8 allocated on the node, 4 of them our present worker's: others use 4.
+    assert gpus_used_by_others(allocated=8, foreign=0, present=4) == 4
+
+
+def test_others_usage_never_counts_our_present_worker_twice() -> None:
+    # The agent reports our 8-GPU worker as allocated (not foreign): nothing is others'.
+    assert gpus_used_by_others(allocated=8, foreign=0, present=8) == 0
+
+
+def test_a_foreign_pod_counts_even_when_our_worker_is_reported_present_before_the_cluster_counts_it() -> None:
+    # The observation predates our pod (allocated holds only the foreign pod's 8); our worker is
+    # already present: allocated − present would hide the foreign pod, the foreign figure does not.
+    assert gpus_used_by_others(allocated=8, foreign=8, present=8) == 8
+
+
+def test_pods_of_an_ended_rlark_job_still_terminating_count_as_used() -> None:
+    # Not ours any more (the job ended: not present), not foreign either: still held on the node.
+    assert gpus_used_by_others(allocated=8, foreign=0, present=0) == 8
+
+
+def test_others_usage_is_never_negative() -> None:
+    assert gpus_used_by_others(allocated=0, foreign=0, present=8) == 0

@@ -83,15 +83,41 @@ def test_role_reason_counts_every_stage_of_the_funnel_exactly() -> None:
     assert reason.code is PendingCode.TOO_FEW_NODES_WITH_GPUS
     assert role.message == (
         'role "rollout" needs 4 nodes with ≥ 8 free GPUs matching rlark.io/gpu-model=A100 '
-        "in cluster gpu-b: 6 match, 5 ready, 5 schedulable, 2 with enough free GPUs"
+        "in cluster gpu-b: 6 match, 5 ready, 5 schedulable, 2 with enough free GPUs; "
+        "GPUs in use on those 5 schedulable nodes: 9 of 36 (9 by workloads RLark did not place)"
     )
+    assert (role.gpus_allocatable, role.gpus_used_external, role.gpus_held) == (36, 9, 0)
     assert reason.message == role.message
 
 
 def test_our_own_allocations_count_against_free_gpus_in_the_reason() -> None:
     model = CapacityModel.from_nodes(funnel_cluster())
     model.allocate("earlier", [(("gpu-b", "a1"), 1)])
-    assert explain_pending(model, single_role_job(4)).roles[0].enough == 1
+    role = explain_pending(model, single_role_job(4)).roles[0]
+    assert role.enough == 1
+    assert (role.gpus_used_external, role.gpus_held) == (9, 1)
+    assert role.message.endswith("GPUs in use on those 5 schedulable nodes: 10 of 36 "
+                                 "(9 by workloads RLark did not place, 1 by RLark jobs)")  # fmt: skip
+
+
+def test_a_job_that_waits_for_gpus_others_hold_says_whose_they_are() -> None:
+    # One 8-GPU node; a pod RLark did not create holds all of it.
+    model = CapacityModel.from_nodes([gpu_node("a1", used=8)])
+    reason = explain_pending(model, single_role_job(1))
+    assert reason.code is PendingCode.TOO_FEW_NODES_WITH_GPUS
+    assert reason.message.endswith(
+        "0 with enough free GPUs; GPUs in use on that schedulable node: 8 of 8 "
+        "(8 by workloads RLark did not place)"
+    )
+    # Held by an RLark job instead: the sentence says so.
+    ours = CapacityModel.from_nodes([gpu_node("a1")])
+    ours.allocate("earlier", [(("gpu-b", "a1"), 8)])
+    assert explain_pending(ours, single_role_job(1)).message.endswith("8 of 8 (8 by RLark jobs)")
+
+
+def test_other_shortfalls_do_not_cite_gpu_usage() -> None:
+    model = CapacityModel.from_nodes([gpu_node("a1", ready=False, used=8)])
+    assert "in use" not in explain_pending(model, single_role_job(1)).message
 
 
 def test_code_is_the_first_stage_that_falls_short() -> None:

@@ -10,7 +10,7 @@ Contract:
   re-sending an identical state is a no-op (heartbeats do not invalidate anything).
 - Free GPUs of a node = allocatable − used by others − held by the scheduler's own allocations,
   never below 0. ``gpu_used_external`` must therefore exclude the scheduler's own workers: the
-  adapter that reads inventory's "allocated" figure subtracts them.
+  adapter that reads inventory's "allocated" figure subtracts them (``gpus_used_by_others``).
 - Allocations are recorded facts, not requests: ``allocate`` does not check capacity (at restart
   the database is the truth even if a node shrank meanwhile) and may name nodes not seen yet.
   ``place`` (placement.py) is what guarantees a fresh allocation fits.
@@ -43,6 +43,26 @@ NodeKey: TypeAlias = tuple[str, str]
 
 Allocation: TypeAlias = tuple[NodeKey, int]
 """One worker's hold: (node, GPUs)."""
+
+
+def gpus_used_by_others(allocated: int, foreign: int, present: int) -> int:
+    """GPUs of a node that the scheduler's own allocations do not account for (its ``gpu_used_external``).
+
+    ``allocated`` is what the cluster reports held on the node by everything, RLark's workers
+    included; ``present`` the GPUs of this scheduler's workers on the node that the agent reported
+    existing (and not ended) no later than that observation; ``foreign`` what the agent reports
+    held by anything but RLark workers placed on the node. Each of ``allocated − present`` and
+    ``foreign`` is at most the truth, for different reasons, so the larger one is taken:
+
+    - ``allocated − present`` also counts RLark pods of jobs that ended but still terminate (the
+      node must not be handed out before they are gone), but under-counts when a worker reported
+      present is not yet in the cluster's figure;
+    - ``foreign`` never counts an RLark worker of this node and so is exact about others, but knows
+      nothing of terminating RLark pods (they are no longer the scheduler's, yet are RLark's).
+
+    Never below 0. Agents that do not report ``foreign`` (0) leave ``allocated − present``.
+    """
+    return max(foreign, allocated - present, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +108,10 @@ class Survey:
 
     ``candidates`` are the node names that can take a worker now (empty when the cluster is
     offline, unless hypothetical), best fit first: fewest free GPUs that suffice, then by name.
+
+    Over the ``schedulable`` nodes (0 when hypothetical): ``gpus_allocatable`` their allocatable
+    GPUs, ``gpus_used_external`` those used by anything the scheduler did not place,
+    ``gpus_held`` those the scheduler's own allocations hold — what a reason cites as "in use".
     """
 
     cluster: str
@@ -101,6 +125,9 @@ class Survey:
     schedulable: int
     enough: int
     candidates: tuple[str, ...]
+    gpus_allocatable: int = 0
+    gpus_used_external: int = 0
+    gpus_held: int = 0
 
 
 class CapacityModel:
@@ -281,6 +308,7 @@ class CapacityModel:
         online = cluster not in self._offline
         names = self.matching_names(cluster, selector)
         ready = schedulable = 0
+        allocatable = external = held_here = 0
         usable: list[tuple[int, str]] = []
         nodes = self._nodes
         held = self._held
@@ -296,7 +324,11 @@ class CapacityModel:
             if not node.schedulable:
                 continue
             schedulable += 1
-            free = max(node.gpu_allocatable - node.gpu_used_external - held.get((cluster, name), 0), 0)
+            mine = held.get((cluster, name), 0)
+            allocatable += node.gpu_allocatable
+            external += node.gpu_used_external
+            held_here += mine
+            free = max(node.gpu_allocatable - node.gpu_used_external - mine, 0)
             if free >= gpus:
                 usable.append((free, name))
         if hypothetical:
@@ -315,6 +347,9 @@ class CapacityModel:
             schedulable=schedulable,
             enough=len(usable),
             candidates=candidates,
+            gpus_allocatable=allocatable,
+            gpus_used_external=external,
+            gpus_held=held_here,
         )
 
     def _bump(self, cluster: str) -> None:

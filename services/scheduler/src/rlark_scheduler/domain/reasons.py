@@ -6,7 +6,11 @@ schedulable, with enough free GPUs — against what the role needs, whether the 
 or unknown, a machine-readable code and a sentence such as::
 
     role "rollout" needs 4 nodes with ≥ 8 free GPUs matching rlark.io/gpu-model=A100 in cluster
-    gpu-b: 6 match, 5 ready, 5 schedulable, 2 with enough free GPUs
+    gpu-b: 6 match, 5 ready, 5 schedulable, 2 with enough free GPUs; GPUs in use on those 5
+    schedulable nodes: 24 of 40 (8 by workloads RLark did not place, 16 by RLark jobs)
+
+When the GPUs fall short, the sentence names who uses them: workloads RLark did not place (pods
+RLark did not create, as the agent reports them) and RLark's own jobs.
 
 When a role cannot fit where it asked but would fit right now on another online cluster (that
 role alone, same selector and GPUs), the reason says so — the user decides whether to move it.
@@ -76,6 +80,12 @@ class RoleReason:
     code: PendingCode
     alternatives: tuple[Alternative, ...]
     message: str
+    gpus_allocatable: int = 0
+    """Over the schedulable matching nodes (see :class:`Survey`): allocatable GPUs, ..."""
+    gpus_used_external: int = 0
+    """... those used by workloads RLark did not place, ..."""
+    gpus_held: int = 0
+    """... and those RLark's jobs hold."""
 
     @property
     def fits_alone(self) -> bool:
@@ -219,6 +229,9 @@ def _role_reason(model: CapacityModel, role: RoleRequest, survey: Survey) -> Rol
         code=code,
         alternatives=alternatives,
         message=_role_sentence(role, survey, code, alternatives),
+        gpus_allocatable=survey.gpus_allocatable,
+        gpus_used_external=survey.gpus_used_external,
+        gpus_held=survey.gpus_held,
     )
 
 
@@ -259,6 +272,8 @@ def _role_sentence(
             f"{survey.enough} with enough free GPUs"
         )
     sentence = f"{head}: {detail}"
+    if code is PendingCode.TOO_FEW_NODES_WITH_GPUS and not survey.hypothetical:
+        sentence += "; " + gpus_in_use(survey)
     if alternatives:
         shown = ", ".join(
             f"{alt.cluster} ({_nodes(alt.nodes)})" for alt in alternatives[:MAX_SUGGESTIONS_IN_TEXT]
@@ -269,6 +284,24 @@ def _role_sentence(
         if more > 0:
             sentence += f" and {more} more"
     return sentence
+
+
+def gpus_in_use(survey: Survey) -> str:
+    """Who uses the GPUs of the survey's schedulable nodes, e.g. "GPUs in use on those 2 schedulable
+    nodes: 16 of 16 (8 by workloads RLark did not place, 8 by RLark jobs)"."""
+    used = survey.gpus_used_external + survey.gpus_held
+    parts = []
+    if survey.gpus_used_external:
+        parts.append(f"{survey.gpus_used_external} by workloads RLark did not place")
+    if survey.gpus_held:
+        parts.append(f"{survey.gpus_held} by RLark jobs")
+    nodes = (
+        "that schedulable node"
+        if survey.schedulable == 1
+        else f"those {survey.schedulable} schedulable nodes"
+    )
+    text = f"GPUs in use on {nodes}: {used} of {survey.gpus_allocatable}"
+    return f"{text} ({', '.join(parts)})" if parts else text
 
 
 def _nodes(count: int) -> str:
