@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 from collections.abc import AsyncIterator
-from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +28,6 @@ def nodes(cluster: str, count: int) -> list[dict[str, Any]]:
     ]
 
 
-def private_network(state_dir: Path) -> dict[str, Any]:
-    """A bridge and subnet of this test's own, so no other driver's namespaces can hold its addresses."""
-    digest = hashlib.sha256(str(state_dir.resolve()).encode()).digest()
-    return {
-        "bridge": f"rlk{digest[:3].hex()}",
-        "subnet": IPv4Network(f"10.{214 + digest[3] % 40}.{digest[4]}.0/24"),
-    }
-
-
 @contextlib.asynccontextmanager
 async def local_agent(
     gateway_url: str,
@@ -51,14 +40,15 @@ async def local_agent(
     **options: Any,
 ) -> AsyncIterator[Agent]:
     """The real agent with the local driver. On exit the agent stops; with ``stop_workers`` its workers are
-    stopped first (an agent's own stop leaves workers running, as a restart must). ``tunnels`` turns on
-    network-domain tunnels; ``options`` are LocalDriverOptions."""
+    stopped first (an agent's own stop leaves workers running, as a restart must), then its bridge is
+    removed. ``tunnels`` turns on network-domain tunnels; ``options`` are LocalDriverOptions. Each agent
+    gets a bridge and subnet of its own from the driver (derived from its state dir, a /24 no other
+    interface of the machine uses), so no other cluster's namespaces can hold its addresses."""
     declared = load_cluster(cluster_file)
-    network = {**private_network(state_dir), **options}
 
     def make(cluster: str) -> LocalDriver:
         assert cluster == declared.cluster
-        return LocalDriver(declared, LocalDriverOptions(state_dir=state_dir / cluster, **network))
+        return LocalDriver(declared, LocalDriverOptions(state_dir=state_dir / cluster, **options))
 
     agent = Agent(
         gateway_url=gateway_url,
@@ -82,6 +72,8 @@ async def local_agent(
         if stop_workers and agent.ready.is_set():
             for worker_id in await agent.driver.list_workers():
                 await agent.driver.stop_worker(worker_id)
+            assert isinstance(agent.driver, LocalDriver)
+            await agent.driver.remove_network()
         agent.stop()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, 60)

@@ -261,12 +261,18 @@ def outputs_dir() -> Path:
 
 
 def render_job() -> Path:
-    """The example with its output volume on ``.state/demo/outputs``; the file ``make run`` submits."""
+    """The example with its output volume on ``.state/demo/outputs``; the file ``make run`` submits.
+
+    Without root the local runtime's workers are plain processes that see the host's paths, and a hostPath
+    volume is honoured only at its own path: the copy then also names ``.state/demo/outputs`` as the
+    volume's container path (and the outputs under it) instead of ``/outputs``."""
     text = example_file().read_text()
     if OUTPUTS_PLACEHOLDER not in text:
         raise DemoError(f"{example_file()} no longer mounts {OUTPUTS_PLACEHOLDER}; update demo.py")
     outputs_dir().mkdir(parents=True, exist_ok=True)
     target = state_dir() / "demo" / example_file().name
+    if os.geteuid() != 0:
+        text = re.sub(r"(?<![\w.-])/outputs\b", str(outputs_dir()), text)
     target.write_text(text.replace(OUTPUTS_PLACEHOLDER, str(outputs_dir())))
     return target
 

@@ -41,7 +41,14 @@ def make_driver_factory(settings: TunnelAgentSettings):  # type: ignore[no-untyp
             raise SystemExit(
                 f"the credential belongs to cluster {cluster!r} but {settings.config} declares {declared.cluster!r}"
             )
-        return LocalDriver(declared, LocalDriverOptions(state_dir=settings.state_dir / cluster))
+        return LocalDriver(
+            declared,
+            LocalDriverOptions(
+                state_dir=settings.state_dir / cluster,
+                bridge=settings.local_bridge,
+                subnet=settings.local_subnet,
+            ),
+        )
 
     return make
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ipaddress import IPv4Network
 from pathlib import Path
 
 from pydantic import Field, SecretStr
@@ -20,6 +21,15 @@ class TunnelAgentSettings(ServiceSettings):
     kubeconfig: Path | None = Field(default=None, description="kubeconfig; in-cluster config when unset")
     namespace: str = Field(default="rlark-workers", description="Kubernetes namespace of worker objects")
     state_dir: Path = Field(default=Path(".state/agent"), description="Local runtime workers and agent state")
+    local_bridge: str | None = Field(
+        default=None,
+        max_length=15,
+        description="Local runtime as root: the cluster's bridge; unset: rlkbr<hash of its state dir>",
+    )
+    local_subnet: IPv4Network | None = Field(
+        default=None,
+        description="Local runtime as root: the bridge's subnet; unset: the one it holds, else a free /24",
+    )
     tunnels: bool = Field(
         default=True, description="Carry network domains (TUN devices, SSH tunnels to peers)"
     )

@@ -1,7 +1,7 @@
 """Fixtures for the runtime tests: a local driver on a private state dir, bridge and subnet.
 
 Each test gets its own driver tag (from its state dir), bridge and /24, so tests never touch
-each other's namespaces nor those of anyone else using the default `rlark-br0`. Teardown stops
+each other's namespaces nor those of any other local cluster. Teardown stops
 every worker the test left.
 """
 

@@ -142,6 +142,12 @@ def spec(job_id: str, role: str, index: int, rank: int, num_nodes: int, **fields
     return WorkerSpec.model_validate(values)
 
 
+def plain_spec(job_id: str, role: str, index: int, rank: int, num_nodes: int, **fields: object) -> WorkerSpec:
+    """A worker spec for a driver of plain processes: its output path is relative (an absolute one would be
+    the host's own path, which such a driver creates)."""
+    return spec(job_id, role, index, rank, num_nodes, **{"outputs": ("outputs",), **fields})
+
+
 def remove_bridge(name: str) -> None:
     subprocess.run(["ip", "link", "del", name], check=False)
 

@@ -24,6 +24,7 @@ from local_runtime_helpers import (
     assert_nothing_left,
     make_options,
     netns_names,
+    plain_spec,
     process_alive,
     remove_bridge,
     run_python,
@@ -472,10 +473,10 @@ async def test_plain_processes_with_port_blocks_form_a_ray_cluster(tmp_path: Pat
     drv = LocalDriver(CLUSTER, make_options(tmp_path / "state", use_netns=False))
     await drv.start()
     try:
-        header = spec("job-plain", "header", 0, rank=0, num_nodes=2,
+        header = plain_spec("job-plain", "header", 0, rank=0, num_nodes=2,
                       run_script='python3 -c "import ray; ray.init(); '
                       'assert sum(n[\'Alive\'] for n in ray.nodes()) == 2"')  # fmt: skip
-        worker = spec("job-plain", "rollout", 0, rank=1, num_nodes=2)
+        worker = plain_spec("job-plain", "rollout", 0, rank=1, num_nodes=2)
         await drv.ensure_worker(header)
         await drv.ensure_worker(worker)
         records = [drv.record(w.worker_id) for w in (header, worker)]

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from local_runtime_helpers import CLUSTER, make_options, process_env, spec
+from local_runtime_helpers import CLUSTER, make_options, plain_spec, process_env, spec
 from pydantic import ValidationError
 from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_DIR
 from rlark_tunnel_agent.runtime.driver import RuntimeDriver, WorkerPhase, WorkerSpec, worker_id_for
@@ -138,7 +138,7 @@ async def test_ensure_refuses_a_node_outside_the_cluster(tmp_path: Path) -> None
     await driver.start()
     try:
         with pytest.raises(ValueError, match="node 'elsewhere' is not in cluster local-test"):
-            await driver.ensure_worker(spec("job-x", "header", 0, rank=0, num_nodes=1,
+            await driver.ensure_worker(plain_spec("job-x", "header", 0, rank=0, num_nodes=1,
                                             node_name="elsewhere", run_script="true"))  # fmt: skip
         assert await driver.list_workers() == []
     finally:
@@ -151,10 +151,10 @@ async def test_real_gpus_are_handed_out_once_each(tmp_path: Path) -> None:
     driver = LocalDriver(CLUSTER, make_options(tmp_path / "state", use_netns=False), gpus=gpus)
     await driver.start()
     hold = 'while [ ! -e "$HOME/go" ]; do sleep 0.2; done\n'
-    first = spec("job-g", "header", 0, rank=0, num_nodes=3, gpus=1, prepare_script=hold,
+    first = plain_spec("job-g", "header", 0, rank=0, num_nodes=3, gpus=1, prepare_script=hold,
                  run_script="true")  # fmt: skip
-    second = spec("job-g", "rollout", 0, rank=1, num_nodes=3, gpus=1, prepare_script=hold)
-    third = spec("job-g", "rollout", 1, rank=2, num_nodes=3, gpus=1, prepare_script=hold)
+    second = plain_spec("job-g", "rollout", 0, rank=1, num_nodes=3, gpus=1, prepare_script=hold)
+    third = plain_spec("job-g", "rollout", 1, rank=2, num_nodes=3, gpus=1, prepare_script=hold)
     try:
         nodes = {node.name: node for node in await driver.observe_nodes()}
         assert (nodes["node-a"].gpu_count, nodes["node-a"].gpu_model) == (2, "H200")
@@ -187,9 +187,11 @@ async def test_a_workers_gpus_are_allocated_on_its_node_until_it_is_stopped(tmp_
     driver = LocalDriver(CLUSTER, make_options(tmp_path / "state", use_netns=False), gpus=[])
     await driver.start()
     hold = 'while [ ! -e "$HOME/go" ]; do sleep 0.2; done\n'
-    header = spec("job-u", "header", 0, rank=0, num_nodes=2, gpus=2, prepare_script=hold,
+    header = plain_spec("job-u", "header", 0, rank=0, num_nodes=2, gpus=2, prepare_script=hold,
                   run_script="true")  # fmt: skip
-    other = spec("job-u", "rollout", 0, rank=1, num_nodes=2, gpus=1, node_name="node-b", prepare_script=hold)
+    other = plain_spec(
+        "job-u", "rollout", 0, rank=1, num_nodes=2, gpus=1, node_name="node-b", prepare_script=hold
+    )
 
     async def allocated() -> dict[str, int]:
         return {n.name: n.gpu_allocated for n in await driver.observe_nodes()}

@@ -11,7 +11,9 @@ Network domains (with ``tunnels`` options and a driver that takes ``virtual_ip_h
 one, or — with ``sidecars`` options too — ``sidecar_hooks``, the Kubernetes one, whose workers get
 their TUN from a network sidecar in the pod: ``sidecars.py``): a second consumer reads
 ``netdomain.allocations`` and ``netdomain.tunnels`` — from their beginning on every start, without a
-consumer group, so a restarted agent rebuilds that state — into ``DomainTunnels`` (see ``tunnels.py``, ADR 0003). Peers' endpoints and keys come only from the
+consumer group, so a restarted agent rebuilds that state — into ``DomainTunnels`` (see ``tunnels.py``, ADR 0003).
+An allocation's virtual IPs also go to a driver that ``ResolvesJobNames`` (the local one), so a domain
+job's workers resolve each other's names on every cluster. Peers' endpoints and keys come only from the
 topology events, which carry the announcements the netdomain service verified; the agent announces
 its own endpoint on ``agent.reports`` but never reads its peers' announcements there.
 A watcher polls the links about once a second and reports each state change
@@ -26,7 +28,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 from aiokafka import AIOKafkaConsumer
@@ -56,6 +58,17 @@ LINK_POLL_S = 1.0
 LINK_REFRESH_S = 30.0
 NODE_POLL_S = 1.0
 """How often the nodes are looked at for a change worth reporting at once (allocations, readiness)."""
+
+
+@runtime_checkable
+class ResolvesJobNames(Protocol):
+    """A driver whose workers resolve their job's names locally (the local runtime's `/etc/hosts`): it is
+    told the virtual IPs of a network domain's allocation, so names of the job's workers on other
+    clusters resolve too."""
+
+    async def learn_addresses(self, job_id: str, addresses: dict[str, str]) -> None: ...
+
+    def forget_addresses(self, job_id: str) -> None: ...
 
 
 class AgentState:
@@ -305,8 +318,13 @@ class Agent:
                         continue
                     if isinstance(payload, AddressesAllocated):
                         await tunnels.on_allocated(payload)
+                        if isinstance(self.driver, ResolvesJobNames):
+                            addresses = {a.worker_id: a.address for a in payload.addresses}
+                            await self.driver.learn_addresses(payload.job_id, addresses)
                     elif isinstance(payload, AddressesReleased):
                         await tunnels.on_released(payload)
+                        if isinstance(self.driver, ResolvesJobNames):
+                            self.driver.forget_addresses(payload.job_id)
                     elif isinstance(payload, TunnelTopologyChanged):
                         await tunnels.on_topology(payload)
 

@@ -1,10 +1,13 @@
 """The local runtime driver: workers as process groups on this machine (ARCHITECTURE §4).
 
 A worker is `bash bootstrap.sh` started in a new session (so it leads its own process group),
-with a clean environment built from its `WorkerSpec`, inside its own network namespace when the
-driver runs as root (see `netns.py`; every worker then binds the same fixed Ray ports on its own
-IP), or as plain processes on 127.0.0.1 with a distinct block of ports per worker otherwise
-(`RLARK_LOCAL_NETNS=0` forces that mode).
+with a clean environment built from its `WorkerSpec`. When the driver runs as root a worker looks
+like a pod: its own network namespace (`netns.py`; every worker binds the same fixed Ray ports on
+its own IP, on the cluster's own bridge and subnet), and its own UTS and mount namespace (`pod.py`:
+hostname, `/etc/hosts` of the job's workers, no unreachable resolver, mounts and outputs at their
+container paths) set up by `pod_init.py` before it execs the bootstrap. Otherwise (or with
+`RLARK_LOCAL_NETNS=0`) workers are plain processes on 127.0.0.1 with a distinct block of ports each,
+and a worker whose mounts or paths need a mount namespace is refused (`pod.process_mode_refusal`).
 
 Per-worker directory `<state_dir>/workers/<worker_id>/`:
     worker.json     the record (spec, address, ports, pid) — what a restarted driver adopts
@@ -12,17 +15,22 @@ Per-worker directory `<state_dir>/workers/<worker_id>/`:
     scripts/        prepare.sh, run.sh, authorized_keys (the bootstrap's inputs)
     home/           HOME (with .ssh/authorized_keys), tmp/ TMPDIR, work/ the cwd
     fs/             container paths: `/data/out` is `fs/data/out`; hostPath mounts are symlinks
-                    here, so declared outputs under a mount land on the host path
+                    here, so declared outputs under a mount land on the host path; in a mount
+                    namespace, emptyDirs and outputs outside mounts are bound from here
+    etc/            hosts and resolv.conf, bound at /etc/hosts and /etc/resolv.conf (root mode)
+    pod.json        the plan `pod_init.py` carries out (root mode); pod/root an empty scratch dir
     logs/           stdout.log: stdout and stderr interleaved as written, like a container's log
                     (appended; the driver tails it). One file gives one line numbering per worker,
                     which is how the control plane stores lines (by worker and number).
     status.json     the bootstrap's exit status
 Ray's temp dir is `/tmp/rlark-<tag>-<hash>`: Ray's unix socket paths must stay under 107 bytes.
 
-Mounts: a hostPath mount is a symlink (not a bind mount): it needs no privileges and no mount
-namespace and works in both modes; `read_only` is therefore not enforced locally. Container
-paths are not emulated otherwise: scripts find outputs through `$RLARK_OUTPUTS` (and
-`$RLARK_FS_ROOT`), which carry the translated local paths.
+Mounts: as root every mount, output path and TensorBoard dir is bound at its container path in
+the worker's mount namespace (`readOnly` enforced); under `fs/` the same files stay reachable by
+their translated paths (`$RLARK_OUTPUTS`, `$RLARK_FS_ROOT`). As plain
+processes a worker sees the host's paths: a hostPath mount only at its own path, absolute outputs
+created on the host, nothing read-only or private — what cannot be honoured is refused, never
+remapped. Either way container paths hold (`container_paths`).
 
 Ancestry: workers are descendants of the agent (pods are not). Ray's `uv run` integration looks for
 `uv run` among a driver's ancestors and then starts Ray's workers through uv in the driver's directory;
@@ -91,7 +99,22 @@ from rlark_tunnel_agent.runtime.driver import (
 )
 from rlark_tunnel_agent.runtime.local.cluster import LocalCluster
 from rlark_tunnel_agent.runtime.local.gpus import Gpu, detect_gpus
-from rlark_tunnel_agent.runtime.local.netns import NetnsManager, WorkerNetwork
+from rlark_tunnel_agent.runtime.local.netns import (
+    NetnsManager,
+    WorkerNetwork,
+    default_bridge,
+    subnet_candidates,
+)
+from rlark_tunnel_agent.runtime.local.pod import (
+    PROCESS_MODE,
+    RESOLV_CONF,
+    HostEntry,
+    host_paths_to_create,
+    hosts_file,
+    missing_host_lines,
+    pod_plan,
+    process_mode_refusal,
+)
 from rlark_tunnel_agent.runtime.local.usage import node_observations
 from rlark_tunnel_agent.runtime.markers import apply_exit, apply_marker, parse_marker_line
 
@@ -117,8 +140,10 @@ class LocalDriverOptions(BaseModel):
     state_dir: Path
     use_netns: bool | None = None
     """None: namespaces when root and `RLARK_LOCAL_NETNS` is not `0`."""
-    bridge: str = "rlark-br0"
-    subnet: IPv4Network = IPv4Network("10.213.0.0/16")
+    bridge: str | None = None
+    """The cluster's bridge; None: `rlkbr<tag>` (see `netns.py`)."""
+    subnet: IPv4Network | None = None
+    """The bridge's subnet; None: the one the bridge holds, else a free /24 (see `netns.py`)."""
     port_base: int = 20000
     """First port of the per-worker blocks used without namespaces."""
     stop_grace_s: float = 10.0
@@ -211,11 +236,16 @@ class LocalDriver:
             self.use_netns = os.geteuid() == 0 and os.environ.get("RLARK_LOCAL_NETNS", "1") != "0"
         else:
             self.use_netns = options.use_netns
-        self._net = NetnsManager(options.bridge, options.subnet, f"rlark-{self.tag}-")
+        self._net = NetnsManager(
+            options.bridge or default_bridge(self.tag), options.subnet, f"rlark-{self.tag}-"
+        )
         self._python_bin = options.python_bin_dir or Path(sys.executable).parent
         self._under_uv_run = _runs_under_uv_run()
         self._bash = shutil.which("bash") or "/bin/bash"
         self._ip = shutil.which("ip") or "/sbin/ip"
+        self._unshare = shutil.which("unshare") or "/usr/bin/unshare"
+        self._learned: dict[str, dict[str, str]] = {}
+        """job id → worker id → address of the job's workers elsewhere (`learn_addresses`)."""
         self._workers: dict[str, _Worker] = {}
         self._slots: dict[str, int] = {}
         self._gpus: list[Gpu] = list(gpus or ())
@@ -238,7 +268,7 @@ class LocalDriver:
         if self.options.detect_gpus and not self._gpus_given:
             self._gpus = await asyncio.to_thread(detect_gpus)
         if self.use_netns:
-            await self._net.ensure_bridge()
+            await self._net.ensure_network(subnet_candidates(self.tag))
         async with self._lock:
             for record_path in sorted((self.state_dir / "workers").glob("*/worker.json")):
                 try:
@@ -256,6 +286,8 @@ class LocalDriver:
                     await self._reattach_virtual_ip(worker)
                     self._start_watching(worker)
             await self._reap_strays()
+            for job_id in sorted({w.record.spec.job_id for w in self._workers.values()}):
+                self._sync_hosts(job_id)
         self._started = True
         log.info(
             "local_runtime.started",
@@ -339,6 +371,10 @@ class LocalDriver:
                         f"mount {mount.target}: {mount.type} mounts need a Kubernetes cluster; this "
                         "cluster runs workers as local processes (hostPath and emptyDir only)"
                     )
+            if not self.use_netns:
+                refusal = process_mode_refusal(spec) or _create_host_paths(spec)
+                if refusal is not None:
+                    raise ValueError(refusal)
             record = self._allocate(spec)
             worker_dir = self.state_dir / "workers" / spec.worker_id
             worker = self._new_worker(record, worker_dir)
@@ -357,12 +393,19 @@ class LocalDriver:
                         device = await self.virtual_ip_hooks.attach(spec, record.netns)
                         worker.record = record = record.model_copy(update={"tun_device": device})
                         self._write_record(worker)
+                    # Before the bind pins the file: later lines are appended (`_sync_hosts`).
+                    _write_atomically(
+                        worker.dir / "etc" / "hosts",
+                        hosts_file(self._host_entries(spec.job_id, worker)),
+                        0o644,
+                    )
                 await self._spawn(worker)
             except BaseException:
                 await self._teardown(worker)
                 self._release(record)
                 raise
             self._workers[spec.worker_id] = worker
+            self._sync_hosts(spec.job_id)
             self._events.put_nowait(WorkerStatusChanged(status=worker.status))
             self._start_watching(worker)
             log.info(
@@ -604,11 +647,111 @@ class LocalDriver:
                 source = Path(mount.source)
                 if not source.is_absolute():
                     raise ValueError(f"hostPath source must be absolute: {mount.source!r}")
-                source.mkdir(parents=True, exist_ok=True)
-                target.symlink_to(source, target_is_directory=True)
+                if not source.is_file():
+                    source.mkdir(parents=True, exist_ok=True)
+                target.symlink_to(source, target_is_directory=source.is_dir())
             else:
                 target.mkdir(parents=True, exist_ok=True)
+        if worker.record.netns is None:
+            # The host's own paths (created by ensure_worker): the translated paths lead there.
+            for _, path in host_paths_to_create(spec):
+                link = self._local_path(wdir, path)
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(path, target_is_directory=True)
+        else:
+            self._prepare_pod(worker)
         self._write_record(worker)
+
+    def _prepare_pod(self, worker: _Worker) -> None:
+        """The files and directories `pod_init.py` binds, and its plan (see `pod.py`)."""
+        spec, wdir = worker.record.spec, worker.dir
+        shutil.copy2(Path(__file__).with_name("pod_init.py"), wdir / "bootstrap" / "pod_init.py")
+        (wdir / "etc").mkdir(exist_ok=True)
+        (wdir / "pod" / "root").mkdir(parents=True, exist_ok=True)
+        _write_atomically(wdir / "etc" / "resolv.conf", RESOLV_CONF, 0o644)
+        plan = pod_plan(
+            spec,
+            wdir,
+            (self._bash, str(wdir / "bootstrap" / BOOTSTRAP_SCRIPT)),
+            is_file=lambda path: Path(path).is_file(),
+        )
+        for bind in plan.binds:
+            if not bind.file and Path(bind.source).is_relative_to(wdir / "fs"):
+                Path(bind.source).mkdir(parents=True, exist_ok=True)
+        # Ray's temp dir exists before a shadowed /tmp is snapshot, so Ray's files stay on the host.
+        Path(worker.record.ray_temp_dir).mkdir(parents=True, exist_ok=True)
+        _write_atomically(wdir / "pod.json", plan.model_dump_json(indent=2), 0o600)
+
+    def _ray_address(self, record: WorkerRecord) -> str:
+        """The address the worker's Ray (and its hostname) uses: its virtual IP on a domain's network."""
+        if record.tun_device is not None and record.spec.virtual_ip is not None:
+            return str(record.spec.virtual_ip)
+        return record.address
+
+    def _host_entries(self, job_id: str, first: _Worker | None = None) -> list[HostEntry]:
+        """The job's workers as its `/etc/hosts` names them: `first` (a worker being created), this driver's
+        live workers of the job by rank, then the addresses learned for the others (see `pod.py`)."""
+        ours = [first] if first is not None else []
+        ours += sorted(
+            (
+                w
+                for w in self._workers.values()
+                if w.record.spec.job_id == job_id and not w.record.stopped and w is not first
+            ),
+            key=lambda w: w.record.spec.rank,
+        )
+        entries = [HostEntry(w.record.spec.worker_id, job_id, self._ray_address(w.record)) for w in ours]
+        known = {e.worker_id for e in entries}
+        learned = self._learned.get(job_id, {})
+        entries += [HostEntry(wid, job_id, learned[wid]) for wid in sorted(learned) if wid not in known]
+        return entries
+
+    def _sync_hosts(self, job_id: str) -> None:
+        """Append to each live pod-like worker's hosts file the job's names it lacks (one write each)."""
+        entries = self._host_entries(job_id)
+        for worker in self._workers.values():
+            record = worker.record
+            if record.spec.job_id != job_id or record.stopped or record.netns is None:
+                continue
+            path = worker.dir / "etc" / "hosts"
+            try:
+                lines = missing_host_lines(path.read_text(), entries)
+            except FileNotFoundError:
+                continue  # a worker started before workers had their own hosts file
+            if lines:
+                _append(path, lines)
+
+    async def learn_addresses(self, job_id: str, addresses: dict[str, str]) -> None:
+        """Addresses (worker id → address) of the job's workers, wherever they run; their names are added
+        to the hosts files of the job's workers here (the agent calls this with a domain's allocation)."""
+        async with self._lock:
+            self._learned[job_id] = {**self._learned.get(job_id, {}), **addresses}
+            self._sync_hosts(job_id)
+
+    def forget_addresses(self, job_id: str) -> None:
+        """The job's addresses were released: nothing more is learned for it (files stay as they are)."""
+        self._learned.pop(job_id, None)
+
+    @property
+    def bridge(self) -> str:
+        """The cluster's bridge (root mode)."""
+        return self._net.bridge
+
+    @property
+    def subnet(self) -> IPv4Network:
+        """The bridge's subnet (root mode; settled by `start()` when not set explicitly)."""
+        return self._net.subnet
+
+    @property
+    def container_paths(self) -> bool:
+        """Workers find mounts, outputs and the TensorBoard dir at the paths the job names: bound in their
+        mount namespace as root, the host's own paths as plain processes (what cannot be is refused)."""
+        return True
+
+    async def remove_network(self) -> None:
+        """Remove the cluster's bridge when no worker runs (tests and tools that end a cluster)."""
+        if self.use_netns and not await self.list_workers():
+            await self._net.remove_bridge()
 
     def _worker_env(self, worker: _Worker) -> dict[str, str]:
         record, wdir = worker.record, worker.dir
@@ -678,7 +821,19 @@ class LocalDriver:
         record = worker.record
         argv = [self._bash, str(worker.dir / "bootstrap" / BOOTSTRAP_SCRIPT)]
         if record.netns is not None:
-            argv = [self._ip, "netns", "exec", record.netns, *argv]
+            # New UTS and mount namespaces whose mounts never reach the host; pod_init.py execs the bootstrap.
+            pod = ("--mount", "--uts", "--propagation", "private")
+            init = (sys.executable, "-I", "-S", str(worker.dir / "bootstrap" / "pod_init.py"))
+            argv = [
+                self._ip,
+                "netns",
+                "exec",
+                record.netns,
+                self._unshare,
+                *pod,
+                *init,
+                str(worker.dir / "pod.json"),
+            ]
         env = self._worker_env(worker)
         proc = await asyncio.to_thread(_start_process, argv, env, worker.dir)
         worker.proc = proc
@@ -923,6 +1078,27 @@ def _remove_stray_temp_dirs(pattern: str, live_tmp: set[str]) -> None:
 
 def _with_newline(text: str) -> str:
     return text if text.endswith("\n") else text + "\n"
+
+
+def _create_host_paths(spec: WorkerSpec) -> str | None:
+    """Process mode: create the host paths the spec writes to; why not, naming the field, when one fails."""
+    for name, path in host_paths_to_create(spec):
+        try:
+            Path(path).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return f"{name} {path}: cannot be created on this machine ({exc.strerror}): {PROCESS_MODE}"
+    return None
+
+
+def _append(path: Path, text: str) -> None:
+    """Append `text` in one write: a reader sees it whole or not at all (the size grows after the copy)."""
+    data = text.encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        if os.write(fd, data) != len(data):
+            raise OSError(f"short write to {path}")
+    finally:
+        os.close(fd)
 
 
 def _write_atomically(path: Path, text: str, mode: int) -> None:

@@ -1,0 +1,217 @@
+"""Pod-like local workers, for real (root): their hostname, `/etc/hosts`, resolver and container paths,
+seen from inside their namespaces; each cluster's own bridge and subnet.
+
+Workers hold in their prepare script (no Ray), and the test looks into them with `nsenter` — the same
+namespaces a worker's processes have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from ipaddress import IPv4Address
+from pathlib import Path
+
+import pytest
+from local_runtime_helpers import (
+    CLUSTER,
+    Recorder,
+    assert_nothing_left,
+    make_options,
+    remove_bridge,
+    spec,
+)
+from rlark_tunnel_agent.runtime.driver import Mount, MountType
+from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
+from rlark_tunnel_agent.runtime.markers import PrepareStarted
+
+pytestmark = pytest.mark.netns
+
+HOLD = 'while [ ! -e "$HOME/go" ]; do sleep 0.2; done\n'
+
+
+def inside(pid: int, *argv: str) -> subprocess.CompletedProcess[str]:
+    """Run `argv` in the namespaces (network, mount, UTS) of the worker process `pid`."""
+    return subprocess.run(
+        ["nsenter", f"--target={pid}", "--net", "--mount", "--uts", "--", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def on_host(path: str) -> bool:
+    """The path exists (or is a dangling link) in the host's mount namespace."""
+    return os.path.lexists(path)
+
+
+def host_mounts_under(path: Path) -> list[str]:
+    """Mount points of this (the host's) mount namespace at or below `path`."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4]
+        if point == str(path) or point.startswith(f"{path}/"):
+            found.append(point)
+    return found
+
+
+async def started(driver: LocalDriver, recorder: Recorder, worker_id: str) -> int:
+    """The pid of the worker's bootstrap once it runs its prepare script (its namespaces are set up)."""
+    await recorder.wait_for(
+        lambda: any(isinstance(m, PrepareStarted) for m in recorder.markers(worker_id)),
+        60,
+        f"{worker_id} to start its prepare script",
+    )
+    record = driver.record(worker_id)
+    assert record is not None
+    assert record.pid is not None
+    return record.pid
+
+
+async def test_a_worker_has_its_pods_hostname_hosts_resolver_and_container_paths(
+    driver: LocalDriver, recorder: Recorder, tmp_path: Path
+) -> None:
+    assert driver.use_netns
+    top = f"/rlark-pod-test-{uuid.uuid4().hex[:8]}"  # container paths nobody's host has
+    shared, models = tmp_path / "shared", tmp_path / "models"
+    models.mkdir()
+    (models / "weights.bin").write_bytes(b"w" * 16)
+    mounts = (
+        Mount(type=MountType.HOST_PATH, source=str(shared), target=f"{top}/data"),
+        Mount(type=MountType.HOST_PATH, source=str(models), target=f"{top}/models", read_only=True),
+        Mount(type=MountType.EMPTY_DIR, target="/tmp/rlark-pod-test-scratch"),
+    )
+    header = spec("job-pod", "header", 0, rank=0, num_nodes=2, prepare_script=HOLD, run_script="true",
+                  mounts=mounts, outputs=(f"{top}/outputs",), tensorboard_dir=f"{top}/data/tb")  # fmt: skip
+    worker = spec("job-pod", "rollout", 0, rank=1, num_nodes=2, prepare_script=HOLD, node_name="node-b",
+                  mounts=mounts, outputs=(f"{top}/outputs",))  # fmt: skip
+    await driver.ensure_worker(header)
+    await driver.ensure_worker(worker)
+    pid = await started(driver, recorder, header.worker_id)
+    peer_pid = await started(driver, recorder, worker.worker_id)
+    own = driver.record(header.worker_id)
+    peer = driver.record(worker.worker_id)
+    assert own is not None
+    assert peer is not None
+
+    # The hostname is the pod's, and it resolves to the worker's own address (not 127.0.0.1).
+    assert inside(pid, "hostname").stdout.strip() == "rlark-job-pod-header-0"
+    resolved = inside(
+        pid, sys.executable, "-c", "import socket; print(socket.gethostbyname(socket.gethostname()))"
+    )
+    assert resolved.stdout.strip() == own.address, resolved.stderr
+    # Each worker resolves the other by both names — the one created after it too — and back.
+    for name in ("rlark-job-pod-rollout-0", "rlark-job-pod-rollout-0.rlark-job-pod"):
+        answer = inside(pid, "getent", "hosts", name)
+        assert answer.returncode == 0, answer.stderr
+        assert answer.stdout.split()[0] == peer.address
+    assert inside(peer_pid, "getent", "hosts", "rlark-job-pod-header-0").stdout.split()[0] == own.address
+    reverse = inside(pid, "getent", "hosts", peer.address)
+    assert reverse.stdout.split()[:2] == [peer.address, "rlark-job-pod-rollout-0"]
+    # An address nobody maps (the bridge's gateway) fails at once instead of waiting for a nameserver
+    # that no worker can reach: the deadline is far below the old 2 x 5 s resolver timeout.
+    unknown = inside(pid, "timeout", "4", "getent", "hosts", str(IPv4Address(own.address) - 1))
+    assert unknown.returncode == 2, (unknown.returncode, unknown.stdout, unknown.stderr)
+
+    # A name the agent learns later (a domain's allocation) is appended to the running worker's file.
+    await driver.learn_addresses("job-pod", {"job-pod-remote-0": "10.99.0.7"})
+    assert inside(pid, "getent", "hosts", "rlark-job-pod-remote-0").stdout.split()[0] == "10.99.0.7"
+
+    # Mounts at their container paths: writes land on the host source; readOnly refuses writes.
+    wrote = inside(pid, "sh", "-c", f"echo checkpoint > {top}/data/ckpt.txt && ls {top}/models")
+    assert wrote.returncode == 0, wrote.stderr
+    assert wrote.stdout.split() == ["weights.bin"]
+    assert (shared / "ckpt.txt").read_text() == "checkpoint\n"
+    refused = inside(pid, "sh", "-c", f"echo x > {top}/models/new.bin")
+    assert refused.returncode != 0
+    assert "Read-only file system" in refused.stderr
+    assert not on_host(str(models / "new.bin"))
+    # Outputs, the TensorBoard dir and emptyDirs are the worker's own, kept in its directory.
+    for path in (f"{top}/outputs/o.txt", f"{top}/data/tb/events.out", "/tmp/rlark-pod-test-scratch/s"):
+        assert inside(pid, "sh", "-c", f"echo {Path(path).name} > {path}").returncode == 0, path
+    wdir = driver.worker_dir(header.worker_id)
+    assert (wdir / "fs" / top.lstrip("/") / "outputs" / "o.txt").read_text() == "o.txt\n"
+    assert (shared / "tb" / "events.out").read_text() == "events.out\n"
+    assert (wdir / "fs" / "tmp" / "rlark-pod-test-scratch" / "s").read_text() == "s\n"
+    assert inside(peer_pid, "test", "-e", f"{top}/outputs/o.txt").returncode != 0
+    # The worker's own directory (its bootstrap, scripts, logs) is where it always was.
+    assert inside(pid, "test", "-f", str(wdir / "bootstrap" / "bootstrap.sh")).returncode == 0
+
+    # None of it reached the host: no container path, no mount, no hostname change.
+    assert not on_host(top)
+    assert not on_host("/tmp/rlark-pod-test-scratch")
+    assert host_mounts_under(driver.state_dir) == []
+    assert socket.gethostname() != "rlark-job-pod-header-0"
+
+    for worker_id in (header.worker_id, worker.worker_id):
+        await driver.stop_worker(worker_id)
+    assert_nothing_left(driver, [header.worker_id, worker.worker_id])
+    assert host_mounts_under(driver.state_dir) == []
+
+
+async def test_two_local_clusters_get_their_own_bridges_and_subnets(tmp_path: Path) -> None:
+    drivers = [
+        LocalDriver(CLUSTER, LocalDriverOptions(state_dir=tmp_path / name / "local-test", detect_gpus=False))
+        for name in ("one", "two")
+    ]
+    try:
+        for driver in drivers:
+            await driver.start()
+        bridges = [driver.bridge for driver in drivers]
+        subnets = [driver.subnet for driver in drivers]
+        assert bridges[0] != bridges[1]
+        assert not subnets[0].overlaps(subnets[1])
+        addresses = [await asyncio.to_thread(_bridge_address, bridge) for bridge in bridges]
+        assert [a.split("/")[0] for a in addresses] == [str(s.network_address + 1) for s in subnets]
+        # The first worker of each cluster gets the first address of its own subnet: never the same one.
+        for driver, subnet in zip(drivers, subnets, strict=True):
+            await driver.ensure_worker(spec("job-net", "header", 0, rank=0, num_nodes=1, prepare_script=HOLD,
+                                            run_script="true"))  # fmt: skip
+            record = driver.record("job-net-header-0")
+            assert record is not None
+            assert IPv4Address(record.address) in subnet
+        first = [d.record("job-net-header-0").address for d in drivers]  # type: ignore[union-attr]
+        assert first[0] != first[1]
+        # A driver started again on the same state directory keeps its bridge and subnet.
+        await drivers[0].stop_worker("job-net-header-0")
+        await drivers[0].close()
+        again = LocalDriver(
+            CLUSTER, LocalDriverOptions(state_dir=tmp_path / "one" / "local-test", detect_gpus=False)
+        )
+        await again.start()
+        assert (again.bridge, again.subnet) == (bridges[0], subnets[0])
+        await again.close()
+    finally:
+        for driver in drivers:
+            for worker_id in await driver.list_workers():
+                await driver.stop_worker(worker_id)
+            await driver.close()
+            await driver.remove_network()
+
+
+async def test_an_explicit_subnet_another_interface_uses_is_refused(tmp_path: Path) -> None:
+    first = LocalDriver(CLUSTER, make_options(tmp_path / "a"))
+    await first.start()
+    try:
+        clash = make_options(tmp_path / "b", subnet=first.subnet)
+        second = LocalDriver(CLUSTER, clash)
+        with pytest.raises(RuntimeError, match=f"RLARK_LOCAL_SUBNET {first.subnet} overlaps"):
+            await second.start()
+        assert not _link_exists(clash.bridge or "")
+    finally:
+        await first.close()
+        remove_bridge(first.bridge)
+
+
+def _bridge_address(bridge: str) -> str:
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show", "dev", bridge], capture_output=True, text=True)
+    return out.stdout.split()[3]
+
+
+def _link_exists(name: str) -> bool:
+    return subprocess.run(["ip", "link", "show", "dev", name], capture_output=True).returncode == 0
