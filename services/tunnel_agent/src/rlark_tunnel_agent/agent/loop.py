@@ -316,17 +316,21 @@ class Agent:
                     except Exception as exc:
                         log.warning("undecodable tunnel record skipped", error=type(exc).__name__)
                         continue
-                    if isinstance(payload, AddressesAllocated):
-                        await tunnels.on_allocated(payload)
-                        if isinstance(self.driver, ResolvesJobNames):
-                            addresses = {a.worker_id: a.address for a in payload.addresses}
-                            await self.driver.learn_addresses(payload.job_id, addresses)
-                    elif isinstance(payload, AddressesReleased):
-                        await tunnels.on_released(payload)
-                        if isinstance(self.driver, ResolvesJobNames):
-                            self.driver.forget_addresses(payload.job_id)
-                    elif isinstance(payload, TunnelTopologyChanged):
-                        await tunnels.on_topology(payload)
+                    await self.on_tunnel_event(tunnels, payload)
+
+    async def on_tunnel_event(self, tunnels: DomainTunnels, payload: object) -> None:
+        """One decoded record of ``netdomain.allocations`` or ``netdomain.tunnels`` (others are ignored)."""
+        if isinstance(payload, AddressesAllocated):
+            await tunnels.on_allocated(payload)
+            if isinstance(self.driver, ResolvesJobNames):
+                addresses = {a.worker_id: a.address for a in payload.addresses}
+                await self.driver.learn_addresses(payload.job_id, addresses)
+        elif isinstance(payload, AddressesReleased):
+            await tunnels.on_released(payload)
+            if isinstance(self.driver, ResolvesJobNames):
+                self.driver.forget_addresses(payload.job_id)
+        elif isinstance(payload, TunnelTopologyChanged):
+            await tunnels.on_topology(payload)
 
     async def _desired(self, raw: bytes, cluster: str) -> None:
         try:
