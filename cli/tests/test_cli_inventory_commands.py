@@ -173,3 +173,72 @@ async def test_nodes_and_labels_commands_show_what_the_agent_reported(
     pending = await rlark("nodes", "list", "-q", "a1", "-o", "json")
     assert json.loads(pending.stdout)["items"][0]["cordon_requested"] is True
     assert (await rlark("nodes", "cordon", "gpu-a", "nope")).exit_code == 1
+
+
+async def test_nodes_clusters_and_match_show_the_gpus_in_use_and_give_them_back_when_freed(
+    as_admin: None, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    assert (await rlark("clusters", "register", "gpu-a")).exit_code == 0
+    a100 = {
+        "gpu_count": 8,
+        "gpu_allocatable": 8,
+        "gpu_model": "A100",
+        "labels": {"rlark.io/gpu-model": "A100"},
+    }
+
+    async def report(allocated: int, foreign: int) -> dict[str, Any]:
+        await observe(
+            kafka_bootstrap,
+            topic_prefix,
+            "gpu-a",
+            [
+                NodeObservation(name="a1", gpu_allocated=allocated, gpu_allocated_foreign=foreign, **a100),
+                NodeObservation(name="a2", **a100),
+            ],
+        )
+        for _ in range(100):
+            listed = await rlark("nodes", "list", "--cluster", "gpu-a", "-o", "json")
+            if listed.exit_code == 0:
+                nodes = {n["name"]: n for n in json.loads(listed.stdout)["items"]}
+                if "a1" in nodes and nodes["a1"]["gpu_allocated"] == allocated:
+                    return nodes
+            await asyncio.sleep(0.1)
+        raise AssertionError("the observation did not arrive")
+
+    # A job holds all of a1 (8 GPUs, 2 of them by a workload RLark did not place).
+    nodes = await report(8, 2)
+    assert (nodes["a1"]["gpu_free"], nodes["a1"]["gpu_allocated_foreign"]) == (0, 2)
+    table = await rlark("nodes", "list", "--cluster", "gpu-a", "-q", "a1")
+    assert "0/8 A100" in table.stdout
+    shown = await rlark("nodes", "show", "gpu-a", "a1")
+    assert "gpu_allocated_foreign 2" in " ".join(shown.stdout.split())
+
+    clusters = await rlark("clusters", "list")
+    assert clusters.exit_code == 0
+    assert "all clusters: 0/1 online, 0/2 nodes online, GPUs 0 free of 16, 8 (2 others) in use" in " ".join(
+        clusters.stdout.split()
+    )  # offline: no heartbeat in this test, so nothing is free to place on
+    listing = json.loads((await rlark("clusters", "list", "-o", "json")).stdout)
+    summary = listing["items"][0]["summary"]
+    assert (summary["gpus_allocatable"], summary["gpus_allocated"], summary["gpus_allocated_foreign"]) == (
+        16,
+        8,
+        2,
+    )
+    assert listing["totals"]["gpus_allocated"] == 8
+
+    matched = await rlark("nodes", "match", "gpu-a", "--gpus", "8", "-o", "json")
+    fits = {
+        n["name"]: (n["gpu_free"], n["gpu_allocated"], n["fits"]) for n in json.loads(matched.stdout)["nodes"]
+    }
+    assert fits == {"a1": (0, 8, False), "a2": (8, 0, True)}
+    line = await rlark("nodes", "match", "gpu-a", "--gpus", "8")
+    assert "→ 1 with ≥ 8 free GPUs" in line.stdout
+
+    # The job ends: the agent reports the GPUs free again, and every view says so.
+    nodes = await report(0, 0)
+    assert nodes["a1"]["gpu_free"] == 8
+    listing = json.loads((await rlark("clusters", "list", "-o", "json")).stdout)
+    assert (listing["items"][0]["summary"]["gpus_allocated"], listing["totals"]["gpus_allocated"]) == (0, 0)
+    line = await rlark("nodes", "match", "gpu-a", "--gpus", "8")
+    assert "→ 2 with ≥ 8 free GPUs" in line.stdout

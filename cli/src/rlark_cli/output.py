@@ -58,6 +58,13 @@ def emit(data: Any, fmt: Format, columns: Sequence[Column] | None = None, title:
     out.print(data)
 
 
+def gpus_in_use(allocated: Any, foreign: Any) -> str:
+    """GPUs held now, and how many of them RLark did not place: ``8 (8 others)``."""
+    held = int(allocated or 0)
+    others = int(foreign or 0)
+    return f"{held} ({others} others)" if others else str(held)
+
+
 def _cell(item: dict[str, Any], getter: str | Callable[[dict[str, Any]], Any]) -> str:
     value = getter(item) if callable(getter) else item.get(getter)
     if value is None:

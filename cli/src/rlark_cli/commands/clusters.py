@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from rlark_cli.client import Gateway, err, fail
-from rlark_cli.output import Column, Format, OutputOpt, emit, out
+from rlark_cli.output import Column, Format, OutputOpt, emit, gpus_in_use, out
 
 app = typer.Typer(help="GPU clusters: list, inspect, register (admins).", no_args_is_help=True)
 
@@ -36,7 +36,11 @@ COLUMNS: list[Column] = [
     ("RUNTIME", "runtime"),
     ("ONLINE", "online"),
     ("NODES ONLINE", lambda c: f"{_summary(c, 'nodes_online')}/{_summary(c, 'nodes_total')}"),
-    ("GPUS FREE", lambda c: f"{_summary(c, 'gpus_free')}/{_summary(c, 'gpus_total')}"),
+    ("GPUS FREE", lambda c: f"{_summary(c, 'gpus_free')}/{_summary(c, 'gpus_allocatable')}"),
+    (
+        "GPUS IN USE",
+        lambda c: gpus_in_use(_summary(c, "gpus_allocated"), _summary(c, "gpus_allocated_foreign")),
+    ),
     ("JOBS", lambda c: _summary(c, "running_jobs")),
     ("LAST SEEN", lambda c: _since(c.get("last_seen"))),
 ]
@@ -68,16 +72,34 @@ def list_clusters(
     sort: Annotated[
         str,
         typer.Option(
-            help="name, category, region, online, last_seen, nodes, gpus, gpus_free; -field for descending"
+            help="name, category, region, online, last_seen, nodes, gpus, gpus_free, gpus_allocated; "
+            "-field for descending"
         ),
     ] = "name",
     page: Annotated[int, typer.Option(min=1, help="Page number")] = 1,
     page_size: Annotated[int, typer.Option(min=1, max=500, help="Clusters per page")] = 50,
     output: OutputOpt = Format.table,
 ) -> None:
-    """List clusters with their node, GPU and job summary."""
+    """List clusters with their node, GPU and job summary, and the totals of every cluster.
+
+    GPUs free count where a worker could land now (ready, schedulable nodes of online clusters); GPUs in
+    use are what every pod or worker holds now ("others": workloads RLark did not place)."""
     params: dict[str, str | int] = {"sort": sort, "page": page, "page_size": page_size}
-    emit(Gateway().get("/api/v1/clusters", params=params), output, COLUMNS)
+    listing = Gateway().get("/api/v1/clusters", params=params)
+    emit(listing, output, COLUMNS)
+    if output is Format.table and listing.get("totals"):
+        out.print(totals_line(listing["totals"]), highlight=False)
+
+
+def totals_line(totals: dict[str, Any]) -> str:
+    """The overview in one line: clusters, nodes, GPUs free and in use, running jobs."""
+    return (
+        f"all clusters: {totals['clusters_online']}/{totals['clusters']} online, "
+        f"{totals['nodes_online']}/{totals['nodes_total']} nodes online, "
+        f"GPUs {totals['gpus_free']} free of {totals['gpus_allocatable']}, "
+        f"{gpus_in_use(totals['gpus_allocated'], totals['gpus_allocated_foreign'])} in use, "
+        f"{totals['running_jobs']} running jobs"
+    )
 
 
 @app.command("show")

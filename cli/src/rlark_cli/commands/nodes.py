@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from rlark_cli.client import Gateway
-from rlark_cli.output import Column, Format, OutputOpt, emit, out
+from rlark_cli.output import Column, Format, OutputOpt, emit, gpus_in_use, out
 
 app = typer.Typer(
     help="Nodes of the clusters: list, inspect, match selectors, cordon (admins).", no_args_is_help=True
@@ -47,9 +47,11 @@ def _status(node: dict[str, Any]) -> str:
 
 
 def _gpus(node: dict[str, Any]) -> str:
+    """Free of allocatable GPUs, and the model: ``6/8 A100``."""
     if not node.get("gpu_count"):
         return "-"
-    return f"{node.get('gpu_free')}/{node.get('gpu_count')} {node.get('gpu_model') or ''}".strip()
+    total = node.get("gpu_allocatable", node.get("gpu_count"))
+    return f"{node.get('gpu_free')}/{total} {node.get('gpu_model') or ''}".strip()
 
 
 COLUMNS: list[Column] = [
@@ -82,7 +84,8 @@ def list_nodes(
     sort: Annotated[
         str,
         typer.Option(
-            help="cluster, name, status, gpu_count, gpu_free, gpu_model, cpu, memory, observed_at; "
+            help="cluster, name, status, gpu_count, gpu_free, gpu_allocated, gpu_model, cpu, memory, "
+            "observed_at; "
             "-field for descending"
         ),
     ] = "cluster",
@@ -90,7 +93,10 @@ def list_nodes(
     page_size: Annotated[int, typer.Option(min=1, max=500, help="Nodes per page")] = 50,
     output: OutputOpt = Format.table,
 ) -> None:
-    """List nodes with status, free GPUs, resources and labels."""
+    """List nodes with status, free GPUs (of the allocatable), resources and labels.
+
+    Free = allocatable − what every pod or worker on the node holds now, RLark's and others'
+    (`gpu_allocated`; `gpu_allocated_foreign`: workloads RLark did not place) — see `-o json`."""
     params: dict[str, str | int] = {"sort": sort, "page": page, "page_size": page_size}
     for key, value in (("cluster", cluster), ("selector", selector), ("category", category), ("q", query)):
         if value:
@@ -147,7 +153,8 @@ def match(
             ("READY", "ready"),
             ("SCHEDULABLE", "schedulable"),
             ("GPU", "gpu_model"),
-            ("FREE", "gpu_free"),
+            ("FREE", lambda n: f"{n.get('gpu_free')}/{n.get('gpu_allocatable', '-')}"),
+            ("IN USE", lambda n: gpus_in_use(n.get("gpu_allocated"), n.get("gpu_allocated_foreign"))),
             ("FITS", "fits"),
         ],
     )

@@ -606,14 +606,24 @@ async def cluster_node_count(conn: Connection, cluster: str) -> int:
 async def matching_nodes(conn: Connection, cluster: str, selector: dict[str, str]) -> list[MatchedNode]:
     """Nodes of ``cluster`` (not gone) whose labels contain every pair of ``selector``."""
     rows = await conn.fetch(
-        """SELECT name, ready, schedulable, gpu_model,
+        """SELECT name, ready, schedulable, gpu_model, gpu_allocatable, gpu_allocated, gpu_allocated_foreign,
                   greatest(gpu_allocatable - gpu_allocated, 0) AS gpu_free
            FROM nodes WHERE cluster = $1 AND NOT gone AND labels @> $2::jsonb ORDER BY name""",
         cluster,
         selector,
     )
     return [
-        MatchedNode(r["name"], r["ready"], r["schedulable"], r["gpu_model"], int(r["gpu_free"])) for r in rows
+        MatchedNode(
+            r["name"],
+            r["ready"],
+            r["schedulable"],
+            r["gpu_model"],
+            int(r["gpu_free"]),
+            gpu_allocatable=r["gpu_allocatable"],
+            gpu_allocated=r["gpu_allocated"],
+            gpu_allocated_foreign=r["gpu_allocated_foreign"],
+        )
+        for r in rows
     ]
 
 

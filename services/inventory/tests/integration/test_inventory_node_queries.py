@@ -183,6 +183,8 @@ async def test_match_counts_the_funnel_of_a_selector_on_one_cluster(
         ("a3", False),
         ("a4", False),
     ]
+    a2 = match["nodes"][1]
+    assert (a2["gpu_allocatable"], a2["gpu_allocated"], a2["gpu_free"]) == (8, 6, 2)
     everything = await get(inventory, "/api/v1/clusters/gpu-a/match")
     assert (everything["matching"], everything["with_free_gpus"]) == (5, 3)  # a1, a2, h1
     async with inventory.client() as user:

@@ -246,6 +246,9 @@ class MatchedNodeOut(BaseModel):
     schedulable: bool
     gpu_model: str
     gpu_free: int
+    gpu_allocatable: int
+    gpu_allocated: int = Field(description="GPUs held now on the node (RLark's workers and others)")
+    gpu_allocated_foreign: int = Field(description="Of gpu_allocated, not held by RLark workers of this node")
     fits: bool = Field(description="Ready, schedulable and with at least the asked GPUs free")
 
 
@@ -280,6 +283,9 @@ class MatchOut(BaseModel):
                     schedulable=n.schedulable,
                     gpu_model=n.gpu_model,
                     gpu_free=n.gpu_free,
+                    gpu_allocatable=n.gpu_allocatable,
+                    gpu_allocated=n.gpu_allocated,
+                    gpu_allocated_foreign=n.gpu_allocated_foreign,
                     fits=n.fits(m.gpus),
                 )
                 for n in m.nodes

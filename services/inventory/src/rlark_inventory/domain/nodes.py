@@ -86,6 +86,9 @@ class MatchedNode:
     schedulable: bool
     gpu_model: str
     gpu_free: int
+    gpu_allocatable: int = 0
+    gpu_allocated: int = 0
+    gpu_allocated_foreign: int = 0
 
     def fits(self, gpus: int) -> bool:
         return self.ready and self.schedulable and self.gpu_free >= gpus
