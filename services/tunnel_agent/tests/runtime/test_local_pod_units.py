@@ -24,6 +24,7 @@ from rlark_tunnel_agent.runtime.local.pod import (
     Bind,
     HostEntry,
     container_binds,
+    hiding_refusal,
     host_paths_to_create,
     hosts_file,
     missing_host_lines,
@@ -137,6 +138,19 @@ def test_the_plan_names_the_worker_binds_hosts_and_resolver_and_execs_the_bootst
     assert [b.target for b in plan.binds][:1] == ["/outputs"]  # depth order: parents before children
     assert plan.exec == ("/bin/bash", str(WDIR / "bootstrap" / "bootstrap.sh"))
     assert (plan.cwd, plan.scratch) == (str(WDIR), str(WDIR / "pod" / "root"))
+
+
+def test_a_mount_that_would_hide_the_workers_own_files_is_refused() -> None:
+    needed = ("/work/main/.state/agent", "/work/main/.venv")
+    covering = spec(
+        "job-a", "header", 0, rank=0, num_nodes=1, outputs=(), mounts=(Mount(source="/srv", target="/work"),)
+    )
+    assert hiding_refusal(container_binds(covering, WDIR), needed) == (
+        "mount /work: it would hide /work/main/.state/agent, which this local cluster's workers run from; "
+        "mount it elsewhere"
+    )
+    beside = spec("job-a", "header", 0, rank=0, num_nodes=1, mounts=(Mount(source="/srv", target="/work2"),))
+    assert hiding_refusal(container_binds(beside, WDIR), needed) is None
 
 
 @pytest.mark.parametrize(

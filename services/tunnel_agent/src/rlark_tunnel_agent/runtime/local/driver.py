@@ -109,6 +109,8 @@ from rlark_tunnel_agent.runtime.local.pod import (
     PROCESS_MODE,
     RESOLV_CONF,
     HostEntry,
+    container_binds,
+    hiding_refusal,
     host_paths_to_create,
     hosts_file,
     missing_host_lines,
@@ -371,10 +373,14 @@ class LocalDriver:
                         f"mount {mount.target}: {mount.type} mounts need a Kubernetes cluster; this "
                         "cluster runs workers as local processes (hostPath and emptyDir only)"
                     )
-            if not self.use_netns:
+            if self.use_netns:
+                binds = container_binds(spec, self.worker_dir(spec.worker_id))
+                needed = (str(self.state_dir), sys.prefix, str(self._python_bin), self._bash)
+                refusal = hiding_refusal(binds, needed)
+            else:
                 refusal = process_mode_refusal(spec) or _create_host_paths(spec)
-                if refusal is not None:
-                    raise ValueError(refusal)
+            if refusal is not None:
+                raise ValueError(refusal)
             record = self._allocate(spec)
             worker_dir = self.state_dir / "workers" / spec.worker_id
             worker = self._new_worker(record, worker_dir)

@@ -200,6 +200,19 @@ def pod_plan(
     )
 
 
+def hiding_refusal(binds: Sequence[Bind], needed: Iterable[str]) -> str | None:
+    """Why the binds cannot be made: one would cover a host path the worker itself needs (its directory,
+    the interpreter that runs its bootstrap); None when none does."""
+    for bind in binds:
+        for path in needed:
+            if _under(_norm(path), [bind.target]):
+                return (
+                    f"mount {bind.target}: it would hide {path}, which this local cluster's workers run "
+                    "from; mount it elsewhere"
+                )
+    return None
+
+
 def process_mode_refusal(spec: WorkerSpec) -> str | None:
     """Why a worker of this spec cannot run as plain processes, naming the field; None when it can.
 
