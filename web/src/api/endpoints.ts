@@ -6,6 +6,7 @@ import type {
   ClusterCreate,
   ClusterCreated,
   ClusterNode,
+  ClusterPage,
   Domain,
   DomainCheck,
   Job,
@@ -59,7 +60,10 @@ export const auditApi = {
 };
 
 export const clustersApi = {
-  list: async () => pageOf(await api.get<Page<Cluster>>('/clusters', { page_size: 500 }), normalizeCluster),
+  list: async (): Promise<ClusterPage> => {
+    const raw = await api.get<ClusterPage>('/clusters', { page_size: 500 });
+    return { ...pageOf(raw, normalizeCluster), totals: raw.totals };
+  },
   get: async (name: string) => normalizeCluster(await api.get<Cluster>(`/clusters/${enc(name)}`)),
   create: (body: ClusterCreate) => api.post<ClusterCreated>('/clusters', body),
   remove: (name: string) => api.del<void>(`/clusters/${enc(name)}`),

@@ -3,7 +3,7 @@
  * may be nested under `summary` or flat on the item; a node's status may be given or derived from
  * `ready`/`schedulable`/`gone`. Everything else is passed through unchanged.
  */
-import type { Cluster, ClusterNode, ClusterSummary, JobDetail, NodeStatus, OutputFile, Worker } from './types';
+import type { Cluster, ClusterNode, ClusterSummary, ClusterTotals, JobDetail, NodeStatus, OutputFile, Worker } from './types';
 
 const num = (value: unknown): number => (typeof value === 'number' && Number.isFinite(value) ? value : 0);
 
@@ -20,6 +20,9 @@ export function normalizeCluster(raw: Cluster): Cluster {
     online_rate:
       nested.online_rate ?? (flat.online_rate as number | undefined) ?? (nodesTotal ? nodesOnline / nodesTotal : 0),
     gpus_total: pick('gpus_total'),
+    gpus_allocatable: num(nested.gpus_allocatable ?? flat.gpus_allocatable ?? nested.gpus_total ?? flat.gpus_total),
+    gpus_allocated: pick('gpus_allocated'),
+    gpus_allocated_foreign: pick('gpus_allocated_foreign'),
     gpus_free: pick('gpus_free'),
     running_jobs: pick('running_jobs'),
   };
@@ -46,6 +49,31 @@ export function normalizeNode(raw: ClusterNode): ClusterNode {
     labels: raw.labels ?? {},
     gpu_count: raw.gpu_count ?? 0,
     gpu_free: raw.gpu_free ?? Math.max(allocatable - allocated, 0),
+  };
+}
+
+/** The overview: the API's `totals` of every cluster, or the listed clusters summed (older gateways). */
+export function clusterTotals(page: { items: Cluster[]; totals?: ClusterTotals }): ClusterTotals {
+  if (page.totals) {
+    const { summary } = normalizeCluster({ name: '', online: true, summary: page.totals });
+    return { ...summary, clusters: num(page.totals.clusters), clusters_online: num(page.totals.clusters_online) };
+  }
+  const sum = (key: keyof ClusterSummary) => page.items.reduce((n, c) => n + num(c.summary[key]), 0);
+  const nodesTotal = sum('nodes_total');
+  const nodesOnline = sum('nodes_online');
+  return {
+    clusters: page.items.length,
+    clusters_online: page.items.filter((c) => c.online).length,
+    nodes_total: nodesTotal,
+    nodes_online: nodesOnline,
+    nodes_offline: nodesTotal - nodesOnline,
+    online_rate: nodesTotal ? nodesOnline / nodesTotal : 0,
+    gpus_total: sum('gpus_total'),
+    gpus_allocatable: sum('gpus_allocatable'),
+    gpus_allocated: sum('gpus_allocated'),
+    gpus_allocated_foreign: sum('gpus_allocated_foreign'),
+    gpus_free: sum('gpus_free'),
+    running_jobs: sum('running_jobs'),
   };
 }
 

@@ -52,9 +52,27 @@ export interface ClusterSummary {
   nodes_online: number;
   nodes_offline: number;
   online_rate: number;
+  /** GPU capacity of the nodes that are not gone. */
   gpus_total: number;
+  /** Allocatable GPUs of the nodes that are not gone. */
+  gpus_allocatable: number;
+  /** GPUs held now: RLark's workers and everything else on the nodes. */
+  gpus_allocated: number;
+  /** Of gpus_allocated, those not held by RLark workers placed on their node (workloads RLark did not place). */
+  gpus_allocated_foreign: number;
+  /** Allocatable − allocated where a worker could land now (ready, schedulable nodes of an online cluster). */
   gpus_free: number;
   running_jobs: number;
+}
+
+/** Every cluster together (`totals` of the cluster list): the overview. */
+export interface ClusterTotals extends ClusterSummary {
+  clusters: number;
+  clusters_online: number;
+}
+
+export interface ClusterPage extends Page<Cluster> {
+  totals?: ClusterTotals;
 }
 
 export interface Cluster {
@@ -109,6 +127,8 @@ export interface ClusterNode {
   gpu_model?: string;
   gpu_allocatable?: number;
   gpu_allocated?: number;
+  /** Of gpu_allocated, those RLark workers placed on this node do not hold. */
+  gpu_allocated_foreign?: number;
   gpu_free?: number;
   cpu_millis?: number;
   cpu_allocatable_millis?: number;
@@ -141,6 +161,8 @@ export interface MatchedNode {
   gpu_free: number;
   gpu_count?: number;
   gpu_allocatable?: number;
+  gpu_allocated?: number;
+  gpu_allocated_foreign?: number;
   fits?: boolean;
 }
 

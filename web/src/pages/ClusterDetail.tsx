@@ -13,12 +13,13 @@ import { NODE_CATEGORY_LABEL, nodeCategoryOf } from '../api/normalize';
 import type { ClusterNode, NodeStatus } from '../api/types';
 import ApiErrorAlert, { errorMessage } from '../components/ApiErrorAlert';
 import CredentialModal from '../components/CredentialModal';
+import { GpuInUse } from '../components/GpuUsage';
 import PageTitle from '../components/PageTitle';
 import { NodeStatusTag, OnlineTag } from '../components/StatusTag';
 import { useSession } from '../auth';
 import { formatTime } from '../lib/format';
 
-const SORT_FIELDS: Record<string, string> = { name: 'name', status: 'status', gpu_count: 'gpu_count', gpu_free: 'gpu_free', gpu_model: 'gpu_model' };
+const SORT_FIELDS: Record<string, string> = { name: 'name', status: 'status', gpu_count: 'gpu_count', gpu_free: 'gpu_free', gpu_allocated: 'gpu_allocated', gpu_model: 'gpu_model' };
 
 export default function ClusterDetail() {
   const { name = '' } = useParams();
@@ -110,7 +111,10 @@ export default function ClusterDetail() {
             <Card><Statistic title={t('clusters.onlineRate')} value={Math.round(c.summary.online_rate * 100)} suffix="%" /></Card>
           </Col>
           <Col span={6}>
-            <Card><Statistic title={t('clusters.gpusFree')} value={c.summary.gpus_free} suffix={`/ ${c.summary.gpus_total}`} /></Card>
+            <Card data-testid="cluster-stat-gpus">
+              <Statistic title={t('clusters.gpusFree')} value={c.summary.gpus_free} suffix={`/ ${c.summary.gpus_allocatable}`} />
+              <GpuInUse allocated={c.summary.gpus_allocated} foreign={c.summary.gpus_allocated_foreign} />
+            </Card>
           </Col>
           <Col span={6}>
             <Card><Statistic title={t('clusters.runningJobs')} value={c.summary.running_jobs} /></Card>
@@ -222,6 +226,13 @@ export default function ClusterDetail() {
             { title: t('nodes.gpuModel'), dataIndex: 'gpu_model', key: 'gpu_model', sorter: true, render: (v?: string) => v || '—' },
             { title: t('nodes.gpus'), dataIndex: 'gpu_count', key: 'gpu_count', sorter: true },
             { title: t('nodes.gpusFree'), dataIndex: 'gpu_free', key: 'gpu_free', sorter: true },
+            {
+              title: t('gpu.inUseTitle'),
+              dataIndex: 'gpu_allocated',
+              key: 'gpu_allocated',
+              sorter: true,
+              render: (_: unknown, node: ClusterNode) => <GpuInUse allocated={node.gpu_allocated} foreign={node.gpu_allocated_foreign} />,
+            },
             {
               title: t('nodes.labels'),
               dataIndex: 'labels',

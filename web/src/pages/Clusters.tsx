@@ -8,6 +8,7 @@ import { clustersApi } from '../api/endpoints';
 import type { Cluster } from '../api/types';
 import ApiErrorAlert from '../components/ApiErrorAlert';
 import PageTitle from '../components/PageTitle';
+import { GpuInUse } from '../components/GpuUsage';
 import { OnlineTag } from '../components/StatusTag';
 import { formatTime, percent } from '../lib/format';
 
@@ -76,9 +77,18 @@ export default function Clusters() {
             title: t('clusters.gpusFree'),
             sorter: (a, b) => a.summary.gpus_free - b.summary.gpus_free,
             render: (_, c) => (
-              <Tooltip title={t('clusters.gpuUse', { p: percent(c.summary.gpus_total - c.summary.gpus_free, c.summary.gpus_total) })}>
-                {c.summary.gpus_free} / {c.summary.gpus_total}
+              <Tooltip title={t('clusters.gpuUse', { p: percent(c.summary.gpus_allocated, c.summary.gpus_allocatable) })}>
+                <span data-testid={`cluster-gpus-${c.name}`}>
+                  {c.summary.gpus_free} / {c.summary.gpus_allocatable}
+                </span>
               </Tooltip>
+            ),
+          },
+          {
+            title: t('gpu.inUseTitle'),
+            sorter: (a, b) => a.summary.gpus_allocated - b.summary.gpus_allocated,
+            render: (_, c) => (
+              <GpuInUse allocated={c.summary.gpus_allocated} foreign={c.summary.gpus_allocated_foreign} testId={`cluster-gpus-in-use-${c.name}`} />
             ),
           },
           { title: t('clusters.runningJobs'), render: (_, c) => c.summary.running_jobs, sorter: (a, b) => a.summary.running_jobs - b.summary.running_jobs },

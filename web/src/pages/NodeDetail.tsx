@@ -6,6 +6,7 @@ import { Link, useParams } from 'react-router-dom';
 import { nodesApi } from '../api/endpoints';
 import type { NodeWorker } from '../api/types';
 import ApiErrorAlert from '../components/ApiErrorAlert';
+import { GpuInUse } from '../components/GpuUsage';
 import PageTitle from '../components/PageTitle';
 import { NodeStatusTag, PhaseTag } from '../components/StatusTag';
 import { formatBytes, formatCpu, formatTime, percent } from '../lib/format';
@@ -71,7 +72,13 @@ export default function NodeDetail() {
                   {
                     key: 'gpu',
                     label: t('nodeDetail.gpuAllocated'),
-                    children: <Usage used={n.gpu_allocated} total={n.gpu_allocatable ?? n.gpu_count} format={(v) => String(v ?? 0)} />,
+                    children: (
+                      <Space orientation="vertical" size={0} data-testid="node-gpus">
+                        <Usage used={n.gpu_allocated} total={n.gpu_allocatable ?? n.gpu_count} format={(v) => String(v ?? 0)} />
+                        <GpuInUse allocated={n.gpu_allocated} foreign={n.gpu_allocated_foreign} />
+                        <Typography.Text>{t('gpu.free', { n: n.gpu_free ?? 0 })}</Typography.Text>
+                      </Space>
+                    ),
                   },
                   {
                     key: 'cpu',

@@ -4,8 +4,10 @@ import { useQueries, useQuery } from '@tanstack/react-query';
 import { useTranslation } from 'react-i18next';
 import { Link } from 'react-router-dom';
 import { clustersApi, jobsApi } from '../api/endpoints';
+import { clusterTotals } from '../api/normalize';
 import { JOB_STATES, type Job } from '../api/types';
 import ApiErrorAlert from '../components/ApiErrorAlert';
+import { GpuInUse } from '../components/GpuUsage';
 import PageTitle from '../components/PageTitle';
 import { JobStatusTag, OnlineTag } from '../components/StatusTag';
 import { formatTime, percent } from '../lib/format';
@@ -21,11 +23,8 @@ export default function Overview() {
   });
   const recent = useQuery({ queryKey: ['jobs', 'recent'], queryFn: () => jobsApi.list({ page_size: 8 }) });
   const items = clusters.data?.items ?? [];
-  const online = items.filter((c) => c.online).length;
-  const nodesTotal = items.reduce((n, c) => n + c.summary.nodes_total, 0);
-  const nodesOnline = items.reduce((n, c) => n + c.summary.nodes_online, 0);
-  const gpusTotal = items.reduce((n, c) => n + c.summary.gpus_total, 0);
-  const gpusFree = items.reduce((n, c) => n + c.summary.gpus_free, 0);
+  // Every cluster together, as the API sums them (the same numbers `rlark clusters list` prints).
+  const totals = clusterTotals({ items, totals: clusters.data?.totals });
 
   return (
     <>
@@ -34,19 +33,24 @@ export default function Overview() {
       <Row gutter={[16, 16]} className="stat-row">
         <Col span={6}>
           <Card data-testid="stat-clusters">
-            <Statistic title={t('overview.clustersOnline')} value={online} suffix={`/ ${items.length}`} loading={clusters.isLoading} />
+            <Statistic title={t('overview.clustersOnline')} value={totals.clusters_online} suffix={`/ ${totals.clusters}`} loading={clusters.isLoading} />
           </Card>
         </Col>
         <Col span={6}>
           <Card data-testid="stat-nodes">
-            <Statistic title={t('overview.nodesOnline')} value={nodesOnline} suffix={`/ ${nodesTotal}`} loading={clusters.isLoading} />
-            <Progress percent={percent(nodesOnline, nodesTotal)} size="small" />
+            <Statistic title={t('overview.nodesOnline')} value={totals.nodes_online} suffix={`/ ${totals.nodes_total}`} loading={clusters.isLoading} />
+            <Progress percent={percent(totals.nodes_online, totals.nodes_total)} size="small" />
           </Card>
         </Col>
         <Col span={6}>
           <Card data-testid="stat-gpus">
-            <Statistic title={t('overview.gpusFree')} value={gpusFree} suffix={`/ ${gpusTotal}`} loading={clusters.isLoading} />
-            <Progress percent={percent(gpusTotal - gpusFree, gpusTotal)} size="small" format={(p) => t('overview.inUse', { p })} />
+            <Statistic title={t('overview.gpusFree')} value={totals.gpus_free} suffix={`/ ${totals.gpus_allocatable}`} loading={clusters.isLoading} />
+            <Progress
+              percent={percent(totals.gpus_allocated, totals.gpus_allocatable)}
+              size="small"
+              format={(p) => t('overview.inUse', { p })}
+            />
+            <GpuInUse allocated={totals.gpus_allocated} foreign={totals.gpus_allocated_foreign} testId="overview-gpus-in-use" />
           </Card>
         </Col>
         <Col span={6}>
@@ -86,7 +90,11 @@ export default function Overview() {
                 { title: t('clusters.name'), dataIndex: 'name', render: (name: string) => <Link to={`/clusters/${encodeURIComponent(name)}`}>{name}</Link> },
                 { title: t('clusters.status'), dataIndex: 'online', render: (v: boolean) => <OnlineTag online={v} /> },
                 { title: t('clusters.nodes'), render: (_, c) => `${c.summary.nodes_online} / ${c.summary.nodes_total}` },
-                { title: t('clusters.gpus'), render: (_, c) => `${c.summary.gpus_free} / ${c.summary.gpus_total}` },
+                { title: t('clusters.gpus'), render: (_, c) => `${c.summary.gpus_free} / ${c.summary.gpus_allocatable}` },
+                {
+                  title: t('gpu.inUseTitle'),
+                  render: (_, c) => <GpuInUse allocated={c.summary.gpus_allocated} foreign={c.summary.gpus_allocated_foreign} />,
+                },
               ]}
             />
           </Card>

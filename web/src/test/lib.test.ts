@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../api/client';
 import { staleKeysFor } from '../api/live';
-import { normalizeCluster, normalizeNode } from '../api/normalize';
+import { clusterTotals, normalizeCluster, normalizeNode } from '../api/normalize';
 import { formFieldFor } from '../components/ApiErrorAlert';
 import { checkCidr } from '../lib/cidr';
 import { parseTerm, selectorQuery } from '../lib/selector';
@@ -77,6 +77,21 @@ describe('tolerant readers', () => {
   it('reads a cluster summary nested or flat', () => {
     const flat = normalizeCluster({ name: 'a', online: true, nodes_total: 4, nodes_online: 3, gpus_total: 8, gpus_free: 2 } as never);
     expect(flat.summary).toMatchObject({ nodes_total: 4, nodes_online: 3, nodes_offline: 1, online_rate: 0.75, gpus_free: 2 });
+  });
+
+  it('reads allocatable GPUs of a summary, from the capacity when an older gateway leaves them out', () => {
+    const old = normalizeCluster({ name: 'a', online: true, summary: { gpus_total: 8, gpus_free: 8 } } as never);
+    expect(old.summary).toMatchObject({ gpus_allocatable: 8, gpus_allocated: 0, gpus_allocated_foreign: 0 });
+  });
+
+  it('takes the overview from the API totals, else sums the listed clusters', () => {
+    const a = normalizeCluster({ name: 'a', online: true, summary: { nodes_total: 2, nodes_online: 2, gpus_total: 16, gpus_allocatable: 16, gpus_allocated: 8, gpus_free: 8, running_jobs: 1 } } as never);
+    const b = normalizeCluster({ name: 'b', online: false, summary: { nodes_total: 1, nodes_online: 0, gpus_total: 4, gpus_allocatable: 4, gpus_allocated: 4, gpus_allocated_foreign: 4, gpus_free: 0 } } as never);
+    expect(clusterTotals({ items: [a, b] })).toMatchObject({
+      clusters: 2, clusters_online: 1, nodes_total: 3, gpus_allocatable: 20, gpus_allocated: 12, gpus_allocated_foreign: 4, gpus_free: 8,
+    });
+    const fromApi = clusterTotals({ items: [a], totals: { ...b.summary, gpus_allocated: 3, clusters: 9, clusters_online: 5 } });
+    expect(fromApi).toMatchObject({ clusters: 9, clusters_online: 5, gpus_allocated: 3 });
   });
 
   it('derives node status and free GPUs', () => {

@@ -158,7 +158,7 @@ function RoleWorkerForm({ role, index }: { role: RoleDraft; index: number }) {
               onChange={(cluster: string) => setRole(role.id, { cluster, selector: [] })}
               options={(clusters.data?.items ?? []).map((c) => ({
                 value: c.name,
-                label: `${c.display_name || c.name} · ${t('wizard.clusterFree', { free: c.summary.gpus_free, total: c.summary.gpus_total })}${c.online ? '' : ` · ${t('common.offline')}`}`,
+                label: `${c.display_name || c.name} · ${t('wizard.clusterFree', { free: c.summary.gpus_free, total: c.summary.gpus_allocatable })}${c.online ? '' : ` · ${t('common.offline')}`}`,
               }))}
             />
           </Form.Item>
