@@ -19,6 +19,7 @@ def header_spec(job_id: str, node: str, *, num_nodes: int = 2, gpus: int = 8, **
     fields: dict[str, Any] = {
         "job_id": job_id,
         "worker_id": f"{job_id}-header-0",
+        "cluster": "gpu-a",
         "role": "header",
         "index": 0,
         "rank": 0,
@@ -56,6 +57,7 @@ def worker_spec(
     fields: dict[str, Any] = {
         "job_id": job_id,
         "worker_id": f"{job_id}-actor-{index}",
+        "cluster": "gpu-a",
         "role": "actor",
         "index": index,
         "rank": index + 1,

@@ -109,7 +109,11 @@ def test_without_the_agents_access_or_an_image_no_sidecar_is_rendered() -> None:
         manifests.worker_pod(spec, KubernetesDriverConfig(), owner, ACCESS),
     ):
         assert "initContainers" not in pod["spec"]
-        assert "RLINF_COMM_NET_DEVICES" not in _env(pod["spec"]["containers"][0])
+        env = _env(pod["spec"]["containers"][0])
+        # No TUN device holds the virtual IP: Ray and collectives use the pod's own IP and eth0.
+        assert env["RLINF_COMM_NET_DEVICES"] == env["GLOO_SOCKET_IFNAME"] == "eth0"
+        assert env["RLARK_NODE_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+        assert env["RLARK_VIRTUAL_IP"] == "10.200.0.5"
 
 
 def test_job_objects_match_the_golden_snapshot() -> None:

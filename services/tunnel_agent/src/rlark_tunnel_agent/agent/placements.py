@@ -33,6 +33,7 @@ def to_worker_spec(placed: WorkerPlaced, header_address: str) -> WorkerSpec:
     return WorkerSpec(
         job_id=placed.job_id,
         worker_id=placed.worker_id,
+        cluster=placed.cluster,
         role=placed.role,
         index=placed.index,
         rank=placed.rank,

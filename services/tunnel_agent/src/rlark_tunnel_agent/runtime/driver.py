@@ -31,7 +31,11 @@ from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# The contracts' own definitions, re-exported for the runtimes.
 from rlark_contracts.events.agent import NodeObservation as NodeObservation
+from rlark_contracts.events.agent import WorkerPhase as WorkerPhase
+from rlark_contracts.events.scheduler import worker_id_for as worker_id_for
 
 from rlark_tunnel_agent.runtime.markers import Marker
 
@@ -112,11 +116,6 @@ class Mount(BaseModel):
         return value
 
 
-def worker_id_for(job_id: str, role: str, index: int) -> str:
-    """The deterministic worker id `<job_id>-<role>-<index>` every component derives alike."""
-    return f"{job_id}-{role}-{index}"
-
-
 class WorkerSpec(BaseModel):
     """Everything a runtime needs to create one worker of a job (from one worker placement)."""
 
@@ -125,6 +124,8 @@ class WorkerSpec(BaseModel):
 
     job_id: str
     worker_id: str
+    cluster: str = ""
+    """The cluster the worker was placed in (the worker's `RLARK_CLUSTER`; "" in records made before it)."""
     role: str
     index: Annotated[int, Field(ge=0)]
     rank: Annotated[int, Field(ge=0)]
@@ -230,24 +231,6 @@ def validate_authorized_key_lines(lines: Sequence[str]) -> list[str]:
         if stripped:
             checked.append(stripped)
     return checked
-
-
-class WorkerPhase(StrEnum):
-    """Where a worker is in its life; the last three are terminal."""
-
-    CREATED = "Created"
-    PREPARING = "Preparing"
-    STARTING = "Starting"
-    RAY_HEAD_UP = "RayHeadUp"
-    JOINED = "Joined"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    STOPPED = "Stopped"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (WorkerPhase.SUCCEEDED, WorkerPhase.FAILED, WorkerPhase.STOPPED)
 
 
 class WorkerStatus(BaseModel):

@@ -9,9 +9,12 @@
 #   3. runs the prepare script under `bash -e -o pipefail`; variables it exports (a venv
 #      activation, say) carry over to `ray start` and the run script; a failure ends the worker
 #      with the script's exit code;
-#   4. Header: `ray start --head` on its own address with fixed, declared ports; others wait
-#      until the head's GCS port answers, then `ray start --address=<header>:<port>`, retrying
-#      until the join deadline (counted from the head's first answer);
+#   4. Header: `ray start --head` on its own address with fixed, declared ports, serving Ray's
+#      dashboard and state API on RLARK_RAY_DASHBOARD_PORT bound to that address (RLinf's failure
+#      handler and `ray list` need it; it costs the head about 200 MiB); others wait until the
+#      head's GCS port answers, then `ray start --address=<header>:<port>`, retrying until the
+#      join deadline (counted from the head's first answer). Every worker exports RAY_ADDRESS
+#      and RAY_API_SERVER_ADDRESS (http://<header>:<dashboard port>) before `ray start`;
 #   5. Header: waits until all expected Ray nodes (and GPUs) registered, or fails with
 #      "2/3 Ray nodes joined after 120s"; with more than one node, checks that every other
 #      node answers on its raylet and object manager ports (through the tunnels, in a network
@@ -82,6 +85,7 @@ if [[ -z $NODE_IP ]]; then
   NODE_IP=${NODE_IP:-127.0.0.1}
 fi
 RAY_PORT=${RLARK_RAY_PORT:-6379}
+DASHBOARD_PORT=${RLARK_RAY_DASHBOARD_PORT:-8265}
 HEADER_HOST=${RLARK_HEADER_ADDRESS:-}
 [[ $IS_HEADER == 1 && -z $HEADER_HOST ]] && HEADER_HOST=$NODE_IP
 JOIN_DEADLINE=${RLARK_JOIN_DEADLINE_S:-120}
@@ -99,6 +103,8 @@ export_platform_env() {
   export RLINF_NODE_RANK=$RLARK_NODE_RANK
   export RLARK_JOB_ID RLARK_WORKER_ID RLARK_ROLE RLARK_WORKER_INDEX RLARK_NODE_RANK RLARK_NUM_NODES
   export RAY_ADDRESS="$HEADER_HOST:$RAY_PORT"
+  # Ray's state API and job CLI read this before asking the GCS where the dashboard is.
+  export RAY_API_SERVER_ADDRESS="http://$HEADER_HOST:$DASHBOARD_PORT"
   export RLARK_OUTPUTS=${RLARK_OUTPUTS:-}
   export RLARK_TENSORBOARD_DIR=${RLARK_TENSORBOARD_DIR:-}
   export RLARK_NODE_IP=$NODE_IP
@@ -272,8 +278,8 @@ ray_args=(
 if [[ $IS_HEADER == 1 ]]; then
   # `timeout --foreground` keeps Ray in our process group (plain `timeout` makes a new one).
   run_child timeout --foreground -k 5 "$JOIN_DEADLINE" "$RAY_BIN" start --head \
-    --port="$RAY_PORT" --include-dashboard=false \
-    --dashboard-port="${RLARK_RAY_DASHBOARD_PORT:-8265}" "${ray_args[@]}"
+    --port="$RAY_PORT" --include-dashboard=true --dashboard-host="$NODE_IP" \
+    --dashboard-port="$DASHBOARD_PORT" "${ray_args[@]}"
   rc=$?
   if ((rc != 0)); then
     marker "{\"event\":\"ray_start_failed\",\"exit_code\":$rc}"

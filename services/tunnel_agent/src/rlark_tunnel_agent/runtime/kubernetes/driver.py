@@ -64,6 +64,8 @@ from typing import Any, TypeVar
 import structlog
 from kubernetes.client.exceptions import ApiException
 
+from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_FILES
+from rlark_tunnel_agent.runtime.contract import authorized_keys_text
 from rlark_tunnel_agent.runtime.driver import (
     LogStream,
     NodeObservation,
@@ -306,7 +308,7 @@ class KubernetesDriver:
 
     def _read_bootstrap_files(self) -> dict[str, str]:
         files = {manifests.ENTRYPOINT_FILE: (_HERE / "entrypoint.sh").read_text()}
-        for name in ("bootstrap.sh", "rlark_node.py"):
+        for name in BOOTSTRAP_FILES:  # the same bootstrap the local runtime ships
             path = self.config.bootstrap_dir / name
             if not path.exists():
                 raise RuntimeError(f"the worker bootstrap file {path} is missing")
@@ -835,7 +837,7 @@ class KubernetesDriver:
             names.worker_config_name(worker_id),
             {
                 "data": {
-                    manifests.KEYS_KEY: "".join(f"{k}\n" for k in keys),
+                    manifests.KEYS_KEY: authorized_keys_text(keys),
                     manifests.SPEC_KEY: updated.model_dump_json(),
                 }
             },

@@ -21,8 +21,10 @@ Pod shape (every field deliberate; a golden-file test pins it):
 - volumes: the job ConfigMap at /opt/rlark/bootstrap (read-only, 0555), the worker ConfigMap at
   /opt/rlark/worker (read-only, whole directory so key rotation propagates), an emptyDir $HOME,
   a memory-backed /dev/shm, then the role's mounts;
-- env: the role's variables first, then the platform's (which win); every user value is escaped
-  so Kubernetes' ``$(VAR)`` expansion cannot rewrite it;
+- env: the worker contract (``runtime/contract.py``): the role's variables, the platform's (which
+  win), ``RLARK_KEYS_SYNC_S`` (this runtime's own) and ``RLARK_NODE_IP`` from the pod's IP outside a
+  network domain; sorted by name, every value escaped so Kubernetes' ``$(VAR)`` expansion cannot
+  rewrite it; the container ports are the contract's (ssh; on the Header Ray's GCS and dashboard);
 - the network sidecar (only for workers with a virtual IP, a configured sidecar image and the
   agent's ``SidecarAccess``) is the one container with a capability: NET_ADMIN, nothing else, and
   /dev/net/tun. A native sidecar (an init container with ``restartPolicy: Always``) whose startup
@@ -48,6 +50,14 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from rlark_tunnel_agent.runtime.contract import (
+    KEYS_FILE,
+    KUBERNETES,
+    RuntimeFacts,
+    compose_env,
+    worker_contract,
+    worker_files,
+)
 from rlark_tunnel_agent.runtime.driver import Mount, MountType, RayPorts, WorkerSpec
 from rlark_tunnel_agent.runtime.kubernetes import names
 from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
@@ -60,13 +70,14 @@ BOOTSTRAP_MOUNT = "/opt/rlark/bootstrap"
 WORKER_MOUNT = "/opt/rlark/worker"
 ENTRYPOINT_FILE = "entrypoint.sh"
 SPEC_KEY = "spec.json"
-KEYS_KEY = "authorized_keys"
-PREPARE_KEY = "prepare.sh"
-RUN_KEY = "run.sh"
+KEYS_KEY = KEYS_FILE
 TOKEN_KEY = "token"  # noqa: S105 - the key name inside the Secret, not a secret
 TOKEN_ENV = "RLARK_TUNNEL_TOKEN"  # noqa: S105 - a variable name
 TUN_DEVICE = "rlark0"
 """The sidecar's TUN device (``run_sidecar``'s default name): Ray's and RLinf's network device."""
+POD_DEVICE = "eth0"
+"""The pod's interface, which carries its IP (every CNI names the pod's side ``eth0``)."""
+RAY_TEMP_DIR = "/tmp/ray"  # noqa: S108 - inside the worker's own container
 
 Manifest = dict[str, Any]
 
@@ -137,14 +148,8 @@ def _worker_object_metadata(
 
 
 def worker_config_map(spec: WorkerSpec, namespace: str, owner: Mapping[str, Any]) -> Manifest:
-    data = {
-        KEYS_KEY: "".join(f"{line}\n" for line in spec.ssh_public_keys),
-        SPEC_KEY: spec.model_dump_json(),
-    }
-    if spec.prepare_script:
-        data[PREPARE_KEY] = spec.prepare_script
-    if spec.run_script:
-        data[RUN_KEY] = spec.run_script
+    """The worker contract's files (mounted at ``WORKER_MOUNT``) and the spec, the worker's record."""
+    data = {**worker_files(spec), SPEC_KEY: spec.model_dump_json()}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -175,55 +180,38 @@ def _escape(value: str) -> str:
     return value.replace("$", "$$")
 
 
-def _platform_env(spec: WorkerSpec, config: KubernetesDriverConfig) -> dict[str, str]:
-    env = {
-        "HOME": config.home_dir,
-        "RLARK_JOB_ID": spec.job_id,
-        "RLARK_WORKER_ID": spec.worker_id,
-        "RLARK_ROLE": spec.role,
-        "RLARK_WORKER_INDEX": str(spec.index),
-        "RLARK_NODE_RANK": str(spec.rank),
-        "RLARK_NUM_NODES": str(spec.num_nodes),
-        "RLARK_IS_HEADER": "1" if spec.is_header else "0",
-        "RLARK_GPUS": str(spec.gpus),
-        "RLARK_EXPECTED_GPUS": str(spec.total_gpus),
-        "RLARK_JOIN_DEADLINE_S": str(int(spec.join_deadline_s)),
-        "RLARK_AUTHORIZED_KEYS_FILE": f"{WORKER_MOUNT}/{KEYS_KEY}",
-        "RLARK_KEYS_SYNC_S": str(config.keys_sync_interval_s),
-        "RLARK_WORKDIR": f"{config.home_dir}/work",
-        "RLARK_RAY_TEMP_DIR": "/tmp/ray",  # noqa: S108 - inside the worker's own container
-        "RLARK_SSH_PORT": str(config.ssh_port),
-        **RayPorts().as_env(spec.ray_port),
-    }
-    if not spec.is_header:
-        env["RLARK_HEADER_ADDRESS"] = spec.header_address
-    if spec.prepare_script:
-        env["RLARK_PREPARE_SCRIPT"] = f"{WORKER_MOUNT}/{PREPARE_KEY}"
-    if spec.run_script:
-        env["RLARK_RUN_SCRIPT"] = f"{WORKER_MOUNT}/{RUN_KEY}"
-    if spec.outputs:
-        env["RLARK_OUTPUTS"] = ":".join(spec.outputs)
-    if spec.tensorboard_dir:
-        env["RLARK_TENSORBOARD_DIR"] = spec.tensorboard_dir
-    if spec.virtual_ip is not None:
-        env["RLARK_VIRTUAL_IP"] = str(spec.virtual_ip)
-        env["RLARK_NODE_IP"] = str(spec.virtual_ip)
-    return env
+def runtime_facts(spec: WorkerSpec, config: KubernetesDriverConfig, tun: bool) -> RuntimeFacts:
+    """What only this runtime knows about the worker (the worker contract's input): its address is the
+    pod's (known inside the pod only), its files are the worker ConfigMap's, its device the pod's
+    ``eth0`` or, with a network sidecar (``tun``), the sidecar's TUN device."""
+    return RuntimeFacts(
+        node_ip=None,
+        header_address=spec.header_address,
+        comm_device=POD_DEVICE,
+        tun_device=TUN_DEVICE if tun else None,
+        gcs_port=spec.ray_port,
+        ports=RayPorts(),
+        home_dir=config.home_dir,
+        workdir=f"{config.home_dir}/work",
+        ray_temp_dir=RAY_TEMP_DIR,
+        files_dir=WORKER_MOUNT,
+        ssh_port=config.ssh_port,
+    )
 
 
 def _env(spec: WorkerSpec, config: KubernetesDriverConfig, tun: bool) -> list[dict[str, Any]]:
-    platform = _platform_env(spec, config)
-    if tun:
-        # Collective communication goes out the virtual IP's device, as on the local runtime.
-        platform["RLINF_COMM_NET_DEVICES"] = TUN_DEVICE
-    entries: list[dict[str, Any]] = [
-        {"name": k, "value": _escape(v)} for k, v in sorted(spec.env.items()) if k not in platform
-    ]
-    entries += [{"name": k, "value": _escape(v)} for k, v in sorted(platform.items())]
-    if spec.virtual_ip is None:
+    contract = worker_contract(spec, runtime_facts(spec, config, tun))
+    env = compose_env(contract, KUBERNETES, own={"RLARK_KEYS_SYNC_S": str(config.keys_sync_interval_s)})
+    entries: list[dict[str, Any]] = [{"name": k, "value": _escape(v)} for k, v in sorted(env.items())]
+    if "RLARK_NODE_IP" not in env:
         # Ray binds and advertises the pod's own IP.
         entries.append({"name": "RLARK_NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     return entries
+
+
+def _container_ports(spec: WorkerSpec, config: KubernetesDriverConfig) -> list[dict[str, Any]]:
+    ports = worker_contract(spec, runtime_facts(spec, config, tun=False)).ports
+    return [{"name": name, "containerPort": port, "protocol": "TCP"} for name, port in ports.items()]
 
 
 def _object_storage_volume(name: str, mount: Mount, config: KubernetesDriverConfig) -> dict[str, Any]:
@@ -421,10 +409,7 @@ def worker_pod(
         "command": ["/bin/bash", f"{BOOTSTRAP_MOUNT}/{ENTRYPOINT_FILE}"],
         "workingDir": config.home_dir,
         "env": _env(spec, config, with_sidecar),
-        "ports": [
-            {"name": "ray-gcs", "containerPort": spec.ray_port, "protocol": "TCP"},
-            {"name": "ssh", "containerPort": config.ssh_port, "protocol": "TCP"},
-        ],
+        "ports": _container_ports(spec, config),
         "resources": _resources(spec, config),
         "securityContext": container_security,
         "volumeMounts": mounts,

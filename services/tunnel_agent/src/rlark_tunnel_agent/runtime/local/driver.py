@@ -13,7 +13,7 @@ Per-worker directory `<state_dir>/workers/<worker_id>/`:
     worker.json     the record (spec, address, ports, pid) — what a restarted driver adopts
     bootstrap/      a copy of the bootstrap (a running bash script must not change under it)
     scripts/        prepare.sh, run.sh, authorized_keys (the bootstrap's inputs)
-    home/           HOME (with .ssh/authorized_keys), tmp/ TMPDIR, work/ the cwd
+    home/           HOME (with .ssh/authorized_keys), work/ the cwd
     fs/             container paths: `/data/out` is `fs/data/out`; hostPath mounts are symlinks
                     here, so declared outputs under a mount land on the host path; in a mount
                     namespace, emptyDirs and outputs outside mounts are bound from here
@@ -24,13 +24,19 @@ Per-worker directory `<state_dir>/workers/<worker_id>/`:
                     which is how the control plane stores lines (by worker and number).
     status.json     the bootstrap's exit status
 Ray's temp dir is `/tmp/rlark-<tag>-<hash>`: Ray's unix socket paths must stay under 107 bytes.
+TMPDIR is its `tmp/` for the same reason (multiprocessing's forkserver, which Ray's dashboard uses, puts
+its socket there); like a pod's /tmp it goes when the worker ends.
+
+The worker's environment and files are the worker contract (`runtime/contract.py`), rendered with
+this runtime's facts (`runtime_facts`: its address, the Header's, `eth0` in a namespace or `lo`
+without, the port block, the paths below) plus the local-only variables the contract lists for it.
 
 Mounts: as root every mount, output path and TensorBoard dir is bound at its container path in
-the worker's mount namespace (`readOnly` enforced); under `fs/` the same files stay reachable by
-their translated paths (`$RLARK_OUTPUTS`, `$RLARK_FS_ROOT`). As plain
-processes a worker sees the host's paths: a hostPath mount only at its own path, absolute outputs
-created on the host, nothing read-only or private — what cannot be honoured is refused, never
-remapped. Either way container paths hold (`container_paths`).
+the worker's mount namespace (`readOnly` enforced); `$RLARK_OUTPUTS` and `$RLARK_TENSORBOARD_DIR`
+name those container paths, as in a pod, and `fs/` (`$RLARK_FS_ROOT`) holds on the host what is not
+a hostPath. As plain processes a worker sees the host's paths: a hostPath mount only at its own path,
+absolute outputs created on the host, nothing read-only or private — what cannot be honoured is
+refused, never remapped. Either way container paths hold (`container_paths`).
 
 Ancestry: workers are descendants of the agent (pods are not). Ray's `uv run` integration looks for
 `uv run` among a driver's ancestors and then starts Ray's workers through uv in the driver's directory;
@@ -83,6 +89,15 @@ import structlog
 from pydantic import BaseModel, ConfigDict
 from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_DIR, BOOTSTRAP_FILES, BOOTSTRAP_SCRIPT
 from rlark_tunnel_agent.runtime.bootstrap.rlark_node import Ours, proc_stat, read_proc
+from rlark_tunnel_agent.runtime.contract import (
+    KEYS_FILE,
+    LOCAL,
+    RuntimeFacts,
+    WorkerContract,
+    authorized_keys_text,
+    compose_env,
+    worker_contract,
+)
 from rlark_tunnel_agent.runtime.driver import (
     LogStream,
     MountType,
@@ -100,6 +115,7 @@ from rlark_tunnel_agent.runtime.driver import (
 from rlark_tunnel_agent.runtime.local.cluster import LocalCluster
 from rlark_tunnel_agent.runtime.local.gpus import Gpu, detect_gpus
 from rlark_tunnel_agent.runtime.local.netns import (
+    WORKER_DEVICE,
     NetnsManager,
     WorkerNetwork,
     default_bridge,
@@ -456,11 +472,11 @@ class LocalDriver:
             raise KeyError(f"unknown worker {worker_id}")
         if worker.record.stopped:
             return
-        text = "".join(f"{line}\n" for line in keys)
+        text = authorized_keys_text(keys)
         ssh_dir = worker.dir / "home" / ".ssh"
         ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         _write_atomically(ssh_dir / "authorized_keys", text, mode=0o600)
-        _write_atomically(worker.dir / "scripts" / "authorized_keys", text, mode=0o600)
+        _write_atomically(worker.dir / "scripts" / KEYS_FILE, text, mode=0o600)
         spec = worker.record.spec.model_copy(update={"ssh_public_keys": tuple(keys)})
         worker.record = worker.record.model_copy(update={"spec": spec})
         self._write_record(worker)
@@ -534,12 +550,16 @@ class LocalDriver:
         raise RuntimeError(f"subnet {self._net.subnet} has no free address")
 
     def _ports(self, slot: int, spec: WorkerSpec, header_slot: int) -> tuple[int, RayPorts]:
-        """(GCS port of the job's head, this worker's other Ray ports)."""
+        """(GCS port of the job's head, this worker's other Ray ports).
+
+        The dashboard port is the head's, like the GCS port: only the Header's head serves it, and every
+        worker names it (`RLARK_RAY_DASHBOARD_PORT`)."""
         if self.use_netns:
             return spec.ray_port, RayPorts()
         base = self.options.port_base + slot * PORT_BLOCK
+        header_base = self.options.port_base + header_slot * PORT_BLOCK
         ports = RayPorts(
-            dashboard_port=base + 1,
+            dashboard_port=header_base + 1,
             node_manager_port=base + 2,
             object_manager_port=base + 3,
             dashboard_agent_grpc_port=base + 4,
@@ -549,7 +569,7 @@ class LocalDriver:
             min_worker_port=base + 100,
             max_worker_port=base + PORT_BLOCK - 1,
         )
-        return self.options.port_base + header_slot * PORT_BLOCK, ports
+        return header_base, ports
 
     def _allocate(self, spec: WorkerSpec) -> WorkerRecord:
         gpu_indices = self._take_gpus(spec)
@@ -635,17 +655,13 @@ class LocalDriver:
         if wdir.exists():
             # A leftover of a crash between mkdir and spawn: start clean, keep nothing half-made.
             shutil.rmtree(wdir)
-        for sub in ("bootstrap", "scripts", "home", "tmp", "work", "fs", "logs"):
+        for sub in ("bootstrap", "scripts", "home", "work", "fs", "logs"):
             (wdir / sub).mkdir(parents=True, exist_ok=True)
+        Path(worker.record.ray_temp_dir, "tmp").mkdir(parents=True, exist_ok=True)
         for name in BOOTSTRAP_FILES:
             shutil.copy2(BOOTSTRAP_DIR / name, wdir / "bootstrap" / name)
-        scripts = wdir / "scripts"
-        if spec.prepare_script:
-            _write_atomically(scripts / "prepare.sh", _with_newline(spec.prepare_script), 0o600)
-        if spec.run_script:
-            _write_atomically(scripts / "run.sh", _with_newline(spec.run_script), 0o600)
-        keys = "".join(f"{line}\n" for line in spec.ssh_public_keys)
-        _write_atomically(scripts / "authorized_keys", keys, 0o600)
+        for name, text in self.worker_contract(worker.record).files.items():
+            _write_atomically(wdir / "scripts" / name, text, 0o600)
         for mount in spec.mounts:
             target = self._local_path(wdir, mount.target)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -759,69 +775,48 @@ class LocalDriver:
         if self.use_netns and not await self.list_workers():
             await self._net.remove_bridge()
 
-    def _worker_env(self, worker: _Worker) -> dict[str, str]:
-        record, wdir = worker.record, worker.dir
-        spec = record.spec
-        outputs = [str(self._local_path(wdir, out)) for out in spec.outputs]
-        env = {
+    def runtime_facts(self, record: WorkerRecord) -> RuntimeFacts:
+        """What only this runtime knows about the worker of `record` (the worker contract's input)."""
+        wdir = self.worker_dir(record.spec.worker_id)
+        return RuntimeFacts(
+            node_ip=record.address,
+            header_address=record.header_address,
+            comm_device=WORKER_DEVICE if record.netns is not None else "lo",
+            tun_device=record.tun_device,
+            gcs_port=record.gcs_port,
+            ports=record.ports,
+            home_dir=str(wdir / "home"),
+            workdir=str(wdir / "work"),
+            ray_temp_dir=record.ray_temp_dir,
+            files_dir=str(wdir / "scripts"),
+            start_sshd=record.netns is not None,
+        )
+
+    def worker_contract(self, record: WorkerRecord) -> WorkerContract:
+        """The worker contract of `record` on this runtime (`runtime/contract.py`)."""
+        return worker_contract(record.spec, self.runtime_facts(record))
+
+    def worker_env(self, record: WorkerRecord) -> dict[str, str]:
+        """The bootstrap's whole environment: the contract's and this runtime's private variables."""
+        wdir = self.worker_dir(record.spec.worker_id)
+        defaults = {
             "PATH": f"{self._python_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "HOME": str(wdir / "home"),
-            "TMPDIR": str(wdir / "tmp"),
+            "TMPDIR": str(Path(record.ray_temp_dir, "tmp")),  # short: see the module docstring
             "LANG": "C.UTF-8",
             "PYTHONUNBUFFERED": "1",
             "USER": os.environ.get("USER", "root"),
         }
         if self._under_uv_run:
-            env["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"  # see "Ancestry" in the module docstring
-        env.update(spec.env)
-        env.update(
-            {
-                "RLARK_CLUSTER": self.cluster.cluster,
-                "RLARK_JOB_ID": spec.job_id,
-                "RLARK_WORKER_ID": spec.worker_id,
-                "RLARK_ROLE": spec.role,
-                "RLARK_WORKER_INDEX": str(spec.index),
-                "RLARK_NODE_RANK": str(spec.rank),
-                "RLARK_NUM_NODES": str(spec.num_nodes),
-                "RLARK_IS_HEADER": "1" if spec.is_header else "0",
-                "RLARK_NODE_NAME": spec.node_name,
-                "RLARK_NODE_IP": record.address,
-                "RLARK_GPUS": str(spec.gpus),
-                "RLARK_EXPECTED_GPUS": str(spec.total_gpus),
-                "RLARK_JOIN_DEADLINE_S": str(max(1, round(spec.join_deadline_s))),
-                "RLARK_AUTHORIZED_KEYS_FILE": str(wdir / "scripts" / "authorized_keys"),
-                "RLARK_OUTPUTS": ":".join(outputs),
-                "RLARK_TENSORBOARD_DIR": (
-                    str(self._local_path(wdir, spec.tensorboard_dir)) if spec.tensorboard_dir else ""
-                ),
-                "RLARK_WORKDIR": str(wdir / "work"),
-                "RLARK_FS_ROOT": str(wdir / "fs"),
-                "RLARK_RAY_TEMP_DIR": record.ray_temp_dir,
-                "RLARK_START_SSHD": "1" if self.use_netns else "0",
-                "RLARK_STOP_GRACE_S": str(self.options.bootstrap_stop_grace_s),
-                "RLARK_STATUS_FILE": str(wdir / "status.json"),
-                "RLARK_BOOTSTRAP_TOKEN": f"{self.tag}/{spec.worker_id}",
-                **record.ports.as_env(record.gcs_port),
-            }
-        )
-        if not spec.is_header:
-            env["RLARK_HEADER_ADDRESS"] = record.header_address
-        if record.tun_device is not None and spec.virtual_ip is not None:
-            # Ray and RLinf on the domain network: the node's address is its virtual IP, the Header's
-            # is the Header's virtual IP (given by the scheduler), traffic goes out the TUN device.
-            env["RLARK_NODE_IP"] = str(spec.virtual_ip)
-            env["RLINF_COMM_NET_DEVICES"] = record.tun_device
-            if not spec.is_header:
-                env["RLARK_HEADER_ADDRESS"] = spec.header_address
-        if spec.prepare_script:
-            env["RLARK_PREPARE_SCRIPT"] = str(wdir / "scripts" / "prepare.sh")
-        if spec.run_script:
-            env["RLARK_RUN_SCRIPT"] = str(wdir / "scripts" / "run.sh")
-        if spec.virtual_ip is not None:
-            env["RLARK_VIRTUAL_IP"] = str(spec.virtual_ip)
+            defaults["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"  # see "Ancestry" in the module docstring
+        own = {
+            "RLARK_FS_ROOT": str(wdir / "fs"),
+            "RLARK_STOP_GRACE_S": str(self.options.bootstrap_stop_grace_s),
+            "RLARK_STATUS_FILE": str(wdir / "status.json"),
+            "RLARK_BOOTSTRAP_TOKEN": f"{self.tag}/{record.spec.worker_id}",
+        }
         if self._gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in record.gpu_indices)
-        return env
+            own["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in record.gpu_indices)
+        return compose_env(self.worker_contract(record), LOCAL, defaults=defaults, own=own)
 
     async def _spawn(self, worker: _Worker) -> None:
         record = worker.record
@@ -840,7 +835,7 @@ class LocalDriver:
                 *init,
                 str(worker.dir / "pod.json"),
             ]
-        env = self._worker_env(worker)
+        env = self.worker_env(record)
         proc = await asyncio.to_thread(_start_process, argv, env, worker.dir)
         worker.proc = proc
         worker.record = record.model_copy(update={"pid": proc.pid})
@@ -1080,10 +1075,6 @@ def _remove_stray_temp_dirs(pattern: str, live_tmp: set[str]) -> None:
     for tmp in _RAY_TEMP_ROOT.glob(pattern):
         if str(tmp) not in live_tmp:
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _with_newline(text: str) -> str:
-    return text if text.endswith("\n") else text + "\n"
 
 
 def _create_host_paths(spec: WorkerSpec) -> str | None:

@@ -32,6 +32,10 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from pathlib import Path
 
+WORKER_DEVICE = "eth0"
+"""The worker's side of its veth pair inside its namespace, as in a pod: the interface of its address."""
+
+
 SUBNET_POOL = IPv4Network("10.208.0.0/12")
 """Where derived subnets come from (4,096 /24s)."""
 SUBNET_PREFIX = 24
@@ -206,9 +210,9 @@ class NetnsManager:
             )  # fmt: skip
             await _ip("link", "set", net.veth_host, "master", self.bridge, "up")
             ns = ("-n", net.netns)
-            await _ip(*ns, "link", "set", net.veth_peer, "name", "eth0")
-            await _ip(*ns, "addr", "add", f"{net.address}/{self.subnet.prefixlen}", "dev", "eth0")
-            await _ip(*ns, "link", "set", "eth0", "up")
+            await _ip(*ns, "link", "set", net.veth_peer, "name", WORKER_DEVICE)
+            await _ip(*ns, "addr", "add", f"{net.address}/{self.subnet.prefixlen}", "dev", WORKER_DEVICE)
+            await _ip(*ns, "link", "set", WORKER_DEVICE, "up")
             await _ip(*ns, "link", "set", "lo", "up")
             await _ip(*ns, "route", "add", "default", "via", str(self.gateway))
         except BaseException:
