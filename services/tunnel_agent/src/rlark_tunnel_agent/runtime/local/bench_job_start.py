@@ -7,7 +7,7 @@ nodes take when started by hand. Two measurements, same machine, same addressing
   bootstrap reports `nodes_joined 3/3` — namespaces, bootstrap, joins and the Header's wait
   included;
 - by hand: the same three namespaces (or port blocks) made beforehand, untimed; then
-  `ray start --head` with the same flags, then both `ray start --address` at once, until the GCS
+  `ray start --head` with the same flags (the dashboard included), then both `ray start --address` at once, until the GCS
   lists 3 alive nodes (polled as the bootstrap's helper polls it, every 0.25 s).
 
     uv run python -m rlark_tunnel_agent.runtime.local.bench_job_start [--rounds N]
@@ -166,8 +166,12 @@ async def measure_by_hand(work: Path, use_netns: bool) -> float:
         argv = [ray_bin, "start", f"--node-ip-address={addresses[i]}", f"--temp-dir={temps[i]}"]
         argv += _ray_flags(base)
         if i == 0:
-            argv += ["--head", f"--port={head.rsplit(':', 1)[1]}", "--include-dashboard=false"]
-            argv += [f"--dashboard-port={8265 if base is None else base + 1}"]
+            # The head serves the dashboard, as the bootstrap's does (RLinf and `ray list` need it).
+            argv += ["--head", f"--port={head.rsplit(':', 1)[1]}", "--include-dashboard=true"]
+            argv += [
+                f"--dashboard-host={addresses[0]}",
+                f"--dashboard-port={8265 if base is None else base + 1}",
+            ]
         else:
             argv += [f"--address={head}"]
         return ["ip", "netns", "exec", nets[i].netns, *argv] if use_netns else argv
