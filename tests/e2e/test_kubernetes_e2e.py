@@ -418,3 +418,81 @@ async def test_a_worker_the_cluster_refuses_for_now_shows_why_and_is_created_onc
     async with bed.stack.client() as client:
         assert (await client.post(f"/api/v1/jobs/{job_id}:cancel")).status_code == 200
     await eventually(lambda: all_gone(bed, job_id), timeout_s=60, what="every object of the job deleted")
+
+
+async def test_gpus_of_a_pod_rlark_did_not_create_send_a_job_elsewhere_and_make_the_next_wait_naming_them(
+    bed: Bed,
+) -> None:
+    """Another team's training pod holds all 8 GPUs of alpha's first node: the job goes to the second node,
+    the next job waits with a reason saying whose GPUs are in use, and gets the node once the pod is gone."""
+    busy, other_node = bed.nodes["alpha"]
+    team = create_namespace(bed.kubes["alpha"], "team")
+    gpus = {"nvidia.com/gpu": "8"}
+    trainer = {
+        "metadata": {"name": "trainer", "namespace": team},
+        "spec": {
+            "nodeName": busy,
+            "containers": [
+                {
+                    "name": "train",
+                    "image": "example.com/train:1.0",
+                    "resources": {"requests": gpus, "limits": gpus},
+                }
+            ],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        },
+    }
+    await asyncio.to_thread(bed.kubes["alpha"].core.create_namespaced_pod, team, trainer)
+
+    async def node_gpus(name: str) -> tuple[int, int, int]:
+        async with bed.stack.client() as client:
+            node = (await client.get(f"/api/v1/clusters/alpha/nodes/{name}")).json()
+        return node["gpu_allocated"], node["gpu_allocated_foreign"], node["gpu_free"]
+
+    async def busy_reported() -> bool:
+        return await node_gpus(busy) == (8, 8, 0)
+
+    await eventually(busy_reported, timeout_s=60, what="the other team's 8 GPUs reported on its node")
+
+    def train(name: str) -> dict[str, Any]:
+        selector = {"rlark.io/pool": bed.pool}
+        task = role(
+            "train", 1, cluster="alpha", gpusPerWorker=8, nodeSelector=selector, image="example.com/t:1"
+        )
+        return document(name, [task], RUN)
+
+    await wait_placeable(bed.stack, train("first"), timeout_s=90)
+    first = await submit(bed.stack, train("first"))
+    running = await wait_status(bed.stack, first["id"], {"Running"}, timeout_s=90)
+    assert [w["node"] for w in running["workers"]] == [other_node]
+
+    async def ours_reported() -> bool:
+        return await node_gpus(other_node) == (8, 0, 0)
+
+    await eventually(ours_reported, timeout_s=60, what="the first job's 8 GPUs reported on its node")
+    second = await submit(bed.stack, train("second"))
+
+    async def explained() -> dict[str, Any] | None:
+        current = await job(bed.stack, second["id"])
+        return current if "GPUs in use" in (current["reason"] or "") else None
+
+    waiting = await eventually(explained, timeout_s=60, what="the second job waiting with the GPUs in use")
+    assert waiting["status"] == "Pending"
+    assert (
+        "GPUs in use on those 2 schedulable nodes: 16 of 16 (8 by workloads RLark did not place, 8 by RLark jobs)"
+        in waiting["reason"]
+    ), waiting["reason"]
+
+    await asyncio.to_thread(
+        bed.kubes["alpha"].core.delete_namespaced_pod, "trainer", team, grace_period_seconds=0
+    )
+    placed = await wait_status(bed.stack, second["id"], {"Running"}, timeout_s=90)
+    assert [w["node"] for w in placed["workers"]] == [busy]
+
+    async with bed.stack.client() as client:
+        for submitted in (first, second):
+            assert (await client.post(f"/api/v1/jobs/{submitted['id']}:cancel")).status_code == 200
+    for submitted in (first, second):
+        await eventually(
+            lambda s=submitted: all_gone(bed, s["id"]), timeout_s=60, what="the job's objects deleted"
+        )
