@@ -378,6 +378,55 @@ async def test_a_peer_that_does_not_answer_fails_the_header_before_its_run_scrip
     assert_nothing_left(driver, [header.worker_id, worker.worker_id])
 
 
+# Inside its namespace a worker's communication device carries its Ray address; the Header's dashboard and
+# state API answer on the Header's address (not only on loopback) at the address every worker is given.
+DEVICE_CARRIES_THE_ADDRESS = """
+ip -o -4 addr show dev "$RLINF_COMM_NET_DEVICES" | grep -F " $RLARK_NODE_IP/"
+test "$GLOO_SOCKET_IFNAME,$NCCL_SOCKET_IFNAME" = "$RLINF_COMM_NET_DEVICES,$RLINF_COMM_NET_DEVICES"
+echo "device $RLINF_COMM_NET_DEVICES carries $RLARK_NODE_IP"
+"""
+RUN_ASKS_THE_STATE_API = (
+    DEVICE_CARRIES_THE_ADDRESS
+    + """
+python3 - <<'PY'
+import os, urllib.request
+from ray.util.state import list_nodes
+assert os.environ["RAY_API_SERVER_ADDRESS"] == "http://%s:%s" % (
+    os.environ["RLARK_NODE_IP"], os.environ["RLARK_RAY_DASHBOARD_PORT"])
+print("state API lists", len(list_nodes()), "nodes")
+with urllib.request.urlopen(os.environ["RAY_API_SERVER_ADDRESS"] + "/api/version", timeout=30) as answer:
+    print("dashboard answered", answer.status)
+PY
+"""
+)
+
+
+@pytest.mark.netns
+async def test_collectives_use_the_namespaces_eth0_and_the_header_serves_the_state_api(
+    driver: LocalDriver,
+) -> None:
+    assert driver.use_netns
+    header = spec("job-comm", "header", 0, rank=0, num_nodes=2, run_script=RUN_ASKS_THE_STATE_API)
+    worker = spec("job-comm", "rollout", 0, rank=1, num_nodes=2, prepare_script=DEVICE_CARRIES_THE_ADDRESS)
+    await driver.ensure_worker(header)
+    await driver.ensure_worker(worker)
+
+    final = await driver.wait_exited(header.worker_id)
+
+    lines = [line.text for line in await driver.tail_logs(header.worker_id, 500)]
+    assert (final.phase, final.exit_code) == (WorkerPhase.SUCCEEDED, 0), lines[-40:]
+    header_ip = driver.record(header.worker_id).address  # type: ignore[union-attr]
+    assert f"device eth0 carries {header_ip}" in lines
+    assert "state API lists 2 nodes" in lines
+    assert "dashboard answered 200" in lines
+    worker_ip = driver.record(worker.worker_id).address  # type: ignore[union-attr]
+    worker_lines = [line.text for line in await driver.tail_logs(worker.worker_id, 500)]
+    assert f"device eth0 carries {worker_ip}" in worker_lines
+    for worker_id in (header.worker_id, worker.worker_id):
+        await driver.stop_worker(worker_id)
+    assert_nothing_left(driver, [header.worker_id, worker.worker_id])
+
+
 WAIT_FOR_GO = 'while [ ! -e "$HOME/go" ]; do sleep 0.2; done\n'
 
 
