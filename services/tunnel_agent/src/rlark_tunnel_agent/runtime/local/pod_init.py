@@ -25,6 +25,7 @@ on the host. Standard library only (the interpreter runs with -I -S); errors pri
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import socket
@@ -55,10 +56,11 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
         raise SetupError(f"mount {source or fstype} on {target}: {os.strerror(err)}")
 
 
-def _umount_lazily(target: str) -> None:
+def _umount_lazily(target: str, *, only_if_mounted: bool = False) -> None:
     if _libc.umount2(target.encode(), MNT_DETACH) != 0:
         err = ctypes.get_errno()
-        raise SetupError(f"umount {target}: {os.strerror(err)}")
+        if not (only_if_mounted and err == errno.EINVAL):
+            raise SetupError(f"umount {target}: {os.strerror(err)}")
 
 
 def _inside(path: str, roots: list[str]) -> bool:
@@ -119,7 +121,7 @@ def _new_root(scratch: str, create: dict[str, bool]) -> None:
     _umount_lazily(".")
     os.chdir("/")
     # Binding the tree that holds `scratch` copied the half-built root there too: take that copy away.
-    _umount_lazily(scratch)
+    _umount_lazily(scratch, only_if_mounted=True)
 
 
 def _make(path: str, is_file: bool) -> None:
