@@ -463,23 +463,29 @@ async def _tunnel_gloo(ctx: Context) -> Outcome:
         raise NotAvailable("torch is missing: install the rlinf group (`uv sync --inexact --group rlinf`)")
     r: dict[str, Any] = await asyncio.to_thread(gloo_allreduce)
     direct, tunnel = r["direct"], r["tunnel"]
-    what = f"Gloo all-reduce, {r['size_mib']} MiB float32, rank 0 in a1 / rank 1 in b1, tensor bytes / mean s"
+    what = f"Gloo all-reduce of {r['size_mib']} MiB, a1 ↔ b1 (tensor bytes / mean seconds)"
     correct = direct["correct"] and tunnel["correct"]
     return Outcome(
         [
             Row(
-                f"{what}: direct veth (MTU {r['direct_mtu']}), no domain",
-                f"{direct['mb_per_s']:,.0f} MB/s ({direct['mean_s'] * 1000:.0f} ms each; "
-                f"load {r['loadavg_1m']:.1f})",
+                f"{what}: direct veth, MTU {r['direct_mtu']}, no domain",
+                f"{direct['mb_per_s']:,.0f} MB/s ({direct['mean_s'] * 1000:.0f} ms each; load {r['loadavg_1m']:.1f})",
                 "",
                 BASELINE,
             ),
             Row(
-                f"{what}: through the tunnel (domain MTU {r['mtu']}; ratio to direct)",
+                f"{what}: through the tunnel, domain MTU {r['mtu']} (ratio to direct)",
                 f"{tunnel['mb_per_s']:,.0f} MB/s ({tunnel['mean_s'] * 1000:.0f} ms each; {r['ratio']:.2f}×; "
                 f"{r['rounds']} interleaved rounds)" + ("" if correct else "; WRONG SUMS"),
                 "≥ 0.5× direct, sums right",
                 _verdict(r["ratio"] >= 0.5 and correct),
+            ),
+            Row(
+                "CPU per all-reduce: the two ranks, direct / tunnel; the two tunnel agents",
+                f"{direct['rank_cpu_ms_per_all_reduce']} / {tunnel['rank_cpu_ms_per_all_reduce']} ms; "
+                f"{tunnel['agent_cpu_ms_per_all_reduce']} ms",
+                "no fixed target",
+                INFO,
             ),
         ],
         r,

@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -466,10 +467,20 @@ class _GlooPath:
     """A two-rank Gloo group on one path between a1 and b1, ready to time rounds of all-reduces."""
 
     def __init__(
-        self, bed: TunnelBed, name: str, device: str, master: str, port: int, numel: int, warmup: int
+        self,
+        bed: TunnelBed,
+        name: str,
+        device: str,
+        master: str,
+        port: int,
+        numel: int,
+        warmup: int,
+        agents: Sequence[int] = (),
     ) -> None:
         self.name = name
         self.device = device
+        self.agents = list(agents)
+        """Processes that carry this path's traffic besides the ranks (the tunnel nodes)."""
         env = {**os.environ, "GLOO_SOCKET_IFNAME": device}
         argv = [sys.executable, "-c", GLOO_RANK]
         self.ranks = [
@@ -489,12 +500,16 @@ class _GlooPath:
         ]
         self.seconds: list[float] = []
         self.correct = True
+        self.rank_cpu_s = 0.0
+        self.agent_cpu_s = 0.0
 
     def wait_ready(self, timeout_s: float = 300.0) -> None:
         for rank, proc in enumerate(self.ranks):
             self.correct &= bool(_next_json(proc, timeout_s, f"Gloo rank {rank} ({self.name})")["ready"])
 
     def time_all_reduces(self, count: int, timeout_s: float = 600.0) -> None:
+        ranks_before = sum(_cpu_seconds(proc.pid) for proc in self.ranks)
+        agents_before = sum(_cpu_seconds(pid) for pid in self.agents)
         for proc in self.ranks:
             assert proc.stdin is not None
             proc.stdin.write(f"{count}\n".encode())
@@ -505,6 +520,8 @@ class _GlooPath:
         ]
         self.seconds += replies[0]["seconds"]  # rank 0's clock; both ranks leave the barrier together
         self.correct &= all(bool(reply["correct"]) for reply in replies)
+        self.rank_cpu_s += sum(_cpu_seconds(proc.pid) for proc in self.ranks) - ranks_before
+        self.agent_cpu_s += sum(_cpu_seconds(pid) for pid in self.agents) - agents_before
 
     def close(self) -> None:
         _stop_groups(self.ranks)
@@ -521,7 +538,15 @@ class _GlooPath:
             "max_s": round(seconds[-1], 4),
             "mb_per_s": round(size_bytes / mean / 1e6, 1),
             "correct": self.correct,
+            "rank_cpu_ms_per_all_reduce": round(self.rank_cpu_s * 1000 / len(seconds)),
+            "agent_cpu_ms_per_all_reduce": round(self.agent_cpu_s * 1000 / len(seconds)),
         }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds ``pid`` has used so far (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def gloo_allreduce(
@@ -543,7 +568,9 @@ def gloo_allreduce(
     so the machine's changing load weighs on both. Throughput per path: the tensor's bytes divided
     by the mean seconds per all-reduce (MB = 10^6 bytes); each all-reduce moves about that many
     bytes each way between two ranks. Also reports the bytes the tunnel carried, whether every
-    all-reduce summed right, and the load average."""
+    all-reduce summed right, the load average, and the CPU time per all-reduce of the two ranks
+    (both paths; it includes refilling and checking the tensor) and of the two tunnel agents (the
+    tunnel path) — on a machine with few cores the tunnel's ceiling is set by that CPU."""
     numel = size_mib * 1024 * 1024 // 4
     size_bytes = numel * 4
     result: dict[str, Any] = {
@@ -560,7 +587,8 @@ def gloo_allreduce(
         before = _counters(bed)
         paths: list[_GlooPath] = []
         try:
-            paths.append(_GlooPath(bed, "tunnel", device, bed.vip("a1"), GLOO_PORT, numel, warmup))
+            agents = [node.proc.pid for node in bed.nodes.values()]
+            paths.append(_GlooPath(bed, "tunnel", device, bed.vip("a1"), GLOO_PORT, numel, warmup, agents))
             paths.append(_GlooPath(bed, "direct", "direct", DIRECT_A, GLOO_PORT + 1, numel, warmup))
             for path in paths:
                 path.wait_ready()
@@ -809,7 +837,9 @@ def main(argv: list[str] | None = None) -> int:
             f"Gloo all-reduce {gloo['size_mib']} MiB a1 ↔ b1, {t['all_reduces']} per path: "
             f"{t['mb_per_s']} MB/s over the tunnel (MTU {gloo['mtu']}), {d['mb_per_s']} MB/s direct "
             f"(MTU {gloo['direct_mtu']}), interleaved (load {gloo['loadavg_1m']}): {gloo['ratio']}× "
-            f"(target ≥ 0.5×); sums right: {t['correct'] and d['correct']}"
+            f"(target ≥ 0.5×); sums right: {t['correct'] and d['correct']}; CPU per all-reduce: "
+            f"ranks {d['rank_cpu_ms_per_all_reduce']} ms direct, {t['rank_cpu_ms_per_all_reduce']} ms + "
+            f"agents {t['agent_cpu_ms_per_all_reduce']} ms through the tunnel"
         )
     if packets is not None:
         for name in ("a_to_b", "b_to_a"):
