@@ -133,7 +133,8 @@ async def test_a_worker_has_its_pods_hostname_hosts_resolver_and_container_paths
     assert not on_host(str(models / "new.bin"))
     # Outputs, the TensorBoard dir and emptyDirs are the worker's own, kept in its directory.
     for path in (f"{top}/outputs/o.txt", f"{top}/data/tb/events.out", "/tmp/rlark-pod-test-scratch/s"):
-        assert inside(pid, "sh", "-c", f"echo {Path(path).name} > {path}").returncode == 0, path
+        written = inside(pid, "sh", "-c", f"mkdir -p {Path(path).parent} && echo {Path(path).name} > {path}")
+        assert written.returncode == 0, (path, written.stderr)
     wdir = driver.worker_dir(header.worker_id)
     assert (wdir / "fs" / top.lstrip("/") / "outputs" / "o.txt").read_text() == "o.txt\n"
     assert (shared / "tb" / "events.out").read_text() == "events.out\n"

@@ -262,6 +262,9 @@ class LocalDriver:
         self._bash = shutil.which("bash") or "/bin/bash"
         self._ip = shutil.which("ip") or "/sbin/ip"
         self._unshare = shutil.which("unshare") or "/usr/bin/unshare"
+        # The interpreter running this agent, for pod_init.py (standard library only). Not sys.executable:
+        # a process started as `uv run` (argv[0] "uv") gets uv's path there.
+        self._interpreter = os.path.realpath("/proc/self/exe")
         self._learned: dict[str, dict[str, str]] = {}
         """job id → worker id → address of the job's workers elsewhere (`learn_addresses`)."""
         self._workers: dict[str, _Worker] = {}
@@ -391,7 +394,13 @@ class LocalDriver:
                     )
             if self.use_netns:
                 binds = container_binds(spec, self.worker_dir(spec.worker_id))
-                needed = (str(self.state_dir), sys.prefix, str(self._python_bin), self._bash)
+                needed = (
+                    str(self.state_dir),
+                    sys.prefix,
+                    str(self._python_bin),
+                    self._interpreter,
+                    self._bash,
+                )
                 refusal = hiding_refusal(binds, needed)
             else:
                 refusal = process_mode_refusal(spec) or _create_host_paths(spec)
@@ -824,7 +833,7 @@ class LocalDriver:
         if record.netns is not None:
             # New UTS and mount namespaces whose mounts never reach the host; pod_init.py execs the bootstrap.
             pod = ("--mount", "--uts", "--propagation", "private")
-            init = (sys.executable, "-I", "-S", str(worker.dir / "bootstrap" / "pod_init.py"))
+            init = (self._interpreter, "-I", "-S", str(worker.dir / "bootstrap" / "pod_init.py"))
             argv = [
                 self._ip,
                 "netns",
