@@ -94,7 +94,9 @@ async def numbers_become(stack: Stack, expected: dict[str, Any], what: str) -> N
         raise AssertionError(f"{exc}; the API says {await gpu_numbers(stack)}") from None
 
 
-async def cli_shows(stack: Stack, free_a100: str, cluster_gpus: str, overview: str, match: str) -> None:
+async def cli_shows(
+    stack: Stack, free_a100: str, cluster_gpus: tuple[str, str], overview: str, match: str
+) -> None:
     """The `rlark` CLI prints the same numbers (tables at 200 columns)."""
     nodes = await stack.cli("nodes", "list", "--cluster", CLUSTER)
     assert nodes.returncode == 0, nodes.stderr
@@ -103,7 +105,9 @@ async def cli_shows(stack: Stack, free_a100: str, cluster_gpus: str, overview: s
     clusters = await stack.cli("clusters", "list")
     assert clusters.returncode == 0, clusters.stderr
     flat = " ".join(clusters.stdout.split())
-    assert cluster_gpus in flat, clusters.stdout
+    row = next(line for line in clusters.stdout.splitlines() if f"│ {CLUSTER} " in line)
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    assert (cells[6], cells[7]) == cluster_gpus, clusters.stdout  # GPUS FREE, GPUS IN USE
     assert overview in flat, clusters.stdout
     matched = await stack.cli("nodes", "match", CLUSTER, "-l", "rlark.io/gpu-model=A100", "--gpus", "8")
     assert matched.returncode == 0, matched.stderr
@@ -172,7 +176,7 @@ async def test_a_16_gpu_job_takes_its_nodes_gpus_everywhere_while_it_runs_and_gi
         await cli_shows(
             stack,
             free_a100="0/8 A100",
-            cluster_gpus="4/20, 16 in use",
+            cluster_gpus=("4/20", "16"),
             overview="GPUs 4 free of 20, 16 in use",
             match="→ 0 with ≥ 8 free GPUs",
         )
@@ -197,7 +201,7 @@ async def test_a_16_gpu_job_takes_its_nodes_gpus_everywhere_while_it_runs_and_gi
         await cli_shows(
             stack,
             free_a100="8/8 A100",
-            cluster_gpus="20/20, 0 in use",
+            cluster_gpus=("20/20", "0"),
             overview="GPUs 20 free of 20, 0 in use",
             match="→ 2 with ≥ 8 free GPUs",
         )
