@@ -8,7 +8,8 @@ the outputs at `/outputs` (container paths) inside every worker, workers resolvi
 picking the interface that carries Ray, and the Header waiting for every node.
 
 (a) three workers on the local runtime; (b) the same job across two clusters in one network domain (Gloo and
-RLinf's point-to-point traffic over the tunnel).
+RLinf's point-to-point traffic over the tunnel); (c) its config given inline as `spec.rlinfConfig`: the
+config the server checked is the file every worker runs (`$RLARK_RLINF_CONFIG`, Hydra's `--config-path`).
 """
 
 from __future__ import annotations
@@ -58,12 +59,12 @@ async def manifest(stack: Stack, job_id: str) -> set[str]:
     return found
 
 
-def check_training(text: str, files: set[str], outputs: Path) -> None:
+def check_training(text: str, files: set[str], outputs: Path, experiment: str = EXPERIMENT) -> None:
     assert "done: loss" in text, text[-4000:]
     assert "on 3 ranks" in text
     for step in range(SAVE_EVERY, STEPS + 1, SAVE_EVERY):
         for rank in range(RANKS):
-            relative = f"rlinf/{EXPERIMENT}/checkpoints/global_step_{step}/actor/model_rank_{rank}.pt"
+            relative = f"rlinf/{experiment}/checkpoints/global_step_{step}/actor/model_rank_{rank}.pt"
             assert (outputs / relative).is_file(), relative  # on the host, through the mount
             assert f"/outputs/{relative}" in files, sorted(files)[:20]
     events = [f for f in files if f.startswith("/outputs/rlinf/logs/tensorboard/") and ".tfevents." in f]
@@ -113,3 +114,26 @@ async def test_the_rlinf_example_runs_across_two_clusters_of_a_network_domain(
     assert sorted(w["cluster"] for w in final["workers"]) == ["alpha", "beta", "beta"]
     assert all(w["virtual_ip"] for w in final["workers"])
     check_training("\n".join(entry["line"] for entry in await logs(stack, submitted["id"])), files, outputs)
+
+
+async def test_an_inline_rlinf_config_is_the_file_every_worker_runs(stack: Stack, tmp_path: Path) -> None:
+    credential = await stack.register_cluster("local")
+    cluster_file = write_cluster_file(tmp_path / "local.yaml", "local", nodes("local", 3))
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    config: dict[str, Any] = yaml.safe_load((REPO / "examples/rlinf_cpu/config/cpu_smoke.yaml").read_text())
+    config["runner"]["experiment_name"] = "inline-config"  # only the checked config says so
+    run = (
+        "cd /code\n"
+        'python train_cpu_smoke.py --config-path "$(dirname "$RLARK_RLINF_CONFIG")" --config-name rlinf\n'
+    )
+    async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent"):
+        doc = example(outputs, {"header": "local", "worker": "local"}, rlinfConfig=config, runScript=run)
+        await wait_placeable(stack, doc)
+        submitted = await submit(stack, doc)
+        await wait_status(stack, submitted["id"], {"Succeeded"}, timeout_s=600)
+        files = await manifest(stack, submitted["id"])
+
+    text = "\n".join(entry["line"] for entry in await logs(stack, submitted["id"]))
+    check_training(text, files, outputs, experiment="inline-config")
+    assert not (outputs / "rlinf" / EXPERIMENT).exists()

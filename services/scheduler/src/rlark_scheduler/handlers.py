@@ -70,6 +70,7 @@ from rlark_scheduler.domain.jobs import (
 )
 from rlark_scheduler.domain.placement import Placement
 from rlark_scheduler.domain.reasons import PendingReason
+from rlark_scheduler.domain.render import rlinf_config_yaml
 from rlark_scheduler.domain.spec import JobDocument
 from rlark_scheduler.domain.tunnels import Action, LinkObservation, decide, job_outage
 from rlark_scheduler.repository import JobRow
@@ -326,6 +327,7 @@ async def emit_placed(
         header_address = "" if local else await repo.node_address(conn, header.cluster, header.node)
     # The Header waits until Ray reports the job's GPUs (RLARK_EXPECTED_GPUS), so every placement carries them.
     total_gpus = sum(w.gpus for w in workers)
+    rlinf_config = rlinf_config_yaml(doc)
     events = []
     for w in sorted(workers, key=lambda w: w.rank):
         role = roles[w.role]
@@ -367,6 +369,7 @@ async def emit_placed(
                     tensorboard_dir=spec.tensorboard_dir or "",
                     join_deadline_s=settings.join_deadline_s,
                     total_gpus=total_gpus,
+                    rlinf_config=rlinf_config,
                 ),
                 job.id,
                 meta,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import yaml
 from rlark_platform.testing import RunningService, TopicReader
 from scheduler_it_support import (
     IMAGE,
@@ -66,6 +67,7 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
         sshKeys=["laptop"],
         outputs=["/data/out"],
         tensorboardDir="/data/out/tb",
+        rlinfConfig={"cluster": {"num_nodes": 4}, "runner": {"save_interval": 10, "output_dir": "/data/out"}},
     )
     job = await submitted(scheduler, doc)
     assert job["status"] == "Pending"
@@ -84,6 +86,12 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
     assert [placed[f"{jid}-rollout-{i}"]["rank"] for i in range(3)] == [1, 2, 3]
     assert {p["num_nodes"] for p in placed.values()} == {4}
     assert {p["total_gpus"] for p in placed.values()} == {8 + 3 * 4}  # every placement: the job's GPUs
+    # The checked RLinf config is the one every worker gets, as Hydra YAML.
+    assert len({p["rlinf_config"] for p in placed.values()}) == 1
+    assert yaml.safe_load(header["rlinf_config"]) == {
+        "cluster": {"num_nodes": 4},
+        "runner": {"save_interval": 10, "output_dir": "/data/out"},
+    }
     assert header["cluster"] == "gpu-a"
     assert header["node"] in ("a1", "a2", "a3", "a4")
     assert header["gpus"] == 8

@@ -262,3 +262,20 @@ async def test_plain_processes_name_the_headers_dashboard_port_and_loopback_for_
     finally:
         await asyncio.gather(driver.stop_worker(header.worker_id), driver.stop_worker(worker.worker_id))
         await driver.close()
+
+
+def test_the_jobs_inline_rlinf_config_is_a_hydra_file_on_both_runtimes(tmp_path: Path) -> None:
+    config = "cluster:\n  num_nodes: 2\nrunner:\n  save_interval: 10\n"
+    spec = _placed(1, rlinf_config=config)
+    driver = LocalDriver(CLUSTER, make_options(tmp_path / "state", use_netns=True))
+    record = _local_record(driver, spec)
+    local, pod = driver.worker_env(record), _pod_env(spec)
+    wdir = driver.worker_dir(spec.worker_id)
+    assert local["RLARK_RLINF_CONFIG"] == str(wdir / "scripts" / "rlinf.yaml")
+    assert pod["RLARK_RLINF_CONFIG"] == "/opt/rlark/worker/rlinf.yaml"  # the worker ConfigMap's mount
+    assert driver.worker_contract(record).files["rlinf.yaml"] == config
+    assert manifests.worker_config_map(spec, "ns", OWNER)["data"]["rlinf.yaml"] == config
+    # Without an inline config there is neither the file nor the variable.
+    plain = _placed(1)
+    assert "RLARK_RLINF_CONFIG" not in driver.worker_env(_local_record(driver, plain))
+    assert "rlinf.yaml" not in manifests.worker_config_map(plain, "ns", OWNER)["data"]

@@ -96,6 +96,9 @@ class WorkerPlaced(EventData):
     total_gpus: int = 0
     """GPUs of the whole job (the sum over all its workers, the same on every placement of the job): the
     Header waits until Ray reports at least this many (0: no GPU check)."""
+    rlinf_config: str = ""
+    """The job's inline ``spec.rlinfConfig`` as Hydra YAML, as validated ("" without one): every worker gets
+    it as a file at ``$RLARK_RLINF_CONFIG``."""
 
 
 @event("scheduler.worker.stop_requested.v1", "scheduler.placements")

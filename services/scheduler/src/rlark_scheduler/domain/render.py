@@ -60,6 +60,15 @@ def normalized_document(doc: JobDocument) -> dict[str, Any]:
     return data
 
 
+def rlinf_config_yaml(doc: JobDocument) -> str:
+    """The job's inline RLinf config as the Hydra YAML file its workers get ("" without one): the mapping
+    validation checked (its key order is the stored document's, which need not be the submitted one)."""
+    config = doc.spec.rlinf_config
+    if not config:
+        return ""
+    return yaml.dump(config, Dumper=_PreviewDumper, sort_keys=False, allow_unicode=True, width=100)
+
+
 def render_yaml(doc: JobDocument) -> str:
     """The normalised YAML of ``doc`` (see the module docstring)."""
     return yaml.dump(

@@ -56,4 +56,5 @@ def to_worker_spec(placed: WorkerPlaced, header_address: str) -> WorkerSpec:
         outputs=tuple(placed.outputs),
         tensorboard_dir=placed.tensorboard_dir,
         join_deadline_s=float(placed.join_deadline_s),
+        rlinf_config=placed.rlinf_config,
     )

@@ -3,7 +3,8 @@
 Role: `worker_contract(spec, facts)` maps a placed worker (`WorkerSpec`) and the few facts only its runtime
 knows (`RuntimeFacts`: the worker's address, the Header's address, the interface carrying that address, the
 Ray ports, where home, scripts and keys live inside the worker) to what the worker gets: its environment, the
-files its bootstrap reads (scripts, `authorized_keys`) and the ports it listens on. The local driver
+files its bootstrap reads (scripts, `authorized_keys`, the job's inline RLinf config as `rlinf.yaml` at
+`$RLARK_RLINF_CONFIG`) and the ports it listens on. The local driver
 (`local/driver.py`) and the Kubernetes manifests (`kubernetes/manifests.py`) both render it; neither sets a
 platform variable of its own. A runtime may add only the variables `RUNTIME_PRIVATE` lists for it, through
 `compose_env`, which refuses any other. `tests/runtime/test_worker_contract.py` renders one placement through
@@ -43,6 +44,8 @@ KUBERNETES = "kubernetes"
 PREPARE_FILE = "prepare.sh"
 RUN_FILE = "run.sh"
 KEYS_FILE = "authorized_keys"
+RLINF_CONFIG_FILE = "rlinf.yaml"
+"""The job's inline RLinf config; its directory works as Hydra's ``--config-path`` (``--config-name rlinf``)."""
 
 COMM_DEVICE_VARIABLES = ("RLINF_COMM_NET_DEVICES", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 """RLinf's interface variable and the two it copies into unless they are set (Gloo's and NCCL's)."""
@@ -150,6 +153,8 @@ def worker_files(spec: WorkerSpec) -> dict[str, str]:
         files[PREPARE_FILE] = _script(spec.prepare_script)
     if spec.run_script:
         files[RUN_FILE] = _script(spec.run_script)
+    if spec.rlinf_config:
+        files[RLINF_CONFIG_FILE] = _script(spec.rlinf_config)
     return dict(sorted(files.items()))
 
 
@@ -184,6 +189,8 @@ def worker_contract(spec: WorkerSpec, facts: RuntimeFacts) -> WorkerContract:
         env["RLARK_PREPARE_SCRIPT"] = f"{files_dir}/{PREPARE_FILE}"
     if RUN_FILE in files:
         env["RLARK_RUN_SCRIPT"] = f"{files_dir}/{RUN_FILE}"
+    if RLINF_CONFIG_FILE in files:
+        env["RLARK_RLINF_CONFIG"] = f"{files_dir}/{RLINF_CONFIG_FILE}"
     if spec.virtual_ip is not None:
         env["RLARK_VIRTUAL_IP"] = str(spec.virtual_ip)
     if facts.tun_device is not None and spec.virtual_ip is not None:

@@ -154,6 +154,8 @@ class WorkerSpec(BaseModel):
     tensorboard_dir: str = ""
     join_deadline_s: Annotated[float, Field(gt=0)] = 120.0
     """How long the Header waits for all Ray nodes, and others retry joining. Runs have no deadline."""
+    rlinf_config: str = ""
+    """The job's inline RLinf config (Hydra YAML, "" without one), shipped as `$RLARK_RLINF_CONFIG`."""
 
     @field_validator("worker_id", "job_id")
     @classmethod
