@@ -67,7 +67,9 @@ def _rlinf_make() -> None:
     if uv is None:
         raise RuntimeError("uv is not on PATH: run `make setup` first")
     subprocess.run(
-        [uv, "sync", "--frozen", "--inexact", "--quiet", "--group", "rlinf"], cwd=paths.repo_root(), check=True
+        [uv, "sync", "--frozen", "--inexact", "--quiet", "--group", "rlinf"],
+        cwd=paths.repo_root(),
+        check=True,
     )
 
 
