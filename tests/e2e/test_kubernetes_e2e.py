@@ -444,9 +444,14 @@ async def test_gpus_of_a_pod_rlark_did_not_create_send_a_job_elsewhere_and_make_
     }
     await asyncio.to_thread(bed.kubes["alpha"].core.create_namespaced_pod, team, trainer)
 
-    async def node_gpus(name: str) -> tuple[int, int, int]:
+    async def node_gpus(name: str) -> tuple[int, int, int] | None:
+        """The node's (allocated, foreign, free) GPUs; None until inventory has ingested the node."""
         async with bed.stack.client() as client:
-            node = (await client.get(f"/api/v1/clusters/alpha/nodes/{name}")).json()
+            response = await client.get(f"/api/v1/clusters/alpha/nodes/{name}")
+        if response.status_code == 404:
+            return None
+        assert response.status_code == 200, response.text
+        node = response.json()
         return node["gpu_allocated"], node["gpu_allocated_foreign"], node["gpu_free"]
 
     async def busy_reported() -> bool:
