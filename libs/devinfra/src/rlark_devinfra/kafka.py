@@ -189,25 +189,27 @@ def start(timeout_s: float = 120.0) -> KafkaStatus:
     java = shutil.which("java") or "java"
     classpath = f"{libs}/*"
     # The cluster id is fixed when the data directory is first formatted; restarts must reuse it.
-    cluster_id = _formatted_cluster_id(home / "data") or base64.urlsafe_b64encode(
-        uuid.uuid4().bytes
-    ).decode().rstrip("=")
-    subprocess.run(
+    cluster_id = _formatted_cluster_id(home / "data") or new_cluster_id()
+    formatted = subprocess.run(
         [
             java,
             "-cp",
             classpath,
             "kafka.tools.StorageTool",
             "format",
-            "--cluster-id",
-            cluster_id,
+            f"--cluster-id={cluster_id}",
             "--config",
             str(config),
             "--ignore-formatted",
         ],
-        check=True,
         capture_output=True,
+        text=True,
     )
+    if formatted.returncode != 0:
+        raise RuntimeError(
+            f"formatting the Kafka data directory {home / 'data'} failed "
+            f"(exit {formatted.returncode}):\n{formatted.stdout}{formatted.stderr}"
+        )
     log = _log_file().open("ab")
     process = subprocess.Popen(
         [
@@ -239,6 +241,18 @@ def start(timeout_s: float = 120.0) -> KafkaStatus:
         tail = _log_file().read_text(errors="replace")[-3000:]
         raise RuntimeError(f"{exc}; broker log tail:\n{tail}") from exc
     return status()
+
+
+def new_cluster_id() -> str:
+    """A random KRaft cluster id: 16 bytes in URL-safe base64, never starting with a dash.
+
+    Kafka's own ``Uuid.randomUuid`` avoids a leading dash for the same reason: a command line
+    reads ``-Jit…`` as an option (1 run in 64 failed before this rule).
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _formatted_cluster_id(data: Path) -> str | None:
