@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import uuid
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rlark_scheduler.domain.idempotency import IdempotencyKeyInvalid, check_key, document_fingerprint
 
 
@@ -28,3 +33,31 @@ def test_unparsed_documents_are_compared_by_their_text() -> None:
     assert document_fingerprint(None, b"spec: [") == document_fingerprint(None, "spec: [")
     assert document_fingerprint(None, b"spec: [") != document_fingerprint(None, b"spec: [ ")
     assert document_fingerprint(None, b"{}") != document_fingerprint({}, b"{}")
+
+
+GITHUB_TOKEN = "ghp_" + "Zq8vN2pL5xR7tY1wK4mB9cD3aE6fG0hJ2kM4"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        GITHUB_TOKEN,
+        f"retry-{GITHUB_TOKEN}",
+        base64.b64encode(GITHUB_TOKEN.encode()).decode(),
+        GITHUB_TOKEN.encode().hex()[:128],
+        "password=hunter2",
+    ],
+    ids=["plain", "inside", "base64", "hex", "assignment"],
+)
+def test_a_key_holding_a_secret_is_refused_without_quoting_it(key: str) -> None:
+    with pytest.raises(IdempotencyKeyInvalid, match=r"^Idempotency-Key holds ") as refused:
+        check_key(key)
+    assert key[:12] not in str(refused.value)
+    assert "hunter2" not in str(refused.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.uuids())
+def test_uuid_keys_are_accepted(value: uuid.UUID) -> None:
+    assert check_key(str(value)) == str(value)
+    assert check_key(value.hex) == value.hex

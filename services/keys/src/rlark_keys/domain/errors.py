@@ -22,13 +22,14 @@ class KeyErrorCode(StrEnum):
     KEY_TYPE_MISMATCH = "key_type_mismatch"
     RSA_KEY_TOO_SHORT = "rsa_key_too_short"
     INVALID_KEY_NAME = "invalid_key_name"
+    SECRET_IN_COMMENT = "secret_in_comment"  # noqa: S105 - an error code, not a password
 
 
 class KeyValidationError(ValueError):
     """A user-supplied public key or key name was refused.
 
-    ``code`` is one of ``KeyErrorCode``; ``field`` names the request field (``public_key`` or
-    ``name``). ``str(error)`` is the human message.
+    ``code`` is one of ``KeyErrorCode``; ``field`` names the request field (``public_key``,
+    ``public_key.comment`` or ``name``). ``str(error)`` is the human message.
     """
 
     def __init__(self, code: KeyErrorCode, message: str, field: str = "public_key") -> None:

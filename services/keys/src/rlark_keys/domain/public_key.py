@@ -14,6 +14,8 @@ Contract:
   the input: a pasted private key must never travel further (logs, error bodies, events).
 - authorized_keys options are refused, because the platform writes ``authorized_keys`` itself and
   a user-chosen ``command=`` or ``from=`` would silently change what the key can do.
+- A comment holding a secret (what :func:`rlark_secretscan.scan_text` finds, wrapped or not) is
+  refused (``secret_in_comment``, field ``public_key.comment``): comments are stored and shown.
 
 Pure: no I/O. ``cryptography`` is used only to check that ECDSA points lie on their curve.
 """
@@ -30,6 +32,7 @@ from enum import StrEnum
 from typing import Final, NoReturn
 
 from cryptography.hazmat.primitives.asymmetric import ec
+from rlark_secretscan import scan_text
 
 from rlark_keys.domain.errors import KeyErrorCode, KeyValidationError
 from rlark_keys.domain.sshwire import WireFormatError, WireReader
@@ -41,6 +44,8 @@ MAX_RSA_BITS: Final = 16384
 #: Longest input considered at all; a 16384-bit RSA key line is under 3 KiB.
 MAX_INPUT_CHARS: Final = 16 * 1024
 MAX_COMMENT_CHARS: Final = 1024
+#: The field named when the comment is refused: the comment part of the ``public_key`` request field.
+COMMENT_FIELD: Final = "public_key.comment"
 
 
 class KeyType(StrEnum):
@@ -429,6 +434,15 @@ def _checked_comment(comment: str) -> str:
         raise _malformed(f"the comment is longer than {MAX_COMMENT_CHARS} characters")
     if any(unicodedata.category(ch) in _BAD_COMMENT_CATEGORIES for ch in comment):
         raise _malformed("the comment contains control characters")
+    findings = scan_text(comment, COMMENT_FIELD)
+    if findings:
+        raise KeyValidationError(
+            KeyErrorCode.SECRET_IN_COMMENT,
+            f"The key's comment holds {findings[0].what}. The comment is stored, listed and written to "
+            "workers' authorized_keys: remove the secret from it (and consider the secret exposed), then "
+            "add the key again.",
+            COMMENT_FIELD,
+        )
     return comment
 
 

@@ -6,8 +6,10 @@ unique per owner; a repeat carrying the same key and the same document gets the 
 time, the same key with another document is a conflict.
 
 Contract:
-- A key is 1–128 printable ASCII characters (space to ``~``); anything else is refused by
-  :func:`check_key` with :class:`IdempotencyKeyInvalid`.
+- A key is 1–128 printable ASCII characters (space to ``~``) holding no secret (the scanner of job
+  documents, :func:`rlark_secretscan.scan_text`, finds none: a key is stored with the job, so a token
+  pasted there would be kept); anything else is refused by :func:`check_key` with
+  :class:`IdempotencyKeyInvalid`, whose message never quotes the key.
 - "The same document" means the same parsed document (:func:`document_fingerprint` of its canonical
   form), so re-encoding the same spec (YAML or JSON, other key order or spacing) is still a repeat;
   text that does not parse is compared by its bytes. The fingerprint is taken before defaults such as
@@ -19,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
+
+from rlark_secretscan import scan_text
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 128
@@ -36,6 +40,12 @@ def check_key(value: str) -> str:
         raise IdempotencyKeyInvalid(f"{HEADER} is {len(value)} characters long; at most {MAX_KEY_LENGTH}")
     if any(not " " <= ch <= "~" for ch in value):
         raise IdempotencyKeyInvalid(f"{HEADER} may hold printable ASCII characters only")
+    findings = scan_text(value, HEADER)
+    if findings:
+        raise IdempotencyKeyInvalid(
+            f"{HEADER} holds {findings[0].what}; an idempotency key is stored with the job, so use a "
+            "random id (a UUID) instead"
+        )
     return value
 
 

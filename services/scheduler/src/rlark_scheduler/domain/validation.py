@@ -43,10 +43,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from rlark_secretscan import SecretFinding, scan_assignment, scan_text
+
 from rlark_scheduler.domain import selectors
 from rlark_scheduler.domain.placement import Demand, match_workers
 from rlark_scheduler.domain.rlinf import check_rlinf_config
-from rlark_scheduler.domain.secrets import SecretFinding, describe_kind, scan_assignment, scan_text
 from rlark_scheduler.domain.spec import (
     API_VERSION,
     KIND,
@@ -844,14 +845,14 @@ class _Validator:
                 continue
             reported.add(finding.line)
             field_path = self.source.field_at_line(finding.line)
-            located = SecretFinding(finding.kind, field_path, finding.line, finding.column)
+            located = SecretFinding(finding.kind, field_path, finding.line, finding.column, finding.wrapping)
             self.add_secret(located, f" (line {finding.line})", finding.line)
 
     def add_secret(self, finding: SecretFinding, where: str, line: int | None) -> None:
         target = finding.field or "the document"
         self.add(
             "secret_detected",
-            f"{describe_kind(finding.kind)} was found in {target}{where}; remove it and pass "
+            f"{finding.what} was found in {target}{where}; remove it and pass "
             "credentials through a secret reference (for example a mount's secretRef or a "
             "variable set from a file under /run/secrets)",
             finding.field,

@@ -24,7 +24,11 @@ What counts as a secret:
   is a literal — in ``NAME=value``, ``NAME: value`` (a YAML or JSON key), ``--name value`` and
   ``--name=value`` forms;
 - assignments named ``*token*`` when the literal is long (>= 16 characters) and high-entropy, so
-  tokenizer settings like ``PAD_TOKEN=<|endoftext|>`` or ``MAX_TOKENS=4096`` pass.
+  tokenizer settings like ``PAD_TOKEN=<|endoftext|>`` or ``MAX_TOKENS=4096`` pass;
+- any of the above wrapped: inside a base64 (standard or URL-safe), hex or URL-encoded run that
+  decodes to text (reported at the run, up to ``MAX_DEPTH`` wrappings deep), or split across lines
+  (a shell ``\\`` continuation, or a token broken between the end of one line and the start of the
+  next; reported where it starts). The finding's ``wrapping`` says how it was wrapped.
 
 What does not (decided, and tested):
 - references: values starting with ``$`` (``$VAR``, ``${VAR}``, ``$(cat /run/secrets/x)``, Hydra's
@@ -54,9 +58,15 @@ from dataclasses import dataclass
 from enum import StrEnum, auto
 from itertools import pairwise
 
+from rlark_secretscan.unwrap import MAX_DEPTH, Budget, encoded_runs, join_split_lines
+
+SPLIT = "split"
+"""The wrapping of a secret found only once the lines splitting it were joined."""
+
 __all__ = [
     "SecretFinding",
     "SecretKind",
+    "classify_name",
     "describe_kind",
     "scan_assignment",
     "scan_mapping",
@@ -124,14 +134,33 @@ class SecretFinding:
     field: str
     line: int
     column: int
+    #: How the secret was wrapped, outermost first (``("base64", "hex")``); empty when written plainly.
+    wrapping: tuple[str, ...] = ()
+
+    @property
+    def what(self) -> str:
+        """``"a GitHub token"``, or ``"a GitHub token (base64-encoded)"`` for a wrapped one."""
+        if not self.wrapping:
+            return describe_kind(self.kind)
+        layers = ", inside ".join(_WRAPPING_WORDS.get(w, w) for w in self.wrapping)
+        return f"{describe_kind(self.kind)} ({layers})"
 
     @property
     def message(self) -> str:
         where = f"{self.field} " if self.field else ""
         return (
-            f"{describe_kind(self.kind)} was found in {where}(line {self.line}, column "
+            f"{self.what} was found in {where}(line {self.line}, column "
             f"{self.column}); pass it through a secret reference instead of inline text"
         )
+
+
+_WRAPPING_WORDS: dict[str, str] = {
+    "base64": "base64-encoded",
+    "base64url": "URL-safe base64-encoded",
+    "hex": "hex-encoded",
+    "url-encoded": "URL-encoded",
+    SPLIT: "split across lines",
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -379,6 +408,13 @@ class _Hit:
     end: int
     kind: SecretKind
     priority: int
+    wrapping: tuple[str, ...] = ()
+
+
+# Hits found only after unwrapping rank below every plain hit: a plainly written secret is reported
+# as such, and an encoded run inside an already-found secret value is not reported again.
+_DECODED_PRIORITY = 1_000
+_JOINED_PRIORITY = 2_000
 
 
 def _value_span(match: re.Match[str]) -> tuple[str, int, int] | None:
@@ -436,13 +472,50 @@ def _select(hits: list[_Hit]) -> list[_Hit]:
     return kept
 
 
+def _unwrapped_hits(text: str, depth: int, budget: Budget) -> list[_Hit]:
+    """Hits in ``text`` as written, inside its encoded runs and across the breaks that split values.
+
+    A secret inside an encoded run is reported at the run; one that a join revealed, at its start in
+    the original text, and only when it spans the join (otherwise it was judged as written).
+    """
+    hits = _find_hits(text)
+    if depth >= MAX_DEPTH:
+        return hits
+    for run in encoded_runs(text, budget):
+        for inner in _select(_unwrapped_hits(run.decoded, depth + 1, budget)):
+            hits.append(
+                _Hit(
+                    run.start,
+                    run.end,
+                    inner.kind,
+                    _DECODED_PRIORITY + inner.priority % _DECODED_PRIORITY,
+                    (run.encoding, *inner.wrapping),
+                )
+            )
+    joined = join_split_lines(text)
+    if joined is not None:
+        for hit in _unwrapped_hits(joined.text, depth + 1, budget):
+            if not joined.spans_join(hit.start, hit.end):
+                continue
+            start, end = joined.original(hit.start), joined.original(hit.end - 1) + 1
+            wrapping = hit.wrapping if SPLIT in hit.wrapping else (SPLIT, *hit.wrapping)
+            hits.append(
+                _Hit(start, end, hit.kind, _JOINED_PRIORITY + hit.priority % _DECODED_PRIORITY, wrapping)
+            )
+    return hits
+
+
 def scan_text(text: str, field: str) -> list[SecretFinding]:
-    """Every secret in ``text``, in text order; ``field`` is copied into each finding."""
+    """Every secret in ``text``, in text order; ``field`` is copied into each finding.
+
+    Besides the text as written, its base64, hex and URL-encoded runs are decoded and scanned, and
+    values split across lines are joined (:mod:`rlark_secretscan.unwrap`; bounded in size and depth).
+    """
     if not text:
         return []
     line_starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
     findings: list[SecretFinding] = []
-    for hit in _select(_find_hits(text)):
+    for hit in _select(_unwrapped_hits(text, 0, Budget())):
         line_index = bisect.bisect_right(line_starts, hit.start) - 1
         findings.append(
             SecretFinding(
@@ -450,6 +523,7 @@ def scan_text(text: str, field: str) -> list[SecretFinding]:
                 field=field,
                 line=line_index + 1,
                 column=hit.start - line_starts[line_index] + 1,
+                wrapping=hit.wrapping,
             )
         )
     return findings

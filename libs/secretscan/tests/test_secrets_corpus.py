@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rlark_scheduler.domain.secrets import SecretKind, scan_text
+from rlark_secretscan import SecretKind, scan_text
 
 CORPUS = Path(__file__).parent / "secret_corpus"
 ALNUM = string.ascii_letters + string.digits
@@ -122,7 +122,7 @@ def test_positive_finding_never_carries_the_secret(path: Path) -> None:
     text, generated, _ = _load(path)
     for finding in scan_text(text, "spec.runScript"):
         # The only data a finding holds: where, and which kind — plus a message built from those.
-        assert set(finding.__slots__) == {"kind", "field", "line", "column"}
+        assert set(finding.__slots__) == {"kind", "field", "line", "column", "wrapping"}
         shown = finding.message
         for value in generated:
             assert value[:12] not in shown

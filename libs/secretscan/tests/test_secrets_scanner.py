@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from rlark_scheduler.domain.secrets import (
+from rlark_secretscan import (
     SecretFinding,
     SecretKind,
     classify_name,
