@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Annotated
 
 import structlog
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Request
 from rlark_platform.errors import ApiError
+from rlark_platform.paging import PageNumber, PageSize
 
 from rlark_gateway.handlers import Principal
 from rlark_gateway.wiring import Gateway
@@ -71,5 +72,5 @@ async def require_admin(principal: Annotated[Principal, Depends(authenticate)]) 
 PrincipalDep = Annotated[Principal, Depends(authenticate)]
 AdminDep = Annotated[Principal, Depends(require_admin)]
 GatewayDep = Annotated[Gateway, Depends(gateway)]
-PageDep = Annotated[int, Query(ge=1, description="Page number, from 1")]
-PageSizeDep = Annotated[int, Query(ge=1, le=500, description="Items per page (1..500)")]
+PageDep = PageNumber
+PageSizeDep = PageSize

@@ -13,6 +13,7 @@ import asyncpg
 from fastapi import APIRouter, FastAPI, Header, Query, Request, Response
 from rlark_platform.errors import ApiError, invalid, not_found
 from rlark_platform.http import AdminDep, CallerDep, create_app, database_ready
+from rlark_platform.paging import PageNumber, PageSize
 from rlark_platform.service import ServiceContext
 
 from rlark_inventory import handlers
@@ -37,9 +38,6 @@ from rlark_inventory.domain.clusters import ClusterSpec
 from rlark_inventory.domain.errors import InvalidInput
 from rlark_inventory.domain.labels import parse_selector
 from rlark_inventory.settings import InventorySettings
-
-Page = Annotated[int, Query(ge=1, le=1_000_000, description="Page number, from 1")]
-PageSize = Annotated[int, Query(ge=1, le=500, description="Items per page")]
 
 
 def _sort(value: str, allowed: dict[str, str]) -> tuple[str, bool]:
@@ -74,7 +72,7 @@ router = APIRouter(prefix="/api/v1")
 
 @router.get("/clusters", response_model=ClusterList)
 async def list_clusters(
-    request: Request, _: CallerDep, page: Page = 1, page_size: PageSize = 50, sort: str = "name"
+    request: Request, _: CallerDep, page: PageNumber = 1, page_size: PageSize = 50, sort: str = "name"
 ) -> ClusterList:
     key, descending = _sort(sort, repo.CLUSTER_SORTS)
     async with _pool(request).acquire() as conn:
@@ -163,7 +161,7 @@ async def list_nodes(
     selector: str | None = None,
     q: Annotated[str | None, Query(max_length=200, description="Text in name, addresses or labels")] = None,
     sort: str = "cluster",
-    page: Page = 1,
+    page: PageNumber = 1,
     page_size: PageSize = 50,
 ) -> NodeList:
     key, descending = _sort(sort, repo.NODE_SORTS)

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from rlark_platform.errors import ApiError
 from rlark_platform.http import CallerDep, create_app, database_ready
+from rlark_platform.paging import PageNumber, PageSize
 from rlark_platform.service import ServiceContext
 
 from rlark_keys import handlers
@@ -120,8 +121,8 @@ def build_router(ctx: ServiceContext) -> APIRouter:
     async def list_keys(
         caller: CallerDep,
         all_users: Annotated[bool, Query(alias="all", description="Every user's keys (admins only)")] = False,
-        page: Annotated[int, Query(ge=1)] = 1,
-        page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+        page: PageNumber = 1,
+        page_size: PageSize = 50,
     ) -> KeyList:
         """The caller's SSH keys, by name; ``?all=true`` lists every user's (admins)."""
         result = await handlers.list_keys(pool, caller, all_users=all_users, page=page, page_size=page_size)

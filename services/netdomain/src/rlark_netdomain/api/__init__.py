@@ -8,11 +8,11 @@ need any signed-in user.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, Query, Response
+from fastapi import APIRouter, FastAPI, Response
 from pydantic import BaseModel, ConfigDict, Field
 from rlark_platform.http import AdminDep, CallerDep, create_app, database_ready
+from rlark_platform.paging import PageNumber, PageSize
 from rlark_platform.service import ServiceContext
 
 from rlark_netdomain import handlers
@@ -180,8 +180,8 @@ def build_router(ctx: ServiceContext) -> APIRouter:
     @router.get("/domains", response_model=DomainList)
     async def list_domains(
         _: CallerDep,
-        page: Annotated[int, Query(ge=1)] = 1,
-        page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+        page: PageNumber = 1,
+        page_size: PageSize = 50,
     ) -> DomainList:
         """Network domains ordered by name (the first one is a job's default domain)."""
         result = await handlers.list_domains(pool, page=page, page_size=page_size)

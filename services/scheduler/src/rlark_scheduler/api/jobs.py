@@ -19,6 +19,7 @@ from rlark_platform.db import transaction
 from rlark_platform.errors import ApiError
 from rlark_platform.http import CallerDep
 from rlark_platform.identity import Caller
+from rlark_platform.paging import PageNumber, PageSize, cursor
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from rlark_scheduler import handlers, submission
@@ -211,8 +212,8 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
         status: Annotated[str | None, Query(description="One status or several, comma-separated")] = None,
         q: Annotated[str | None, Query(max_length=200, description="Part of the name or id")] = None,
         owner: Annotated[str | None, Query(max_length=200, description="Admins: one user's jobs")] = None,
-        page: Annotated[int, Query(ge=1)] = 1,
-        page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+        page: PageNumber = 1,
+        page_size: PageSize = 50,
     ) -> JobList:
         """Your jobs, newest first (admins: everyone's, or ``owner``'s)."""
         statuses = [s.strip() for s in (status or "").split(",") if s.strip()]
@@ -263,8 +264,8 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
         job_id: str,
         caller: CallerDep,
         worker: Annotated[str | None, Query(max_length=200, description="One worker's lines")] = None,
-        since_seq: Annotated[int | None, Query(ge=0, description="Lines after this line number")] = None,
-        after: Annotated[int, Query(ge=0, description="Lines after this cursor")] = 0,
+        since_seq: Annotated[int | None, cursor("Lines after this line number")] = None,
+        after: Annotated[int, cursor("Lines after this cursor")] = 0,
         limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
         follow: Annotated[bool, Query(description="Stream new lines (server-sent events)")] = False,
         format: Annotated[Literal["jsonl", "text"], Query(description="jsonl (default) or text")] = "jsonl",
@@ -314,7 +315,7 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
     async def events(
         job_id: str,
         caller: CallerDep,
-        after: Annotated[int, Query(ge=0, description="Events after this sequence number")] = 0,
+        after: Annotated[int, cursor("Events after this sequence number")] = 0,
         follow: Annotated[bool, Query(description="Stream new events (server-sent events)")] = False,
         last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     ) -> Response:
