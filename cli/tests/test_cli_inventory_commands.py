@@ -21,7 +21,7 @@ from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.agent import NodeObservation, NodesObserved
 from rlark_inventory.main import DEFINITION
 from rlark_platform.identity import Caller, Role, issue_agent_token, sign_caller
-from rlark_platform.messaging import create_producer
+from rlark_platform.messaging import KafkaAccess, create_producer
 from rlark_platform.testing import TEST_SECRET, RunningService, running_service, settings_for
 from typer.testing import CliRunner
 
@@ -72,9 +72,9 @@ async def rlark(*args: str, stdin: str | None = None) -> Any:
 
 
 async def observe(
-    kafka_bootstrap: str, topic_prefix: str, cluster: str, nodes: list[NodeObservation]
+    kafka_admin: KafkaAccess, topic_prefix: str, cluster: str, nodes: list[NodeObservation]
 ) -> None:
-    producer = await create_producer(kafka_bootstrap, "cli-test-agent")
+    producer = await create_producer(kafka_admin, "cli-test-agent")
     try:
         report = NodesObserved(cluster=cluster, nodes=nodes, observed_at=datetime.now(UTC))
         await producer.send_and_wait(
@@ -126,12 +126,12 @@ async def test_register_prints_the_credential_once_with_a_warning_and_refusals_e
 
 
 async def test_nodes_and_labels_commands_show_what_the_agent_reported(
-    as_admin: None, kafka_bootstrap: str, topic_prefix: str
+    as_admin: None, kafka_admin: KafkaAccess, topic_prefix: str
 ) -> None:
     assert (await rlark("clusters", "register", "gpu-a", "--category", "cloud")).exit_code == 0
     gpu = {"gpu_count": 8, "gpu_allocatable": 8, "cpu_allocatable_millis": 62000}
     await observe(
-        kafka_bootstrap,
+        kafka_admin,
         topic_prefix,
         "gpu-a",
         [
@@ -176,7 +176,7 @@ async def test_nodes_and_labels_commands_show_what_the_agent_reported(
 
 
 async def test_nodes_clusters_and_match_show_the_gpus_in_use_and_give_them_back_when_freed(
-    as_admin: None, kafka_bootstrap: str, topic_prefix: str
+    as_admin: None, kafka_admin: KafkaAccess, topic_prefix: str
 ) -> None:
     assert (await rlark("clusters", "register", "gpu-a")).exit_code == 0
     a100 = {
@@ -188,7 +188,7 @@ async def test_nodes_clusters_and_match_show_the_gpus_in_use_and_give_them_back_
 
     async def report(allocated: int, foreign: int) -> dict[str, Any]:
         await observe(
-            kafka_bootstrap,
+            kafka_admin,
             topic_prefix,
             "gpu-a",
             [

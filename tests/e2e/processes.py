@@ -34,6 +34,7 @@ from stack import (
     create_databases,
     definitions,
     platform_settings,
+    provision_platform_prefix,
     remove_platform,
 )
 
@@ -151,6 +152,7 @@ async def process_platform(
     (tmp / "logs").mkdir(parents=True, exist_ok=True)
     services: dict[str, ServiceProcess] = {}
     try:
+        await provision_platform_prefix(kafka_bootstrap, prefix)
         settings = platform_settings(databases, kafka_bootstrap, prefix, overrides)
         for name, definition in defs.items():
             await migrate(definition, settings[name])

@@ -19,9 +19,18 @@ from typing import Any
 
 import asyncpg
 import httpx
+from rlark_devinfra.kafka import admin_access
+from rlark_devinfra.pytest_plugin import test_admin_password
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.service import ServiceDefinition
 from rlark_platform.settings import ServiceSettings
-from rlark_platform.testing import TEST_SECRET, free_port, running_service, settings_for
+from rlark_platform.testing import (
+    TEST_SECRET,
+    free_port,
+    provision_test_prefix,
+    running_service,
+    settings_for,
+)
 
 ADMIN, ADMIN_PASSWORD = "root", "correct-horse-battery-staple"
 
@@ -55,6 +64,11 @@ class Stack:
     databases: dict[str, str]
     admin_token: str = ""
     tmp: Path = field(default_factory=Path)
+
+    @property
+    def kafka_admin(self) -> KafkaAccess:
+        """The tests' broker admin: reads any topic, stands in for any producer."""
+        return kafka_admin(self.kafka_bootstrap)
 
     def client(self, token: str | None = None, **kwargs: Any) -> httpx.AsyncClient:
         return httpx.AsyncClient(
@@ -166,6 +180,15 @@ def platform_settings(
     }
 
 
+def kafka_admin(kafka_bootstrap: str) -> KafkaAccess:
+    return admin_access(kafka_bootstrap, test_admin_password())
+
+
+async def provision_platform_prefix(kafka_bootstrap: str, prefix: str) -> None:
+    """Topics, service principals and ACLs of ``prefix``, as a deployment's provisioning step."""
+    await provision_test_prefix(kafka_admin(kafka_bootstrap), prefix)
+
+
 async def remove_platform(
     server_url: str, kafka_bootstrap: str, prefix: str, databases: dict[str, str]
 ) -> None:
@@ -173,7 +196,7 @@ async def remove_platform(
     from rlark_platform.messaging.producer import delete_topics_with_prefix
 
     with contextlib.suppress(Exception):
-        await delete_topics_with_prefix(kafka_bootstrap, prefix)
+        await delete_topics_with_prefix(kafka_admin(kafka_bootstrap), prefix)
     admin_conn = await asyncpg.connect(server_url)
     try:
         for database_url in databases.values():
@@ -193,6 +216,7 @@ async def platform(
     defs = definitions()
     databases = await create_databases(server_url, list(defs))
     try:
+        await provision_platform_prefix(kafka_bootstrap, prefix)
         settings = platform_settings(databases, kafka_bootstrap, prefix, overrides)
         async with contextlib.AsyncExitStack() as stack:
             for name, definition in defs.items():

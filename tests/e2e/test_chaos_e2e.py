@@ -89,7 +89,7 @@ class Kill:
 async def reporting_agent(stack: Stack, credential: str) -> AsyncIterator[None]:
     """The cluster's agent as far as the control plane can tell: a session, heartbeats, node reports."""
     session = await open_session(stack.url, credential)
-    producer = await create_producer(session.kafka_bootstrap, f"agent-{session.cluster}")
+    producer = await create_producer(session.kafka_access(), f"agent-{session.cluster}")
     reports = ReportPublisher(producer, session)
     nodes = [
         NodeObservation(
@@ -289,7 +289,7 @@ async def check_nothing_lost_or_doubled(platform: ProcessPlatform, burst: Burst)
 
     # Placements: one worker.placed event per worker — redelivered copies share the event id.
     names = TopicNames(stack.topic_prefix)
-    async with TopicReader(stack.kafka_bootstrap, names.physical("scheduler.placements")) as reader:
+    async with TopicReader(stack.kafka_admin, names.physical("scheduler.placements")) as reader:
         await reader.until(
             lambda events: (
                 len({e.data["worker_id"] for e in events if e.type == "scheduler.worker.placed.v1"})

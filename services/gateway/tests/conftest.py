@@ -20,7 +20,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from rlark_gateway.main import DEFINITION
 from rlark_gateway.settings import GatewaySettings
-from rlark_platform.testing import free_port, running_service, settings_for
+from rlark_platform.messaging import KafkaAccess
+from rlark_platform.testing import free_port, provision_test_prefix, running_service, settings_for
 
 ADMIN = "root"
 ADMIN_PASSWORD = "Adm1n-Passw0rd-for-tests"
@@ -184,10 +185,13 @@ async def _drop_database(server_url: str, database_url: str) -> None:
 
 
 @pytest.fixture(scope="module")
-async def stack(postgres_server_url: str, kafka_bootstrap: str) -> AsyncIterator[Stack]:
+async def stack(
+    postgres_server_url: str, kafka_bootstrap: str, kafka_admin: KafkaAccess
+) -> AsyncIterator[Stack]:
     """One gateway per test module (tests use their own users, so they do not interfere)."""
     database_url = await _create_database(postgres_server_url)
     prefix = f"t{uuid.uuid4().hex[:10]}."
+    await provision_test_prefix(kafka_admin, prefix)
     try:
         async with echo_upstream() as upstream:
             settings = gateway_settings(

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.inventory import ClusterUpdated
 from rlark_contracts.events.scheduler import AddressesRequested, AddressRequest, JobStatusChanged
-from rlark_platform.messaging import create_producer
+from rlark_platform.messaging import KafkaAccess, create_producer
 
 pytestmark = pytest.mark.integration
 
@@ -65,8 +65,8 @@ async def subscribe(client: httpx.AsyncClient, **params: str) -> AsyncIterator[S
 
 
 @pytest.fixture
-async def producer(stack: Stack) -> AsyncIterator[AIOKafkaProducer]:
-    p = await create_producer(stack.settings.kafka_bootstrap, "gateway-test")
+async def producer(stack: Stack, kafka_admin: KafkaAccess) -> AsyncIterator[AIOKafkaProducer]:
+    p = await create_producer(kafka_admin, "gateway-test")
     yield p
     await p.stop()
 

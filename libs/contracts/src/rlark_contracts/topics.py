@@ -1,7 +1,10 @@
 """The topic registry: one topic per producing aggregate, keyed by aggregate id.
 
 State topics (clusters, nodes, keys, domains, tunnel topology) are compacted so a new consumer can rebuild
-state from them. Every topic has a dead-letter sibling ``<topic>.dlq``.
+state from them. Every topic has a dead-letter sibling ``<topic>.dlq``, written by its consumers.
+
+``producer`` is the only principal the broker lets write a topic and the ``source`` every consumer expects
+on its events; ``consumers`` are the principals allowed to read it (ADR 0004).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ class Topic:
     compacted: bool
     description: str
     producer: str
+    consumers: tuple[str, ...] = ()
 
     @property
     def dlq(self) -> str:
@@ -25,27 +29,63 @@ class Topic:
 TOPICS: dict[str, Topic] = {
     t.name: t
     for t in (
-        Topic("inventory.clusters", "cluster name", True, "Cluster state", "inventory"),
-        Topic("inventory.nodes", "<cluster>/<node>", True, "Node state", "inventory"),
-        Topic("inventory.commands", "cluster name", False, "Commands for agents", "inventory"),
+        Topic(
+            "inventory.clusters",
+            "cluster name",
+            True,
+            "Cluster state",
+            "inventory",
+            ("netdomain", "scheduler", "gateway"),
+        ),
+        Topic(
+            "inventory.nodes", "<cluster>/<node>", True, "Node state", "inventory", ("scheduler", "gateway")
+        ),
+        Topic(
+            "inventory.commands", "cluster name", False, "Commands for agents", "inventory", ("tunnel-agent",)
+        ),
         Topic(
             "agent.reports",
             "cluster name",
             False,
             "Agent observations and worker reports",
             "tunnel-agent",
+            ("inventory", "scheduler", "netdomain"),
         ),
-        Topic("keys.keys", "key id", True, "Users' SSH public keys (public material only)", "keys"),
-        Topic("netdomain.domains", "domain name", True, "Network domains", "netdomain"),
-        Topic("netdomain.allocations", "job id", False, "Virtual IP allocations", "netdomain"),
-        Topic("netdomain.tunnels", "domain name", True, "Desired tunnel topology", "netdomain"),
-        Topic("scheduler.jobs", "job id", False, "Job lifecycle events", "scheduler"),
+        Topic(
+            "keys.keys",
+            "key id",
+            True,
+            "Users' SSH public keys (public material only)",
+            "keys",
+            ("scheduler",),
+        ),
+        Topic("netdomain.domains", "domain name", True, "Network domains", "netdomain", ("scheduler",)),
+        Topic(
+            "netdomain.allocations",
+            "job id",
+            False,
+            "Virtual IP allocations",
+            "netdomain",
+            ("scheduler", "tunnel-agent"),
+        ),
+        Topic(
+            "netdomain.tunnels",
+            "domain name",
+            True,
+            "Desired tunnel topology",
+            "netdomain",
+            ("tunnel-agent",),
+        ),
+        Topic(
+            "scheduler.jobs", "job id", False, "Job lifecycle events", "scheduler", ("netdomain", "gateway")
+        ),
         Topic(
             "scheduler.placements",
             "job id",
             False,
             "Worker placements and stops for agents",
             "scheduler",
+            ("tunnel-agent",),
         ),
     )
 }

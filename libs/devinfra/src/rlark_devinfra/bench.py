@@ -44,6 +44,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rlark_platform.messaging.access import KafkaAccess
+
 from rlark_devinfra import paths
 
 PASS, MISS, INFO, BASELINE, NA, FAILED = "PASS", "MISS", "info", "baseline", "n/a", "FAILED"
@@ -125,12 +127,11 @@ class Context:
             await _drop_database(admin_url, name)
 
     @staticmethod
-    def kafka() -> str:
-        from rlark_devinfra import kafka
+    def kafka() -> KafkaAccess:
+        """This checkout's broker, as its admin (benchmarks provision their own prefixes with it)."""
+        from rlark_devinfra import stack
 
-        bootstrap = kafka.start().bootstrap
-        assert bootstrap is not None
-        return bootstrap
+        return stack.start_kafka()
 
     @staticmethod
     def postgres() -> str:
@@ -805,11 +806,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{os.cpu_count()} cores, load average {load_before[0]:.1f}. Results: {_bench_dir()}"
     )
     if any(b.needs_servers for b in selected):
-        from rlark_devinfra import kafka, postgres
+        from rlark_devinfra import postgres, stack
 
         console.print("starting (or reusing) this checkout's PostgreSQL and Kafka …")
         postgres.start()
-        kafka.start()
+        stack.start_kafka()
 
     results: dict[str, Any] = {}
     for index, bench in enumerate(selected, 1):

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from rlark_devinfra import kafka, postgres
+from rlark_devinfra import kafka, postgres, stack
 
 app = typer.Typer(
     help="Real PostgreSQL and Kafka for this checkout, started without Docker.", no_args_is_help=True
@@ -53,11 +53,13 @@ def pg_status(as_json: JsonOpt = False) -> None:
 
 @kafka_app.command("start")
 def kafka_start() -> None:
-    """Start Kafka (idempotent; assembles the jars on first use) and print its bootstrap address."""
+    """Start Kafka (idempotent; assembles the jars on first use) and print its bootstrap address.
+
+    Its admin principal's password is derived from this checkout's internal secret (ADR 0004)."""
     if bootstrap := _external("RLARK_KAFKA_BOOTSTRAP"):
         typer.echo(bootstrap)
         return
-    typer.echo(kafka.start().bootstrap)
+    typer.echo(stack.start_kafka().bootstrap)
 
 
 @kafka_app.command("stop")
@@ -84,7 +86,7 @@ def kafka_status(as_json: JsonOpt = False) -> None:
 def up() -> None:
     """Start PostgreSQL and Kafka; print the environment that points services at them."""
     database = _external("RLARK_DATABASE_URL") or postgres.start().url
-    bootstrap = _external("RLARK_KAFKA_BOOTSTRAP") or kafka.start().bootstrap
+    bootstrap = _external("RLARK_KAFKA_BOOTSTRAP") or stack.start_kafka().bootstrap
     typer.echo(f"RLARK_DATABASE_URL={database}")
     typer.echo(f"RLARK_KAFKA_BOOTSTRAP={bootstrap}")
 

@@ -3,6 +3,12 @@
 The jars are resolved once per machine with Maven into a versioned cache directory and reused by every
 checkout; the broker's data, config and log live under this checkout's state directory. The broker is
 ready when a client gets cluster metadata, not when its port opens.
+
+Security as in production (ADR 0004): clients authenticate with SASL/SCRAM-SHA-512 and the
+StandardAuthorizer refuses what no ACL allows. The admin principal (``rlark-admin``, a super user, also the
+broker's own identity) gets its SCRAM credential when the storage is formatted; the controller listener
+takes SASL/PLAIN for the same principal (KRaft controllers cannot read SCRAM credentials from the metadata
+they serve). Its password is in the broker's config, which only the broker's owner can read.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import uuid
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+from rlark_platform.messaging.access import ADMIN_PRINCIPAL, KafkaAccess
 
 from rlark_devinfra.paths import cache_dir, state_dir
 from rlark_devinfra.process import free_port, read_pid, stop_process_group, wait_until
@@ -35,7 +43,8 @@ class KafkaStatus:
 
 
 def _home() -> Path:
-    return state_dir() / "kafka"
+    # Not ``kafka``: a broker started before authentication was on may still run there for another session.
+    return state_dir() / "kafka-sasl"
 
 
 def _pid_file() -> Path:
@@ -100,7 +109,12 @@ def libs_dir() -> Path:
     return target
 
 
-def _write_config(port: int, controller_port: int) -> Path:
+def _jaas(module: str, password: str, *, plain_users: bool = False) -> str:
+    users = f' user_{ADMIN_PRINCIPAL}="{password}"' if plain_users else ""
+    return f'{module} required username="{ADMIN_PRINCIPAL}" password="{password}"{users};'
+
+
+def _write_config(port: int, controller_port: int, admin_password: str) -> Path:
     home = _home()
     log4j = home / "log4j2.properties"
     log4j.write_text(
@@ -121,11 +135,24 @@ def _write_config(port: int, controller_port: int) -> Path:
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "inter.broker.listener.name": "PLAINTEXT",
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
         "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": _jaas(
+            "org.apache.kafka.common.security.scram.ScramLoginModule", admin_password
+        ),
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": _jaas(
+            "org.apache.kafka.common.security.plain.PlainLoginModule", admin_password, plain_users=True
+        ),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": f"User:{ADMIN_PRINCIPAL}",
+        "allow.everyone.if.no.acl.found": "false",
         "log.dirs": str(home / "data"),
         "num.partitions": "3",
         "offsets.topic.replication.factor": "1",
@@ -141,11 +168,18 @@ def _write_config(port: int, controller_port: int) -> Path:
         "log.flush.interval.messages": "9223372036854775807",
     }
     config = home / "server.properties"
+    config.touch(mode=0o600)
+    config.chmod(0o600)
     config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
     return config
 
 
-def _broker_answers(bootstrap: str) -> bool:
+def admin_access(bootstrap: str, admin_password: str) -> KafkaAccess:
+    """The super user's client options (provisioning, tests' readers)."""
+    return KafkaAccess(bootstrap, ADMIN_PRINCIPAL, admin_password)
+
+
+def _broker_answers(access: KafkaAccess) -> bool:
     import asyncio
     import logging
 
@@ -155,7 +189,7 @@ def _broker_answers(bootstrap: str) -> bool:
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
     async def check() -> bool:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000)
+        admin = AIOKafkaAdminClient(**access.client_options(), request_timeout_ms=3000)
         try:
             await admin.start()
             metadata = await admin.describe_cluster()
@@ -174,8 +208,13 @@ def status() -> KafkaStatus:
     return KafkaStatus(running=pid is not None, bootstrap=bootstrap, pid=pid, log_file=_log_file())
 
 
-def start(timeout_s: float = 120.0) -> KafkaStatus:
-    """Start the broker unless it already runs (idempotent); return once metadata answers."""
+def start(admin_password: str, timeout_s: float = 120.0) -> KafkaStatus:
+    """Start the broker unless it already runs (idempotent); return once metadata answers.
+
+    ``admin_password`` is the admin principal's: it is written into new storage and the broker's config.
+    """
+    if not admin_password:
+        raise ValueError("admin_password: the Kafka admin principal needs a password")
     current = status()
     if current.running and current.bootstrap and _port_open(current.bootstrap):
         return current
@@ -185,7 +224,7 @@ def start(timeout_s: float = 120.0) -> KafkaStatus:
     home = _home()
     (home / "data").mkdir(parents=True, exist_ok=True)
     port, controller_port = free_port(), free_port()
-    config = _write_config(port, controller_port)
+    config = _write_config(port, controller_port, admin_password)
     java = shutil.which("java") or "java"
     classpath = f"{libs}/*"
     # The cluster id is fixed when the data directory is first formatted; restarts must reuse it.
@@ -201,6 +240,8 @@ def start(timeout_s: float = 120.0) -> KafkaStatus:
             "--config",
             str(config),
             "--ignore-formatted",
+            "--add-scram",
+            f"SCRAM-SHA-512=[name={ADMIN_PRINCIPAL},password={admin_password}]",
         ],
         capture_output=True,
         text=True,
@@ -235,7 +276,12 @@ def start(timeout_s: float = 120.0) -> KafkaStatus:
     _port_file().write_text(str(port))
     bootstrap = f"127.0.0.1:{port}"
     try:
-        wait_until(lambda: _broker_answers(bootstrap), timeout_s, f"Kafka at {bootstrap}", 0.5)
+        wait_until(
+            lambda: _broker_answers(admin_access(bootstrap, admin_password)),
+            timeout_s,
+            f"Kafka at {bootstrap}",
+            0.5,
+        )
     except TimeoutError as exc:
         stop_process_group(process.pid)
         tail = _log_file().read_text(errors="replace")[-3000:]

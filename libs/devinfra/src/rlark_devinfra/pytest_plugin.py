@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -58,15 +59,14 @@ def postgres_server_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
-    """Bootstrap address of a real Kafka broker for this test session."""
+    """Bootstrap address of a real Kafka broker with SASL/SCRAM and ACLs for this test session.
+
+    The broker is always the project's own (or ``RLARK_TEST_KAFKA_BOOTSTRAP`` with its admin password in
+    ``RLARK_TEST_KAFKA_ADMIN_PASSWORD``): a container would need the same listeners, admin credential
+    and authorizer, which ``kafka.py`` sets up.
+    """
     if bootstrap := os.environ.get("RLARK_TEST_KAFKA_BOOTSTRAP"):
         yield bootstrap
-        return
-    if docker_engine_answers():
-        from testcontainers.kafka import KafkaContainer
-
-        with KafkaContainer("apache/kafka:4.1.1").with_kraft() as container:
-            yield container.get_bootstrap_server()
         return
     started = not kafka.status().running
     if started and not kafka.jars_ready():
@@ -76,11 +76,25 @@ def kafka_bootstrap() -> Iterator[str]:
         )
     if started:
         kafka.reset_data()  # leftover topics of earlier runs only cost open files and start-up time
-    current = kafka.start()
+    current = kafka.start(test_admin_password())
     assert current.bootstrap is not None
     yield current.bootstrap
     if started and not os.environ.get("RLARK_KEEP_SERVERS"):
         kafka.stop()
+
+
+def test_admin_password() -> str:
+    """The test broker's admin password (derived from the tests' internal secret, or given)."""
+    from rlark_platform.messaging.access import ADMIN_PRINCIPAL, derive_password
+    from rlark_platform.testing import TEST_SECRET
+
+    return os.environ.get("RLARK_TEST_KAFKA_ADMIN_PASSWORD") or derive_password(TEST_SECRET, ADMIN_PRINCIPAL)
+
+
+@pytest.fixture(scope="session")
+def kafka_admin(kafka_bootstrap: str) -> Any:
+    """The broker's super user (``KafkaAccess``): tests read, inject and clean up with it."""
+    return kafka.admin_access(kafka_bootstrap, test_admin_password())
 
 
 def _with_database(url: str, database: str) -> str:
@@ -108,14 +122,20 @@ async def database_url(postgres_server_url: str) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def topic_prefix(kafka_bootstrap: str) -> AsyncIterator[str]:
-    """A unique prefix so each test's Kafka topics and consumer groups are its own; its topics are deleted
-    afterwards (thousands of leftover partitions would exhaust the broker's open files)."""
+async def topic_prefix(kafka_admin: Any) -> AsyncIterator[str]:
+    """A unique prefix so each test's Kafka topics, principals and consumer groups are its own.
+
+    The prefix is provisioned as a deployment is: every topic, one principal per service (passwords
+    derived from the tests' internal secret) and their ACLs. Its topics are deleted afterwards (thousands
+    of leftover partitions would exhaust the broker's open files).
+    """
     import contextlib
 
     from rlark_platform.messaging.producer import delete_topics_with_prefix
+    from rlark_platform.testing import provision_test_prefix
 
     prefix = f"t{uuid.uuid4().hex[:10]}."
+    await provision_test_prefix(kafka_admin, prefix)
     yield prefix
     with contextlib.suppress(Exception):
-        await delete_topics_with_prefix(kafka_bootstrap, prefix)
+        await delete_topics_with_prefix(kafka_admin, prefix)

@@ -28,6 +28,9 @@ from pathlib import Path
 
 import httpx
 import typer
+from rlark_contracts import TopicNames
+from rlark_platform.messaging.access import ADMIN_PRINCIPAL, KafkaAccess, derive_password
+from rlark_platform.messaging.provision import provision_platform
 
 from rlark_devinfra import kafka, postgres
 from rlark_devinfra.paths import state_dir
@@ -96,12 +99,24 @@ def internal_secret() -> str:
     return path.read_text().strip()
 
 
-def environment() -> dict[str, str]:
-    """What every service process gets: where the servers are, and the shared internal secret."""
-    database = os.environ.get("RLARK_DATABASE_URL") or postgres.start().url
-    bootstrap = os.environ.get("RLARK_KAFKA_BOOTSTRAP") or kafka.start().bootstrap
-    assert database
+def kafka_admin_password() -> str:
+    """The dev broker's admin password: derived from the internal secret, like every principal's here."""
+    return os.environ.get("RLARK_KAFKA_ADMIN_PASSWORD") or derive_password(internal_secret(), ADMIN_PRINCIPAL)
+
+
+def start_kafka() -> KafkaAccess:
+    """This checkout's broker (``RLARK_KAFKA_BOOTSTRAP`` when given), as its admin principal."""
+    bootstrap = os.environ.get("RLARK_KAFKA_BOOTSTRAP") or kafka.start(kafka_admin_password()).bootstrap
     assert bootstrap
+    return kafka.admin_access(bootstrap, kafka_admin_password())
+
+
+def environment() -> dict[str, str]:
+    """What every service process gets: where the servers are, and the shared internal secret (each
+    service derives its Kafka password from it; the broker's admin password stays here)."""
+    database = os.environ.get("RLARK_DATABASE_URL") or postgres.start().url
+    bootstrap = start_kafka().bootstrap
+    assert database
     env = {
         **os.environ,
         "RLARK_DATABASE_URL": database,
@@ -196,8 +211,15 @@ def wait_ready(service: ServiceProcess, timeout_s: float = 60) -> None:
     raise TimeoutError(f"{service.name} not ready at {url} after {timeout_s:.0f}s")
 
 
+def provision_kafka(env: dict[str, str]) -> None:
+    """Topics, service principals and ACLs on the broker (ADR 0004), as the deploy's provisioning job."""
+    names = TopicNames(env.get("RLARK_TOPIC_PREFIX", ""))
+    asyncio.run(provision_platform(start_kafka(), names, env["RLARK_INTERNAL_SECRET"]))
+
+
 def up() -> dict[str, str]:
     env = environment()
+    provision_kafka(env)
     _run_migrations(env)
     for service in SERVICES:
         start_service(service, env)

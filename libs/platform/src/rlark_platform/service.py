@@ -1,7 +1,10 @@
 """The composition root shared by every service: ``python -m rlark_<svc> api|worker|migrate|all``.
 
+- ``provision-kafka``: with the broker's admin principal, creates every topic, one SCRAM principal per
+  service and their ACLs (ADR 0004). Run once per deploy before ``migrate``; any service's image does it.
 - ``migrate``: creates the service's database when missing, applies the platform's and the service's
-  migrations, and creates the Kafka topics. Run once per deploy, never on every API start.
+  migrations, and creates the Kafka topics the service produces. Run once per deploy, never on every API
+  start.
 - ``api``: the HTTP API (writes state and outbox rows; no Kafka client).
 - ``worker``: the outbox relay plus the service's consumers and loops.
 - ``all``: ``api`` and ``worker`` in one process (``make run`` and tests use it to save memory).
@@ -35,6 +38,8 @@ from rlark_platform.messaging import (
     ensure_topics,
     platform_migrations,
 )
+from rlark_platform.messaging.access import ADMIN_PRINCIPAL, KafkaAccess
+from rlark_platform.messaging.provision import provision_platform
 from rlark_platform.observability import configure_logging
 from rlark_platform.settings import ServiceSettings
 
@@ -99,7 +104,7 @@ async def migrate(definition: ServiceDefinition, settings: ServiceSettings) -> l
         finally:
             await conn.close()
     created = (
-        await ensure_topics(settings.kafka_bootstrap, TopicNames(settings.topic_prefix))
+        await ensure_topics(settings.kafka_access(), TopicNames(settings.topic_prefix), owner=definition.name)
         if definition.kafka
         else []
     )
@@ -116,7 +121,7 @@ async def _context(
             settings.own_database_url(), min_size=settings.db_pool_min, max_size=settings.db_pool_max
         )
     if kafka:
-        ctx.producer = await create_producer(settings.kafka_bootstrap, f"rlark-{definition.name}")
+        ctx.producer = await create_producer(settings.kafka_access(), f"rlark-{definition.name}")
     if definition.on_start is not None:
         await definition.on_start(ctx)
     return ctx
@@ -223,6 +228,23 @@ def main(definition: ServiceDefinition, argv: list[str] | None = None) -> None:
     def _migrate() -> None:
         """Create the database and topics, apply pending migrations, exit."""
         asyncio.run(migrate(definition, settings()))
+
+    @app.command("provision-kafka")
+    def _provision_kafka() -> None:
+        """Create the deployment's topics, service principals and ACLs with the broker's admin principal
+        (``RLARK_KAFKA_ADMIN_PASSWORD``), exit. Run once per deploy, before any ``migrate`` (ADR 0004)."""
+        built = settings()
+        admin = built.kafka_admin_password.get_secret_value()
+        if not admin:
+            raise typer.BadParameter("set RLARK_KAFKA_ADMIN_PASSWORD (the broker's admin principal)")
+        asyncio.run(
+            provision_platform(
+                KafkaAccess(built.kafka_bootstrap, ADMIN_PRINCIPAL, admin),
+                TopicNames(built.topic_prefix),
+                built.internal_secret.get_secret_value(),
+                partitions=built.topic_partitions,
+            )
+        )
 
     @app.command("api")
     def _api() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from rlark_platform.messaging.access import KafkaAccess, derive_password, service_principal
+
 
 class ServiceSettings(BaseSettings):
     """Settings common to every service process. Build it in ``main()``, never at import time."""
@@ -18,6 +20,16 @@ class ServiceSettings(BaseSettings):
     )
     database_name: str = Field(default="", description="Database of this service; default rlark_<service>")
     kafka_bootstrap: str = Field(default="127.0.0.1:9092", description="Kafka bootstrap servers")
+    kafka_username: str = Field(
+        default="", description="SASL/SCRAM-SHA-512 principal; default <topic_prefix><service_name>"
+    )
+    kafka_password: SecretStr = Field(
+        default=SecretStr(""), description="Its password; default derived from the internal secret"
+    )
+    kafka_admin_password: SecretStr = Field(
+        default=SecretStr(""),
+        description="The broker admin's password: only the provision-kafka step needs it",
+    )
     topic_prefix: str = Field(default="", description="Prefix for every topic (isolates test runs)")
     topic_partitions: int = Field(
         default=3, ge=1, le=256, description="Partitions of topics `migrate` creates"
@@ -33,6 +45,14 @@ class ServiceSettings(BaseSettings):
     db_pool_min: int = Field(default=1, ge=0)
     db_pool_max: int = Field(default=10, ge=1)
     relay_poll_interval_s: float = Field(default=1.0, gt=0, description="Outbox relay polling fallback")
+
+    def kafka_access(self) -> KafkaAccess:
+        """This service's Kafka client options: the broker and its own principal (ADR 0004)."""
+        username = self.kafka_username or service_principal(self.topic_prefix, self.service_name)
+        password = self.kafka_password.get_secret_value() or derive_password(
+            self.internal_secret.get_secret_value(), username
+        )
+        return KafkaAccess(self.kafka_bootstrap, username, password)
 
     def own_database_url(self) -> str:
         """The URL of this service's own database on the configured server."""

@@ -16,6 +16,7 @@ import httpx
 from rlark_contracts import Envelope, decode
 
 from rlark_platform.identity import Caller, Role, sign_caller
+from rlark_platform.messaging.access import KafkaAccess
 from rlark_platform.service import ServiceDefinition, migrate, serve
 from rlark_platform.settings import ServiceSettings
 
@@ -97,14 +98,14 @@ class TopicReader:
     keeps reading so that events that should not exist get a chance to show up.
     """
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, access: KafkaAccess, topic: str) -> None:
         import uuid
 
         from aiokafka import AIOKafkaConsumer
 
         self._consumer = AIOKafkaConsumer(
             topic,
-            bootstrap_servers=bootstrap,
+            **access.client_options(),
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             group_id=f"reader-{uuid.uuid4().hex[:8]}",
@@ -164,7 +165,7 @@ class TopicReader:
 
 
 async def read_events(
-    bootstrap: str,
+    access: KafkaAccess,
     topic: str,
     *,
     until: Callable[[list[Envelope]], bool],
@@ -173,7 +174,7 @@ async def read_events(
 ) -> list[Envelope]:
     """Events of a physical topic from its start, read until ``until(events)`` holds (or the timeout), then
     for ``settle_s`` more."""
-    async with TopicReader(bootstrap, topic) as reader:
+    async with TopicReader(access, topic) as reader:
         with contextlib.suppress(AssertionError):
             await reader.until(until, timeout_s)
         await reader.settle(settle_s)
@@ -181,10 +182,20 @@ async def read_events(
 
 
 async def read_records(
-    bootstrap: str, topic: str, *, expect: int, timeout_s: float = 20.0, settle_s: float = 0.5
+    access: KafkaAccess, topic: str, *, expect: int, timeout_s: float = 20.0, settle_s: float = 0.5
 ) -> list[tuple[bytes | None, bytes, dict[str, bytes]]]:
     """Raw (key, value, headers) records of a physical topic once ``expect`` arrived (or the timeout)."""
-    async with TopicReader(bootstrap, topic) as reader:
+    async with TopicReader(access, topic) as reader:
         await reader.until_records(expect, timeout_s)
         await reader.settle(settle_s)
         return reader.records
+
+
+async def provision_test_prefix(admin: KafkaAccess, prefix: str, *, partitions: int = 1) -> None:
+    """Provision ``prefix`` on the tests' broker as a deployment is: topics, one principal per service
+    (passwords derived from ``TEST_SECRET``) and their ACLs."""
+    from rlark_contracts import TopicNames
+
+    from rlark_platform.messaging.provision import provision_platform
+
+    await provision_platform(admin, TopicNames(prefix), TEST_SECRET, partitions=partitions)

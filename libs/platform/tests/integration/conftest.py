@@ -9,6 +9,7 @@ from rlark_contracts import TopicNames
 from rlark_platform.db import apply_migrations, create_pool, load_migrations
 from rlark_platform.messaging import (
     PLATFORM_MIGRATIONS_TABLE,
+    KafkaAccess,
     create_producer,
     ensure_topics,
     platform_migrations,
@@ -29,14 +30,14 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 
 
 @pytest.fixture
-async def names(kafka_bootstrap: str, topic_prefix: str) -> TopicNames:
+async def names(kafka_admin: KafkaAccess, topic_prefix: str) -> TopicNames:
     names = TopicNames(topic_prefix)
-    await ensure_topics(kafka_bootstrap, names, partitions=1)
+    await ensure_topics(kafka_admin, names, partitions=1)
     return names
 
 
 @pytest.fixture
-async def producer(kafka_bootstrap: str):  # type: ignore[no-untyped-def]
-    p = await create_producer(kafka_bootstrap, "test")
+async def producer(kafka_admin: KafkaAccess):  # type: ignore[no-untyped-def]
+    p = await create_producer(kafka_admin, "test")
     yield p
     await p.stop()

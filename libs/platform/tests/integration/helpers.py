@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rlark_contracts import Envelope, decode, new_envelope
 from rlark_contracts.events.keys import KeyAdded
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import read_records
 
 
@@ -19,10 +20,10 @@ def sample_event(subject: str = "k1", event_id: str | None = None) -> Envelope:
     return new_envelope(data, source="test", subject=subject, event_id=event_id)
 
 
-async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30.0) -> list[tuple]:  # type: ignore[type-arg]
+async def read_topic(access: KafkaAccess, topic: str, *, expect: int, timeout_s: float = 30.0) -> list[tuple]:  # type: ignore[type-arg]
     """All records of ``topic`` from the start, waiting until at least ``expect`` arrived or timeout, then
     briefly more for duplicates or extras beyond what was expected."""
-    return await read_records(bootstrap, topic, expect=expect, timeout_s=timeout_s, settle_s=0.5)
+    return await read_records(access, topic, expect=expect, timeout_s=timeout_s, settle_s=0.5)
 
 
 def event_ids(records: list[tuple]) -> list[str]:  # type: ignore[type-arg]

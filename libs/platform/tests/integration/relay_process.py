@@ -4,13 +4,16 @@ import asyncio
 import sys
 
 from rlark_contracts import TopicNames
+from rlark_devinfra.kafka import admin_access
+from rlark_devinfra.pytest_plugin import test_admin_password
 from rlark_platform.db import create_pool
 from rlark_platform.messaging import OutboxRelay, create_producer
 
 
 async def main(database_url: str, bootstrap: str, prefix: str, batch: int) -> None:
     pool = await create_pool(database_url)
-    producer = await create_producer(bootstrap, "relay-under-test")
+    # The tests' broker admin: this process stands in for any service's relay.
+    producer = await create_producer(admin_access(bootstrap, test_admin_password()), "relay-under-test")
     relay = OutboxRelay(
         pool, producer, TopicNames(prefix), service="test", batch_size=batch, poll_interval_s=0.2
     )

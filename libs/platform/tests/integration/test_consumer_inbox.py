@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 import pytest
 from rlark_contracts import Envelope, TopicNames, encode
-from rlark_platform.messaging import Consumer, PoisonMessage
+from rlark_platform.messaging import Consumer, KafkaAccess, PoisonMessage
 
 from .helpers import read_topic, sample_event
 
@@ -23,13 +23,13 @@ async def record_effect(conn: asyncpg.Connection, envelope: Envelope, payload: A
     )
 
 
-def make_consumer(pool: asyncpg.Pool, producer: Any, names: TopicNames, bootstrap: str) -> Consumer:
+def make_consumer(pool: asyncpg.Pool, producer: Any, names: TopicNames, access: KafkaAccess) -> Consumer:
     return Consumer(
         name="test-consumer",
         topics=["keys.keys"],
         handlers={"keys.key.added.v1": record_effect},
         pool=pool,
-        bootstrap=bootstrap,
+        kafka=access,
         names=names,
         dlq_producer=producer,
     )
@@ -50,7 +50,7 @@ async def run_until(pool: asyncpg.Pool, consumer: Consumer, effects: int, timeou
 
 
 async def test_each_event_applies_once_even_when_delivered_twice(
-    pool: asyncpg.Pool, producer: Any, names: TopicNames, kafka_bootstrap: str
+    pool: asyncpg.Pool, producer: Any, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
     events = [sample_event(f"k{i}") for i in range(30)]
     topic = names.physical("keys.keys")
@@ -58,19 +58,19 @@ async def test_each_event_applies_once_even_when_delivered_twice(
         await producer.send_and_wait(topic, encode(e), key=e.subject.encode())
     for e in events[:10]:  # Kafka delivers these a second time
         await producer.send_and_wait(topic, encode(e), key=e.subject.encode())
-    await run_until(pool, make_consumer(pool, producer, names, kafka_bootstrap), effects=30)
+    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), effects=30)
     rows = await pool.fetch("SELECT event_id, count(*) AS n FROM effects GROUP BY event_id")
     assert {r["event_id"] for r in rows} == {e.id for e in events}
     assert all(r["n"] == 1 for r in rows)
 
 
 async def test_replay_after_a_crash_before_the_offset_commit_changes_nothing(
-    pool: asyncpg.Pool, producer: Any, names: TopicNames, kafka_bootstrap: str
+    pool: asyncpg.Pool, producer: Any, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
     events = [sample_event(f"k{i}") for i in range(10)]
     for e in events:
         await producer.send_and_wait(names.physical("keys.keys"), encode(e), key=e.subject.encode())
-    await run_until(pool, make_consumer(pool, producer, names, kafka_bootstrap), effects=10)
+    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), effects=10)
     # A fresh consumer group has no committed offsets, as after a crash between the database commit and
     # the offset commit: the same consumer (same inbox name) replays the whole topic.
     again = Consumer(
@@ -78,7 +78,7 @@ async def test_replay_after_a_crash_before_the_offset_commit_changes_nothing(
         topics=["keys.keys"],
         handlers={"keys.key.added.v1": record_effect},
         pool=pool,
-        bootstrap=kafka_bootstrap,
+        kafka=kafka_admin,
         names=names,
         dlq_producer=producer,
         group_id=names.prefix + "replay",
@@ -89,7 +89,7 @@ async def test_replay_after_a_crash_before_the_offset_commit_changes_nothing(
 
 
 async def test_poison_message_goes_to_the_dlq_with_its_error_and_the_consumer_goes_on(
-    pool: asyncpg.Pool, producer: Any, names: TopicNames, kafka_bootstrap: str
+    pool: asyncpg.Pool, producer: Any, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
     topic = names.physical("keys.keys")
     good_before, good_after = sample_event("before"), sample_event("after")
@@ -98,10 +98,10 @@ async def test_poison_message_goes_to_the_dlq_with_its_error_and_the_consumer_go
     await producer.send_and_wait(topic, b"{not json at all", key=b"garbage")
     await producer.send_and_wait(topic, encode(poison), key=b"p")
     await producer.send_and_wait(topic, encode(good_after), key=b"after")
-    await run_until(pool, make_consumer(pool, producer, names, kafka_bootstrap), effects=2)
+    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), effects=2)
     applied = {r["subject"] for r in await pool.fetch("SELECT subject FROM effects")}
     assert applied == {"before", "after"}
-    dead = await read_topic(kafka_bootstrap, names.physical("keys.keys.dlq"), expect=2)
+    dead = await read_topic(kafka_admin, names.physical("keys.keys.dlq"), expect=2)
     assert len(dead) == 2
     by_key = {key: headers for key, _, headers in dead}
     assert by_key[b"garbage"][b"rlark-error-kind".decode()] == b"malformed_envelope"
@@ -112,7 +112,7 @@ async def test_poison_message_goes_to_the_dlq_with_its_error_and_the_consumer_go
 
 
 async def test_transient_errors_are_retried_not_dead_lettered(
-    pool: asyncpg.Pool, producer: Any, names: TopicNames, kafka_bootstrap: str
+    pool: asyncpg.Pool, producer: Any, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
     failures = {"left": 2}
 
@@ -129,7 +129,7 @@ async def test_transient_errors_are_retried_not_dead_lettered(
         topics=["keys.keys"],
         handlers={"keys.key.added.v1": flaky},
         pool=pool,
-        bootstrap=kafka_bootstrap,
+        kafka=kafka_admin,
         names=names,
         dlq_producer=producer,
         retry_initial_s=0.01,
@@ -137,4 +137,4 @@ async def test_transient_errors_are_retried_not_dead_lettered(
     await run_until(pool, consumer, effects=1)
     assert failures["left"] == 0
     assert await pool.fetchval("SELECT count(*) FROM effects") == 1
-    assert await read_topic(kafka_bootstrap, names.physical("keys.keys.dlq"), expect=0, timeout_s=1) == []
+    assert await read_topic(kafka_admin, names.physical("keys.keys.dlq"), expect=0, timeout_s=1) == []

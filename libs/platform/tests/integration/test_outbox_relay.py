@@ -12,7 +12,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 from rlark_contracts import TopicNames
-from rlark_platform.messaging import OutboxRelay, add_event, add_events
+from rlark_platform.messaging import KafkaAccess, OutboxRelay, add_event, add_events
 
 from .helpers import event_ids, read_topic, sample_event
 
@@ -23,7 +23,7 @@ async def test_event_in_a_rolled_back_transaction_is_never_published(
     pool: asyncpg.Pool,
     producer,
     names: TopicNames,
-    kafka_bootstrap: str,  # type: ignore[no-untyped-def]
+    kafka_admin: KafkaAccess,  # type: ignore[no-untyped-def]
 ) -> None:
     doomed, kept = sample_event("doomed"), sample_event("kept")
     with pytest.raises(RuntimeError, match="boom"):
@@ -34,7 +34,7 @@ async def test_event_in_a_rolled_back_transaction_is_never_published(
         await add_event(conn, kept)
     relay = OutboxRelay(pool, producer, names, service="test", poll_interval_s=0.1)
     assert await relay.publish_once() == 1
-    records = await read_topic(kafka_bootstrap, names.physical("keys.keys"), expect=1)
+    records = await read_topic(kafka_admin, names.physical("keys.keys"), expect=1)
     assert event_ids(records) == [kept.id]
     assert await pool.fetchval("SELECT count(*) FROM outbox") == 0
 
@@ -49,7 +49,7 @@ async def test_relay_is_woken_by_commit_and_keeps_key_order(
     pool: asyncpg.Pool,
     producer,
     names: TopicNames,
-    kafka_bootstrap: str,  # type: ignore[no-untyped-def]
+    kafka_admin: KafkaAccess,  # type: ignore[no-untyped-def]
 ) -> None:
     relay = OutboxRelay(pool, producer, names, service="test", poll_interval_s=30)  # no polling help
     task = asyncio.create_task(relay.run())
@@ -61,7 +61,7 @@ async def test_relay_is_woken_by_commit_and_keeps_key_order(
         events = [sample_event("same-key") for _ in range(20)]
         async with pool.acquire() as conn, conn.transaction():
             await add_events(conn, events)
-        records = await read_topic(kafka_bootstrap, names.physical("keys.keys"), expect=20, timeout_s=10)
+        records = await read_topic(kafka_admin, names.physical("keys.keys"), expect=20, timeout_s=10)
         assert event_ids(records) == [e.id for e in events]
     finally:
         relay.stop()
@@ -82,7 +82,7 @@ async def test_only_one_relay_leads(pool: asyncpg.Pool, producer, names: TopicNa
 
 
 async def test_sigkill_of_the_relay_loses_no_committed_event(
-    pool: asyncpg.Pool, names: TopicNames, kafka_bootstrap: str, database_url: str
+    pool: asyncpg.Pool, names: TopicNames, kafka_admin: KafkaAccess, database_url: str
 ) -> None:
     """Kill -9 the relay while it publishes, then restart it: every committed event reaches Kafka."""
     script = Path(__file__).with_name("relay_process.py")
@@ -91,7 +91,7 @@ async def test_sigkill_of_the_relay_loses_no_committed_event(
 
     def start_relay() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, str(script), database_url, kafka_bootstrap, names.prefix, "50"],
+            [sys.executable, str(script), database_url, kafka_admin.bootstrap, names.prefix, "50"],
             env=env,
             stdout=subprocess.PIPE,
         )
@@ -120,7 +120,7 @@ async def test_sigkill_of_the_relay_loses_no_committed_event(
             if await pool.fetchval("SELECT count(*) FROM outbox") == 0:
                 break
             await asyncio.sleep(0.1)
-        records = await read_topic(kafka_bootstrap, names.physical("keys.keys"), expect=len(committed))
+        records = await read_topic(kafka_admin, names.physical("keys.keys"), expect=len(committed))
         seen = set(event_ids(records))
         assert set(committed) <= seen, f"{len(set(committed) - seen)} committed events never published"
     finally:

@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer
 from pydantic import ValidationError
 from rlark_contracts import Envelope, TopicNames, decode
 from rlark_platform.identity import Caller
+from rlark_platform.messaging import KafkaAccess
 
 from rlark_gateway.domain.events import PUBLIC_TOPICS, visible
 
@@ -39,10 +40,10 @@ def public_event(envelope: Envelope, topic: str) -> dict[str, Any]:
     }
 
 
-async def open_consumer(bootstrap: str, names: TopicNames) -> AIOKafkaConsumer:
+async def open_consumer(access: KafkaAccess, names: TopicNames) -> AIOKafkaConsumer:
     """A started consumer positioned at the end of every partition of the public topics."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+        **access.client_options(),
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="latest",

@@ -27,12 +27,13 @@ from typing import Any
 import asyncpg
 import httpx
 import structlog
-from aiokafka.admin import AIOKafkaAdminClient
-from rlark_contracts import encode, new_envelope
+from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.agent import HeartbeatSent, NodeObservation, NodesObserved
 from rlark_platform.db import create_pool, transaction
 from rlark_platform.identity import AGENT_TOKEN_HEADER, Caller, Role, issue_agent_token, sign_caller
-from rlark_platform.messaging import create_producer
+from rlark_platform.messaging import KafkaAccess, create_producer
+from rlark_platform.messaging.producer import delete_topics_with_prefix
+from rlark_platform.messaging.provision import provision_platform
 from rlark_platform.observability import configure_logging
 from rlark_platform.service import migrate, serve
 
@@ -62,20 +63,24 @@ def _free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def _environment(database_url: str, kafka_bootstrap: str, **extra: Any) -> AsyncIterator[_Bench]:
-    """A fresh database and topic prefix, migrated; both removed afterwards."""
+async def _environment(database_url: str, kafka: KafkaAccess, **extra: Any) -> AsyncIterator[_Bench]:
+    """A fresh database and topic prefix, provisioned on the broker (``kafka`` is its admin) and migrated;
+    both removed afterwards."""
     if not structlog.is_configured():  # one line per request would measure the terminal, not the API
         configure_logging("inventory-bench", "WARNING")
     tag = secrets.token_hex(4)
     settings = InventorySettings(
         database_url=database_url,
         database_name=f"rlark_bench_inventory_{tag}",
-        kafka_bootstrap=kafka_bootstrap,
+        kafka_bootstrap=kafka.bootstrap,
         topic_prefix=f"bench{tag}.",
         internal_secret=secrets.token_urlsafe(32),
         log_level="WARNING",
         db_pool_max=4,
         **extra,
+    )
+    await provision_platform(
+        kafka, TopicNames(settings.topic_prefix), settings.internal_secret.get_secret_value()
     )
     await migrate(DEFINITION, settings)
     pool = await create_pool(settings.own_database_url(), min_size=1, max_size=4)
@@ -91,14 +96,7 @@ async def _environment(database_url: str, kafka_bootstrap: str, **extra: Any) ->
             )
         finally:
             await admin.close()
-        kafka = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap, client_id="rlark-bench")
-        await kafka.start()
-        try:
-            ours = [t for t in await kafka.list_topics() if t.startswith(settings.topic_prefix)]
-            if ours:
-                await kafka.delete_topics(ours)
-        finally:
-            await kafka.close()
+        await delete_topics_with_prefix(kafka, settings.topic_prefix)
 
 
 def _observation(rng: random.Random, name: str, index: int) -> NodeObservation:
@@ -155,7 +153,7 @@ async def _wait_for_count(
 
 async def bench_ingest(
     database_url: str,
-    kafka_bootstrap: str,
+    kafka: KafkaAccess,
     *,
     observations: int = 10_000,
     clusters: int = 10,
@@ -163,12 +161,13 @@ async def bench_ingest(
 ) -> dict[str, Any]:
     """Publish ``observations`` node observations as signed reports and time until all are applied."""
     rng = random.Random(7)
-    async with _environment(database_url, kafka_bootstrap) as env:
+    async with _environment(database_url, kafka) as env:
         secret = env.settings.internal_secret.get_secret_value()
         names = await _register(env.pool, clusters)
         stop = asyncio.Event()
         worker = asyncio.create_task(serve(DEFINITION, env.settings, api=False, worker=True, stop=stop))
-        producer = await create_producer(kafka_bootstrap, "rlark-bench-agent")
+        # The broker's admin stands in for the agents of every cluster.
+        producer = await create_producer(kafka, "rlark-bench-agent")
         try:
             topic = env.settings.topic_prefix + "agent.reports"
             tokens = {c: issue_agent_token(secret, c, 3600).encode() for c in names}
@@ -249,11 +248,11 @@ LIST_QUERIES: tuple[str, ...] = (
 
 
 async def bench_node_list(
-    database_url: str, kafka_bootstrap: str, *, nodes: int = 10_000, clusters: int = 10, requests: int = 600
+    database_url: str, kafka: KafkaAccess, *, nodes: int = 10_000, clusters: int = 10, requests: int = 600
 ) -> dict[str, Any]:
     """Latency of selector-filtered node lists over HTTP at ``nodes`` nodes (p50/p99/max in ms)."""
     rng = random.Random(11)
-    async with _environment(database_url, kafka_bootstrap, http_port=_free_port()) as env:
+    async with _environment(database_url, kafka, http_port=_free_port()) as env:
         names = await _register(env.pool, clusters)
         per_cluster = nodes // clusters
         now = datetime.now(UTC)
@@ -308,10 +307,15 @@ async def bench_node_list(
 
 if __name__ == "__main__":  # pragma: no cover - manual runs: python -m rlark_inventory.bench DB_URL BOOTSTRAP
     import json
+    import os
     import sys
 
+    from rlark_platform.messaging.access import ADMIN_PRINCIPAL
+
     async def _main() -> None:
-        print(json.dumps({"ingest": await bench_ingest(sys.argv[1], sys.argv[2])}, indent=2))
-        print(json.dumps({"node_list": await bench_node_list(sys.argv[1], sys.argv[2])}, indent=2))
+        # The broker's admin password comes from the environment, never from the command line.
+        kafka = KafkaAccess(sys.argv[2], ADMIN_PRINCIPAL, os.environ["RLARK_KAFKA_ADMIN_PASSWORD"])
+        print(json.dumps({"ingest": await bench_ingest(sys.argv[1], kafka)}, indent=2))
+        print(json.dumps({"node_list": await bench_node_list(sys.argv[1], kafka)}, indent=2))
 
     asyncio.run(_main())

@@ -63,7 +63,7 @@ def build_report_consumer(ctx: ServiceContext) -> Consumer:
         topics=["agent.reports"],
         handlers=report_handlers(settings),
         pool=ctx.require_pool(),
-        bootstrap=settings.kafka_bootstrap,
+        kafka=settings.kafka_access(),
         names=ctx.names,
         dlq_producer=ctx.require_producer(),
         verifier=agent_report_verifier(settings.internal_secret.get_secret_value()),

@@ -9,7 +9,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from inventory_it_support import AGENT_TIMEOUT_S
 from rlark_contracts import TopicNames
-from rlark_platform.messaging import create_producer
+from rlark_platform.messaging import KafkaAccess, create_producer
 from rlark_platform.testing import RunningService, running_service, settings_for
 
 from rlark_inventory.main import DEFINITION
@@ -37,7 +37,7 @@ def names(topic_prefix: str) -> TopicNames:
 
 
 @pytest.fixture
-async def producer(kafka_bootstrap: str) -> AsyncIterator[AIOKafkaProducer]:
-    p = await create_producer(kafka_bootstrap, "test-agent")
+async def producer(kafka_admin: KafkaAccess) -> AsyncIterator[AIOKafkaProducer]:
+    p = await create_producer(kafka_admin, "test-agent")
     yield p
     await p.stop()

@@ -18,6 +18,7 @@ from rlark_contracts.events.agent import (
     WorkerStatusChanged,
 )
 from rlark_platform.identity import issue_agent_token
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import TEST_SECRET, read_records
 from rlark_platform.testing import read_events as read_events  # re-exported for the tests
 
@@ -100,7 +101,7 @@ async def eventually(
         await asyncio.sleep(0.1)
 
 
-async def read_raw(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 20.0) -> list[Any]:
+async def read_raw(access: KafkaAccess, topic: str, *, expect: int, timeout_s: float = 20.0) -> list[Any]:
     """Raw records (value, headers) of a physical topic, once ``expect`` arrived (or the timeout)."""
-    records = await read_records(bootstrap, topic, expect=expect, timeout_s=timeout_s, settle_s=0)
+    records = await read_records(access, topic, expect=expect, timeout_s=timeout_s, settle_s=0)
     return [(value, headers) for _, value, headers in records]

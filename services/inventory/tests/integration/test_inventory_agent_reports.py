@@ -12,6 +12,7 @@ from inventory_it_support import AGENT_TIMEOUT_S, Agent, eventually, node, read_
 from rlark_contracts import TopicNames, encode
 from rlark_contracts.events.agent import NodesObserved
 from rlark_platform.identity import Role, issue_agent_token
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import TEST_SECRET, RunningService
 
 pytestmark = pytest.mark.integration
@@ -39,7 +40,7 @@ async def cluster(svc: RunningService, name: str) -> dict[str, Any]:
 
 
 async def test_observed_nodes_appear_with_labels_gpus_and_resources(
-    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_bootstrap: str
+    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
     await register(inventory, "gpu-a")
     agent = Agent(producer, names, "gpu-a")
@@ -79,7 +80,7 @@ async def test_observed_nodes_appear_with_labels_gpus_and_resources(
     assert no_cluster.json()["error"]["code"] == "cluster_not_found"
 
     events = await read_events(
-        kafka_bootstrap, names.physical("inventory.nodes"), until=lambda found: len(found) >= 2
+        kafka_admin, names.physical("inventory.nodes"), until=lambda found: len(found) >= 2
     )
     assert sorted(e.subject for e in events) == ["gpu-a/a100-1", "gpu-a/h100-1"]
     assert {e.type for e in events} == {"inventory.node.updated.v1"}
@@ -88,7 +89,7 @@ async def test_observed_nodes_appear_with_labels_gpus_and_resources(
 
 
 async def test_reports_with_missing_forged_or_foreign_tokens_go_to_the_dlq_and_change_nothing(
-    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_bootstrap: str
+    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
     await register(inventory, "gpu-a")
     await register(inventory, "gpu-b")
@@ -111,7 +112,7 @@ async def test_reports_with_missing_forged_or_foreign_tokens_go_to_the_dlq_and_c
     found = await eventually(lambda: nodes(inventory), lambda r: r["total"] >= 1)
     assert [n["name"] for n in found["items"]] == ["b-1"]
     assert (await cluster(inventory, "gpu-a"))["online"] is False
-    dead = await read_raw(kafka_bootstrap, names.physical("agent.reports.dlq"), expect=5)
+    dead = await read_raw(kafka_admin, names.physical("agent.reports.dlq"), expect=5)
     assert len(dead) == 5
     assert {h["rlark-error-kind"] for _, h in dead} == {b"PoisonMessage"}
     assert all(b"rlark-agent-token" not in h for _, h in dead)
@@ -122,7 +123,7 @@ async def test_heartbeats_bring_a_cluster_online_and_silence_takes_it_offline(
     inventory: RunningService,
     producer: AIOKafkaProducer,
     names: TopicNames,
-    kafka_bootstrap: str,
+    kafka_admin: KafkaAccess,
 ) -> None:
     await register(inventory, "gpu-a")
     agent = Agent(producer, names, "gpu-a")
@@ -141,7 +142,7 @@ async def test_heartbeats_bring_a_cluster_online_and_silence_takes_it_offline(
     await eventually(lambda: cluster(inventory, "gpu-a"), lambda c: c["online"])
 
     events = await read_events(
-        kafka_bootstrap, names.physical("inventory.clusters"), until=lambda found: len(found) >= 4
+        kafka_admin, names.physical("inventory.clusters"), until=lambda found: len(found) >= 4
     )
     assert [e.type for e in events] == [
         "inventory.cluster.registered.v1",
@@ -152,7 +153,7 @@ async def test_heartbeats_bring_a_cluster_online_and_silence_takes_it_offline(
     assert events[2].data["online"] is False
     # Five heartbeats, three transitions: heartbeats alone publish nothing.
     again = await read_events(
-        kafka_bootstrap,
+        kafka_admin,
         names.physical("inventory.clusters"),
         until=lambda found: len(found) >= 4,
         settle_s=1.0,
@@ -161,7 +162,7 @@ async def test_heartbeats_bring_a_cluster_online_and_silence_takes_it_offline(
 
 
 async def test_complete_observations_mark_missing_nodes_gone_and_repeats_publish_nothing(
-    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_bootstrap: str
+    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
     await register(inventory, "gpu-a")
     agent = Agent(producer, names, "gpu-a")
@@ -182,7 +183,7 @@ async def test_complete_observations_mark_missing_nodes_gone_and_repeats_publish
     await agent.observe([node("n1", gpu_allocated=2), node("n2"), node("n3")])  # n3 is back
     await eventually(lambda: nodes(inventory, "?status=gone"), lambda r: r["total"] == 0)
     events = await read_events(
-        kafka_bootstrap, names.physical("inventory.nodes"), until=lambda found: len(found) >= 6, settle_s=1.0
+        kafka_admin, names.physical("inventory.nodes"), until=lambda found: len(found) >= 6, settle_s=1.0
     )
     # 3 new nodes, n1's allocation, n3 gone, n3 back: the repeated snapshot published nothing.
     # (Order holds per node only: the topic is partitioned by node.)
@@ -199,7 +200,7 @@ async def test_complete_observations_mark_missing_nodes_gone_and_repeats_publish
 
 
 async def test_cordon_sends_a_command_and_the_node_changes_when_the_agent_reports_it(
-    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_bootstrap: str
+    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
     await register(inventory, "gpu-a")
     agent = Agent(producer, names, "gpu-a")
@@ -216,7 +217,7 @@ async def test_cordon_sends_a_command_and_the_node_changes_when_the_agent_report
     assert asked.json()["cordon_requested"] is True
 
     commands = await read_events(
-        kafka_bootstrap, names.physical("inventory.commands"), until=lambda found: len(found) >= 1
+        kafka_admin, names.physical("inventory.commands"), until=lambda found: len(found) >= 1
     )
     assert commands[0].type == "inventory.node.cordon_requested.v1"
     assert commands[0].subject == "gpu-a"

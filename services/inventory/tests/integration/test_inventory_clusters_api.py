@@ -12,6 +12,7 @@ from aiokafka import AIOKafkaProducer
 from inventory_it_support import Agent, eventually, node, read_events
 from rlark_contracts import TopicNames
 from rlark_platform.identity import Role, verify_agent_token
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import TEST_SECRET, RunningService
 
 pytestmark = pytest.mark.integration
@@ -54,7 +55,7 @@ async def all_rows_as_text(database_url: str) -> str:
 
 
 async def test_admin_registers_a_cluster_whose_credential_is_shown_once_and_stored_hashed(
-    inventory: RunningService, database_url: str, kafka_bootstrap: str, names: TopicNames
+    inventory: RunningService, database_url: str, kafka_admin: KafkaAccess, names: TopicNames
 ) -> None:
     created = await register(inventory)
     credential = created["agent_credential"]
@@ -75,7 +76,7 @@ async def test_admin_registers_a_cluster_whose_credential_is_shown_once_and_stor
     assert listed["items"][0]["summary"]["nodes_total"] == 0
 
     events = await read_events(
-        kafka_bootstrap, names.physical("inventory.clusters"), until=lambda found: len(found) >= 1
+        kafka_admin, names.physical("inventory.clusters"), until=lambda found: len(found) >= 1
     )
     assert [e.type for e in events] == ["inventory.cluster.registered.v1"]
     assert events[0].subject == "gpu-a"
@@ -153,7 +154,7 @@ async def test_users_cannot_administer_clusters_and_unsigned_callers_are_refused
 
 
 async def test_agent_session_trades_a_good_credential_for_a_token_and_refuses_others(
-    inventory: RunningService, kafka_bootstrap: str, topic_prefix: str
+    inventory: RunningService, kafka_admin: KafkaAccess, topic_prefix: str
 ) -> None:
     credential = (await register(inventory))["agent_credential"]
     async with inventory.anonymous() as agent:
@@ -162,7 +163,7 @@ async def test_agent_session_trades_a_good_credential_for_a_token_and_refuses_ot
         session = good.json()
         assert session["cluster"] == "gpu-a"
         assert verify_agent_token(TEST_SECRET, session["token"]) == "gpu-a"
-        assert session["kafka_bootstrap"] == kafka_bootstrap
+        assert session["kafka_bootstrap"] == kafka_admin.bootstrap
         assert session["topic_prefix"] == topic_prefix
 
         forged = "rlark-agent-" + "A" * 43
@@ -191,7 +192,7 @@ async def test_agent_session_trades_a_good_credential_for_a_token_and_refuses_ot
 
 
 async def test_patch_changes_declared_fields_with_the_same_rules(
-    inventory: RunningService, kafka_bootstrap: str, names: TopicNames
+    inventory: RunningService, kafka_admin: KafkaAccess, names: TopicNames
 ) -> None:
     await register(inventory)
     async with inventory.client("root", Role.ADMIN) as admin:
@@ -212,7 +213,7 @@ async def test_patch_changes_declared_fields_with_the_same_rules(
     assert same.status_code == 200
     assert missing.status_code == 404
     events = await read_events(
-        kafka_bootstrap,
+        kafka_admin,
         names.physical("inventory.clusters"),
         until=lambda found: len(found) >= 2,
         settle_s=1.0,
@@ -222,7 +223,7 @@ async def test_patch_changes_declared_fields_with_the_same_rules(
 
 
 async def test_delete_is_refused_while_workers_run_and_publishes_gone_nodes_after(
-    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_bootstrap: str
+    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
     await register(inventory)
     agent = Agent(producer, names, "gpu-a")
@@ -249,13 +250,13 @@ async def test_delete_is_refused_while_workers_run_and_publishes_gone_nodes_afte
         assert (await admin.get("/api/v1/nodes")).json()["total"] == 0
 
     clusters = await read_events(
-        kafka_bootstrap,
+        kafka_admin,
         names.physical("inventory.clusters"),
         until=lambda found: any(e.type == "inventory.cluster.deleted.v1" for e in found),
     )
     assert clusters[-1].type == "inventory.cluster.deleted.v1"
     nodes = await read_events(
-        kafka_bootstrap,
+        kafka_admin,
         names.physical("inventory.nodes"),
         until=lambda found: sum(e.type == "inventory.node.gone.v1" for e in found) >= 2,
     )

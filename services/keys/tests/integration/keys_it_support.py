@@ -10,6 +10,7 @@ from pathlib import Path
 
 import asyncpg
 from rlark_contracts import Envelope, decode
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import read_records
 
 
@@ -41,9 +42,11 @@ def secret_lines(private_text: str) -> list[str]:
     ]
 
 
-async def read_events(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30.0) -> list[Envelope]:
+async def read_events(
+    access: KafkaAccess, topic: str, *, expect: int, timeout_s: float = 30.0
+) -> list[Envelope]:
     """Every event of a physical topic from the start, once at least ``expect`` arrived."""
-    records = await read_records(bootstrap, topic, expect=expect, timeout_s=timeout_s, settle_s=0)
+    records = await read_records(access, topic, expect=expect, timeout_s=timeout_s, settle_s=0)
     return [decode(value) for _, value, _ in records]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from keys_it_support import KeyPair, generate_key, read_events
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
@@ -29,7 +30,7 @@ def ecdsa(keys_dir: Path) -> KeyPair:
 
 
 async def test_key_lifecycle_add_show_rename_delete_is_announced_with_public_material(
-    service: RunningService, ed25519: KeyPair, kafka_bootstrap: str, topic_prefix: str
+    service: RunningService, ed25519: KeyPair, kafka_admin: KafkaAccess, topic_prefix: str
 ) -> None:
     async with service.client("alice") as alice:
         added = await alice.post(
@@ -61,7 +62,7 @@ async def test_key_lifecycle_add_show_rename_delete_is_announced_with_public_mat
         assert (await alice.get(f"/api/v1/keys/{key['id']}")).status_code == 404
         assert (await alice.get("/api/v1/keys")).json()["items"] == []
 
-    events = await read_events(kafka_bootstrap, f"{topic_prefix}keys.keys", expect=3)
+    events = await read_events(kafka_admin, f"{topic_prefix}keys.keys", expect=3)
     assert [e.type for e in events] == ["keys.key.added.v1", "keys.key.renamed.v1", "keys.key.deleted.v1"]
     assert {e.subject for e in events} == {key["id"]}
     assert [e.data["name"] for e in events] == ["my-workstation", "old-laptop", "old-laptop"]

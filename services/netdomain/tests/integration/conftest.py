@@ -6,7 +6,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from rlark_contracts import TopicNames
 from rlark_netdomain.main import DEFINITION
-from rlark_platform.messaging import create_producer
+from rlark_platform.messaging import KafkaAccess, create_producer
 from rlark_platform.testing import RunningService, running_service, settings_for
 
 
@@ -27,7 +27,7 @@ def names(topic_prefix: str) -> TopicNames:
 
 
 @pytest.fixture
-async def producer(kafka_bootstrap: str) -> AsyncIterator[AIOKafkaProducer]:
-    p = await create_producer(kafka_bootstrap, "netdomain-tests")
+async def producer(kafka_admin: KafkaAccess) -> AsyncIterator[AIOKafkaProducer]:
+    p = await create_producer(kafka_admin, "netdomain-tests")
     yield p
     await p.stop()

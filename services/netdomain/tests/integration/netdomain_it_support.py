@@ -11,6 +11,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from pydantic import BaseModel
 from rlark_contracts import Envelope, TopicNames, decode, encode, new_envelope, topic_of
+from rlark_platform.messaging import KafkaAccess
 
 
 async def publish(producer: AIOKafkaProducer, names: TopicNames, envelope: Envelope) -> None:
@@ -27,8 +28,8 @@ class TopicFollower:
     """Every event of some topics from their beginning, kept in arrival order (a throw-away
     consumer group; nothing is committed)."""
 
-    def __init__(self, bootstrap: str, names: TopicNames, *topics: str) -> None:
-        self._bootstrap = bootstrap
+    def __init__(self, access: KafkaAccess, names: TopicNames, *topics: str) -> None:
+        self._access = access
         self._topics = [names.physical(t) for t in topics]
         self._consumer: AIOKafkaConsumer | None = None
         self.events: list[Envelope] = []
@@ -36,7 +37,7 @@ class TopicFollower:
     async def __aenter__(self) -> TopicFollower:
         self._consumer = AIOKafkaConsumer(
             *self._topics,
-            bootstrap_servers=self._bootstrap,
+            **self._access.client_options(),
             group_id=f"follower-{uuid.uuid4().hex[:8]}",
             auto_offset_reset="earliest",
             enable_auto_commit=False,

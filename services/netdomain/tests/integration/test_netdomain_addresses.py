@@ -9,6 +9,7 @@ from aiokafka import AIOKafkaProducer
 from netdomain_it_support import TopicFollower, event, publish
 from rlark_contracts import Envelope, TopicNames
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested, AddressRequest
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
@@ -37,7 +38,7 @@ def addresses(envelope: Envelope) -> dict[str, str]:
 
 
 async def test_allocation_is_stable_idempotent_and_released_with_the_tunnel_topology(
-    service: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_bootstrap: str
+    service: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
     async with service.client("root", role="admin") as admin:
         assert (
@@ -46,7 +47,7 @@ async def test_allocation_is_stable_idempotent_and_released_with_the_tunnel_topo
         workers = [("job-1-header-0", "gpu-a"), ("job-1-actor-0", "gpu-b"), ("job-1-actor-1", "gpu-b")]
         first = request("job-1", "alloc", workers)
 
-        async with TopicFollower(kafka_bootstrap, names, "netdomain.allocations", "netdomain.tunnels") as out:
+        async with TopicFollower(kafka_admin, names, "netdomain.allocations", "netdomain.tunnels") as out:
             await publish(producer, names, first)
             await publish(producer, names, first)  # the same event delivered twice
             await out.wait_for(lambda _: out.of_type(ALLOCATED), what="allocated")
@@ -122,7 +123,7 @@ async def test_allocation_is_stable_idempotent_and_released_with_the_tunnel_topo
 
 
 async def test_exhausted_or_unknown_domain_fails_the_allocation_with_a_reason(
-    service: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_bootstrap: str
+    service: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
     async with service.client("root", role="admin") as admin:
         assert (
@@ -132,7 +133,7 @@ async def test_exhausted_or_unknown_domain_fails_the_allocation_with_a_reason(
             await admin.post("/api/v1/domains", json={"name": "wide", "cidr": "10.80.0.0/23"})
         ).status_code == 201
 
-        async with TopicFollower(kafka_bootstrap, names, "netdomain.allocations") as out:
+        async with TopicFollower(kafka_admin, names, "netdomain.allocations") as out:
             # Different jobs may land on different partitions: wait for each answer in turn.
             await publish(producer, names, request("big", "tiny", [(f"big-{i}", "gpu-a") for i in range(15)]))
             await out.wait_for(lambda _: out.of_type(FAILED, job_id="big"), what="big refused")

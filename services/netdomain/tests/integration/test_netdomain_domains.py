@@ -13,6 +13,7 @@ from aiokafka import AIOKafkaProducer
 from netdomain_it_support import TopicFollower, event, publish
 from rlark_contracts import TopicNames
 from rlark_contracts.events.inventory import ClusterDeleted, ClusterRegistered, ClusterUpdated
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
@@ -145,14 +146,14 @@ async def test_domains_are_validated_listed_by_name_shown_and_deleted(service: R
 
 
 async def test_cluster_whose_cidrs_come_to_overlap_a_domain_is_flagged_until_they_no_longer_do(
-    service: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_bootstrap: str
+    service: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
     async with service.client("root", role="admin") as admin:
         assert (
             await admin.post("/api/v1/domains", json={"name": "late", "cidr": "10.50.0.0/16"})
         ).status_code == 201
 
-        async with TopicFollower(kafka_bootstrap, names, "netdomain.domains") as domains:
+        async with TopicFollower(kafka_admin, names, "netdomain.domains") as domains:
             state = ClusterUpdated(name="gpu-b", pod_cidrs=["10.50.16.0/20"], service_cidrs=["172.20.0.0/16"])
             await publish(producer, names, event(state, "gpu-b", source="inventory"))
             await domains.wait_for(

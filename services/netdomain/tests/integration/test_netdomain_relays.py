@@ -20,6 +20,7 @@ from rlark_contracts.events.agent import TunnelStateChanged
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested, AddressRequest
 from rlark_netdomain.main import DEFINITION
 from rlark_platform.identity import AGENT_TOKEN_HEADER, issue_agent_token
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import TEST_SECRET, RunningService, running_service, settings_for
 
 pytestmark = pytest.mark.integration
@@ -109,11 +110,16 @@ async def shown_links(service: RunningService) -> dict[tuple[str, str], str | No
 
 
 async def test_a_broken_direct_link_is_relayed_once_and_tries_direct_again_after_the_retry(
-    database_url: str, kafka_bootstrap: str, topic_prefix: str, producer: AIOKafkaProducer, names: TopicNames
+    database_url: str,
+    kafka_bootstrap: str,
+    kafka_admin: KafkaAccess,
+    topic_prefix: str,
+    producer: AIOKafkaProducer,
+    names: TopicNames,
 ) -> None:
     async with (
         netdomain(database_url, kafka_bootstrap, topic_prefix, retry_s=5.0) as service,
-        TopicFollower(kafka_bootstrap, names, "netdomain.tunnels") as out,
+        TopicFollower(kafka_admin, names, "netdomain.tunnels") as out,
     ):
         topologies = Topologies(out)
         await start_job(producer, names, "job-1", ["alpha", "gamma", "relay"])
@@ -155,11 +161,16 @@ async def test_a_broken_direct_link_is_relayed_once_and_tries_direct_again_after
 
 
 async def test_a_relay_leaving_the_domain_is_replaced_at_once_and_without_one_the_pair_goes_direct(
-    database_url: str, kafka_bootstrap: str, topic_prefix: str, producer: AIOKafkaProducer, names: TopicNames
+    database_url: str,
+    kafka_bootstrap: str,
+    kafka_admin: KafkaAccess,
+    topic_prefix: str,
+    producer: AIOKafkaProducer,
+    names: TopicNames,
 ) -> None:
     async with (
         netdomain(database_url, kafka_bootstrap, topic_prefix, retry_s=600.0),
-        TopicFollower(kafka_bootstrap, names, "netdomain.tunnels") as out,
+        TopicFollower(kafka_admin, names, "netdomain.tunnels") as out,
     ):
         topologies = Topologies(out)
         await start_job(producer, names, "job-ends", ["alpha", "gamma"])

@@ -15,6 +15,7 @@ from rlark_contracts import Envelope, TopicNames, encode
 from rlark_contracts.events.agent import TunnelEndpointAnnounced
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested, AddressRequest
 from rlark_platform.identity import AGENT_TOKEN_HEADER, issue_agent_token
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import TEST_SECRET, RunningService, read_records
 
 pytestmark = pytest.mark.integration
@@ -62,12 +63,12 @@ async def start_job(producer: AIOKafkaProducer, names: TopicNames, job_id: str, 
 
 
 async def test_verified_endpoints_are_republished_once_and_forged_ones_never(
-    service: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_bootstrap: str
+    service: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
     async with service.client("root", role="admin") as admin:
         created = await admin.post("/api/v1/domains", json={"name": "mesh", "cidr": "10.70.0.0/24"})
         assert created.status_code == 201, created.text
-    async with TopicFollower(kafka_bootstrap, names, "netdomain.tunnels") as out:
+    async with TopicFollower(kafka_admin, names, "netdomain.tunnels") as out:
 
         def topologies(_: Any = None) -> list[Envelope]:
             return out.of_type(TOPOLOGY, domain="mesh")
@@ -109,7 +110,7 @@ async def test_verified_endpoints_are_republished_once_and_forged_ones_never(
             "beta": ("beta.local", 4002, KEY_BETA),
         }
 
-        dead = await read_records(kafka_bootstrap, names.physical("agent.reports.dlq"), expect=4)
+        dead = await read_records(kafka_admin, names.physical("agent.reports.dlq"), expect=4)
         assert len(dead) == 4
         refused = {
             json.loads(value)["data"]["port"]: headers["rlark-error"].decode() for _, value, headers in dead

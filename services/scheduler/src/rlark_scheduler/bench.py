@@ -8,7 +8,8 @@ Every job fits (the fleet is sized for all of them), so the time measured is the
 API commit → NOTIFY → placement loop → placement transaction → relay → broker → consumer.
 
 Run: ``uv run python -m rlark_scheduler.bench [submissions]`` (starts the project's own servers via
-rlark_devinfra when available, else uses ``RLARK_DATABASE_URL`` and ``RLARK_KAFKA_BOOTSTRAP``).
+rlark_devinfra when available, else uses ``RLARK_DATABASE_URL``, ``RLARK_KAFKA_BOOTSTRAP`` and the broker's
+admin password in ``RLARK_KAFKA_ADMIN_PASSWORD``).
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer
 from rlark_contracts import TopicNames, decode, encode, new_envelope
 from rlark_contracts.events.inventory import ClusterWentOnline, NodeUpdated
-from rlark_platform.messaging import create_producer
+from rlark_platform.messaging import KafkaAccess, create_producer
+from rlark_platform.messaging.access import ADMIN_PRINCIPAL
 from rlark_platform.messaging.producer import delete_topics_with_prefix
-from rlark_platform.testing import running_service, settings_for
+from rlark_platform.testing import provision_test_prefix, running_service, settings_for
 
 from rlark_scheduler.main import DEFINITION
 
@@ -60,8 +62,8 @@ def _job(index: int, workers: int) -> dict[str, Any]:
     }
 
 
-async def _publish_fleet(bootstrap: str, names: TopicNames, nodes: int) -> None:
-    producer = await create_producer(bootstrap, "bench-inventory")
+async def _publish_fleet(kafka: KafkaAccess, names: TopicNames, nodes: int) -> None:
+    producer = await create_producer(kafka, "bench-inventory")
     try:
         now = datetime.now(UTC)
         cluster = ClusterWentOnline(name="bench", runtime="kubernetes", online=True, last_seen=now)
@@ -95,27 +97,29 @@ async def _publish_fleet(bootstrap: str, names: TopicNames, nodes: int) -> None:
 
 async def bench_submit_to_placement(
     database_url: str,
-    kafka_bootstrap: str,
+    kafka: KafkaAccess,
     *,
     submissions: int = 200,
     workers_per_job: int = 2,
     nodes: int = 50,
 ) -> dict[str, Any]:
     """Submit ``submissions`` jobs of ``workers_per_job`` workers one by one; time each from its 201
-    to all its placement events read from Kafka. ``database_url`` must name an empty database."""
+    to all its placement events read from Kafka. ``database_url`` must name an empty database; ``kafka``
+    is the broker's admin (it provisions the run's prefix and stands in for inventory)."""
     if submissions * workers_per_job > nodes * 8:
         raise ValueError("the fleet must hold every job: raise nodes or lower submissions")
     prefix = f"bench{uuid.uuid4().hex[:8]}."
     names = TopicNames(prefix)
+    await provision_test_prefix(kafka, prefix, partitions=3)
     settings = settings_for(
-        DEFINITION, database_url=database_url, kafka_bootstrap=kafka_bootstrap, topic_prefix=prefix
+        DEFINITION, database_url=database_url, kafka_bootstrap=kafka.bootstrap, topic_prefix=prefix
     )
     seen: dict[str, int] = {}
     done: dict[str, asyncio.Event] = {}
     finished_at: dict[str, float] = {}
     try:
         async with running_service(DEFINITION, settings) as service:
-            await _publish_fleet(kafka_bootstrap, names, nodes)
+            await _publish_fleet(kafka, names, nodes)
             conn = await asyncpg.connect(database_url)
             try:
                 for _ in range(1200):  # up to a minute for the consumer to store the fleet
@@ -129,7 +133,7 @@ async def bench_submit_to_placement(
 
             consumer = AIOKafkaConsumer(
                 names.physical("scheduler.placements"),
-                bootstrap_servers=kafka_bootstrap,
+                **kafka.client_options(),
                 auto_offset_reset="earliest",
                 enable_auto_commit=False,
                 group_id=f"{prefix}bench-reader",
@@ -177,7 +181,7 @@ async def bench_submit_to_placement(
                 await consumer.stop()
     finally:
         with contextlib.suppress(Exception):
-            await delete_topics_with_prefix(kafka_bootstrap, prefix)
+            await delete_topics_with_prefix(kafka, prefix)
     p50, p99 = _percentile(latencies, 0.5), _percentile(latencies, 0.99)
     return {
         "submissions": submissions,
@@ -197,11 +201,15 @@ async def bench_submit_to_placement(
 async def _main(submissions: int) -> dict[str, Any]:
     database = os.environ.get("RLARK_DATABASE_URL", "")
     bootstrap = os.environ.get("RLARK_KAFKA_BOOTSTRAP", "")
-    if not database or not bootstrap:
-        from rlark_devinfra import kafka, postgres  # a dev dependency, present in the workspace
+    admin_password = os.environ.get("RLARK_KAFKA_ADMIN_PASSWORD", "")
+    kafka: KafkaAccess | None = None
+    if bootstrap and admin_password:
+        kafka = KafkaAccess(bootstrap, ADMIN_PRINCIPAL, admin_password)
+    if not database or kafka is None:
+        from rlark_devinfra import postgres, stack  # a dev dependency, present in the workspace
 
         database = database or str(postgres.start().url)
-        bootstrap = bootstrap or str(kafka.start().bootstrap)
+        kafka = kafka or stack.start_kafka()
     base = database.rsplit("/", 1)[0]
     name = f"bench_{uuid.uuid4().hex[:10]}"
     admin = await asyncpg.connect(f"{base}/postgres")
@@ -210,7 +218,7 @@ async def _main(submissions: int) -> dict[str, Any]:
     finally:
         await admin.close()
     try:
-        return await bench_submit_to_placement(f"{base}/{name}", bootstrap, submissions=submissions)
+        return await bench_submit_to_placement(f"{base}/{name}", kafka, submissions=submissions)
     finally:
         admin = await asyncpg.connect(f"{base}/postgres")
         try:

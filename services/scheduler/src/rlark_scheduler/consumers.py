@@ -143,7 +143,7 @@ def build_consumers(ctx: ServiceContext) -> list[Consumer]:
     assert isinstance(settings, SchedulerSettings)
     common: dict[str, Any] = {
         "pool": ctx.require_pool(),
-        "bootstrap": settings.kafka_bootstrap,
+        "kafka": settings.kafka_access(),
         "names": ctx.names,
         "dlq_producer": ctx.require_producer(),
     }

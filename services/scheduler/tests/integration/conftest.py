@@ -13,9 +13,15 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaProducer
 from rlark_contracts import TopicNames
-from rlark_platform.messaging import create_producer
+from rlark_platform.messaging import KafkaAccess, create_producer
 from rlark_platform.messaging.producer import delete_topics_with_prefix
-from rlark_platform.testing import RunningService, TopicReader, running_service, settings_for
+from rlark_platform.testing import (
+    RunningService,
+    TopicReader,
+    provision_test_prefix,
+    running_service,
+    settings_for,
+)
 from rlark_scheduler.main import DEFINITION
 from scheduler_it_support import World
 
@@ -47,8 +53,8 @@ def names(topic_prefix: str) -> TopicNames:
 
 
 @pytest.fixture
-async def producer(kafka_bootstrap: str) -> AsyncIterator[AIOKafkaProducer]:
-    p = await create_producer(kafka_bootstrap, "scheduler-it")
+async def producer(kafka_admin: KafkaAccess) -> AsyncIterator[AIOKafkaProducer]:
+    p = await create_producer(kafka_admin, "scheduler-it")
     yield p
     await p.stop()
 
@@ -60,22 +66,24 @@ def world(scheduler: RunningService, producer: AIOKafkaProducer, names: TopicNam
 
 @pytest.fixture
 async def placements(
-    scheduler: RunningService, kafka_bootstrap: str, names: TopicNames
+    scheduler: RunningService, kafka_admin: KafkaAccess, names: TopicNames
 ) -> AsyncIterator[TopicReader]:
-    async with TopicReader(kafka_bootstrap, names.physical("scheduler.placements")) as reader:
+    async with TopicReader(kafka_admin, names.physical("scheduler.placements")) as reader:
         yield reader
 
 
 @pytest.fixture
 async def job_topic(
-    scheduler: RunningService, kafka_bootstrap: str, names: TopicNames
+    scheduler: RunningService, kafka_admin: KafkaAccess, names: TopicNames
 ) -> AsyncIterator[TopicReader]:
-    async with TopicReader(kafka_bootstrap, names.physical("scheduler.jobs")) as reader:
+    async with TopicReader(kafka_admin, names.physical("scheduler.jobs")) as reader:
         yield reader
 
 
 @pytest.fixture(scope="module")
-async def shared_scheduler(postgres_server_url: str, kafka_bootstrap: str) -> AsyncIterator[RunningService]:
+async def shared_scheduler(
+    postgres_server_url: str, kafka_bootstrap: str, kafka_admin: KafkaAccess
+) -> AsyncIterator[RunningService]:
     """One service for a whole module of tests that only read and refuse (no placement races):
     its own database and topic prefix, dropped afterwards. Tests keep apart by their names."""
     name = f"t_{uuid.uuid4().hex[:16]}"
@@ -86,6 +94,7 @@ async def shared_scheduler(postgres_server_url: str, kafka_bootstrap: str) -> As
         await admin.close()
     url = postgres_server_url.rsplit("/", 1)[0] + f"/{name}"
     prefix = f"t{uuid.uuid4().hex[:10]}."
+    await provision_test_prefix(kafka_admin, prefix)
     settings = settings_for(
         DEFINITION,
         database_url=url,
@@ -96,7 +105,7 @@ async def shared_scheduler(postgres_server_url: str, kafka_bootstrap: str) -> As
     async with running_service(DEFINITION, settings) as running:
         yield running
     with contextlib.suppress(Exception):
-        await delete_topics_with_prefix(kafka_bootstrap, prefix)
+        await delete_topics_with_prefix(kafka_admin, prefix)
     admin = await asyncpg.connect(postgres_server_url)
     try:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -21,6 +21,7 @@ from rlark_contracts import TopicNames
 from rlark_contracts.events.agent import HeartbeatSent, NodeObservation, NodesObserved
 from rlark_inventory.main import DEFINITION as INVENTORY
 from rlark_platform.identity import Role
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import RunningService, TopicReader, running_service, settings_for
 from scheduler_it_support import World, eventually, get_job, job_doc, placed_count, role, submitted
 
@@ -90,7 +91,7 @@ async def cluster_summary(inventory: RunningService) -> dict[str, Any]:
 
 async def test_gpus_held_by_a_pod_rlark_did_not_create_send_jobs_elsewhere_then_make_them_wait_with_the_reason(
     inventory: RunningService, scheduler: RunningService, producer: AIOKafkaProducer, names: TopicNames,
-    kafka_bootstrap: str,
+    kafka_admin: KafkaAccess,
 ) -> None:  # fmt: skip
     world = World(producer, names)
     async with inventory.client("root", Role.ADMIN) as admin:
@@ -104,7 +105,7 @@ async def test_gpus_held_by_a_pod_rlark_did_not_create_send_jobs_elsewhere_then_
     n1 = await eventually(lambda: inventory_node(inventory, "n1"), lambda n: n.get("gpu_allocated") == 8)
     assert (n1["gpu_allocatable"], n1["gpu_allocated_foreign"], n1["gpu_free"]) == (8, 8, 0)
 
-    async with TopicReader(kafka_bootstrap, names.physical("scheduler.placements")) as placements:
+    async with TopicReader(kafka_admin, names.physical("scheduler.placements")) as placements:
         first = await submitted(scheduler, job_doc(role("train", "gpu-a", gpusPerWorker=8), name="first"))
         await placements.until(placed_count(first["id"], 1))
         (placed,) = placements.of("scheduler.worker.placed.v1", first["id"])

@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaProducer
 from rlark_contracts import Envelope, TopicNames
-from rlark_platform.messaging import create_producer
+from rlark_platform.messaging import KafkaAccess, create_producer
 from rlark_platform.testing import RunningService, read_events
 from scheduler_it_support import World, as_yaml, job_doc, nodes_synced, role
 
@@ -24,9 +24,9 @@ HEADER = "Idempotency-Key"
 
 
 @pytest.fixture(scope="module")
-async def fleet(shared_scheduler: RunningService, kafka_bootstrap: str) -> RunningService:
+async def fleet(shared_scheduler: RunningService, kafka_admin: KafkaAccess) -> RunningService:
     """Cluster "ia" with four 8-GPU nodes (CPU-only test jobs fit any number of times)."""
-    producer: AIOKafkaProducer = await create_producer(kafka_bootstrap, "scheduler-it-idempotency")
+    producer: AIOKafkaProducer = await create_producer(kafka_admin, "scheduler-it-idempotency")
     world = World(producer, TopicNames(shared_scheduler.settings.topic_prefix))
     try:
         await world.cluster("ia")
@@ -72,19 +72,19 @@ async def jobs_with_key(svc: RunningService, key: str) -> int:
     return count
 
 
-async def submitted_events(svc: RunningService, kafka_bootstrap: str, name: str) -> int:
+async def submitted_events(svc: RunningService, kafka_admin: KafkaAccess, name: str) -> int:
     """``scheduler.job.submitted.v1`` events published for jobs named ``name`` (names are unique per test)."""
     topic = TopicNames(svc.settings.topic_prefix).physical("scheduler.jobs")
 
     def of_name(events: list[Envelope]) -> list[Envelope]:
         return [e for e in events if e.type == "scheduler.job.submitted.v1" and e.data.get("name") == name]
 
-    events = await read_events(kafka_bootstrap, topic, until=lambda es: bool(of_name(es)), settle_s=1.0)
+    events = await read_events(kafka_admin, topic, until=lambda es: bool(of_name(es)), settle_s=1.0)
     return len(of_name(events))
 
 
 async def test_a_repeat_with_the_same_key_and_document_returns_the_first_job(
-    fleet: RunningService, kafka_bootstrap: str
+    fleet: RunningService, kafka_admin: KafkaAccess
 ) -> None:
     key, body = new_key(), doc(f"repeat {uuid.uuid4().hex[:6]}")
     first_status, first = await post(fleet, body, key)
@@ -96,7 +96,7 @@ async def test_a_repeat_with_the_same_key_and_document_returns_the_first_job(
     yaml_status, as_text = await post(fleet, as_yaml(body), key)
     assert (yaml_status, as_text["id"]) == (200, first["id"])
     assert await jobs_with_key(fleet, key) == 1
-    assert await submitted_events(fleet, kafka_bootstrap, body["metadata"]["name"]) == 1
+    assert await submitted_events(fleet, kafka_admin, body["metadata"]["name"]) == 1
 
 
 async def test_the_same_key_with_another_document_is_a_conflict_naming_the_key(fleet: RunningService) -> None:
@@ -123,7 +123,7 @@ async def test_keys_belong_to_their_owner(fleet: RunningService) -> None:
 
 
 async def test_concurrent_first_submissions_with_one_key_create_one_job(
-    fleet: RunningService, kafka_bootstrap: str
+    fleet: RunningService, kafka_admin: KafkaAccess
 ) -> None:
     key, body = new_key(), doc(f"racing {uuid.uuid4().hex[:6]}")
     answers = await asyncio.gather(*(post(fleet, body, key) for _ in range(8)))
@@ -131,7 +131,7 @@ async def test_concurrent_first_submissions_with_one_key_create_one_job(
     assert statuses == [200] * 7 + [201], answers
     assert len({job["id"] for _, job in answers}) == 1
     assert await jobs_with_key(fleet, key) == 1
-    assert await submitted_events(fleet, kafka_bootstrap, body["metadata"]["name"]) == 1
+    assert await submitted_events(fleet, kafka_admin, body["metadata"]["name"]) == 1
 
 
 async def test_a_refused_document_does_not_use_its_key_up(fleet: RunningService) -> None:

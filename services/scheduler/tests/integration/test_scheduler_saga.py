@@ -11,6 +11,7 @@ import httpx
 import pytest
 from rlark_contracts import TopicNames
 from rlark_platform.identity import issue_agent_token
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import TEST_SECRET, RunningService, TopicReader
 from scheduler_it_support import (
     PUBLIC_KEY,
@@ -368,7 +369,7 @@ async def test_reports_with_a_forged_or_foreign_token_change_nothing(
     world: World,
     placements: TopicReader,
     database_url: str,
-    kafka_bootstrap: str,
+    kafka_admin: KafkaAccess,
     names: TopicNames,
 ) -> None:
     job, placed = await start(scheduler, world, placements, database_url, rollouts=1)
@@ -378,7 +379,7 @@ async def test_reports_with_a_forged_or_foreign_token_change_nothing(
     await world.worker(header, "Succeeded", exit_code=0, token="forged.token")
     # A valid token of another cluster reporting on this cluster's worker: refused as well.
     await world.worker(header, "Succeeded", exit_code=0, cluster="gpu-b", token=other_cluster_token)
-    async with TopicReader(kafka_bootstrap, names.physical("agent.reports.dlq")) as dlq:
+    async with TopicReader(kafka_admin, names.physical("agent.reports.dlq")) as dlq:
         await dlq.until(lambda events: len(events) >= 3)
     await asyncio.sleep(0.5)
     shown = await get_job(scheduler, job["id"])

@@ -13,7 +13,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from rlark_contracts import TopicNames
 from rlark_platform.identity import Role
-from rlark_platform.messaging import create_producer
+from rlark_platform.messaging import KafkaAccess, create_producer
 from rlark_platform.testing import RunningService
 from scheduler_it_support import (
     IMAGE,
@@ -30,10 +30,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-async def fleet(shared_scheduler: RunningService, kafka_bootstrap: str) -> AsyncIterator[RunningService]:
+async def fleet(shared_scheduler: RunningService, kafka_admin: KafkaAccess) -> AsyncIterator[RunningService]:
     """Cluster "va" (3 ready A100 nodes with 8 GPUs, one of them busy), "vb" offline with one node,
     alice's key "laptop", and network domains "dom-b" and "dom-a"."""
-    producer: AIOKafkaProducer = await create_producer(kafka_bootstrap, "scheduler-it-fleet")
+    producer: AIOKafkaProducer = await create_producer(kafka_admin, "scheduler-it-fleet")
     world = World(producer, TopicNames(shared_scheduler.settings.topic_prefix))
     try:
         await world.cluster("va")

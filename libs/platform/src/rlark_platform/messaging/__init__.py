@@ -6,6 +6,7 @@ transaction as their effects and commit the Kafka offset only after the database
 to ``<topic>.dlq`` with the error in headers, and the consumer carries on.
 """
 
+from rlark_platform.messaging.access import KafkaAccess
 from rlark_platform.messaging.consumer import Consumer, Handler, PoisonMessage
 from rlark_platform.messaging.outbox import add_event, add_events
 from rlark_platform.messaging.producer import create_producer, ensure_topics
@@ -16,6 +17,7 @@ __all__ = [
     "PLATFORM_MIGRATIONS_TABLE",
     "Consumer",
     "Handler",
+    "KafkaAccess",
     "OutboxRelay",
     "PoisonMessage",
     "add_event",

@@ -23,6 +23,7 @@ from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import (
     PLATFORM_MIGRATIONS_TABLE,
     Consumer,
+    KafkaAccess,
     OutboxRelay,
     add_events,
     create_producer,
@@ -49,14 +50,14 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-async def raw_aiokafka(bootstrap: str, count: int, rate: float | None = None) -> dict[str, float]:
+async def raw_aiokafka(access: KafkaAccess, count: int, rate: float | None = None) -> dict[str, float]:
     names = TopicNames(f"bench{uuid.uuid4().hex[:6]}.")
-    await ensure_topics(bootstrap, names)
+    await ensure_topics(access, names)
     topic = names.physical("keys.keys")
-    producer = await create_producer(bootstrap, "bench-raw")
+    producer = await create_producer(access, "bench-raw")
     consumer = AIOKafkaConsumer(
         topic,
-        bootstrap_servers=bootstrap,
+        **access.client_options(),
         auto_offset_reset="earliest",
         group_id=f"bench-{uuid.uuid4().hex[:6]}",
         enable_auto_commit=False,
@@ -92,7 +93,7 @@ async def raw_aiokafka(bootstrap: str, count: int, rate: float | None = None) ->
     await producer.stop()
     # Each run's topics (every registered topic under its own prefix) would otherwise pile up on the
     # broker and slow every later run and test.
-    await delete_topics_with_prefix(bootstrap, names.prefix)
+    await delete_topics_with_prefix(access, names.prefix)
     return _summary(count, elapsed, latencies)
 
 
@@ -113,7 +114,7 @@ def _summary(count: int, elapsed: float, latencies: list[float]) -> dict[str, fl
 
 
 async def outbox_pipeline(
-    database_url: str, bootstrap: str, count: int, rate: float | None = None, batch: int = 100
+    database_url: str, access: KafkaAccess, count: int, rate: float | None = None, batch: int = 100
 ) -> dict[str, float]:
     """Writes in transactions of ``batch`` events (or one per tick when paced) through the whole path."""
     conn = await asyncpg.connect(database_url)
@@ -122,9 +123,9 @@ async def outbox_pipeline(
     await conn.close()
     pool = await create_pool(database_url, min_size=2, max_size=6)
     names = TopicNames(f"bench{uuid.uuid4().hex[:6]}.")
-    await ensure_topics(bootstrap, names)
-    producer = await create_producer(bootstrap, "bench-relay")
-    dlq = await create_producer(bootstrap, "bench-dlq")
+    await ensure_topics(access, names)
+    producer = await create_producer(access, "bench-relay")
+    dlq = await create_producer(access, "bench-dlq")
     committed_at: dict[str, float] = {}
     handled_at: dict[str, float] = {}
 
@@ -141,7 +142,7 @@ async def outbox_pipeline(
         topics=["keys.keys"],
         handlers={"keys.key.added.v1": effect},
         pool=pool,
-        bootstrap=bootstrap,
+        kafka=access,
         names=names,
         dlq_producer=dlq,
         max_records=500,
@@ -171,7 +172,7 @@ async def outbox_pipeline(
     await producer.stop()
     await dlq.stop()
     await pool.close()
-    await delete_topics_with_prefix(bootstrap, names.prefix)
+    await delete_topics_with_prefix(access, names.prefix)
     if len(handled_at) < count:
         raise RuntimeError(f"only {len(handled_at)}/{count} events reached the consumer")
     # An event handled before its writer noted the commit counts as 0 ms rather than as lost.
@@ -179,10 +180,10 @@ async def outbox_pipeline(
     return _summary(count, elapsed, latencies)
 
 
-async def run(database_url: str, bootstrap: str, count: int = 20000) -> dict[str, dict[str, float]]:
+async def run(database_url: str, access: KafkaAccess, count: int = 20000) -> dict[str, dict[str, float]]:
     return {
-        "raw_aiokafka": await raw_aiokafka(bootstrap, count),
-        "outbox_pipeline": await outbox_pipeline(database_url, bootstrap, count),
-        "raw_aiokafka_at_1000_per_s": await raw_aiokafka(bootstrap, 5000, rate=1000),
-        "outbox_pipeline_at_1000_per_s": await outbox_pipeline(database_url, bootstrap, 5000, rate=1000),
+        "raw_aiokafka": await raw_aiokafka(access, count),
+        "outbox_pipeline": await outbox_pipeline(database_url, access, count),
+        "raw_aiokafka_at_1000_per_s": await raw_aiokafka(access, 5000, rate=1000),
+        "outbox_pipeline_at_1000_per_s": await outbox_pipeline(database_url, access, 5000, rate=1000),
     }

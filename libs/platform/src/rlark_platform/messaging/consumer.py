@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 from rlark_contracts import Envelope, TopicNames, decode
 
 from rlark_platform.db.pool import Connection
+from rlark_platform.messaging.access import KafkaAccess
 
 log = structlog.get_logger(__name__)
 
@@ -92,7 +93,7 @@ class Consumer:
         topics: list[str],
         handlers: dict[str, Handler],
         pool: asyncpg.Pool,
-        bootstrap: str,
+        kafka: KafkaAccess,
         names: TopicNames,
         dlq_producer: AIOKafkaProducer,
         verifier: Verifier | None = None,
@@ -108,7 +109,7 @@ class Consumer:
         self._topics = [names.physical(t) for t in topics]
         self._handlers = handlers
         self._pool = pool
-        self._bootstrap = bootstrap
+        self._kafka_access = kafka
         self._names = names
         self._dlq = dlq_producer
         self._verifier = verifier
@@ -126,7 +127,7 @@ class Consumer:
 
     async def run(self) -> None:
         self._kafka = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
+            **self._kafka_access.client_options(),
             group_id=self._group_id,
             client_id=self.name,
             enable_auto_commit=False,

@@ -10,10 +10,12 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 from rlark_contracts import TOPICS, TopicNames
 
+from rlark_platform.messaging.access import KafkaAccess
 
-async def create_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
+
+async def create_producer(access: KafkaAccess, client_id: str) -> AIOKafkaProducer:
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
+        **access.client_options(),
         client_id=client_id,
         acks="all",
         enable_idempotence=True,
@@ -25,11 +27,11 @@ async def create_producer(bootstrap: str, client_id: str) -> AIOKafkaProducer:
     return producer
 
 
-async def delete_topics_with_prefix(bootstrap: str, prefix: str) -> int:
+async def delete_topics_with_prefix(access: KafkaAccess, prefix: str) -> int:
     """Delete every topic whose name starts with ``prefix`` (test isolation prefixes only)."""
     if not prefix:
         raise ValueError("refusing to delete topics without a prefix")
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="rlark-topics")
+    admin = AIOKafkaAdminClient(**access.client_options(), client_id="rlark-topics")
     await admin.start()
     try:
         doomed = [t for t in await admin.list_topics() if t.startswith(prefix)]
@@ -40,17 +42,23 @@ async def delete_topics_with_prefix(bootstrap: str, prefix: str) -> int:
         await admin.close()
 
 
-async def ensure_topics(bootstrap: str, names: TopicNames, partitions: int = 3) -> list[str]:
-    """Create every registered topic and its DLQ when missing (compacted ones with cleanup.policy=compact).
+async def ensure_topics(
+    access: KafkaAccess, names: TopicNames, partitions: int = 3, *, owner: str | None = None
+) -> list[str]:
+    """Create every registered topic and its DLQ when missing (compacted ones with cleanup.policy=compact);
+    with ``owner``, only the topics that service produces (what its principal may create).
 
     Idempotent: existing topics are left alone. Returns the physical names created now.
     """
     wanted: list[NewTopic] = []
     for topic in TOPICS.values():
+        if owner is not None and topic.producer != owner:
+            continue
         config = {"cleanup.policy": "compact"} if topic.compacted else {}
         wanted.append(NewTopic(names.physical(topic.name), partitions, 1, topic_configs=config))
-        wanted.append(NewTopic(names.physical(topic.dlq), 1, 1))
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, client_id="rlark-topics")
+        if owner is None:  # a DLQ is its consumers' (they may create it), provisioned with the rest
+            wanted.append(NewTopic(names.physical(topic.dlq), 1, 1))
+    admin = AIOKafkaAdminClient(**access.client_options(), client_id="rlark-topics")
     await admin.start()
     try:
         existing = set(await admin.list_topics())

@@ -30,7 +30,7 @@ async def events(
 ) -> EventSourceResponse:
     """Job events of your jobs (all jobs for admins) and cluster/node state changes, live."""
     try:
-        consumer = await open_consumer(gw.settings.kafka_bootstrap, gw.names)
+        consumer = await open_consumer(gw.settings.kafka_access(), gw.names)
     except (KafkaError, OSError):
         raise ApiError(
             503, "service_unavailable", "the event broker is unavailable; try again later", "events"

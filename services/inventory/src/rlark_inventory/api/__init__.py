@@ -11,8 +11,11 @@ from typing import Annotated, Literal
 
 import asyncpg
 from fastapi import APIRouter, FastAPI, Header, Query, Request, Response
+from rlark_contracts import TopicNames
 from rlark_platform.errors import ApiError, invalid, not_found
 from rlark_platform.http import AdminDep, CallerDep, create_app, database_ready
+from rlark_platform.messaging.access import agent_principal
+from rlark_platform.messaging.provision import provision_agent
 from rlark_platform.paging import PageNumber, PageSize
 from rlark_platform.service import ServiceContext
 
@@ -235,11 +238,21 @@ async def agent_session(
         internal_secret=settings.internal_secret.get_secret_value(),
         ttl_s=settings.agent_token_ttl_s,
     )
+    # The agent's Kafka principal and ACLs exist before it learns its password (ADR 0004); the
+    # password is derived from the internal secret, so nothing is stored and a renewal hands out the same.
+    kafka_password = await provision_agent(
+        settings.kafka_access(),
+        TopicNames(settings.topic_prefix),
+        settings.internal_secret.get_secret_value(),
+        session.cluster,
+    )
     return AgentSessionOut(
         cluster=session.cluster,
         token=session.token,
         expires_at=session.expires_at,
         kafka_bootstrap=settings.agent_kafka_bootstrap or settings.kafka_bootstrap,
+        kafka_username=agent_principal(settings.topic_prefix, session.cluster),
+        kafka_password=kafka_password,
         topic_prefix=settings.topic_prefix,
     )
 

@@ -298,4 +298,6 @@ class AgentSessionOut(BaseModel):
     token: str = Field(description="Send as the `rlark-agent-token` Kafka header on every report")
     expires_at: datetime
     kafka_bootstrap: str
+    kafka_username: str = Field(description="The agent's SASL/SCRAM-SHA-512 principal on the broker")
+    kafka_password: str = Field(description="Its password; keep it in memory only")
     topic_prefix: str

@@ -135,13 +135,13 @@ class Agent:
         structlog.contextvars.bind_contextvars(cluster=cluster)
         self._state = AgentState(self._state_dir / f"{cluster}.json")
         self.driver = self._make_driver(cluster)
-        producer = await create_producer(session.kafka_bootstrap, f"agent-{cluster}")
+        producer = await create_producer(session.kafka_access(), f"agent-{cluster}")
         self.reports = ReportPublisher(producer, session)
         names = TopicNames(session.topic_prefix)
         consumer = AIOKafkaConsumer(
             names.physical("scheduler.placements"),
             names.physical("inventory.commands"),
-            bootstrap_servers=session.kafka_bootstrap,
+            **session.kafka_access().client_options(),
             group_id=f"{session.topic_prefix}agent-{cluster}",
             enable_auto_commit=False,
             auto_offset_reset="earliest",
@@ -181,7 +181,7 @@ class Agent:
             tunnel_consumer = AIOKafkaConsumer(
                 names.physical("netdomain.allocations"),
                 names.physical("netdomain.tunnels"),
-                bootstrap_servers=session.kafka_bootstrap,
+                **session.kafka_access().client_options(),
                 group_id=None,
                 enable_auto_commit=False,
                 auto_offset_reset="earliest",

@@ -7,10 +7,11 @@ before it expires; reports carry it so consumers can check which cluster sent th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 import structlog
+from rlark_platform.messaging import KafkaAccess
 
 log = structlog.get_logger(__name__)
 
@@ -26,6 +27,12 @@ class Session:
     expires_at: float
     kafka_bootstrap: str
     topic_prefix: str
+    kafka_username: str = ""
+    kafka_password: str = field(default="", repr=False)
+
+    def kafka_access(self) -> KafkaAccess:
+        """The agent's own Kafka principal, handed out by the session (ADR 0004)."""
+        return KafkaAccess(self.kafka_bootstrap, self.kafka_username, self.kafka_password)
 
     def needs_renewal(self, now: float | None = None, margin_s: float = 300) -> bool:
         return (now or time.time()) > self.expires_at - margin_s
@@ -50,6 +57,8 @@ async def open_session(gateway_url: str, credential: str, timeout_s: float = 15)
         expires_at=expires_at,
         kafka_bootstrap=body["kafka_bootstrap"],
         topic_prefix=body.get("topic_prefix", ""),
+        kafka_username=body["kafka_username"],
+        kafka_password=body["kafka_password"],
     )
     log.info("agent session opened", cluster=session.cluster, kafka=session.kafka_bootstrap)
     return session

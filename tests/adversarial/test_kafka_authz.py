@@ -1,0 +1,106 @@
+"""A hostile client on the platform's Kafka broker (issue 14, finding "Kafka accepts any client").
+
+The broker authenticates every client (SASL/SCRAM-SHA-512) and its StandardAuthorizer refuses what no ACL
+allows (ADR 0004). The attacker here has what a user can get: network reach to the broker, and — for a
+cluster they run an agent on — that agent's credential, traded for its Kafka credential the way agents do.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAuthorizationFailedError
+from rlark_contracts import TopicNames, encode, new_envelope
+from rlark_contracts.events.keys import KeyAdded
+from rlark_platform.messaging import KafkaAccess
+
+E2E = Path(__file__).resolve().parents[1] / "e2e"
+if str(E2E) not in sys.path:
+    sys.path.insert(0, str(E2E))  # the e2e helpers (stack) are plain modules there
+
+from stack import QUICK_OVERRIDES, Stack, platform  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def stack(postgres_server_url: str, kafka_bootstrap: str, tmp_path: Path) -> AsyncIterator[Stack]:
+    """The whole platform, fresh for one test: its own databases, topics and principals."""
+    async with platform(postgres_server_url, kafka_bootstrap, tmp_path, **QUICK_OVERRIDES) as running:
+        yield running
+
+
+PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDeWl8B0Ju0RT1Kw6f0R5kJbGgkYg5n0Q8X3bYp5v8y1 mallory"
+
+
+async def agent_kafka(stack: Stack, cluster: str) -> KafkaAccess:
+    """Register ``cluster`` and open its agent's session: the Kafka credential an agent host holds."""
+    credential = await stack.register_cluster(cluster)
+    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as client:
+        response = await client.post(
+            "/api/v1/agent/session", headers={"Authorization": f"Bearer {credential}"}
+        )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    return KafkaAccess(body["kafka_bootstrap"], body["kafka_username"], body["kafka_password"])
+
+
+def forged_key(owner: str) -> bytes:
+    data = KeyAdded(
+        key_id=str(uuid.uuid4()),
+        owner=owner,
+        name="forged",
+        key_type="ssh-ed25519",
+        fingerprint="SHA256:forged",
+        public_key=PUBLIC_KEY,
+    )
+    return encode(new_envelope(data, source="keys", subject=data.key_id))
+
+
+async def produce(options: dict[str, Any], topic: str, value: bytes) -> None:
+    producer = AIOKafkaProducer(**options, request_timeout_ms=10000)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value, key=b"x")
+    finally:
+        await producer.stop()
+
+
+async def test_a_client_without_credentials_can_neither_produce_nor_consume(stack: Stack) -> None:
+    names = TopicNames(stack.topic_prefix)
+    anonymous = {"bootstrap_servers": stack.kafka_bootstrap}
+    with pytest.raises(KafkaConnectionError):
+        await produce(anonymous, names.physical("keys.keys"), forged_key("alice"))
+    consumer = AIOKafkaConsumer(
+        names.physical("scheduler.placements"), **anonymous, group_id=None, auto_offset_reset="earliest"
+    )
+    with pytest.raises(KafkaConnectionError):
+        await consumer.start()
+    await consumer.stop()
+    # A made-up principal, or a real one with a guessed password, is refused the same way.
+    guessed = KafkaAccess(stack.kafka_bootstrap, f"{stack.topic_prefix}keys", "guessed-password")
+    with pytest.raises(KafkaError):
+        await produce(guessed.client_options(), names.physical("keys.keys"), forged_key("alice"))
+
+
+async def test_a_forged_keys_event_is_refused_by_the_broker(stack: Stack) -> None:
+    """An agent host's credential (the most a user's cluster holds) cannot write the keys topic."""
+    mallory = await agent_kafka(stack, "mallory-lab")
+    names = TopicNames(stack.topic_prefix)
+    with pytest.raises(TopicAuthorizationFailedError):
+        await produce(mallory.client_options(), names.physical("keys.keys"), forged_key("alice"))
+
+
+async def test_an_agent_credential_cannot_publish_placements(stack: Stack) -> None:
+    """Placements (images, scripts, authorized keys) come only from the scheduler's principal."""
+    mallory = await agent_kafka(stack, "mallory-lab")
+    names = TopicNames(stack.topic_prefix)
+    with pytest.raises(TopicAuthorizationFailedError):
+        await produce(mallory.client_options(), names.physical("scheduler.placements"), b"{}")
