@@ -221,6 +221,7 @@ async def seeded_console(server_url: str, kafka_bootstrap: str, tmp: Path) -> As
             region="cn-north-1",
             pod_cidrs=[POD_CIDR],
             service_cidrs=[SERVICE_CIDR],
+            hostpath_allow=[str(tmp / "outputs")],  # the smoke test's output volume (_seed)
         )
         # A second cluster whose agent never connected: shows as offline, and its CIDRs count too.
         await stack.register_cluster(

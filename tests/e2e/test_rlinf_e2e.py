@@ -34,6 +34,11 @@ STEPS, SAVE_EVERY, RANKS = 12, 4, 3
 EXPERIMENT = "rlinf-cpu-smoke"
 
 
+def host_paths(tmp_path: Path) -> list[str]:
+    """The clusters' hostPath policy: the example's two sources (the code and ``tmp_path/outputs``)."""
+    return [str(REPO / "examples" / "rlinf_cpu"), str(tmp_path / "outputs")]
+
+
 def example(outputs: Path, clusters: dict[str, str], **spec: Any) -> dict[str, Any]:
     """The shipped document with this checkout's code, ``outputs`` and the given role → cluster."""
     doc: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
@@ -72,7 +77,7 @@ def check_training(text: str, files: set[str], outputs: Path, experiment: str = 
 
 
 async def test_the_rlinf_example_runs_unchanged_on_three_local_workers(stack: Stack, tmp_path: Path) -> None:
-    credential = await stack.register_cluster("local")
+    credential = await stack.register_cluster("local", hostpath_allow=host_paths(tmp_path))
     cluster_file = write_cluster_file(tmp_path / "local.yaml", "local", nodes("local", 3))
     outputs = tmp_path / "outputs"
     outputs.mkdir()
@@ -90,8 +95,8 @@ async def test_the_rlinf_example_runs_unchanged_on_three_local_workers(stack: St
 async def test_the_rlinf_example_runs_across_two_clusters_of_a_network_domain(
     stack: Stack, tmp_path: Path
 ) -> None:
-    alpha = await stack.register_cluster("alpha")
-    beta = await stack.register_cluster("beta")
+    alpha = await stack.register_cluster("alpha", hostpath_allow=host_paths(tmp_path))
+    beta = await stack.register_cluster("beta", hostpath_allow=host_paths(tmp_path))
     domain = f"net-{uuid.uuid4().hex[:6]}"
     async with stack.client() as client:
         created = await client.post("/api/v1/domains", json={"name": domain, "cidr": "10.201.0.0/16"})
@@ -117,7 +122,7 @@ async def test_the_rlinf_example_runs_across_two_clusters_of_a_network_domain(
 
 
 async def test_an_inline_rlinf_config_is_the_file_every_worker_runs(stack: Stack, tmp_path: Path) -> None:
-    credential = await stack.register_cluster("local")
+    credential = await stack.register_cluster("local", hostpath_allow=host_paths(tmp_path))
     cluster_file = write_cluster_file(tmp_path / "local.yaml", "local", nodes("local", 3))
     outputs = tmp_path / "outputs"
     outputs.mkdir()

@@ -8,6 +8,7 @@ import type {
   ClusterNode,
   ClusterPage,
   Domain,
+  HostPathPolicy,
   DomainCheck,
   Job,
   JobDetail,
@@ -69,6 +70,9 @@ export const clustersApi = {
   remove: (name: string) => api.del<void>(`/clusters/${enc(name)}`),
   rotateCredential: (name: string) =>
     api.post<{ agent_credential: string }>(`/clusters/${enc(name)}/credential`),
+  hostPathPolicy: (name: string) => api.get<HostPathPolicy>(`/clusters/${enc(name)}/hostpath-policy`),
+  setHostPathPolicy: (name: string, allow: string[]) =>
+    api.put<HostPathPolicy>(`/clusters/${enc(name)}/hostpath-policy`, { allow }),
 };
 
 export const nodesApi = {

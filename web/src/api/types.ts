@@ -84,9 +84,17 @@ export interface Cluster {
   pod_cidrs?: string[];
   service_cidrs?: string[];
   labels?: Record<string, string>;
+  /** Host directories workers may mount (hostPath sources); empty: none. */
+  hostpath_allow?: string[];
   online: boolean;
   last_seen?: string | null;
   summary: ClusterSummary;
+}
+
+/** ``GET/PUT /api/v1/clusters/{name}/hostpath-policy``. */
+export interface HostPathPolicy {
+  cluster: string;
+  allow: string[];
 }
 
 export interface ClusterCreate {

@@ -14,6 +14,7 @@ import type { ClusterNode, NodeStatus } from '../api/types';
 import ApiErrorAlert, { errorMessage } from '../components/ApiErrorAlert';
 import CredentialModal from '../components/CredentialModal';
 import { GpuInUse } from '../components/GpuUsage';
+import HostPathPolicy from '../components/HostPathPolicy';
 import PageTitle from '../components/PageTitle';
 import { NodeStatusTag, OnlineTag } from '../components/StatusTag';
 import { useSession } from '../auth';
@@ -134,6 +135,7 @@ export default function ClusterDetail() {
           />
         </Card>
       )}
+      {c && <HostPathPolicy cluster={name} editable={isAdmin} />}
       <Card title={t('clusterDetail.labels')} size="small" style={{ marginTop: 16 }} data-testid="label-catalog">
         <Typography.Paragraph type="secondary" style={{ marginBottom: 8 }}>
           {t('clusterDetail.labelsHint')}

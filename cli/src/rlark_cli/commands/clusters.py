@@ -1,4 +1,4 @@
-"""``rlark clusters list | show | register | update | rm | rotate-credential``: the GPU clusters.
+"""``rlark clusters list | show | register | update | rm | rotate-credential | hostpaths``: the GPU clusters.
 
 Registering a cluster (admins) prints its agent credential once: the cluster's tunnel-agent needs it to
 open sessions, and the server keeps only a hash of it, so store it right away (e.g. in the agent's
@@ -12,9 +12,11 @@ from typing import Annotated, Any
 import typer
 
 from rlark_cli.client import Gateway, err, fail
+from rlark_cli.commands import hostpaths
 from rlark_cli.output import Column, Format, OutputOpt, emit, gpus_in_use, out
 
 app = typer.Typer(help="GPU clusters: list, inspect, register (admins).", no_args_is_help=True)
+app.add_typer(hostpaths.app, name="hostpaths")
 
 ClusterName = Annotated[
     str, typer.Argument(metavar="CLUSTER", help="The cluster's name (see rlark clusters list)")
@@ -123,6 +125,10 @@ def register(
         typer.Option("--service-cidr", help="Service network (repeatable), e.g. 10.96.0.0/12"),
     ] = None,
     label: Annotated[list[str] | None, typer.Option("--label", "-l", help="KEY=VALUE (repeatable)")] = None,
+    hostpath: Annotated[
+        list[str] | None,
+        typer.Option("--allow-hostpath", help="Host directory workers may mount (repeatable; default none)"),
+    ] = None,
     output: OutputOpt = Format.table,
 ) -> None:
     """Register a cluster (admins) and print its agent credential — once."""
@@ -135,6 +141,7 @@ def register(
         "pod_cidrs": pod_cidr or [],
         "service_cidrs": service_cidr or [],
         "labels": parse_labels(label),
+        "hostpath_allow": hostpath or [],
     }
     created = Gateway().post("/api/v1/clusters", json=body)
     if output is not Format.table:

@@ -184,6 +184,7 @@ def ensure_cluster(http: httpx.Client) -> tuple[str, bool]:
             "pod_cidrs": [],
             "service_cidrs": [],
             "labels": {},
+            "hostpath_allow": demo_hostpaths(),
         }
         created = http.post("/api/v1/clusters", json=body)
         if created.status_code != 201:
@@ -195,6 +196,7 @@ def ensure_cluster(http: httpx.Client) -> tuple[str, bool]:
         raise DemoError(f"cannot read cluster {CLUSTER!r}: {found.text[:500]}")
     if found.json().get("runtime") != "local":
         raise DemoError(f"a cluster named {CLUSTER!r} exists and is not a local-runtime cluster")
+    allow_demo_outputs(http, found.json().get("hostpath_allow", []))
     if credential_file.exists():
         return credential_file.read_text(), False
     rotated = http.post(f"/api/v1/clusters/{CLUSTER}/credential")
@@ -203,6 +205,33 @@ def ensure_cluster(http: httpx.Client) -> tuple[str, bool]:
     stack.write_secret_file(credential_file, rotated.json()["agent_credential"])
     say(f"issued a new agent credential for {CLUSTER!r} ({shown(credential_file)} was missing)")
     return credential_file.read_text(), True
+
+
+def demo_hostpaths() -> list[str]:
+    """The host directories the ``local`` cluster lets workers mount (its hostPath policy, ADR 0006):
+    the demo's outputs, and the code and outputs of ``examples/submit-rlinf-cpu.sh``. Nothing else of
+    the state directory, nothing of the host."""
+    return [
+        str(outputs_dir()),
+        str(state_dir() / "examples"),
+        str(repo_root() / "examples" / "rlinf_cpu"),
+    ]
+
+
+def allow_demo_outputs(http: httpx.Client, allowed: list[str]) -> None:
+    """Keep :func:`demo_hostpaths` in the cluster's hostPath policy, added to what an admin allowed (a
+    cluster registered before the policy existed allows nothing)."""
+
+    def covered(path: str) -> bool:
+        return any(path == prefix or path.startswith(prefix.rstrip("/") + "/") for prefix in allowed)
+
+    missing = [path for path in demo_hostpaths() if not covered(path)]
+    if not missing:
+        return
+    changed = http.put(f"/api/v1/clusters/{CLUSTER}/hostpath-policy", json={"allow": [*allowed, *missing]})
+    if changed.status_code != 200:
+        raise DemoError(f"could not set the hostPath policy of {CLUSTER!r}: {changed.text[:500]}")
+    say(f"cluster {CLUSTER!r} allows the hostPaths {', '.join(shown(Path(p)) for p in missing)}")
 
 
 def start_agent(credential: str, renewed: bool, gateway: str) -> None:

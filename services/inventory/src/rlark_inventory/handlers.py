@@ -131,7 +131,7 @@ async def update_cluster(pool: asyncpg.Pool, name: str, changes: dict[str, Any])
         if current is None:
             raise not_found("cluster", name)
         fields = dict(changes)
-        for key in ("pod_cidrs", "service_cidrs"):
+        for key in ("pod_cidrs", "service_cidrs", "hostpath_allow"):
             if key in fields:
                 fields[key] = tuple(fields[key])
         spec = _validated(replace(current.spec, **fields))

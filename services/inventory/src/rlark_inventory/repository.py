@@ -53,6 +53,7 @@ class ClusterRow:
             pod_cidrs=list(self.spec.pod_cidrs),
             service_cidrs=list(self.spec.service_cidrs),
             labels=dict(self.spec.labels),
+            hostpath_allow=list(self.spec.hostpath_allow),
             online=self.online,
             last_seen=self.last_seen,
             deleted=deleted,
@@ -78,7 +79,7 @@ class ClusterSummary:
 
 
 _CLUSTER_COLUMNS = """c.name, c.display_name, c.category, c.region, c.runtime, c.pod_cidrs, c.service_cidrs,
-    c.labels, c.online, c.last_seen, c.agent_version, c.credential_rotated_at, c.last_session_at,
+    c.labels, c.hostpath_allow, c.online, c.last_seen, c.agent_version, c.credential_rotated_at, c.last_session_at,
     c.created_by, c.created_at, c.updated_at"""
 
 # Node counts: "online" means ready in a cluster whose agent is alive; free GPUs count only where a
@@ -132,6 +133,7 @@ def _cluster(row: asyncpg.Record) -> ClusterRow:
             pod_cidrs=tuple(row["pod_cidrs"]),
             service_cidrs=tuple(row["service_cidrs"]),
             labels=dict(row["labels"]),
+            hostpath_allow=tuple(row["hostpath_allow"]),
         ),
         online=row["online"],
         last_seen=row["last_seen"],
@@ -166,8 +168,8 @@ async def insert_cluster(
     """Insert a new cluster; None when the name is taken."""
     row = await conn.fetchrow(
         f"""INSERT INTO clusters AS c (name, display_name, category, region, runtime, pod_cidrs,
-                service_cidrs, labels, credential_hash, created_by)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10)
+                service_cidrs, labels, credential_hash, created_by, hostpath_allow)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11)
             ON CONFLICT (name) DO NOTHING
             RETURNING {_CLUSTER_COLUMNS}""",
         spec.name,
@@ -180,6 +182,7 @@ async def insert_cluster(
         spec.labels,
         credential_hash,
         created_by,
+        list(spec.hostpath_allow),
     )
     return _cluster(row) if row else None
 
@@ -203,7 +206,7 @@ async def lock_cluster_for_ingest(conn: Connection, name: str) -> bool:
 async def update_cluster_spec(conn: Connection, spec: ClusterSpec) -> ClusterRow:
     row = await conn.fetchrow(
         f"""UPDATE clusters AS c SET display_name = $2, category = $3, region = $4, pod_cidrs = $5,
-                service_cidrs = $6, labels = $7::jsonb, updated_at = now()
+                service_cidrs = $6, labels = $7::jsonb, hostpath_allow = $8, updated_at = now()
             WHERE c.name = $1 RETURNING {_CLUSTER_COLUMNS}""",
         spec.name,
         spec.display_name,
@@ -212,6 +215,7 @@ async def update_cluster_spec(conn: Connection, spec: ClusterSpec) -> ClusterRow
         list(spec.pod_cidrs),
         list(spec.service_cidrs),
         spec.labels,
+        list(spec.hostpath_allow),
     )
     assert row is not None, "update_cluster_spec on a cluster that is not locked"
     return _cluster(row)

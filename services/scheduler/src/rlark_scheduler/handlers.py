@@ -552,6 +552,7 @@ async def apply_cluster_state(conn: Connection, state: ClusterState, meta: Meta,
         pod_cidrs=state.pod_cidrs,
         service_cidrs=state.service_cidrs,
         deleted=state.deleted,
+        hostpath_allow=state.hostpath_allow,
     )
     await repo.add_change(conn, "cluster", state.name)
     if state.online and not state.deleted:

@@ -81,14 +81,19 @@ class ClusterRow:
     runtime: str
     online: bool
     deleted: bool
+    hostpath_allow: tuple[str, ...] = ()
 
 
 def _cluster(row: asyncpg.Record) -> ClusterRow:
-    return ClusterRow(row["name"], row["runtime"], row["online"], row["deleted"])
+    return ClusterRow(
+        row["name"], row["runtime"], row["online"], row["deleted"], tuple(row["hostpath_allow"])
+    )
 
 
 async def get_cluster(conn: Connection, name: str) -> ClusterRow | None:
-    row = await conn.fetchrow("SELECT name, runtime, online, deleted FROM clusters WHERE name = $1", name)
+    row = await conn.fetchrow(
+        "SELECT name, runtime, online, deleted, hostpath_allow FROM clusters WHERE name = $1", name
+    )
     return _cluster(row) if row else None
 
 
@@ -101,23 +106,27 @@ async def upsert_cluster(
     pod_cidrs: Sequence[str],
     service_cidrs: Sequence[str],
     deleted: bool,
+    hostpath_allow: Sequence[str] = (),
 ) -> ClusterRow | None:
     """Store a cluster's state; returns the previous row (None when new)."""
     previous = await conn.fetchrow(
-        "SELECT name, runtime, online, deleted FROM clusters WHERE name = $1 FOR UPDATE", name
+        "SELECT name, runtime, online, deleted, hostpath_allow FROM clusters WHERE name = $1 FOR UPDATE",
+        name,
     )
     await conn.execute(
-        """INSERT INTO clusters (name, runtime, online, pod_cidrs, service_cidrs, deleted, changed_at)
-           VALUES ($1, $2, $3, $4, $5, $6, now())
+        """INSERT INTO clusters (name, runtime, online, pod_cidrs, service_cidrs, deleted, hostpath_allow,
+               changed_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, now())
            ON CONFLICT (name) DO UPDATE SET runtime = EXCLUDED.runtime, online = EXCLUDED.online,
                pod_cidrs = EXCLUDED.pod_cidrs, service_cidrs = EXCLUDED.service_cidrs,
-               deleted = EXCLUDED.deleted, changed_at = now()""",
+               deleted = EXCLUDED.deleted, hostpath_allow = EXCLUDED.hostpath_allow, changed_at = now()""",
         name,
         runtime,
         online,
         list(pod_cidrs),
         list(service_cidrs),
         deleted,
+        list(hostpath_allow),
     )
     return _cluster(previous) if previous else None
 
@@ -270,13 +279,13 @@ async def known_clusters(conn: Connection, names: Sequence[str]) -> list[Cluster
     """Clusters among ``names`` that exist (not deleted) as clusters or through their nodes.
 
     Node and cluster events travel on different topics: a cluster whose nodes arrived first is
-    known, and online until its own state says otherwise.
+    known, and online until its own state says otherwise; until then it allows no hostPath.
     """
     rows = await conn.fetch(
-        """SELECT c.name, c.runtime, c.online, c.deleted FROM clusters c
+        """SELECT c.name, c.runtime, c.online, c.deleted, c.hostpath_allow FROM clusters c
             WHERE c.name = ANY($1::text[]) AND NOT c.deleted
            UNION ALL
-           SELECT DISTINCT n.cluster, 'kubernetes', true, false FROM nodes n
+           SELECT DISTINCT n.cluster, 'kubernetes', true, false, '{}'::text[] FROM nodes n
             WHERE n.cluster = ANY($1::text[])
               AND NOT EXISTS (SELECT 1 FROM clusters c WHERE c.name = n.cluster)""",
         list(names),

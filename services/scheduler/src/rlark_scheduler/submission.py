@@ -152,7 +152,7 @@ async def check(conn: Connection, owner: str, body: bytes) -> Checked:
             for n in nodes
             if n.cluster == cluster.name
         )
-        views.append(ClusterView(cluster.name, cluster.online, mine))
+        views.append(ClusterView(cluster.name, cluster.online, mine, cluster.hostpath_allow))
     ctx = ValidationContext.build(views, [k.name for k in keys], domains)
     report = validate_job(doc, ctx)
     checked = Checked(doc=doc, errors=list(report.errors), warnings=list(report.warnings), keys=keys)

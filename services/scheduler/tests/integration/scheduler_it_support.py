@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -64,10 +64,24 @@ class World:
 
     # -- inventory ------------------------------------------------------------------------------
 
-    async def cluster(self, name: str, *, online: bool = True, runtime: str = "kubernetes") -> None:
+    async def cluster(
+        self,
+        name: str,
+        *,
+        online: bool = True,
+        runtime: str = "kubernetes",
+        hostpath_allow: Sequence[str] = (),
+    ) -> None:
         kind = ClusterWentOnline if online else ClusterWentOffline
+        state = kind(
+            name=name,
+            runtime=runtime,
+            online=online,
+            last_seen=datetime.now(UTC),
+            hostpath_allow=list(hostpath_allow),
+        )
         await self.publish(
-            kind(name=name, runtime=runtime, online=online, last_seen=datetime.now(UTC)),
+            state,
             name,
             source="inventory",
         )

@@ -31,13 +31,14 @@ pytestmark = pytest.mark.integration
 async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_node(
     scheduler: RunningService, world: World, placements: TopicReader, database_url: str
 ) -> None:
-    await world.cluster("gpu-a")
+    await world.cluster("gpu-a", hostpath_allow=["/mnt"])
     await world.cluster("gpu-b")
     # Roles in one cluster (across clusters a job needs a network domain; see the domain tests).
     for name in ("a1", "a2", "a3", "a4"):
         await world.node("gpu-a", name, address=f"192.168.10.{name[-1]}")
     await world.node("gpu-b", "b1")
     await world.key("alice", "laptop")
+    await synced(database_url, "SELECT hostpath_allow FROM clusters WHERE name = 'gpu-a'", expect=["/mnt"])
     await nodes_synced(database_url, "gpu-a", 4)
     await nodes_synced(database_url, "gpu-b", 1)
     await synced(database_url, "SELECT count(*) FROM ssh_keys WHERE owner = 'alice'", expect=1)

@@ -17,6 +17,9 @@ from rlark_scheduler.domain.validation import (
 )
 
 A100 = {"rlark.io/gpu-model": "A100"}
+HOSTPATH_ALLOW = ("/a", "/b", "/mnt")
+"""The clusters' hostPath policy: the host directories these tests mount (the policy's own rules are
+tested in test_validation_hostpaths.py)."""
 
 
 def _cluster(name: str, count: int = 4, *, online: bool = True) -> ClusterView:
@@ -24,7 +27,7 @@ def _cluster(name: str, count: int = 4, *, online: bool = True) -> ClusterView:
         NodeView(f"{name}-n{i}", name, A100, ready=True, schedulable=True, gpu_total=8, gpu_free=8)
         for i in range(count)
     )
-    return ClusterView(name, online, nodes)
+    return ClusterView(name, online, nodes, hostpath_allow=HOSTPATH_ALLOW)
 
 
 CTX = ValidationContext.build(

@@ -13,7 +13,7 @@ RNG = random.Random(5)
 GITHUB_TOKEN = "ghp_" + "".join(RNG.choice(string.ascii_letters + string.digits) for _ in range(35)) + "7"
 HF_TOKEN = "hf_" + "".join(RNG.choice(string.ascii_letters) for _ in range(34))
 CTX = ValidationContext.build(
-    [ClusterView("gpu-a", True, (NodeView("n1", "gpu-a", {}, True, True, 8, 8),))],
+    [ClusterView("gpu-a", True, (NodeView("n1", "gpu-a", {}, True, True, 8, 8),), hostpath_allow=("/mnt",))],
     ["k"],
     ["dom-a"],
 )

@@ -22,6 +22,9 @@ class ClusterState(EventData):
     online: bool = False
     last_seen: datetime | None = None
     deleted: bool = False
+    # Added additively: the cluster's hostPath policy, normalised source prefixes that workers may
+    # mount (rlark_contracts.hostpaths; empty = no hostPath at all, also from producers that predate it).
+    hostpath_allow: list[str] = []
 
 
 @event("inventory.cluster.registered.v1", "inventory.clusters")

@@ -29,6 +29,8 @@ from rlark_inventory.api.models import (
     ClusterPatch,
     ClusterWithCredential,
     CredentialOut,
+    HostPathPolicy,
+    HostPathPolicyOut,
     LabelCatalog,
     MatchOut,
     NodeDetail,
@@ -103,6 +105,7 @@ async def register_cluster(request: Request, body: ClusterCreate, caller: AdminD
         pod_cidrs=tuple(body.pod_cidrs),
         service_cidrs=tuple(body.service_cidrs),
         labels=body.labels,
+        hostpath_allow=tuple(body.hostpath_allow),
     )
     created = await handlers.register_cluster(_pool(request), spec, caller)
     shown = ClusterOut.of(created.cluster).model_dump()
@@ -123,6 +126,25 @@ async def update_cluster(request: Request, name: str, body: ClusterPatch, _: Adm
     changes = body.model_dump(exclude_none=True)
     row = await handlers.update_cluster(_pool(request), name, changes)
     return ClusterOut.of(row)
+
+
+@router.get("/clusters/{name}/hostpath-policy", response_model=HostPathPolicyOut)
+async def get_hostpath_policy(request: Request, name: str, _: CallerDep) -> HostPathPolicyOut:
+    """Which host directories workers of this cluster may mount (every user may read it)."""
+    async with _pool(request).acquire() as conn:
+        row = await repo.get_cluster(conn, name)
+    if row is None:
+        raise not_found("cluster", name)
+    return HostPathPolicyOut(cluster=name, allow=list(row.spec.hostpath_allow))
+
+
+@router.put("/clusters/{name}/hostpath-policy", response_model=HostPathPolicyOut)
+async def set_hostpath_policy(
+    request: Request, name: str, body: HostPathPolicy, _: AdminDep
+) -> HostPathPolicyOut:
+    """Replace the allow-list (admins only); jobs are checked against it from the next submission."""
+    row = await handlers.update_cluster(_pool(request), name, {"hostpath_allow": body.allow})
+    return HostPathPolicyOut(cluster=name, allow=list(row.spec.hostpath_allow))
 
 
 @router.delete("/clusters/{name}", status_code=204)

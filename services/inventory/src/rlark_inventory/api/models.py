@@ -11,6 +11,12 @@ from rlark_inventory import repository as repo
 from rlark_inventory.domain.nodes import free_gpus, status_of
 from rlark_inventory.handlers import Match
 
+HOSTPATH_ALLOW = (
+    "Host directories workers may mount (hostPath sources): absolute prefixes matched on whole path "
+    "components, without '.' or '..'; protected host paths (/etc, /proc, container runtimes' state and "
+    "sockets, ...) are refused. Empty: no hostPath at all (default deny). Stored normalised."
+)
+
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -25,6 +31,7 @@ class ClusterCreate(_Request):
     pod_cidrs: list[str] = Field(default=[], max_length=32)
     service_cidrs: list[str] = Field(default=[], max_length=32)
     labels: dict[str, str] = {}
+    hostpath_allow: list[str] = Field(default=[], max_length=32, description=HOSTPATH_ALLOW)
 
 
 class ClusterPatch(_Request):
@@ -36,6 +43,19 @@ class ClusterPatch(_Request):
     pod_cidrs: list[str] | None = Field(default=None, max_length=32)
     service_cidrs: list[str] | None = Field(default=None, max_length=32)
     labels: dict[str, str] | None = None
+    hostpath_allow: list[str] | None = Field(default=None, max_length=32, description=HOSTPATH_ALLOW)
+
+
+class HostPathPolicy(_Request):
+    """A cluster's hostPath policy, as set (``PUT``) and read (``GET``) on
+    ``/api/v1/clusters/{name}/hostpath-policy``."""
+
+    allow: list[str] = Field(max_length=32, description=HOSTPATH_ALLOW)
+
+
+class HostPathPolicyOut(BaseModel):
+    cluster: str
+    allow: list[str] = Field(description=HOSTPATH_ALLOW)
 
 
 class ClusterSummaryOut(BaseModel):
@@ -85,6 +105,7 @@ class ClusterOut(BaseModel):
     pod_cidrs: list[str]
     service_cidrs: list[str]
     labels: dict[str, str]
+    hostpath_allow: list[str] = Field(description=HOSTPATH_ALLOW)
     online: bool
     last_seen: datetime | None
     agent_version: str
@@ -107,6 +128,7 @@ class ClusterOut(BaseModel):
             pod_cidrs=list(spec.pod_cidrs),
             service_cidrs=list(spec.service_cidrs),
             labels=dict(spec.labels),
+            hostpath_allow=list(spec.hostpath_allow),
             online=row.online,
             last_seen=row.last_seen,
             agent_version=row.agent_version,

@@ -1,4 +1,6 @@
-"""Cluster registration rules: DNS-label names, descriptive fields, and the cluster's pod/service CIDRs.
+"""Cluster registration rules: DNS-label names, descriptive fields, the cluster's pod/service CIDRs and
+its hostPath policy (the allow-list of host directories workers may mount; rules in
+``rlark_contracts.hostpaths``, stored normalised so the event carries the canonical form).
 
 A cluster's pod and service ranges must be valid networks and must not overlap each other: Kubernetes
 routes the two differently, and the network-domain service checks its domains against both. Different
@@ -11,6 +13,8 @@ import ipaddress
 import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
+
+from rlark_contracts.hostpaths import PolicyError, normalise_policy
 
 from rlark_inventory.domain.errors import InvalidInput
 from rlark_inventory.domain.labels import label_value_problem, validate_labels
@@ -37,6 +41,18 @@ class ClusterSpec:
     pod_cidrs: tuple[str, ...] = ()
     service_cidrs: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
+    hostpath_allow: tuple[str, ...] = ()
+    """Host directories workers may mount (prefixes); empty: none (default deny)."""
+
+
+def validate_hostpath_allow(prefixes: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The allow-list in canonical form; refuse an entry that breaks a rule, naming it."""
+    try:
+        return normalise_policy(list(prefixes))
+    except PolicyError as exc:
+        index = exc.problem.index
+        where = "hostpath_allow" if index is None else f"hostpath_allow[{index}]"
+        raise InvalidInput("hostpath_policy_invalid", f"{where}: {exc.problem.message}", where) from None
 
 
 def validate_name(name: str, field_name: str = "name") -> str:
@@ -127,4 +143,5 @@ def validate_spec(spec: ClusterSpec) -> ClusterSpec:
         display_name=spec.display_name.strip(),
         pod_cidrs=tuple(str(n) for n in pods),
         service_cidrs=tuple(str(n) for n in services),
+        hostpath_allow=validate_hostpath_allow(spec.hostpath_allow),
     )

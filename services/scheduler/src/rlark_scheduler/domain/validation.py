@@ -29,6 +29,7 @@ role_name_invalid, role_name_duplicate, header_missing, header_unknown_role, hea
 run_script_missing, cluster_unknown, cluster_offline (warning), replicas_invalid, gpus_invalid,
 gpus_exceed_node, image_invalid, image_tag_required, image_latest_refused, selector_key_invalid,
 selector_value_invalid, selector_matches_too_few (error or warning), mount_invalid,
+hostpath_not_allowed (a hostPath source outside its cluster's allow-list, ADR 0006),
 path_not_absolute, env_name_invalid, env_name_reserved, env_overridden (warning),
 output_not_on_mount (warning), ssh_key_unknown, network_domain_unknown, network_domain_missing
 (warning), secret_detected, and the ``rlinf_*`` codes of ``rlinf.py``.
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from rlark_contracts.hostpaths import source_decision
 from rlark_secretscan import SecretFinding, scan_assignment, scan_text
 
 from rlark_scheduler.domain import selectors
@@ -115,11 +117,13 @@ class NodeView:
 
 @dataclass(frozen=True, slots=True)
 class ClusterView:
-    """A cluster and its nodes; ``online`` is false when its agent stopped answering."""
+    """A cluster and its nodes; ``online`` is false when its agent stopped answering;
+    ``hostpath_allow`` is its hostPath policy (normalised prefixes; empty allows none)."""
 
     name: str
     online: bool = True
     nodes: tuple[NodeView, ...] = ()
+    hostpath_allow: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -627,6 +631,23 @@ class _Validator:
                     )
                 targets.add(normalised)
             self.mount_source(mount_path, mount.type, mount.source, mount.secret_ref)
+            if mount.type is MountType.HOST_PATH:
+                self.host_path(f"{mount_path}.source", mount.source, role.cluster)
+
+    def host_path(self, source_path: str, source: str, cluster_name: str) -> None:
+        """A hostPath source must lie under the role's cluster's allow-list (default deny)."""
+        cluster = self.ctx.clusters.get(cluster_name)
+        if cluster is None or not source.startswith("/") or ".." in source.split("/"):
+            return  # cluster_unknown / path_not_absolute already say what is wrong
+        decision = source_decision(source, cluster.hostpath_allow)
+        if not decision.allowed:
+            self.add(
+                "hostpath_not_allowed",
+                f'{source_path}: host path {source} may not be mounted on cluster "{cluster_name}": '
+                f"{decision.rule}. An admin sets which host directories workers may mount "
+                f"(rlark clusters hostpaths set {cluster_name} PREFIX...)",
+                source_path,
+            )
 
     def mount_source(self, mount_path: str, kind: MountType, source: str, secret_ref: str | None) -> None:
         source_path = f"{mount_path}.source"

@@ -1,0 +1,93 @@
+"""hostPath mounts are checked against the role's cluster's policy at validation: default deny, an
+allow-list of prefixes, every refusal naming the mount's source field and the rule that refused it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rlark_scheduler.domain.spec import parse_job_document
+from rlark_scheduler.domain.validation import (
+    ClusterView,
+    NodeView,
+    ValidationContext,
+    ValidationReport,
+    validate_job,
+)
+
+pytestmark = pytest.mark.unit
+
+SOURCE_FIELD = "spec.tasks[0].mounts[1].source"
+
+
+def _ctx(allow: tuple[str, ...]) -> ValidationContext:
+    nodes = (NodeView("n1", "lab", {}, ready=True, schedulable=True, gpu_total=0, gpu_free=0),)
+    return ValidationContext.build([ClusterView("lab", True, nodes, hostpath_allow=allow)], ["k"])
+
+
+def _job(source: str, *, read_only: bool = False) -> dict[str, Any]:
+    mounts = [
+        {"name": "scratch", "type": "hostPath", "source": "/srv/scratch", "path": "/scratch"},
+        {"name": "data", "type": "hostPath", "source": source, "path": "/data", "readOnly": read_only},
+    ]
+    role = {"name": "header", "cluster": "lab", "image": "python:3.11-slim", "mounts": mounts}
+    spec = {"header": "header", "sshKeys": ["k"], "runScript": "true\n", "tasks": [role]}
+    return {"metadata": {"name": "hostpaths"}, "spec": spec}
+
+
+def _validate(source: str, allow: tuple[str, ...] = ("/srv",)) -> ValidationReport:
+    return validate_job(parse_job_document(_job(source)), _ctx(allow))
+
+
+def _refusal(report: ValidationReport) -> tuple[str, str, str]:
+    [error] = [e for e in report.errors if e.field == SOURCE_FIELD]
+    return error.code, error.field, error.message
+
+
+def test_a_source_under_an_allowed_prefix_is_accepted() -> None:
+    report = _validate("/srv/datasets/imagenet")
+    assert report.ok, report.errors
+
+
+@pytest.mark.parametrize(
+    ("source", "rule"),
+    [
+        ("/", "the root directory"),
+        ("/etc", "protected host path /etc"),
+        ("/var/run/docker.sock", "socket"),
+        ("/run/containerd/containerd.sock", "socket"),
+        ("/run/containerd", "protected host path /run"),
+        ("/srv2/x", "not under an allowed prefix (/srv)"),
+        ("/srv/./x", "'.' or '..'"),
+        ("/srv/datasets/containerd.sock", "socket"),
+    ],
+)
+def test_a_source_outside_the_policy_is_refused_naming_the_field_and_the_rule(source: str, rule: str) -> None:
+    code, field, message = _refusal(_validate(source))
+    assert (code, field) == ("hostpath_not_allowed", SOURCE_FIELD)
+    assert rule in message
+    assert message.startswith(SOURCE_FIELD)
+    assert 'cluster "lab"' in message
+
+
+def test_a_cluster_without_a_policy_allows_no_host_path() -> None:
+    report = _validate("/srv/datasets", allow=())
+    fields = {e.field for e in report.errors if e.code == "hostpath_not_allowed"}
+    assert fields == {"spec.tasks[0].mounts[0].source", SOURCE_FIELD}
+    assert "default deny" in _refusal(report)[2]
+
+
+def test_dot_dot_is_refused_once_as_a_path_error_not_resolved() -> None:
+    report = _validate("/etc/../")
+    assert [(e.code, e.field) for e in report.errors] == [("path_not_absolute", SOURCE_FIELD)]
+
+
+def test_the_policy_of_the_role_s_own_cluster_decides() -> None:
+    nodes = (NodeView("m1", "other", {}, ready=True, schedulable=True),)
+    other = ClusterView("other", True, nodes, hostpath_allow=("/data",))
+    ctx = ValidationContext.build([*_ctx(("/srv",)).clusters.values(), other], ["k"])
+    job = _job("/data/x")
+    assert {e.code for e in validate_job(parse_job_document(job), ctx).errors} == {"hostpath_not_allowed"}
+    job["spec"]["tasks"][0]["cluster"] = "other"
+    job["spec"]["tasks"][0]["mounts"] = job["spec"]["tasks"][0]["mounts"][1:]
+    assert validate_job(parse_job_document(job), ctx).ok

@@ -1,0 +1,144 @@
+"""Issue 14, item 2: a hostile user cannot reach the host through hostPath mounts.
+
+Through the real gateway, with a real local cluster and its agent: every hostPath source outside the
+cluster's allow-list — the root, the host's configuration (also behind ``..``), the platform's state
+directories, container-engine sockets — is refused at submission with 422 naming the mount's field,
+and nothing is stored; a source under an allowed prefix is accepted; only admins change the policy
+(REST and CLI). Before the policy existed every one of these jobs was accepted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import local_agent, nodes, write_cluster_file
+from jobs import document, role, wait_placeable
+from rlark_devinfra.paths import state_dir
+from stack import Stack, eventually
+
+pytestmark = pytest.mark.e2e
+
+CLUSTER = "lab"
+POLICY = f"/api/v1/clusters/{CLUSTER}/hostpath-policy"
+FIELD = "spec.tasks[0].mounts[1].source"
+
+
+def job(shared: Path, source: str) -> dict[str, Any]:
+    """A job whose first mount is allowed and whose second names ``source``."""
+    mounts = [
+        {"name": "shared", "type": "hostPath", "source": str(shared), "path": "/shared"},
+        {"name": "target", "type": "hostPath", "source": source, "path": "/target"},
+    ]
+    return document("hostile", [role("header", 1, CLUSTER, mounts=mounts)], "ls /target\n")
+
+
+async def lab(stack: Stack, tmp_path: Path) -> Any:
+    """Register the cluster (no hostPath policy yet) and return its agent (one node), not started."""
+    credential = await stack.register_cluster(CLUSTER)
+    cluster_file = write_cluster_file(tmp_path / "lab.yaml", CLUSTER, nodes(CLUSTER, 1))
+    return local_agent(stack.url, credential, cluster_file, tmp_path / "agent")
+
+
+def refusal(response: Any, code: str) -> None:
+    """``response`` is the 422 of a refused job whose only problem is the second mount's source."""
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == (code, FIELD), error
+    assert error["message"].startswith(FIELD)
+    assert [(e["code"], e["field"]) for e in error["details"]["errors"]] == [(code, FIELD)]
+
+
+@pytest.mark.parametrize(
+    ("source", "code"),
+    [
+        ("/", "hostpath_not_allowed"),
+        ("/etc", "hostpath_not_allowed"),
+        ("/etc/../", "path_not_absolute"),
+        ("STATE_DIR", "hostpath_not_allowed"),
+        ("AGENT_STATE_DIR", "hostpath_not_allowed"),
+        ("/var/run/docker.sock", "hostpath_not_allowed"),
+        ("/run/containerd/containerd.sock", "hostpath_not_allowed"),
+    ],
+)
+async def test_host_paths_outside_the_policy_are_refused_naming_the_field_and_nothing_is_stored(
+    stack: Stack, tmp_path: Path, source: str, code: str
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    source = {"STATE_DIR": str(state_dir()), "AGENT_STATE_DIR": str(tmp_path / "agent")}.get(source, source)
+    agent = await lab(stack, tmp_path)
+    _, hostile = await stack.new_user()
+    hostile_job, allowed = job(shared, source), job(shared, str(shared / "datasets"))
+    async with agent:
+        # The cluster and its node are known (a job without mounts could run), no policy is set yet.
+        await wait_placeable(stack, document("plain", [role("header", 1, CLUSTER)], "true\n"), token=hostile)
+        async with stack.client(hostile) as client:
+            before = await client.post("/api/v1/jobs", json=hostile_job)
+        assert before.status_code == 422, before.text  # default deny: both mounts refused
+        assert (code, FIELD) in [(e["code"], e["field"]) for e in before.json()["error"]["details"]["errors"]]
+
+        async with stack.client() as admin:
+            changed = await admin.put(POLICY, json={"allow": [str(shared)]})
+            assert changed.status_code == 200, changed.text
+        await wait_placeable(stack, allowed, token=hostile)
+        async with stack.client(hostile) as client:
+            refused = await client.post("/api/v1/jobs", json=hostile_job)
+            preview = await client.post("/api/v1/jobs:preview", json=hostile_job)
+            listed = await client.get("/api/v1/jobs")
+            accepted = await client.post("/api/v1/jobs", json=allowed)
+
+    refusal(refused, code)
+    assert [(e["code"], e["field"]) for e in preview.json()["errors"]] == [(code, FIELD)]
+    assert listed.json()["total"] == 0
+    assert accepted.status_code == 201, accepted.text
+
+
+async def test_a_cluster_allows_no_host_path_until_an_admin_says_so_and_users_cannot(
+    stack: Stack, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    await stack.register_cluster(CLUSTER)
+    user, hostile = await stack.new_user()
+
+    async with stack.client(hostile) as client:
+        put = await client.put(POLICY, json={"allow": ["/"]})
+        patched = await client.patch(f"/api/v1/clusters/{CLUSTER}", json={"hostpath_allow": ["/etc"]})
+        registered = await client.post("/api/v1/clusters", json={"name": "mine", "hostpath_allow": ["/"]})
+        read = await client.get(POLICY)
+    assert (put.status_code, patched.status_code, registered.status_code) == (403, 403, 403)
+    assert read.status_code == 200
+    assert read.json()["allow"] == []
+    by_cli = await stack.cli("clusters", "hostpaths", "set", CLUSTER, str(shared), token=hostile)
+    assert by_cli.returncode != 0
+    assert "admin" in by_cli.stderr + by_cli.stdout
+
+    async def preview_refusal() -> list[dict[str, Any]] | None:
+        async with stack.client(hostile) as client:
+            checked = await client.post("/api/v1/jobs:preview", json=job(shared, str(shared / "x")))
+        return [e for e in checked.json()["errors"] if e["code"] == "hostpath_not_allowed"] or None
+
+    refusals = await eventually(preview_refusal, what="the scheduler knows the cluster")
+    assert {e["field"] for e in refusals} == {"spec.tasks[0].mounts[0].source", FIELD}
+    assert all("default deny" in e["message"] for e in refusals)
+
+    by_admin = await stack.cli("clusters", "hostpaths", "set", CLUSTER, f"{shared}/", "--output", "json")
+    assert by_admin.returncode == 0, by_admin.stderr
+    async with stack.client(hostile) as client:
+        read = await client.get(POLICY)
+        shown = await client.get(f"/api/v1/clusters/{CLUSTER}")
+    assert read.json()["allow"] == [str(shared)]
+    assert shown.json()["hostpath_allow"] == [str(shared)]
+    refused_policy = await stack.cli("clusters", "hostpaths", "set", CLUSTER, "/var/run")
+    assert refused_policy.returncode != 0
+    assert "hostpath_allow[0]" in refused_policy.stderr + refused_policy.stdout
+
+    async def allowed() -> bool:
+        async with stack.client(hostile) as client:
+            checked = await client.post("/api/v1/jobs:preview", json=job(shared, str(shared / "x")))
+        return not any(e["code"] == "hostpath_not_allowed" for e in checked.json()["errors"])
+
+    await eventually(allowed, what="the scheduler applies the new policy")
+    assert user

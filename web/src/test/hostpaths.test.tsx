@@ -1,0 +1,72 @@
+/** A cluster's hostPath policy on its page: everyone sees the allowed host directories; admins replace
+ * the list, and a refused entry is shown with the server's message naming it, nothing changed. */
+import { fireEvent, screen, waitFor, within } from '@testing-library/react';
+import { describe, expect, it } from 'vitest';
+import i18n from '../i18n';
+import ClusterDetail from '../pages/ClusterDetail';
+import { apiError, mockApi, renderPage } from './helpers';
+
+const SUMMARY = {
+  nodes_total: 1, nodes_online: 1, nodes_offline: 0, online_rate: 1,
+  gpus_total: 0, gpus_allocatable: 0, gpus_allocated: 0, gpus_allocated_foreign: 0, gpus_free: 0,
+  running_jobs: 0, running_workers: 0,
+};
+const CLUSTER = { name: 'lab', online: true, runtime: 'local', summary: SUMMARY };
+const ROUTE = { route: '/clusters/lab', path: '/clusters/:name' };
+
+function routes(allow: string[], put?: (body: { allow: string[] }) => unknown) {
+  return {
+    'GET /api/v1/clusters/lab': { ...CLUSTER, hostpath_allow: allow },
+    'GET /api/v1/nodes': { total: 0, page: 1, page_size: 20, items: [] },
+    'GET /api/v1/labels': { items: [] },
+    'GET /api/v1/clusters/lab/hostpath-policy': { cluster: 'lab', allow },
+    ...(put ? { 'PUT /api/v1/clusters/lab/hostpath-policy': ({ body }: { body: unknown }) => put(body as { allow: string[] }) } : {}),
+  };
+}
+
+describe('hostPath policy', () => {
+  it('a user sees the allowed directories and cannot edit them', async () => {
+    await i18n.changeLanguage('en');
+    mockApi(routes(['/data/datasets', '/scratch']));
+    renderPage(<ClusterDetail />, { ...ROUTE, user: { username: 'bob', role: 'user' } });
+    const card = await screen.findByTestId('hostpath-policy');
+    expect(await within(card).findByText('/data/datasets')).toBeInTheDocument();
+    expect(within(card).getByText('/scratch')).toBeInTheDocument();
+    expect(screen.queryByTestId('hostpath-edit')).not.toBeInTheDocument();
+  });
+
+  it('a cluster without a policy says that no host directory can be mounted (in Chinese too)', async () => {
+    await i18n.changeLanguage('zh-CN');
+    mockApi(routes([]));
+    renderPage(<ClusterDetail />, ROUTE);
+    expect(await screen.findByTestId('hostpath-none')).toHaveTextContent('无：此集群上的任务不能挂载主机目录。');
+    await i18n.changeLanguage('en');
+    expect(await screen.findByTestId('hostpath-none')).toHaveTextContent('None: jobs on this cluster cannot mount host directories.');
+  });
+
+  it('an admin replaces the list, one prefix per line, and sees what the server stored', async () => {
+    await i18n.changeLanguage('en');
+    const { calls } = mockApi(routes([], (body) => ({ cluster: 'lab', allow: [...body.allow].sort() })));
+    renderPage(<ClusterDetail />, ROUTE);
+    fireEvent.click(await screen.findByTestId('hostpath-edit'));
+    fireEvent.change(screen.getByTestId('hostpath-input'), { target: { value: ' /srv/x \n\n/data/datasets\n' } });
+    fireEvent.click(screen.getByTestId('hostpath-save'));
+    const card = screen.getByTestId('hostpath-policy');
+    expect(await within(card).findByText('/data/datasets')).toBeInTheDocument();
+    expect(within(card).getByText('/srv/x')).toBeInTheDocument();
+    const put = calls.find((c) => c.method === 'PUT');
+    expect(put?.body).toEqual({ allow: ['/srv/x', '/data/datasets'] });
+  });
+
+  it('a refused entry shows the server message naming it and keeps the draft', async () => {
+    await i18n.changeLanguage('en');
+    const message = 'hostpath_allow[0]: /etc overlaps the protected host path /etc, which no policy can allow';
+    mockApi(routes(['/scratch'], () => apiError(422, 'hostpath_policy_invalid', message, 'hostpath_allow[0]')));
+    renderPage(<ClusterDetail />, ROUTE);
+    fireEvent.click(await screen.findByTestId('hostpath-edit'));
+    fireEvent.change(screen.getByTestId('hostpath-input'), { target: { value: '/etc' } });
+    fireEvent.click(screen.getByTestId('hostpath-save'));
+    await waitFor(() => expect(screen.getByTestId('hostpath-policy')).toHaveTextContent(message));
+    expect(screen.getByTestId('hostpath-input')).toHaveValue('/etc');
+  });
+});
