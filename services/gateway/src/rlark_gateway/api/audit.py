@@ -6,11 +6,12 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from rlark_platform.openapi import error_responses
 
 from rlark_gateway.api.deps import AdminDep, GatewayDep, PageDep, PageSizeDep
 from rlark_gateway.api.models import AuditEntry, Page
 
-router = APIRouter(prefix="/api/v1/audit", tags=["audit"])
+router = APIRouter(prefix="/api/v1/audit", tags=["audit"], responses=error_responses(401, 403, 422))
 
 
 @router.get("", response_model=Page[AuditEntry])

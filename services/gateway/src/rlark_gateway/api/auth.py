@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 from rlark_platform.errors import ApiError
+from rlark_platform.openapi import error_responses
 
 from rlark_gateway.api.deps import (
     SESSION_COOKIE,
@@ -35,7 +36,7 @@ async def setup_status(gw: GatewayDep) -> SetupStatus:
     return SetupStatus(needs_admin=await gw.accounts.needs_admin())
 
 
-@router.post("/login", response_model=LoginResponse)
+@router.post("/login", response_model=LoginResponse, responses=error_responses(401, 422, 429))
 async def login(body: LoginRequest, request: Request, response: Response, gw: GatewayDep) -> LoginResponse:
     """Check the password and start a console session (cookie ``rlark_session``, HttpOnly, SameSite=Lax).
 
@@ -66,7 +67,7 @@ async def login(body: LoginRequest, request: Request, response: Response, gw: Ga
     )
 
 
-@router.post("/logout", status_code=204)
+@router.post("/logout", status_code=204, responses=error_responses(401))
 async def logout(request: Request, principal: PrincipalDep, gw: GatewayDep) -> Response:
     """End the credential of this request: the console session, or the API token sent as Bearer."""
     note = audit_note(request)
@@ -79,12 +80,12 @@ async def logout(request: Request, principal: PrincipalDep, gw: GatewayDep) -> R
     return response
 
 
-@router.get("/me", response_model=Me)
+@router.get("/me", response_model=Me, responses=error_responses(401))
 async def me(principal: PrincipalDep) -> Me:
     return Me(username=principal.username, role=principal.role)
 
 
-@router.post("/password", status_code=204)
+@router.post("/password", status_code=204, responses=error_responses(401, 403, 422, 429))
 async def change_password(
     body: PasswordChange, request: Request, principal: PrincipalDep, gw: GatewayDep
 ) -> Response:
@@ -97,7 +98,7 @@ async def change_password(
     return Response(status_code=204)
 
 
-@router.post("/tokens", response_model=TokenCreated, status_code=201)
+@router.post("/tokens", response_model=TokenCreated, status_code=201, responses=error_responses(401, 422))
 async def create_token(
     body: TokenRequest, request: Request, principal: PrincipalDep, gw: GatewayDep
 ) -> TokenCreated:
@@ -111,7 +112,7 @@ async def create_token(
     )
 
 
-@router.get("/tokens", response_model=Page[TokenInfo])
+@router.get("/tokens", response_model=Page[TokenInfo], responses=error_responses(401, 422))
 async def list_tokens(
     principal: PrincipalDep, gw: GatewayDep, page: PageDep = 1, page_size: PageSizeDep = 50
 ) -> Page[TokenInfo]:
@@ -125,7 +126,7 @@ async def list_tokens(
     return Page[TokenInfo](items=items, total=len(records), page=page, page_size=page_size)
 
 
-@router.delete("/tokens/{token_id}", status_code=204)
+@router.delete("/tokens/{token_id}", status_code=204, responses=error_responses(401, 404))
 async def revoke_token(token_id: str, request: Request, principal: PrincipalDep, gw: GatewayDep) -> Response:
     """Revoke one of your API tokens."""
     note = audit_note(request)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 from fastapi import APIRouter, FastAPI, Request, Response
 from rlark_platform.errors import ApiError
+from rlark_platform.openapi import error_responses
 
 from rlark_gateway.api.deps import audit_note, authenticate, gateway
 from rlark_gateway.domain.access import (
@@ -77,6 +79,16 @@ def _handler(route: ProxyRoute) -> Callable[[Request, str], Awaitable[Response]]
     return forward
 
 
+PROXIED_RESPONSES: dict[int | str, dict[str, Any]] = {
+    201: {"description": "Created (the service's answer)"},
+    202: {"description": "Accepted (the service's answer)"},
+    204: {"description": "Done, no content (the service's answer)"},
+    **error_responses(401, 403, 404, 409, 413, 422, 503, 504),
+}
+"""Every status a forwarded request can answer: the services' (see their documents) and the gateway's own
+(401, 403 before forwarding; 404 for a path no service serves; 503, 504 when the service is away)."""
+
+
 def add_proxy_routes(app: FastAPI) -> None:
     """One documented route per resource and method, then a catch-all that answers 404 (after auth)."""
     for route in PROXY_ROUTES:
@@ -92,6 +104,7 @@ def add_proxy_routes(app: FastAPI) -> None:
                 description=f"{route.summary}. Forwarded to the {route.service} service; see docs/api.md.",
                 operation_id=f"proxy_{route.resource}_{method.lower()}",
                 response_class=Response,
+                responses=PROXIED_RESPONSES,
             )
         app.include_router(router)
 

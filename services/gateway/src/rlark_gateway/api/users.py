@@ -6,12 +6,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from rlark_platform.errors import invalid
+from rlark_platform.openapi import error_responses
 
 from rlark_gateway.api.deps import AdminDep, GatewayDep, PageDep, PageSizeDep, audit_note
 from rlark_gateway.api.models import Page, UserCreate, UserOut, UserPatch
 from rlark_gateway.handlers import User
 
-router = APIRouter(prefix="/api/v1/users", tags=["users"])
+router = APIRouter(prefix="/api/v1/users", tags=["users"], responses=error_responses(401, 403, 422))
 
 
 def _out(user: User) -> UserOut:
@@ -36,19 +37,19 @@ async def list_users(
     return Page[UserOut](items=[_out(u) for u in users], total=total, page=page, page_size=page_size)
 
 
-@router.post("", response_model=UserOut, status_code=201)
+@router.post("", response_model=UserOut, status_code=201, responses=error_responses(409))
 async def create_user(body: UserCreate, request: Request, admin: AdminDep, gw: GatewayDep) -> UserOut:
     note = audit_note(request)
     note.action, note.target = "users.create", f"users/{body.username}"
     return _out(await gw.accounts.create_user(admin, body.username, body.password, body.role))
 
 
-@router.get("/{username}", response_model=UserOut)
+@router.get("/{username}", response_model=UserOut, responses=error_responses(404))
 async def get_user(username: str, _: AdminDep, gw: GatewayDep) -> UserOut:
     return _out(await gw.accounts.get_user(username))
 
 
-@router.patch("/{username}", response_model=UserOut)
+@router.patch("/{username}", response_model=UserOut, responses=error_responses(404, 409))
 async def update_user(
     username: str, body: UserPatch, request: Request, admin: AdminDep, gw: GatewayDep
 ) -> UserOut:
@@ -60,7 +61,7 @@ async def update_user(
     return _out(await gw.accounts.update_user(admin, username, role=body.role, password=body.password))
 
 
-@router.delete("/{username}", status_code=204)
+@router.delete("/{username}", status_code=204, responses=error_responses(404, 409))
 async def delete_user(username: str, request: Request, admin: AdminDep, gw: GatewayDep) -> Response:
     """Delete a user with their sessions and API tokens. Keys and jobs stay with their services."""
     note = audit_note(request)
