@@ -475,7 +475,8 @@ async def _tunnel_gloo(ctx: Context) -> Outcome:
                 BASELINE,
             ),
             Row(
-                f"{what}: through the tunnel, domain MTU {r['mtu']} (ratio to direct)",
+                f"{what}: through the tunnel ({r['dataplane']} data path), domain MTU {r['mtu']} "
+                "(ratio to direct)",
                 f"{tunnel['mb_per_s']:,.0f} MB/s ({tunnel['mean_s'] * 1000:.0f} ms each; {r['ratio']:.2f}×; "
                 f"{r['rounds']} interleaved rounds)" + ("" if correct else "; WRONG SUMS"),
                 "≥ 0.5× direct, sums right",

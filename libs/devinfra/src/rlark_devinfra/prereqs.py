@@ -23,7 +23,7 @@ from typing import Annotated
 
 import typer
 
-from rlark_devinfra import kafka, paths, web
+from rlark_devinfra import kafka, paths, tunnel_dp, web
 from rlark_devinfra.k8s import build as k8s_build
 
 RLINF_VERSION = "0.3.0"
@@ -86,6 +86,12 @@ STEPS = (
         "~20 min",
         k8s_build.is_built,
         k8s_build.build,
+    ),
+    Step(
+        "network-domain data path rlark-tunnel-dp (Go; golang.org/x/crypto from the module proxy)",
+        "~30 s",
+        tunnel_dp.is_built,
+        tunnel_dp.build,
     ),
     Step("web console (npm ci + Vite build)", "~2 min", _web_ready, _web_make),
     Step(

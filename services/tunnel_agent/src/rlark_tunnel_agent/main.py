@@ -71,6 +71,7 @@ def build_workers(ctx: ServiceContext) -> list[Runnable]:
                 listen_port=settings.tunnel_listen_port,
                 listen_ports=settings.tunnel_listen_ports,
                 netns=settings.tunnel_netns,
+                dataplane=settings.tunnel_dataplane,
                 ping_interval_s=settings.tunnel_ping_interval_s,
                 dead_after_s=settings.tunnel_dead_after_s,
                 backoff_max_s=settings.tunnel_backoff_max_s,

@@ -51,6 +51,13 @@ class TunnelAgentSettings(ServiceSettings):
         default=None,
         description="Network namespace (name or /run/netns path) of the tunnel sockets; unset: the agent's",
     )
+    tunnel_dataplane: str | None = Field(
+        default=None,
+        description=(
+            "Local runtime: path of the rlark-tunnel-dp binary (Go data path, ADR 0008; `make prereqs` "
+            "builds it); unset: the asyncio forwarder"
+        ),
+    )
     tunnel_ping_interval_s: float = Field(default=1.0, gt=0, description="A PING on every link this often")
     tunnel_dead_after_s: float = Field(default=4.0, gt=0, description="A link silent this long is down")
     tunnel_backoff_max_s: float = Field(default=2.0, gt=0, description="Longest wait between two dials")

@@ -1,4 +1,5 @@
-"""The data path in real network namespaces: real TUN devices, real asyncssh, real agents.
+"""The data path in real network namespaces: real TUN devices, real SSH, real agents — each test
+runs against both data paths (the Go ``rlark-tunnel-dp`` and the asyncio forwarder).
 
 Test bed (``TunnelBed``): clusters ``a`` (worker a1) and ``b`` (workers b1, b2), each agent in its
 own namespace, joined only by one veth link; workers have nothing but ``lo`` and the TUN device
@@ -24,9 +25,11 @@ pytestmark = pytest.mark.netns
 PROBE = [sys.executable, "-m", "rlark_tunnel_agent.tunnel.probe"]
 
 
-@pytest.fixture(scope="module")
-def bed() -> Iterator[TunnelBed]:
-    with TunnelBed(f"t{os.getpid() % 100000}") as test_bed:
+@pytest.fixture(scope="module", params=["go", "asyncio"])
+def bed(request: pytest.FixtureRequest) -> Iterator[TunnelBed]:
+    """The bed with each data path: the Go ``rlark-tunnel-dp`` and the asyncio forwarder."""
+    options = {} if request.param == "go" else {"dataplane": None}
+    with TunnelBed(f"t{request.param[0]}{os.getpid() % 10000}", options=options) as test_bed:
         yield test_bed
 
 

@@ -17,13 +17,15 @@ from rlark_tunnel_agent.tunnel.testbed import TunnelBed
 pytestmark = pytest.mark.netns
 
 
-@pytest.fixture(scope="module")
-def relayed() -> Iterator[TunnelBed]:
+@pytest.fixture(scope="module", params=["go", "asyncio"])
+def relayed(request: pytest.FixtureRequest) -> Iterator[TunnelBed]:
+    """The relay bed with each data path (the Go ``rlark-tunnel-dp`` and the asyncio forwarder)."""
     with TunnelBed(
-        f"y{os.getpid() % 100000}",
+        f"y{request.param[0]}{os.getpid() % 10000}",
         {"a": ["a1"], "c": ["c1"], "r": []},
         links=[("a", "r"), ("c", "r")],
         relays={("a", "c"): "r"},
+        options={} if request.param == "go" else {"dataplane": None},
     ) as bed:
         yield bed
 

@@ -95,6 +95,10 @@ class TunnelOptions:
     """A link silent this long is declared down (a cut cable does not close TCP for minutes)."""
     backoff_max_s: float = 2.0
     """Longest wait between two dials of a down link."""
+    dataplane: str | None = None
+    """Path of the ``rlark-tunnel-dp`` binary: each domain's packets then move in that Go process
+    (ADR 0008); None: the asyncio forwarder. Only the local runtime's TUNs use it (pods' sidecars
+    stream to the asyncio forwarder)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +255,7 @@ class DomainTunnels:
             ping_interval_s=self.options.ping_interval_s,
             dead_after_s=self.options.dead_after_s,
             backoff_max_s=self.options.backoff_max_s,
+            dataplane=self.options.dataplane,
         )
         await self.supervisor.worker_landed(
             config,

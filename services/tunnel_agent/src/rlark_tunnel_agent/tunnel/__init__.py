@@ -3,13 +3,15 @@
 Each worker of a job in a domain holds its virtual IP on a TUN device in its own network
 namespace, with the route for the domain network. The cluster's tunnel-agent owns the device's
 file descriptor and forwards by destination address: to the local worker's TUN, or framed over
-one asyncssh connection per peer cluster (directly, or through a relay cluster when the two cannot
-reach each other). See README.md beside this file for the design, the measurements and the
+one SSH-authenticated link per peer cluster (directly, or through a relay cluster when the two
+cannot reach each other). See README.md beside this file for the design, the measurements and the
 packages the test bed needs.
 
 Layers (dependencies point down):
 
 - ``supervisor``  — tunnels of a domain up with its first local worker, down with its last;
+- ``dataplane``   — ``DataplaneForwarder``: the same API, packets moved by the Go ``rlark-tunnel-dp``
+  (ADR 0008); ``new_forwarder`` picks it when ``ForwarderConfig.dataplane`` names the binary;
 - ``forwarder``   — ``TunnelForwarder``: one domain in one agent, wiring core and adapters;
 - ``sshlink`` / ``tun`` — I/O adapters: peer links over asyncssh, TUN devices in namespaces;
 - ``routing`` / ``frames`` — the pure core: decisions, anti-spoofing, framing (no I/O);

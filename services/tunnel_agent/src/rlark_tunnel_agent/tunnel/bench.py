@@ -24,7 +24,9 @@ Three more measures, each in a bed of its own (clusters ``a`` = [a1], ``b`` = [b
 - ``gloo_allreduce``: a torch.distributed Gloo group of two ranks (rank 0 in a1, rank 1 in b1)
   all-reducing a 64 MiB float32 tensor — over the tunnel (``GLOO_SOCKET_IFNAME`` = the worker's
   TUN) and over the same direct veth (``direct``), paths taking turns. MB/s per path = the
-  tensor's bytes / mean seconds per all-reduce, and the ratio (target ≥ 0.5×). Needs torch.
+  tensor's bytes / mean seconds per all-reduce, and the ratio (target ≥ 0.5×; the asyncio
+  forwarder reached 0.14–0.27×, the Go data path 0.46–0.56× on the loaded 2-core machine,
+  ADR 0008). The agents' CPU includes their ``rlark-tunnel-dp`` children. Needs torch.
 - ``flood``: ``packets`` small UDP frames (iperf3 ``-u -l 32``) each way, both directions at
   once; the peer links' counters are sampled every second. A *stall* is a window of ≥ 2 s in
   which a direction still offered traffic and its counter did not move. Reports packets, seconds,
@@ -543,6 +545,23 @@ class _GlooPath:
         }
 
 
+def _with_descendants(pids: Sequence[int]) -> list[int]:
+    """``pids`` and every process below them (a node's ``rlark-tunnel-dp`` data path)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], list(pids)
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU seconds ``pid`` has used so far (``/proc/<pid>/stat``)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -583,11 +602,12 @@ def gloo_allreduce(
     }
     with TunnelBed(f"gloo{os.getpid() % 100000}", {"a": ["a1"], "b": ["b1"]}, options={"mtu": mtu}) as bed:
         _direct_veth(bed, direct_mtu)
+        result["dataplane"] = "go" if bed.options.get("dataplane") else "asyncio"
         device = next(w["device"] for w in bed.state("b")["workers"] if w["worker"] == "b1")
         before = _counters(bed)
         paths: list[_GlooPath] = []
         try:
-            agents = [node.proc.pid for node in bed.nodes.values()]
+            agents = _with_descendants([node.proc.pid for node in bed.nodes.values()])
             paths.append(_GlooPath(bed, "tunnel", device, bed.vip("a1"), GLOO_PORT, numel, warmup, agents))
             paths.append(_GlooPath(bed, "direct", "direct", DIRECT_A, GLOO_PORT + 1, numel, warmup))
             for path in paths:

@@ -79,6 +79,13 @@ class ForwarderConfig:
     netns: str | None = None
     """The network namespace (name or path) in which the tunnel sockets live — the server's
     listening socket and the dialers' sockets; None: the agent's own. Workers' TUNs are unaffected."""
+    dataplane: str | None = None
+    """Path of the ``rlark-tunnel-dp`` binary: the packet path runs there (``dataplane.py``, ADR
+    0008). None: this module's asyncio forwarder (worker sidecar streams need it)."""
+    dataplane_transport: str = "keyed"
+    """With ``dataplane``: ``keyed`` — frames on a second connection, AES-128-GCM with keys agreed
+    inside the pinned SSH session — or ``ssh`` — frames on the SSH channel itself (about 3x the
+    CPU per byte; measured in ADR 0008)."""
 
 
 @dataclass(frozen=True, slots=True)

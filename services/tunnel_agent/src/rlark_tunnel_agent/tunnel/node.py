@@ -26,9 +26,11 @@ from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 from typing import Any
 
+from rlark_tunnel_agent.tunnel.dataplane import new_forwarder
 from rlark_tunnel_agent.tunnel.forwarder import ForwarderConfig, PeerSpec, TunnelForwarder
 from rlark_tunnel_agent.tunnel.keys import read_private_key
 from rlark_tunnel_agent.tunnel.sidecar import SidecarServer
+from rlark_tunnel_agent.tunnel.supervisor import Forwarder
 
 _TUNABLES = (
     "listen_host",
@@ -42,6 +44,8 @@ _TUNABLES = (
     "dead_after_s",
     "connect_timeout_s",
     "backoff_max_s",
+    "dataplane",
+    "dataplane_transport",
 )
 
 
@@ -96,7 +100,7 @@ class NodeConfig:
         )
 
 
-async def _handle(forwarder: TunnelForwarder, request: dict[str, Any], stop: asyncio.Event) -> Any:
+async def _handle(forwarder: Forwarder, request: dict[str, Any], stop: asyncio.Event) -> Any:
     op = request.get("op")
     if op == "state":
         return {"state": forwarder.state().as_dict()}
@@ -117,8 +121,10 @@ async def _handle(forwarder: TunnelForwarder, request: dict[str, Any], stop: asy
 
 
 async def serve(config: NodeConfig) -> None:
-    forwarder = TunnelForwarder(config.forwarder, read_private_key(config.private_key_file))
-    sidecars = SidecarServer(forwarder)
+    forwarder = new_forwarder(config.forwarder, read_private_key(config.private_key_file))
+    if not isinstance(forwarder, TunnelForwarder) and config.sidecars:
+        raise ValueError("sidecars: a worker's sidecar stream needs the asyncio forwarder (no dataplane)")
+    sidecars = SidecarServer(forwarder if isinstance(forwarder, TunnelForwarder) else None)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

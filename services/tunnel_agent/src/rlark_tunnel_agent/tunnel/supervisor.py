@@ -21,10 +21,10 @@ from typing import Protocol
 
 import asyncssh
 
+from rlark_tunnel_agent.tunnel.dataplane import new_forwarder
 from rlark_tunnel_agent.tunnel.forwarder import (
     ForwarderConfig,
     PeerSpec,
-    TunnelForwarder,
     TunnelState,
 )
 
@@ -54,7 +54,7 @@ ForwarderFactory = Callable[[ForwarderConfig, asyncssh.SSHKey], Forwarder]
 
 
 class TunnelSupervisor:
-    def __init__(self, factory: ForwarderFactory = TunnelForwarder) -> None:
+    def __init__(self, factory: ForwarderFactory = new_forwarder) -> None:
         self._factory = factory
         self._forwarders: dict[str, Forwarder] = {}
         self._relaying: set[str] = set()

@@ -9,6 +9,9 @@ Workers named in ``sidecars`` are attached the Kubernetes way instead: a veth "p
 (10.244.0.0/16, a /30 each) joins the worker's namespace to its agent's, and a ``sidecar``
 process inside the worker's namespace creates the TUN and streams to the agent's sidecar port.
 
+Nodes run the Go data path (``rlark-tunnel-dp``, built by ``make prereqs``) unless ``options``
+says ``"dataplane": None`` (the asyncio forwarder) or the bed has sidecar workers (they need it).
+
 Root only; used by ``tests/tunnel`` (marked ``netns``) and ``bench.py``. Every namespace, device
 and process it makes is removed by ``close()`` (also on failure to start).
 """
@@ -31,7 +34,7 @@ from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 from typing import Any
 
-from rlark_devinfra import netns
+from rlark_devinfra import netns, tunnel_dp
 
 from rlark_tunnel_agent.tunnel import keys, node
 from rlark_tunnel_agent.tunnel.tun import DEFAULT_MTU
@@ -69,6 +72,9 @@ class TunnelBed:
         self.link_pairs = links
         self.relays = relays or {}
         self.options = {"ping_interval_s": 0.5, "dead_after_s": 2.5, **(options or {})}
+        if "dataplane" not in self.options:  # the Go data path, as the local runtime's agent runs it
+            # A sidecar's frame stream needs the asyncio forwarder, and all nodes of a bed speak alike.
+            self.options["dataplane"] = None if sidecars else str(tunnel_dp.require_built())
         self.bed: netns.TestBed | None = None
         self.nodes: dict[str, NodeProcess] = {}
         self.sidecar_workers = list(sidecars)

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Frame kinds on a peer link's channel (frames.py): a 4-byte big-endian header, kind in the top 8
+// bits, payload length in the low 24, then the payload.
+const (
+	framePacket = 0
+	framePing   = 1
+	framePong   = 2
+	headerSize  = 4
+	maxPayload  = 1<<24 - 1
+)
+
+const (
+	// batchBytes bounds one channel write: many frames, one SSH write call (x/crypto/ssh cuts it
+	// into SSH packets of the peer's maximum size).
+	batchBytes = 256 * 1024
+	readBuffer = 1 << 20
+)
+
+// Link states, as routing/sshlink.py name them.
+const (
+	stateDown       = "down"
+	stateConnecting = "connecting"
+	stateUp         = "up"
+)
+
+// peerLink is one peer cluster of the domain: its current SSH session (if any), state, counters.
+type peerLink struct {
+	cluster  string
+	dials    bool
+	counters Counters
+	cur      atomic.Pointer[session]
+
+	mu        sync.Mutex
+	state     string
+	rtt       time.Duration
+	hasRTT    bool
+	lastError string
+	hasError  bool
+	connects  int
+	upSince   time.Time
+
+	pingInterval, deadAfter time.Duration
+	router                  *Router
+}
+
+func newPeerLink(cluster string, dials bool, r *Router, ping, dead time.Duration) *peerLink {
+	return &peerLink{cluster: cluster, dials: dials, state: stateDown, router: r, pingInterval: ping, deadAfter: dead}
+}
+
+func (p *peerLink) stats() *Counters { return &p.counters }
+
+// peerBatch is the frames of one wakeup's packets towards one peer.
+type peerBatch struct {
+	frames  []byte
+	packets int
+}
+
+func newPeerBatch() *peerBatch {
+	return &peerBatch{frames: make([]byte, 0, batchBytes+packetBufSize+headerSize)}
+}
+
+// add frames pkt into the batch; true when the batch is full and must go out now.
+func (b *peerBatch) add(pkt []byte) bool {
+	b.frames = appendHeader(b.frames, framePacket, len(pkt))
+	b.frames = append(b.frames, pkt...)
+	b.packets++
+	return len(b.frames) >= batchBytes
+}
+
+// writeBatch writes the batch on the current session (one write) and empties it. It blocks while
+// the connection's send buffer is full: the worker's device queue then fills and its TCP slows
+// down, as behind a congested NIC.
+func (p *peerLink) writeBatch(b *peerBatch) {
+	s := p.cur.Load()
+	if s == nil || !s.write(b.frames) {
+		p.counters.drop(dropLinkDown, uint64(b.packets))
+	} else {
+		p.counters.PacketsOut.Add(uint64(b.packets))
+		p.counters.BytesOut.Add(uint64(len(b.frames)))
+	}
+	b.frames, b.packets = b.frames[:0], 0
+}
+
+// relay sends one packet received from another peer (a relay cluster's forwarding).
+func (p *peerLink) relay(pkt []byte) {
+	b := &peerBatch{frames: make([]byte, 0, headerSize+len(pkt))}
+	b.add(pkt)
+	p.writeBatch(b)
+}
+
+func (p *peerLink) setConnecting() {
+	p.mu.Lock()
+	if p.cur.Load() == nil {
+		p.state = stateConnecting
+	}
+	p.mu.Unlock()
+}
+
+func (p *peerLink) fail(reason string) {
+	p.mu.Lock()
+	p.lastError, p.hasError = reason, true
+	if p.cur.Load() == nil {
+		p.state = stateDown
+	}
+	p.mu.Unlock()
+}
+
+// attach makes a new session the link's current one, replacing (closing) any older one. Frames
+// travel on data (the keyed stream) when it is given, else on the SSH channel itself.
+func (p *peerLink) attach(conn ssh.Conn, ch ssh.Channel, data *sealedConn) *session {
+	s := &session{link: p, conn: conn, rw: ch, done: make(chan struct{})}
+	if data != nil {
+		s.rw, s.data = data, data
+		go func() { // the channel carries nothing more: its end (or the connection's) ends the session
+			io.Copy(io.Discard, ch)
+			s.close("ssh channel closed by peer")
+		}()
+	}
+	s.lastRx.Store(time.Now().UnixNano())
+	p.mu.Lock()
+	old := p.cur.Swap(s)
+	p.state = stateUp
+	p.upSince = time.Now()
+	p.connects++
+	p.mu.Unlock()
+	if old != nil {
+		old.close("replaced by a newer connection")
+	}
+	go s.reader()
+	go s.keepalive()
+	return s
+}
+
+// close takes the link down (the current session, if any, with reason).
+func (p *peerLink) close(reason string) {
+	if s := p.cur.Load(); s != nil {
+		s.close(reason)
+	}
+}
+
+func (p *peerLink) snapshot() map[string]any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]any{
+		"cluster": p.cluster, "state": p.state, "dials": p.dials, "connects": p.connects,
+		"rtt_ms": nil, "last_error": nil, "up_since": nil, "counters": p.counters.snapshot(),
+	}
+	if p.hasRTT {
+		out["rtt_ms"] = float64(p.rtt.Microseconds()) / 1000
+	}
+	if p.hasError {
+		out["last_error"] = p.lastError
+	}
+	if p.state == stateUp {
+		out["up_since"] = float64(p.upSince.UnixNano()) / 1e9
+	}
+	return out
+}
+
+// session is one SSH connection and its frame channel to the peer.
+type session struct {
+	link   *peerLink
+	conn   ssh.Conn
+	rw     io.ReadWriter
+	data   *sealedConn
+	wmu    sync.Mutex // frames are written whole: one writer at a time
+	done   chan struct{}
+	once   sync.Once
+	lastRx atomic.Int64
+}
+
+func (s *session) close(reason string) {
+	s.once.Do(func() {
+		p := s.link
+		p.mu.Lock()
+		if p.cur.CompareAndSwap(s, nil) {
+			p.state = stateDown
+			p.lastError, p.hasError = reason, true
+		}
+		p.mu.Unlock()
+		close(s.done)
+		if s.data != nil {
+			s.data.conn.Close()
+		}
+		s.conn.Close()
+	})
+}
+
+func (s *session) write(b []byte) bool {
+	s.wmu.Lock()
+	_, err := s.rw.Write(b)
+	s.wmu.Unlock()
+	if err != nil {
+		s.close(fmt.Sprintf("write failed: %v", err))
+		return false
+	}
+	return true
+}
+
+func appendHeader(b []byte, kind byte, n int) []byte {
+	return binary.BigEndian.AppendUint32(b, uint32(kind)<<24|uint32(n))
+}
+
+// reader cuts the channel's byte stream into frames: packets are routed (written to a worker's
+// device, or queued towards the next peer on a relay), PINGs answered, PONGs timed.
+func (s *session) reader() {
+	buf := make([]byte, readBuffer)
+	fill := 0
+	p := s.link
+	for {
+		n, err := s.rw.Read(buf[fill:])
+		if err != nil {
+			s.close(fmt.Sprintf("channel closed: %v", err))
+			return
+		}
+		s.lastRx.Store(time.Now().UnixNano())
+		p.counters.BytesIn.Add(uint64(n))
+		fill += n
+		off := 0
+		for fill-off >= headerSize {
+			word := binary.BigEndian.Uint32(buf[off:])
+			kind, length := byte(word>>24), int(word&maxPayload)
+			if length > readBuffer-headerSize {
+				s.close(fmt.Sprintf("protocol error: frame of %d bytes", length))
+				return
+			}
+			end := off + headerSize + length
+			if end > fill {
+				break
+			}
+			payload := buf[off+headerSize : end]
+			switch kind {
+			case framePacket:
+				p.counters.PacketsIn.Add(1)
+				switch out, reason := p.router.decide(payload, p); o := out.(type) {
+				case nil:
+					p.counters.drop(reason, 1)
+				case *workerLink:
+					o.deliver(payload)
+				case *peerLink:
+					o.relay(payload)
+				}
+			case framePing:
+				frame := appendHeader(make([]byte, 0, headerSize+len(payload)), framePong, len(payload))
+				if !s.write(append(frame, payload...)) {
+					return
+				}
+			case framePong:
+				if len(payload) == 8 {
+					sent := int64(binary.BigEndian.Uint64(payload))
+					p.mu.Lock()
+					p.rtt, p.hasRTT = time.Duration(time.Now().UnixNano()-sent), true
+					p.mu.Unlock()
+				}
+			default:
+				s.close(fmt.Sprintf("protocol error: unknown frame kind %d", kind))
+				return
+			}
+			off = end
+		}
+		fill = copy(buf, buf[off:fill])
+	}
+}
+
+// keepalive sends a PING every interval and declares the link dead after deadAfter of silence
+// (a cut cable does not close a TCP connection for minutes).
+func (s *session) keepalive() {
+	p := s.link
+	ticker := time.NewTicker(p.pingInterval)
+	defer ticker.Stop()
+	for {
+		silent := time.Duration(time.Now().UnixNano() - s.lastRx.Load())
+		if silent > p.deadAfter {
+			s.close(fmt.Sprintf("no frames from peer for %.1f s", silent.Seconds()))
+			return
+		}
+		frame := appendHeader(make([]byte, 0, headerSize+8), framePing, 8)
+		if !s.write(binary.BigEndian.AppendUint64(frame, uint64(time.Now().UnixNano()))) {
+			return
+		}
+		select {
+		case <-ticker.C:
+		case <-s.done:
+			return
+		}
+	}
+}
