@@ -79,7 +79,7 @@ async def observe(
         report = NodesObserved(cluster=cluster, nodes=nodes, observed_at=datetime.now(UTC))
         await producer.send_and_wait(
             TopicNames(topic_prefix).physical("agent.reports"),
-            value=encode(new_envelope(report, source="test", subject=cluster)),
+            value=encode(new_envelope(report, source=f"agent/{cluster}", subject=cluster)),
             key=cluster.encode(),
             headers=[("rlark-agent-token", issue_agent_token(TEST_SECRET, cluster, 600).encode())],
         )

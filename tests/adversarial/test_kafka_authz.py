@@ -20,6 +20,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAuthorization
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.keys import KeyAdded
 from rlark_platform.messaging import KafkaAccess
+from rlark_platform.testing import TopicReader
 
 E2E = Path(__file__).resolve().parents[1] / "e2e"
 if str(E2E) not in sys.path:
@@ -104,3 +105,25 @@ async def test_an_agent_credential_cannot_publish_placements(stack: Stack) -> No
     names = TopicNames(stack.topic_prefix)
     with pytest.raises(TopicAuthorizationFailedError):
         await produce(mallory.client_options(), names.physical("scheduler.placements"), b"{}")
+
+
+async def test_an_event_whose_source_is_not_the_topics_producer_goes_to_the_dlq(stack: Stack) -> None:
+    """Defence in depth behind the ACLs: even written by a principal allowed on the topic (here the
+    broker's admin, as a misrouted or replayed record would be), a key event whose source is not
+    ``keys`` changes nothing in the scheduler and lands in ``keys.keys.dlq`` with the reason."""
+    names = TopicNames(stack.topic_prefix)
+    data = KeyAdded(
+        key_id=str(uuid.uuid4()),
+        owner="alice",
+        name="forged",
+        key_type="ssh-ed25519",
+        fingerprint="SHA256:forged",
+        public_key=PUBLIC_KEY,
+    )
+    envelope = new_envelope(data, source="netdomain", subject=data.key_id)
+    await produce(stack.kafka_admin.client_options(), names.physical("keys.keys"), encode(envelope))
+    async with TopicReader(stack.kafka_admin, names.physical("keys.keys.dlq")) as dlq:
+        await dlq.until(lambda events: any(e.id == envelope.id for e in events), timeout_s=60)
+        headers = next(h for _, value, h in dlq.records if envelope.id.encode() in value)
+    assert headers["rlark-error-kind"] == b"source_mismatch"
+    assert headers["rlark-consumer"] == b"scheduler-state"

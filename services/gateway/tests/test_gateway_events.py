@@ -14,7 +14,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from conftest import Stack
 from pydantic import BaseModel
-from rlark_contracts import TopicNames, encode, new_envelope
+from rlark_contracts import TOPICS, TopicNames, encode, new_envelope
 from rlark_contracts.events.inventory import ClusterUpdated
 from rlark_contracts.events.scheduler import AddressesRequested, AddressRequest, JobStatusChanged
 from rlark_platform.messaging import KafkaAccess, create_producer
@@ -75,7 +75,7 @@ async def publish(
     producer: AIOKafkaProducer, stack: Stack, topic: str, data: BaseModel, subject: str, key: str
 ) -> str:
     """Publish like a service's relay would; ``key`` picks the partition (normally the subject)."""
-    envelope = new_envelope(data, source=f"test/{topic}", subject=subject)
+    envelope = new_envelope(data, source=TOPICS[topic].producer, subject=subject)
     await producer.send_and_wait(
         TopicNames(stack.settings.topic_prefix).physical(topic), encode(envelope), key=key.encode()
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 from rlark_contracts.envelope import Envelope
 from rlark_contracts.registry import EVENT_TYPES
-from rlark_contracts.topics import TOPICS
+from rlark_contracts.topics import AGENT_PRODUCER, TOPICS
 
 
 def build() -> dict[str, Any]:
@@ -20,7 +20,12 @@ def build() -> dict[str, Any]:
         channels[channel_id] = {
             "address": topic.name,
             "description": f"{topic.description}. Key: {topic.key}. "
-            + ("Compacted." if topic.compacted else "Retained by time."),
+            + ("Compacted." if topic.compacted else "Retained by time.")
+            + f" Written only by the {topic.producer} principal (events' source: "
+            + ("agent/<cluster>" if topic.producer == AGENT_PRODUCER else topic.producer)
+            + "); read by "
+            + (", ".join(topic.consumers) or "nobody yet")
+            + ".",
             "messages": {n.replace(".", "-"): {"$ref": f"#/components/messages/{n}"} for n in names},
         }
         operations[f"receive-{channel_id}"] = {
@@ -56,5 +61,15 @@ def build() -> dict[str, Any]:
         },
         "channels": channels,
         "operations": operations,
-        "components": {"schemas": {"Envelope": Envelope.model_json_schema()}, "messages": messages},
+        "components": {
+            "schemas": {"Envelope": Envelope.model_json_schema()},
+            "messages": messages,
+            "securitySchemes": {
+                "scram": {
+                    "type": "scramSha512",
+                    "description": "SASL/SCRAM-SHA-512; one principal per service and per cluster agent, "
+                    "ACLs per topic (ADR 0004)",
+                }
+            },
+        },
     }

@@ -25,6 +25,17 @@ class Topic:
     def dlq(self) -> str:
         return f"{self.name}.dlq"
 
+    def produced_by(self, source: str) -> bool:
+        """Whether an event's ``source`` is this topic's producer: the service's name, or
+        ``agent/<cluster>`` for the agents' topic. Consumers refuse any other (a forged event)."""
+        if self.producer == AGENT_PRODUCER:
+            return source.startswith(AGENT_SOURCE_PREFIX) and len(source) > len(AGENT_SOURCE_PREFIX)
+        return source == self.producer
+
+
+AGENT_PRODUCER = "tunnel-agent"
+AGENT_SOURCE_PREFIX = "agent/"
+
 
 TOPICS: dict[str, Topic] = {
     t.name: t
@@ -104,3 +115,11 @@ class TopicNames:
 
     def logical(self, physical: str) -> str:
         return physical.removeprefix(self.prefix)
+
+    def foreign_source(self, physical: str, source: str) -> str | None:
+        """Why an event naming ``source`` on the ``physical`` topic must not be applied — its source is
+        not the topic's producer — or None when it is (or the topic is not in the registry)."""
+        topic = TOPICS.get(self.logical(physical))
+        if topic is None or topic.produced_by(source):
+            return None
+        return f"source {source!r} is not the producer of {topic.name} ({topic.producer})"

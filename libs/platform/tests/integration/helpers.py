@@ -17,7 +17,7 @@ def sample_event(subject: str = "k1", event_id: str | None = None) -> Envelope:
         fingerprint="SHA256:x",
         public_key="ssh-ed25519 AAAA",
     )
-    return new_envelope(data, source="test", subject=subject, event_id=event_id)
+    return new_envelope(data, source="keys", subject=subject, event_id=event_id)
 
 
 async def read_topic(access: KafkaAccess, topic: str, *, expect: int, timeout_s: float = 30.0) -> list[tuple]:  # type: ignore[type-arg]

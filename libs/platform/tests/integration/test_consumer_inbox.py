@@ -138,3 +138,21 @@ async def test_transient_errors_are_retried_not_dead_lettered(
     assert failures["left"] == 0
     assert await pool.fetchval("SELECT count(*) FROM effects") == 1
     assert await read_topic(kafka_admin, names.physical("keys.keys.dlq"), expect=0, timeout_s=1) == []
+
+
+async def test_an_event_whose_source_is_not_the_topics_producer_goes_to_the_dlq_and_changes_nothing(
+    pool: asyncpg.Pool, producer: Any, names: TopicNames, kafka_admin: KafkaAccess
+) -> None:
+    topic = names.physical("keys.keys")
+    forged = sample_event("forged").model_copy(update={"source": "scheduler"})
+    after = sample_event("after")
+    await producer.send_and_wait(topic, encode(forged), key=b"forged")
+    await producer.send_and_wait(topic, encode(after), key=b"after")
+    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), effects=1)
+    assert {r["subject"] for r in await pool.fetch("SELECT subject FROM effects")} == {"after"}
+    dead = await read_topic(kafka_admin, names.physical("keys.keys.dlq"), expect=1)
+    assert [(key, headers["rlark-error-kind"]) for key, _, headers in dead] == [
+        (b"forged", b"source_mismatch")
+    ]
+    assert b"'scheduler' is not the producer of keys.keys" in dead[0][2]["rlark-error"]
+    assert await pool.fetchval("SELECT count(*) FROM inbox WHERE event_id = $1", forged.id) == 0

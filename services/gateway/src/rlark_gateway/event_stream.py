@@ -3,8 +3,8 @@
 Each connection gets its own ``AIOKafkaConsumer`` without a consumer group (nothing to rebalance, no
 offsets stored), assigned every partition of the public topics and positioned at their ends *before* the
 stream reports ``ready`` — so a client that saw ``ready`` misses nothing produced afterwards. Records are
-decoded as envelopes and filtered by ``domain.events.visible``; undecodable ones are skipped (the owning
-services' DLQs deal with them).
+decoded as envelopes and filtered by ``domain.events.visible``; undecodable ones, and events whose
+``source`` is not their topic's producer, are skipped (the owning services' DLQs deal with them).
 """
 
 from __future__ import annotations
@@ -86,6 +86,8 @@ async def visible_events(
                     envelope = decode(record.value)
                 except ValidationError:
                     continue
+                if names.foreign_source(partition.topic, envelope.source):
+                    continue  # not from the topic's producer (ADR 0004): never shown
                 if visible(topic, envelope.data, caller, job_id):
                     yield public_event(envelope, topic)
 

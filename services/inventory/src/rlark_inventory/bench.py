@@ -174,7 +174,9 @@ async def bench_ingest(
             # Warm-up: one heartbeat per cluster, so the consumer has joined its group before timing.
             for cluster in names:
                 beat = new_envelope(
-                    HeartbeatSent(cluster=cluster, sent_at=datetime.now(UTC)), source="bench", subject=cluster
+                    HeartbeatSent(cluster=cluster, sent_at=datetime.now(UTC)),
+                    source=f"agent/{cluster}",
+                    subject=cluster,
                 )
                 await producer.send(
                     topic, encode(beat), key=cluster.encode(), headers=[(AGENT_TOKEN_HEADER, tokens[cluster])]
@@ -196,7 +198,9 @@ async def bench_ingest(
                         complete=False,
                         observed_at=datetime.now(UTC),
                     )
-                    reports.append((cluster, encode(new_envelope(data, source="bench", subject=cluster))))
+                    reports.append(
+                        (cluster, encode(new_envelope(data, source=f"agent/{cluster}", subject=cluster)))
+                    )
             expected = per_cluster * clusters
 
             started, cpu_started = time.perf_counter(), time.process_time()

@@ -112,7 +112,9 @@ async def test_the_tunnel_consumer_links_peers_from_topologies_and_never_from_an
     )
     agent.tunnels = tunnels
     records = [
-        SimpleNamespace(value=encode(new_envelope(data, source="test", subject="d1")))
+        SimpleNamespace(
+            topic="netdomain.tunnels", value=encode(new_envelope(data, source="netdomain", subject="d1"))
+        )
         for data in (
             topology(["alpha", "beta"]),
             announced("beta", 6666),

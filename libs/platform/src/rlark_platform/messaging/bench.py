@@ -42,7 +42,7 @@ def _event(i: int) -> Envelope:
         fingerprint="SHA256:bench",
         public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA bench",
     )
-    return new_envelope(data, source="bench", subject=f"k{i % 64}")
+    return new_envelope(data, source="keys", subject=f"k{i % 64}")
 
 
 def _percentile(values: list[float], q: float) -> float:

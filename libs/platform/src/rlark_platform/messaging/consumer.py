@@ -8,8 +8,9 @@ replays them and the inbox makes the replay a no-op.
 
 Errors: transient ones (database or broker unavailable, serialization failures, deadlocks) are retried with
 exponential backoff without moving on, because the next record may depend on this one. Anything else —
-undecodable bytes, invalid data, a handler raising ``PoisonMessage`` or an unexpected exception — sends the
-record to ``<topic>.dlq`` with the error in its headers, and the consumer carries on.
+undecodable bytes, invalid data, an event whose ``source`` is not the topic's producer, a handler raising
+``PoisonMessage`` or an unexpected exception — sends the record to ``<topic>.dlq`` with the error in its
+headers, and the consumer carries on.
 """
 
 from __future__ import annotations
@@ -209,6 +210,11 @@ class Consumer:
             envelope = decode(record.value)
         except (ValidationError, ValueError, TypeError) as exc:
             await self._dead_letter(tp, record, "malformed_envelope", describe_error(exc))
+            return None
+        # Only the producer's principal may write the topic (ADR 0004); an event naming another source
+        # was forged or misrouted: it changes nothing.
+        if foreign := self._names.foreign_source(tp.topic, envelope.source):
+            await self._dead_letter(tp, record, "source_mismatch", foreign, envelope)
             return None
         handler = self._handlers.get(envelope.type)
         if handler is None:

@@ -32,7 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 from aiokafka import AIOKafkaConsumer
-from rlark_contracts import TopicNames, decode
+from rlark_contracts import Envelope, TopicNames, decode
 from rlark_contracts.events.agent import NodeObservation
 from rlark_contracts.events.inventory import NodeCordonRequested
 from rlark_contracts.events.netdomain import (
@@ -116,6 +116,8 @@ class Agent:
         self._sidecar_options = sidecars
         self.tunnels: DomainTunnels | None = None
         self.sidecars: PodSidecars | None = None
+        self.names = TopicNames()
+        """The session's topic names (its prefix), known once the session is open."""
         self._stopping = asyncio.Event()
         self._workers: dict[str, tuple[str, str]] = {}  # worker id → (job id, node)
         self._outputs: dict[str, tuple[str, ...]] = {}  # worker id → declared output paths
@@ -137,7 +139,7 @@ class Agent:
         self.driver = self._make_driver(cluster)
         producer = await create_producer(session.kafka_access(), f"agent-{cluster}")
         self.reports = ReportPublisher(producer, session)
-        names = TopicNames(session.topic_prefix)
+        names = self.names = TopicNames(session.topic_prefix)
         consumer = AIOKafkaConsumer(
             names.physical("scheduler.placements"),
             names.physical("inventory.commands"),
@@ -294,7 +296,7 @@ class Agent:
             batches = await consumer.getmany(timeout_ms=500, max_records=200)
             for records in batches.values():
                 for record in records:
-                    await self._desired(record.value, cluster)
+                    await self._desired(record.value, cluster, record.topic)
             if batches:
                 await consumer.commit()
 
@@ -310,7 +312,7 @@ class Agent:
                 for record in records:
                     try:
                         envelope = decode(record.value)
-                        if not envelope.known:
+                        if not envelope.known or self._foreign(record.topic, envelope):
                             continue
                         payload = envelope.payload()
                     except Exception as exc:
@@ -332,10 +334,18 @@ class Agent:
         elif isinstance(payload, TunnelTopologyChanged):
             await tunnels.on_topology(payload)
 
-    async def _desired(self, raw: bytes, cluster: str) -> None:
+    def _foreign(self, topic: str, envelope: Envelope) -> bool:
+        """True (and logged) for an event whose source is not its topic's producer (ADR 0004): the
+        broker lets only the producer write there, so it was forged or misrouted; it is not acted on."""
+        foreign = self.names.foreign_source(topic, envelope.source)
+        if foreign:
+            log.warning("event from a foreign source skipped", event_id=envelope.id, error=foreign)
+        return foreign is not None
+
+    async def _desired(self, raw: bytes, cluster: str, topic: str) -> None:
         try:
             envelope = decode(raw)
-            if not envelope.known:
+            if not envelope.known or self._foreign(topic, envelope):
                 return
             payload = envelope.payload()
         except Exception as exc:  # someone else's garbage on a shared topic: skip it, loudly
