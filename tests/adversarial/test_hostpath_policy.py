@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from agents import local_agent, nodes, write_cluster_file
-from jobs import document, role, wait_placeable
+from jobs import document, logs, role, submit, wait_placeable, wait_status
 from rlark_devinfra.paths import state_dir
 from stack import Stack, eventually
 
@@ -142,3 +142,38 @@ async def test_a_cluster_allows_no_host_path_until_an_admin_says_so_and_users_ca
 
     await eventually(allowed, what="the scheduler applies the new policy")
     assert user
+
+
+READ_ONLY_RUN = """
+if echo pwned > /data/pwned 2> "$HOME/err"; then echo "READONLY: WROTE"; else echo "READONLY: REFUSED $(cat "$HOME/err")"; fi
+echo ok > /scratch/ok && echo "SCRATCH: WROTE"
+"""
+
+
+async def test_a_read_only_host_path_refuses_writes_and_nothing_reaches_the_host(
+    stack: Stack, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    (shared / "ro").mkdir(parents=True)
+    (shared / "rw").mkdir()
+    (shared / "rw").chmod(0o1777)  # writable by the job's workers, whichever user they run as
+    agent = await lab(stack, tmp_path)
+    async with stack.client() as admin:
+        assert (await admin.put(POLICY, json={"allow": [str(shared)]})).status_code == 200
+    _, hostile = await stack.new_user()
+    mounts = [
+        {"name": "data", "type": "hostPath", "source": str(shared / "ro"), "path": "/data", "readOnly": True},
+        {"name": "scratch", "type": "hostPath", "source": str(shared / "rw"), "path": "/scratch"},
+    ]
+    doc = document("read-only", [role("header", 1, CLUSTER, mounts=mounts)], READ_ONLY_RUN)
+    async with agent:
+        await wait_placeable(stack, doc, token=hostile)
+        submitted = await submit(stack, doc, token=hostile)
+        await wait_status(stack, submitted["id"], {"Succeeded"})
+        text = "\n".join(entry["line"] for entry in await logs(stack, submitted["id"]))
+
+    assert "READONLY: REFUSED" in text, text[-2000:]
+    assert "Read-only file system" in text
+    assert "SCRATCH: WROTE" in text
+    assert not (shared / "ro" / "pwned").exists()
+    assert (shared / "rw" / "ok").read_text() == "ok\n"

@@ -96,6 +96,16 @@ def test_policy_entries_that_would_open_the_host_are_refused(prefix: str, words:
     assert words in problem
 
 
+def test_a_checkout_in_root_s_home_can_be_allowed_but_not_root_s_ssh_directory() -> None:
+    assert policy_problem("/root/rlark/.state/demo/outputs") is None
+    assert source_decision("/root/rlark/.state/demo/outputs/x", ("/root/rlark/.state/demo/outputs",)).allowed
+    assert (
+        policy_problem("/root")
+        == "/root overlaps the protected host path /root/.ssh, which no policy can allow"
+    )
+    assert not source_decision("/root/.ssh/authorized_keys", ("/srv",)).allowed
+
+
 def test_a_policy_is_stored_normalised_sorted_and_without_covered_entries() -> None:
     got = normalise_policy(["/srv/datasets/", "/data//shared", "/srv/datasets/imagenet", "/data/shared"])
     assert got == ("/data/shared", "/srv/datasets")

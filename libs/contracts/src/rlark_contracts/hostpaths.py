@@ -36,7 +36,7 @@ PROTECTED: tuple[str, ...] = (
     "/lib",
     "/lib64",
     "/proc",
-    "/root",
+    "/root/.ssh",
     "/run",
     "/sbin",
     "/sys",
