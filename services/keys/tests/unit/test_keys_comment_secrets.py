@@ -44,7 +44,13 @@ def test_a_comment_holding_a_secret_is_refused_naming_the_comment(make_key: Make
 
 @pytest.mark.parametrize(
     "comment",
-    ["alice@laptop", "rlark-test", "张三 的 笔记本", "ci key 2f6c1d8e-0b1f-4f7e-9a44-3c2d1e0f9a8b", "token rotation 2026"],
+    [
+        "alice@laptop",
+        "rlark-test",
+        "张三 的 笔记本",
+        "ci key 2f6c1d8e-0b1f-4f7e-9a44-3c2d1e0f9a8b",
+        "token rotation 2026",
+    ],
 )
 def test_ordinary_comments_are_kept(make_key: MakeKey, comment: str) -> None:
     key_type, blob = make_key("ed25519").public_text.split()[:2]

@@ -21,6 +21,7 @@ from starlette.responses import Response
 from rlark_gateway.api import audit, auth, events, users
 from rlark_gateway.api.console import add_console_routes
 from rlark_gateway.api.deps import AuditNote, client_address
+from rlark_gateway.api.openapi import add_openapi_route
 from rlark_gateway.api.proxy import add_fallback_route, add_proxy_routes
 from rlark_gateway.domain.access import CHANGE_METHODS, PROXY_ROUTES, audit_action
 from rlark_gateway.wiring import Gateway
@@ -98,6 +99,7 @@ def build_api(ctx: ServiceContext) -> FastAPI:
             log.error("audit entry not written", error=type(exc).__name__, path=request.url.path)
         return response
 
+    add_openapi_route(app, gw)
     app.include_router(auth.router)
     app.include_router(users.router)
     app.include_router(audit.router)

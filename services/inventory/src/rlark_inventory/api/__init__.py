@@ -16,6 +16,7 @@ from rlark_platform.errors import ApiError, invalid, not_found
 from rlark_platform.http import AdminDep, CallerDep, create_app, database_ready
 from rlark_platform.messaging.access import agent_principal
 from rlark_platform.messaging.provision import provision_agent
+from rlark_platform.openapi import error_responses
 from rlark_platform.paging import PageNumber, PageSize
 from rlark_platform.service import ServiceContext
 
@@ -69,7 +70,7 @@ def _settings(request: Request) -> InventorySettings:
     return settings
 
 
-router = APIRouter(prefix="/api/v1")
+router = APIRouter(prefix="/api/v1", responses=error_responses(401))
 
 
 # ---------------------------------------------------------------------------------------------- clusters
@@ -94,7 +95,9 @@ async def list_clusters(
     )
 
 
-@router.post("/clusters", status_code=201, response_model=ClusterWithCredential)
+@router.post(
+    "/clusters", status_code=201, response_model=ClusterWithCredential, responses=error_responses(403, 409)
+)
 async def register_cluster(request: Request, body: ClusterCreate, caller: AdminDep) -> ClusterWithCredential:
     spec = ClusterSpec(
         name=body.name,
@@ -112,7 +115,7 @@ async def register_cluster(request: Request, body: ClusterCreate, caller: AdminD
     return ClusterWithCredential(**shown, agent_credential=created.credential)
 
 
-@router.get("/clusters/{name}", response_model=ClusterOut)
+@router.get("/clusters/{name}", response_model=ClusterOut, responses=error_responses(404))
 async def get_cluster(request: Request, name: str, _: CallerDep) -> ClusterOut:
     async with _pool(request).acquire() as conn:
         found = await repo.cluster_with_summary(conn, name)
@@ -121,14 +124,16 @@ async def get_cluster(request: Request, name: str, _: CallerDep) -> ClusterOut:
     return ClusterOut.of(*found)
 
 
-@router.patch("/clusters/{name}", response_model=ClusterOut)
+@router.patch("/clusters/{name}", response_model=ClusterOut, responses=error_responses(403, 404))
 async def update_cluster(request: Request, name: str, body: ClusterPatch, _: AdminDep) -> ClusterOut:
     changes = body.model_dump(exclude_none=True)
     row = await handlers.update_cluster(_pool(request), name, changes)
     return ClusterOut.of(row)
 
 
-@router.get("/clusters/{name}/hostpath-policy", response_model=HostPathPolicyOut)
+@router.get(
+    "/clusters/{name}/hostpath-policy", response_model=HostPathPolicyOut, responses=error_responses(404)
+)
 async def get_hostpath_policy(request: Request, name: str, _: CallerDep) -> HostPathPolicyOut:
     """Which host directories workers of this cluster may mount (every user may read it)."""
     async with _pool(request).acquire() as conn:
@@ -138,7 +143,9 @@ async def get_hostpath_policy(request: Request, name: str, _: CallerDep) -> Host
     return HostPathPolicyOut(cluster=name, allow=list(row.spec.hostpath_allow))
 
 
-@router.put("/clusters/{name}/hostpath-policy", response_model=HostPathPolicyOut)
+@router.put(
+    "/clusters/{name}/hostpath-policy", response_model=HostPathPolicyOut, responses=error_responses(403, 404)
+)
 async def set_hostpath_policy(
     request: Request, name: str, body: HostPathPolicy, _: AdminDep
 ) -> HostPathPolicyOut:
@@ -147,13 +154,13 @@ async def set_hostpath_policy(
     return HostPathPolicyOut(cluster=name, allow=list(row.spec.hostpath_allow))
 
 
-@router.delete("/clusters/{name}", status_code=204)
+@router.delete("/clusters/{name}", status_code=204, responses=error_responses(403, 404, 409))
 async def delete_cluster(request: Request, name: str, _: AdminDep) -> Response:
     await handlers.delete_cluster(_pool(request), name)
     return Response(status_code=204)
 
 
-@router.post("/clusters/{name}/credential", response_model=CredentialOut)
+@router.post("/clusters/{name}/credential", response_model=CredentialOut, responses=error_responses(403, 404))
 async def rotate_credential(request: Request, name: str, _: AdminDep) -> CredentialOut:
     rotated = await handlers.rotate_credential(_pool(request), name)
     return CredentialOut(
@@ -161,7 +168,7 @@ async def rotate_credential(request: Request, name: str, _: AdminDep) -> Credent
     )
 
 
-@router.get("/clusters/{name}/match", response_model=MatchOut)
+@router.get("/clusters/{name}/match", response_model=MatchOut, responses=error_responses(404))
 async def match_nodes(
     request: Request,
     name: str,
@@ -204,7 +211,7 @@ async def list_nodes(
     return NodeList(items=[NodeOut.of(r) for r in rows], total=total, page=page, page_size=page_size)
 
 
-@router.get("/clusters/{cluster}/nodes/{node}", response_model=NodeDetail)
+@router.get("/clusters/{cluster}/nodes/{node}", response_model=NodeDetail, responses=error_responses(404))
 async def get_node(request: Request, cluster: str, node: str, _: CallerDep) -> NodeDetail:
     async with _pool(request).acquire() as conn:
         row = await repo.get_node(conn, cluster, node)
@@ -224,12 +231,22 @@ async def get_node(request: Request, cluster: str, node: str, _: CallerDep) -> N
     )
 
 
-@router.post("/clusters/{cluster}/nodes/{node}/cordon", status_code=202, response_model=NodeOut)
+@router.post(
+    "/clusters/{cluster}/nodes/{node}/cordon",
+    status_code=202,
+    response_model=NodeOut,
+    responses=error_responses(403, 404, 409),
+)
 async def cordon(request: Request, cluster: str, node: str, caller: AdminDep) -> NodeOut:
     return NodeOut.of(await handlers.request_cordon(_pool(request), cluster, node, True, caller))
 
 
-@router.post("/clusters/{cluster}/nodes/{node}/uncordon", status_code=202, response_model=NodeOut)
+@router.post(
+    "/clusters/{cluster}/nodes/{node}/uncordon",
+    status_code=202,
+    response_model=NodeOut,
+    responses=error_responses(403, 404, 409),
+)
 async def uncordon(request: Request, cluster: str, node: str, caller: AdminDep) -> NodeOut:
     return NodeOut.of(await handlers.request_cordon(_pool(request), cluster, node, False, caller))
 

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from rlark_platform.errors import ApiError
 from rlark_platform.http import CallerDep, create_app, database_ready
+from rlark_platform.openapi import error_responses
 from rlark_platform.paging import PageNumber, PageSize
 from rlark_platform.service import ServiceContext
 
@@ -115,7 +116,7 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
 
 def build_router(ctx: ServiceContext) -> APIRouter:
     pool = ctx.require_pool()
-    router = APIRouter(prefix="/api/v1/keys", tags=["keys"])
+    router = APIRouter(prefix="/api/v1/keys", tags=["keys"], responses=error_responses(401))
 
     @router.get("", response_model=KeyList)
     async def list_keys(
@@ -133,22 +134,22 @@ def build_router(ctx: ServiceContext) -> APIRouter:
             page_size=result.page_size,
         )
 
-    @router.post("", status_code=201, response_model=KeyOut)
+    @router.post("", status_code=201, response_model=KeyOut, responses=error_responses(409))
     async def add_key(body: AddKeyRequest, caller: CallerDep) -> KeyOut:
         """Add an OpenSSH public key. Private keys are refused and never stored."""
         return KeyOut.of(await handlers.add_key(pool, caller, body.name, body.public_key))
 
-    @router.get("/{key_id}", response_model=KeyOut)
+    @router.get("/{key_id}", response_model=KeyOut, responses=error_responses(404))
     async def get_key(key_id: str, caller: CallerDep) -> KeyOut:
         """One of the caller's keys (admins: any key)."""
         return KeyOut.of(await handlers.get_key(pool, caller, key_id))
 
-    @router.patch("/{key_id}", response_model=KeyOut)
+    @router.patch("/{key_id}", response_model=KeyOut, responses=error_responses(404, 409))
     async def rename_key(key_id: str, body: RenameKeyRequest, caller: CallerDep) -> KeyOut:
         """Rename one of the caller's keys."""
         return KeyOut.of(await handlers.rename_key(pool, caller, key_id, body.name))
 
-    @router.delete("/{key_id}", status_code=204)
+    @router.delete("/{key_id}", status_code=204, responses=error_responses(404))
     async def delete_key(key_id: str, caller: CallerDep) -> Response:
         """Delete one of the caller's keys; running jobs keep it until their keys are updated."""
         await handlers.delete_key(pool, caller, key_id)

@@ -12,6 +12,7 @@ from datetime import datetime
 from fastapi import APIRouter, FastAPI, Response
 from pydantic import BaseModel, ConfigDict, Field
 from rlark_platform.http import AdminDep, CallerDep, create_app, database_ready
+from rlark_platform.openapi import error_responses
 from rlark_platform.paging import PageNumber, PageSize
 from rlark_platform.service import ServiceContext
 
@@ -175,7 +176,7 @@ def _detail(detail: handlers.DomainDetail) -> DomainDetailOut:
 
 def build_router(ctx: ServiceContext) -> APIRouter:
     pool = ctx.require_pool()
-    router = APIRouter(prefix="/api/v1", tags=["network domains"])
+    router = APIRouter(prefix="/api/v1", tags=["network domains"], responses=error_responses(401))
 
     @router.get("/domains", response_model=DomainList)
     async def list_domains(
@@ -192,7 +193,9 @@ def build_router(ctx: ServiceContext) -> APIRouter:
             page_size=result.page_size,
         )
 
-    @router.post("/domains", status_code=201, response_model=DomainDetailOut)
+    @router.post(
+        "/domains", status_code=201, response_model=DomainDetailOut, responses=error_responses(403, 409)
+    )
     async def create_domain(body: CreateDomainRequest, caller: AdminDep) -> DomainDetailOut:
         """Create a network domain: a private CIDR overlapping no cluster and no other domain."""
         domain = await handlers.create_domain(pool, caller, body.name, body.cidr, body.description)
@@ -216,12 +219,12 @@ def build_router(ctx: ServiceContext) -> APIRouter:
             else None,
         )
 
-    @router.get("/domains/{name}", response_model=DomainDetailOut)
+    @router.get("/domains/{name}", response_model=DomainDetailOut, responses=error_responses(404))
     async def get_domain(name: str, _: CallerDep) -> DomainDetailOut:
         """A domain with its utilisation, tunnel topology and links' states, overlap warnings."""
         return _detail(await handlers.get_domain(pool, name))
 
-    @router.delete("/domains/{name}", status_code=204)
+    @router.delete("/domains/{name}", status_code=204, responses=error_responses(403, 404, 409))
     async def delete_domain(name: str, _: AdminDep) -> Response:
         """Delete a domain; refused (409 domain_in_use) while addresses of it are allocated."""
         await handlers.delete_domain(pool, name)

@@ -19,6 +19,7 @@ from rlark_platform.db import transaction
 from rlark_platform.errors import ApiError
 from rlark_platform.http import CallerDep
 from rlark_platform.identity import Caller
+from rlark_platform.openapi import error_responses
 from rlark_platform.paging import PageNumber, PageSize, cursor
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
@@ -132,7 +133,7 @@ async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> Job
 
 
 def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobActivity) -> APIRouter:
-    router = APIRouter(prefix="/api/v1", tags=["jobs"])
+    router = APIRouter(prefix="/api/v1", tags=["jobs"], responses=error_responses(401))
 
     async def load(caller: Caller, job_id: str) -> JobRow:
         async with pool.acquire() as conn:
@@ -147,7 +148,7 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
         """Ready-made job documents to start from, with their parameters and an example."""
         return TemplateList(items=[_template_out(t) for t in TEMPLATES.values()])
 
-    @router.post("/templates/{template_id}:render")
+    @router.post("/templates/{template_id}:render", responses=error_responses(404))
     async def render_template(
         template_id: str, body: TemplateRenderRequest, caller: CallerDep
     ) -> dict[str, str]:
@@ -174,7 +175,16 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
             checked = await submission.check(conn, caller.user, body)
         return submission.preview_body(checked)
 
-    @router.post("/jobs", status_code=201, response_model=JobDetail, openapi_extra=_DOCUMENT_BODY)
+    @router.post(
+        "/jobs",
+        status_code=201,
+        response_model=JobDetail,
+        openapi_extra=_DOCUMENT_BODY,
+        responses={
+            200: {"description": "A repeat of an Idempotency-Key submission: the job created first"},
+            **error_responses(409, 413),
+        },
+    )
     async def submit(
         request: Request,
         response: Response,
@@ -240,26 +250,26 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
             )
         return JobList(items=[JobSummary.of(r) for r in rows], total=total, page=page, page_size=page_size)
 
-    @router.get("/jobs/{job_id}", response_model=JobDetail)
+    @router.get("/jobs/{job_id}", response_model=JobDetail, responses=error_responses(404))
     async def get_job(job_id: str, caller: CallerDep) -> JobDetail:
         """Status, reason, pending explanation, workers, timeline, outputs and the ssh hint of a job."""
         return await detail(await load(caller, job_id))
 
-    @router.post("/jobs/{job_id}:cancel", response_model=JobDetail)
+    @router.post("/jobs/{job_id}:cancel", response_model=JobDetail, responses=error_responses(404, 409))
     async def cancel(job_id: str, caller: CallerDep) -> JobDetail:
         """Cancel a job: every worker is stopped and its capacity and addresses released."""
         async with transaction(pool) as conn:
             job = await handlers.cancel_job(conn, caller, job_id, datetime.now(UTC))
         return await detail(job)
 
-    @router.put("/jobs/{job_id}/ssh-keys", response_model=JobDetail)
+    @router.put("/jobs/{job_id}/ssh-keys", response_model=JobDetail, responses=error_responses(404, 409))
     async def set_ssh_keys(job_id: str, body: SshKeysRequest, caller: CallerDep) -> JobDetail:
         """Replace the job's SSH keys; running workers get them without a restart."""
         async with transaction(pool) as conn:
             job = await handlers.update_job_keys(conn, caller, job_id, body.ssh_keys, datetime.now(UTC))
         return await detail(job)
 
-    @router.get("/jobs/{job_id}/logs", response_model=None)
+    @router.get("/jobs/{job_id}/logs", response_model=None, responses=error_responses(404))
     async def logs(
         job_id: str,
         caller: CallerDep,
@@ -311,7 +321,7 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
 
         return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-cache"})
 
-    @router.get("/jobs/{job_id}/events", response_model=None)
+    @router.get("/jobs/{job_id}/events", response_model=None, responses=error_responses(404))
     async def events(
         job_id: str,
         caller: CallerDep,
