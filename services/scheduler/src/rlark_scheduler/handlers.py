@@ -71,8 +71,9 @@ from rlark_scheduler.domain.jobs import (
 from rlark_scheduler.domain.placement import Placement
 from rlark_scheduler.domain.reasons import PendingReason
 from rlark_scheduler.domain.render import rlinf_config_yaml
-from rlark_scheduler.domain.spec import JobDocument
+from rlark_scheduler.domain.spec import JobDocument, MountType
 from rlark_scheduler.domain.tunnels import Action, LinkObservation, decide, job_outage
+from rlark_scheduler.domain.validation import hostpath_refusals
 from rlark_scheduler.repository import JobRow
 from rlark_scheduler.settings import SchedulerSettings
 
@@ -256,9 +257,13 @@ async def commit_placement(
     if job is None or job.status is not JobStatus.PENDING:
         return False
     doc = JobDocument.model_validate(job.spec)
+    meta = Meta(correlation_id=job.id)
+    refused = await hostpaths_refused_now(conn, doc)
+    if refused:
+        await end_job(conn, job, JobStatus.FAILED, refused, now, meta)
+        return False
     header = doc.spec.header or ""
     workers = placement_workers(job.id, placement, header)
-    meta = Meta(correlation_id=job.id)
     await repo.insert_workers(conn, job.id, workers, now)
     clusters = sorted({w.cluster for w in workers})
     details = {
@@ -301,6 +306,19 @@ async def commit_placement(
         meta,
     )
     return True
+
+
+async def hostpaths_refused_now(conn: Connection, doc: JobDocument) -> str:
+    """Why the job's hostPath mounts may no longer be placed ("" when they may): the clusters' policies
+    as stored now, which an admin may have narrowed since the job was accepted (ADR 0006)."""
+    names = sorted(
+        {role.cluster for role in doc.spec.tasks if any(m.type is MountType.HOST_PATH for m in role.mounts)}
+    )
+    if not names:
+        return ""
+    policies = {c.name: c.hostpath_allow for c in await repo.known_clusters(conn, names)}
+    refusals = hostpath_refusals(doc.spec, policies)
+    return "; ".join(message for _, message in refusals)
 
 
 async def emit_placed(

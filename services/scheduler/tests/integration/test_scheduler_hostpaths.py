@@ -1,21 +1,22 @@
 """The cluster's hostPath policy reaches submission through inventory's cluster state events: a
 hostPath source outside it is refused with 422 naming the field and nothing stored; once a new state
-allows the prefix, the same job is accepted."""
+allows the prefix, the same job is accepted. A job accepted before an admin narrowed the policy fails
+when the placement loop would place it, naming the field, instead of reaching an agent."""
 
 from __future__ import annotations
 
 import pytest
 from rlark_platform.testing import RunningService
-from scheduler_it_support import World, job_doc, nodes_synced, role, submit, synced
+from scheduler_it_support import World, job_doc, job_status, nodes_synced, role, submit, synced
 
 pytestmark = pytest.mark.integration
 
 FIELD = "spec.tasks[0].mounts[0].source"
 
 
-def _job(source: str) -> dict[str, object]:
+def _job(source: str, cluster: str = "lab") -> dict[str, object]:
     mount = {"name": "data", "type": "hostPath", "source": source, "path": "/data"}
-    return job_doc(role("header", "lab", mounts=[mount]))
+    return job_doc(role("header", cluster, mounts=[mount]))
 
 
 async def test_a_host_path_is_refused_until_the_cluster_state_allows_its_prefix(
@@ -45,3 +46,27 @@ async def test_a_host_path_is_refused_until_the_cluster_state_allows_its_prefix(
     assert sibling.json()["error"]["field"] == FIELD
     assert socket.status_code == 422
     assert socket.json()["error"]["code"] == "hostpath_not_allowed"
+
+
+async def test_a_job_accepted_before_the_policy_was_narrowed_fails_instead_of_being_placed(
+    scheduler: RunningService, world: World, database_url: str
+) -> None:
+    await world.cluster("lab2", hostpath_allow=["/srv"])
+    await world.node("lab2", "n1", ready=False)  # accepted now, placeable later
+    await nodes_synced(database_url, "lab2", 1)
+    query = "SELECT hostpath_allow FROM clusters WHERE name = 'lab2'"
+    await synced(database_url, query, expect=["/srv"])
+    async with scheduler.client("alice") as alice:
+        accepted = await submit(alice, _job("/srv/datasets", "lab2"))
+    assert accepted.status_code == 201, accepted.text
+    job_id = accepted.json()["id"]
+
+    await world.cluster("lab2", hostpath_allow=["/scratch"])
+    await synced(database_url, query, expect=["/scratch"])
+    await world.node("lab2", "n1", ready=True)
+    failed = await job_status(scheduler, job_id, "Failed")
+    assert failed["reason"].startswith(
+        f'{FIELD}: host path /srv/datasets may not be mounted on cluster "lab2"'
+    )
+    assert "not under an allowed prefix (/scratch)" in failed["reason"]
+    assert failed["workers"] == []

@@ -12,6 +12,7 @@ from rlark_scheduler.domain.validation import (
     NodeView,
     ValidationContext,
     ValidationReport,
+    hostpath_refusals,
     validate_job,
 )
 
@@ -91,3 +92,13 @@ def test_the_policy_of_the_role_s_own_cluster_decides() -> None:
     job["spec"]["tasks"][0]["cluster"] = "other"
     job["spec"]["tasks"][0]["mounts"] = job["spec"]["tasks"][0]["mounts"][1:]
     assert validate_job(parse_job_document(job), ctx).ok
+
+
+def test_the_placement_time_check_names_every_source_the_current_policies_refuse() -> None:
+    doc = parse_job_document(_job("/data/x"))
+    assert hostpath_refusals(doc.spec, {"lab": ("/srv", "/data")}) == []
+    refused = hostpath_refusals(doc.spec, {"lab": ("/srv",)})
+    assert [field for field, _ in refused] == [SOURCE_FIELD]
+    assert "not under an allowed prefix (/srv)" in refused[0][1]
+    everything = hostpath_refusals(doc.spec, {})
+    assert [field for field, _ in everything] == ["spec.tasks[0].mounts[0].source", SOURCE_FIELD]

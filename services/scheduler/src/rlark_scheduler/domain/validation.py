@@ -55,6 +55,7 @@ from rlark_scheduler.domain.spec import (
     KIND,
     MAX_REPLICAS,
     JobDocument,
+    JobSpec,
     JobType,
     MountType,
     RoleSpec,
@@ -75,6 +76,7 @@ __all__ = [
     "ValidationContext",
     "ValidationReport",
     "count_role_nodes",
+    "hostpath_refusals",
     "image_problem",
     "parse_image",
     "selector_matches",
@@ -643,9 +645,7 @@ class _Validator:
         if not decision.allowed:
             self.add(
                 "hostpath_not_allowed",
-                f'{source_path}: host path {source} may not be mounted on cluster "{cluster_name}": '
-                f"{decision.rule}. An admin sets which host directories workers may mount "
-                f"(rlark clusters hostpaths set {cluster_name} PREFIX...)",
+                _hostpath_message(source_path, source, cluster_name, decision.rule),
                 source_path,
             )
 
@@ -899,6 +899,29 @@ def _scan_tree(value: Any, path: str) -> list[SecretFinding]:
             else:
                 findings.extend(_scan_tree(item, item_path))
     return findings
+
+
+def _hostpath_message(source_path: str, source: str, cluster: str, rule: str) -> str:
+    return (
+        f'{source_path}: host path {source} may not be mounted on cluster "{cluster}": {rule}. An admin '
+        f"sets which host directories workers may mount (rlark clusters hostpaths set {cluster} PREFIX...)"
+    )
+
+
+def hostpath_refusals(spec: JobSpec, policies: Mapping[str, Sequence[str]]) -> list[tuple[str, str]]:
+    """``(field, message)`` of every hostPath source that its role's cluster's policy (``policies``:
+    cluster → allow-list; a cluster missing allows none) refuses now. The placement loop asks again
+    before placing a job accepted earlier: an admin may have narrowed the policy meanwhile."""
+    refusals: list[tuple[str, str]] = []
+    for index, role in enumerate(spec.tasks):
+        for mount_index, mount in enumerate(role.mounts):
+            if mount.type is not MountType.HOST_PATH:
+                continue
+            decision = source_decision(mount.source, policies.get(role.cluster, ()))
+            if not decision.allowed:
+                where = f"{child_path(child_path('spec.tasks', index) + '.mounts', mount_index)}.source"
+                refusals.append((where, _hostpath_message(where, mount.source, role.cluster, decision.rule)))
+    return refusals
 
 
 def _under(path: str, mount: str) -> bool:
