@@ -16,6 +16,7 @@ import asyncpg
 import structlog
 from rlark_platform.errors import ApiError, conflict, not_found
 from rlark_platform.identity import Caller, Role
+from rlark_platform.paging import page_window
 
 from rlark_gateway import repository as repo
 from rlark_gateway.domain.accounts import (
@@ -90,11 +91,6 @@ def _invalid(exc: AccountError) -> ApiError:
 
 def _unauthenticated(code: str, message: str) -> ApiError:
     return ApiError(401, code, message)
-
-
-def page_window(page: int, page_size: int) -> tuple[int, int]:
-    """``(limit, offset)`` of a 1-based page."""
-    return page_size, (page - 1) * page_size
 
 
 class Accounts:
