@@ -20,9 +20,9 @@ from rlark_cli.main import app
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.agent import NodeObservation, NodesObserved
 from rlark_inventory.main import DEFINITION
-from rlark_platform.identity import Caller, Role, issue_agent_token, sign_caller
+from rlark_platform.identity import Caller, Role, issue_agent_token
 from rlark_platform.messaging import KafkaAccess, create_producer
-from rlark_platform.testing import TEST_SECRET, RunningService, running_service, settings_for
+from rlark_platform.testing import TEST_SECRET, GatewaySigned, RunningService, running_service, settings_for
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.integration
@@ -59,8 +59,7 @@ def as_admin(
     real_client = httpx.Client
 
     def signed_client(**kwargs: Any) -> httpx.Client:
-        headers = {**kwargs.pop("headers", {}), **sign_caller(TEST_SECRET, Caller("root", Role.ADMIN))}
-        return real_client(headers=headers, **kwargs)
+        return real_client(auth=GatewaySigned(Caller("root", Role.ADMIN), "inventory"), **kwargs)
 
     monkeypatch.setattr(cli_client.httpx, "Client", signed_client)
 

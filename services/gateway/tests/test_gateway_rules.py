@@ -21,7 +21,7 @@ from rlark_gateway.domain.accounts import (
     validate_username,
 )
 from rlark_gateway.domain.events import visible
-from rlark_gateway.domain.throttle import LoginThrottle
+from rlark_gateway.domain.throttle import LoginGuard, LoginThrottle
 from rlark_gateway.proxy import forward_headers
 from rlark_platform.identity import Caller, Role
 
@@ -122,23 +122,38 @@ def test_changes_get_readable_audit_names(method: str, path: str, action: str, t
     assert audit_action(method, path) == (action, target)
 
 
+JOB_EVENT = "scheduler.job.status_changed.v1"
+CLUSTER_EVENT = "inventory.cluster.updated.v1"
+NODE_EVENT = "inventory.node.updated.v1"
+
+
 def test_job_events_reach_only_their_owner_and_admins() -> None:
     event = {"job_id": "j1", "owner": "alice", "to_status": "Running"}
-    assert visible("scheduler.jobs", event, ALICE)
-    assert visible("scheduler.jobs", event, ROOT)
-    assert not visible("scheduler.jobs", event, Caller("bob", Role.USER))
-    assert visible("scheduler.jobs", event, ALICE, job_id="j1")
-    assert not visible("scheduler.jobs", event, ALICE, job_id="j2")
+    assert visible("scheduler.jobs", JOB_EVENT, event, ALICE)
+    assert visible("scheduler.jobs", JOB_EVENT, event, ROOT)
+    assert not visible("scheduler.jobs", JOB_EVENT, event, Caller("bob", Role.USER))
+    assert visible("scheduler.jobs", JOB_EVENT, event, ALICE, job_id="j1")
+    assert not visible("scheduler.jobs", JOB_EVENT, event, ALICE, job_id="j2")
     # The scheduler's internal requests on the same topic carry no owner: never public.
-    assert not visible("scheduler.jobs", {"job_id": "j1", "domain": "lab"}, ROOT)
+    assert not visible("scheduler.jobs", JOB_EVENT, {"job_id": "j1", "domain": "lab"}, ROOT)
 
 
 def test_cluster_and_node_state_reach_everyone_but_not_a_job_filtered_stream() -> None:
-    assert visible("inventory.clusters", {"name": "a"}, ALICE)
-    assert visible("inventory.nodes", {"cluster": "a", "name": "n"}, ALICE)
-    assert not visible("inventory.nodes", {"cluster": "a", "name": "n"}, ALICE, job_id="j1")
-    assert not visible("scheduler.placements", {"job_id": "j1", "owner": "alice"}, ROOT)
-    assert not visible("agent.reports", {}, ROOT)
+    assert visible("inventory.clusters", CLUSTER_EVENT, {"name": "a"}, ALICE)
+    assert visible("inventory.nodes", NODE_EVENT, {"cluster": "a", "name": "n"}, ALICE)
+    assert not visible("inventory.nodes", NODE_EVENT, {"cluster": "a", "name": "n"}, ALICE, job_id="j1")
+    assert not visible(
+        "scheduler.placements", "scheduler.worker.placed.v1", {"job_id": "j1", "owner": "alice"}, ROOT
+    )
+    assert not visible("agent.reports", "agent.heartbeat.sent.v1", {}, ROOT)
+
+
+def test_event_types_the_contracts_do_not_register_for_the_topic_reach_nobody() -> None:
+    owned = {"job_id": "j1", "owner": "alice"}
+    assert not visible("scheduler.jobs", "scheduler.job.pwned.v1", owned, ROOT)
+    assert not visible("inventory.clusters", "evil.injected", {"name": "a"}, ALICE)
+    # A real type on the wrong topic is unknown there.
+    assert not visible("inventory.nodes", CLUSTER_EVENT, {"name": "a"}, ALICE)
 
 
 class Clock:
@@ -165,6 +180,18 @@ def test_login_throttle_blocks_after_max_failures_until_the_window_passes() -> N
     assert throttle.retry_after(throttle.key("bob", "10.0.0.1")) is None
     clock.now += 58
     assert throttle.retry_after(key) is None
+
+
+def test_login_guard_also_counts_one_account_over_every_address() -> None:
+    clock = Clock()
+    guard = LoginGuard(LoginThrottle(3, 60, clock=clock), LoginThrottle(5, 60, clock=clock))
+    for i in range(5):  # a new address each time: the per-address limit never trips
+        assert guard.retry_after("alice", f"10.0.0.{i}") is None
+        guard.failed("alice", f"10.0.0.{i}")
+    assert guard.retry_after("alice", "10.9.9.9") is not None
+    assert guard.retry_after("bob", "10.9.9.9") is None
+    clock.now += 61
+    assert guard.retry_after("alice", "10.9.9.9") is None
 
 
 def test_login_throttle_success_clears_and_memory_stays_bounded() -> None:

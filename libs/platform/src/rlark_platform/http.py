@@ -1,12 +1,15 @@
 """The FastAPI application every service API starts from.
 
 Adds: request ids bound into logs, one log line per request, uniform JSON errors (never a 500 for bad
-input), ``/healthz`` (process alive), ``/readyz`` (dependencies answer), ``/metrics`` (Prometheus), and the
-``caller`` dependency that accepts only requests the gateway signed.
+input), ``/healthz`` (process alive), ``/readyz`` (dependencies answer), ``/metrics`` (Prometheus; on a
+public app only with its bearer token), and the ``caller`` dependency that accepts only requests the
+gateway signed — for this service, this method, target and body, once (``identity.ReplayGuard``, one per
+app). The body limit and the HTTP server's own limits are ``body_limit`` and ``http_server``.
 """
 
 from __future__ import annotations
 
+import hmac
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -19,7 +22,14 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
 
 from rlark_platform.errors import ApiError
-from rlark_platform.identity import Caller, IdentityError, Role, verify_caller
+from rlark_platform.identity import (
+    Caller,
+    IdentityError,
+    ReplayGuard,
+    Role,
+    SignedRequest,
+    verify_caller,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -57,12 +67,17 @@ def create_app(
     ready_checks: list[ReadyCheck] | None = None,
     title: str | None = None,
     public: bool = False,
+    metrics_token: str = "",
     **fastapi_kwargs: Any,
 ) -> FastAPI:
-    """``public`` apps (the gateway) authenticate callers themselves; internal ones require the gateway."""
+    """``public`` apps (the gateway) authenticate callers themselves; internal ones require the gateway.
+
+    ``/metrics`` of a public app needs ``Authorization: Bearer <metrics_token>`` and is off (404) without a
+    token; internal apps serve it openly (their port is not the public one)."""
     app = FastAPI(title=title or f"rlark-{service}", **fastapi_kwargs)
     app.state.internal_secret = internal_secret
     app.state.service = service
+    app.state.replay_guard = ReplayGuard()
     checks = ready_checks or []
 
     @app.middleware("http")
@@ -135,7 +150,13 @@ def create_app(
         return JSONResponse({"status": "ready"})
 
     @app.get("/metrics", include_in_schema=False)
-    async def metrics() -> PlainTextResponse:
+    async def metrics(request: Request) -> PlainTextResponse:
+        if public:
+            if not metrics_token:
+                raise ApiError(404, "not_found", "metrics are not served here (RLARK_METRICS_TOKEN is unset)")
+            sent = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(sent, f"Bearer {metrics_token}".encode()):
+                raise ApiError(401, "unauthenticated", "metrics need Authorization: Bearer <metrics token>")
         return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
 
     return app
@@ -150,12 +171,25 @@ def database_ready(pool: Any) -> ReadyCheck:
     return database
 
 
+def signed_request(request: Request, body: bytes) -> SignedRequest:
+    """What the gateway must have signed for ``request`` to reach this service."""
+    raw_path = request.scope.get("raw_path") or request.url.path.encode()
+    target = SignedRequest.target_of(raw_path, request.scope.get("query_string", b""))
+    return SignedRequest(request.app.state.service, request.method, target, body)
+
+
 async def require_caller(request: Request) -> Caller:
-    """Dependency: the user the gateway vouched for; 401 for anything that bypassed the gateway."""
+    """Dependency: the user the gateway vouched for on this very request; 401 for anything that bypassed
+    the gateway, was signed for another service, method, target or body, expired, or was seen before.
+    The body is already read (and bounded) when this runs: FastAPI reads it before the dependencies."""
     try:
-        caller = verify_caller(request.app.state.internal_secret, dict(request.headers))
+        verified = verify_caller(
+            request.app.state.internal_secret, request.headers, signed_request(request, await request.body())
+        )
+        request.app.state.replay_guard.check(verified)
     except IdentityError as exc:
         raise ApiError(401, "unauthenticated", str(exc)) from None
+    caller = verified.caller
     structlog.contextvars.bind_contextvars(user=caller.user)
     return caller
 

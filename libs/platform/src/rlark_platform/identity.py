@@ -1,7 +1,9 @@
 """Who is calling: identities the gateway signs for services, and tokens agents present.
 
 Services accept calls only from the gateway: it forwards the authenticated user in ``X-RLark-User`` /
-``X-RLark-Role`` with an HMAC over them and a timestamp, keyed by the platform's internal secret. Agents
+``X-RLark-Role`` with an HMAC, keyed by the platform's internal secret, over them, a timestamp, a nonce, the
+receiving service, the method, the request target and the body's SHA-256 — valid for
+``SIGNATURE_LIFETIME_S`` and, through each service's ``ReplayGuard``, once. Agents
 trade their cluster credential (checked by inventory) for a short-lived agent token signed the same way;
 consumers of agent reports verify it without a database lookup.
 """
@@ -12,7 +14,9 @@ import base64
 import hashlib
 import hmac
 import json
+import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -37,7 +41,17 @@ class IdentityError(Exception):
     pass
 
 
-MAX_SKEW_S = 300
+SIGNATURE_LIFETIME_S = 30
+"""How long a signed request stays valid (either side of its timestamp: clocks may differ a little)."""
+
+CALLER_HEADERS = (
+    "X-RLark-User",
+    "X-RLark-Role",
+    "X-RLark-Timestamp",
+    "X-RLark-Nonce",
+    "X-RLark-Content-SHA256",
+    "X-RLark-Signature",
+)
 
 AGENT_TOKEN_HEADER = "rlark-agent-token"  # noqa: S105 (a Kafka header name, not a secret)
 """The Kafka header every agent report carries its agent token in."""
@@ -49,29 +63,82 @@ def _key(secret: str, purpose: str) -> bytes:
     return hmac.new(secret.encode(), purpose.encode(), hashlib.sha256).digest()
 
 
-def sign_caller(secret: str, caller: Caller, now: float | None = None) -> dict[str, str]:
-    """Headers the gateway adds to a forwarded request."""
+@dataclass(frozen=True)
+class SignedRequest:
+    """What a caller signature covers besides the caller: which service, which request, which body.
+
+    ``target`` is the request target as sent on the wire: the raw path, plus ``?`` and the raw query when
+    there is one. Binding these makes one captured header set useless for any other service, method, path,
+    query or body; the nonce (kept by the receiving service for the signature's lifetime) makes it useless
+    for a second request of the same kind.
+    """
+
+    audience: str
+    method: str
+    target: str
+    body: bytes = b""
+
+    @staticmethod
+    def target_of(raw_path: bytes, query_string: bytes) -> str:
+        """The signed target of an ASGI request (``scope["raw_path"]``, ``scope["query_string"]``)."""
+        target = raw_path.decode("latin-1")
+        return f"{target}?{query_string.decode('latin-1')}" if query_string else target
+
+
+def _caller_message(caller: Caller, ts: str, nonce: str, body_sha256: str, request: SignedRequest) -> bytes:
+    parts = (
+        "v2",
+        caller.user,
+        caller.role.value,
+        ts,
+        nonce,
+        request.audience,
+        request.method.upper(),
+        request.target,
+        body_sha256,
+    )
+    return "\n".join(parts).encode()
+
+
+def sign_caller(
+    secret: str,
+    caller: Caller,
+    request: SignedRequest,
+    *,
+    now: float | None = None,
+    nonce: str | None = None,
+) -> dict[str, str]:
+    """Headers the gateway adds to one forwarded request (valid once, for ``SIGNATURE_LIFETIME_S``)."""
     ts = str(int(now if now is not None else time.time()))
-    message = f"{caller.user}\n{caller.role.value}\n{ts}".encode()
+    nonce = nonce or secrets.token_hex(16)
+    body_sha256 = hashlib.sha256(request.body).hexdigest()
+    message = _caller_message(caller, ts, nonce, body_sha256, request)
     signature = hmac.new(_key(secret, "caller"), message, hashlib.sha256).hexdigest()
-    return {
-        "X-RLark-User": caller.user,
-        "X-RLark-Role": caller.role.value,
-        "X-RLark-Timestamp": ts,
-        "X-RLark-Signature": signature,
-    }
+    return dict(
+        zip(
+            CALLER_HEADERS,
+            (caller.user, caller.role.value, ts, nonce, body_sha256, signature),
+            strict=True,
+        )
+    )
 
 
-def verify_caller(secret: str, headers: dict[str, str], now: float | None = None) -> Caller:
-    """The caller the gateway vouched for; raises ``IdentityError`` for anything else."""
+@dataclass(frozen=True)
+class VerifiedCaller:
+    caller: Caller
+    nonce: str
+    timestamp: int
+
+
+def verify_caller(
+    secret: str, headers: Mapping[str, str], request: SignedRequest, now: float | None = None
+) -> VerifiedCaller:
+    """The caller the gateway vouched for on exactly this request; raises ``IdentityError`` otherwise.
+
+    Replays within the lifetime are the receiver's to refuse (``ReplayGuard``) with the returned nonce."""
     lowered = {k.lower(): v for k, v in headers.items()}
     try:
-        user, role, ts, signature = (
-            lowered["x-rlark-user"],
-            lowered["x-rlark-role"],
-            lowered["x-rlark-timestamp"],
-            lowered["x-rlark-signature"],
-        )
+        user, role, ts, nonce, body_sha256, signature = (lowered[h.lower()] for h in CALLER_HEADERS)
     except KeyError:
         raise IdentityError("request did not come through the gateway") from None
     try:
@@ -79,12 +146,64 @@ def verify_caller(secret: str, headers: dict[str, str], now: float | None = None
         parsed_role = Role(role)
     except ValueError:
         raise IdentityError("malformed identity headers") from None
-    if abs((now if now is not None else time.time()) - stamp) > MAX_SKEW_S:
+    if not 16 <= len(nonce) <= 64:
+        raise IdentityError("malformed identity headers")
+    if abs((now if now is not None else time.time()) - stamp) > SIGNATURE_LIFETIME_S:
         raise IdentityError("identity signature expired")
-    expected = hmac.new(_key(secret, "caller"), f"{user}\n{role}\n{ts}".encode(), hashlib.sha256)
+    caller = Caller(user=user, role=parsed_role)
+    expected = hmac.new(
+        _key(secret, "caller"), _caller_message(caller, ts, nonce, body_sha256, request), hashlib.sha256
+    )
     if not hmac.compare_digest(expected.hexdigest(), signature):
         raise IdentityError("identity signature invalid")
-    return Caller(user=user, role=parsed_role)
+    # The digest header is signed; the body must also be the one it names.
+    if not hmac.compare_digest(hashlib.sha256(request.body).hexdigest(), body_sha256):
+        raise IdentityError("identity signature invalid")
+    return VerifiedCaller(caller, nonce, stamp)
+
+
+class ReplayRefused(IdentityError):
+    pass
+
+
+class ReplayGuard:
+    """The nonces of signatures this process accepted and that are still valid: a second use is refused.
+
+    One per service process (a signature is bound to one service, so a replay to another replica of the
+    same service is the remaining gap; the lifetime is short). Memory is bounded: an entry lives until its
+    signature expires; when ``max_entries`` live entries are held, new requests are refused (fail closed)
+    rather than forgetting a nonce that could then be replayed. Not thread-safe; one event loop uses it.
+    """
+
+    def __init__(self, max_entries: int = 200_000, lifetime_s: float = SIGNATURE_LIFETIME_S) -> None:
+        self.max_entries = max_entries
+        self.lifetime_s = lifetime_s
+        self._expiry: dict[str, float] = {}
+
+    def _prune(self, now: float) -> None:
+        for nonce, expires in list(self._expiry.items()):
+            if expires < now:
+                del self._expiry[nonce]
+
+    def check(self, verified: VerifiedCaller, now: float | None = None) -> None:
+        """Remember ``verified``'s nonce; raise ``ReplayRefused`` when it was seen before."""
+        now = now if now is not None else time.time()
+        if verified.nonce in self._expiry:
+            raise ReplayRefused("identity signature already used (replay refused)")
+        # Entries go in roughly by time: drop expired ones from the oldest end, all of them when full.
+        while self._expiry:
+            oldest, expires = next(iter(self._expiry.items()))
+            if expires >= now:
+                break
+            del self._expiry[oldest]
+        if len(self._expiry) >= self.max_entries:
+            self._prune(now)
+            if len(self._expiry) >= self.max_entries:
+                raise ReplayRefused("too many signed requests at once; try again shortly")
+        self._expiry[verified.nonce] = verified.timestamp + self.lifetime_s
+
+    def __len__(self) -> int:
+        return len(self._expiry)
 
 
 def _b64(data: bytes) -> str:

@@ -31,6 +31,7 @@ from fastapi import FastAPI
 from rlark_contracts import TopicNames
 
 from rlark_platform.db import apply_migrations, create_pool, ensure_database, load_migrations
+from rlark_platform.http_server import server_config
 from rlark_platform.messaging import (
     PLATFORM_MIGRATIONS_TABLE,
     OutboxRelay,
@@ -179,15 +180,7 @@ async def serve(
             tasks.append(asyncio.create_task(part.run(), name=type(part).__name__))
         if api and definition.build_api is not None:
             app = definition.build_api(ctx)
-            config = uvicorn.Config(
-                app,
-                host=settings.http_host,
-                port=settings.http_port,
-                log_config=None,
-                access_log=False,
-                lifespan="off",
-            )
-            server = uvicorn.Server(config)
+            server = uvicorn.Server(server_config(app, settings))
             # This process owns SIGTERM/SIGINT (see above): uvicorn must not capture them itself.
             server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
             tasks.append(asyncio.create_task(server.serve(), name="http"))

@@ -40,6 +40,19 @@ class ServiceSettings(BaseSettings):
     )
     http_host: str = "127.0.0.1"
     http_port: int = Field(default=0, ge=0, le=65535)
+    http_header_timeout_s: float = Field(
+        default=10.0, gt=0, description="Time a client has to send a request's head (slowloris bound)"
+    )
+    http_keep_alive_s: int = Field(
+        default=5, ge=1, description="Idle keep-alive connections close after this"
+    )
+    http_max_head_bytes: int = Field(
+        default=16 * 1024, ge=4096, description="Largest request line plus headers (h11)"
+    )
+    http_max_connections: int = Field(
+        default=1000, ge=1, description="Open connections and requests at most; beyond: 503"
+    )
+    max_body_bytes: int = Field(default=8 << 20, ge=1024, description="Largest request body (else 413)")
     log_level: str = "INFO"
     log_json: bool | None = Field(default=None, description="JSON logs; default: when not on a terminal")
     db_pool_min: int = Field(default=1, ge=0)

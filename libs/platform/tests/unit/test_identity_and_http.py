@@ -9,29 +9,94 @@ from pydantic import BaseModel, ConfigDict
 from rlark_platform.errors import invalid
 from rlark_platform.http import AdminDep, CallerDep, create_app
 from rlark_platform.identity import (
+    SIGNATURE_LIFETIME_S,
     Caller,
     IdentityError,
+    ReplayGuard,
+    ReplayRefused,
     Role,
+    SignedRequest,
     issue_agent_token,
     sign_caller,
     verify_agent_token,
     verify_caller,
 )
+from rlark_platform.testing import GatewaySigned
 
 SECRET = "s3cr3t-for-tests"
+ALICE = Caller("alice", Role.USER)
+CREATE_KEY = SignedRequest("keys", "POST", "/api/v1/keys?x=1", b'{"name": "k"}')
 
 
 def test_signed_caller_round_trips_and_tampering_is_refused() -> None:
-    headers = sign_caller(SECRET, Caller("alice", Role.USER), now=1000)
-    assert verify_caller(SECRET, headers, now=1010) == Caller("alice", Role.USER)
+    headers = sign_caller(SECRET, ALICE, CREATE_KEY, now=1000)
+    assert verify_caller(SECRET, headers, CREATE_KEY, now=1010).caller == ALICE
     with pytest.raises(IdentityError, match="invalid"):
-        verify_caller(SECRET, {**headers, "X-RLark-Role": "admin"}, now=1010)
-    with pytest.raises(IdentityError, match="expired"):
-        verify_caller(SECRET, headers, now=1000 + 301)
+        verify_caller(SECRET, {**headers, "X-RLark-Role": "admin"}, CREATE_KEY, now=1010)
+    with pytest.raises(IdentityError, match="invalid"):
+        verify_caller(SECRET, {**headers, "X-RLark-Nonce": "0" * 32}, CREATE_KEY, now=1010)
     with pytest.raises(IdentityError, match="gateway"):
-        verify_caller(SECRET, {}, now=1000)
+        verify_caller(SECRET, {}, CREATE_KEY, now=1000)
     with pytest.raises(IdentityError, match="invalid"):
-        verify_caller("other-secret", headers, now=1000)
+        verify_caller("other-secret", headers, CREATE_KEY, now=1000)
+
+
+def test_a_signature_is_short_lived() -> None:
+    headers = sign_caller(SECRET, ALICE, CREATE_KEY, now=1000)
+    assert verify_caller(SECRET, headers, CREATE_KEY, now=1000 + SIGNATURE_LIFETIME_S).caller == ALICE
+    with pytest.raises(IdentityError, match="expired"):
+        verify_caller(SECRET, headers, CREATE_KEY, now=1000 + SIGNATURE_LIFETIME_S + 1)
+    with pytest.raises(IdentityError, match="expired"):
+        verify_caller(SECRET, headers, CREATE_KEY, now=1000 - SIGNATURE_LIFETIME_S - 1)
+    assert SIGNATURE_LIFETIME_S <= 30
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        SignedRequest("scheduler", "POST", "/api/v1/keys?x=1", b'{"name": "k"}'),
+        SignedRequest("keys", "DELETE", "/api/v1/keys?x=1", b'{"name": "k"}'),
+        SignedRequest("keys", "POST", "/api/v1/keys/k1?x=1", b'{"name": "k"}'),
+        SignedRequest("keys", "POST", "/api/v1/keys?all=true", b'{"name": "k"}'),
+        SignedRequest("keys", "POST", "/api/v1/keys?x=1", b'{"name": "evil"}'),
+    ],
+    ids=["service", "method", "path", "query", "body"],
+)
+def test_a_signature_covers_service_method_target_and_body(other: SignedRequest) -> None:
+    headers = sign_caller(SECRET, ALICE, CREATE_KEY, now=1000)
+    with pytest.raises(IdentityError, match="invalid"):
+        verify_caller(SECRET, headers, other, now=1000)
+
+
+def test_the_body_digest_header_must_match_the_body_received() -> None:
+    headers = sign_caller(SECRET, ALICE, CREATE_KEY, now=1000)
+    with pytest.raises(IdentityError, match="invalid"):
+        verify_caller(SECRET, {**headers, "X-RLark-Content-SHA256": "0" * 64}, CREATE_KEY, now=1000)
+
+
+def test_the_replay_guard_accepts_a_nonce_once_and_forgets_it_after_expiry() -> None:
+    guard = ReplayGuard(lifetime_s=30)
+    first = verify_caller(SECRET, sign_caller(SECRET, ALICE, CREATE_KEY, now=1000), CREATE_KEY, now=1000)
+    guard.check(first, now=1000)
+    with pytest.raises(ReplayRefused, match="replay"):
+        guard.check(first, now=1001)
+    second = verify_caller(SECRET, sign_caller(SECRET, ALICE, CREATE_KEY, now=1000), CREATE_KEY, now=1000)
+    guard.check(second, now=1001)
+    assert len(guard) == 2
+    late = verify_caller(SECRET, sign_caller(SECRET, ALICE, CREATE_KEY, now=1040), CREATE_KEY, now=1040)
+    guard.check(late, now=1040)
+    assert len(guard) == 1  # the two expired nonces are gone: their signatures are refused as expired
+
+
+def test_a_full_replay_guard_refuses_rather_than_forgetting_live_nonces() -> None:
+    guard = ReplayGuard(max_entries=3, lifetime_s=30)
+    for _ in range(3):
+        signed = sign_caller(SECRET, ALICE, CREATE_KEY, now=1000)
+        guard.check(verify_caller(SECRET, signed, CREATE_KEY, now=1000), now=1000)
+    one_more = verify_caller(SECRET, sign_caller(SECRET, ALICE, CREATE_KEY, now=1000), CREATE_KEY, now=1000)
+    with pytest.raises(ReplayRefused, match="too many"):
+        guard.check(one_more, now=1000)
+    guard.check(one_more, now=1031)  # the others expired meanwhile
 
 
 def test_agent_token_names_its_cluster_and_cannot_be_forged_or_reused_late() -> None:
@@ -48,7 +113,7 @@ def test_agent_token_names_its_cluster_and_cannot_be_forged_or_reused_late() -> 
 
 def test_missing_internal_secret_is_a_clear_error() -> None:
     with pytest.raises(IdentityError, match="RLARK_INTERNAL_SECRET"):
-        sign_caller("", Caller("a", Role.USER))
+        sign_caller("", Caller("a", Role.USER), CREATE_KEY)
 
 
 class Body(BaseModel):
@@ -72,10 +137,13 @@ def build() -> FastAPI:
     return app
 
 
-async def call(method: str, path: str, headers: dict[str, str] | None = None, **kw: object) -> httpx.Response:
-    transport = httpx.ASGITransport(app=build())
-    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-        return await client.request(method, path, headers=headers, **kw)  # type: ignore[arg-type]
+async def call(
+    method: str, path: str, caller: Caller | None = None, app: FastAPI | None = None, **kw: object
+) -> httpx.Response:
+    transport = httpx.ASGITransport(app=app or build())
+    auth = GatewaySigned(caller, "test", SECRET) if caller is not None else None
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", auth=auth) as client:
+        return await client.request(method, path, **kw)  # type: ignore[arg-type]
 
 
 async def test_internal_routes_refuse_calls_that_bypass_the_gateway() -> None:
@@ -85,27 +153,56 @@ async def test_internal_routes_refuse_calls_that_bypass_the_gateway() -> None:
 
 
 async def test_user_cannot_call_admin_routes() -> None:
-    response = await call("DELETE", "/things", headers=sign_caller(SECRET, Caller("bob", Role.USER)))
+    response = await call("DELETE", "/things", Caller("bob", Role.USER))
     assert response.status_code == 403
-    ok = await call("DELETE", "/things", headers=sign_caller(SECRET, Caller("root", Role.ADMIN)))
+    ok = await call("DELETE", "/things", Caller("root", Role.ADMIN))
     assert ok.json() == {"by": "root"}
 
 
+async def test_a_captured_identity_is_refused_on_another_route_another_service_or_a_second_time() -> None:
+    app = build()
+    captured: dict[str, str] = {}
+
+    async def capture(request: httpx.Request) -> None:
+        captured.update({k: v for k, v in request.headers.items() if k.startswith("x-rlark-")})
+
+    transport = httpx.ASGITransport(app=app)
+    auth = GatewaySigned(Caller("root", Role.ADMIN), "test", SECRET)
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://t", auth=auth, event_hooks={"request": [capture]}
+    ) as admin:
+        assert (await admin.delete("/things")).status_code == 200
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=captured) as replay:
+        again = await replay.delete("/things")
+        assert (again.status_code, again.json()["error"]["code"]) == (401, "unauthenticated")
+        assert "replay" in again.json()["error"]["message"]
+        elsewhere = await replay.post("/things", json={"name": "x"})
+        assert elsewhere.status_code == 401
+    other_service = create_app("other", internal_secret=SECRET)
+
+    @other_service.delete("/things")
+    async def wipe(caller: AdminDep) -> dict[str, str]:
+        return {"by": caller.user}
+
+    other = httpx.ASGITransport(app=other_service)
+    async with httpx.AsyncClient(transport=other, base_url="http://t", headers=captured) as replay:
+        assert (await replay.delete("/things")).status_code == 401
+
+
 async def test_bad_input_gets_a_4xx_naming_the_field_never_a_500() -> None:
-    headers = sign_caller(SECRET, Caller("alice", Role.USER))
-    extra = await call("POST", "/things", headers=headers, json={"name": "x", "surprise": 1})
+    extra = await call("POST", "/things", ALICE, json={"name": "x", "surprise": 1})
     assert extra.status_code == 422
     assert extra.json()["error"]["field"] == "surprise"
-    missing = await call("POST", "/things", headers=headers, json={})
+    missing = await call("POST", "/things", ALICE, json={})
     assert missing.json()["error"] == {**missing.json()["error"], "code": "invalid_request", "field": "name"}
     garbage = await call(
         "POST",
         "/things",
-        headers=headers,
+        ALICE,
         content=b"{nope",
     )
     assert garbage.status_code == 422
-    taken = await call("POST", "/things", headers=headers, json={"name": "taken"})
+    taken = await call("POST", "/things", ALICE, json={"name": "taken"})
     assert taken.status_code == 422
     assert taken.json()["error"] == {
         "code": "name_taken",
@@ -118,3 +215,14 @@ async def test_health_and_metrics_answer_without_identity() -> None:
     assert (await call("GET", "/healthz")).json() == {"status": "ok"}
     assert (await call("GET", "/readyz")).status_code == 200
     assert b"rlark_http_requests_total" in (await call("GET", "/metrics")).content
+
+
+async def test_a_public_app_serves_metrics_only_with_its_token() -> None:
+    off = create_app("gw", internal_secret=SECRET, public=True)
+    assert (await call("GET", "/metrics", app=off)).status_code == 404
+    guarded = create_app("gw", internal_secret=SECRET, public=True, metrics_token="m-token")
+    assert (await call("GET", "/metrics", app=guarded)).status_code == 401
+    wrong = await call("GET", "/metrics", app=guarded, headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    right = await call("GET", "/metrics", app=guarded, headers={"Authorization": "Bearer m-token"})
+    assert b"rlark_http_requests_total" in right.content

@@ -88,7 +88,7 @@ async def visible_events(
                     continue
                 if names.foreign_source(partition.topic, envelope.source):
                     continue  # not from the topic's producer (ADR 0004): never shown
-                if visible(topic, envelope.data, caller, job_id):
+                if visible(topic, envelope.type, envelope.data, caller, job_id):
                     yield public_event(envelope, topic)
 
 

@@ -30,7 +30,7 @@ from rlark_gateway.domain.accounts import (
     validate_token_name,
     validate_username,
 )
-from rlark_gateway.domain.throttle import LoginThrottle
+from rlark_gateway.domain.throttle import LoginGuard
 from rlark_gateway.passwords import Passwords
 
 log = structlog.get_logger(__name__)
@@ -100,7 +100,7 @@ class Accounts:
         self,
         pool: asyncpg.Pool,
         passwords: Passwords,
-        throttle: LoginThrottle,
+        throttle: LoginGuard,
         *,
         session_ttl_s: int,
         password_min_length: int,
@@ -171,9 +171,9 @@ class Accounts:
 
     async def login(self, username: str, password: str, client: str) -> LoginResult:
         """A new console session, or 401 ``invalid_credentials`` — the same for an unknown user and a
-        wrong password — or 429 after too many failures for this username from this address."""
-        key = self.throttle.key(username, client)
-        wait = self.throttle.retry_after(key)
+        wrong password — or 429 after too many failures for this username from this address, or from all
+        addresses together."""
+        wait = self.throttle.retry_after(username, client)
         if wait is not None:
             raise ApiError(
                 429,
@@ -186,12 +186,12 @@ class Accounts:
             async with self.pool.acquire() as conn:
                 record = await repo.get_user(conn, username)
         if not await self.passwords.verify(record.password_hash if record else None, password):
-            self.throttle.failed(key)
+            self.throttle.failed(username, client)
             # Log the name only when it is a real user: a mistyped password in the name field stays out.
             log.info("login refused", user=record.username if record else None)
             raise _unauthenticated("invalid_credentials", "wrong username or password")
         assert record is not None
-        self.throttle.succeeded(key)
+        self.throttle.succeeded(username, client)
         rehash = (
             await self.passwords.hash(password) if self.passwords.needs_rehash(record.password_hash) else None
         )
@@ -268,8 +268,7 @@ class Accounts:
 
     async def change_own_password(self, principal: Principal, current: str, new: str, client: str) -> None:
         """Check the current password (throttled like a login), set the new one, end other sessions."""
-        key = self.throttle.key(principal.username, client)
-        if self.throttle.retry_after(key) is not None:
+        if self.throttle.retry_after(principal.username, client) is not None:
             raise ApiError(429, "too_many_attempts", "too many wrong passwords; try again later")
         try:
             validate_password(
@@ -280,7 +279,7 @@ class Accounts:
         async with self.pool.acquire() as conn:
             record = await repo.get_user(conn, principal.username)
         if record is None or not await self.passwords.verify(record.password_hash, current):
-            self.throttle.failed(key)
+            self.throttle.failed(principal.username, client)
             raise ApiError(403, "wrong_password", "the current password is wrong", "current_password")
         password_hash = await self.passwords.hash(new)
         keep = principal.credential_hash if principal.via == "session" else None

@@ -24,7 +24,8 @@ from rlark_platform.settings import ServiceSettings
 
 from rlark_gateway.api import build_api
 from rlark_gateway.domain.accounts import AccountError
-from rlark_gateway.domain.throttle import LoginThrottle
+from rlark_gateway.domain.streams import StreamSlots
+from rlark_gateway.domain.throttle import LoginGuard, LoginThrottle
 from rlark_gateway.handlers import Accounts
 from rlark_gateway.passwords import Passwords
 from rlark_gateway.proxy import Proxy
@@ -48,7 +49,10 @@ def _accounts(settings: GatewaySettings, pool: asyncpg.Pool) -> Accounts:
     return Accounts(
         pool,
         _passwords(settings),
-        LoginThrottle(settings.login_max_failures, settings.login_window_s),
+        LoginGuard(
+            LoginThrottle(settings.login_max_failures, settings.login_window_s),
+            LoginThrottle(settings.login_max_failures_per_account, settings.login_window_s),
+        ),
         session_ttl_s=settings.session_ttl_s,
         password_min_length=settings.password_min_length,
     )
@@ -63,9 +67,10 @@ async def on_start(ctx: ServiceContext) -> None:
         settings.internal_secret.get_secret_value(),
         connect_timeout_s=settings.upstream_connect_timeout_s,
         read_timeout_s=settings.upstream_timeout_s,
-        max_body_bytes=settings.max_body_bytes,
     )
-    ctx.extras["gateway"] = Gateway(settings, accounts, proxy, ctx.names)
+    ctx.extras["gateway"] = Gateway(
+        settings, accounts, proxy, ctx.names, StreamSlots(settings.events_max_streams_per_user)
+    )
     username = settings.bootstrap_admin_username
     password = settings.bootstrap_admin_password.get_secret_value()
     if username or password:

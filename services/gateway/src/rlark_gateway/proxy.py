@@ -2,13 +2,14 @@
 
 Per request: the client's ``X-RLark-*`` headers, cookies and (except for agents) ``Authorization`` are
 dropped; the gateway adds the caller it authenticated, signed with the internal secret
-(``rlark_platform.identity.sign_caller``), plus ``X-Request-Id`` and ``X-Forwarded-*``. Every other
+(``rlark_platform.identity.sign_caller``: for that service, method, target and body, once), plus
+``X-Request-Id`` and ``X-Forwarded-*``. Every other
 end-to-end header passes unchanged — ``Content-Type``, ``Accept``, ``Last-Event-ID`` (stream resumption) and
 ``Idempotency-Key`` (safe retries of ``POST /api/v1/jobs``) among them — and the service's status comes
 back as it was (201 created, 200 an idempotent repeat, 409 a reused key). Paths and query
-strings are forwarded unchanged (services serve the same ``/api/v1/...`` paths). Bodies are read up to a
-limit; responses stream back, so ``?follow=true`` logs and event streams pass through as they come,
-without a read timeout. An unreachable service gives 503 ``service_unavailable`` naming it.
+strings are forwarded unchanged (services serve the same ``/api/v1/...`` paths). Bodies are read whole
+(the server's body limit bounds them); responses stream back, so ``?follow=true`` logs and event streams
+pass through as they come, without a read timeout. An unreachable service gives 503 ``service_unavailable`` naming it.
 
 Shutdown: ``close()`` ends open streams and waits (bounded) for requests in flight, then closes the client.
 """
@@ -23,7 +24,7 @@ import anyio
 import httpx
 import structlog
 from rlark_platform.errors import ApiError
-from rlark_platform.identity import Caller, sign_caller
+from rlark_platform.identity import Caller, SignedRequest, sign_caller
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
@@ -75,13 +76,11 @@ class Proxy:
         *,
         connect_timeout_s: float = 5.0,
         read_timeout_s: float = 60.0,
-        max_body_bytes: int = 8 << 20,
     ) -> None:
         self.upstreams = upstreams
         self._secret = internal_secret
         self._connect = connect_timeout_s
         self._read = read_timeout_s
-        self.max_body_bytes = max_body_bytes
         self._client = httpx.AsyncClient(
             follow_redirects=False,
             timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
@@ -92,19 +91,6 @@ class Proxy:
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
-
-    async def _body(self, request: Request) -> bytes:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise ApiError(413, "payload_too_large", f"the request body exceeds {self.max_body_bytes} bytes")
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > self.max_body_bytes:
-                raise ApiError(
-                    413, "payload_too_large", f"the request body exceeds {self.max_body_bytes} bytes"
-                )
-        return bytes(body)
 
     def _enter(self) -> None:
         self._in_flight += 1
@@ -117,9 +103,15 @@ class Proxy:
             self._idle.set()
 
     async def forward(
-        self, request: Request, service: str, caller: Caller | None, request_id: str | None
+        self,
+        request: Request,
+        service: str,
+        caller: Caller | None,
+        request_id: str | None,
+        client: str,
     ) -> Response:
-        """Forward ``request`` to ``service`` as ``caller`` (None: no user identity, the agent route)."""
+        """Forward ``request`` to ``service`` as ``caller`` (None: no user identity, the agent route);
+        ``client`` is the client's address (``X-Forwarded-For``)."""
         if self.closing.is_set():
             raise ApiError(503, "service_unavailable", "the gateway is shutting down", service)
         base = self.upstreams[service]
@@ -128,19 +120,22 @@ class Proxy:
         if request.url.query:
             url += "?" + request.url.query
         headers = forward_headers(request.scope["headers"], keep_authorization=caller is None)
-        if caller is not None:
-            headers += [(k.lower(), v) for k, v in sign_caller(self._secret, caller).items()]
         if request_id:
             headers.append(("x-request-id", request_id))
-        if request.client is not None:
-            headers.append(("x-forwarded-for", request.client.host))
+        headers.append(("x-forwarded-for", client))
         headers.append(("x-forwarded-proto", request.url.scheme))
-        body = await self._body(request) if request.method not in ("GET", "HEAD") else b""
+        # The body limit (rlark_platform.body_limit) bounds what this reads.
+        body = await request.body() if request.method not in ("GET", "HEAD") else b""
         streaming = wants_stream(request)
         timeout = httpx.Timeout(None if streaming else self._read, connect=self._connect)
         upstream_request = self._client.build_request(
             request.method, url, headers=headers, content=body, timeout=timeout
         )
+        if caller is not None:
+            # Signed over exactly what goes on the wire: this service, method, target and body.
+            target = upstream_request.url.raw_path.decode("ascii")
+            signed = SignedRequest(service, request.method, target, body)
+            upstream_request.headers.update(sign_caller(self._secret, caller, signed))
         self._enter()
         try:
             upstream = await self._client.send(upstream_request, stream=True)

@@ -7,9 +7,12 @@ where the services behind it listen. There is no default password anywhere: the 
 
 from __future__ import annotations
 
+from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import NoDecode
 from rlark_platform.settings import ServiceSettings
 
 
@@ -30,16 +33,36 @@ class GatewaySettings(ServiceSettings):
     upstream_timeout_s: float = Field(
         default=60.0, gt=0, description="Read timeout of proxied requests (not of event streams)"
     )
-    max_body_bytes: int = Field(default=8 << 20, ge=1024, description="Largest request body proxied")
 
     web_dir: Path | None = Field(
         default=None, description="Built web console (index.html); default web/dist of the checkout"
     )
 
     session_ttl_s: int = Field(default=12 * 3600, ge=60, description="Console session lifetime")
-    cookie_secure: bool = Field(default=False, description="Mark the session cookie Secure (HTTPS only)")
+    cookie_secure: bool = Field(
+        default=False,
+        description="Always mark the session cookie Secure; it is anyway when the request came over HTTPS",
+    )
     login_max_failures: int = Field(default=5, ge=1, description="Failed logins per username+IP per window")
+    login_max_failures_per_account: int = Field(
+        default=20, ge=1, description="Failed logins per username from all addresses together per window"
+    )
     login_window_s: float = Field(default=300.0, gt=0)
+
+    trusted_proxies: Annotated[list[IPv4Network | IPv6Network], NoDecode] = Field(
+        default_factory=list,
+        description="Peers (comma-separated addresses or CIDRs) whose X-Forwarded-For/-Proto are believed",
+    )
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Origins besides the gateway's own whose browsers may make changes (comma-separated)",
+    )
+    metrics_token: SecretStr = Field(
+        default=SecretStr(""), description="Bearer token for GET /metrics; unset: /metrics is off"
+    )
+    events_max_streams_per_user: int = Field(
+        default=4, ge=1, description="Open GET /api/v1/events streams per user (per gateway process)"
+    )
 
     password_min_length: int = Field(default=8, ge=1)
     # argon2id cost; the defaults are argon2-cffi's (RFC 9106 low-memory profile). Tests lower them.
@@ -53,6 +76,22 @@ class GatewaySettings(ServiceSettings):
     bootstrap_admin_password: SecretStr = Field(default=SecretStr(""))
 
     events_ping_s: float = Field(default=15.0, gt=0, description="Keep-alive interval of event streams")
+
+    @field_validator("trusted_proxies", "allowed_origins", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        for origin in value:
+            scheme, sep, rest = origin.partition("://")
+            if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
+                raise ValueError(f"{origin!r} is not an origin like https://console.example.org")
+        return [origin.lower().rstrip("/") for origin in value]
 
     def resolved_web_dir(self) -> Path | None:
         """The console directory to serve, or None when the console is not built."""

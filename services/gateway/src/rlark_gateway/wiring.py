@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from rlark_contracts import TopicNames
 
+from rlark_gateway.domain.streams import StreamSlots
 from rlark_gateway.handlers import Accounts
 from rlark_gateway.proxy import Proxy
 from rlark_gateway.settings import GatewaySettings
@@ -17,3 +18,4 @@ class Gateway:
     accounts: Accounts
     proxy: Proxy
     names: TopicNames
+    streams: StreamSlots

@@ -30,12 +30,13 @@ import structlog
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.agent import HeartbeatSent, NodeObservation, NodesObserved
 from rlark_platform.db import create_pool, transaction
-from rlark_platform.identity import AGENT_TOKEN_HEADER, Caller, Role, issue_agent_token, sign_caller
+from rlark_platform.identity import AGENT_TOKEN_HEADER, Caller, Role, issue_agent_token
 from rlark_platform.messaging import KafkaAccess, create_producer
 from rlark_platform.messaging.producer import delete_topics_with_prefix
 from rlark_platform.messaging.provision import provision_platform
 from rlark_platform.observability import configure_logging
 from rlark_platform.service import migrate, serve
+from rlark_platform.testing import GatewaySigned
 
 from rlark_inventory import handlers
 from rlark_inventory import repository as repo
@@ -272,11 +273,12 @@ async def bench_node_list(
         stop = asyncio.Event()
         api = asyncio.create_task(serve(DEFINITION, env.settings, api=True, worker=False, stop=stop))
         url = f"http://127.0.0.1:{env.settings.http_port}"
-        headers = sign_caller(env.settings.internal_secret.get_secret_value(), Caller("bench", Role.USER))
+        secret = env.settings.internal_secret.get_secret_value()
+        auth = GatewaySigned(Caller("bench", Role.USER), "inventory", secret)
         latencies: list[float] = []
         matched: list[int] = []
         try:
-            async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as client:
+            async with httpx.AsyncClient(base_url=url, auth=auth, timeout=30) as client:
                 for _ in range(200):
                     with contextlib.suppress(httpx.HTTPError):
                         if (await client.get("/readyz")).status_code == 200:

@@ -15,8 +15,8 @@ from keys_it_support import generate_key
 from rlark_cli.client import Gateway
 from rlark_cli.commands import keys as keys_commands
 from rlark_cli.main import app
-from rlark_platform.identity import Caller, Role, sign_caller
-from rlark_platform.testing import TEST_SECRET, RunningService
+from rlark_platform.identity import Caller, Role
+from rlark_platform.testing import GatewaySigned, RunningService
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.integration
@@ -29,7 +29,7 @@ class SignedGateway(Gateway):
 
     def __init__(self) -> None:
         super().__init__(url=self.url_for_tests, token="unused")
-        self._http.headers.update(sign_caller(TEST_SECRET, Caller("alice", Role.USER)))
+        self._http.auth = GatewaySigned(Caller("alice", Role.USER), "keys")
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 from keys_it_support import KeyPair, dump_database, generate_key, secret_lines
-from rlark_platform.identity import Caller, Role, sign_caller
-from rlark_platform.testing import TEST_SECRET, free_port
+from rlark_platform.identity import Caller, Role
+from rlark_platform.testing import TEST_SECRET, GatewaySigned, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +76,7 @@ async def test_private_key_is_refused_and_appears_in_no_response_log_or_table(
     pem = generate_key(tmp_path, "rsa", "-b", "3072", "-m", "PEM")
     secrets = secret_lines(openssh.private_text) + secret_lines(pem.private_text)
     assert len(secrets) > 20
-    headers = sign_caller(TEST_SECRET, Caller("alice", Role.USER))
+    auth = GatewaySigned(Caller("alice", Role.USER), "keys")
 
     attempts: list[dict[str, object]] = [
         {"json": {"name": "laptop", "public_key": openssh.private_text}},
@@ -91,7 +91,7 @@ async def test_private_key_is_refused_and_appears_in_no_response_log_or_table(
         {"content": pem.private_text, "headers": {"content-type": "text/plain"}},
     ]
     refused: list[httpx.Response] = []
-    async with httpx.AsyncClient(base_url=url, headers=headers) as alice:
+    async with httpx.AsyncClient(base_url=url, auth=auth) as alice:
         for attempt in attempts:
             refused.append(await alice.post("/api/v1/keys", **attempt))  # type: ignore[arg-type]
         listed = (await alice.get("/api/v1/keys")).json()

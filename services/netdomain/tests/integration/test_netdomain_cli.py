@@ -15,8 +15,8 @@ from click.testing import Result
 from rlark_cli.client import Gateway
 from rlark_cli.commands import domains as domains_commands
 from rlark_cli.main import app
-from rlark_platform.identity import Caller, Role, sign_caller
-from rlark_platform.testing import TEST_SECRET, RunningService
+from rlark_platform.identity import Caller, Role
+from rlark_platform.testing import GatewaySigned, RunningService
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,7 @@ class SignedGateway(Gateway):
 
     def __init__(self) -> None:
         super().__init__(url=self.url_for_tests, token="unused")
-        self._http.headers.update(sign_caller(TEST_SECRET, self.caller))
+        self._http.auth = GatewaySigned(self.caller, "netdomain")
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from rlark_cli import client as cli_client
 from rlark_cli.main import app
-from rlark_platform.identity import Caller, Role, sign_caller
-from rlark_platform.testing import TEST_SECRET, RunningService, TopicReader, free_port
+from rlark_platform.identity import Caller, Role
+from rlark_platform.testing import GatewaySigned, RunningService, TopicReader, free_port
 from scheduler_it_support import IMAGE, World, nodes_synced, placed_count
 from typer.testing import CliRunner, Result
 
@@ -41,8 +41,7 @@ def cli(scheduler: RunningService, monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     real_client = httpx.Client
 
     def signed_client(**kwargs: Any) -> httpx.Client:
-        headers = {**kwargs.pop("headers", {}), **sign_caller(TEST_SECRET, Caller("alice", Role.USER))}
-        return real_client(headers=headers, **kwargs)
+        return real_client(auth=GatewaySigned(Caller("alice", Role.USER), "scheduler"), **kwargs)
 
     monkeypatch.setattr(cli_client.httpx, "Client", signed_client)
     yield sink

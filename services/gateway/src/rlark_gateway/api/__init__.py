@@ -1,7 +1,8 @@
 """The gateway's HTTP app: its own routes (auth, users, audit, events), the proxied routes, the console.
 
-Order matters: the gateway's routes and the proxied prefixes first, then ``/api/...`` (401 or 404 as JSON),
-then the console's catch-all. The audit middleware records every POST/PUT/PATCH/DELETE under ``/api``
+Order matters: the API docs, the gateway's routes and the proxied prefixes first, then ``/api/...`` (401 or
+404 as JSON), then the console's catch-all. ``guards.RequestGuard`` wraps it all (origins, body types,
+security headers). The audit middleware records every POST/PUT/PATCH/DELETE under ``/api``
 after it is answered — who, action, target, status — never a body.
 """
 
@@ -21,6 +22,8 @@ from starlette.responses import Response
 from rlark_gateway.api import audit, auth, events, users
 from rlark_gateway.api.console import add_console_routes
 from rlark_gateway.api.deps import AuditNote, client_address
+from rlark_gateway.api.docs import add_docs_routes
+from rlark_gateway.api.guards import RequestGuard
 from rlark_gateway.api.openapi import add_openapi_route
 from rlark_gateway.api.proxy import add_fallback_route, add_proxy_routes
 from rlark_gateway.domain.access import CHANGE_METHODS, PROXY_ROUTES, audit_action
@@ -57,7 +60,8 @@ def build_api(ctx: ServiceContext) -> FastAPI:
         "(POST /api/v1/auth/login) or `Authorization: Bearer <api token>`.",
         version="1",
         public=True,
-        docs_url="/api/docs",
+        metrics_token=gw.settings.metrics_token.get_secret_value(),
+        docs_url=None,
         openapi_url="/api/openapi.json",
         redoc_url=None,
         openapi_tags=_tags(),
@@ -99,6 +103,13 @@ def build_api(ctx: ServiceContext) -> FastAPI:
             log.error("audit entry not written", error=type(exc).__name__, path=request.url.path)
         return response
 
+    # Outermost of the gateway's own middleware: foreign origins and odd bodies never reach the audit.
+    app.add_middleware(
+        RequestGuard,
+        trusted_proxies=gw.settings.trusted_proxies,
+        allowed_origins=gw.settings.allowed_origins,
+    )
+    add_docs_routes(app)
     add_openapi_route(app, gw)
     app.include_router(auth.router)
     app.include_router(users.router)

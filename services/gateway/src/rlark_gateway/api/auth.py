@@ -14,6 +14,7 @@ from rlark_gateway.api.deps import (
     PrincipalDep,
     audit_note,
     client_address,
+    served_over_https,
 )
 from rlark_gateway.api.models import (
     LoginRequest,
@@ -41,7 +42,8 @@ async def login(body: LoginRequest, request: Request, response: Response, gw: Ga
     """Check the password and start a console session (cookie ``rlark_session``, HttpOnly, SameSite=Lax).
 
     An unknown user and a wrong password get the same 401 ``invalid_credentials``; repeated failures for
-    one username from one address get 429 ``too_many_attempts``."""
+    one username from one address, or for one username from all addresses together, get 429
+    ``too_many_attempts``. The cookie is ``Secure`` over HTTPS (or always, with ``RLARK_COOKIE_SECURE``)."""
     note = audit_note(request)
     note.action, note.target = "auth.login", "users"
     try:
@@ -60,7 +62,7 @@ async def login(body: LoginRequest, request: Request, response: Response, gw: Ga
         path="/",
         httponly=True,
         samesite="lax",
-        secure=gw.settings.cookie_secure,
+        secure=gw.settings.cookie_secure or served_over_https(request),
     )
     return LoginResponse(
         user=Me(username=result.user.username, role=result.user.role), expires_at=result.expires_at
@@ -75,7 +77,11 @@ async def logout(request: Request, principal: PrincipalDep, gw: GatewayDep) -> R
     await gw.accounts.logout(principal)
     response = Response(status_code=204)
     response.delete_cookie(
-        SESSION_COOKIE, path="/", httponly=True, samesite="lax", secure=gw.settings.cookie_secure
+        SESSION_COOKIE,
+        path="/",
+        httponly=True,
+        samesite="lax",
+        secure=gw.settings.cookie_secure or served_over_https(request),
     )
     return response
 

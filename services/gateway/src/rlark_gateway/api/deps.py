@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from rlark_platform.errors import ApiError
 from rlark_platform.paging import PageNumber, PageSize
 
+from rlark_gateway.api.guards import CLIENT_KEY, HTTPS_KEY
 from rlark_gateway.handlers import Principal
 from rlark_gateway.wiring import Gateway
 
@@ -40,7 +41,16 @@ def audit_note(request: Request) -> AuditNote:
 
 
 def client_address(request: Request) -> str:
+    """The client's address as ``guards.RequestGuard`` found it (trusted proxies' ``X-Forwarded-For``)."""
+    found = request.scope.get("state", {}).get(CLIENT_KEY)
+    if isinstance(found, str):
+        return found
     return request.client.host if request.client is not None else "unknown"
+
+
+def served_over_https(request: Request) -> bool:
+    """Whether the client reached us over HTTPS (directly, or through a trusted proxy that says so)."""
+    return bool(request.scope.get("state", {}).get(HTTPS_KEY, request.url.scheme == "https"))
 
 
 def bearer_token(request: Request) -> str | None:

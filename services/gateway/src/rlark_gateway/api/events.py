@@ -28,13 +28,25 @@ async def events(
     gw: GatewayDep,
     job_id: Annotated[str | None, Query(max_length=128, description="Only this job's events")] = None,
 ) -> EventSourceResponse:
-    """Job events of your jobs (all jobs for admins) and cluster/node state changes, live."""
+    """Job events of your jobs (all jobs for admins) and cluster/node state changes, live. At most
+    ``RLARK_EVENTS_MAX_STREAMS_PER_USER`` at once per user: 429 ``too_many_streams`` beyond."""
+    user = principal.username
+    if not gw.streams.take(user):
+        raise ApiError(
+            429,
+            "too_many_streams",
+            f"you have {gw.streams.limit} event streams open already; close one (another tab?) and retry",
+        )
     try:
         consumer = await open_consumer(gw.settings.kafka_access(), gw.names)
     except (KafkaError, OSError):
+        gw.streams.give_back(user)
         raise ApiError(
             503, "service_unavailable", "the event broker is unavailable; try again later", "events"
         ) from None
+    except BaseException:
+        gw.streams.give_back(user)
+        raise
 
     async def stream() -> AsyncIterator[ServerSentEvent]:
         try:
@@ -46,6 +58,7 @@ async def events(
                     event=event["type"], id=event["id"], data=json.dumps(event, default=str)
                 )
         finally:
+            gw.streams.give_back(user)
             await close_consumer(consumer)
 
     return EventSourceResponse(

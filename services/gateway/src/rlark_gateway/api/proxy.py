@@ -17,7 +17,7 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from rlark_platform.errors import ApiError
 from rlark_platform.openapi import error_responses
 
-from rlark_gateway.api.deps import audit_note, authenticate, gateway
+from rlark_gateway.api.deps import audit_note, authenticate, client_address, gateway
 from rlark_gateway.domain.access import (
     API_PREFIX,
     PROXY_METHODS,
@@ -71,7 +71,7 @@ def _handler(route: ProxyRoute) -> Callable[[Request, str], Awaitable[Response]]
                 raise ApiError(403, refused.code, refused.message, refused.field)
             caller = principal.caller
         request_id = structlog.contextvars.get_contextvars().get("request_id")
-        response = await gw.proxy.forward(request, route.service, caller, request_id)
+        response = await gw.proxy.forward(request, route.service, caller, request_id, client_address(request))
         if method == "POST" and note.target == route.resource:
             note.target = _created_target(response, route.resource) or note.target
         return response

@@ -1,9 +1,13 @@
-"""Login throttling per (username, client address), in memory.
+"""Login throttling per (username, client address) and per username over all addresses, in memory.
 
 After ``max_failures`` failed logins inside ``window_s`` the pair is refused until the oldest failure
 leaves the window; a success clears it. One gateway process keeps its own counts — enough to stop
 password guessing through one gateway; several replicas each allow ``max_failures`` per window.
 Memory is bounded: stale entries are pruned, and at most ``max_entries`` pairs are tracked.
+
+``LoginGuard`` puts two throttles together: the per-address one stops one client guessing; the per-account
+one (a higher limit) stops guessing spread over many addresses. The price of the second: while an account
+is being attacked from many addresses, its owner waits out the window too.
 """
 
 from __future__ import annotations
@@ -69,3 +73,33 @@ class LoginThrottle:
 
     def __len__(self) -> int:
         return len(self._failures)
+
+
+class LoginGuard:
+    """The throttles a password check passes: per (username, address), and per username alone."""
+
+    def __init__(self, per_address: LoginThrottle, per_account: LoginThrottle) -> None:
+        self.per_address = per_address
+        self.per_account = per_account
+
+    def _keys(self, username: str, client: str) -> tuple[tuple[str, str], tuple[str, str]]:
+        return self.per_address.key(username, client), self.per_account.key(username, "*")
+
+    def retry_after(self, username: str, client: str) -> float | None:
+        pair, account = self._keys(username, client)
+        waits = [
+            wait
+            for wait in (self.per_address.retry_after(pair), self.per_account.retry_after(account))
+            if wait is not None
+        ]
+        return max(waits) if waits else None
+
+    def failed(self, username: str, client: str) -> None:
+        pair, account = self._keys(username, client)
+        self.per_address.failed(pair)
+        self.per_account.failed(account)
+
+    def succeeded(self, username: str, client: str) -> None:
+        pair, account = self._keys(username, client)
+        self.per_address.succeeded(pair)
+        self.per_account.succeeded(account)
