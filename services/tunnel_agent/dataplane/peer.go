@@ -120,7 +120,7 @@ func (p *peerLink) fail(reason string) {
 // attach makes a new session the link's current one, replacing (closing) any older one. Frames
 // travel on data (the keyed stream) when it is given, else on the SSH channel itself.
 func (p *peerLink) attach(conn ssh.Conn, ch ssh.Channel, data *sealedConn) *session {
-	s := &session{link: p, conn: conn, rw: ch, done: make(chan struct{})}
+	s := &session{link: p, conn: conn, rw: ch, done: make(chan struct{}), pongs: make(chan []byte, 1)}
 	if data != nil {
 		s.rw, s.data = data, data
 		go func() { // the channel carries nothing more: its end (or the connection's) ends the session
@@ -140,6 +140,7 @@ func (p *peerLink) attach(conn ssh.Conn, ch ssh.Channel, data *sealedConn) *sess
 	}
 	go s.reader()
 	go s.keepalive()
+	go s.watchdog()
 	return s
 }
 
@@ -177,6 +178,7 @@ type session struct {
 	data   *sealedConn
 	wmu    sync.Mutex // frames are written whole: one writer at a time
 	done   chan struct{}
+	pongs  chan []byte // PONG frames the reader asks the keepalive goroutine to send
 	once   sync.Once
 	lastRx atomic.Int64
 }
@@ -253,9 +255,13 @@ func (s *session) reader() {
 					o.relay(payload)
 				}
 			case framePing:
+				// Answered by the keepalive goroutine: the reader never waits for the write lock,
+				// which a writer stuck on a full socket may hold — two agents whose readers both
+				// waited there would stop reading each other for good.
 				frame := appendHeader(make([]byte, 0, headerSize+len(payload)), framePong, len(payload))
-				if !s.write(append(frame, payload...)) {
-					return
+				select {
+				case s.pongs <- append(frame, payload...):
+				default: // one answer already waits: this PING goes unanswered (RTT is a sample)
 				}
 			case framePong:
 				if len(payload) == 8 {
@@ -274,25 +280,42 @@ func (s *session) reader() {
 	}
 }
 
-// keepalive sends a PING every interval and declares the link dead after deadAfter of silence
-// (a cut cable does not close a TCP connection for minutes).
+// keepalive sends a PING every interval and the PONGs the reader asks for. It may wait for the
+// write lock; the watchdog never does.
 func (s *session) keepalive() {
-	p := s.link
-	ticker := time.NewTicker(p.pingInterval)
+	ticker := time.NewTicker(s.link.pingInterval)
 	defer ticker.Stop()
 	for {
-		silent := time.Duration(time.Now().UnixNano() - s.lastRx.Load())
-		if silent > p.deadAfter {
-			s.close(fmt.Sprintf("no frames from peer for %.1f s", silent.Seconds()))
+		var frame []byte
+		select {
+		case <-ticker.C:
+			frame = appendHeader(make([]byte, 0, headerSize+8), framePing, 8)
+			frame = binary.BigEndian.AppendUint64(frame, uint64(time.Now().UnixNano()))
+		case frame = <-s.pongs:
+		case <-s.done:
 			return
 		}
-		frame := appendHeader(make([]byte, 0, headerSize+8), framePing, 8)
-		if !s.write(binary.BigEndian.AppendUint64(frame, uint64(time.Now().UnixNano()))) {
+		if !s.write(frame) {
 			return
 		}
+	}
+}
+
+// watchdog declares the link dead after deadAfter without a byte from the peer (a cut cable
+// does not close a TCP connection for minutes); closing the connections also frees a writer
+// stuck on a full socket.
+func (s *session) watchdog() {
+	p := s.link
+	ticker := time.NewTicker(min(p.pingInterval, p.deadAfter) / 4)
+	defer ticker.Stop()
+	for {
 		select {
 		case <-ticker.C:
 		case <-s.done:
+			return
+		}
+		if silent := time.Duration(time.Now().UnixNano() - s.lastRx.Load()); silent > p.deadAfter {
+			s.close(fmt.Sprintf("no frames from peer for %.1f s", silent.Seconds()))
 			return
 		}
 	}

@@ -151,6 +151,40 @@ def test_a_cut_link_is_detected_and_traffic_resumes_after_repair(bed: TunnelBed)
     assert bed.peer_state("a", "b")["connects"] >= 2
 
 
+def test_a_link_cut_while_tcp_fills_it_both_ways_is_detected_and_recovers(bed: TunnelBed) -> None:
+    """A cut while both directions are busy: writers then wait on full sockets, and the cut must
+    still be seen by both agents and repaired on a new connection."""
+    server = bed.popen("b1", "iperf3", "-s", "-1", stdout=subprocess.DEVNULL)
+    time.sleep(0.5)
+    client = bed.popen("a1", "iperf3", "-c", bed.vip("b1"), "--bidir", "-t", "60", stdout=subprocess.DEVNULL)
+    try:
+        before = bed.peer_state("a", "b")["counters"]["bytes_out"]
+        wait_until(
+            lambda: bed.peer_state("a", "b")["counters"]["bytes_out"] - before > 50_000_000,
+            30,
+            "50 MB a → b under load",
+        )
+        connects = bed.peer_state("a", "b")["connects"]
+        bed.set_link("a", "b", up=False)
+        try:
+            for cluster, peer in (("a", "b"), ("b", "a")):
+                down = wait_until(
+                    lambda c=cluster, p=peer: (s := bed.peer_state(c, p))["state"] != "up" and s,
+                    15,
+                    f"agent {cluster} to see the link to {peer} down under load",
+                )
+                assert down["last_error"]
+        finally:
+            bed.set_link("a", "b", up=True)
+        wait_until(lambda: bed.peer_state("a", "b")["state"] == "up", 20, "the link to come back")
+        assert bed.peer_state("a", "b")["connects"] > connects
+    finally:
+        for proc in (client, server):
+            proc.kill()
+            proc.wait(timeout=10)
+    wait_until(lambda: ping(bed, "a1", bed.vip("b1"), count=1).returncode == 0, 20, "ping after the cut")
+
+
 def _flood(bed: TunnelBed, sender: str, receiver: str, cluster_out: str, peer: str) -> int:
     """UDP flood of small packets until > 1,050,000 frames left ``cluster_out`` for ``peer``."""
     server = bed.popen(receiver, "iperf3", "-s", "-1", stdout=subprocess.DEVNULL)

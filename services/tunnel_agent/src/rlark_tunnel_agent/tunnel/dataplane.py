@@ -106,6 +106,9 @@ class DataplaneForwarder:
             self._proc = await asyncio.create_subprocess_exec(
                 *argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL
             )
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
         self._sock = ours
