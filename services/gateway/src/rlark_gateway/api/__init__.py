@@ -23,7 +23,7 @@ from rlark_gateway.api import audit, auth, events, users
 from rlark_gateway.api.console import add_console_routes
 from rlark_gateway.api.deps import AuditNote, client_address
 from rlark_gateway.api.docs import add_docs_routes
-from rlark_gateway.api.guards import RequestGuard
+from rlark_gateway.api.guards import RequestGuard, document_guard_answers
 from rlark_gateway.api.openapi import add_openapi_route
 from rlark_gateway.api.proxy import add_fallback_route, add_proxy_routes
 from rlark_gateway.domain.access import CHANGE_METHODS, PROXY_ROUTES, audit_action
@@ -118,4 +118,5 @@ def build_api(ctx: ServiceContext) -> FastAPI:
     add_proxy_routes(app)
     add_fallback_route(app)
     add_console_routes(app, gw.settings)
+    document_guard_answers(app)
     return app

@@ -14,6 +14,7 @@ from typing import Annotated
 from aiokafka.errors import KafkaError
 from fastapi import APIRouter, Query
 from rlark_platform.errors import ApiError
+from rlark_platform.openapi import error_responses
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from rlark_gateway.api.deps import GatewayDep, PrincipalDep
@@ -22,7 +23,7 @@ from rlark_gateway.event_stream import close_consumer, open_consumer, visible_ev
 router = APIRouter(prefix="/api/v1/events", tags=["events"])
 
 
-@router.get("", response_class=EventSourceResponse)
+@router.get("", response_class=EventSourceResponse, responses=error_responses(401, 429, 503))
 async def events(
     principal: PrincipalDep,
     gw: GatewayDep,

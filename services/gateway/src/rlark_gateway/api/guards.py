@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+from rlark_platform.openapi import error_responses
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -103,3 +106,14 @@ async def _refuse(send: Send, status: int, code: str, message: str, field: str) 
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+GUARD_ANSWERS = (403, 413, 415)
+"""What the guard (and the body limit under it) may answer on a change before the route runs."""
+
+
+def document_guard_answers(app: FastAPI) -> None:
+    """List the guard's answers on every change route of ``app`` (its OpenAPI document stays complete)."""
+    for route in app.routes:
+        if isinstance(route, APIRoute) and route.methods and route.methods & CHANGE_METHODS:
+            route.responses = {**error_responses(*GUARD_ANSWERS), **route.responses}

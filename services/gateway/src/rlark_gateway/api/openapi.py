@@ -34,9 +34,9 @@ log = structlog.get_logger(__name__)
 OPENAPI_PATH = "/api/openapi.json"
 SERVICE_DOCUMENT_PATH = "/openapi.json"
 FETCH_TIMEOUT_S = 5.0
-GATEWAY_ANSWERS = (401, 403, 413, 503, 504)
-"""Statuses the gateway answers on a forwarded route: not signed in, not allowed, body too large, the
-service unavailable or too slow."""
+GATEWAY_ANSWERS = (401, 403, 413, 415, 503, 504)
+"""Statuses the gateway answers on a forwarded route: not signed in, not allowed (also a foreign origin),
+body too large, a body neither JSON nor YAML, the service unavailable or too slow."""
 _METHODS = frozenset({"get", "put", "post", "delete", "patch", "head", "options"})
 _REF = "#/components/schemas/"
 
