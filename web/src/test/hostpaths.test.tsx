@@ -1,9 +1,10 @@
 /** A cluster's hostPath policy on its page: everyone sees the allowed host directories; admins replace
  * the list, and a refused entry is shown with the server's message naming it, nothing changed. */
-import { fireEvent, screen, waitFor, within } from '@testing-library/react';
+import { cleanup, fireEvent, screen, waitFor, within } from '@testing-library/react';
 import { describe, expect, it } from 'vitest';
 import i18n from '../i18n';
 import ClusterDetail from '../pages/ClusterDetail';
+import JobWizard from '../pages/jobs/JobWizard';
 import { apiError, mockApi, renderPage } from './helpers';
 
 const SUMMARY = {
@@ -68,5 +69,40 @@ describe('hostPath policy', () => {
     fireEvent.click(screen.getByTestId('hostpath-save'));
     await waitFor(() => expect(screen.getByTestId('hostpath-policy')).toHaveTextContent(message));
     expect(screen.getByTestId('hostpath-input')).toHaveValue('/etc');
+  });
+});
+
+describe('hostPath policy in the job wizard', () => {
+  it('a hostPath mount shows which directories the role cluster allows, and when it allows none', async () => {
+    await i18n.changeLanguage('en');
+    let allow = ['/data/datasets'];
+    mockApi({
+      'GET /api/v1/templates': { items: [] },
+      'GET /api/v1/clusters': { total: 1, page: 1, page_size: 50, items: [CLUSTER] },
+      'GET /api/v1/domains': { total: 0, page: 1, page_size: 50, items: [] },
+      'GET /api/v1/keys': { total: 0, page: 1, page_size: 50, items: [] },
+      'GET /api/v1/labels': { items: [] },
+      'GET /api/v1/clusters/lab/match': { cluster: 'lab', total: 1, matching: 1, ready: 1, schedulable: 1, with_free_gpus: 1, nodes: [] },
+      'GET /api/v1/clusters/lab/hostpath-policy': () => ({ cluster: 'lab', allow }),
+    });
+    renderPage(<JobWizard />);
+    fireEvent.change(screen.getByTestId('wizard-name'), { target: { value: 'job' } });
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    await screen.findByTestId('wizard-step-1');
+    fireEvent.mouseDown(within(screen.getByTestId('role-cluster-0')).getByRole('combobox'));
+    fireEvent.click(await screen.findByText(/lab ·/));
+    expect(screen.queryByTestId('hostpath-hint')).not.toBeInTheDocument();
+    fireEvent.click(screen.getByTestId('add-mount-0'));
+    expect(await screen.findByTestId('hostpath-hint')).toHaveTextContent('hostPath sources on lab must be under: /data/datasets');
+    allow = [];
+    cleanup();
+    renderPage(<JobWizard />);
+    fireEvent.change(screen.getByTestId('wizard-name'), { target: { value: 'job' } });
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    await screen.findByTestId('wizard-step-1');
+    fireEvent.mouseDown(within(screen.getByTestId('role-cluster-0')).getByRole('combobox'));
+    fireEvent.click(await screen.findByText(/lab ·/));
+    fireEvent.click(screen.getByTestId('add-mount-0'));
+    expect(await screen.findByTestId('hostpath-hint')).toHaveTextContent('Cluster lab allows no hostPath mounts');
   });
 });

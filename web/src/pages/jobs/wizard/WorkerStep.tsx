@@ -57,6 +57,25 @@ export function gpuLimits(nodes: MatchedNode[]): { capacity: number | null; free
   };
 }
 
+/** Which host directories the role's cluster lets workers mount: the server refuses any other source. */
+function HostPathHint({ cluster }: { cluster: string }) {
+  const { t } = useTranslation();
+  const policy = useQuery({
+    queryKey: ['hostpath-policy', cluster],
+    queryFn: () => clustersApi.hostPathPolicy(cluster),
+    enabled: Boolean(cluster),
+  });
+  if (!policy.data) return null;
+  const allow = policy.data.allow ?? [];
+  return (
+    <Typography.Text type={allow.length ? 'secondary' : 'warning'} data-testid="hostpath-hint">
+      {allow.length
+        ? t('hostPaths.wizardAllowed', { cluster, prefixes: allow.join(', ') })
+        : t('hostPaths.wizardNone', { cluster })}
+    </Typography.Text>
+  );
+}
+
 function MountsEditor({ role, index }: { role: RoleDraft; index: number }) {
   const { t } = useTranslation();
   const { setRole } = useWizard();
@@ -89,6 +108,7 @@ function MountsEditor({ role, index }: { role: RoleDraft; index: number }) {
           <Button type="text" danger icon={<DeleteOutlined />} aria-label={t('common.delete')} onClick={() => setRole(role.id, { mounts: role.mounts.filter((_, j) => j !== i) })} />
         </Space>
       ))}
+      {role.mounts.some((m) => m.type === 'hostPath') && <HostPathHint cluster={role.cluster} />}
       <Button
         size="small"
         icon={<PlusOutlined />}
