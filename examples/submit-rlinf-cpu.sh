@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 outputs="${RLARK_STATE_DIR:-$PWD/.state}/examples/rlinf-cpu/outputs"
 mkdir -p "$outputs"
+chmod 1777 "$outputs" # local workers write it as their job's own unprivileged user
 job=$(mktemp --suffix=.yaml)
 trap 'rm -f "$job"' EXIT
 sed -e "s#/opt/rlark/examples/rlinf_cpu#$PWD/examples/rlinf_cpu#" \

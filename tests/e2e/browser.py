@@ -116,6 +116,7 @@ async def _seed(stack: Stack, tmp: Path) -> Seed:
 
     outputs = tmp / "outputs"
     outputs.mkdir()
+    outputs.chmod(0o1777)  # written by the job's unprivileged workers
     mounts = [{"name": "outputs", "type": "hostPath", "source": str(outputs), "path": "/outputs"}]
     cpu_role = {"nodeSelector": CPU_SELECTOR, "prepareScript": PREPARE, "image": IMAGE, "mounts": mounts}
     smoke = document(

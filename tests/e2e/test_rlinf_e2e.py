@@ -81,6 +81,7 @@ async def test_the_rlinf_example_runs_unchanged_on_three_local_workers(stack: St
     cluster_file = write_cluster_file(tmp_path / "local.yaml", "local", nodes("local", 3))
     outputs = tmp_path / "outputs"
     outputs.mkdir()
+    outputs.chmod(0o1777)  # shared by the job's unprivileged workers, as an admin would set it up
     async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent"):
         doc = example(outputs, {"header": "local", "worker": "local"})
         await wait_placeable(stack, doc)
@@ -105,6 +106,7 @@ async def test_the_rlinf_example_runs_across_two_clusters_of_a_network_domain(
     beta_file = write_cluster_file(tmp_path / "beta.yaml", "beta", nodes("beta", 2))
     outputs = tmp_path / "outputs"
     outputs.mkdir()
+    outputs.chmod(0o1777)  # shared by the job's unprivileged workers, as an admin would set it up
     loopback = TunnelOptions(listen_host="127.0.0.1", advertise_host="127.0.0.1")
     async with (
         local_agent(stack.url, alpha, alpha_file, tmp_path / "agent-alpha", tunnels=loopback),
@@ -126,6 +128,7 @@ async def test_an_inline_rlinf_config_is_the_file_every_worker_runs(stack: Stack
     cluster_file = write_cluster_file(tmp_path / "local.yaml", "local", nodes("local", 3))
     outputs = tmp_path / "outputs"
     outputs.mkdir()
+    outputs.chmod(0o1777)  # shared by the job's unprivileged workers, as an admin would set it up
     config: dict[str, Any] = yaml.safe_load((REPO / "examples/rlinf_cpu/config/cpu_smoke.yaml").read_text())
     config["runner"]["experiment_name"] = "inline-config"  # only the checked config says so
     run = (

@@ -299,6 +299,7 @@ def render_job() -> Path:
     if OUTPUTS_PLACEHOLDER not in text:
         raise DemoError(f"{example_file()} no longer mounts {OUTPUTS_PLACEHOLDER}; update demo.py")
     outputs_dir().mkdir(parents=True, exist_ok=True)
+    outputs_dir().chmod(0o1777)  # written by the jobs' unprivileged workers (ADR 0007)
     target = state_dir() / "demo" / example_file().name
     if os.geteuid() != 0:
         text = re.sub(r"(?<![\w.-])/outputs\b", str(outputs_dir()), text)

@@ -283,7 +283,12 @@ async def apply_heartbeat(
     """Advance the cluster's ``last_seen``; return True when this heartbeat brought it online."""
     fresh = health.is_fresh(beat.sent_at, now, timeout_s)
     result = await repo.record_heartbeat(
-        conn, beat.cluster, health.seen_at(beat.sent_at, now), beat.agent_version, bring_online=fresh
+        conn,
+        beat.cluster,
+        health.seen_at(beat.sent_at, now),
+        beat.agent_version,
+        bring_online=fresh,
+        not_enforced=beat.not_enforced,
     )
     if result is None:
         raise PoisonMessage(f"cluster {beat.cluster!r} is not registered")

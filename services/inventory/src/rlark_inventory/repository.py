@@ -10,6 +10,7 @@ module; user input always travels as a parameter.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,6 +33,8 @@ class ClusterRow:
     online: bool
     last_seen: datetime | None
     agent_version: str
+    not_enforced: tuple[str, ...]
+    """What the agent said, with its latest heartbeat, it cannot enforce on its workers."""
     credential_rotated_at: datetime
     last_session_at: datetime | None
     created_by: str
@@ -79,7 +82,8 @@ class ClusterSummary:
 
 
 _CLUSTER_COLUMNS = """c.name, c.display_name, c.category, c.region, c.runtime, c.pod_cidrs, c.service_cidrs,
-    c.labels, c.hostpath_allow, c.online, c.last_seen, c.agent_version, c.credential_rotated_at, c.last_session_at,
+    c.labels, c.hostpath_allow, c.online, c.last_seen, c.agent_version, c.not_enforced, c.credential_rotated_at,
+    c.last_session_at,
     c.created_by, c.created_at, c.updated_at"""
 
 # Node counts: "online" means ready in a cluster whose agent is alive; free GPUs count only where a
@@ -138,6 +142,7 @@ def _cluster(row: asyncpg.Record) -> ClusterRow:
         online=row["online"],
         last_seen=row["last_seen"],
         agent_version=row["agent_version"],
+        not_enforced=tuple(row["not_enforced"]),
         credential_rotated_at=row["credential_rotated_at"],
         last_session_at=row["last_session_at"],
         created_by=row["created_by"],
@@ -250,7 +255,13 @@ async def record_session(conn: Connection, name: str) -> None:
 
 
 async def record_heartbeat(
-    conn: Connection, name: str, seen_at: datetime, agent_version: str, *, bring_online: bool
+    conn: Connection,
+    name: str,
+    seen_at: datetime,
+    agent_version: str,
+    *,
+    bring_online: bool,
+    not_enforced: Sequence[str] = (),
 ) -> tuple[ClusterRow, ClusterRow] | None:
     """Advance ``last_seen`` (never backwards) and optionally set ``online``; return (before, after)."""
     before = await get_cluster(conn, name, for_update=True)
@@ -260,12 +271,14 @@ async def record_heartbeat(
         f"""UPDATE clusters AS c SET
                 last_seen = CASE WHEN c.last_seen IS NULL OR c.last_seen < $2 THEN $2 ELSE c.last_seen END,
                 agent_version = CASE WHEN $3 = '' THEN c.agent_version ELSE $3 END,
-                online = c.online OR $4
+                online = c.online OR $4,
+                not_enforced = $5
             WHERE c.name = $1 RETURNING {_CLUSTER_COLUMNS}""",
         name,
         seen_at,
         agent_version,
         bring_online,
+        list(not_enforced),
     )
     assert row is not None
     return before, _cluster(row)

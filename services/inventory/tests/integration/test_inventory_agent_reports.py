@@ -161,6 +161,19 @@ async def test_heartbeats_bring_a_cluster_online_and_silence_takes_it_offline(
     assert len(again) == 4
 
 
+async def test_what_an_agent_cannot_enforce_is_shown_from_its_latest_heartbeat(
+    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames
+) -> None:
+    await register(inventory, "gpu-a")
+    assert (await cluster(inventory, "gpu-a"))["not_enforced"] == []
+    agent = Agent(producer, names, "gpu-a")
+    gap = "CPU and memory limits are not enforced: no cgroup v2 hierarchy is mounted on this machine"
+    await agent.heartbeat(not_enforced=[gap])
+    await eventually(lambda: cluster(inventory, "gpu-a"), lambda c: c["not_enforced"] == [gap])
+    await agent.heartbeat()  # the machine was fixed and the agent restarted
+    await eventually(lambda: cluster(inventory, "gpu-a"), lambda c: c["not_enforced"] == [])
+
+
 async def test_complete_observations_mark_missing_nodes_gone_and_repeats_publish_nothing(
     inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:

@@ -1,5 +1,6 @@
 """Pod-like local workers, for real (root): their hostname, `/etc/hosts`, resolver and container paths,
-seen from inside their namespaces; each cluster's own bridge and subnet.
+their unprivileged user and root of their own, seen from inside their namespaces; each cluster's own bridge
+and subnet.
 
 Workers hold in their prepare script (no Ray), and the test looks into them with `nsenter` — the same
 namespaces a worker's processes have.
@@ -27,6 +28,7 @@ from local_runtime_helpers import (
 )
 from rlark_tunnel_agent.runtime.driver import Mount, MountType
 from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
+from rlark_tunnel_agent.runtime.local.isolation import BASIC_DEVICES, UID_RANGE
 from rlark_tunnel_agent.runtime.markers import PrepareStarted
 
 pytestmark = pytest.mark.netns
@@ -153,6 +155,79 @@ async def test_a_worker_has_its_pods_hostname_hosts_resolver_and_container_paths
         await driver.stop_worker(worker_id)
     assert_nothing_left(driver, [header.worker_id, worker.worker_id])
     assert host_mounts_under(driver.state_dir) == []
+
+
+def bootstrap_of(pid: int) -> int:
+    """The worker's bootstrap: the one child of the `unshare` process the driver started (pid 1 inside)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    assert len(children) == 1, children
+    return int(children[0])
+
+
+def ids(pid: int) -> dict[str, list[str]]:
+    """The Uid, Gid and Groups lines of a process's status."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {
+        k: v.split() for k, _, v in (line.partition(":") for line in lines) if k in ("Uid", "Gid", "Groups")
+    }
+
+
+async def test_workers_run_as_their_jobs_user_in_a_root_without_the_agents_state_or_other_workers(
+    driver: LocalDriver, recorder: Recorder
+) -> None:
+    secret = driver.state_dir.parent / "internal-secret"
+    secret.write_text("not for workers\n")
+    secret.chmod(0o644)
+    first = spec("job-iso-a", "header", 0, rank=0, num_nodes=1, prepare_script=HOLD, run_script="true")
+    second = spec("job-iso-b", "header", 0, rank=0, num_nodes=1, prepare_script=HOLD, run_script="true",
+                  node_name="node-b")  # fmt: skip
+    await driver.ensure_worker(first)
+    await driver.ensure_worker(second)
+    pid, other_pid = (
+        await started(driver, recorder, first.worker_id),
+        await started(driver, recorder, second.worker_id),
+    )
+    own, other = driver.record(first.worker_id), driver.record(second.worker_id)
+    assert own is not None
+    assert other is not None
+    assert own.uid in UID_RANGE
+    assert other.uid in UID_RANGE
+    assert own.uid != other.uid  # one user per job
+
+    # The bootstrap runs as the job's user for good (real, effective, saved), with no other group.
+    uid = str(own.uid)
+    assert ids(bootstrap_of(pid)) == {"Uid": [uid] * 4, "Gid": [uid] * 4, "Groups": []}
+    as_worker = ("setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups")
+    assert inside(pid, *as_worker, "id", "-un").stdout.strip() == "rlark"
+    # Its own pid and IPC namespaces: it is pid 1 there and sees only its own processes.
+    assert "bootstrap.sh" in inside(pid, "cat", "/proc/1/cmdline").stdout
+    for kind in ("pid", "ipc", "mnt"):
+        mine = os.readlink(f"/proc/{bootstrap_of(pid)}/ns/{kind}")
+        assert mine != os.readlink(f"/proc/self/ns/{kind}"), kind
+        assert mine != os.readlink(f"/proc/{bootstrap_of(other_pid)}/ns/{kind}"), kind
+
+    # Nothing of the agent's state but its own directory; nothing of the other worker.
+    assert inside(pid, "test", "-e", str(secret)).returncode != 0
+    assert inside(pid, "ls", str(driver.state_dir / "workers")).stdout.split() == [first.worker_id]
+    assert inside(pid, "test", "-e", str(driver.worker_dir(second.worker_id))).returncode != 0
+    assert (
+        inside(pid, "test", "-e", str(driver.state_dir / "workers" / first.worker_id / "scripts")).returncode
+        == 0
+    )
+    # In its own directory, its user reads its scripts and writes its home, not the driver's record.
+    wdir = driver.worker_dir(first.worker_id)
+    assert inside(pid, *as_worker, "touch", str(wdir / "home" / "mine")).returncode == 0
+    refused = inside(pid, *as_worker, "cat", str(wdir / "worker.json"))
+    assert "Permission denied" in refused.stderr
+    refused = inside(pid, *as_worker, "touch", "/etc/x", str(wdir / "x"))
+    assert refused.stderr.count("cannot touch") == 2, refused.stderr
+    # Devices: the harmless ones, its ptys and shared memory, nothing of the host's.
+    shown = set(inside(pid, "ls", "/dev").stdout.split())
+    assert shown == {*BASIC_DEVICES, "pts", "ptmx", "shm", "fd", "stdin", "stdout", "stderr"}
+
+    for worker_id in (first.worker_id, second.worker_id):
+        await driver.stop_worker(worker_id)
+    assert_nothing_left(driver, [first.worker_id, second.worker_id])
 
 
 async def test_two_local_clusters_get_their_own_bridges_and_subnets(tmp_path: Path) -> None:

@@ -124,20 +124,32 @@ def test_a_hostpath_file_is_bound_as_a_file_and_a_mount_declared_twice_is_refuse
         container_binds(twice, WDIR)
 
 
-def test_the_plan_names_the_worker_binds_hosts_and_resolver_and_execs_the_bootstrap() -> None:
+def test_the_plan_binds_the_workers_own_files_etc_and_paths_into_a_new_root_and_runs_as_its_user() -> None:
     worker = spec("job-a", "header", 0, rank=0, num_nodes=1, outputs=("/outputs",))
-    extra = Bind(source=str(WDIR / "rlinf" / "config.yaml"), target="/rlark/rlinf/config.yaml", file=True)
-    plan = pod_plan(worker, WDIR, ("/bin/bash", str(WDIR / "bootstrap" / "bootstrap.sh")), extra=(extra,))
+    ray_tmp = "/tmp/rlark-abc-123"
+    plan = pod_plan(
+        worker, WDIR, ("/bin/bash", str(WDIR / "bootstrap" / "bootstrap.sh")),
+        uid=2_000_000_123, system=("/usr", "/etc"), ray_temp_dir=ray_tmp, devices=("nvidiactl", "nvidia1"),
+    )  # fmt: skip
     assert plan.hostname == "rlark-job-a-header-0"
     assert {b.target: b.source for b in plan.binds} == {
+        str(WDIR): str(WDIR),
+        ray_tmp: ray_tmp,
         "/etc/hosts": str(WDIR / "etc" / "hosts"),
         "/etc/resolv.conf": str(WDIR / "etc" / "resolv.conf"),
+        "/etc/passwd": str(WDIR / "etc" / "passwd"),
+        "/etc/group": str(WDIR / "etc" / "group"),
         "/outputs": str(WDIR / "fs" / "outputs"),
-        "/rlark/rlinf/config.yaml": extra.source,
     }
     assert [b.target for b in plan.binds][:1] == ["/outputs"]  # depth order: parents before children
     assert plan.exec == ("/bin/bash", str(WDIR / "bootstrap" / "bootstrap.sh"))
     assert (plan.cwd, plan.scratch) == (str(WDIR), str(WDIR / "pod" / "root"))
+    assert (plan.uid, plan.system, plan.devices, plan.cgroup) == (
+        2_000_000_123,
+        ("/usr", "/etc"),
+        ("nvidiactl", "nvidia1"),
+        "",
+    )
 
 
 def test_a_mount_that_would_hide_the_workers_own_files_is_refused() -> None:

@@ -436,7 +436,10 @@ async def test_authorized_keys_are_rewritten_in_a_running_worker(
     header = spec("job-keys", "header", 0, rank=0, num_nodes=1, ssh_public_keys=KEYS[:1],
                   prepare_script=WAIT_FOR_GO, run_script="true")  # fmt: skip
     await driver.ensure_worker(header)
-    keys_file = driver.worker_dir(header.worker_id) / "home" / ".ssh" / "authorized_keys"
+    # As root the worker's sshd reads the runtime's own copy (root writes nothing in the worker's home);
+    # as plain processes the home copy.
+    own = "scripts/authorized_keys" if driver.use_netns else "home/.ssh/authorized_keys"
+    keys_file = driver.worker_dir(header.worker_id) / own
     await recorder.wait_for(
         lambda: any(s.phase == WorkerPhase.PREPARING for s in recorder.statuses(header.worker_id)),
         within=30,
@@ -448,7 +451,13 @@ async def test_authorized_keys_are_rewritten_in_a_running_worker(
     await driver.update_authorized_keys(header.worker_id, [KEYS[1], ""])
 
     assert keys_file.read_text().splitlines() == [KEYS[1]]
-    assert stat.S_IMODE(keys_file.stat().st_mode) == 0o600
+    record = driver.record(header.worker_id)
+    assert record is not None
+    if record.uid is None:
+        assert stat.S_IMODE(keys_file.stat().st_mode) == 0o600
+    else:  # root's file, readable by the worker's group only
+        assert stat.S_IMODE(keys_file.stat().st_mode) == 0o640
+        assert (keys_file.stat().st_uid, keys_file.stat().st_gid) == (0, record.uid)
     # Nothing restarted: same bootstrap process, still preparing.
     assert driver.record(header.worker_id).pid == pid  # type: ignore[union-attr]
     assert (await driver.get_status(header.worker_id)).phase == WorkerPhase.PREPARING  # type: ignore[union-attr]

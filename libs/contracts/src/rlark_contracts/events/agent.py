@@ -86,6 +86,9 @@ class HeartbeatSent(EventData):
     agent_version: str = ""
     runtime: str = ""
     sent_at: datetime
+    not_enforced: list[str] = []
+    """What the cluster cannot enforce on its workers, one sentence each (a local cluster without cgroup v2
+    CPU and memory controllers, or whose agent is not root); empty when everything is."""
 
 
 @event("agent.worker.status_changed.v1", "agent.reports")

@@ -109,6 +109,10 @@ class ClusterOut(BaseModel):
     online: bool
     last_seen: datetime | None
     agent_version: str
+    not_enforced: list[str] = Field(
+        description="What the cluster's agent cannot enforce on its workers (from its latest heartbeat), one "
+        "sentence each: e.g. a local cluster without cgroup v2 CPU and memory controllers; empty when everything is"
+    )
     credential_rotated_at: datetime
     last_session_at: datetime | None
     created_by: str
@@ -132,6 +136,7 @@ class ClusterOut(BaseModel):
             online=row.online,
             last_seen=row.last_seen,
             agent_version=row.agent_version,
+            not_enforced=list(row.not_enforced),
             credential_rotated_at=row.credential_rotated_at,
             last_session_at=row.last_session_at,
             created_by=row.created_by,

@@ -248,7 +248,7 @@ class Agent:
         while not self._stopping.is_set():
             if self.reports.session.needs_renewal():
                 self.reports.session = await self._open_with_retry()
-            await self.reports.heartbeat(self._runtime, AGENT_VERSION)
+            await self.reports.heartbeat(self._runtime, AGENT_VERSION, self.driver.not_enforced)
             if self.tunnels is not None:
                 await self.tunnels.announce_all()
                 for report in self.tunnels.link_reports(refresh_after_s=LINK_REFRESH_S):

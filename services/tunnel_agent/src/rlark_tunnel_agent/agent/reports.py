@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import structlog
@@ -72,10 +73,14 @@ class ReportPublisher:
             headers=[(AGENT_TOKEN_HEADER, self.session.token.encode())],
         )
 
-    async def heartbeat(self, runtime: str, version: str) -> None:
+    async def heartbeat(self, runtime: str, version: str, not_enforced: Sequence[str] = ()) -> None:
         await self.publish(
             HeartbeatSent(
-                cluster=self.cluster, agent_version=version, runtime=runtime, sent_at=datetime.now(UTC)
+                cluster=self.cluster,
+                agent_version=version,
+                runtime=runtime,
+                sent_at=datetime.now(UTC),
+                not_enforced=list(not_enforced),
             )
         )
 

@@ -76,6 +76,7 @@ RUNTIME_PRIVATE: Mapping[str, RuntimePrivate] = {
                 "RLARK_BOOTSTRAP_TOKEN",  # finds the worker's processes on a shared host
                 "RLARK_STOP_GRACE_S",  # short: a stopping worker's Ray needs no drain
                 "CUDA_VISIBLE_DEVICES",  # the machine's GPUs are shared by all virtual nodes
+                "RLARK_SSH_HOST_KEY",  # sshd runs as the worker's unprivileged user, with a host key of its own
             }
         ),
     ),

@@ -299,6 +299,12 @@ class RuntimeDriver(Protocol):
     async def close(self) -> None:
         """Stop watching; running workers are left running (an agent restart is not a stop)."""
 
+    @property
+    def not_enforced(self) -> tuple[str, ...]:
+        """What this runtime cannot enforce on its workers, one sentence each (settled by `start()`; the agent
+        reports it with every heartbeat)."""
+        ...
+
     async def observe_nodes(self) -> list[NodeObservation]:
         """Every node now, as the agent reports it (the contracts' type): capacity, allocatable and
         what is allocated on it — GPUs, CPU, memory — by everything that holds resources there."""

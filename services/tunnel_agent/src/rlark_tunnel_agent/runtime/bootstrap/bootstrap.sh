@@ -38,7 +38,8 @@
 # RLARK_RAY (the `ray` executable), RLARK_START_SSHD (1), RLARK_SSH_PORT (22),
 # RLARK_HEAD_WAIT_S (0: wait for the head's port without limit),
 # RLARK_STOP_GRACE_S (2), RLARK_MANIFEST_MAX_FILES (10000), RLARK_STATUS_FILE (exit status JSON),
-# RLARK_BOOTSTRAP_TOKEN (default: generated).
+# RLARK_BOOTSTRAP_TOKEN (default: generated), RLARK_SSH_HOST_KEY (sshd runs as this user with that host
+# key and reads RLARK_AUTHORIZED_KEYS_FILE: the local runtime's unprivileged workers).
 #
 # Exit codes: the prepare/run script's code; 124 when Ray nodes did not join in time; 69
 # (EX_UNAVAILABLE) when a peer's Ray ports did not answer the Header; 64 when these inputs are
@@ -210,7 +211,14 @@ start_sshd() {
     return 0
   fi
   mkdir -p /run/sshd 2>/dev/null || true
-  "$sshd_bin" -D -e -p "$port" -o "AuthorizedKeysFile=$HOME/.ssh/authorized_keys" &
+  local sshd_args=(-o "AuthorizedKeysFile=$HOME/.ssh/authorized_keys")
+  if [[ -n ${RLARK_SSH_HOST_KEY:-} ]]; then
+    # The runtime's unprivileged sshd: it runs as this worker's user with the worker's own host key and
+    # reads the keys file the runtime alone writes (rotations land there), from a path under /tmp perhaps.
+    sshd_args=(-h "$RLARK_SSH_HOST_KEY" -o "AuthorizedKeysFile=$RLARK_AUTHORIZED_KEYS_FILE"
+      -o UsePAM=no -o PidFile=none -o StrictModes=no)
+  fi
+  "$sshd_bin" -D -e -p "$port" "${sshd_args[@]}" &
   SSHD_PID=$!
   marker "{\"event\":\"sshd_started\",\"port\":$port}"
 }

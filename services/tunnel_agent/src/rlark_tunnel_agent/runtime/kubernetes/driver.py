@@ -290,6 +290,11 @@ class KubernetesDriver:
         self._resync_task = asyncio.create_task(self._resync_loop(), name="k8s-resync")
         self._started = True
 
+    @property
+    def not_enforced(self) -> tuple[str, ...]:
+        """Nothing to report: the cluster's kubelets and admission enforce what pods ask for."""
+        return ()
+
     async def close(self) -> None:
         """Stop watching and following logs; pods keep running (an agent restart is not a stop)."""
         self._stop.set()

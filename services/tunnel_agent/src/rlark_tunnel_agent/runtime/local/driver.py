@@ -3,26 +3,33 @@
 A worker is `bash bootstrap.sh` started in a new session (so it leads its own process group),
 with a clean environment built from its `WorkerSpec`. When the driver runs as root a worker looks
 like a pod: its own network namespace (`netns.py`; every worker binds the same fixed Ray ports on
-its own IP, on the cluster's own bridge and subnet), and its own UTS and mount namespace (`pod.py`:
-hostname, `/etc/hosts` of the job's workers, no unreachable resolver, mounts and outputs at their
-container paths) set up by `pod_init.py` before it execs the bootstrap. Otherwise (or with
+its own IP, on the cluster's own bridge and subnet), and its own UTS, IPC, pid and mount namespaces
+(`pod.py`: hostname, `/etc/hosts` of the job's workers, no unreachable resolver, mounts and outputs at
+their container paths, a root holding only system trees, the interpreter and its own files) set up by
+`pod_init.py`, which then drops to the job's unprivileged uid and execs the bootstrap (`isolation.py`,
+ADR 0007: the platform's state directory, other workers and the agent's files do not exist there;
+its sshd runs as that user; only its GPUs' device nodes exist; cgroup v2 limits where the machine
+delegates them, `cgroups.py`, else `not_enforced` says why). Otherwise (or with
 `RLARK_LOCAL_NETNS=0`) workers are plain processes on 127.0.0.1 with a distinct block of ports each,
 and a worker whose mounts or paths need a mount namespace is refused (`pod.process_mode_refusal`).
 
-Per-worker directory `<state_dir>/workers/<worker_id>/`:
-    worker.json     the record (spec, address, ports, pid) — what a restarted driver adopts
+Per-worker directory `<state_dir>/workers/<worker_id>/` (root's, mode 750 and the job's group as root;
+only home/, work/, fs/, run/ and the Ray temp dir belong to the job's user, and root writes nothing there
+once the worker runs):
+    worker.json     the record (spec, address, ports, pid, uid) — what a restarted driver adopts
     bootstrap/      a copy of the bootstrap (a running bash script must not change under it)
-    scripts/        prepare.sh, run.sh, authorized_keys (the bootstrap's inputs)
+    scripts/        prepare.sh, run.sh, authorized_keys (the bootstrap's inputs; the file sshd reads as root)
+    ssh/            the worker's own sshd host key (root mode)
     home/           HOME (with .ssh/authorized_keys), work/ the cwd
     fs/             container paths: `/data/out` is `fs/data/out`; hostPath mounts are symlinks
                     here, so declared outputs under a mount land on the host path; in a mount
                     namespace, emptyDirs and outputs outside mounts are bound from here
-    etc/            hosts and resolv.conf, bound at /etc/hosts and /etc/resolv.conf (root mode)
+    etc/            hosts, resolv.conf, passwd, group, bound at their /etc paths (root mode)
     pod.json        the plan `pod_init.py` carries out (root mode); pod/root an empty scratch dir
     logs/           stdout.log: stdout and stderr interleaved as written, like a container's log
                     (appended; the driver tails it). One file gives one line numbering per worker,
                     which is how the control plane stores lines (by worker and number).
-    status.json     the bootstrap's exit status
+    run/status.json the bootstrap's exit status (read without following links, at most 4 KiB)
 Ray's temp dir is `/tmp/rlark-<tag>-<hash>`: Ray's unix socket paths must stay under 107 bytes.
 TMPDIR is its `tmp/` for the same reason (multiprocessing's forkserver, which Ray's dashboard uses, puts
 its socket there); like a pod's /tmp it goes when the worker ends.
@@ -51,7 +58,8 @@ told the worker's count with `--num-gpus`, so placement and the Header's GPU che
 
 Concurrency: one asyncio task per worker polls its two log files (every `poll_interval_s`) and
 its process; `ensure_worker` and teardown serialise on one lock, `stop_worker` on the worker's.
-Small local file writes happen inline. Events go to one unbounded queue read by `events()`.
+Small local file writes happen inline; a new worker's directory is prepared in a thread (it runs
+ssh-keygen), under the lock. Events go to one unbounded queue read by `events()`.
 
 Lifecycle: `start()` adopts workers of a previous run that are still alive (re-reading their
 logs from the start with the same sequence numbers), and reaps namespaces, processes and Ray
@@ -76,6 +84,7 @@ import hashlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from collections import deque
@@ -112,8 +121,18 @@ from rlark_tunnel_agent.runtime.driver import (
     WorkerStatusChanged,
     validate_authorized_key_lines,
 )
+from rlark_tunnel_agent.runtime.local import cgroups
 from rlark_tunnel_agent.runtime.local.cluster import LocalCluster
 from rlark_tunnel_agent.runtime.local.gpus import Gpu, detect_gpus
+from rlark_tunnel_agent.runtime.local.isolation import (
+    WORKER_USER,
+    cgroup_limits,
+    device_nodes,
+    group_text,
+    job_uid,
+    passwd_text,
+    system_paths,
+)
 from rlark_tunnel_agent.runtime.local.netns import (
     WORKER_DEVICE,
     NetnsManager,
@@ -202,6 +221,10 @@ class WorkerRecord(BaseModel):
     veth_host: str | None = None
     ray_temp_dir: str
     gpu_indices: tuple[int, ...] = ()
+    uid: int | None = None
+    """The unprivileged user (and group) the worker runs as in root mode (`isolation.job_uid`)."""
+    cgroup: str = ""
+    """Its cgroup v2 directory where limits are enforced ("" otherwise)."""
     tun_device: str | None = None
     """The TUN device holding the spec's virtual IP, when the hooks created one."""
     pid: int | None = None
@@ -275,6 +298,9 @@ class LocalDriver:
         self._events: asyncio.Queue[RuntimeEvent] = asyncio.Queue()
         self._lock = asyncio.Lock()
         self._started = False
+        self._cgroups: cgroups.CgroupProbe = cgroups.CgroupProbe(None)
+        self.not_enforced: tuple[str, ...] = ()
+        """What this cluster cannot enforce on its workers, one sentence each (settled by `start()`)."""
         self.virtual_ip_hooks: VirtualIpHooks | None = None
         """Set by the agent when it runs network domains' tunnels (see the module docstring)."""
 
@@ -290,6 +316,7 @@ class LocalDriver:
             self._gpus = await asyncio.to_thread(detect_gpus)
         if self.use_netns:
             await self._net.ensure_network(subnet_candidates(self.tag))
+        self._settle_enforcement()
         async with self._lock:
             for record_path in sorted((self.state_dir / "workers").glob("*/worker.json")):
                 try:
@@ -318,6 +345,22 @@ class LocalDriver:
             real_gpus=len(self._gpus),
             adopted=len([w for w in self._workers.values() if not w.record.stopped]),
         )
+
+    def _settle_enforcement(self) -> None:
+        """Find what workers here can be held to, and say once what they cannot (see `isolation.py`)."""
+        gaps = []
+        if self.use_netns:
+            self._cgroups = cgroups.probe(self.tag)
+            if self._cgroups.base is None:
+                gaps.append(f"CPU and memory limits are not enforced: {self._cgroups.reason}")
+        else:
+            gaps.append(
+                "workers are not isolated: they run as the agent's own user and see its files (the agent does "
+                "not run as root, or RLARK_LOCAL_NETNS=0)"
+            )
+        self.not_enforced = tuple(gaps)
+        for gap in gaps:
+            log.warning("local_runtime.not_enforced", cluster=self.cluster.cluster, what=gap)
 
     async def _reattach_virtual_ip(self, worker: _Worker) -> None:
         """Give an adopted domain worker its TUN device back (see "Network domains" above).
@@ -410,7 +453,9 @@ class LocalDriver:
             worker_dir = self.state_dir / "workers" / spec.worker_id
             worker = self._new_worker(record, worker_dir)
             try:
-                self._prepare_worker_dir(worker)
+                # In a thread: it runs ssh-keygen and walks directories (the loop keeps heartbeating).
+                await asyncio.to_thread(self._prepare_worker_dir, worker)
+                record = worker.record  # with what preparing it settled (its cgroup)
                 if record.netns is not None and record.veth_host is not None:
                     await self._net.create(
                         WorkerNetwork(
@@ -482,10 +527,15 @@ class LocalDriver:
         if worker.record.stopped:
             return
         text = authorized_keys_text(keys)
-        ssh_dir = worker.dir / "home" / ".ssh"
-        ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _write_atomically(ssh_dir / "authorized_keys", text, mode=0o600)
-        _write_atomically(worker.dir / "scripts" / KEYS_FILE, text, mode=0o600)
+        if worker.record.uid is None:
+            ssh_dir = worker.dir / "home" / ".ssh"
+            ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _write_atomically(ssh_dir / "authorized_keys", text, mode=0o600)
+            _write_atomically(worker.dir / "scripts" / KEYS_FILE, text, mode=0o600)
+        else:
+            # The worker's sshd reads this file, which only root writes; its home is the worker's own, where
+            # root writes nothing (a link planted there would aim the write anywhere on the host).
+            _write_atomically(worker.dir / "scripts" / KEYS_FILE, text, 0o640, gid=worker.record.uid)
         spec = worker.record.spec.model_copy(update={"ssh_public_keys": tuple(keys)})
         worker.record = worker.record.model_copy(update={"spec": spec})
         self._write_record(worker)
@@ -603,7 +653,16 @@ class LocalDriver:
             veth_host=f"rlk{digest}" if self.use_netns else None,
             ray_temp_dir=str(_RAY_TEMP_ROOT / f"rlark-{self.tag}-{digest}"),
             gpu_indices=gpu_indices,
+            uid=self._job_uid(spec.job_id) if self.use_netns else None,
         )
+
+    def _job_uid(self, job_id: str) -> int:
+        """The job's uid: the one its live workers here have, else a fresh one no other job holds."""
+        live = [w.record for w in self._workers.values() if not w.record.stopped and w.record.uid is not None]
+        for record in live:
+            if record.spec.job_id == job_id:
+                return record.uid  # type: ignore[return-value]
+        return job_uid(job_id, {record.uid for record in live if record.uid is not None})
 
     def _take_gpus(self, spec: WorkerSpec) -> tuple[int, ...]:
         if not self._gpus or spec.gpus == 0:
@@ -664,13 +723,16 @@ class LocalDriver:
         if wdir.exists():
             # A leftover of a crash between mkdir and spawn: start clean, keep nothing half-made.
             shutil.rmtree(wdir)
-        for sub in ("bootstrap", "scripts", "home", "work", "fs", "logs"):
+        for sub in ("bootstrap", "scripts", "home", "work", "fs", "logs", "run"):
             (wdir / sub).mkdir(parents=True, exist_ok=True)
         Path(worker.record.ray_temp_dir, "tmp").mkdir(parents=True, exist_ok=True)
         for name in BOOTSTRAP_FILES:
             shutil.copy2(BOOTSTRAP_DIR / name, wdir / "bootstrap" / name)
+            os.chmod(wdir / "bootstrap" / name, 0o644)
+        uid = worker.record.uid
+        made: list[Path] = []
         for name, text in self.worker_contract(worker.record).files.items():
-            _write_atomically(wdir / "scripts" / name, text, 0o600)
+            _write_atomically(wdir / "scripts" / name, text, 0o600 if uid is None else 0o640, gid=uid)
         for mount in spec.mounts:
             target = self._local_path(wdir, mount.target)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -678,8 +740,9 @@ class LocalDriver:
                 source = Path(mount.source)
                 if not source.is_absolute():
                     raise ValueError(f"hostPath source must be absolute: {mount.source!r}")
-                if not source.is_file():
+                if not source.exists():
                     source.mkdir(parents=True, exist_ok=True)
+                    made.append(source)  # made for this job: its user's (`_hand_over`)
                 target.symlink_to(source, target_is_directory=source.is_dir())
             else:
                 target.mkdir(parents=True, exist_ok=True)
@@ -691,7 +754,28 @@ class LocalDriver:
                 link.symlink_to(path, target_is_directory=True)
         else:
             self._prepare_pod(worker)
+        if uid is not None:
+            self._hand_over(worker, uid, made)
         self._write_record(worker)
+
+    def _hand_over(self, worker: _Worker, uid: int, made: list[Path]) -> None:
+        """Give the worker's user what it writes — home, work, fs, run, its Ray temp dir, hostPath sources the
+        driver made — and let it read (group) what it runs; the rest of its directory stays root's."""
+        wdir = worker.dir
+        for path in (wdir, wdir / "scripts", wdir / "ssh"):
+            if path.exists():
+                os.chown(path, 0, uid)
+                os.chmod(path, 0o750)  # noqa: S103 - root and the worker's group only
+        for top in (
+            wdir / "home",
+            wdir / "work",
+            wdir / "fs",
+            wdir / "run",
+            Path(worker.record.ray_temp_dir),
+        ):
+            _chown_tree(top, uid)
+        for source in made:
+            _chown_tree(source, uid)
 
     def _prepare_pod(self, worker: _Worker) -> None:
         """The files and directories `pod_init.py` binds, and its plan (see `pod.py`)."""
@@ -700,10 +784,33 @@ class LocalDriver:
         (wdir / "etc").mkdir(exist_ok=True)
         (wdir / "pod" / "root").mkdir(parents=True, exist_ok=True)
         _write_atomically(wdir / "etc" / "resolv.conf", RESOLV_CONF, 0o644)
+        record = worker.record
+        uid = record.uid
+        if uid is None:
+            raise RuntimeError(f"worker {spec.worker_id}: a pod-like worker needs a uid")
+        home = str(wdir / "home")
+        for name, text in (
+            ("passwd", passwd_text(_read_text("/etc/passwd"), uid, home, f"RLark job {spec.job_id}")),
+            ("group", group_text(_read_text("/etc/group"), uid)),
+        ):
+            _write_atomically(wdir / "etc" / name, text, 0o644)
+        self._make_host_key(worker, uid)
+        cgroup = ""
+        if self._cgroups.base is not None:
+            node = self.cluster.node(spec.node_name)
+            limits = cgroup_limits(node) if node is not None else {}
+            cgroup = str(cgroups.create(self._cgroups.base, Path(record.ray_temp_dir).name, limits))
+            worker.record = record = record.model_copy(update={"cgroup": cgroup})
+        devices = device_nodes(record.gpu_indices, _listdir("/dev")) if self._gpus else ()
         plan = pod_plan(
             spec,
             wdir,
             (self._bash, str(wdir / "bootstrap" / BOOTSTRAP_SCRIPT)),
+            uid=uid,
+            system=self._system_paths(),
+            ray_temp_dir=record.ray_temp_dir,
+            devices=devices,
+            cgroup=cgroup,
             is_file=lambda path: Path(path).is_file(),
         )
         for bind in plan.binds:
@@ -712,6 +819,28 @@ class LocalDriver:
         # Ray's temp dir exists before a shadowed /tmp is snapshot, so Ray's files stay on the host.
         Path(worker.record.ray_temp_dir).mkdir(parents=True, exist_ok=True)
         _write_atomically(wdir / "pod.json", plan.model_dump_json(indent=2), 0o600)
+
+    def _system_paths(self) -> tuple[str, ...]:
+        """The host paths every worker's root holds read-only: system trees and the workers' interpreter."""
+        prefixes = (sys.prefix, sys.base_prefix, str(self._python_bin), os.path.dirname(self._bash))
+        return system_paths(prefixes, exists={p for p in prefixes if os.path.lexists(p)} | _top_level())
+
+    def _make_host_key(self, worker: _Worker, uid: int) -> None:
+        """A host key of the worker's own for its sshd, which runs as the worker's user (none without
+        `ssh-keygen`: then the bootstrap finds no usable sshd setup and says so)."""
+        keygen = shutil.which("ssh-keygen")
+        if keygen is None:
+            return
+        key = worker.dir / "ssh" / "host_ed25519_key"
+        key.parent.mkdir(exist_ok=True)
+        subprocess.run(
+            [keygen, "-q", "-t", "ed25519", "-N", "", "-C", worker.record.spec.worker_id, "-f", str(key)],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+        os.chown(key, uid, uid)
+        os.chmod(key, 0o600)
 
     def _ray_address(self, record: WorkerRecord) -> str:
         """The address the worker's Ray (and its hostname) uses: its virtual IP on a domain's network."""
@@ -813,18 +942,21 @@ class LocalDriver:
             "TMPDIR": str(Path(record.ray_temp_dir, "tmp")),  # short: see the module docstring
             "LANG": "C.UTF-8",
             "PYTHONUNBUFFERED": "1",
-            "USER": os.environ.get("USER", "root"),
+            "USER": WORKER_USER if record.uid is not None else os.environ.get("USER", "root"),
         }
         if self._under_uv_run:
             defaults["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] = "0"  # see "Ancestry" in the module docstring
         own = {
             "RLARK_FS_ROOT": str(wdir / "fs"),
             "RLARK_STOP_GRACE_S": str(self.options.bootstrap_stop_grace_s),
-            "RLARK_STATUS_FILE": str(wdir / "status.json"),
+            "RLARK_STATUS_FILE": str(wdir / "run" / "status.json"),
             "RLARK_BOOTSTRAP_TOKEN": f"{self.tag}/{record.spec.worker_id}",
         }
         if self._gpus:
             own["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in record.gpu_indices)
+        host_key = wdir / "ssh" / "host_ed25519_key"
+        if record.uid is not None and host_key.exists():
+            own["RLARK_SSH_HOST_KEY"] = str(host_key)
         return compose_env(self.worker_contract(record), LOCAL, defaults=defaults, own=own)
 
     async def _spawn(self, worker: _Worker) -> None:
@@ -832,7 +964,7 @@ class LocalDriver:
         argv = [self._bash, str(worker.dir / "bootstrap" / BOOTSTRAP_SCRIPT)]
         if record.netns is not None:
             # New UTS and mount namespaces whose mounts never reach the host; pod_init.py execs the bootstrap.
-            pod = ("--mount", "--uts", "--propagation", "private")
+            pod = ("--mount", "--uts", "--ipc", "--pid", "--fork", "--kill-child", "--propagation", "private")
             init = (self._interpreter, "-I", "-S", str(worker.dir / "bootstrap" / "pod_init.py"))
             argv = [
                 self._ip,
@@ -896,11 +1028,12 @@ class LocalDriver:
     async def _exit_code(self, worker: _Worker) -> int:
         if worker.proc is not None:
             return _returncode_to_exit(worker.proc.wait())
-        status_file = worker.dir / "status.json"
-        try:
-            return int(_read_json_int(status_file, "exit_code"))
-        except (OSError, ValueError, KeyError):
-            return worker.status.exit_code if worker.status.exit_code is not None else 137
+        for status_file in (worker.dir / "run" / "status.json", worker.dir / "status.json"):
+            try:
+                return _read_json_int(status_file, "exit_code")
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return worker.status.exit_code if worker.status.exit_code is not None else 137
 
     def _pump_logs(self, worker: _Worker, *, final: bool) -> None:
         for stream in LogStream:
@@ -995,6 +1128,11 @@ class LocalDriver:
                 log.exception("local_runtime.detach_virtual_ip_failed", worker_id=record.spec.worker_id)
         if record.netns is not None:
             await self._net.delete_namespace(record.netns, record.veth_host)
+        if record.cgroup:
+            try:
+                cgroups.remove(Path(record.cgroup))
+            except OSError as exc:
+                log.warning("local_runtime.cgroup_left", cgroup=record.cgroup, error=str(exc))
         shutil.rmtree(record.ray_temp_dir, ignore_errors=True)
 
     async def _reap_strays(self) -> None:
@@ -1107,17 +1245,48 @@ def _append(path: Path, text: str) -> None:
         os.close(fd)
 
 
-def _write_atomically(path: Path, text: str, mode: int) -> None:
-    """Write via a temp file in the same directory and rename: readers see old or new, whole."""
+def _write_atomically(path: Path, text: str, mode: int, *, gid: int | None = None) -> None:
+    """Write via a temp file in the same directory and rename: readers see old or new, whole. `gid`: the
+    file's group (root keeps owning it)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
     try:
         os.write(fd, text.encode())
+        if gid is not None:
+            os.fchown(fd, 0, gid)
         os.fchmod(fd, mode)
         os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+def _chown_tree(top: Path, uid: int) -> None:
+    """`top` and everything below it (links themselves, never followed) to the worker's user."""
+    if not top.exists():
+        return
+    os.lchown(top, uid, uid)
+    for root, dirs, files in os.walk(top):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(root, name), uid, uid)
+
+
+def _read_text(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except FileNotFoundError:
+        return ""
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except FileNotFoundError:
+        return []
+
+
+def _top_level() -> set[str]:
+    return {f"/{name}" for name in _listdir("/")}
 
 
 def _open_log(logs_dir: Path) -> int:
@@ -1137,9 +1306,17 @@ def _read_from(path: Path, offset: int, size: int) -> bytes:
 
 
 def _read_json_int(path: Path, key: str) -> int:
+    """An integer of a small JSON file the worker writes: never through a link, never a FIFO, at most 4 KiB."""
     import json
 
-    value = json.loads(path.read_text())[key]
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        data = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    value = json.loads(data)[key]
     if not isinstance(value, int):
         raise ValueError(f"{key} is not an integer")
     return value

@@ -1,7 +1,8 @@
-"""Pod-like local workers: their hostname, `/etc/hosts`, resolver and container paths. Pure.
+"""Pod-like local workers: their hostname, `/etc/hosts`, resolver, container paths and root. Pure.
 
-As root, the local driver runs each worker in its own network, UTS and mount namespace (`driver.py`,
-`netns.py`) and makes it look like the pod the Kubernetes runtime would create for the same placement:
+As root, the local driver runs each worker in its own network, UTS, IPC, pid and mount namespaces, as an
+unprivileged user of its job, in a root of its own (`driver.py`, `netns.py`, `isolation.py`, ADR 0007) and
+makes it look like the pod the Kubernetes runtime would create for the same placement:
 
 - **hostname**: the worker's name, the pod's hostname on Kubernetes (`worker_hostname`).
 - **`/etc/hosts`** (`hosts_file`, `missing_host_lines`): `localhost`, then one line per worker of the job
@@ -23,7 +24,12 @@ As root, the local driver runs each worker in its own network, UTS and mount nam
   directory is bound at the path the job names: a hostPath mount from its host source, an emptyDir (and an
   output or TensorBoard path outside every mount) from a directory under the worker's `fs/` — the same
   directory `$RLARK_FS_ROOT`-relative paths name, so both views hold the same files, which outlive the
-  worker. `readOnly` mounts are remounted read-only. `pod_init.py` performs the plan inside the namespaces.
+  worker. `readOnly` mounts are remounted read-only.
+- **its root** (`PodPlan`): a new root holding only the host's system trees and the workers' interpreter
+  (read-only), the worker's own directory and Ray temp dir at their host paths, its own `/etc/passwd` and
+  `/etc/group` (its job's user, `isolation.py`), its devices (the assigned GPUs' nodes only), and the binds
+  above; the plan names the uid it then runs as and the cgroup it joins. `pod_init.py` performs the plan
+  inside the namespaces.
 
 Without root (process mode) none of this exists: a worker is plain processes that see the host's files.
 `process_mode_refusal` names what such a worker cannot honour — a read-only mount, an emptyDir, a hostPath
@@ -44,6 +50,8 @@ from rlark_tunnel_agent.runtime.hostnames import job_service_name, worker_hostna
 
 HOSTS_PATH = "/etc/hosts"
 RESOLV_PATH = "/etc/resolv.conf"
+ETC_FILES = (HOSTS_PATH, RESOLV_PATH, "/etc/passwd", "/etc/group")
+"""Files of the host's `/etc` each worker has its own copy of (in its `etc/`)."""
 HOSTS_HEADER = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 RESOLV_CONF = (
     "# RLark: this worker's network namespace has no route out, so no nameserver is reachable and none is\n"
@@ -103,16 +111,24 @@ class Bind(BaseModel):
 
 
 class PodPlan(BaseModel):
-    """What `pod_init.py` does inside the worker's new namespaces before it execs `exec`."""
+    """What `pod_init.py` does inside the worker's new namespaces before it execs `exec` (see `isolation.py`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     hostname: str
     binds: tuple[Bind, ...]
     scratch: str
-    """An empty directory of the worker's own, where a new root is built when one is needed."""
+    """An empty directory of the worker's own, where its new root is built."""
     cwd: str
     exec: tuple[str, ...]
+    uid: int
+    """The unprivileged user (and group) the worker runs as."""
+    system: tuple[str, ...]
+    """Host paths bound read-only at their own path in the new root (system trees, the interpreter)."""
+    devices: tuple[str, ...] = ()
+    """`/dev` entries bound from the host besides the basic ones (the assigned GPUs' nodes)."""
+    cgroup: str = ""
+    """The cgroup v2 directory the worker joins ("" where limits cannot be enforced)."""
 
 
 def volume_dir(worker_dir: Path, container_path: str) -> Path:
@@ -181,22 +197,32 @@ def pod_plan(
     worker_dir: Path,
     exec_argv: Sequence[str],
     *,
-    extra: Sequence[Bind] = (),
+    uid: int,
+    system: Sequence[str],
+    ray_temp_dir: str,
+    devices: Sequence[str] = (),
+    cgroup: str = "",
     is_file: Callable[[str], bool] = lambda _: False,
 ) -> PodPlan:
-    """The whole plan for one worker: hostname, `/etc/hosts` and `/etc/resolv.conf` from its `etc/`, and
-    its container paths."""
+    """The whole plan for one worker: hostname; a new root holding `system` read-only, its own directory and
+    Ray temp dir at their host paths, `/etc/hosts`, `/etc/resolv.conf`, `/etc/passwd` and `/etc/group` from
+    its `etc/`, and its container paths; then run as `uid`."""
     etc = worker_dir / "etc"
-    files = (
-        Bind(source=str(etc / "hosts"), target=HOSTS_PATH, file=True),
-        Bind(source=str(etc / "resolv.conf"), target=RESOLV_PATH, file=True),
+    own = (
+        Bind(source=str(worker_dir), target=str(worker_dir)),
+        Bind(source=ray_temp_dir, target=ray_temp_dir),
+        *(Bind(source=str(etc / Path(path).name), target=path, file=True) for path in ETC_FILES),
     )
     return PodPlan(
         hostname=worker_hostname(spec.worker_id),
-        binds=container_binds(spec, worker_dir, extra=(*files, *extra), is_file=is_file),
+        binds=container_binds(spec, worker_dir, extra=own, is_file=is_file),
         scratch=str(worker_dir / "pod" / "root"),
         cwd=str(worker_dir),
         exec=tuple(exec_argv),
+        uid=uid,
+        system=tuple(system),
+        devices=tuple(devices),
+        cgroup=cgroup,
     )
 
 

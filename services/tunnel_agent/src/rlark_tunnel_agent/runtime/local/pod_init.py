@@ -1,22 +1,29 @@
-"""The first step inside a local worker's own namespaces: make it look like a pod, then exec the bootstrap.
+"""The first step inside a local worker's own namespaces: make it a pod, drop to its user, exec the bootstrap.
 
 Run as root by the local driver (`python3 -I -S pod_init.py <plan.json>`, see `pod.py`) after
-`ip netns exec <ns> unshare --mount --uts --propagation private`: the process is already in the worker's
-network namespace and in a new UTS and mount namespace whose mounts never propagate to the host. It
+`ip netns exec <ns> unshare --mount --uts --ipc --pid --fork --propagation private`: the process is pid 1 of
+a new pid namespace, in the worker's network namespace and in new UTS, IPC and mount namespaces whose mounts
+never propagate to the host. It
 
-1. sets the hostname (the worker's name, as a pod's);
-2. puts every bind of the plan at its container path, parents first (`/etc/hosts`, `/etc/resolv.conf`,
-   mounts, outputs, the TensorBoard dir), remounting read-only ones read-only;
-3. execs the bootstrap (same pid, same environment): nothing of this script stays.
+1. sets the hostname (the worker's name, as a pod's) and joins the worker's cgroup when the plan names one;
+2. builds a new root on a tmpfs and `pivot_root`s into it, the host's root kept at `/.oldroot` until the end:
+   the plan's `system` trees bound read-only at their own paths, a fresh `/proc` (this pid namespace's), `/sys`
+   read-only, a `/dev` of its own (the basic character devices, a private `/dev/shm` and `/dev/pts`, the
+   plan's `devices` — the assigned GPUs' nodes and nothing else), and empty `/tmp`, `/run`, `/var/tmp`;
+3. puts every bind of the plan at its path, parents first — the worker's own directory and Ray temp dir,
+   `/etc/hosts`, `/etc/resolv.conf`, `/etc/passwd`, `/etc/group`, mounts, outputs, the TensorBoard dir —
+   remounting read-only ones read-only, then detaches the host's root: nothing else of the host exists in
+   the worker (the platform's state directory, other workers' directories, `/root`, `/home`);
+4. lets the worker's user bind port 22 in its own network namespace (`ip_unprivileged_port_start`, a
+   per-namespace setting), drops every group, sets the plan's uid and gid and `no_new_privs` (no setuid
+   program can give root back), and execs the bootstrap (same environment): nothing of this script stays.
 
-A container path whose directory is missing is created without touching the host's file system: the
-deepest existing ancestor is *shadowed* — a tmpfs is mounted over it in this namespace and each of its
-entries is bound back (directories recursively with their mounts, files, symlinks copied), so the worker
-sees the host's tree as before plus the new directory. When that ancestor is `/` the new root is built
-the same way on a tmpfs and entered with `pivot_root`. Inside a bound volume (a hostPath source, an
-emptyDir) a missing directory is created in the volume, as kubelet does for nested mounts. Entries
-created in a shadowed directory later, on the host or in the worker, are not shared (the shadow is a
-snapshot of its entry names); everything below those entries is.
+A container path whose directory is missing is created without touching the host's file system: where the
+deepest mount holding it is one of the new root's own tmpfs directories it is simply made; inside a bound
+volume (a hostPath source, an emptyDir) it is made in the volume, as kubelet does for nested mounts; inside a
+read-only system tree its deepest existing ancestor is *shadowed* — a tmpfs is mounted over it and each of
+its entries is bound back (directories recursively with their mounts, files, symlinks copied), so the worker
+sees the tree as before plus the new directory.
 
 Everything here dies with the mount namespace when the worker's last process exits: no mount is left
 on the host. Standard library only (the interpreter runs with -I -S); errors print one line and exit 70.
@@ -38,6 +45,13 @@ MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MNT_DETACH = 2
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+PR_SET_NO_NEW_PRIVS = 38
+OLD_ROOT = "/.oldroot"
+BASIC_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+"""As `isolation.BASIC_DEVICES` (this script imports nothing of RLark; a test holds the two together)."""
 EXIT_SETUP_FAILED = 70  # EX_SOFTWARE: the worker never ran
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -104,26 +118,6 @@ def _shadow(directory: str, skip: set[str]) -> None:
         os.close(handle)
 
 
-def _new_root(scratch: str, create: dict[str, bool]) -> None:
-    """Enter a root built on a tmpfs at `scratch`: `/`'s entries bound back plus `create` (name → is a file)."""
-    _tmpfs_like("/", scratch)
-    for name in sorted(os.listdir("/")):
-        if name not in create:
-            _replicate(f"/{name}", os.path.join(scratch, name))
-    for name, is_file in create.items():
-        _make(os.path.join(scratch, name), is_file)
-    os.chdir(scratch)
-    number = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine)
-    if number is None:  # no syscall number known here: util-linux's pivot_root does the same
-        subprocess.run(["pivot_root", ".", "."], check=True)
-    elif _libc.syscall(number, b".", b".") != 0:
-        raise SetupError(f"pivot_root: {os.strerror(ctypes.get_errno())}")
-    _umount_lazily(".")
-    os.chdir("/")
-    # Binding the tree that holds `scratch` copied the half-built root there too: take that copy away.
-    _umount_lazily(scratch, only_if_mounted=True)
-
-
 def _make(path: str, is_file: bool) -> None:
     if is_file:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
@@ -131,47 +125,154 @@ def _make(path: str, is_file: bool) -> None:
         os.makedirs(path, 0o755, exist_ok=True)
 
 
-def _ensure(target: str, is_file: bool, writable: list[str]) -> None:
-    """`target` exists as a file or directory, created in a shadow or a volume, never on the host."""
-    if os.path.exists(target):
-        if is_file == os.path.isdir(target):
-            kind = "a file" if is_file else "a directory"
-            raise SetupError(f"{target} must be {kind} to mount it")
-        return
-    missing = []
-    existing = target
-    while not os.path.exists(existing):
-        missing.append(os.path.basename(existing))
-        existing = os.path.dirname(existing)
-    anchor = os.path.realpath(existing)
-    if not _inside(anchor, writable):
-        _shadow(anchor, {missing[-1]})
-        writable.append(anchor)
-    os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+def _bind(source: str, target: str, *, read_only: bool, is_file: bool = False) -> None:
     _make(target, is_file)
+    _mount(source, target, None, MS_BIND | MS_REC)
+    if read_only:
+        _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+
+
+class _Tree:
+    """The new root's mounts, to decide where a missing directory may be made (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.mounts: dict[str, bool] = {"/": True}
+        """Mount point → whether directories may be made in it."""
+
+    def add(self, path: str, writable: bool) -> None:
+        self.mounts[path] = writable
+
+    def writable(self, path: str) -> bool:
+        deepest = max((m for m in self.mounts if _inside(path, [m])), key=len)
+        return self.mounts[deepest]
+
+    def ensure(self, target: str, is_file: bool) -> None:
+        """`target` exists as a file or directory, made in the new root, a volume or a shadow."""
+        if os.path.exists(target):
+            if is_file == os.path.isdir(target):
+                kind = "a file" if is_file else "a directory"
+                raise SetupError(f"{target} must be {kind} to mount it")
+            return
+        missing = []
+        existing = target
+        while not os.path.exists(existing):
+            missing.append(os.path.basename(existing))
+            existing = os.path.dirname(existing)
+        anchor = os.path.realpath(existing)
+        if not self.writable(anchor):
+            _shadow(anchor, {missing[-1]})
+            self.add(anchor, True)
+        os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+        _make(target, is_file)
+
+
+def _pivot(scratch: str) -> None:
+    """Enter an empty tmpfs root; the host's root stays reachable at `OLD_ROOT` until `_detach_host`."""
+    _mount("tmpfs", scratch, "tmpfs", MS_NOSUID, "mode=755")
+    os.mkdir(os.path.join(scratch, OLD_ROOT.lstrip("/")), 0o700)
+    os.chdir(scratch)
+    number = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine)
+    if number is None:  # no syscall number known here: util-linux's pivot_root does the same
+        subprocess.run(["pivot_root", ".", OLD_ROOT.lstrip("/")], check=True)
+    elif _libc.syscall(number, b".", OLD_ROOT.lstrip("/").encode()) != 0:
+        raise SetupError(f"pivot_root: {os.strerror(ctypes.get_errno())}")
+    os.chdir("/")
+
+
+def _resolve_system(paths: list[str]) -> list[tuple[str, str, bool]]:
+    """In the host's view: (path, what to do, is a directory) per existing path — a top-level symlink
+    (`/bin -> usr/bin`) is kept as its link text, anything else is bound from its real path."""
+    found = []
+    for path in paths:
+        if not os.path.lexists(path):
+            continue
+        if os.path.islink(path) and os.path.dirname(path) == "/":
+            found.append((path, "link:" + os.readlink(path), True))
+        else:
+            found.append((path, OLD_ROOT + os.path.realpath(path), os.path.isdir(path)))
+    return found
+
+
+def _system(entries: list[tuple[str, str, bool]], tree: _Tree) -> None:
+    """Each system path read-only at its own path in the new root (see `_resolve_system`)."""
+    for path, source, is_dir in entries:
+        if source.startswith("link:"):
+            os.symlink(source.removeprefix("link:"), path)
+            continue
+        tree.ensure(path, not is_dir)
+        _bind(source, path, read_only=True, is_file=not is_dir)
+        tree.add(path, False)
+
+
+def _special(devices: list[str], tree: _Tree) -> None:
+    """`/proc`, `/sys`, `/dev` and the empty writable directories of a pod."""
+    os.makedirs("/proc", 0o555, exist_ok=True)
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _bind(OLD_ROOT + "/sys", "/sys", read_only=True)
+    tree.add("/proc", False)
+    tree.add("/sys", False)
+    os.makedirs("/dev", 0o755, exist_ok=True)
+    _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID, "mode=755")
+    for name in [*BASIC_DEVICES, *devices]:
+        if os.path.exists(f"{OLD_ROOT}/dev/{name}"):
+            _bind(f"{OLD_ROOT}/dev/{name}", f"/dev/{name}", read_only=False, is_file=True)
+    os.mkdir("/dev/pts", 0o755)
+    _mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
+    os.symlink("pts/ptmx", "/dev/ptmx")
+    shm = "/dev/shm"  # noqa: S108 - the worker's own, on a tmpfs of its own
+    os.mkdir(shm, 0o755)
+    _mount("tmpfs", shm, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
+        os.symlink(target, f"/dev/{name}")
+    tree.add("/dev", False)
+    for path, mode in (("/tmp", 0o1777), ("/run", 0o755), ("/var/tmp", 0o1777)):  # noqa: S108 - the worker's own
+        os.makedirs(path, 0o755, exist_ok=True)
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode:o}")
+
+
+def _detach_host() -> None:
+    _umount_lazily(OLD_ROOT)
+    os.rmdir(OLD_ROOT)
+
+
+def _drop(uid: int) -> None:
+    """Become the worker's user for good: no groups, its uid and gid, no way back through setuid programs."""
+    with open("/proc/sys/net/ipv4/ip_unprivileged_port_start", "w") as fh:
+        fh.write("0")  # this network namespace's own setting: sshd may listen on 22 as the worker's user
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise SetupError(f"no_new_privs: {os.strerror(ctypes.get_errno())}")
+    if os.getuid() == 0 or os.geteuid() == 0:
+        raise SetupError("still root after dropping privileges")
 
 
 def apply(plan: dict[str, object]) -> None:
-    """Hostname and binds of the plan (see `pod.PodPlan`), in this namespace."""
+    """Hostname, cgroup, new root, binds and user of the plan (see `pod.PodPlan`), in this namespace."""
     socket.sethostname(str(plan["hostname"]))
+    if plan.get("cgroup"):
+        with open(os.path.join(str(plan["cgroup"]), "cgroup.procs"), "w") as fh:
+            fh.write("0")
     binds = [dict(b) for b in plan["binds"]]  # type: ignore[attr-defined]
-    writable: list[str] = []
-    top: dict[str, bool] = {}
-    for bind in binds:
-        first = bind["target"].strip("/").split("/")[0]
-        if not os.path.exists(f"/{first}"):
-            top.setdefault(first, bool(bind["file"]) and bind["target"] == f"/{first}")
-    if top:
-        _new_root(str(plan["scratch"]), top)
-        writable.extend(f"/{name}" for name in top)
+    for bind in binds:  # resolved in the host's view, before the host's root moves
+        bind["source"] = OLD_ROOT + os.path.realpath(bind["source"])
+    system = _resolve_system([str(p) for p in plan["system"]])  # type: ignore[attr-defined]
+    _pivot(str(plan["scratch"]))
+    tree = _Tree()
+    _system(system, tree)
+    _special([str(d) for d in plan.get("devices", ())], tree)  # type: ignore[attr-defined]
     for bind in binds:
         target = bind["target"]
-        _ensure(target, bool(bind["file"]), writable)
+        tree.ensure(target, bool(bind["file"]))
         _mount(bind["source"], target, None, MS_BIND | MS_REC)
         if bind["read_only"]:
             _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
-        writable.append(os.path.realpath(target))
+        tree.add(os.path.realpath(target), True)
+    _detach_host()
     os.chdir(str(plan["cwd"]))
+    _drop(int(plan["uid"]))  # type: ignore[call-overload]
 
 
 def main() -> None:

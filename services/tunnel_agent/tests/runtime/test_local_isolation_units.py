@@ -1,0 +1,137 @@
+"""What a pod-like local worker may see and be, the pure parts: its uid, passwd and group lines, the host paths of
+its root, its device nodes, its cgroup limits; and how the cgroup v2 probe reads a machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rlark_tunnel_agent.runtime.local import cgroups, pod_init
+from rlark_tunnel_agent.runtime.local.cluster import LocalNode
+from rlark_tunnel_agent.runtime.local.isolation import (
+    BASIC_DEVICES,
+    UID_RANGE,
+    WORKER_USER,
+    cgroup_limits,
+    device_nodes,
+    group_text,
+    hidden_gpu_nodes,
+    job_uid,
+    passwd_text,
+    system_paths,
+)
+
+pytestmark = pytest.mark.unit
+
+HOST_PASSWD = "root:x:0:0:root:/root:/bin/bash\nsshd:x:101:65534::/run/sshd:/usr/sbin/nologin\n"
+HOST_GROUP = "root:x:0:\nsudo:x:27:alice\n"
+DEV = ["null", "zero", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0", "nvidia1", "nvidia2",
+       "nvidia3", "nvidia-caps", "sda", "kvm"]  # fmt: skip
+
+
+def test_a_jobs_uid_is_unprivileged_stable_and_never_one_another_job_holds() -> None:
+    uid = job_uid("job-a")
+    assert uid in UID_RANGE
+    assert uid > 65535
+    assert job_uid("job-a") == uid  # every worker of the job, on every agent, gets the same one
+    assert job_uid("job-b") != uid
+    assert job_uid("job-a", taken={uid}) not in {uid, 0}
+
+
+def test_the_workers_passwd_and_group_name_its_user_once_with_its_home() -> None:
+    uid = 2_000_000_007
+    clash = f"{HOST_PASSWD}{WORKER_USER}:x:1000:1000::/home/rlark:/bin/sh\nother:x:{uid}:1::/:/bin/sh\n"
+    passwd = passwd_text(clash, uid, "/state/workers/w/home", "RLark job job-a")
+    lines = passwd.splitlines()
+    assert lines[:2] == HOST_PASSWD.splitlines()
+    assert lines[2:] == [f"rlark:x:{uid}:{uid}:RLark job job-a:/state/workers/w/home:/bin/bash"]
+    group = group_text(HOST_GROUP, uid).splitlines()
+    assert group == [*HOST_GROUP.splitlines(), f"rlark:x:{uid}:"]
+
+
+def test_the_root_holds_the_system_trees_and_the_interpreter_outside_them_only() -> None:
+    exists = {"/bin", "/usr", "/etc", "/lib", "/lib64", "/opt", "/home", "/root", "/var"}
+    paths = system_paths(
+        ["/root/.pyenv/versions/3.11.7", "/work/main/.venv/bin", "/work/main/.venv", "/usr/bin", "/"], exists
+    )
+    assert paths == ("/bin", "/lib", "/lib64", "/usr", "/etc", "/opt", "/work/main/.venv",
+                     "/root/.pyenv/versions/3.11.7")  # fmt: skip
+    assert "/home" not in paths
+    assert "/var" not in paths
+
+
+def test_a_gpu_worker_gets_the_control_nodes_and_its_own_gpus_nodes_only() -> None:
+    given = device_nodes([1, 3], DEV)
+    assert given == ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia1", "nvidia3")
+    assert hidden_gpu_nodes(DEV, given) == ["nvidia0", "nvidia2"]
+    assert device_nodes([], DEV) == ()  # a CPU worker sees no NVIDIA node at all
+    assert device_nodes([7], DEV) == ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")  # absent: not invented
+
+
+def test_pod_init_binds_the_same_basic_devices_the_plan_assumes() -> None:
+    assert pod_init.BASIC_DEVICES == BASIC_DEVICES
+
+
+def test_limits_are_the_virtual_nodes_cpus_and_memory() -> None:
+    assert cgroup_limits(LocalNode(name="n", cpu=2.5, memory=4 << 30)) == {
+        "cpu.max": "250000 100000",
+        "memory.max": str(4 << 30),
+    }
+    assert cgroup_limits(LocalNode(name="n", cpu=0.001)) == {"cpu.max": "1000 100000"}
+
+
+MOUNTINFO_HYBRID = (
+    "30 23 0:26 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n"
+    "35 30 0:30 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw\n"
+    "36 30 0:31 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+)
+
+
+def test_the_probe_reads_the_cgroup2_mount_and_the_agents_cgroup() -> None:
+    assert cgroups.cgroup2_mount(MOUNTINFO_HYBRID) == Path("/sys/fs/cgroup/unified")
+    assert cgroups.cgroup2_mount("36 30 0:31 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n") is None
+    assert (
+        cgroups.own_cgroup("4:memory:/x\n0::/system.slice/rlark.service\n") == "/system.slice/rlark.service"
+    )
+    assert cgroups.own_cgroup("0::/\n") == "/"
+    assert cgroups.own_cgroup("4:memory:/x\n") is None
+
+
+def _machine(tmp_path: Path, mountinfo: str, proc_cgroup: str) -> tuple[Path, Path]:
+    info, group = tmp_path / "mountinfo", tmp_path / "cgroup"
+    info.write_text(mountinfo.replace("/sys/fs/cgroup/unified", str(tmp_path / "unified")))
+    group.write_text(proc_cgroup)
+    return info, group
+
+
+def test_without_cpu_and_memory_controllers_limits_are_reported_as_not_enforced(tmp_path: Path) -> None:
+    (tmp_path / "unified").mkdir()
+    (tmp_path / "unified" / "cgroup.controllers").write_text("hugetlb\n")
+    probe = cgroups.probe("abc", *_machine(tmp_path, MOUNTINFO_HYBRID, "0::/\n"))
+    assert probe.base is None
+    assert "offers hugetlb" in probe.reason
+    assert "not cpu and memory" in probe.reason
+    assert list((tmp_path / "unified").iterdir()) == [tmp_path / "unified" / "cgroup.controllers"]
+    nothing = cgroups.probe("abc", *_machine(tmp_path, "", "0::/\n"))
+    assert nothing == cgroups.CgroupProbe(None, "no cgroup v2 hierarchy is mounted on this machine")
+
+
+def test_in_the_root_cgroup_workers_get_a_subtree_with_cpu_and_memory(tmp_path: Path) -> None:
+    root = tmp_path / "unified"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpu memory io\n")
+    (root / "cgroup.subtree_control").write_text("")
+    base = root / "rlark-abc"
+    base.mkdir()
+    (base / "cgroup.subtree_control").write_text("cpu memory")  # a kernel would show what was enabled
+    probe = cgroups.probe("abc", *_machine(tmp_path, MOUNTINFO_HYBRID, "0::/\n"))
+    assert probe == cgroups.CgroupProbe(base)
+    assert (root / "cgroup.subtree_control").read_text() == "+cpu +memory"
+    worker = cgroups.create(base, "w1", {"cpu.max": "200000 100000", "memory.max": "1024"})
+    assert (worker / "cpu.max").read_text() == "200000 100000"
+    assert (worker / "memory.max").read_text() == "1024"
+    for leftover in worker.iterdir():  # a kernel's cgroup directory has no files of its own to remove
+        leftover.unlink()
+    cgroups.remove(worker)
+    cgroups.remove(worker)  # idempotent
+    assert not worker.exists()
