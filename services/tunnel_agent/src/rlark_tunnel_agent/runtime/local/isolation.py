@@ -17,7 +17,7 @@ IPC, UTS and network namespaces (ADR 0007). This module decides, without I/O:
 - **devices** (`device_nodes`): `/dev` is a tmpfs with the harmless character devices (`BASIC_DEVICES`), a
   private `/dev/shm` and `/dev/pts`, and of the machine's NVIDIA nodes only the control nodes and the nodes of
   the GPUs assigned to the worker — `CUDA_VISIBLE_DEVICES` alone would not stop a process from opening the
-  others.
+  others. Not given: MIG's `/dev/nvidia-caps`; `/proc/driver/nvidia` still names every GPU of the machine.
 - **limits** (`cgroup_limits`): a worker may use what its virtual node declares (a `WorkerSpec` carries no
   request of its own): `cpu.max` from the node's CPUs, `memory.max` from its memory (none when it declares
   none). `cgroups.py` applies them where the machine delegates cgroup v2 controllers.
@@ -26,7 +26,6 @@ IPC, UTS and network namespaces (ADR 0007). This module decides, without I/O:
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import PurePosixPath
 
@@ -42,7 +41,6 @@ BASIC_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 NVIDIA_CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 """NVIDIA nodes every GPU worker needs besides its GPUs' own `/dev/nvidia<N>`."""
 CPU_PERIOD_US = 100_000
-_GPU_NODE = re.compile(r"^nvidia(\d+)$")
 
 
 def job_uid(job_id: str, taken: Collection[int] = ()) -> int:
@@ -110,12 +108,6 @@ def device_nodes(gpu_indices: Sequence[int], present: Iterable[str]) -> tuple[st
     found = [name for name in NVIDIA_CONTROL_DEVICES if name in names]
     found += sorted((name for name in names if name in wanted), key=lambda n: int(n.removeprefix("nvidia")))
     return tuple(found)
-
-
-def hidden_gpu_nodes(present: Iterable[str], given: Iterable[str]) -> list[str]:
-    """The machine's per-GPU nodes a worker does not get (for tests and logs)."""
-    kept = set(given)
-    return sorted(name for name in present if _GPU_NODE.match(name) and name not in kept)
 
 
 def cgroup_limits(node: LocalNode) -> dict[str, str]:
