@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import yaml
+from rlark_devinfra import tunnel_dp
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
 from rlark_tunnel_agent.runtime.local.cluster import load_cluster
@@ -41,10 +43,13 @@ async def local_agent(
 ) -> AsyncIterator[Agent]:
     """The real agent with the local driver. On exit the agent stops; with ``stop_workers`` its workers are
     stopped first (an agent's own stop leaves workers running, as a restart must), then its bridge is
-    removed. ``tunnels`` turns on network-domain tunnels; ``options`` are LocalDriverOptions. Each agent
+    removed. ``tunnels`` turns on network-domain tunnels — on the Go data path (``make prereqs`` builds
+    it) unless they name another; ``options`` are LocalDriverOptions. Each agent
     gets a bridge and subnet of its own from the driver (derived from its state dir, a /24 no other
     interface of the machine uses), so no other cluster's namespaces can hold its addresses."""
     declared = load_cluster(cluster_file)
+    if tunnels is not None and tunnels.dataplane is None:
+        tunnels = dataclasses.replace(tunnels, dataplane=str(tunnel_dp.require_built()))
 
     def make(cluster: str) -> LocalDriver:
         assert cluster == declared.cluster

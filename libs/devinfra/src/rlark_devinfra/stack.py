@@ -32,7 +32,7 @@ from rlark_contracts import TopicNames
 from rlark_platform.messaging.access import ADMIN_PRINCIPAL, KafkaAccess, derive_password
 from rlark_platform.messaging.provision import provision_platform
 
-from rlark_devinfra import kafka, postgres
+from rlark_devinfra import kafka, postgres, tunnel_dp
 from rlark_devinfra.paths import state_dir
 from rlark_devinfra.process import read_pid, stop_process_group
 
@@ -254,6 +254,8 @@ def start_agent(cluster_file: Path, credential: str, gateway_url: str) -> int:
             "RLARK_LOG_JSON": "true",
         }
     )
+    if tunnel_dp.is_built():  # network domains on the Go data path (ADR 0008); else the asyncio one
+        env.setdefault("RLARK_TUNNEL_DATAPLANE", str(tunnel_dp.binary()))
     agent_state_dir().mkdir(parents=True, exist_ok=True)
     # Remembered for `down`, which stops the workers this agent's runtime left (see stop_local_workers).
     (agent_state_dir() / "cluster-file").write_text(str(cluster_file.resolve()))
