@@ -113,6 +113,8 @@ async def test_a_users_job_runs_unprivileged_sees_no_platform_state_nor_other_wo
             assert "REFUSED peer" in probed
             assert not on_host(etc_file)
 
+            hint = (await job(stack, submitted["id"], token=attacker))["ssh_command"]
+            assert hint == f"ssh rlark@{own['address']}"  # the job page shows the command that works
             answer = ssh(tmp_path / "attacker", own["address"], f'id -u; cat {secret}; touch "$HOME/go"')
             assert answer.stdout.splitlines()[:1] == [uid.group(1)], (answer.stdout, answer.stderr[-2000:])
             assert TEST_SECRET not in answer.stdout

@@ -13,7 +13,10 @@ class SchedulerSettings(ServiceSettings):
     join_deadline_s: int = Field(
         default=300, ge=1, description="How long a Header waits for all Ray nodes before failing the job"
     )
-    ssh_user: str = Field(default="root", description="User shown in the ssh command hint of a job")
+    ssh_user: str = Field(
+        default="root",
+        description="User shown in the ssh command hint of a job on Kubernetes (local workers: `rlark`, ADR 0007)",
+    )
     placement_poll_s: float = Field(
         default=5.0, gt=0, description="Placement loop's fallback wake-up when no NOTIFY arrives"
     )

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 import asyncpg
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from rlark_contracts.workers import LOCAL_WORKER_USER
 from rlark_platform.db import transaction
 from rlark_platform.errors import ApiError
 from rlark_platform.http import CallerDep
@@ -111,7 +112,11 @@ async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> Job
     spec = job.spec.get("spec", {})
     header = next((w for w in workers if w.facts.is_header), None)
     address = (header.virtual_ip or header.facts.address) if header else ""
-    ssh = f"ssh {settings.ssh_user}@{address}" if address and job.status.holds_capacity else None
+    ssh = None
+    if header is not None and address and job.status.holds_capacity:
+        cluster = await repo.get_cluster(conn, header.facts.cluster)
+        local = cluster is not None and cluster.runtime == "local"
+        ssh = f"ssh {LOCAL_WORKER_USER if local else settings.ssh_user}@{address}"
     ray = None
     if job.ray_nodes_joined is not None and job.ray_nodes_expected is not None:
         ray = RayNodesOut(joined=job.ray_nodes_joined, expected=job.ray_nodes_expected)

@@ -29,11 +29,12 @@ import hashlib
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import PurePosixPath
 
+from rlark_contracts.workers import LOCAL_WORKER_USER
 from rlark_tunnel_agent.runtime.local.cluster import LocalNode
 
 UID_RANGE = range(2_000_000_000, 2_100_000_000)
 """Worker uids and gids: above the ranges distributions give system users, login users and subuid blocks."""
-WORKER_USER = "rlark"
+WORKER_USER = LOCAL_WORKER_USER
 """The worker's user name inside it (its own passwd line): `ssh rlark@<worker address>`."""
 SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/usr", "/etc", "/opt")
 """Host trees every worker sees, read-only (symlinks among them, such as `/bin -> usr/bin`, stay symlinks)."""
