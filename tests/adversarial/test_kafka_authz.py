@@ -80,7 +80,7 @@ async def test_a_client_without_credentials_can_neither_produce_nor_consume(stac
     with pytest.raises(KafkaConnectionError):
         await produce(anonymous, names.physical("keys.keys"), forged_key("alice"))
     consumer = AIOKafkaConsumer(
-        names.physical("scheduler.placements"), **anonymous, group_id=None, auto_offset_reset="earliest"
+        names.physical("netdomain.tunnels"), **anonymous, group_id=None, auto_offset_reset="earliest"
     )
     with pytest.raises(KafkaConnectionError):
         await consumer.start()
@@ -100,11 +100,44 @@ async def test_a_forged_keys_event_is_refused_by_the_broker(stack: Stack) -> Non
 
 
 async def test_an_agent_credential_cannot_publish_placements(stack: Stack) -> None:
-    """Placements (images, scripts, authorized keys) come only from the scheduler's principal."""
+    """Placements (images, scripts, authorized keys) come only from the scheduler's principal: not on
+    another cluster's topic, not even on the agent's own."""
     mallory = await agent_kafka(stack, "mallory-lab")
+    await agent_kafka(stack, "victim-lab")
     names = TopicNames(stack.topic_prefix)
-    with pytest.raises(TopicAuthorizationFailedError):
-        await produce(mallory.client_options(), names.physical("scheduler.placements"), b"{}")
+    for cluster in ("victim-lab", "mallory-lab"):
+        with pytest.raises(TopicAuthorizationFailedError):
+            await produce(mallory.client_options(), names.for_cluster("scheduler.placements", cluster), b"{}")
+
+
+async def test_an_agent_credential_reads_its_own_clusters_placements_but_not_anothers(stack: Stack) -> None:
+    mallory = await agent_kafka(stack, "mallory-lab")
+    await agent_kafka(stack, "victim-lab")
+    names = TopicNames(stack.topic_prefix)
+    own = AIOKafkaConsumer(
+        names.for_cluster("scheduler.placements", "mallory-lab"),
+        **mallory.client_options(),
+        group_id=f"{stack.topic_prefix}agent-mallory-lab",
+        auto_offset_reset="earliest",
+    )
+    await own.start()
+    try:
+        await own.getmany(timeout_ms=1000)  # authorized: nothing there yet, and no error
+    finally:
+        await own.stop()
+    for family in ("scheduler.placements", "inventory.commands"):
+        theirs = AIOKafkaConsumer(
+            names.for_cluster(family, "victim-lab"),
+            **mallory.client_options(),
+            group_id=f"{stack.topic_prefix}agent-mallory-lab",
+            auto_offset_reset="earliest",
+        )
+        try:
+            with pytest.raises(TopicAuthorizationFailedError):  # refused at start or at the first fetch
+                await theirs.start()
+                await theirs.getmany(timeout_ms=5000)
+        finally:
+            await theirs.stop()
 
 
 async def test_an_event_whose_source_is_not_the_topics_producer_goes_to_the_dlq(stack: Stack) -> None:

@@ -5,7 +5,7 @@ data are ignored), change additively with defaults, and give a breaking change a
 """
 
 from rlark_contracts import events  # registers every event type
-from rlark_contracts.envelope import Envelope, decode, encode, new_envelope
+from rlark_contracts.envelope import Envelope, decode, encode, new_envelope, topic_for
 from rlark_contracts.registry import (
     EVENT_TYPES,
     UnknownEventType,
@@ -28,5 +28,6 @@ __all__ = [
     "event",
     "events",
     "new_envelope",
+    "topic_for",
     "topic_of",
 ]

@@ -18,7 +18,12 @@ def build() -> dict[str, Any]:
         names = sorted(t for t, (_, tp) in EVENT_TYPES.items() if tp == topic.name)
         channel_id = topic.name.replace(".", "-")
         channels[channel_id] = {
-            "address": topic.name,
+            "address": f"{topic.name}.{{cluster}}" if topic.per_cluster else topic.name,
+            **(
+                {"parameters": {"cluster": {"description": "the cluster: one topic each (ADR 0004)"}}}
+                if topic.per_cluster
+                else {}
+            ),
             "description": f"{topic.description}. Key: {topic.key}. "
             + ("Compacted." if topic.compacted else "Retained by time.")
             + f" Written only by the {topic.producer} principal (events' source: "

@@ -12,7 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlark_contracts.registry import EVENT_TYPES, UnknownEventType, data_model, type_of
+from rlark_contracts.registry import EVENT_TYPES, UnknownEventType, data_model, topic_of, type_of
+from rlark_contracts.topics import TOPICS
 
 
 class Envelope(BaseModel):
@@ -71,3 +72,15 @@ def decode(raw: bytes) -> Envelope:
 
 
 __all__ = ["Envelope", "UnknownEventType", "decode", "encode", "new_envelope"]
+
+
+def topic_for(envelope: Envelope) -> str:
+    """The logical topic ``envelope`` is published on: its type's topic, or for a per-cluster topic
+    ``<topic>.<cluster>`` with the cluster its data names (ADR 0004)."""
+    name = topic_of(envelope.type)
+    if not TOPICS[name].per_cluster:
+        return name
+    cluster = envelope.data.get("cluster")
+    if not isinstance(cluster, str) or not cluster:
+        raise ValueError(f"{envelope.type}: data.cluster is required on the per-cluster topic {name}")
+    return f"{name}.{cluster}"

@@ -20,6 +20,8 @@ class Topic:
     description: str
     producer: str
     consumers: tuple[str, ...] = ()
+    per_cluster: bool = False
+    """One physical topic per cluster, ``<name>.<cluster>`` (ADR 0004): its agent reads only its own."""
 
     @property
     def dlq(self) -> str:
@@ -52,7 +54,13 @@ TOPICS: dict[str, Topic] = {
             "inventory.nodes", "<cluster>/<node>", True, "Node state", "inventory", ("scheduler", "gateway")
         ),
         Topic(
-            "inventory.commands", "cluster name", False, "Commands for agents", "inventory", ("tunnel-agent",)
+            "inventory.commands",
+            "cluster name",
+            False,
+            "Commands for agents",
+            "inventory",
+            ("tunnel-agent",),
+            per_cluster=True,
         ),
         Topic(
             "agent.reports",
@@ -97,6 +105,7 @@ TOPICS: dict[str, Topic] = {
             "Worker placements and stops for agents",
             "scheduler",
             ("tunnel-agent",),
+            per_cluster=True,
         ),
     )
 }
@@ -109,9 +118,17 @@ class TopicNames:
     prefix: str = ""
 
     def physical(self, logical: str) -> str:
-        if logical not in TOPICS and not logical.endswith(".dlq"):
+        if logical not in TOPICS and not logical.endswith(".dlq") and registered(logical) is None:
             raise KeyError(f"unknown topic {logical!r}")
         return f"{self.prefix}{logical}"
+
+    def for_cluster(self, name: str, cluster: str) -> str:
+        """The physical topic of ``cluster`` in the per-cluster family ``name``."""
+        if not TOPICS[name].per_cluster:
+            raise ValueError(f"{name} is not a per-cluster topic")
+        if not cluster or "." in cluster:
+            raise ValueError(f"cluster: {cluster!r} is not a cluster name")
+        return f"{self.prefix}{name}.{cluster}"
 
     def logical(self, physical: str) -> str:
         return physical.removeprefix(self.prefix)
@@ -119,7 +136,18 @@ class TopicNames:
     def foreign_source(self, physical: str, source: str) -> str | None:
         """Why an event naming ``source`` on the ``physical`` topic must not be applied — its source is
         not the topic's producer — or None when it is (or the topic is not in the registry)."""
-        topic = TOPICS.get(self.logical(physical))
+        topic = registered(self.logical(physical))
         if topic is None or topic.produced_by(source):
             return None
         return f"source {source!r} is not the producer of {topic.name} ({topic.producer})"
+
+
+def registered(logical: str) -> Topic | None:
+    """The registry's topic for a logical name: itself, or the per-cluster family of ``<name>.<cluster>``."""
+    if (topic := TOPICS.get(logical)) is not None:
+        return topic
+    family, _, cluster = logical.rpartition(".")
+    topic = TOPICS.get(family)
+    if topic is not None and topic.per_cluster and cluster and cluster != "dlq":
+        return topic
+    return None

@@ -112,7 +112,9 @@ async def running_service(
 
 
 class TopicReader:
-    """Reads a physical topic from its start (a fresh consumer group), keeping every record it saw.
+    """Reads a physical topic from its start (a fresh consumer group), keeping every record it saw. A
+    per-cluster family (``<prefix>scheduler.placements``) is read on every cluster's topic, new ones
+    included (by pattern, metadata refreshed twice a second).
 
     ``records`` holds (key, value, headers) of each record; ``events`` the decoded envelopes of those that
     decode. ``until`` fails the test with what it saw when its condition does not hold in time; ``settle``
@@ -120,17 +122,24 @@ class TopicReader:
     """
 
     def __init__(self, access: KafkaAccess, topic: str) -> None:
+        import re
         import uuid
 
         from aiokafka import AIOKafkaConsumer
+        from rlark_contracts import TOPICS
 
         self._consumer = AIOKafkaConsumer(
-            topic,
             **access.client_options(),
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             group_id=f"reader-{uuid.uuid4().hex[:8]}",
+            metadata_max_age_ms=500,
         )
+        family = next((t for t in TOPICS.values() if t.per_cluster and topic.endswith(t.name)), None)
+        if family is not None:
+            self._consumer.subscribe(pattern=rf"^{re.escape(topic)}\.[^.]+$")
+        else:
+            self._consumer.subscribe([topic])
         self.records: list[tuple[bytes | None, bytes, dict[str, bytes]]] = []
         self.events: list[Envelope] = []
 

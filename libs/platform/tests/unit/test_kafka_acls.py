@@ -21,19 +21,40 @@ NAMES = TopicNames("t1.")
 
 
 def topics_with(acls: list[Acl], operation: Operation) -> set[str]:
-    return {a.resource for a in acls if a.resource_type is ResourceType.TOPIC and a.operation is operation}
+    """Topic names allowed for ``operation``; a PREFIXED pattern shows as ``<prefix>*``."""
+    return {
+        a.resource + ("*" if a.pattern is PatternType.PREFIXED else "")
+        for a in acls
+        if a.resource_type is ResourceType.TOPIC and a.operation is operation
+    }
+
+
+def physical(name: str) -> str:
+    """A registered topic as the ACLs name it: per-cluster families by their prefix pattern."""
+    return f"t1.{name}.*" if TOPICS[name].per_cluster else f"t1.{name}"
+
+
+def allowed(acls: list[Acl], principal: str, topic: str, operation: Operation) -> bool:
+    """What the StandardAuthorizer decides for a topic, given only ALLOW rules."""
+    return any(
+        a.principal == principal
+        and a.resource_type is ResourceType.TOPIC
+        and a.operation is operation
+        and (topic == a.resource if a.pattern is PatternType.LITERAL else topic.startswith(a.resource))
+        for a in acls
+    )
 
 
 def test_every_service_writes_exactly_the_topics_it_produces() -> None:
     for service in services():
-        owned = {f"t1.{t.name}" for t in TOPICS.values() if t.producer == service}
+        owned = {physical(t.name) for t in TOPICS.values() if t.producer == service}
         consumed_dlqs = {f"t1.{t.dlq}" for t in TOPICS.values() if service in t.consumers}
         assert topics_with(service_acls(NAMES, service), Operation.WRITE) == owned | consumed_dlqs
 
 
 def test_every_service_reads_exactly_the_topics_it_consumes() -> None:
     for service in services():
-        consumed = {f"t1.{t.name}" for t in TOPICS.values() if service in t.consumers}
+        consumed = {physical(t.name) for t in TOPICS.values() if service in t.consumers}
         assert topics_with(service_acls(NAMES, service), Operation.READ) == consumed
 
 
@@ -43,7 +64,7 @@ def test_nobody_but_keys_may_write_the_keys_topic_and_nobody_but_the_scheduler_p
         if acl.operation is Operation.WRITE:
             writers.setdefault(acl.resource, set()).add(acl.principal)
     assert writers["t1.keys.keys"] == {"t1.keys"}
-    assert writers["t1.scheduler.placements"] == {"t1.scheduler"}
+    assert writers["t1.scheduler.placements."] == {"t1.scheduler"}
 
 
 def test_only_inventory_may_change_principals_and_acls() -> None:
@@ -63,7 +84,10 @@ def test_an_agent_writes_only_reports_and_reads_only_what_agents_consume() -> No
     assert {a.principal for a in acls} == {agent_principal("t1.", "lab")}
     assert topics_with(acls, Operation.WRITE) == {"t1.agent.reports"}
     assert topics_with(acls, Operation.READ) == {
-        f"t1.{t.name}" for t in TOPICS.values() if "tunnel-agent" in t.consumers
+        "t1.scheduler.placements.lab",
+        "t1.inventory.commands.lab",
+        "t1.netdomain.allocations",
+        "t1.netdomain.tunnels",
     }
     assert "t1.keys.keys" not in topics_with(acls, Operation.READ)
     groups = [a for a in acls if a.resource_type is ResourceType.GROUP]
@@ -91,3 +115,16 @@ def test_kafka_access_needs_credentials_and_hides_the_password() -> None:
     assert "pw-123" not in repr(access)
     with pytest.raises(ValueError, match="credentials"):
         KafkaAccess("127.0.0.1:9092", "", "")
+
+
+def test_an_agent_reads_its_own_clusters_placements_and_commands_and_no_other_clusters() -> None:
+    acls = platform_acls(NAMES) + agent_acls(NAMES, "lab") + agent_acls(NAMES, "other")
+    lab = agent_principal("t1.", "lab")
+    for family in ("scheduler.placements", "inventory.commands"):
+        assert allowed(acls, lab, NAMES.for_cluster(family, "lab"), Operation.READ)
+        assert not allowed(acls, lab, NAMES.for_cluster(family, "other"), Operation.READ)
+        assert not allowed(acls, lab, NAMES.for_cluster(family, "lab"), Operation.WRITE)
+    assert allowed(acls, "t1.scheduler", NAMES.for_cluster("scheduler.placements", "any"), Operation.WRITE)
+    assert not allowed(acls, "t1.inventory", NAMES.for_cluster("scheduler.placements", "x"), Operation.WRITE)
+    # inventory creates a new cluster's topics when its agent opens a session
+    assert allowed(acls, "t1.inventory", NAMES.for_cluster("scheduler.placements", "x"), Operation.CREATE)

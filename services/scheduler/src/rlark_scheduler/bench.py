@@ -29,7 +29,7 @@ from rlark_contracts import TopicNames, decode, encode, new_envelope
 from rlark_contracts.events.inventory import ClusterWentOnline, NodeUpdated
 from rlark_platform.messaging import KafkaAccess, create_producer
 from rlark_platform.messaging.access import ADMIN_PRINCIPAL
-from rlark_platform.messaging.producer import delete_topics_with_prefix
+from rlark_platform.messaging.producer import delete_topics_with_prefix, ensure_cluster_topics
 from rlark_platform.testing import provision_test_prefix, running_service, settings_for
 
 from rlark_scheduler.main import DEFINITION
@@ -131,8 +131,10 @@ async def bench_submit_to_placement(
             finally:
                 await conn.close()
 
+            # The fleet's cluster "bench" has its placements topic, as an agent's session would create it.
+            await ensure_cluster_topics(kafka, names, "bench")
             consumer = AIOKafkaConsumer(
-                names.physical("scheduler.placements"),
+                names.for_cluster("scheduler.placements", "bench"),
                 **kafka.client_options(),
                 auto_offset_reset="earliest",
                 enable_auto_commit=False,

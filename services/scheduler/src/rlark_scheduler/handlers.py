@@ -824,18 +824,23 @@ async def _set_job_keys(
     if job.status not in (JobStatus.STARTING, JobStatus.RUNNING):
         return  # placements not sent yet carry the new keys when they are
     workers = [w.facts for w in await repo.workers_of(conn, job.id)]
-    await add_event(
+    # One event per cluster: each goes on that cluster's placements topic, read by its agent only.
+    await add_events(
         conn,
-        envelope(
-            JobKeysUpdated(
-                job_id=job.id,
-                clusters=sorted({w.cluster for w in workers}),
-                worker_ids=[w.worker_id for w in workers],
-                ssh_public_keys=public_keys,
-            ),
-            job.id,
-            meta,
-        ),
+        [
+            envelope(
+                JobKeysUpdated(
+                    job_id=job.id,
+                    clusters=[cluster],
+                    cluster=cluster,
+                    worker_ids=[w.worker_id for w in workers if w.cluster == cluster],
+                    ssh_public_keys=public_keys,
+                ),
+                job.id,
+                meta,
+            )
+            for cluster in sorted({w.cluster for w in workers})
+        ],
     )
 
 

@@ -115,3 +115,6 @@ class JobKeysUpdated(EventData):
     clusters: list[str]
     worker_ids: list[str]
     ssh_public_keys: list[str]
+    cluster: str = ""
+    """The cluster whose topic carries it (one event per cluster of the job, ADR 0004); ``clusters``
+    then names only that one. Empty in events from before per-cluster topics."""

@@ -6,9 +6,11 @@ these lists are the whole of what each principal can do (ADR 0004):
 - a service writes the topics it produces (``Topic.producer``), reads the topics it consumes
   (``Topic.consumers``), writes the dead-letter topics of what it consumes, creates its own topics, and
   reads its own consumer groups (``<prefix><service>-…``);
-- inventory also holds ALTER on the cluster: it provisions agents' principals and ACLs;
-- an agent reads only its own cluster's placements and commands, the network domains' allocations and
-  tunnels, and writes only its own cluster's reports, with its own consumer group.
+- inventory also holds ALTER on the cluster and may create every per-cluster topic: it provisions
+  agents' principals, ACLs and topics;
+- per-cluster topics (``Topic.per_cluster``, ``<name>.<cluster>``) are granted to their producer by the
+  PREFIXED pattern ``<name>.``; an agent reads only its own cluster's placements and commands (LITERAL),
+  the network domains' allocations and tunnels, and writes the agents' reports, with its own group.
 
 Names are physical (behind the deployment's topic prefix), so test prefixes keep their isolation.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from rlark_contracts import TOPICS, TopicNames
+from rlark_contracts import TOPICS, Topic, TopicNames
 
 from rlark_platform.messaging.access import agent_principal, service_principal
 
@@ -76,16 +78,27 @@ def _topic(principal: str, name: str, *operations: Operation) -> list[Acl]:
     return [Acl(principal, ResourceType.TOPIC, PatternType.LITERAL, name, op) for op in operations]
 
 
+def _family(principal: str, names: TopicNames, topic: Topic, *operations: Operation) -> list[Acl]:
+    """``topic`` for every cluster: the PREFIXED pattern ``<prefix><name>.`` when it is per-cluster."""
+    if not topic.per_cluster:
+        return _topic(principal, names.physical(topic.name), *operations)
+    prefix = f"{names.physical(topic.name)}."
+    return [Acl(principal, ResourceType.TOPIC, PatternType.PREFIXED, prefix, op) for op in operations]
+
+
 def service_acls(names: TopicNames, service: str) -> list[Acl]:
     """What ``service``'s principal may do under ``names``' prefix."""
     principal = service_principal(names.prefix, service)
     acls: list[Acl] = []
     for topic in TOPICS.values():
         if topic.producer == service:
-            acls += _topic(principal, names.physical(topic.name), Operation.WRITE, Operation.CREATE)
+            acls += _family(principal, names, topic, Operation.WRITE, Operation.CREATE)
         if service in topic.consumers:
-            acls += _topic(principal, names.physical(topic.name), Operation.READ)
+            acls += _family(principal, names, topic, Operation.READ)
             acls += _topic(principal, names.physical(topic.dlq), Operation.WRITE, Operation.CREATE)
+        if service == PROVISIONER and topic.per_cluster:
+            # DESCRIBE too: creating a topic is done when it is listed (CREATE alone does not show it)
+            acls += _family(principal, names, topic, Operation.CREATE, Operation.DESCRIBE)
     acls.append(
         Acl(principal, ResourceType.GROUP, PatternType.PREFIXED, f"{names.prefix}{service}-", Operation.READ)
     )
@@ -111,10 +124,11 @@ def agent_acls(names: TopicNames, cluster: str) -> list[Acl]:
     principal = agent_principal(names.prefix, cluster)
     acls: list[Acl] = []
     for topic in TOPICS.values():
+        own = names.for_cluster(topic.name, cluster) if topic.per_cluster else names.physical(topic.name)
         if topic.producer == AGENT:
-            acls += _topic(principal, names.physical(topic.name), Operation.WRITE)
+            acls += _topic(principal, own, Operation.WRITE)
         if AGENT in topic.consumers:
-            acls += _topic(principal, names.physical(topic.name), Operation.READ)
+            acls += _topic(principal, own, Operation.READ)
     acls.append(
         Acl(principal, ResourceType.GROUP, PatternType.LITERAL, agent_group(names, cluster), Operation.READ)
     )

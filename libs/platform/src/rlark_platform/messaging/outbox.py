@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rlark_contracts import Envelope, encode, topic_of
+from rlark_contracts import Envelope, encode, topic_for
 
 from rlark_platform.db.pool import Connection
 
@@ -33,7 +33,7 @@ async def add_events(
                ON CONFLICT (event_id) DO NOTHING)
            SELECT pg_notify($6, '')""",
         [e.id for e in batch],
-        [topic_of(e.type) for e in batch],
+        [topic_for(e) for e in batch],
         [e.subject for e in batch],
         [encode(e) for e in batch],
         headers or None,

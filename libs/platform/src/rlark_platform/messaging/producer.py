@@ -54,10 +54,25 @@ async def ensure_topics(
     for topic in TOPICS.values():
         if owner is not None and topic.producer != owner:
             continue
-        config = {"cleanup.policy": "compact"} if topic.compacted else {}
-        wanted.append(NewTopic(names.physical(topic.name), partitions, 1, topic_configs=config))
+        if not topic.per_cluster:  # those come with each cluster (``ensure_cluster_topics``)
+            config = {"cleanup.policy": "compact"} if topic.compacted else {}
+            wanted.append(NewTopic(names.physical(topic.name), partitions, 1, topic_configs=config))
         if owner is None:  # a DLQ is its consumers' (they may create it), provisioned with the rest
             wanted.append(NewTopic(names.physical(topic.dlq), 1, 1))
+    return await _create_missing(access, wanted)
+
+
+async def ensure_cluster_topics(
+    access: KafkaAccess, names: TopicNames, cluster: str, partitions: int = 3
+) -> list[str]:
+    """Create ``cluster``'s own topic of every per-cluster family when missing (ADR 0004)."""
+    wanted = [
+        NewTopic(names.for_cluster(t.name, cluster), partitions, 1) for t in TOPICS.values() if t.per_cluster
+    ]
+    return await _create_missing(access, wanted)
+
+
+async def _create_missing(access: KafkaAccess, wanted: list[NewTopic]) -> list[str]:
     admin = AIOKafkaAdminClient(**access.client_options(), client_id="rlark-topics")
     await admin.start()
     try:

@@ -18,7 +18,7 @@ from rlark_contracts import TopicNames
 
 from rlark_platform.messaging.access import KafkaAccess, agent_principal, derive_password, service_principal
 from rlark_platform.messaging.acls import agent_acls, platform_acls, services
-from rlark_platform.messaging.producer import ensure_topics
+from rlark_platform.messaging.producer import ensure_cluster_topics, ensure_topics
 from rlark_platform.messaging.security_admin import SecurityAdmin
 
 
@@ -60,10 +60,14 @@ async def provision_platform(
         await await_login(KafkaAccess(admin.bootstrap, principal, password))
 
 
-async def provision_agent(access: KafkaAccess, names: TopicNames, internal_secret: str, cluster: str) -> str:
-    """The principal of ``cluster``'s agent with its ACLs; returns its password (derived, never stored)."""
+async def provision_agent(
+    access: KafkaAccess, names: TopicNames, internal_secret: str, cluster: str, *, partitions: int = 3
+) -> str:
+    """The topics of ``cluster`` and its agent's principal with its ACLs; returns the agent's password
+    (derived, never stored). The topics exist before the agent subscribes to them."""
     principal = agent_principal(names.prefix, cluster)
     password = derive_password(internal_secret, principal)
+    await ensure_cluster_topics(access, names, cluster, partitions)
     async with SecurityAdmin(access, client_id="rlark-agent-provisioner") as security:
         await security.create_acls(agent_acls(names, cluster))
         await security.upsert_credentials({principal: password})

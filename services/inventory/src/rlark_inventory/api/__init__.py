@@ -284,6 +284,7 @@ async def agent_session(
         TopicNames(settings.topic_prefix),
         settings.internal_secret.get_secret_value(),
         session.cluster,
+        partitions=settings.topic_partitions,
     )
     return AgentSessionOut(
         cluster=session.cluster,

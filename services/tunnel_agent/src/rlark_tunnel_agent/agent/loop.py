@@ -141,8 +141,8 @@ class Agent:
         self.reports = ReportPublisher(producer, session)
         names = self.names = TopicNames(session.topic_prefix)
         consumer = AIOKafkaConsumer(
-            names.physical("scheduler.placements"),
-            names.physical("inventory.commands"),
+            names.for_cluster("scheduler.placements", cluster),
+            names.for_cluster("inventory.commands", cluster),
             **session.kafka_access().client_options(),
             group_id=f"{session.topic_prefix}agent-{cluster}",
             enable_auto_commit=False,
