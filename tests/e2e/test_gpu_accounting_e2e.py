@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from agents import local_agent
 from jobs import document, job, role, submit, wait_placeable, wait_status
-from playwright.async_api import async_playwright
-from rlark_devinfra.screenshots import by_test_id, launch_chromium, log_in, new_context
+from playwright.async_api import async_playwright, expect
+from rlark_devinfra.screenshots import TIMEOUT_MS, by_test_id, launch_chromium, log_in, new_context
 from rlark_devinfra.web import build_web
 from stack import ADMIN, ADMIN_PASSWORD, Stack, eventually
 
@@ -135,9 +135,9 @@ async def console_shows(
             for index, (path, free_id, free_text, use_id, use_text) in enumerate(pages):
                 await page.goto(path)
                 await by_test_id(page, free_id).first.wait_for(state="visible")
-                await page.wait_for_function(
-                    "([id, re]) => new RegExp(re).test(document.querySelector(`[data-testid=\"${id}\"]`)?.textContent ?? '')",
-                    arg=[free_id, free_text],
+                # expect(), not wait_for_function: the gateway's CSP forbids the eval that one needs.
+                await expect(by_test_id(page, free_id).first).to_have_text(
+                    re.compile(free_text), timeout=TIMEOUT_MS
                 )
                 text = await by_test_id(page, use_id).first.text_content() or ""
                 assert re.search(use_text, text), (path, text)

@@ -190,7 +190,8 @@ async def switch_language(page: Page, language: str) -> None:
     """Click the header's language switch (kept in localStorage for the next pages)."""
     label = "中文" if language == "zh-CN" else "English"
     await by_test_id(page, "lang-switch").get_by_text(label, exact=True).click()
-    await page.wait_for_function(f"document.documentElement.lang === {json.dumps(language)}")
+    # Locator waits, not wait_for_function: the gateway's CSP forbids the eval that one needs.
+    await page.locator(f"html[lang={json.dumps(language)}]").wait_for(state="attached")
 
 
 def _select(page: Page, test_id: str) -> Locator:
@@ -386,9 +387,8 @@ def tour(seed: Seed, keys: Sequence[str]) -> list[Shot]:
 async def _settle(page: Page) -> None:
     """Wait for data: no spinner and no skeleton left, then let transitions end."""
     await page.wait_for_load_state("networkidle")
-    await page.wait_for_function(
-        "!document.querySelector('.ant-spin-spinning, .ant-skeleton-active, .ant-table-placeholder .ant-spin')"
-    )
+    busy = page.locator(".ant-spin-spinning, .ant-skeleton-active, .ant-table-placeholder .ant-spin")
+    await busy.first.wait_for(state="detached")
     await page.wait_for_timeout(400)
 
 
