@@ -15,6 +15,7 @@ session the run authenticates with (login's answers are tested in services/gatew
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,3 +123,33 @@ async def test_no_server_error_and_every_status_documented_as_admin_and_as_user(
         await asyncio.to_thread(_fuzz, document, stack.url, role, token, findings)
     assert findings.calls > 1000, f"only {findings.calls} requests were made"
     assert findings.lines() == [], "\n".join(findings.lines())
+
+
+HOSTILE_SEGMENTS = ["%00", "a%00b", "%C0", "%ED%A0%80", "x" * 300]
+"""Path parameter values hypothesis rarely builds: NUL, invalid UTF-8, an encoded surrogate, a long one."""
+
+
+async def test_hostile_path_parameters_are_answered_4xx_on_every_operation(stack: Stack) -> None:
+    async with httpx.AsyncClient(base_url=stack.url, timeout=30) as anonymous:
+        document = (await anonymous.get("/api/openapi.json")).json()
+    wrong: list[str] = []
+    async with stack.client() as admin:
+        for path, item in document["paths"].items():
+            if "{" not in path or path.endswith("{rest}"):
+                continue
+            for method in item.keys() & {"get", "post", "put", "patch", "delete"}:
+                for segment in HOSTILE_SEGMENTS:
+                    url = re.sub(r"\{[^}]+\}", segment, path)
+                    try:
+                        response = await admin.request(
+                            method.upper(), url, json={} if method != "get" else None, timeout=10
+                        )
+                    except httpx.TimeoutException:
+                        wrong.append(f"{method.upper()} {url} -> no answer in 10 s")
+                        continue
+                    documented = set(item[method]["responses"])
+                    if response.status_code >= 500 or str(response.status_code) not in documented:
+                        wrong.append(
+                            f"{method.upper()} {url} -> {response.status_code} {response.text[:160]}"
+                        )
+    assert wrong == [], "\n".join(wrong)

@@ -30,6 +30,7 @@ from rlark_gateway.domain.accounts import (
     validate_token_name,
     validate_username,
 )
+from rlark_gateway.domain.audit_text import storable
 from rlark_gateway.domain.throttle import LoginGuard
 from rlark_gateway.passwords import Passwords
 
@@ -380,8 +381,12 @@ class Accounts:
     # --- audit -------------------------------------------------------------------------------------
 
     async def record_audit(self, **entry: Any) -> None:
+        """Insert one audit entry; text from the client is made storable first (``domain.audit_text``)."""
+        stored: dict[str, Any] = {
+            key: storable(value) if isinstance(value, str) else value for key, value in entry.items()
+        }
         async with self.pool.acquire() as conn:
-            await repo.insert_audit(conn, **entry)
+            await repo.insert_audit(conn, **stored)
 
     async def list_audit(
         self,
