@@ -61,6 +61,13 @@ def create_namespace(kube: Kube, prefix: str = "e2e", name: str | None = None) -
     return name
 
 
+def privileged_namespace(namespace: str) -> str:
+    """The test's own privileged worker namespace (hostPath and sidecar workers; none in these jobs, so
+    it need not exist: listing and watching an absent namespace finds nothing). Never the deployed
+    default, which other tests' agents on the same test bed would share."""
+    return f"{namespace}-priv"
+
+
 def job_objects(kube: Kube, namespace: str, job_id: str) -> dict[str, list[dict[str, Any]]]:
     """Every pod, service and config map carrying the job's label in ``namespace``, by kind."""
     selector = names.job_selector(job_id)
@@ -88,7 +95,11 @@ async def kubernetes_agent(
     def make(name: str) -> KubernetesDriver:
         assert name == cluster.name, f"the credential is {name!r}'s, the kubeconfig {cluster.name!r}'s"
         config = KubernetesDriverConfig.from_env(
-            {}, namespace=namespace, kubeconfig=cluster.kubeconfig, **KWOK_DRIVER
+            {},
+            namespace=namespace,
+            privileged_namespace=privileged_namespace(namespace),
+            kubeconfig=cluster.kubeconfig,
+            **KWOK_DRIVER,
         )
         return KubernetesDriver(config)
 
@@ -129,6 +140,7 @@ class AgentProcess:
             "RLARK_RUNTIME": "kubernetes",
             "RLARK_KUBECONFIG": str(cluster.kubeconfig),
             "RLARK_NAMESPACE": namespace,
+            "RLARK_PRIVILEGED_NAMESPACE": privileged_namespace(namespace),
             "RLARK_AGENT_CREDENTIAL": credential,
             "RLARK_GATEWAY_URL": gateway_url,
             "RLARK_STATE_DIR": str(state_dir),

@@ -25,9 +25,13 @@ def make_driver_factory(settings: TunnelAgentSettings):  # type: ignore[no-untyp
             from rlark_tunnel_agent.runtime.kubernetes.driver import KubernetesDriver
 
             # Pod shape and driver tuning come from RLARK_K8S_* (see KubernetesDriverConfig.from_env);
-            # the agent's own settings name the namespace and kubeconfig.
+            # the agent's own settings name the workers' two namespaces and the kubeconfig.
             return KubernetesDriver(
-                KubernetesDriverConfig.from_env(namespace=settings.namespace, kubeconfig=settings.kubeconfig)
+                KubernetesDriverConfig.from_env(
+                    namespace=settings.namespace,
+                    privileged_namespace=settings.privileged_namespace,
+                    kubeconfig=settings.kubeconfig,
+                )
             )
         from rlark_tunnel_agent.runtime.local.cluster import load_cluster
         from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions

@@ -19,7 +19,17 @@ class TunnelAgentSettings(ServiceSettings):
     config: Path | None = Field(default=None, description="Local-cluster file (the local runtime's nodes)")
     runtime: str = Field(default="local", pattern="^(local|kubernetes)$")
     kubeconfig: Path | None = Field(default=None, description="kubeconfig; in-cluster config when unset")
-    namespace: str = Field(default="rlark-workers", description="Kubernetes namespace of worker objects")
+    namespace: str = Field(
+        default="rlark-workers",
+        description="Kubernetes: namespace of the workers that meet Pod Security restricted (enforce: restricted)",
+    )
+    privileged_namespace: str = Field(
+        default="rlark-workers-privileged",
+        description=(
+            "Kubernetes: namespace of the workers with a hostPath volume or a network sidecar (enforce: "
+            "privileged, warn/audit restricted); the same name as RLARK_NAMESPACE: one namespace for all"
+        ),
+    )
     state_dir: Path = Field(default=Path(".state/agent"), description="Local runtime workers and agent state")
     local_bridge: str | None = Field(
         default=None,

@@ -89,8 +89,10 @@ async def eventually(check: Callable[[], Any], timeout_s: float = 30.0, what: st
 
 def driver_config(cluster: testbed.Cluster, namespace: str, **extra: object) -> KubernetesDriverConfig:
     # Resync only when a test asks for it; KWOK serves no container logs.
+    # One namespace for all workers unless a test names the privileged one (test_..._namespaces.py does).
     values: dict[str, object] = {
         "namespace": namespace,
+        "privileged_namespace": namespace,
         "kubeconfig": cluster.kubeconfig,
         "resync_interval_s": 3600.0,
         "follow_logs": False,

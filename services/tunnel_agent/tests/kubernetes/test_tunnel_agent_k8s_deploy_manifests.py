@@ -17,6 +17,8 @@ from rlark_tunnel_agent.runtime.kubernetes.kube import Kube
 pytestmark = pytest.mark.k8s
 
 AGENT_USER = "system:serviceaccount:rlark-agent:rlark-tunnel-agent"
+WORKER_NAMESPACES = ("rlark-workers", "rlark-workers-privileged")
+"""The agent's RLARK_NAMESPACE (Pod Security restricted) and RLARK_PRIVILEGED_NAMESPACE."""
 
 
 def _documents(directory: Path, extra: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -121,32 +123,49 @@ def test_the_agent_role_grants_what_the_driver_needs_and_nothing_more(admin_kube
                 if "AlreadyExists" not in str(exc):
                     raise
                 _replace(admin_kube, doc)  # kept servers hold an older version: test this one
-    workers = "rlark-workers"
     for verb in ("get", "list", "watch", "patch"):
         assert _allowed(admin_kube, verb, "nodes"), verb
-    for resource in ("pods", "services", "configmaps"):
-        for verb in ("get", "list", "watch", "create", "delete"):
-            assert _allowed(admin_kube, verb, resource, workers), (verb, resource)
-    assert _allowed(admin_kube, "patch", "configmaps", workers)
-    assert _allowed(admin_kube, "get", "pods", workers, "log")
     # What other pods hold on each node (GPUs of pods RLark did not create): list and watch, anywhere.
     for verb in ("list", "watch"):
         assert _allowed(admin_kube, verb, "pods", "kube-system"), verb
-    # Network sidecar tokens: the agent writes and removes its workers' Secrets, never reads any.
-    assert _allowed(admin_kube, "create", "secrets", workers)
-    assert _allowed(admin_kube, "delete", "secrets", workers)
-
     assert not _allowed(admin_kube, "delete", "nodes")
-    for verb in ("get", "list", "watch", "patch", "update"):
-        assert not _allowed(admin_kube, verb, "secrets", workers), verb
     assert not _allowed(admin_kube, "create", "secrets", "rlark-agent")
     assert not _allowed(admin_kube, "create", "pods", "default")
-    assert not _allowed(admin_kube, "create", "pods", workers, "exec")
     assert not _allowed(admin_kube, "get", "pods", "kube-system", "log")
     for verb in ("create", "delete", "patch", "update"):
         assert not _allowed(admin_kube, verb, "pods", "kube-system"), verb
-    assert not _allowed(admin_kube, "create", "roles", workers)
-    assert not _allowed(admin_kube, "update", "pods", workers)
+
+    # The same grants in both worker namespaces (restricted and privileged).
+    for workers in WORKER_NAMESPACES:
+        for resource in ("pods", "services", "configmaps"):
+            for verb in ("get", "list", "watch", "create", "delete"):
+                assert _allowed(admin_kube, verb, resource, workers), (verb, resource, workers)
+        assert _allowed(admin_kube, "patch", "configmaps", workers)
+        assert _allowed(admin_kube, "get", "pods", workers, "log")
+        # Network sidecar tokens: the agent writes and removes its workers' Secrets, never reads any.
+        assert _allowed(admin_kube, "create", "secrets", workers)
+        assert _allowed(admin_kube, "delete", "secrets", workers)
+        for verb in ("get", "list", "watch", "patch", "update"):
+            assert not _allowed(admin_kube, verb, "secrets", workers), (verb, workers)
+        assert not _allowed(admin_kube, "create", "pods", workers, "exec")
+        assert not _allowed(admin_kube, "create", "roles", workers)
+        assert not _allowed(admin_kube, "update", "pods", workers)
+
+
+def test_the_worker_namespaces_enforce_restricted_and_privileged_and_the_agent_names_both() -> None:
+    docs = _documents(repo_root() / "deploy/agent")
+    labels = {d["metadata"]["name"]: d["metadata"]["labels"] for d in docs if d["kind"] == "Namespace"}
+    restricted, privileged = WORKER_NAMESPACES
+    enforce = "pod-security.kubernetes.io/enforce"
+    assert labels[restricted][enforce] == "restricted"
+    assert labels[privileged][enforce] == "privileged"
+    for name in WORKER_NAMESPACES:  # every pod that is not restricted is reported, in both
+        assert labels[name]["pod-security.kubernetes.io/warn"] == "restricted"
+        assert labels[name]["pod-security.kubernetes.io/audit"] == "restricted"
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["RLARK_NAMESPACE"], env["RLARK_PRIVILEGED_NAMESPACE"]) == WORKER_NAMESPACES
 
 
 def test_the_agent_gets_the_gateway_url_and_its_credential_only_from_a_secret() -> None:

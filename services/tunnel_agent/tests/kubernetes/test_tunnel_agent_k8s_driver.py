@@ -349,7 +349,10 @@ async def test_the_worker_pod_passes_server_side_validation_including_the_sideca
     from rlark_tunnel_agent.runtime.kubernetes.network import SidecarAccess
 
     config = KubernetesDriverConfig(
-        namespace=namespace, network_sidecar_image="registry.example.com/rlark/net:1.0", shm_size="8Gi"
+        namespace=namespace,
+        privileged_namespace=namespace,
+        network_sidecar_image="registry.example.com/rlark/net:1.0",
+        shm_size="8Gi",
     )
     owner = {
         "apiVersion": "v1",

@@ -27,6 +27,7 @@ OWNER = {"metadata": {"name": "rlark-job-a-job", "uid": "0d6f4c1e-1111-2222-3333
 CONFIG = KubernetesDriverConfig(
     namespace="rlark-workers", shm_size="16Gi", network_sidecar_image="registry.example.com/rlark/net:1.0"
 )
+OWNER_REF = manifests.owner_reference(OWNER)
 TOKEN = "tok-3f9a1c77e2b54d0d9a6b1e0c4f2d8a11"
 ACCESS = SidecarAccess(
     agent_host="rlark-tunnel-agent.rlark-agent.svc",
@@ -58,6 +59,12 @@ def test_header_pod_matches_the_golden_snapshot() -> None:
     _check_golden("header_pod.yaml", manifests.worker_pod(header_spec("job-a", "gpu-node-1"), CONFIG, owner))
 
 
+def test_plain_worker_pod_in_the_restricted_namespace_matches_the_golden_snapshot() -> None:
+    pod = manifests.worker_pod(worker_spec("job-a", "gpu-node-2", 0), CONFIG, OWNER_REF)
+    assert pod["metadata"]["namespace"] == "rlark-workers"
+    _check_golden("worker_pod.yaml", pod)
+
+
 def test_domain_worker_pod_with_network_sidecar_matches_the_golden_snapshot() -> None:
     owner = manifests.owner_reference(OWNER)
     spec = worker_spec(
@@ -69,7 +76,9 @@ def test_domain_worker_pod_with_network_sidecar_matches_the_golden_snapshot() ->
     )
     pod = manifests.worker_pod(spec, CONFIG, owner, ACCESS)
     _check_golden("domain_worker_pod.yaml", pod)
-    _check_golden("domain_worker_secret.yaml", manifests.worker_secret(spec, "rlark-workers", owner, TOKEN))
+    namespace = manifests.worker_namespace(spec, CONFIG)
+    assert pod["metadata"]["namespace"] == namespace == "rlark-workers-privileged"
+    _check_golden("domain_worker_secret.yaml", manifests.worker_secret(spec, namespace, owner, TOKEN))
     assert TOKEN not in yaml.safe_dump(pod)  # only the Secret holds it
 
 
@@ -120,7 +129,8 @@ def test_job_objects_match_the_golden_snapshot() -> None:
     owner = manifests.owner_reference(OWNER)
     spec = header_spec("job-a", "gpu-node-1")
     _check_golden("job_service.yaml", manifests.headless_service("job-a", "rlark-workers", 6379, owner))
-    _check_golden("worker_config_map.yaml", manifests.worker_config_map(spec, "rlark-workers", owner))
+    namespace = manifests.worker_namespace(spec, CONFIG)  # its hostPath mount: the privileged one
+    _check_golden("worker_config_map.yaml", manifests.worker_config_map(spec, namespace, owner))
 
 
 def test_worker_container_has_no_privilege_and_drops_every_capability() -> None:
@@ -280,3 +290,58 @@ def test_names_are_deterministic_dns_labels_and_keep_distinct_ids_distinct() -> 
     assert len(names.label_value(long_id)) <= 63
     assert names.label_value("job-a") == "job-a"
     assert names.worker_dns_name("job-a-header-0", "job-a", "ns") == "rlark-job-a-header-0.rlark-job-a.ns.svc"
+
+
+PLAIN_MOUNTS = (
+    Mount(type=MountType.HOST_PATH, source="pvc://checkpoints/job-a", target="/ckpt"),
+    Mount(type=MountType.HOST_PATH, source="csi://s3.csi.example.com?bucket=models", target="/models"),
+    Mount(type=MountType.EMPTY_DIR, target="/scratch"),
+    Mount(type=MountType.PVC, source="datasets", target="/datasets", read_only=True),
+)
+HOST_PATH = Mount(type=MountType.HOST_PATH, source="/data/datasets", target="/datasets", read_only=True)
+
+
+def test_a_worker_without_host_path_or_sidecar_goes_to_the_restricted_namespace() -> None:
+    for spec in (
+        header_spec("job-a", "n1", mounts=PLAIN_MOUNTS),
+        worker_spec("job-a", "n2", 0),
+        # A virtual IP without a sidecar image: only exported, no capability, so still restricted.
+        worker_spec("job-a", "n2", 1, num_nodes=3, virtual_ip=IPv4Address("10.200.0.6")),
+    ):
+        no_image = KubernetesDriverConfig()
+        assert manifests.privileged_needs(spec, no_image) == ()
+        assert manifests.worker_namespace(spec, no_image) == "rlark-workers"
+    assert (
+        manifests.worker_namespace(header_spec("job-a", "n1", mounts=PLAIN_MOUNTS), CONFIG) == "rlark-workers"
+    )
+
+
+def test_a_host_path_mount_or_the_network_sidecar_sends_the_worker_to_the_privileged_namespace() -> None:
+    host_path = header_spec("job-a", "n1", mounts=(*PLAIN_MOUNTS, HOST_PATH))
+    assert manifests.privileged_needs(host_path, CONFIG) == ("hostPath mount /datasets",)
+    domain = worker_spec("job-a", "n2", 0, virtual_ip=IPv4Address("10.200.0.5"))
+    assert manifests.privileged_needs(domain, CONFIG) == ("network sidecar (NET_ADMIN, /dev/net/tun)",)
+    for spec in (host_path, domain):
+        assert manifests.worker_namespace(spec, CONFIG) == "rlark-workers-privileged"
+        assert manifests.worker_pod(spec, CONFIG, OWNER_REF, ACCESS)["metadata"]["namespace"] == (
+            "rlark-workers-privileged"
+        )
+    # The namespaces are settings; naming the same one twice puts every worker there.
+    one = KubernetesDriverConfig(namespace="gpu-jobs", privileged_namespace="gpu-jobs")
+    assert one.worker_namespaces == ("gpu-jobs",)
+    assert manifests.worker_namespace(host_path, one) == "gpu-jobs"
+    assert "dnsConfig" not in manifests.worker_pod(host_path, one, OWNER_REF)["spec"]
+
+
+def test_each_pod_also_searches_the_other_worker_namespace_so_peers_resolve_across_both() -> None:
+    plain = manifests.worker_pod(worker_spec("job-a", "n2", 0), CONFIG, OWNER_REF)
+    privileged = manifests.worker_pod(header_spec("job-a", "n1"), CONFIG, OWNER_REF)
+    assert plain["spec"]["dnsConfig"] == {"searches": ["rlark-workers-privileged.svc.cluster.local"]}
+    assert privileged["spec"]["dnsConfig"] == {"searches": ["rlark-workers.svc.cluster.local"]}
+    # Both answer to <hostname>.<job service>: the same subdomain, a headless Service in each namespace.
+    assert plain["spec"]["subdomain"] == privileged["spec"]["subdomain"] == names.service_name("job-a")
+
+
+def test_a_namespace_setting_that_is_not_a_dns_label_is_refused_naming_the_field() -> None:
+    with pytest.raises(ValueError, match="privileged_namespace"):
+        KubernetesDriverConfig(privileged_namespace="Workers_Privileged")

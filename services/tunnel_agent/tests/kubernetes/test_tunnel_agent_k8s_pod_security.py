@@ -6,9 +6,11 @@
   configMap / emptyDir / PVC / CSI volumes).
 - A user hostPath mount is refused at ``baseline`` and ``restricted`` alike (PSA forbids hostPath
   volumes there); so is the network sidecar (``NET_ADMIN`` is not among baseline's capabilities, and
-  it mounts ``/dev/net/tun`` from the host). Those pods need a ``privileged`` namespace — why
-  ``deploy/agent/namespace.yaml`` enforces ``privileged`` and warns and audits at ``restricted``
-  (ADR 0006).
+  it mounts ``/dev/net/tun`` from the host). Those pods need a ``privileged`` namespace — why the
+  driver puts them in a second namespace of their own (``rlark-workers-privileged``, enforcing
+  ``privileged``, warning and auditing at ``restricted``) and every other worker in ``rlark-workers``,
+  which enforces ``restricted`` (``deploy/agent/namespace.yaml``, ADR 0006;
+  ``test_tunnel_agent_k8s_namespaces.py``).
 """
 
 from __future__ import annotations
@@ -67,8 +69,12 @@ async def _admit(kube: Kube, namespace: str, pod: dict[str, Any]) -> str | None:
 
 
 def _config(namespace: str) -> KubernetesDriverConfig:
+    # Both worker namespaces the same: these tests ask which level each pod shape meets, wherever the
+    # driver would put it (test_tunnel_agent_k8s_namespaces.py checks where it puts them).
     return KubernetesDriverConfig(
-        namespace=namespace, network_sidecar_image="registry.example.com/rlark/net:1.0"
+        namespace=namespace,
+        privileged_namespace=namespace,
+        network_sidecar_image="registry.example.com/rlark/net:1.0",
     )
 
 

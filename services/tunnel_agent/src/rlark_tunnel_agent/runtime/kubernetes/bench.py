@@ -79,8 +79,12 @@ async def run(cluster_name: str = "beta") -> dict[str, Any]:
     admin.core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
     prefix = f"bench-{uuid.uuid4().hex[:5]}"
     nodes = [testbed.GpuNode(name=f"{prefix}-{i:03d}", gpus=8) for i in range(NODES)]
-    config = KubernetesDriverConfig(
-        namespace=namespace, kubeconfig=cluster.kubeconfig, follow_logs=False, resync_interval_s=3600
+    config = KubernetesDriverConfig(  # plain workers only: one namespace of the bench's own
+        namespace=namespace,
+        privileged_namespace=namespace,
+        kubeconfig=cluster.kubeconfig,
+        follow_logs=False,
+        resync_interval_s=3600,
     )
     results: dict[str, Any] = {"nodes": NODES, "workers": WORKERS}
     watcher = KubernetesDriver(config)

@@ -14,6 +14,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "bootstrap"
+_NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""A namespace name: a DNS-1123 label."""
 
 
 class KubernetesDriverConfig(BaseModel):
@@ -21,8 +23,18 @@ class KubernetesDriverConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    namespace: str = "rlark-workers"
-    """Namespace of every worker object (the agent's Role grants pods, services, configmaps here)."""
+    namespace: str = Field(default="rlark-workers", pattern=_NAMESPACE, max_length=63)
+    """Namespace of the workers that meet Pod Security ``restricted`` (labelled ``enforce: restricted``):
+    every worker without a hostPath volume or a network sidecar (``manifests.worker_namespace``)."""
+    privileged_namespace: str = Field(default="rlark-workers-privileged", pattern=_NAMESPACE, max_length=63)
+    """Namespace of the workers that need a hostPath volume or the network sidecar (``NET_ADMIN``,
+    ``/dev/net/tun``), which Pod Security refuses at ``baseline`` and ``restricted``; labelled ``enforce:
+    privileged`` (warn/audit ``restricted``). Each worker's objects (ConfigMaps, Secret, the job's Service)
+    live in its pod's namespace. The same name as ``namespace``: one namespace for all (it must then
+    enforce ``privileged``)."""
+    cluster_domain: str = Field(default="cluster.local", pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    """The cluster's DNS domain: each pod also searches ``<other worker namespace>.svc.<domain>``, so a
+    job's workers resolve each other as ``<hostname>.<job service>`` across both namespaces."""
     kubeconfig: Path | None = None
     """A kubeconfig file; in-cluster configuration (service account) when unset."""
     context: str | None = None
@@ -77,6 +89,11 @@ class KubernetesDriverConfig(BaseModel):
     with a reason that says so — the job then runs once every worker's container runs (not Running:
     a Header in Running would make the job Running before the other workers exist). Off on real
     clusters, where the bootstrap's markers say when Ray joined and the run script started."""
+
+    @property
+    def worker_namespaces(self) -> tuple[str, ...]:
+        """The namespaces holding workers: the restricted one first, the privileged one (when distinct)."""
+        return tuple(dict.fromkeys((self.namespace, self.privileged_namespace)))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> KubernetesDriverConfig:

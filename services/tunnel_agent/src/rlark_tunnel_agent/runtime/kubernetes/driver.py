@@ -29,6 +29,14 @@ that cannot reach its agent would leave Ray without its address. The token is ne
 adoption (``start``) a running domain worker's sidecar is admitted again with the same token (the
 hooks derive it; the recorded spec carries the domain), so it reconnects to the restarted agent.
 
+Namespaces: each worker goes where ``manifests.worker_namespace`` puts it — the restricted namespace
+(``config.namespace``), or the privileged one when its pod has a hostPath volume or the network
+sidecar — together with every object its pod names: its ConfigMap and Secret, and the job's
+ConfigMap and headless Service (one per namespace holding the job's workers). Adoption, the pod
+watches (one per namespace), the resync, stops, key updates and logs cover both; the driver
+remembers where each worker's objects are (``_where``), so a change of settings never sends a
+recorded worker's pod to a namespace its ConfigMap is not in.
+
 Nodes are reported with what is allocated on them (``observe_nodes``): the requests of every pod
 bound to the node that has not finished — this driver's worker pods from its own pod watch, every
 other pod (other namespaces, other users: pods RLark did not create) from a third watch over all
@@ -114,6 +122,10 @@ def _label(obj: Obj, key: str) -> str | None:
     return str(value) if value is not None else None
 
 
+def _namespace(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "")
+
+
 def _age_s(obj: Obj) -> float:
     stamp = (obj.get("metadata") or {}).get("creationTimestamp")
     if not stamp:
@@ -151,6 +163,10 @@ class KubernetesDriver:
     def __init__(self, config: KubernetesDriverConfig, *, kube: Kube | None = None) -> None:
         self.config = config
         self.namespace = config.namespace
+        self.namespaces = config.worker_namespaces
+        """Where workers live: the restricted namespace, then the privileged one (`manifests.worker_namespace`)."""
+        self._where: dict[str, str] = {}
+        """Worker id → the namespace holding its objects (found there, or chosen when it was created)."""
         self._kube = kube
         self._executor = ThreadPoolExecutor(config.api_concurrency, thread_name_prefix="k8s-api")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -168,7 +184,8 @@ class KubernetesDriver:
         """Workers being created right now, with their job: the resync leaves them alone."""
         self._worker_locks: dict[str, asyncio.Lock] = {}
         self._job_locks: dict[str, asyncio.Lock] = {}
-        self._job_owner: dict[str, dict[str, Any]] = {}
+        self._job_owner: dict[tuple[str, str], dict[str, Any]] = {}
+        """(job id, namespace) → owner reference to the job's ConfigMap there."""
         self._pull_since: dict[str, float] = {}
         self._log_buffers: dict[str, deque[WorkerLogLine]] = {}
         self._log_seq: dict[str, int] = {}
@@ -239,28 +256,31 @@ class KubernetesDriver:
             self._kube = Kube(api_client)
         self._bootstrap_files = self._read_bootstrap_files()
 
-        config_maps, _ = await self._call(
-            self.kube.list_items, "config_map", self.namespace, names.managed_selector()
-        )
-        for cm in config_maps:
-            if _label(cm, names.OBJECT_LABEL) != "worker":
-                continue
-            try:
-                spec = manifests.spec_from_config_map(cm)
-            except (KeyError, ValueError):
-                log.warning("unreadable worker config map", config_map=cm["metadata"]["name"])
-                continue
-            self._specs[spec.worker_id] = spec
-            if _annotation(cm, names.POD_CREATED_ANNOTATION) == "true":
-                self._pod_created.add(spec.worker_id)
-        pods, pods_rv = await self._call(
-            self.kube.list_items, "pod", self.namespace, names.managed_selector()
-        )
+        pods_rv: dict[str, str] = {}
         seen = set()
-        for pod in pods:
-            self._on_pod_event("ADDED", pod)
-            if wid := _annotation(pod, names.WORKER_ANNOTATION):
-                seen.add(wid)
+        for namespace in self.namespaces:
+            config_maps, _ = await self._call(
+                self.kube.list_items, "config_map", namespace, names.managed_selector()
+            )
+            for cm in config_maps:
+                if _label(cm, names.OBJECT_LABEL) != "worker":
+                    continue
+                try:
+                    spec = manifests.spec_from_config_map(cm)
+                except (KeyError, ValueError):
+                    log.warning("unreadable worker config map", config_map=cm["metadata"]["name"])
+                    continue
+                self._specs[spec.worker_id] = spec
+                self._where[spec.worker_id] = namespace
+                if _annotation(cm, names.POD_CREATED_ANNOTATION) == "true":
+                    self._pod_created.add(spec.worker_id)
+            pods, pods_rv[namespace] = await self._call(
+                self.kube.list_items, "pod", namespace, names.managed_selector()
+            )
+            for pod in pods:
+                self._on_pod_event("ADDED", pod)
+                if wid := _annotation(pod, names.WORKER_ANNOTATION):
+                    seen.add(wid)
         for wid, spec in list(self._specs.items()):
             if wid in seen:
                 await self._readmit_sidecar(spec)
@@ -285,7 +305,8 @@ class KubernetesDriver:
                 reason=exc.reason,
             )
         self._spawn_thread("k8s-watch-nodes", self._watch_loop, "node", nodes_rv)
-        self._spawn_thread("k8s-watch-pods", self._watch_loop, "pod", pods_rv)
+        for namespace, rv in pods_rv.items():
+            self._spawn_thread(f"k8s-watch-pods-{namespace}", self._watch_loop, "pod", rv, namespace)
         self._spawn_thread("k8s-watch-assigned-pods", self._watch_loop, "assigned_pod", usage_rv)
         self._resync_task = asyncio.create_task(self._resync_loop(), name="k8s-resync")
         self._started = True
@@ -354,7 +375,7 @@ class KubernetesDriver:
         """One of this driver's worker pods (those its own pod watch follows)."""
         meta = pod.get("metadata") or {}
         return (
-            meta.get("namespace") == self.namespace
+            meta.get("namespace") in self.namespaces
             and _label(pod, names.MANAGED_BY_LABEL) == names.MANAGED_BY
             and _annotation(pod, names.WORKER_ANNOTATION) is not None
         )
@@ -396,11 +417,11 @@ class KubernetesDriver:
 
     # --- watches -------------------------------------------------------------------------------------
 
-    def _watch_loop(self, kind: str, resource_version: str) -> None:
-        """Thread: watch ``kind`` forever, relisting after 410 Gone or a broken connection."""
+    def _watch_loop(self, kind: str, resource_version: str, namespace: str | None = None) -> None:
+        """Thread: watch ``kind`` forever (pods: this driver's in ``namespace``), relisting after 410
+        Gone or a broken connection."""
         backoff = 1.0
         cluster_wide = kind in ("node", "assigned_pod")
-        namespace = None if cluster_wide else self.namespace
         selector = "" if cluster_wide else names.managed_selector()
         handlers = {"node": self._on_node_event, "assigned_pod": self._on_usage_event}
         handler = handlers.get(kind, self._on_pod_event)
@@ -412,8 +433,8 @@ class KubernetesDriver:
                     elif kind == "assigned_pod":
                         items, resource_version = self.kube.list_assigned_pods()
                     else:
-                        items, resource_version = self.kube.list_items(kind, self.namespace, selector)
-                    self._post(self._relisted, kind, items)
+                        items, resource_version = self.kube.list_items(kind, namespace or "", selector)
+                    self._post(self._relisted, kind, items, namespace)
                 for event_type, obj in self.kube.watch(
                     kind, namespace, selector, resource_version, self.config.watch_timeout_s
                 ):
@@ -431,7 +452,7 @@ class KubernetesDriver:
                 backoff = min(backoff * 2, 30.0)
                 resource_version = ""
 
-    def _relisted(self, kind: str, items: list[Obj]) -> None:
+    def _relisted(self, kind: str, items: list[Obj], namespace: str | None = None) -> None:
         if kind == "node":
             self._replace_nodes(items)
             return
@@ -443,9 +464,9 @@ class KubernetesDriver:
             self._on_pod_event("MODIFIED", pod)
             if wid := _annotation(pod, names.WORKER_ANNOTATION):
                 present.add(wid)
-        for wid in list(self._pods):
-            if wid not in present:
-                self._on_pod_event("DELETED", self._pods[wid])
+        for wid, cached in list(self._pods.items()):
+            if wid not in present and _namespace(cached) == namespace:
+                self._on_pod_event("DELETED", cached)
 
     def _on_pod_event(self, kind: str, pod: Obj) -> None:
         wid = _annotation(pod, names.WORKER_ANNOTATION)
@@ -475,6 +496,7 @@ class KubernetesDriver:
         if kind == "LISTED" and not self._fresher(wid, pod):
             return  # a list older than what the watch already delivered
         self._pods[wid] = pod
+        self._where[wid] = _namespace(pod)
         new = fold_pod(
             self._base_status(wid, job_id),
             pod,
@@ -488,7 +510,9 @@ class KubernetesDriver:
         self._set_status(new)
         if self.config.follow_logs and wid not in self._followers and self._container_started(pod):
             self._followers.add(wid)
-            self._spawn_thread(f"k8s-log-{wid}", self._follow_logs, wid, pod["metadata"]["name"])
+            self._spawn_thread(
+                f"k8s-log-{wid}", self._follow_logs, wid, _namespace(pod), pod["metadata"]["name"]
+            )
 
     def _fresher(self, wid: str, pod: Obj) -> bool:
         """Whether a listed pod is newer than the cached one (and not a pod already deleted)."""
@@ -513,16 +537,14 @@ class KubernetesDriver:
 
     # --- logs -----------------------------------------------------------------------------------------
 
-    def _follow_logs(self, worker_id: str, pod_name: str) -> None:
+    def _follow_logs(self, worker_id: str, namespace: str, pod_name: str) -> None:
         """Thread: follow the worker container's log, resuming after errors without repeats."""
         emitted = 0
         backoff = 2.0
         while not self._stop.is_set():
             seq = 0
             try:
-                for line in self.kube.pod_log_lines(
-                    self.namespace, pod_name, manifests.WORKER_CONTAINER, True
-                ):
+                for line in self.kube.pod_log_lines(namespace, pod_name, manifests.WORKER_CONTAINER, True):
                     seq += 1
                     if seq > emitted:
                         emitted = seq
@@ -564,6 +586,7 @@ class KubernetesDriver:
         pod_name = names.pod_name(worker_id)
         if spec is None and worker_id not in self._pods:
             raise LookupError(f"unknown worker {worker_id}")
+        namespace = self._namespace_of(worker_id)
         queue: asyncio.Queue[str | None] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         cancelled = threading.Event()
@@ -571,9 +594,7 @@ class KubernetesDriver:
 
         def pump() -> None:
             try:
-                for text in self.kube.pod_log_lines(
-                    self.namespace, pod_name, manifests.WORKER_CONTAINER, follow
-                ):
+                for text in self.kube.pod_log_lines(namespace, pod_name, manifests.WORKER_CONTAINER, follow):
                     if cancelled.is_set():
                         return
                     loop.call_soon_threadsafe(queue.put_nowait, text)
@@ -599,7 +620,9 @@ class KubernetesDriver:
         """The last ``lines`` lines: read from the API when the pod exists, else what was followed."""
         if worker_id in self._pods:
             try:
-                texts = await self._call(self._read_log, names.pod_name(worker_id))
+                texts = await self._call(
+                    self._read_log, self._namespace_of(worker_id), names.pod_name(worker_id)
+                )
                 numbered = [
                     WorkerLogLine(worker_id=worker_id, stream=LogStream.STDOUT, seq=i, text=t)
                     for i, t in enumerate(texts, start=1)
@@ -614,29 +637,40 @@ class KubernetesDriver:
         buffer = list(self._log_buffers.get(worker_id, ()))
         return buffer[-lines:] if lines > 0 else []
 
-    def _read_log(self, pod_name: str) -> list[str]:
-        return list(self.kube.pod_log_lines(self.namespace, pod_name, manifests.WORKER_CONTAINER, False))
+    def _read_log(self, namespace: str, pod_name: str) -> list[str]:
+        return list(self.kube.pod_log_lines(namespace, pod_name, manifests.WORKER_CONTAINER, False))
+
+    def _namespace_of(self, worker_id: str) -> str:
+        """Where the worker's objects are: where they were found or created, else where its spec goes."""
+        if namespace := self._where.get(worker_id):
+            return namespace
+        spec = self._specs.get(worker_id)
+        return manifests.worker_namespace(spec, self.config) if spec is not None else self.namespace
+
+    def _namespaces_of(self, worker_id: str) -> tuple[str, ...]:
+        """The namespaces that may hold the worker's objects: the known one, else every worker namespace."""
+        known = self._where.get(worker_id)
+        return (known,) if known is not None else self.namespaces
 
     # --- workers ----------------------------------------------------------------------------------------
 
-    async def _ensure_job(self, spec: WorkerSpec) -> dict[str, Any]:
-        """The job's ConfigMap (owner of the rest) and headless Service; cached per job."""
+    async def _ensure_job(self, spec: WorkerSpec, namespace: str) -> dict[str, Any]:
+        """The job's ConfigMap (owner of the rest) and headless Service in ``namespace``; cached per job
+        and namespace (a job whose workers land in both namespaces has them in both)."""
         async with self._lock(self._job_locks, spec.job_id):
-            owner = self._job_owner.get(spec.job_id)
+            owner = self._job_owner.get((spec.job_id, namespace))
             if owner is not None:
                 return owner
-            body = manifests.job_config_map(spec.job_id, self.namespace, self._bootstrap_files)
-            job_cm = await self._call(self.kube.create, "config_map", self.namespace, body)
+            body = manifests.job_config_map(spec.job_id, namespace, self._bootstrap_files)
+            job_cm = await self._call(self.kube.create, "config_map", namespace, body)
             if job_cm is None:
-                job_cm = await self._call(
-                    self.kube.get, "config_map", self.namespace, body["metadata"]["name"]
-                )
+                job_cm = await self._call(self.kube.get, "config_map", namespace, body["metadata"]["name"])
                 if job_cm is None:
                     raise RuntimeError(f"job config map of {spec.job_id} vanished while creating it")
             owner = manifests.owner_reference(job_cm)
-            service = manifests.headless_service(spec.job_id, self.namespace, spec.ray_port, owner)
-            await self._call(self.kube.create, "service", self.namespace, service)
-            self._job_owner[spec.job_id] = owner
+            service = manifests.headless_service(spec.job_id, namespace, spec.ray_port, owner)
+            await self._call(self.kube.create, "service", namespace, service)
+            self._job_owner[(spec.job_id, namespace)] = owner
             return owner
 
     async def ensure_worker(self, spec: WorkerSpec) -> None:
@@ -678,13 +712,13 @@ class KubernetesDriver:
                         )
                     )
                     return
-                owner = await self._ensure_job(spec)
-                cm_body = manifests.worker_config_map(spec, self.namespace, owner)
-                cm = await self._call(self.kube.create, "config_map", self.namespace, cm_body)
+                namespace = manifests.worker_namespace(spec, self.config)
+                owner = await self._ensure_job(spec, namespace)
+                cm_body = manifests.worker_config_map(spec, namespace, owner)
+                cm = await self._call(self.kube.create, "config_map", namespace, cm_body)
                 if cm is None:
-                    cm = await self._call(
-                        self.kube.get, "config_map", self.namespace, cm_body["metadata"]["name"]
-                    )
+                    cm = await self._call(self.kube.get, "config_map", namespace, cm_body["metadata"]["name"])
+                self._where[wid] = namespace
                 already = cm is not None and _annotation(cm, names.POD_CREATED_ANNOTATION) == "true"
                 self._specs[wid] = spec
                 if wid not in self._status:
@@ -697,18 +731,28 @@ class KubernetesDriver:
                 self._inflight.pop(wid, None)
 
     async def _create_pod(self, spec: WorkerSpec, owner: dict[str, Any] | None = None) -> None:
+        namespace = manifests.worker_namespace(spec, self.config)
+        recorded = self._where.get(spec.worker_id, namespace)
+        if recorded != namespace:
+            # Its ConfigMap is in the other namespace (the settings changed since it was recorded); a
+            # pod there would be refused by Pod Security, or run with less than its namespace allows.
+            raise ValueError(
+                f"worker {spec.worker_id} was recorded in namespace {recorded}, but its pod belongs in "
+                f"{namespace} now (RLARK_NAMESPACE / RLARK_PRIVILEGED_NAMESPACE or the sidecar image changed)"
+            )
         if owner is None:
-            owner = await self._ensure_job(spec)
+            owner = await self._ensure_job(spec, namespace)
         access = None
         if manifests.wants_sidecar(spec, self.config) and self.sidecar_hooks is not None:
             access = await self.sidecar_hooks.sidecar_for(spec)
-            await self._put_secret(manifests.worker_secret(spec, self.namespace, owner, access.token))
+            await self._put_secret(namespace, manifests.worker_secret(spec, namespace, owner, access.token))
         pod = manifests.worker_pod(spec, self.config, owner, access)
-        await self._call(self.kube.create, "pod", self.namespace, pod)
+        await self._call(self.kube.create, "pod", namespace, pod)
+        self._where[spec.worker_id] = namespace
         await self._call(
             self.kube.patch,
             "config_map",
-            self.namespace,
+            namespace,
             names.worker_config_name(spec.worker_id),
             {"metadata": {"annotations": {names.POD_CREATED_ANNOTATION: "true"}}},
         )
@@ -745,14 +789,14 @@ class KubernetesDriver:
             return
         log.info("adopted worker's sidecar admitted again", worker_id=spec.worker_id)
 
-    async def _put_secret(self, body: Obj) -> None:
+    async def _put_secret(self, namespace: str, body: Obj) -> None:
         """Create the Secret; one of that name (an earlier try, a previous agent) is replaced. The
         agent may create and delete Secrets but never read them, so "replace" is delete + create."""
         name = body["metadata"]["name"]
         for _ in range(3):
-            if await self._call(self.kube.create, "secret", self.namespace, body) is not None:
+            if await self._call(self.kube.create, "secret", namespace, body) is not None:
                 return
-            await self._call(self.kube.delete, "secret", self.namespace, name, 0)
+            await self._call(self.kube.delete, "secret", namespace, name, 0)
         raise KubernetesApiError(f"secret {name} keeps existing after being deleted")
 
     async def _job_of(self, worker_id: str) -> str | None:
@@ -760,35 +804,41 @@ class KubernetesDriver:
             return spec.job_id
         if pod := self._pods.get(worker_id):
             return _annotation(pod, names.JOB_ANNOTATION)
-        cm = await self._call(
-            self.kube.get, "config_map", self.namespace, names.worker_config_name(worker_id)
-        )
-        if cm is not None:
-            return _annotation(cm, names.JOB_ANNOTATION)
-        pod = await self._call(self.kube.get, "pod", self.namespace, names.pod_name(worker_id))
-        return _annotation(pod, names.JOB_ANNOTATION) if pod is not None else None
+        for namespace in self._namespaces_of(worker_id):
+            cm = await self._call(self.kube.get, "config_map", namespace, names.worker_config_name(worker_id))
+            if cm is not None:
+                return _annotation(cm, names.JOB_ANNOTATION)
+            pod = await self._call(self.kube.get, "pod", namespace, names.pod_name(worker_id))
+            if pod is not None:
+                return _annotation(pod, names.JOB_ANNOTATION)
+        return None
 
     async def stop_worker(self, worker_id: str) -> None:
         """Delete the worker's record and pod, and the job's objects after its last worker."""
         async with self._lock(self._worker_locks, worker_id):
             self._stopping.add(worker_id)
             job_id = await self._job_of(worker_id)
-            await self._call(
-                self.kube.delete, "config_map", self.namespace, names.worker_config_name(worker_id)
-            )
-            deleted = await self._call(
-                self.kube.delete,
-                "pod",
-                self.namespace,
-                names.pod_name(worker_id),
-                self.config.termination_grace_period_s,
-            )
+            namespaces = self._namespaces_of(worker_id)
+            deleted = False
+            for namespace in namespaces:
+                await self._call(
+                    self.kube.delete, "config_map", namespace, names.worker_config_name(worker_id)
+                )
+            for namespace in namespaces:
+                deleted |= await self._call(
+                    self.kube.delete,
+                    "pod",
+                    namespace,
+                    names.pod_name(worker_id),
+                    self.config.termination_grace_period_s,
+                )
             spec = self._specs.pop(worker_id, None)
             self._pod_created.discard(worker_id)
             if spec is None or manifests.wants_sidecar(spec, self.config):
-                await self._call(
-                    self.kube.delete, "secret", self.namespace, names.worker_secret_name(worker_id)
-                )
+                for namespace in namespaces:
+                    await self._call(
+                        self.kube.delete, "secret", namespace, names.worker_secret_name(worker_id)
+                    )
             if self.sidecar_hooks is not None:
                 await self.sidecar_hooks.released(worker_id)
             if not deleted and worker_id in self._status:
@@ -803,42 +853,52 @@ class KubernetesDriver:
                         }
                     },
                 )
+            self._where.pop(worker_id, None)
         if job_id is not None:
-            await self._cleanup_job_if_empty(job_id)
+            for namespace in namespaces:
+                await self._cleanup_job_if_empty(job_id, namespace)
 
-    async def _cleanup_job_if_empty(self, job_id: str, min_age_s: float = 0.0) -> bool:
+    async def _cleanup_job_if_empty(self, job_id: str, namespace: str, min_age_s: float = 0.0) -> bool:
+        """Delete the job's Service and ConfigMap in ``namespace`` once no worker of the job is there."""
         async with self._lock(self._job_locks, job_id):
             selector = f"{names.job_selector(job_id)},{names.OBJECT_LABEL}=worker"
-            remaining, _ = await self._call(self.kube.list_items, "config_map", self.namespace, selector)
-            if remaining or any(s.job_id == job_id for s in self._specs.values()):
+            remaining, _ = await self._call(self.kube.list_items, "config_map", namespace, selector)
+            if remaining or any(
+                s.job_id == job_id and self._where.get(w, namespace) == namespace
+                for w, s in self._specs.items()
+            ):
                 return False
             if min_age_s:
                 job_cm = await self._call(
-                    self.kube.get, "config_map", self.namespace, names.job_config_name(job_id)
+                    self.kube.get, "config_map", namespace, names.job_config_name(job_id)
                 )
                 if job_cm is not None and _age_s(job_cm) < min_age_s:
                     return False
-            await self._call(self.kube.delete, "service", self.namespace, names.service_name(job_id))
-            await self._call(self.kube.delete, "config_map", self.namespace, names.job_config_name(job_id))
-            self._job_owner.pop(job_id, None)
+            await self._call(self.kube.delete, "service", namespace, names.service_name(job_id))
+            await self._call(self.kube.delete, "config_map", namespace, names.job_config_name(job_id))
+            self._job_owner.pop((job_id, namespace), None)
             return True
 
     async def update_authorized_keys(self, worker_id: str, lines: Sequence[str]) -> None:
         """Rewrite the worker's keys in its ConfigMap; the pod's entrypoint installs them live."""
         keys = tuple(validate_authorized_key_lines(lines))
         spec = self._specs.get(worker_id)
-        if spec is None:
-            cm = await self._call(
-                self.kube.get, "config_map", self.namespace, names.worker_config_name(worker_id)
-            )
-            if cm is None:
+        namespace = self._where.get(worker_id)
+        if spec is None or namespace is None:
+            for candidate in self._namespaces_of(worker_id):
+                cm = await self._call(
+                    self.kube.get, "config_map", candidate, names.worker_config_name(worker_id)
+                )
+                if cm is not None:
+                    spec, namespace = spec or manifests.spec_from_config_map(cm), candidate
+                    break
+            if spec is None or namespace is None:
                 raise LookupError(f"unknown worker {worker_id}")
-            spec = manifests.spec_from_config_map(cm)
         updated = spec.model_copy(update={"ssh_public_keys": keys})
         patched = await self._call(
             self.kube.patch,
             "config_map",
-            self.namespace,
+            namespace,
             names.worker_config_name(worker_id),
             {
                 "data": {
@@ -874,13 +934,18 @@ class KubernetesDriver:
                 log.exception("resync failed", retry_s=self.config.resync_interval_s)
 
     async def resync(self) -> None:
-        """Compare the cluster with the recorded workers once and repair drift (module docstring)."""
+        """Compare the cluster with the recorded workers once and repair drift (module docstring), in
+        each worker namespace."""
+        for namespace in self.namespaces:
+            await self._resync_namespace(namespace)
+
+    async def _resync_namespace(self, namespace: str) -> None:
         selector = names.managed_selector()
         # Pods first: a pod listed here was created after its ConfigMap, so the ConfigMap list
         # below misses it only when the worker is being stopped.
-        pods, _ = await self._call(self.kube.list_items, "pod", self.namespace, selector)
-        config_maps, _ = await self._call(self.kube.list_items, "config_map", self.namespace, selector)
-        services, _ = await self._call(self.kube.list_items, "service", self.namespace, selector)
+        pods, _ = await self._call(self.kube.list_items, "pod", namespace, selector)
+        config_maps, _ = await self._call(self.kube.list_items, "config_map", namespace, selector)
+        services, _ = await self._call(self.kube.list_items, "service", namespace, selector)
         pods_by_worker = {w: p for p in pods if (w := _annotation(p, names.WORKER_ANNOTATION))}
         worker_cms: dict[str, Obj] = {}
         job_cms: dict[str, Obj] = {}
@@ -899,15 +964,17 @@ class KubernetesDriver:
                 "deleting a pod whose worker is not recorded (interrupted stop)", pod=pod["metadata"]["name"]
             )
             self._stopping.add(wid)
-            await self._call(self.kube.delete, "pod", self.namespace, pod["metadata"]["name"], 0)
+            await self._call(self.kube.delete, "pod", namespace, pod["metadata"]["name"], 0)
         for wid, cached in list(self._pods.items()):
             # A deletion the watch missed (the cache still holds a pod the list no longer has).
+            if _namespace(cached) != namespace:
+                continue
             if wid in pods_by_worker or wid in worker_cms or wid in self._inflight:
                 continue
-            if await self._call(self.kube.get, "pod", self.namespace, cached["metadata"]["name"]) is None:
+            if await self._call(self.kube.get, "pod", namespace, cached["metadata"]["name"]) is None:
                 self._on_pod_event("DELETED", cached)
 
-        jobs_with_workers: set[str] = set()
+        jobs_with_workers: dict[str, WorkerSpec] = {}
         for wid, cm in worker_cms.items():
             if wid in self._inflight or wid in self._stopping:
                 continue
@@ -916,11 +983,12 @@ class KubernetesDriver:
             except (KeyError, ValueError):
                 continue
             self._specs.setdefault(wid, spec)
-            jobs_with_workers.add(spec.job_id)
+            self._where.setdefault(wid, namespace)
+            jobs_with_workers.setdefault(spec.job_id, spec)
             if wid not in pods_by_worker:
                 if _annotation(cm, names.POD_CREATED_ANNOTATION) == "true":
                     self._pod_created.add(wid)
-                    still = await self._call(self.kube.get, "pod", self.namespace, names.pod_name(wid))
+                    still = await self._call(self.kube.get, "pod", namespace, names.pod_name(wid))
                     if still is None:
                         self._pods.pop(wid, None)
                         self._set_status(deleted_outside(self._base_status(wid, spec.job_id)))
@@ -946,19 +1014,16 @@ class KubernetesDriver:
                     )
                 )
 
-        for job_id in jobs_with_workers:
+        for job_id, some in jobs_with_workers.items():
             if job_id not in job_cms or job_id not in service_jobs:
-                some = next(s for s in self._specs.values() if s.job_id == job_id)
                 if job_id not in job_cms:
-                    self._job_owner.pop(job_id, None)
-                log.info("repairing job objects", job_id=job_id)
-                await self._ensure_job(some)
-                if job_id not in service_jobs and job_id in self._job_owner:
-                    service = manifests.headless_service(
-                        job_id, self.namespace, some.ray_port, self._job_owner[job_id]
-                    )
-                    await self._call(self.kube.create, "service", self.namespace, service)
-        for job_id in (set(job_cms) | service_jobs) - jobs_with_workers:
+                    self._job_owner.pop((job_id, namespace), None)
+                log.info("repairing job objects", job_id=job_id, namespace=namespace)
+                owner = await self._ensure_job(some, namespace)
+                if job_id not in service_jobs:
+                    service = manifests.headless_service(job_id, namespace, some.ray_port, owner)
+                    await self._call(self.kube.create, "service", namespace, service)
+        for job_id in (set(job_cms) | service_jobs) - set(jobs_with_workers):
             if job_id in self._inflight.values():
                 continue
-            await self._cleanup_job_if_empty(job_id, min_age_s=ORPHAN_GRACE_S)
+            await self._cleanup_job_if_empty(job_id, namespace, min_age_s=ORPHAN_GRACE_S)

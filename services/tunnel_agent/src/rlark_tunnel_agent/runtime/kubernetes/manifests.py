@@ -32,6 +32,13 @@ Pod shape (every field deliberate; a golden-file test pins it):
   ``tunnel/sidecar.py`` with the agent's address, the worker id, the address and MTU as arguments;
   its token comes from the worker's Secret through ``secretKeyRef`` — never in the pod spec.
 
+Namespaces (`worker_namespace`): a pod that meets Pod Security ``restricted`` goes to
+``config.namespace`` (labelled ``enforce: restricted``); one with a hostPath volume or the network
+sidecar (`privileged_needs`) to ``config.privileged_namespace`` (``enforce: privileged``). Every
+object a pod names (its worker ConfigMap, Secret, the job's ConfigMap and headless Service) is
+rendered into the pod's namespace, and each pod searches the other namespace's DNS domain
+(`dns_searches`) so a job split across both resolves its peers by the same names.
+
 Mount sources map to volume types: an absolute path → ``hostPath`` (``Directory`` when read-only,
 ``DirectoryOrCreate`` otherwise); ``pvc://<claim>[/<sub/path>]`` → ``persistentVolumeClaim`` with
 ``subPath``; ``csi://<driver>?<attr>=<value>&...`` → an inline CSI ephemeral volume (object storage
@@ -348,6 +355,35 @@ def wants_sidecar(spec: WorkerSpec, config: KubernetesDriverConfig) -> bool:
     return spec.virtual_ip is not None and bool(config.network_sidecar_image)
 
 
+def privileged_needs(spec: WorkerSpec, config: KubernetesDriverConfig) -> tuple[str, ...]:
+    """What in the worker's pod Pod Security refuses at ``restricted`` (and at ``baseline``): each
+    mount rendered as a ``hostPath`` volume, and the network sidecar (``NET_ADMIN``, ``/dev/net/tun``,
+    UID 0). Empty: the pod meets ``restricted``. Raises ValueError for a mount this runtime cannot
+    express (as `worker_pod` does)."""
+    needs = [
+        f"hostPath mount {mount.target}"
+        for index, mount in enumerate(spec.mounts)
+        if "hostPath" in _user_volume(index, mount, config)[0]
+    ]
+    if wants_sidecar(spec, config):
+        needs.append("network sidecar (NET_ADMIN, /dev/net/tun)")
+    return tuple(needs)
+
+
+def worker_namespace(spec: WorkerSpec, config: KubernetesDriverConfig) -> str:
+    """The namespace of the worker's pod and of every per-worker object: the privileged one when the pod
+    has `privileged_needs`, else the restricted one (``config.namespace``). Pure: the same spec and
+    settings give the same namespace, so a re-delivered placement finds its objects."""
+    return config.privileged_namespace if privileged_needs(spec, config) else config.namespace
+
+
+def dns_searches(namespace: str, config: KubernetesDriverConfig) -> list[str]:
+    """The search domains a pod in ``namespace`` adds to its own: the other worker namespaces', so
+    ``<hostname>.<job service>`` (`hostnames.py`) names a peer whichever namespace its pod is in (the
+    job has a headless Service of that name in each namespace holding its workers)."""
+    return [f"{ns}.svc.{config.cluster_domain}" for ns in config.worker_namespaces if ns != namespace]
+
+
 def worker_pod(
     spec: WorkerSpec,
     config: KubernetesDriverConfig,
@@ -357,6 +393,7 @@ def worker_pod(
     """The worker's Pod; with its network sidecar when it ``wants_sidecar`` and ``sidecar`` (the
     agent's answer) is given. Raises ValueError for a mount this runtime cannot express."""
     with_sidecar = sidecar is not None and wants_sidecar(spec, config)
+    namespace = worker_namespace(spec, config)
     volumes: list[dict[str, Any]] = [
         {
             "name": "rlark-bootstrap",
@@ -431,6 +468,8 @@ def worker_pod(
     if sidecar is not None and with_sidecar:
         pod_spec["initContainers"] = [_sidecar(spec, config, sidecar)]
         volumes.append({"name": "dev-net-tun", "hostPath": {"path": "/dev/net/tun", "type": "CharDevice"}})
+    if searches := dns_searches(namespace, config):
+        pod_spec["dnsConfig"] = {"searches": searches}
     if config.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": n} for n in config.image_pull_secrets]
     if config.priority_class_name:
@@ -440,7 +479,7 @@ def worker_pod(
         "kind": "Pod",
         "metadata": {
             "name": names.pod_name(spec.worker_id),
-            "namespace": config.namespace,
+            "namespace": namespace,
             "labels": names.worker_labels(spec.job_id, spec.worker_id, spec.role, spec.rank),
             "annotations": {
                 names.JOB_ANNOTATION: spec.job_id,
