@@ -822,7 +822,12 @@ class LocalDriver:
 
     def _system_paths(self) -> tuple[str, ...]:
         """The host paths every worker's root holds read-only: system trees and the workers' interpreter."""
-        prefixes = (sys.prefix, sys.base_prefix, str(self._python_bin), os.path.dirname(self._bash))
+        # The agent's own environment, and the one `python_bin_dir` names: its root (a venv's, say) and the
+        # installation its `python3` links to.
+        bin_dir = self._python_bin
+        python = Path(os.path.realpath(bin_dir / "python3"))
+        prefixes = [sys.prefix, sys.base_prefix, str(bin_dir.parent), str(python.parent.parent)]
+        prefixes.append(os.path.dirname(self._bash))
         return system_paths(prefixes, exists={p for p in prefixes if os.path.lexists(p)} | _top_level())
 
     def _make_host_key(self, worker: _Worker, uid: int) -> None:
