@@ -1,9 +1,11 @@
-"""A stand-alone tunnel node: one ``TunnelForwarder`` in its own process, driven over a socket.
+"""A stand-alone tunnel node: one domain's forwarder in its own process, driven over a socket.
 
 Role: run the data path of one (cluster, domain) as its own process — inside the cluster's
 network namespace in the test bed and the benchmark (``ip netns exec <ns> python -m
 rlark_tunnel_agent.tunnel.node --config <file>``), so each agent gets its own CPU like a real
-agent would. The tunnel-agent service embeds ``TunnelForwarder`` directly instead.
+agent would. The forwarder is ``new_forwarder``'s pick: the Go data path when the config names
+``dataplane`` (its ``rlark-tunnel-dp`` then runs as this node's child), else the asyncio
+``TunnelForwarder``. The tunnel-agent service builds its forwarders the same way, in-process.
 
 The config file is JSON (see ``NodeConfig.from_json``). The node prints ``READY <port>`` once its
 SSH endpoint listens and its initial workers are attached, then answers one JSON request per line
