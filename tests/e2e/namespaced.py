@@ -53,8 +53,10 @@ async def namespaced_clusters(
     links: Sequence[tuple[str, str]] | None = None,
     cidr: str,
     services: dict[str, dict[str, Any]] | None = None,
+    hostpath_allow: Sequence[str] = (),
 ) -> AsyncIterator[NamespacedClusters]:
-    """See the module docstring; ``links`` None joins every pair, ``services`` adds service overrides."""
+    """See the module docstring; ``links`` None joins every pair, ``services`` adds service overrides,
+    ``hostpath_allow`` is every cluster's hostPath policy."""
     bed = netns.create(f"e{uuid.uuid4().hex[:5]}", {name: [] for name in clusters}, links)
     try:
         async with (
@@ -67,7 +69,7 @@ async def namespaced_clusters(
                 assert created.status_code == 201, created.text
             agents: dict[str, Agent] = {}
             for cluster, plan in clusters.items():
-                credential = await stack.register_cluster(cluster)
+                credential = await stack.register_cluster(cluster, hostpath_allow=list(hostpath_allow))
                 cluster_file = write_cluster_file(
                     tmp / f"{cluster}.yaml", cluster, nodes(cluster, plan.nodes)
                 )

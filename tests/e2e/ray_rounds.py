@@ -6,6 +6,10 @@ Ray nodes, then runs rounds of one task pinned to every node until a ``stop`` fi
 directory named by the environment variable ``control_env``, writing ``rounds`` (``count wall-time``)
 there after each round; a round that fails is counted, not fatal. It ends by printing the nodes again
 and a summary, which ``summary`` reads from the job's log.
+
+Workers see only what their job mounts (ADR 0007), so the control directory reaches the Header as a
+hostPath mount at ``CONTROL_PATH`` (``control_role_fields``), writable by the worker's own uid, and the
+cluster's hostPath policy must allow it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from stack import eventually
 
@@ -67,6 +72,19 @@ PY
         .replace("CONTROL_ENV", control_env)
         .replace("DEADLINE_S", str(deadline_s))
     )
+
+
+CONTROL_PATH = "/control"
+
+
+def control_role_fields(control: Path, control_env: str) -> dict[str, Any]:
+    """A role's ``env`` and ``mounts`` that hand ``control`` (created here, world-writable) to the run script."""
+    control.mkdir(parents=True, exist_ok=True)
+    control.chmod(0o1777)  # the Header runs as its job's own unprivileged uid
+    return {
+        "env": {control_env: CONTROL_PATH},
+        "mounts": [{"name": "control", "type": "hostPath", "source": str(control), "path": CONTROL_PATH}],
+    }
 
 
 def rounds(control: Path) -> tuple[int, float]:

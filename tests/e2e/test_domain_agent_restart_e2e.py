@@ -37,7 +37,7 @@ import pytest
 from agents import local_agent, nodes, write_cluster_file
 from jobs import document, job, logs, role, submit, wait_placeable, wait_status
 from namespaced import BACKOFF_MAX_S, DEAD_AFTER_S, PING_INTERVAL_S
-from ray_rounds import rounds, run_script, summary, wait_rounds
+from ray_rounds import control_role_fields, rounds, run_script, summary, wait_rounds
 from rlark_devinfra import netns
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
 from rlark_tunnel_agent.runtime.local.driver import WorkerRecord
@@ -178,7 +178,9 @@ async def restartable(
                 **os.environ,
                 "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
                 "AGENT_GATEWAY": stack.url,
-                "AGENT_CREDENTIAL": await stack.register_cluster("alpha"),
+                "AGENT_CREDENTIAL": await stack.register_cluster(
+                    "alpha", hostpath_allow=[str(tmp_path / "control")]
+                ),
                 "AGENT_CLUSTER_FILE": str(
                     write_cluster_file(tmp_path / "alpha.yaml", "alpha", nodes("alpha", 1))
                 ),
@@ -218,12 +220,11 @@ def tun_address(record: WorkerRecord) -> str:
 async def test_a_sigkilled_and_restarted_agent_gives_its_running_domain_worker_its_network_back(
     restartable: Restartable, tmp_path: Path
 ) -> None:
-    control = tmp_path / "control"
-    control.mkdir()
+    control = tmp_path / "control"  # alpha's only allowed hostPath (the fixture's policy)
     doc = document(
         "agent restart",
         [
-            role("actor", 1, cluster="alpha", env={"RESTART_CONTROL": str(control)}),
+            role("actor", 1, cluster="alpha", **control_role_fields(control, "RESTART_CONTROL")),
             role("rollout", 1, cluster="beta"),
         ],
         RUN,

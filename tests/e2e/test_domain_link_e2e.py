@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from jobs import document, job, logs, role, submit, wait_placeable, wait_status
 from namespaced import ClusterPlan, NamespacedClusters, namespaced_clusters
-from ray_rounds import rounds, run_script, summary, wait_rounds
+from ray_rounds import control_role_fields, rounds, run_script, summary, wait_rounds
 from rlark_tunnel_agent.agent.loop import Agent
 from stack import eventually
 
@@ -45,8 +45,22 @@ LinkedClusters = NamespacedClusters
 
 
 @pytest.fixture(scope="module")
+def controls(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where each test's control directory lives: the clusters' only allowed hostPath."""
+    return tmp_path_factory.mktemp("link-controls")
+
+
+@pytest.fixture
+def control(controls: Path, request: pytest.FixtureRequest) -> Path:
+    return controls / request.node.name
+
+
+@pytest.fixture(scope="module")
 async def linked(
-    postgres_server_url: str, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+    postgres_server_url: str,
+    kafka_bootstrap: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    controls: Path,
 ) -> AsyncIterator[LinkedClusters]:
     """The platform (short tunnel grace), a two-cluster namespace bed and one agent per cluster whose
     tunnel sockets live in its cluster's namespace."""
@@ -57,6 +71,7 @@ async def linked(
         clusters={"alpha": ClusterPlan(1, towards="beta"), "beta": ClusterPlan(2, towards="alpha")},
         cidr=DOMAIN_CIDR,
         services={"scheduler": {"tunnel_grace_s": GRACE_S, "placement_poll_s": 0.5}},
+        hostpath_allow=[str(controls)],
     ) as clusters:
         yield clusters
 
@@ -65,7 +80,7 @@ def link_document(linked: LinkedClusters, name: str, control: Path) -> dict[str,
     return document(
         name,
         [
-            role("actor", 1, cluster="alpha", env={"LINK_CONTROL": str(control)}),
+            role("actor", 1, cluster="alpha", **control_role_fields(control, "LINK_CONTROL")),
             role("rollout", 2, cluster="beta"),
         ],
         RUN,
@@ -107,11 +122,11 @@ def peer_link(agent: Agent, domain: str, peer: str) -> Any:
 
 
 async def test_a_cut_link_is_named_and_a_repair_within_the_grace_resumes_the_same_ray_cluster(
-    linked: LinkedClusters, tmp_path: Path
+    linked: LinkedClusters, control: Path
 ) -> None:
-    job_id = await start_job(linked, "link cut and repaired", tmp_path)
+    job_id = await start_job(linked, "link cut and repaired", control)
     connects = peer_link(linked.agents["alpha"], linked.domain, "beta").connects
-    done_before_cut, _ = rounds(tmp_path)
+    done_before_cut, _ = rounds(control)
 
     cut_at = time.monotonic()
     linked.bed.set_link("alpha", "beta", False)
@@ -129,8 +144,8 @@ async def test_a_cut_link_is_named_and_a_repair_within_the_grace_resumes_the_sam
     assert "tunnel" not in cleared["reason"], cleared["reason"]
     # The tunnel came back on a new SSH connection; the workers never noticed beyond a stall.
     assert peer_link(linked.agents["alpha"], linked.domain, "beta").connects > connects
-    await wait_rounds(tmp_path, done_before_cut + 3, timeout_s=30)
-    (tmp_path / "stop").touch()
+    await wait_rounds(control, done_before_cut + 3, timeout_s=30)
+    (control / "stop").touch()
     final = await wait_status(linked.stack, job_id, {"Succeeded"}, timeout_s=120)
 
     text = "\n".join(entry["line"] for entry in await logs(linked.stack, job_id))
@@ -167,9 +182,9 @@ async def test_a_cut_link_is_named_and_a_repair_within_the_grace_resumes_the_sam
 
 
 async def test_a_link_down_past_the_grace_fails_the_job_with_the_tunnel_reason(
-    linked: LinkedClusters, tmp_path: Path
+    linked: LinkedClusters, control: Path
 ) -> None:
-    job_id = await start_job(linked, "link cut for good", tmp_path)
+    job_id = await start_job(linked, "link cut for good", control)
     cut_at = time.monotonic()
     linked.bed.set_link("alpha", "beta", False)
     try:
