@@ -111,8 +111,10 @@ async def test_make_run_demo_job_passes_the_preview_on_the_example_local_cluster
     stack: Stack, tmp_path: Path
 ) -> None:
     # What `make run` sets up before it submits examples/ray-cpu-training.yaml: the cluster "local"
-    # from deploy/local-cluster.example.yaml with its agent, and an SSH key named "demo".
-    credential = await stack.register_cluster("local")
+    # from deploy/local-cluster.example.yaml with its agent, an SSH key named "demo", and a hostPath
+    # policy allowing the example's outputs source (make run points it at its own outputs directory,
+    # which its policy allows: rlark_devinfra.demo.demo_hostpaths).
+    credential = await stack.register_cluster("local", hostpath_allow=["/tmp/rlark-demo-outputs"])
     await add_key(stack, "demo", make_public_key(tmp_path, "demo"))
     example = REPO / "examples" / "ray-cpu-training.yaml"
     async with local_agent(
