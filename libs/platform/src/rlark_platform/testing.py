@@ -17,6 +17,7 @@ from rlark_contracts import Envelope, decode
 
 from rlark_platform.identity import Caller, Role, SignedRequest, sign_caller
 from rlark_platform.messaging.access import KafkaAccess
+from rlark_platform.observability import configure_logging
 from rlark_platform.service import ServiceDefinition, migrate, serve
 from rlark_platform.settings import ServiceSettings
 
@@ -88,7 +89,14 @@ def settings_for(
 async def running_service(
     definition: ServiceDefinition, settings: ServiceSettings, *, api: bool = True, worker: bool = True
 ) -> AsyncIterator[RunningService]:
-    """Migrate, start API and worker as a task, wait for ``/readyz``, yield, then stop gracefully."""
+    """Migrate, start API and worker as a task, wait for ``/readyz``, yield, then stop gracefully.
+
+    Logging is configured as the service's own process does (``service.main``): without it structlog's
+    default renders each unhandled error as a rich traceback with every frame's locals — thousands of
+    lines, seconds of a blocked event loop per 500 for every service of an in-process stack, and the
+    locals' values (request bodies, secrets) in the output. Console lines unless ``log_json`` says JSON.
+    """
+    configure_logging(definition.name, settings.log_level, bool(settings.log_json))
     await migrate(definition, settings)
     stop = asyncio.Event()
     task = asyncio.create_task(serve(definition, settings, api=api, worker=worker, stop=stop))
