@@ -388,6 +388,7 @@ async def emit_placed(
                     join_deadline_s=settings.join_deadline_s,
                     total_gpus=total_gpus,
                     rlinf_config=rlinf_config,
+                    owner=job.owner,
                 ),
                 job.id,
                 meta,

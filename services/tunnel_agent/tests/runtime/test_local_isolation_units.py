@@ -15,9 +15,10 @@ from rlark_tunnel_agent.runtime.local.isolation import (
     cgroup_limits,
     device_nodes,
     group_text,
-    job_uid,
     passwd_text,
     system_paths,
+    uid_identity,
+    worker_uid,
 )
 
 pytestmark = pytest.mark.unit
@@ -28,13 +29,20 @@ DEV = ["null", "zero", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0",
        "nvidia3", "nvidia-caps", "sda", "kvm"]  # fmt: skip
 
 
-def test_a_jobs_uid_is_unprivileged_stable_and_never_one_another_job_holds() -> None:
-    uid = job_uid("job-a")
+def test_an_owners_uid_is_unprivileged_stable_and_never_one_another_owner_holds() -> None:
+    uid = worker_uid(uid_identity("alice", "job-a"))
     assert uid in UID_RANGE
     assert uid > 65535
-    assert job_uid("job-a") == uid  # every worker of the job, on every agent, gets the same one
-    assert job_uid("job-b") != uid
-    assert job_uid("job-a", taken={uid}) not in {uid, 0}
+    # every worker of every job of alice, on every agent, gets the same one (re-runs write the same outputs)
+    assert worker_uid(uid_identity("alice", "job-b")) == uid
+    assert worker_uid(uid_identity("bob", "job-a")) != uid
+    assert worker_uid(uid_identity("alice", "job-a"), taken={uid}) not in {uid, 0}
+
+
+def test_a_placement_without_an_owner_gets_a_uid_of_its_job() -> None:
+    assert uid_identity("", "job-a") == "job:job-a"
+    assert worker_uid(uid_identity("", "job-a")) != worker_uid(uid_identity("", "job-b"))
+    assert uid_identity("job-a", "x") != uid_identity("", "job-a")  # a user named like a job is not that job
 
 
 def test_the_workers_passwd_and_group_name_its_user_once_with_its_home() -> None:

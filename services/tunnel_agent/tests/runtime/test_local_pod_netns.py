@@ -178,9 +178,10 @@ async def test_workers_run_as_their_jobs_user_in_a_root_without_the_agents_state
     secret = driver.state_dir.parent / "internal-secret"
     secret.write_text("not for workers\n")
     secret.chmod(0o644)
-    first = spec("job-iso-a", "header", 0, rank=0, num_nodes=1, prepare_script=HOLD, run_script="true")
+    first = spec("job-iso-a", "header", 0, rank=0, num_nodes=1, prepare_script=HOLD, run_script="true",
+                 owner="alice")  # fmt: skip
     second = spec("job-iso-b", "header", 0, rank=0, num_nodes=1, prepare_script=HOLD, run_script="true",
-                  node_name="node-b")  # fmt: skip
+                  node_name="node-b", owner="bob")  # fmt: skip
     await driver.ensure_worker(first)
     await driver.ensure_worker(second)
     pid, other_pid = (
@@ -192,7 +193,7 @@ async def test_workers_run_as_their_jobs_user_in_a_root_without_the_agents_state
     assert other is not None
     assert own.uid in UID_RANGE
     assert other.uid in UID_RANGE
-    assert own.uid != other.uid  # one user per job
+    assert own.uid != other.uid  # one user per job owner
 
     # The bootstrap runs as the job's user for good (real, effective, saved), with no other group.
     uid = str(own.uid)

@@ -99,6 +99,9 @@ class WorkerPlaced(EventData):
     rlinf_config: str = ""
     """The job's inline ``spec.rlinfConfig`` as Hydra YAML, as validated ("" without one): every worker gets
     it as a file at ``$RLARK_RLINF_CONFIG``."""
+    owner: str = ""
+    """The job's owner (user name): the local runtime runs every worker of one owner as one unprivileged
+    uid, so re-runs and resumed jobs write the same outputs ("" in placements made before it: a uid per job)."""
 
 
 @event("scheduler.worker.stop_requested.v1", "scheduler.placements")

@@ -57,4 +57,5 @@ def to_worker_spec(placed: WorkerPlaced, header_address: str) -> WorkerSpec:
         tensorboard_dir=placed.tensorboard_dir,
         join_deadline_s=float(placed.join_deadline_s),
         rlinf_config=placed.rlinf_config,
+        owner=placed.owner,
     )

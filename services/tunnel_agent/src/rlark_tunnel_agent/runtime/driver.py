@@ -156,6 +156,8 @@ class WorkerSpec(BaseModel):
     """How long the Header waits for all Ray nodes, and others retry joining. Runs have no deadline."""
     rlinf_config: str = ""
     """The job's inline RLinf config (Hydra YAML, "" without one), shipped as `$RLARK_RLINF_CONFIG`."""
+    owner: str = ""
+    """The job's owner; on the local runtime all workers of one owner share one uid ("" → a uid per job)."""
 
     @field_validator("worker_id", "job_id")
     @classmethod

@@ -129,9 +129,10 @@ from rlark_tunnel_agent.runtime.local.isolation import (
     cgroup_limits,
     device_nodes,
     group_text,
-    job_uid,
     passwd_text,
     system_paths,
+    uid_identity,
+    worker_uid,
 )
 from rlark_tunnel_agent.runtime.local.netns import (
     WORKER_DEVICE,
@@ -222,7 +223,7 @@ class WorkerRecord(BaseModel):
     ray_temp_dir: str
     gpu_indices: tuple[int, ...] = ()
     uid: int | None = None
-    """The unprivileged user (and group) the worker runs as in root mode (`isolation.job_uid`)."""
+    """The unprivileged user (and group) the worker runs as in root mode (`isolation.worker_uid`)."""
     cgroup: str = ""
     """Its cgroup v2 directory where limits are enforced ("" otherwise)."""
     tun_device: str | None = None
@@ -653,16 +654,18 @@ class LocalDriver:
             veth_host=f"rlk{digest}" if self.use_netns else None,
             ray_temp_dir=str(_RAY_TEMP_ROOT / f"rlark-{self.tag}-{digest}"),
             gpu_indices=gpu_indices,
-            uid=self._job_uid(spec.job_id) if self.use_netns else None,
+            uid=self._worker_uid(spec) if self.use_netns else None,
         )
 
-    def _job_uid(self, job_id: str) -> int:
-        """The job's uid: the one its live workers here have, else a fresh one no other job holds."""
+    def _worker_uid(self, spec: WorkerSpec) -> int:
+        """The uid of the job's owner (of the job without one): the one its live workers here have, else a
+        fresh one no other owner's live worker holds."""
+        identity = uid_identity(spec.owner, spec.job_id)
         live = [w.record for w in self._workers.values() if not w.record.stopped and w.record.uid is not None]
         for record in live:
-            if record.spec.job_id == job_id:
+            if uid_identity(record.spec.owner, record.spec.job_id) == identity:
                 return record.uid  # type: ignore[return-value]
-        return job_uid(job_id, {record.uid for record in live if record.uid is not None})
+        return worker_uid(identity, {record.uid for record in live if record.uid is not None})
 
     def _take_gpus(self, spec: WorkerSpec) -> tuple[int, ...]:
         if not self._gpus or spec.gpus == 0:

@@ -3,10 +3,11 @@
 The local driver runs every worker of a root agent as an unprivileged user of its own, in its own mount, pid,
 IPC, UTS and network namespaces (ADR 0007). This module decides, without I/O:
 
-- **the user** (`job_uid`): one uid and gid per job, derived from the job id in `UID_RANGE` (far above
-  system, login and subordinate ranges), probing past one a live worker of another job holds. Every worker of
-  a job gets the same id on every agent that derives it, so files a job writes to a shared hostPath keep one
-  owner; two jobs never share one on an agent. In the worker the user is named `WORKER_USER` (its own
+- **the user** (`worker_uid`): one uid and gid per job owner (per job for placements without an owner),
+  derived from the owner's name in `UID_RANGE` (far above system, login and subordinate ranges), probing past
+  one a live worker of another owner holds. Every worker of an owner gets the same id on every agent that
+  derives it, so files its jobs write to a shared hostPath keep one owner and a re-run or resumed job can
+  write them again; two owners never share one on an agent. In the worker the user is named `WORKER_USER` (its own
   `/etc/passwd` and `/etc/group` lines, `passwd_text`, `group_text`), with the worker's home as home, so
   sshd (running as that user) accepts the job's keys for `ssh rlark@<worker>`.
 - **the root's host paths** (`system_paths`): the worker's `/` is a fresh tmpfs holding only the host's
@@ -44,9 +45,15 @@ NVIDIA_CONTROL_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia
 CPU_PERIOD_US = 100_000
 
 
-def job_uid(job_id: str, taken: Collection[int] = ()) -> int:
-    """The job's uid (also its gid): derived from the id, the next free one when another job holds it."""
-    start = int(hashlib.sha256(job_id.encode()).hexdigest(), 16) % len(UID_RANGE)
+def uid_identity(owner: str, job_id: str) -> str:
+    """Who a worker's uid belongs to: its job's owner, or the job itself when the placement names none."""
+    return f"user:{owner}" if owner else f"job:{job_id}"
+
+
+def worker_uid(identity: str, taken: Collection[int] = ()) -> int:
+    """The uid (also the gid) of ``identity`` (`uid_identity`): derived from it, the next free one when
+    another identity's live worker holds it."""
+    start = int(hashlib.sha256(identity.encode()).hexdigest(), 16) % len(UID_RANGE)
     for step in range(len(UID_RANGE)):
         uid = UID_RANGE[(start + step) % len(UID_RANGE)]
         if uid not in taken:
