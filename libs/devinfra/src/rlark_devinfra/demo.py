@@ -300,6 +300,10 @@ def render_job() -> Path:
         raise DemoError(f"{example_file()} no longer mounts {OUTPUTS_PLACEHOLDER}; update demo.py")
     outputs_dir().mkdir(parents=True, exist_ok=True)
     outputs_dir().chmod(0o1777)  # written by the jobs' unprivileged workers (ADR 0007)
+    for made_by_root in ("checkpoints", "tensorboard"):  # by a demo run before ADR 0007 (workers were root)
+        folder = outputs_dir() / made_by_root
+        if folder.is_dir() and folder.stat().st_uid == 0:
+            folder.chmod(0o1777)
     target = state_dir() / "demo" / example_file().name
     if os.geteuid() != 0:
         text = re.sub(r"(?<![\w.-])/outputs\b", str(outputs_dir()), text)
