@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rlark_tunnel_agent.runtime.driver import Mount, MountType, WorkerSpec
 from rlark_tunnel_agent.runtime.local import cgroups, pod_init
+from rlark_tunnel_agent.runtime.local import driver as local_driver
 from rlark_tunnel_agent.runtime.local.cluster import LocalNode
 from rlark_tunnel_agent.runtime.local.isolation import (
     BASIC_DEVICES,
@@ -20,6 +22,7 @@ from rlark_tunnel_agent.runtime.local.isolation import (
     uid_identity,
     worker_uid,
 )
+from rlark_tunnel_agent.runtime.local.pod import Bind, container_binds
 
 pytestmark = pytest.mark.unit
 
@@ -142,3 +145,51 @@ def test_in_the_root_cgroup_workers_get_a_subtree_with_cpu_and_memory(tmp_path: 
     cgroups.remove(worker)
     cgroups.remove(worker)  # idempotent
     assert not worker.exists()
+
+
+def test_a_path_leading_through_a_link_names_where_it_really_leads(tmp_path: Path) -> None:
+    real, elsewhere = tmp_path / "real", tmp_path / "elsewhere"
+    real.mkdir()
+    elsewhere.mkdir()
+    (real / "l").symlink_to(elsewhere)
+
+    assert pod_init.link_on_the_way(str(real / "sub" / "missing")) is None
+    assert pod_init.link_on_the_way(str(real / "l" / "missing")) == str(elsewhere / "missing")
+    assert pod_init.link_on_the_way(str(real / "l")) == str(elsewhere)
+    # Below `within` only: a link above it (the worker directory's own path) is the runtime's business.
+    assert pod_init.link_on_the_way(str(real / "l" / "x"), within=str(real / "l")) is None
+
+
+def test_chown_tree_never_follows_a_link_top_or_inside(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("host")
+    top = tmp_path / "top"
+    (top / "sub").mkdir(parents=True)
+    (top / "sub" / "file").write_text("job")
+    (top / "to-outside").symlink_to(outside)
+    swapped = tmp_path / "swapped"
+    swapped.symlink_to(outside)  # a directory the driver made, swapped for a link before the chown
+
+    local_driver._chown_tree(top, 4242)
+    local_driver._chown_tree(swapped, 4242)
+
+    assert {(top / p).lstat().st_uid for p in ("", "sub", "sub/file", "to-outside")} == {4242}
+    assert outside.stat().st_uid == 0
+    assert (outside / "f").stat().st_uid == 0
+
+
+def test_a_jobs_binds_are_checked_for_links_and_the_runtimes_own_are_not(tmp_path: Path) -> None:
+    mounts = (
+        Mount(type=MountType.HOST_PATH, source="/data/a", target="/data"),
+        Mount(type=MountType.EMPTY_DIR, target="/scratch"),
+    )
+    worker = WorkerSpec(
+        job_id="job-a", worker_id="job-a-header-0", role="header", index=0, rank=0, num_nodes=1,
+        is_header=True, node_name="n", mounts=mounts, outputs=("/outputs/x",),
+    )  # fmt: skip
+    own = Bind(source="/etc/hosts-of-worker", target="/etc/hosts", file=True)
+
+    binds = {b.target: b.within for b in container_binds(worker, tmp_path, extra=[own])}
+
+    assert binds == {"/data": "/", "/scratch": str(tmp_path), "/outputs/x": str(tmp_path), "/etc/hosts": ""}

@@ -292,3 +292,43 @@ def _bridge_address(bridge: str) -> str:
 
 def _link_exists(name: str) -> bool:
     return subprocess.run(["ip", "link", "show", "dev", name], capture_output=True).returncode == 0
+
+
+async def test_a_hostpath_source_through_a_link_a_job_planted_is_refused_and_nothing_is_made_there(
+    driver: LocalDriver, tmp_path: Path
+) -> None:
+    # A job that could write the allowed `shared` left `l -> victim` there; the policy allowed the path as
+    # written. As root the agent would have made (and chowned to the job) a directory inside `victim`.
+    shared, victim = tmp_path / "shared", tmp_path / "victim"
+    shared.mkdir()
+    victim.mkdir()
+    (shared / "l").symlink_to(victim)
+    mount = Mount(type=MountType.HOST_PATH, source=str(shared / "l" / "made"), target="/data")
+    header = spec("job-link-src", "header", 0, rank=0, num_nodes=1, run_script="true", mounts=(mount,))
+
+    with pytest.raises(ValueError, match="symbolic link") as refused:
+        await driver.ensure_worker(header)
+
+    assert str(victim) in str(refused.value)
+    assert list(victim.iterdir()) == []
+
+
+async def test_a_mount_target_through_a_link_inside_another_mount_is_refused_before_anything_is_made(
+    driver: LocalDriver, tmp_path: Path
+) -> None:
+    # The job's own hostPath holds `l -> victim`; an emptyDir at <mount>/l/x would have been made by the
+    # agent, as root, inside victim (through its fs/ view), or by pod_init through the host's old root.
+    shared, victim = tmp_path / "shared", tmp_path / "victim"
+    shared.mkdir()
+    victim.mkdir()
+    (shared / "l").symlink_to(victim)
+    mounts = (
+        Mount(type=MountType.HOST_PATH, source=str(shared), target="/data"),
+        Mount(type=MountType.EMPTY_DIR, target="/data/l/x"),
+    )
+    header = spec("job-link-dst", "header", 0, rank=0, num_nodes=1, run_script="true", mounts=mounts)
+
+    with pytest.raises(ValueError, match="leads through a symbolic link"):
+        await driver.ensure_worker(header)
+
+    assert list(victim.iterdir()) == []

@@ -153,6 +153,7 @@ from rlark_tunnel_agent.runtime.local.pod import (
     pod_plan,
     process_mode_refusal,
 )
+from rlark_tunnel_agent.runtime.local.pod_init import link_on_the_way
 from rlark_tunnel_agent.runtime.local.usage import node_observations
 from rlark_tunnel_agent.runtime.markers import apply_exit, apply_marker, parse_marker_line
 
@@ -736,15 +737,20 @@ class LocalDriver:
         made: list[Path] = []
         for name, text in self.worker_contract(worker.record).files.items():
             _write_atomically(wdir / "scripts" / name, text, 0o600 if uid is None else 0o640, gid=uid)
+        mount_links: dict[Path, str] = {}  # fs/<target> → its hostPath source (the driver's own links)
         for mount in spec.mounts:
             target = self._local_path(wdir, mount.target)
+            _refuse_links_below(target.parent, wdir, mount_links)
             target.parent.mkdir(parents=True, exist_ok=True)
             if mount.type == MountType.HOST_PATH:
+                mount_links[target] = mount.source
                 source = Path(mount.source)
                 if not source.is_absolute():
                     raise ValueError(f"hostPath source must be absolute: {mount.source!r}")
+                _refuse_links(mount.source)
                 if not source.exists():
                     source.mkdir(parents=True, exist_ok=True)
+                    _refuse_links(mount.source)  # a link swapped in meanwhile: give nothing away
                     made.append(source)  # made for this job: its user's (`_hand_over`)
                 target.symlink_to(source, target_is_directory=source.is_dir())
             else:
@@ -1269,14 +1275,43 @@ def _write_atomically(path: Path, text: str, mode: int, *, gid: int | None = Non
     os.replace(tmp, path)
 
 
+def _refuse_links(source: str) -> None:
+    """A hostPath source leading through a symbolic link is refused: the policy allowed the path as
+    written, and a link a job planted under an allowed prefix would lead the root agent anywhere."""
+    real = link_on_the_way(source)
+    if real is not None:
+        raise ValueError(
+            f"hostPath source {source!r} leads through a symbolic link to {real!r}; links in hostPath "
+            "sources are not followed (an admin allows the real path)"
+        )
+
+
+def _refuse_links_below(path: Path, wdir: Path, mount_links: dict[Path, str]) -> None:
+    """`path` (in the worker's directory) may lead into a hostPath source only through the driver's own
+    link for that mount, and nowhere through a link a job planted: the agent makes directories there as root."""
+    base, real_base = wdir, os.path.realpath(wdir)
+    for link in sorted(mount_links, key=lambda p: len(p.parts), reverse=True):
+        if path == link or link in path.parents:
+            base, real_base = link, os.path.realpath(mount_links[link])
+            break
+    expected = os.path.normpath(os.path.join(real_base, os.path.relpath(path, base)))
+    real = os.path.realpath(path)
+    if real != expected:
+        raise ValueError(
+            f"mount path {path.relative_to(wdir)} leads through a symbolic link to {real!r}; links a job "
+            "made in its mounts are not followed"
+        )
+
+
 def _chown_tree(top: Path, uid: int) -> None:
-    """`top` and everything below it (links themselves, never followed) to the worker's user."""
+    """`top` and everything below it (links themselves, never followed — `top` included, even if it is
+    swapped for a link meanwhile: `fwalk` opens each directory without following one) to the worker's user."""
     if not top.exists():
         return
-    os.lchown(top, uid, uid)
-    for root, dirs, files in os.walk(top):
-        for name in (*dirs, *files):
-            os.lchown(os.path.join(root, name), uid, uid)
+    for _, dirs, files, dir_fd in os.fwalk(top, follow_symlinks=False):
+        os.fchown(dir_fd, uid, uid)
+        for name in (*dirs, *files):  # a link (to a directory too) changes owner itself, never its target
+            os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
 
 
 def _read_text(path: str) -> str:

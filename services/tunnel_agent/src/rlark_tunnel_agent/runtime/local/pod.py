@@ -108,6 +108,10 @@ class Bind(BaseModel):
     read_only: bool = False
     file: bool = False
     """A file rather than a directory (the target is created as one)."""
+    within: str = ""
+    """For a bind the job chose (a mount, an output path): its source must resolve to itself below this
+    directory and its target through no link, checked by `pod_init.py` right before mounting ("/" for a
+    hostPath, the worker's directory for its volumes). "" for the runtime's own binds."""
 
 
 class PodPlan(BaseModel):
@@ -175,18 +179,24 @@ def container_binds(
         if mount.type == MountType.HOST_PATH:
             binds.append(
                 Bind(
-                    source=mount.source, target=target, read_only=mount.read_only, file=is_file(mount.source)
+                    source=mount.source,
+                    target=target,
+                    read_only=mount.read_only,
+                    file=is_file(mount.source),
+                    within="/",
                 )
             )
         elif mount.type == MountType.EMPTY_DIR:
             source = str(volume_dir(worker_dir, target))
-            binds.append(Bind(source=source, target=target, read_only=mount.read_only))
+            binds.append(
+                Bind(source=source, target=target, read_only=mount.read_only, within=str(worker_dir))
+            )
         else:
             raise ValueError(f"mount {target}: {mount.type} mounts need a Kubernetes cluster")
     covered = [b.target for b in binds]
     for path in sorted(set(container_paths(spec)), key=lambda p: (len(PurePosixPath(p).parts), p)):
         if not _under(path, covered):
-            binds.append(Bind(source=str(volume_dir(worker_dir, path)), target=path))
+            binds.append(Bind(source=str(volume_dir(worker_dir, path)), target=path, within=str(worker_dir)))
             covered.append(path)
     binds.extend(extra)
     return tuple(sorted(binds, key=_depth))

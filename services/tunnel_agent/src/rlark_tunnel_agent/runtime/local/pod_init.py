@@ -60,6 +60,15 @@ class SetupError(RuntimeError):
     pass
 
 
+def link_on_the_way(path: str, within: str = "/") -> str | None:
+    """Where ``path`` really leads when a symbolic link on its way below ``within`` sends it elsewhere, else
+    None. A job's mount source or target must not: a link a job planted under an allowed hostPath prefix (or
+    in its own volumes) would otherwise make the agent create, chown or mount a host path as root."""
+    real = os.path.realpath(path)
+    expected = os.path.normpath(os.path.join(os.path.realpath(within), os.path.relpath(path, within)))
+    return None if real == expected else real
+
+
 def _c(value: str | None) -> bytes | None:
     return value.encode() if value is not None else None
 
@@ -243,6 +252,7 @@ def _drop(uid: int) -> None:
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
+    os.umask(0o077)  # what the job writes, to a shared hostPath too, is its owner's alone
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise SetupError(f"no_new_privs: {os.strerror(ctypes.get_errno())}")
     if os.getuid() == 0 or os.geteuid() == 0:
@@ -257,6 +267,12 @@ def apply(plan: dict[str, object]) -> None:
             fh.write("0")
     binds = [dict(b) for b in plan["binds"]]  # type: ignore[attr-defined]
     for bind in binds:  # resolved in the host's view, before the host's root moves
+        within = str(bind.get("within") or "")
+        if within and (real := link_on_the_way(bind["source"], within)) is not None:
+            raise SetupError(
+                f"mount {bind['target']}: its source {bind['source']} leads through a symbolic link to "
+                f"{real}; links in a job's mount sources are not followed"
+            )
         bind["source"] = OLD_ROOT + os.path.realpath(bind["source"])
     system = _resolve_system([str(p) for p in plan["system"]])  # type: ignore[attr-defined]
     _pivot(str(plan["scratch"]))
@@ -265,6 +281,8 @@ def apply(plan: dict[str, object]) -> None:
     _special([str(d) for d in plan.get("devices", ())], tree)  # type: ignore[attr-defined]
     for bind in binds:
         target = bind["target"]
+        if bind.get("within") and (real := link_on_the_way(target)) is not None:
+            raise SetupError(f"mount {target}: the path leads through a symbolic link to {real}; refused")
         tree.ensure(target, bool(bind["file"]))
         _mount(bind["source"], target, None, MS_BIND | MS_REC)
         if bind["read_only"]:
