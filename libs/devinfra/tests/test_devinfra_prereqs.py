@@ -67,7 +67,9 @@ def test_prereqs_check_lists_what_is_missing_and_builds_nothing(empty_cache: Pat
 
 def test_every_step_names_its_cold_cost() -> None:
     assert all(s.cold.startswith("~") for s in prereqs.STEPS)
-    assert len(prereqs.STEPS) == 4
+    names = " | ".join(s.name for s in prereqs.STEPS)
+    for heavy in ("Kafka", "Kubernetes test bed", "rlark-tunnel-dp", "web console", "RLinf"):
+        assert heavy in names
 
 
 BUILDERS = {"build_web", "ensure_built", "libs_dir", "ensure_node_modules", "ensure_all"}
