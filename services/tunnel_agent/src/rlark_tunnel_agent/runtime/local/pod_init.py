@@ -277,8 +277,10 @@ def apply(plan: dict[str, object]) -> None:
     system = _resolve_system([str(p) for p in plan["system"]])  # type: ignore[attr-defined]
     _pivot(str(plan["scratch"]))
     tree = _Tree()
-    _system(system, tree)
+    # The special trees first: a system path under /tmp or /run (a checkout's venv in /tmp, say) is then
+    # bound inside the worker's own tmpfs instead of being hidden by it.
     _special([str(d) for d in plan.get("devices", ())], tree)  # type: ignore[attr-defined]
+    _system(system, tree)
     for bind in binds:
         target = bind["target"]
         if bind.get("within") and (real := link_on_the_way(target)) is not None:
