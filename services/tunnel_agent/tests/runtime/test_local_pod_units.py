@@ -115,7 +115,7 @@ def test_a_hostpath_file_is_bound_as_a_file_and_a_mount_declared_twice_is_refuse
         mounts=(Mount(type=MountType.HOST_PATH, source="/srv/conf.yaml", target="/etc/app.yaml"),),
     )  # fmt: skip
     [bind] = container_binds(worker, WDIR, is_file=lambda path: path == "/srv/conf.yaml")
-    assert bind == Bind(source="/srv/conf.yaml", target="/etc/app.yaml", file=True)
+    assert bind == Bind(source="/srv/conf.yaml", target="/etc/app.yaml", file=True, within="/")
     twice = spec(
         "job-a", "header", 0, rank=0, num_nodes=1,
         mounts=(Mount(source="/srv/a", target="/a"), Mount(source="/srv/b", target="/a/")),
