@@ -7,6 +7,7 @@ where the services behind it listen. There is no default password anywhere: the 
 
 from __future__ import annotations
 
+import json
 from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Annotated, Any
@@ -80,6 +81,9 @@ class GatewaySettings(ServiceSettings):
     @field_validator("trusted_proxies", "allowed_origins", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
+        """A comma-separated list, or a JSON list (what a list setting serialised into the environment is)."""
+        if isinstance(value, str) and value.strip().startswith("["):
+            return json.loads(value)
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
