@@ -261,7 +261,7 @@ async def test_changing_a_running_jobs_ssh_keys_updates_its_workers_without_a_re
         worker_ids = [w["id"] for w in running["workers"]]
 
         def authorized(wid: str) -> set[str]:
-            path = driver.worker_dir(wid) / "home" / ".ssh" / "authorized_keys"
+            path = driver.worker_dir(wid) / "scripts" / "authorized_keys"  # the file the worker's sshd reads
             return {line for line in path.read_text().splitlines() if line.strip()}
 
         assert all(authorized(wid) == {laptop} for wid in worker_ids)
@@ -279,8 +279,8 @@ async def test_changing_a_running_jobs_ssh_keys_updates_its_workers_without_a_re
 
         await eventually(updated, timeout_s=30, what="the new keys in every worker")
         for wid in worker_ids:
-            mode = (driver.worker_dir(wid) / "home" / ".ssh" / "authorized_keys").stat().st_mode
-            assert mode & 0o777 == 0o600
+            mode = (driver.worker_dir(wid) / "scripts" / "authorized_keys").stat().st_mode
+            assert mode & 0o007 == 0  # root's file, readable by the worker's group at most
             record = driver.record(wid)
             assert record is not None
             assert record.pid == pids[wid], "the worker was restarted"
