@@ -6,6 +6,11 @@ import os
 from pathlib import Path
 
 
+class NotBuilt(RuntimeError):
+    """A heavy prerequisite (`make prereqs` builds it) is missing: the message names the command. Fixtures
+    raise it instead of building inside a test's timeout."""
+
+
 def repo_root() -> Path:
     """The checkout this package was installed from (the uv workspace root)."""
     here = Path(__file__).resolve()

@@ -19,15 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from rlark_devinfra.paths import cache_dir, repo_root
+from rlark_devinfra.paths import NotBuilt, cache_dir, repo_root
 
 BUILD_COMMAND = "make prereqs"
 BINARY = "rlark-tunnel-dp"
 _SOURCE_SUFFIXES = (".go", ".mod", ".sum")
-
-
-class NotBuilt(RuntimeError):
-    """The data path binary for these sources is missing: the message names the command."""
 
 
 def source_dir() -> Path:

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlark_devinfra.paths import cache_dir
+from rlark_devinfra.paths import NotBuilt, cache_dir
 
 KUBERNETES_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.16"
@@ -236,10 +236,6 @@ BUILD_COMMAND = "make prereqs"
 
 EXPECTED = {"etcd": "~3 min", "kwok": "~3 min", "kube-apiserver": "~15 min"}
 """Cold build times on 2 cores, printed before each build so a long silence is expected."""
-
-
-class NotBuilt(RuntimeError):
-    """A test-bed binary is missing: the message names the command that builds it."""
 
 
 def missing() -> list[str]:
