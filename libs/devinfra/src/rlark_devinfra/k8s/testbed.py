@@ -369,7 +369,7 @@ def status() -> TestBedStatus:
 def up(clusters: int = 2) -> UpResult:
     """Start etcd, ``clusters`` API servers and their KWOKs unless running.
 
-    Never builds: missing binaries raise :class:`~rlark_devinfra.k8s.build.NotBuilt` naming the command
+    Never builds: missing binaries raise :class:`~rlark_devinfra.paths.NotBuilt` naming the command
     (``make prereqs``), so a test's timeout never holds a 20-minute Go build.
     """
     if not 1 <= clusters <= len(CLUSTER_NAMES):
