@@ -14,7 +14,8 @@ describe('register cluster', () => {
     fireEvent.click(screen.getByTestId('register-cluster-submit'));
     const item = screen.getByTestId('cluster-pod-cidrs').closest('.ant-form-item') as HTMLElement;
     await waitFor(() => expect(item).toHaveClass('ant-form-item-has-error'));
-    expect(within(item).getByText('pod_cidrs[0]: 10.244.0.0/33 is not a valid CIDR')).toBeInTheDocument();
+    // antd renders the field's help text through a motion list a tick after the error class: wait for it too.
+    expect(await within(item).findByText('pod_cidrs[0]: 10.244.0.0/33 is not a valid CIDR')).toBeInTheDocument();
     expect(screen.getByTestId('api-error-field')).toHaveTextContent('pod_cidrs[0]');
     expect(screen.getByTestId('cluster-name').closest('.ant-form-item')).not.toHaveClass('ant-form-item-has-error');
   });

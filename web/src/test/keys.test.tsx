@@ -52,7 +52,7 @@ describe('SSH key form', () => {
     expect(alert).toHaveTextContent('this key is already registered as "desktop"');
     expect(screen.getByTestId('api-error-field')).toHaveTextContent('public_key');
     await waitFor(() => expect(formItemOf(screen.getByTestId('key-public'))).toHaveClass('ant-form-item-has-error'));
-    expect(formItemOf(screen.getByTestId('key-public'))).toHaveTextContent('already registered');
+    await waitFor(() => expect(formItemOf(screen.getByTestId('key-public'))).toHaveTextContent('already registered'));
     expect(formItemOf(screen.getByTestId('key-name'))).not.toHaveClass('ant-form-item-has-error');
     const post = calls.find((c) => c.method === 'POST');
     expect(post?.body).toEqual({ name: 'laptop', public_key: PUBLIC_KEY });
