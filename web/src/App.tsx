@@ -1,8 +1,9 @@
 /** Routes of the console; pages load on demand so the first screen stays light. */
-import { Spin } from 'antd';
+import { Button, Result, Spin } from 'antd';
 import { lazy, Suspense, type ReactNode } from 'react';
 import { useQueryClient } from '@tanstack/react-query';
-import { Navigate, Route, Routes, useLocation } from 'react-router-dom';
+import { useTranslation } from 'react-i18next';
+import { Link, Navigate, Route, Routes, useLocation } from 'react-router-dom';
 import AppShell from './components/AppShell';
 import { useLiveEvents } from './api/live';
 import { useSession } from './auth';
@@ -43,8 +44,28 @@ function Authenticated({ children }: { children: ReactNode }) {
   );
 }
 
+/** Admin pages for admins only; anyone else reached them by URL and is told so (the API refuses them too). */
+function AdminOnly({ children }: { children: ReactNode }) {
+  const { t } = useTranslation();
+  const { isAdmin } = useSession();
+  if (isAdmin) return children;
+  return (
+    <Result
+      status="403"
+      title="403"
+      subTitle={<span data-testid="forbidden">{t('admin.forbidden')}</span>}
+      extra={
+        <Link to="/">
+          <Button type="primary">{t('admin.backHome')}</Button>
+        </Link>
+      }
+    />
+  );
+}
+
 export default function App() {
   const page = (element: ReactNode) => <Authenticated>{element}</Authenticated>;
+  const adminPage = (element: ReactNode) => page(<AdminOnly>{element}</AdminOnly>);
   return (
     <Routes>
       <Route path="/login" element={<LoginPage />} />
@@ -59,8 +80,8 @@ export default function App() {
       <Route path="/jobs/new" element={page(<JobWizard />)} />
       <Route path="/jobs/new/yaml" element={page(<JobYaml />)} />
       <Route path="/jobs/:id" element={page(<JobDetail />)} />
-      <Route path="/admin" element={page(<Admin />)} />
-      <Route path="/admin/:tab" element={page(<Admin />)} />
+      <Route path="/admin" element={adminPage(<Admin />)} />
+      <Route path="/admin/:tab" element={adminPage(<Admin />)} />
       <Route path="*" element={<Navigate to="/" replace />} />
     </Routes>
   );

@@ -239,10 +239,11 @@ export default function ClusterDetail() {
               title: t('nodes.labels'),
               dataIndex: 'labels',
               render: (labels: Record<string, string>) => {
+                // The platform's labels, keys in full: they are what a node selector must name.
                 const entries = Object.entries(labels).filter(([k]) => k.startsWith('rlark.io/'));
                 return entries.map(([k, v]) => (
                   <Tag key={k} className="mono">
-                    {k.replace('rlark.io/', '')}={v}
+                    {k}={v}
                   </Tag>
                 ));
               },

@@ -48,13 +48,22 @@ function selectorText(selector: PendingRole['selector']): string {
   return Object.entries(selector).map(([k, v]) => `${k}=${v}`).join(',') || '—';
 }
 
+/** Submission warnings that forecast a wait ("the job stays Pending until …"): true only while Pending. */
+const WAITING_WARNINGS = new Set(['selector_matches_too_few', 'cluster_offline']);
+
+/** The warnings that still hold for a job in its current state. */
+function currentWarnings(job: Pick<JobDetailType, 'status' | 'warnings'>) {
+  return (job.warnings ?? []).filter((w) => job.status === 'Pending' || !WAITING_WARNINGS.has(w.code ?? ''));
+}
+
 /** Count columns: a short number under a header that must not break into one character per line. */
 const nowrapHeader = () => ({ style: { whiteSpace: 'nowrap' as const } });
 
 function PendingCard({ job }: { job: JobDetailType }) {
   const { t } = useTranslation();
   const pending = job.pending;
-  if (!pending || !pending.roles?.length) return null;
+  // The explanation may outlive the wait in the job's record; it is shown only while Pending.
+  if (job.status !== 'Pending' || !pending || !pending.roles?.length) return null;
   return (
     <Card title={t('jobDetail.whyPending')} size="small" style={{ marginBottom: 16 }} data-testid="pending-explanation">
       {pending.message && pending.message !== job.reason && <Alert type="warning" showIcon title={pending.message} style={{ marginBottom: 12 }} />}
@@ -176,6 +185,7 @@ export default function JobDetail() {
   const header = j?.workers.find((w) => w.is_header || w.rank === 0) ?? j?.workers[0];
   const keyNames = j?.ssh_keys ?? j?.spec?.spec.sshKeys ?? [];
   const tensorboardDir = j?.tensorboard_dir ?? j?.spec?.spec.tensorboardDir;
+  const warnings = j ? currentWarnings(j) : [];
 
   return (
     <>
@@ -224,7 +234,7 @@ export default function JobDetail() {
               data-testid="job-reason"
             />
           )}
-          {(j.warnings ?? []).length > 0 && (
+          {warnings.length > 0 && (
             <Alert
               type="warning"
               showIcon
@@ -233,7 +243,7 @@ export default function JobDetail() {
               title={t('jobDetail.warnings')}
               description={
                 <ul className="plain-list">
-                  {(j.warnings ?? []).map((w, i) => (
+                  {warnings.map((w, i) => (
                     <li key={i}>
                       {w.field && !w.message.startsWith(w.field) && <code>{w.field}</code>} {w.message}
                     </li>

@@ -22,6 +22,7 @@ import { WizardContext, type WizardApi } from './wizard/context';
 import {
   commonStepProblems,
   initialState,
+  liveProblems,
   problemsUnder,
   roleIndexOf,
   roleStepProblems,
@@ -57,7 +58,7 @@ export default function JobWizard() {
   );
 
   const localProblems: LocalProblem[] = useMemo(
-    () => CHECKS.flatMap((check, i) => (shown.has(i) ? check(state) : [])),
+    () => [...liveProblems(state), ...CHECKS.flatMap((check, i) => (shown.has(i) ? check(state) : []))],
     [state, shown],
   );
 
@@ -87,8 +88,8 @@ export default function JobWizard() {
   const previewMutation = useMutation({
     mutationFn: () => jobsApi.preview(doc),
     onSuccess: (result) => {
-      const errors = serverProblemsFrom(result.errors);
-      const warnings = serverProblemsFrom(result.warnings).map((w) => ({ ...w, severity: 'warning' as const }));
+      const errors = serverProblemsFrom(result.errors, result.yaml);
+      const warnings = serverProblemsFrom(result.warnings, result.yaml).map((w) => ({ ...w, severity: 'warning' as const }));
       setPreview({ ...result, errors, warnings });
       setServerProblems([...errors, ...warnings]);
     },

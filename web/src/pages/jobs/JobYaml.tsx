@@ -15,6 +15,7 @@ import { jobsApi } from '../../api/endpoints';
 import type { SpecProblem } from '../../api/types';
 import ApiErrorAlert from '../../components/ApiErrorAlert';
 import PageTitle from '../../components/PageTitle';
+import { lineOfField } from '../../lib/yamlPath';
 
 const STARTER = `apiVersion: rlark.io/v1
 kind: Job
@@ -86,25 +87,27 @@ export default function JobYaml() {
     view.dispatch({ selection: { anchor: target.from, head: target.to }, scrollIntoView: true });
     view.focus();
   };
-  const fromError = (error: unknown) => {
+  // A problem without the server's line gets the line of its field in the text that was sent.
+  const located = (sent: string, items: SpecProblem[]) => items.map((p) => ({ ...p, line: p.line ?? (p.field ? lineOfField(sent, p.field) : null) }));
+  const fromError = (sent: string) => (error: unknown) => {
     if (error instanceof ApiError) {
       const errors = error.details.length ? error.details.map((d) => ({ ...d, field: d.field ?? '' })) : [{ field: error.field ?? '', message: error.message }];
-      setProblems({ errors, warnings: [] });
+      setProblems({ errors: located(sent, errors), warnings: [] });
     }
   };
   const validate = useMutation({
-    mutationFn: () => jobsApi.preview(text),
-    onSuccess: (result) => setProblems({ errors: result.errors ?? [], warnings: result.warnings ?? [] }),
-    onError: fromError,
+    mutationFn: (sent: string) => jobsApi.preview(sent),
+    onSuccess: (result, sent) => setProblems({ errors: located(sent, result.errors ?? []), warnings: located(sent, result.warnings ?? []) }),
+    onError: (error, sent) => fromError(sent)(error),
   });
   const submit = useMutation({
-    mutationFn: () => jobsApi.submit(text),
+    mutationFn: (sent: string) => jobsApi.submit(sent),
     onSuccess: (job) => {
       void client.invalidateQueries({ queryKey: ['jobs'] });
       void message.success(t('wizard.submitted', { name: job.name }));
       navigate(`/jobs/${encodeURIComponent(job.id)}`);
     },
-    onError: fromError,
+    onError: (error, sent) => fromError(sent)(error),
   });
   return (
     <>
@@ -120,10 +123,10 @@ export default function JobYaml() {
           </div>
         </Card>
         <Space>
-          <Button onClick={() => validate.mutate()} loading={validate.isPending} data-testid="yaml-validate">
+          <Button onClick={() => validate.mutate(text)} loading={validate.isPending} data-testid="yaml-validate">
             {t('yaml.validate')}
           </Button>
-          <Button type="primary" onClick={() => submit.mutate()} loading={submit.isPending} data-testid="yaml-submit">
+          <Button type="primary" onClick={() => submit.mutate(text)} loading={submit.isPending} data-testid="yaml-submit">
             {t('wizard.submit')}
           </Button>
         </Space>

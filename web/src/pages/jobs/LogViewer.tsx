@@ -1,16 +1,18 @@
 /**
  * A worker's log: the stored lines (`GET /jobs/{id}/logs?worker=`), or a live tail over SSE with
  * `follow=true`. Logs are kept by the platform after the worker's pod is gone, so this works for
- * finished jobs too. Download saves the stored text.
+ * finished jobs too. Download saves the stored text. ANSI colours show as colours; other escape
+ * sequences are dropped.
  */
 import { Button, Empty, Select, Space, Switch, Typography } from 'antd';
 import { DownloadOutlined, ReloadOutlined } from '@ant-design/icons';
 import { useQuery } from '@tanstack/react-query';
-import { useEffect, useRef, useState } from 'react';
+import { Fragment, useEffect, useRef, useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { jobsApi } from '../../api/endpoints';
 import type { Worker } from '../../api/types';
 import ApiErrorAlert from '../../components/ApiErrorAlert';
+import { ansiRuns } from '../../lib/ansi';
 
 const MAX_LINES = 5000;
 
@@ -107,7 +109,12 @@ export default function LogViewer({ jobId, workers, active }: { jobId: string; w
       </Space>
       <ApiErrorAlert error={stored.error} />
       <pre className="log-view" ref={view} data-testid="log-view" tabIndex={0} aria-label={t('logs.title')}>
-        {lines.join('\n')}
+        {lines.map((line, i) => (
+          <Fragment key={i}>
+            {i > 0 && '\n'}
+            {ansiRuns(line).map((run, j) => (run.style ? <span key={j} style={run.style}>{run.text}</span> : <Fragment key={j}>{run.text}</Fragment>))}
+          </Fragment>
+        ))}
       </pre>
     </Space>
   );

@@ -6,7 +6,7 @@ import { useTranslation } from 'react-i18next';
 import { jobsApi } from '../../../api/endpoints';
 import ApiErrorAlert from '../../../components/ApiErrorAlert';
 import { useWizard } from './context';
-import { initialState, newRole, stateFromTemplate, type RoleDraft } from './model';
+import { initialState, MAX_NAME_LENGTH, newRole, stateFromTemplate, type RoleDraft } from './model';
 
 export default function RolesStep() {
   const { t, i18n } = useTranslation();
@@ -42,8 +42,7 @@ export default function RolesStep() {
           <Form.Item label={t('wizard.jobName')} required extra={t('wizard.jobNameHint')} {...feedback('metadata.name')}>
             <Input
               value={state.name}
-              maxLength={128}
-              showCount
+              count={{ show: true, max: MAX_NAME_LENGTH }}
               onChange={(e) => set({ name: e.target.value })}
               placeholder="grpo math 7B"
               data-testid="wizard-name"

@@ -7,6 +7,7 @@
 import { parse as parseYaml } from 'yaml';
 import type { JobDocument, MountSpec, RoleSpec, SpecProblem, Template } from '../../../api/types';
 import { parseTerm, termsToMap } from '../../../lib/selector';
+import { lineOfField } from '../../../lib/yamlPath';
 import { syncedRlinfConfig } from './rlinf';
 
 export interface EnvVar {
@@ -187,11 +188,22 @@ export function toDocument(state: WizardState): JobDocument {
 const ROLE_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+/** The server's limit on a job's display name, in characters after trimming. */
+export const MAX_NAME_LENGTH = 128;
+
+function nameTooLong(state: WizardState): LocalProblem[] {
+  const count = state.name.trim().length;
+  return count > MAX_NAME_LENGTH ? [{ field: 'metadata.name', key: 'wizard.err.nameTooLong', values: { max: MAX_NAME_LENGTH, count } }] : [];
+}
+
 export function nameProblems(state: WizardState): LocalProblem[] {
-  const name = state.name.trim();
-  if (!name) return [{ field: 'metadata.name', key: 'wizard.err.nameRequired' }];
-  if (name.length > 128) return [{ field: 'metadata.name', key: 'wizard.err.nameTooLong' }];
-  return [];
+  if (!state.name.trim()) return [{ field: 'metadata.name', key: 'wizard.err.nameRequired' }];
+  return nameTooLong(state);
+}
+
+/** Problems shown while the user types, before any step is checked: text past a limit is kept, never cut. */
+export function liveProblems(state: WizardState): LocalProblem[] {
+  return nameTooLong(state);
 }
 
 /** Step 1: a name, roles with valid unique names and node counts, and exactly one Header with 1 worker. */
@@ -284,6 +296,12 @@ export function problemsUnder<T extends { field: string }>(problems: T[], prefix
   return problems.filter((p) => p.field === prefix || p.field.startsWith(`${prefix}.`) || p.field.startsWith(`${prefix}[`));
 }
 
-export function serverProblemsFrom(problems: SpecProblem[] | undefined): SpecProblem[] {
-  return (problems ?? []).filter((p) => p && typeof p.message === 'string');
+/**
+ * The server's problems with each line taken from `yaml`, the YAML the preview shows: the wizard
+ * sends JSON, so the server's own line numbers count lines of that (all "line 1").
+ */
+export function serverProblemsFrom(problems: SpecProblem[] | undefined, yaml: string): SpecProblem[] {
+  return (problems ?? [])
+    .filter((p) => p && typeof p.message === 'string')
+    .map((p) => ({ ...p, line: p.field ? lineOfField(yaml, p.field) : null }));
 }
