@@ -25,6 +25,7 @@ from rich.table import Table
 
 from rlark_cli.client import EXIT_REFUSED, Gateway, RetryPolicy, err, fail
 from rlark_cli.output import Column, Format, OutputOpt, emit, out
+from rlark_cli.template_params import ParamError, params_from
 
 EXIT_JOB_FAILED = 5
 
@@ -108,7 +109,10 @@ def init(
     params: Annotated[
         list[str] | None,
         typer.Option(
-            "--param", "-p", help="Template parameter as key=value (repeatable), e.g. cluster=gpu-a"
+            "--param",
+            "-p",
+            help="Template parameter as key=value (repeatable), e.g. cluster=gpu-a; "
+            "lists as a,b (sshKeys=laptop,desk) or JSON, mappings as k=v,k2=v2 or JSON",
         ),
     ] = None,
     file: Annotated[str, typer.Option("--file", help="Where to write the YAML ('-' prints it)")] = "job.yaml",
@@ -119,18 +123,16 @@ def init(
     Without --param the template's example is written, with placeholder cluster and image names.
     """
     gateway = Gateway()
+    found = {t["id"]: t for t in gateway.get("/api/v1/templates")["items"]}
+    if template not in found:
+        fail(f"no template named {template!r}; choose one of: {', '.join(found)}")
     if params:
-        values: dict[str, Any] = {}
-        for item in params:
-            key, eq, value = item.partition("=")
-            if not eq or not key:
-                fail(f"--param {item!r} is not key=value")
-            values[key.strip()] = _param_value(value.strip())
+        try:
+            values = params_from(params, found[template].get("params_schema") or {})
+        except ParamError as exc:
+            fail(str(exc))
         text = gateway.post(f"/api/v1/templates/{template}:render", json={"params": values})["yaml"]
     else:
-        found = {t["id"]: t for t in gateway.get("/api/v1/templates")["items"]}
-        if template not in found:
-            fail(f"no template named {template!r}; choose one of: {', '.join(found)}")
         text = found[template]["example_yaml"]
     if file == "-":
         typer.echo(text, nl=False)
@@ -140,15 +142,6 @@ def init(
         fail(f"{file} exists; use --force to overwrite it")
     target.write_text(text)
     out.print(f"wrote {file}; check it with: rlark jobs preview {file}", highlight=False)
-
-
-def _param_value(text: str) -> Any:
-    """Numbers and lists as JSON (``rolloutNodes=4``, ``sshKeys=["laptop"]``), anything else as text."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
-    return value if isinstance(value, int | float | list | dict | bool) else text
 
 
 # ---------------------------------------------------------------------------------- preview and submit
