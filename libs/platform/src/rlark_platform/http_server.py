@@ -7,7 +7,8 @@ head one byte at a time all the time it wants, and every byte restarts its idle 
 ``header_timeout_s`` in total, counted from the connection's start or the previous response's end, however
 the bytes trickle in; past it the connection is closed. The head's size is bounded by h11
 (``h11_max_incomplete_event_size``), the number of connections and requests by ``limit_concurrency``
-(uvicorn answers 503 beyond it).
+(uvicorn answers 503 beyond it). A WebSocket upgrade (the gateway's SSH relays) ends the deadline: the
+connection is the WebSocket protocol's from then on, with frames of at most ``WS_MAX_FRAME_BYTES``.
 
 Concurrency model: uvicorn calls the protocol's methods on the event loop thread, one at a time.
 """
@@ -22,6 +23,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from rlark_platform.body_limit import BodyLimit
 from rlark_platform.settings import ServiceSettings
+
+WS_MAX_FRAME_BYTES = 1 << 20
 
 
 class HeadDeadlineProtocol(H11Protocol):
@@ -62,6 +65,11 @@ class HeadDeadlineProtocol(H11Protocol):
         elif self.cycle is not cycle:
             self._disarm_head_deadline()  # a pipelined request was already waiting
 
+    def handle_websocket_upgrade(self, event: Any) -> None:
+        # The connection now belongs to the WebSocket protocol: the deadline would close its transport.
+        self._disarm_head_deadline()
+        super().handle_websocket_upgrade(event)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_deadline()
         super().connection_lost(exc)
@@ -87,7 +95,10 @@ def server_config(app: Any, settings: ServiceSettings) -> uvicorn.Config:
         timeout_keep_alive=settings.http_keep_alive_s,
         h11_max_incomplete_event_size=settings.http_max_head_bytes,
         limit_concurrency=settings.http_max_connections,
+        # WebSockets (the gateway's SSH relays): frames up to 1 MiB, at most 8 queued per connection.
+        ws_max_size=WS_MAX_FRAME_BYTES,
+        ws_max_queue=8,
     )
 
 
-__all__ = ["HeadDeadlineProtocol", "server_config"]
+__all__ = ["WS_MAX_FRAME_BYTES", "HeadDeadlineProtocol", "server_config"]

@@ -52,6 +52,7 @@ class AuditRecord:
     status: int
     client_ip: str | None
     request_id: str | None
+    details: dict[str, Any] | None = None
 
 
 _USER_COLUMNS = "username, role, password_hash, created_at, updated_at, created_by"
@@ -230,10 +231,12 @@ async def insert_audit(
     status: int,
     client_ip: str | None,
     request_id: str | None,
+    details: dict[str, Any] | None = None,
 ) -> None:
     await conn.execute(
-        """INSERT INTO audit_log (actor, role, action, target, method, path, status, client_ip, request_id)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
+        """INSERT INTO audit_log
+               (actor, role, action, target, method, path, status, client_ip, request_id, details)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)""",
         actor,
         role,
         action,
@@ -243,6 +246,7 @@ async def insert_audit(
         status,
         client_ip,
         request_id,
+        details,
     )
 
 
@@ -260,7 +264,8 @@ async def list_audit(
                AND ($2::text IS NULL OR action = $2 OR (right($2, 1) = '.' AND starts_with(action, $2)))
                AND ($3::timestamptz IS NULL OR at >= $3)"""
     rows = await conn.fetch(
-        f"""SELECT id, at, actor, role, action, target, method, path, status, client_ip, request_id
+        f"""SELECT id, at, actor, role, action, target, method, path, status, client_ip, request_id,
+                   details
             FROM audit_log WHERE {where} ORDER BY at DESC, id DESC LIMIT $4 OFFSET $5""",  # noqa: S608
         actor,
         action,

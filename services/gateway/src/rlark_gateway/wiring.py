@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from rlark_contracts import TopicNames
 
 from rlark_gateway.domain.streams import StreamSlots
 from rlark_gateway.handlers import Accounts
 from rlark_gateway.proxy import Proxy
+from rlark_gateway.relays import RelayHub
 from rlark_gateway.settings import GatewaySettings
 
 
@@ -19,3 +21,5 @@ class Gateway:
     proxy: Proxy
     names: TopicNames
     streams: StreamSlots
+    relays: RelayHub[Any] = field(default_factory=RelayHub)
+    """Agents' control links and SSH relays waiting for their agent (ADR 0010)."""

@@ -19,7 +19,7 @@ from rlark_platform.service import ServiceContext
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from rlark_gateway.api import audit, auth, events, users
+from rlark_gateway.api import audit, auth, events, relay, users
 from rlark_gateway.api.console import add_console_routes
 from rlark_gateway.api.deps import AuditNote, client_address
 from rlark_gateway.api.docs import add_docs_routes
@@ -40,6 +40,7 @@ def _tags() -> list[dict[str, str]]:
         {"name": "users", "description": "User management, admins only (gateway)"},
         {"name": "audit", "description": "Audit log of changes, admins only (gateway)"},
         {"name": "events", "description": "Server-sent events: jobs you may see, cluster and node state"},
+        {"name": "ssh", "description": "SSH to a job's workers through the platform (WebSocket, bytes only)"},
     ]
     proxied = [
         {"name": r.resource, "description": f"{r.summary} — served by the {r.service} service"}
@@ -115,6 +116,7 @@ def build_api(ctx: ServiceContext) -> FastAPI:
     app.include_router(users.router)
     app.include_router(audit.router)
     app.include_router(events.router)
+    app.include_router(relay.router)  # WebSockets: SSH relays, agents' control links (ADR 0010)
     add_proxy_routes(app)
     add_fallback_route(app)
     add_console_routes(app, gw.settings)

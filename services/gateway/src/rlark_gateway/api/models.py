@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -93,3 +93,6 @@ class AuditEntry(BaseModel):
     status: int
     client_ip: str | None
     request_id: str | None
+    details: dict[str, Any] | None = Field(
+        default=None, description="Facts beyond the request: an SSH session's worker, start, end, bytes"
+    )

@@ -1,0 +1,39 @@
+"""The job an SSH relay is for, asked of the scheduler as the caller (the proxy's way: a signed caller).
+
+Role: ownership is the scheduler's decision, not the gateway's — it answers 404 for a job the caller may
+not see (another user's), which is passed on as the same 404, never a hint that the job exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from rlark_platform.identity import Caller, SignedRequest, sign_caller
+
+from rlark_gateway.domain.relay import RelayRefused
+
+
+async def find_job(
+    scheduler_url: str, secret: str, caller: Caller, job_id: str, *, timeout_s: float = 10.0
+) -> dict[str, Any]:
+    """The scheduler's job detail of ``job_id`` as ``caller`` sees it; ``RelayRefused`` 404 ``job_not_found``
+    when the caller may not see it (or it does not exist), 503 when the scheduler cannot be asked."""
+    target = f"/api/v1/jobs/{quote(job_id, safe='')}"
+    headers = sign_caller(secret, caller, SignedRequest("scheduler", "GET", target))
+    try:
+        async with httpx.AsyncClient(base_url=scheduler_url, timeout=timeout_s, trust_env=False) as client:
+            response = await client.get(target, headers=headers)
+    except httpx.HTTPError:
+        raise RelayRefused(
+            503, "service_unavailable", "the scheduler service is unavailable; try again later", "scheduler"
+        ) from None
+    if response.status_code == 404:
+        raise RelayRefused(404, "job_not_found", f"job {job_id} not found", "job_id")
+    if response.status_code != 200:
+        raise RelayRefused(
+            503, "service_unavailable", f"the scheduler answered HTTP {response.status_code}", "scheduler"
+        )
+    job: dict[str, Any] = response.json()
+    return job
