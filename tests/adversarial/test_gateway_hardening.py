@@ -3,10 +3,12 @@ services (one platform for the module, started as ``tests/e2e`` starts it, with 
 deployment behind one trusted proxy would set).
 
 Each test is one finding of the issue: an unbounded login body, ``X-Forwarded-For`` believed from anyone
-(throttle bypass, forged audit addresses), no per-account throttle, cross-site changes with a session
+(throttle bypass, forged audit addresses), no per-account throttle, no per-address throttle (one address
+spraying usernames to evict a victim's throttle), cross-site changes with a session
 cookie, no ``Secure`` cookie over HTTPS, no security headers, API docs from a CDN, a captured identity
 replayed on other services, methods and paths, connections held open by partial heads, unbounded event
-streams per user, unknown event types pushed to every stream, and a public ``/metrics``.
+streams per user (followed logs not counted among them), unknown event types pushed to every stream, and
+a public ``/metrics``.
 
 A relay between the gateway and the keys service records what the gateway sends there: the identity a
 network eavesdropper (or a compromised service) would capture. The trusted proxy is the loopback address
@@ -32,7 +34,7 @@ import pytest
 import stack as e2e_stack
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.inventory import ClusterUpdated
 from rlark_platform.messaging import create_producer
@@ -49,6 +51,7 @@ GATEWAY = {
     "trusted_proxies": [f"{PROXY}/32"],
     "login_max_failures": 5,
     "login_max_failures_per_account": 8,
+    "login_max_failures_per_address": 12,
     "metrics_token": METRICS_TOKEN,
     "events_max_streams_per_user": 2,
     "http_header_timeout_s": 2.0,
@@ -65,17 +68,31 @@ class Seen:
 
 @dataclass
 class KeysRelay:
-    """Forwards everything to the keys service unchanged, keeping a copy of each request."""
+    """Forwards everything to the keys service unchanged, keeping a copy of each request. A ``?follow=true``
+    request is answered as a service answers a followed log: a stream (of keep-alive comments) that stays
+    open until the gateway closes it; ``following`` counts those open."""
 
     upstream: str = ""
     seen: list[Seen] = field(default_factory=list)
     url: str = ""
+    following: int = 0
+
+    async def followed(self) -> AsyncIterator[bytes]:
+        self.following += 1
+        try:
+            while True:
+                yield b": still here\n\n"
+                await asyncio.sleep(0.2)
+        finally:
+            self.following -= 1
 
     def app(self) -> FastAPI:
         app = FastAPI()
 
         @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
         async def relay(path: str, request: Request) -> Response:
+            if request.query_params.get("follow") == "true":
+                return StreamingResponse(self.followed(), media_type="text/event-stream")
             query = request.scope["query_string"].decode()
             target = request.scope["raw_path"].decode() + (f"?{query}" if query else "")
             body = await request.body()
@@ -309,6 +326,39 @@ async def test_a_trusted_proxy_speaks_for_its_clients_and_one_account_is_throttl
     assert "203.0.113.1" in {e["client_ip"] for e in entries}
 
 
+async def test_one_address_spraying_usernames_is_throttled_and_a_victims_throttle_stands(
+    hardened: Hardened,
+) -> None:
+    victim, password = await hardened.user()
+    sprayer = "192.0.2.66"
+    async with hardened.client(via_proxy=True) as proxy:
+        guesses = await failed_logins(proxy, victim, 8, [f"192.0.2.{i}" for i in range(100, 108)])
+        assert guesses == [401] * 8  # the victim's account is now throttled
+        sprayed = []
+        for i in range(16):  # every name new: the per-name throttles never trip, they only fill up
+            answer = await proxy.post(
+                "/api/v1/auth/login",
+                json={"username": f"spray{uuid.uuid4().hex[:8]}{i}", "password": "wrong-password"},
+                headers={"X-Forwarded-For": sprayer},
+            )
+            sprayed.append(answer.status_code)
+        assert sprayed[:12] == [401] * 12
+        assert sprayed[12:] == [429] * 4, sprayed
+        refused = await proxy.post(
+            "/api/v1/auth/login",
+            json={"username": victim, "password": password},
+            headers={"X-Forwarded-For": "192.0.2.200"},
+        )
+        assert refused.status_code == 429  # spraying reset nothing
+        honest_name, honest_password = await hardened.user()
+        honest = await proxy.post(
+            "/api/v1/auth/login",
+            json={"username": honest_name, "password": honest_password},
+            headers={"X-Forwarded-For": "192.0.2.201"},
+        )
+        assert honest.status_code == 200, honest.text  # another address is served
+
+
 async def test_the_session_cookie_is_secure_when_the_trusted_proxy_says_https(hardened: Hardened) -> None:
     username, password = await hardened.user()
     body = {"username": username, "password": password}
@@ -508,6 +558,44 @@ async def test_event_streams_per_user_are_capped_with_a_clear_429(hardened: Hard
     # Closed streams give their places back.
     async with hardened.stack.client(token) as client, client.stream("GET", "/api/v1/events") as again:
         assert again.status_code == 200
+
+
+async def test_followed_streams_count_against_the_same_per_user_cap_and_give_their_places_back(
+    hardened: Hardened,
+) -> None:
+    _, token = await hardened.stack.new_user()
+    async with contextlib.AsyncExitStack() as streams:
+        client = await streams.enter_async_context(hardened.stack.client(token))
+        events = await streams.enter_async_context(client.stream("GET", "/api/v1/events"))
+        assert events.status_code == 200
+        event_lines = events.aiter_lines()
+        assert (await next_event(event_lines))["event"] == "ready"
+        followed_client = await streams.enter_async_context(hardened.stack.client(token))
+        followed = await streams.enter_async_context(
+            followed_client.stream("GET", "/api/v1/keys", params={"follow": "true"})
+        )
+        assert followed.status_code == 200
+        followed_lines = followed.aiter_lines()
+        assert (await anext(followed_lines)).startswith(":")
+        for path, params in (("/api/v1/jobs/j-missing/logs", {"follow": "true"}), ("/api/v1/events", {})):
+            async with asyncio.timeout(30):
+                refused = await client.get(path, params=params)
+            assert refused.status_code == 429, (path, refused.status_code, refused.text)
+            assert refused.json()["error"]["code"] == "too_many_streams"
+        assert hardened.relay.following == 1
+        await followed_lines.aclose()
+        await followed.aclose()  # the followed log's client goes away: its place comes back
+
+        async def freed() -> bool:
+            async with client.stream("GET", "/api/v1/keys", params={"follow": "true"}) as again:
+                return bool(again.status_code == 200)
+
+        assert await e2e_stack.eventually(freed, timeout_s=30, what="the followed stream's place back")
+
+    async def upstream_closed() -> bool:
+        return hardened.relay.following == 0
+
+    await e2e_stack.eventually(upstream_closed, timeout_s=30, what="the upstream streams closed")
 
 
 def broker_access(request: pytest.FixtureRequest, bootstrap: str) -> Any:

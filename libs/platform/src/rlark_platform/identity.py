@@ -17,7 +17,7 @@ import json
 import secrets
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -166,44 +166,100 @@ class ReplayRefused(IdentityError):
     pass
 
 
+@dataclass
+class _CallerNonces:
+    """One caller's accepted nonces (nonce → expiry, in arrival order) and its floor: a signature of this
+    caller stamped at or before ``floor`` is refused, because nonces of that age were forgotten to make room."""
+
+    expiry: dict[str, float] = field(default_factory=dict)
+    floor: float = float("-inf")
+
+
 class ReplayGuard:
     """The nonces of signatures this process accepted and that are still valid: a second use is refused.
 
     One per service process (a signature is bound to one service, so a replay to another replica of the
-    same service is the remaining gap; the lifetime is short). Memory is bounded: an entry lives until its
-    signature expires; when ``max_entries`` live entries are held, new requests are refused (fail closed)
-    rather than forgetting a nonce that could then be replayed. Not thread-safe; one event loop uses it.
+    same service is the remaining gap; the lifetime is short). Nonces are kept per caller (the signed user)
+    until their signature expires, pruned from the oldest end. Memory is bounded without letting one caller
+    deny everyone: a caller holding ``max_per_caller`` live nonces has its further requests refused until
+    some expire (fail closed, for that caller only); when all callers together hold ``max_entries``, the
+    caller holding the most loses its oldest nonces and, with them, every signature of theirs as old or
+    older (its ``floor``) — nothing forgotten can be replayed, and only that caller's requests of that age
+    are refused. Not thread-safe; one event loop uses it.
     """
 
-    def __init__(self, max_entries: int = 200_000, lifetime_s: float = SIGNATURE_LIFETIME_S) -> None:
+    def __init__(
+        self,
+        max_entries: int = 200_000,
+        lifetime_s: float = SIGNATURE_LIFETIME_S,
+        *,
+        max_per_caller: int = 50_000,
+    ) -> None:
+        if not 1 <= max_per_caller <= max_entries:
+            raise ValueError("max_per_caller must be between 1 and max_entries")
         self.max_entries = max_entries
+        self.max_per_caller = max_per_caller
         self.lifetime_s = lifetime_s
-        self._expiry: dict[str, float] = {}
+        self._callers: dict[str, _CallerNonces] = {}
+        self._size = 0
 
-    def _prune(self, now: float) -> None:
-        for nonce, expires in list(self._expiry.items()):
-            if expires < now:
-                del self._expiry[nonce]
+    def _expire(self, user: str, nonces: _CallerNonces, now: float, *, all_of_them: bool = False) -> None:
+        """Drop expired nonces — from the oldest end, or everywhere — and the caller once nothing is left."""
+        expiry = nonces.expiry
+        if all_of_them:
+            for nonce, expires in list(expiry.items()):
+                if expires < now:
+                    del expiry[nonce]
+                    self._size -= 1
+        else:
+            while expiry:
+                oldest, expires = next(iter(expiry.items()))
+                if expires >= now:
+                    break
+                del expiry[oldest]
+                self._size -= 1
+        if not expiry and nonces.floor + self.lifetime_s < now:
+            del self._callers[user]
+
+    def _make_room(self, now: float) -> None:
+        """Below ``max_entries``: expired nonces first, then the oldest nonces of the largest holder."""
+        for user, nonces in list(self._callers.items()):
+            self._expire(user, nonces, now, all_of_them=True)
+        while self._size >= self.max_entries:
+            largest = max(self._callers.values(), key=lambda held: len(held.expiry))
+            oldest = next(iter(largest.expiry))
+            largest.floor = max(largest.floor, largest.expiry.pop(oldest) - self.lifetime_s)
+            self._size -= 1
 
     def check(self, verified: VerifiedCaller, now: float | None = None) -> None:
-        """Remember ``verified``'s nonce; raise ``ReplayRefused`` when it was seen before."""
+        """Remember ``verified``'s nonce; raise ``ReplayRefused`` when it was seen before, or when its caller
+        holds too many live nonces (that caller only)."""
         now = now if now is not None else time.time()
-        if verified.nonce in self._expiry:
-            raise ReplayRefused("identity signature already used (replay refused)")
-        # Entries go in roughly by time: drop expired ones from the oldest end, all of them when full.
-        while self._expiry:
-            oldest, expires = next(iter(self._expiry.items()))
-            if expires >= now:
-                break
-            del self._expiry[oldest]
-        if len(self._expiry) >= self.max_entries:
-            self._prune(now)
-            if len(self._expiry) >= self.max_entries:
-                raise ReplayRefused("too many signed requests at once; try again shortly")
-        self._expiry[verified.nonce] = verified.timestamp + self.lifetime_s
+        user = verified.caller.user
+        nonces = self._callers.get(user)
+        if nonces is not None:
+            self._expire(user, nonces, now)
+            if verified.nonce in nonces.expiry:
+                raise ReplayRefused("identity signature already used (replay refused)")
+            if len(nonces.expiry) >= self.max_per_caller:
+                self._expire(user, nonces, now, all_of_them=True)
+                if len(nonces.expiry) >= self.max_per_caller:
+                    raise ReplayRefused(f"too many signed requests of {user} at once; try again shortly")
+        if self._size >= self.max_entries:
+            self._make_room(now)
+        nonces = self._callers.setdefault(user, _CallerNonces())
+        if verified.timestamp <= nonces.floor:
+            raise ReplayRefused(f"too many signed requests of {user} at once; try again shortly")
+        nonces.expiry[verified.nonce] = verified.timestamp + self.lifetime_s
+        self._size += 1
+
+    def held(self, user: str) -> int:
+        """Live-or-not-yet-pruned nonces kept for ``user``."""
+        nonces = self._callers.get(user)
+        return len(nonces.expiry) if nonces is not None else 0
 
     def __len__(self) -> int:
-        return len(self._expiry)
+        return self._size
 
 
 def _b64(data: bytes) -> str:

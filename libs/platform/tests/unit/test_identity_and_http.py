@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -16,6 +18,7 @@ from rlark_platform.identity import (
     ReplayRefused,
     Role,
     SignedRequest,
+    VerifiedCaller,
     issue_agent_token,
     sign_caller,
     verify_agent_token,
@@ -88,15 +91,55 @@ def test_the_replay_guard_accepts_a_nonce_once_and_forgets_it_after_expiry() -> 
     assert len(guard) == 1  # the two expired nonces are gone: their signatures are refused as expired
 
 
-def test_a_full_replay_guard_refuses_rather_than_forgetting_live_nonces() -> None:
-    guard = ReplayGuard(max_entries=3, lifetime_s=30)
+def _accepted(guard: ReplayGuard, caller: Caller, at: int) -> VerifiedCaller:
+    verified = verify_caller(SECRET, sign_caller(SECRET, caller, CREATE_KEY, now=at), CREATE_KEY, now=at)
+    guard.check(verified, now=at)
+    return verified
+
+
+def test_a_caller_filling_its_share_of_the_replay_guard_is_refused_and_no_one_else() -> None:
+    guard = ReplayGuard(max_entries=10, lifetime_s=30, max_per_caller=3)
     for _ in range(3):
-        signed = sign_caller(SECRET, ALICE, CREATE_KEY, now=1000)
-        guard.check(verify_caller(SECRET, signed, CREATE_KEY, now=1000), now=1000)
+        _accepted(guard, ALICE, 1000)
     one_more = verify_caller(SECRET, sign_caller(SECRET, ALICE, CREATE_KEY, now=1000), CREATE_KEY, now=1000)
-    with pytest.raises(ReplayRefused, match="too many"):
+    with pytest.raises(ReplayRefused, match="too many signed requests of alice"):
         guard.check(one_more, now=1000)
-    guard.check(one_more, now=1031)  # the others expired meanwhile
+    for user in ("bob", "carol", "dave"):
+        _accepted(guard, Caller(user, Role.USER), 1000)  # others are unaffected
+    guard.check(one_more, now=1031)  # alice's nonces expired meanwhile
+
+
+def test_a_full_replay_guard_forgets_the_largest_callers_oldest_nonces_and_refuses_their_age() -> None:
+    guard = ReplayGuard(max_entries=4, lifetime_s=30, max_per_caller=3)
+    oldest = _accepted(guard, ALICE, 1000)
+    _accepted(guard, ALICE, 1001)
+    _accepted(guard, ALICE, 1002)
+    _accepted(guard, Caller("bob", Role.USER), 1002)
+    assert len(guard) == 4
+    carol = Caller("carol", Role.USER)
+    _accepted(guard, carol, 1003)  # full: alice, holding the most, gives up her oldest nonce
+    assert len(guard) == 4
+    assert (guard.held("alice"), guard.held("bob"), guard.held("carol")) == (2, 1, 1)
+    with pytest.raises(ReplayRefused):  # the forgotten nonce cannot be replayed
+        guard.check(oldest, now=1004)
+    stale = verify_caller(SECRET, sign_caller(SECRET, ALICE, CREATE_KEY, now=1000), CREATE_KEY, now=1004)
+    with pytest.raises(ReplayRefused, match="alice"):  # nor anything of alice's as old
+        guard.check(stale, now=1004)
+    _accepted(guard, Caller("bob", Role.USER), 1004)  # bob and carol go on
+    _accepted(guard, carol, 1004)
+
+
+def test_expired_nonces_are_dropped_with_their_callers() -> None:
+    guard = ReplayGuard(max_entries=100, lifetime_s=30, max_per_caller=10)
+    for i in range(5):
+        _accepted(guard, Caller(f"user{i}", Role.USER), 1000)
+    _accepted(guard, ALICE, 1040)
+    assert len(guard) == 6  # the others are pruned when needed, at the latest when the guard is full
+    for _ in range(94):
+        _accepted(guard, Caller(f"u{uuid.uuid4().hex[:6]}", Role.USER), 1040)
+    _accepted(guard, ALICE, 1040)
+    assert len(guard) == 96
+    assert guard.held("user0") == 0
 
 
 def test_agent_token_names_its_cluster_and_cannot_be_forged_or_reused_late() -> None:

@@ -52,6 +52,9 @@ def _accounts(settings: GatewaySettings, pool: asyncpg.Pool) -> Accounts:
         LoginGuard(
             LoginThrottle(settings.login_max_failures, settings.login_window_s),
             LoginThrottle(settings.login_max_failures_per_account, settings.login_window_s),
+            LoginThrottle(
+                settings.login_max_failures_per_address, settings.login_window_s, evict_throttled=True
+            ),
         ),
         session_ttl_s=settings.session_ttl_s,
         password_min_length=settings.password_min_length,

@@ -11,6 +11,9 @@ strings are forwarded unchanged (services serve the same ``/api/v1/...`` paths).
 (the server's body limit bounds them); responses stream back, so ``?follow=true`` logs and event streams
 pass through as they come, without a read timeout. An unreachable service gives 503 ``service_unavailable`` naming it.
 
+A relayed response ends its upstream response and its bookkeeping (requests in flight, the caller's
+``on_close``) however it ends — relayed to the end, the client gone before or during the body, cancelled.
+
 Shutdown: ``close()`` ends open streams and waits (bounded) for requests in flight, then closes the client.
 """
 
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import anyio
 import httpx
@@ -27,6 +30,7 @@ from rlark_platform.errors import ApiError
 from rlark_platform.identity import Caller, SignedRequest, sign_caller
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 log = structlog.get_logger(__name__)
 
@@ -66,6 +70,28 @@ def wants_stream(request: Request) -> bool:
     return request.query_params.get(
         "follow", ""
     ).lower() in _TRUE or "text/event-stream" in request.headers.get("accept", "")
+
+
+class _Relayed(StreamingResponse):
+    """An upstream response relayed as it comes; ``finish`` runs once it is over, however it ended (also
+    when the client left before the body began, when the body iterator never runs)."""
+
+    def __init__(
+        self,
+        content: AsyncIterator[bytes],
+        finish: Callable[[], Awaitable[None]],
+        status_code: int,
+        headers: Mapping[str, str],
+    ) -> None:
+        super().__init__(content, status_code=status_code, headers=headers)
+        self._finish = finish
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._finish()
 
 
 class Proxy:
@@ -109,9 +135,12 @@ class Proxy:
         caller: Caller | None,
         request_id: str | None,
         client: str,
+        *,
+        on_close: Callable[[], None] | None = None,
     ) -> Response:
         """Forward ``request`` to ``service`` as ``caller`` (None: no user identity, the agent route);
-        ``client`` is the client's address (``X-Forwarded-For``)."""
+        ``client`` is the client's address (``X-Forwarded-For``). ``on_close`` runs once when the returned
+        response is over, however it ended; not at all when this raises."""
         if self.closing.is_set():
             raise ApiError(503, "service_unavailable", "the gateway is shutting down", service)
         base = self.upstreams[service]
@@ -162,9 +191,26 @@ class Proxy:
             finally:
                 await upstream.aclose()
                 self._leave()
+            if on_close is not None:
+                on_close()
             return Response(content=content, status_code=upstream.status_code, headers=response_headers)
-        return StreamingResponse(
+        finished = False
+
+        async def finish() -> None:
+            nonlocal finished
+            if finished:
+                return
+            finished = True
+            try:
+                await upstream.aclose()  # the client may have gone: closing the upstream must still happen
+            finally:
+                self._leave()
+                if on_close is not None:
+                    on_close()
+
+        return _Relayed(
             self._relay(upstream, watch_closing=streaming, service=service),
+            finish,
             status_code=upstream.status_code,
             headers=response_headers,
         )
@@ -172,8 +218,11 @@ class Proxy:
     async def _relay(
         self, upstream: httpx.Response, *, watch_closing: bool, service: str
     ) -> AsyncIterator[bytes]:
+        """The upstream body, chunk by chunk; ends early when the gateway closes (``watch_closing``).
+        Closing the upstream is the response's ``finish``, not this iterator's: it may never run."""
         chunks = upstream.aiter_raw()
         closing = asyncio.ensure_future(self.closing.wait()) if watch_closing else None
+        step: asyncio.Future[bytes | None] | None = None
         try:
             while True:
                 if closing is None:
@@ -193,12 +242,9 @@ class Proxy:
         except httpx.TransportError as exc:
             log.info("upstream stream ended early", service=service, error=type(exc).__name__)
         finally:
-            if closing is not None:
-                closing.cancel()
-            # The client may have gone (cancellation): closing the upstream must still happen.
-            with anyio.CancelScope(shield=True):
-                await upstream.aclose()
-            self._leave()
+            for pending in (step, closing):
+                if pending is not None and not pending.done():
+                    pending.cancel()  # the client left while waiting: the read in flight goes with it
 
     async def close(self, drain_s: float = 10.0) -> None:
         """End event streams now, let other requests finish (up to ``drain_s``), close the client."""

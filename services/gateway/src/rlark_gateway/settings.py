@@ -48,6 +48,11 @@ class GatewaySettings(ServiceSettings):
     login_max_failures_per_account: int = Field(
         default=20, ge=1, description="Failed logins per username from all addresses together per window"
     )
+    login_max_failures_per_address: int = Field(
+        default=30,
+        ge=1,
+        description="Failed logins from one client address for all usernames together per window",
+    )
     login_window_s: float = Field(default=300.0, gt=0)
 
     trusted_proxies: Annotated[list[IPv4Network | IPv6Network], NoDecode] = Field(

@@ -9,11 +9,14 @@ namespaces a worker's processes have.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from ipaddress import IPv4Address
 from pathlib import Path
 
@@ -155,6 +158,87 @@ async def test_a_worker_has_its_pods_hostname_hosts_resolver_and_container_paths
         await driver.stop_worker(worker_id)
     assert_nothing_left(driver, [header.worker_id, worker.worker_id])
     assert host_mounts_under(driver.state_dir) == []
+
+
+@contextlib.contextmanager
+def tmpfs_at(path: Path, options: str) -> Iterator[None]:
+    """A tmpfs mounted at `path` in the host's namespace while the block runs."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "--lazy", str(path)], check=True)
+
+
+async def test_a_read_only_mount_is_read_only_all_the_way_down_its_submounts_too(
+    driver: LocalDriver, recorder: Recorder, tmp_path: Path
+) -> None:
+    models = tmp_path / "models"
+    cache = models / "cache"
+    cache.mkdir(parents=True)
+    top = f"/rlark-ro-test-{uuid.uuid4().hex[:8]}"
+    mounts = (Mount(type=MountType.HOST_PATH, source=str(models), target=f"{top}/models", read_only=True),)
+    header = spec("job-ro", "header", 0, rank=0, num_nodes=1, prepare_script=HOLD, run_script="true",
+                  mounts=mounts)  # fmt: skip
+    with tmpfs_at(cache, "nosuid,size=1m"):  # a mount below the hostPath, writable on the host
+        await driver.ensure_worker(header)
+        pid = await started(driver, recorder, header.worker_id)
+        # As root inside, even: the hostPath and the mount below it refuse writes.
+        for path in (f"{top}/models/new.bin", f"{top}/models/cache/new.bin"):
+            refused = inside(pid, "sh", "-c", f"echo x > {path}")
+            assert refused.returncode != 0, path
+            assert "Read-only file system" in refused.stderr, (path, refused.stderr)
+        assert not (models / "new.bin").exists()
+        assert not (cache / "new.bin").exists()
+        # The submount keeps its own options besides: read-only and still nosuid.
+        flags = inside(
+            pid, sys.executable, "-c", f"import os; print(os.statvfs('{top}/models/cache').f_flag)"
+        )
+        assert int(flags.stdout) & (os.ST_RDONLY | os.ST_NOSUID) == os.ST_RDONLY | os.ST_NOSUID, flags
+        (cache / "host.txt").write_text("the host's own mount stays writable\n")
+        await driver.stop_worker(header.worker_id)
+    assert_nothing_left(driver, [header.worker_id])
+
+
+REMOUNT_EACH = """
+import json, os, sys
+from rlark_tunnel_agent.runtime.local import pod_init
+
+source, target = sys.argv[1], sys.argv[2]
+pod_init._mount("tmpfs", source + "/sub dir", "tmpfs", pod_init.MS_NOSUID | pod_init.MS_NODEV)
+pod_init._bind(source, target, read_only=False)
+pod_init._remount_read_only_each(target)  # what kernels before 5.12 get
+found = {}
+for path in (target, target + "/sub dir"):
+    try:
+        open(path + "/new", "w").close()
+        found[path] = ["written"]
+    except OSError as exc:
+        found[path] = [os.strerror(exc.errno)]
+    flags = os.statvfs(path).f_flag
+    found[path] += [name for name in ("ST_NOSUID", "ST_NODEV") if flags & getattr(os, name)]
+print(json.dumps(found))
+"""
+
+
+def test_without_mount_setattr_each_mount_below_a_read_only_bind_is_remounted_keeping_its_options(
+    tmp_path: Path,
+) -> None:
+    source, target = tmp_path / "source", tmp_path / "target"
+    (source / "sub dir").mkdir(parents=True)  # a space: mountinfo escapes it
+    target.mkdir()
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", sys.executable, "-c", REMOUNT_EACH, str(source),
+         str(target)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found == {
+        str(target): ["Read-only file system"],
+        f"{target}/sub dir": ["Read-only file system", "ST_NOSUID", "ST_NODEV"],
+    }
+    assert host_mounts_under(tmp_path) == []  # all of it in the namespace that ended
 
 
 def bootstrap_of(pid: int) -> int:

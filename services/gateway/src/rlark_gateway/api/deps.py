@@ -73,6 +73,18 @@ async def authenticate(request: Request) -> Principal:
     return principal
 
 
+def take_stream(gw: Gateway, user: str) -> None:
+    """One of ``user``'s places for long-lived streams (event streams, followed logs), or 429
+    ``too_many_streams``; every place taken is given back with ``gw.streams.give_back(user)``."""
+    if not gw.streams.take(user):
+        raise ApiError(
+            429,
+            "too_many_streams",
+            f"you have {gw.streams.limit} event streams or followed logs open already; "
+            "close one (another tab?) and retry",
+        )
+
+
 async def require_admin(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
     if not principal.is_admin:
         raise ApiError(403, "forbidden", "this action needs the admin role")

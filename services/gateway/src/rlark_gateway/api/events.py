@@ -17,7 +17,7 @@ from rlark_platform.errors import ApiError
 from rlark_platform.openapi import error_responses
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from rlark_gateway.api.deps import GatewayDep, PrincipalDep
+from rlark_gateway.api.deps import GatewayDep, PrincipalDep, take_stream
 from rlark_gateway.event_stream import close_consumer, open_consumer, visible_events
 
 router = APIRouter(prefix="/api/v1/events", tags=["events"])
@@ -30,14 +30,10 @@ async def events(
     job_id: Annotated[str | None, Query(max_length=128, description="Only this job's events")] = None,
 ) -> EventSourceResponse:
     """Job events of your jobs (all jobs for admins) and cluster/node state changes, live. At most
-    ``RLARK_EVENTS_MAX_STREAMS_PER_USER`` at once per user: 429 ``too_many_streams`` beyond."""
+    ``RLARK_EVENTS_MAX_STREAMS_PER_USER`` at once per user, followed logs and job events
+    (``?follow=true``) included: 429 ``too_many_streams`` beyond."""
     user = principal.username
-    if not gw.streams.take(user):
-        raise ApiError(
-            429,
-            "too_many_streams",
-            f"you have {gw.streams.limit} event streams open already; close one (another tab?) and retry",
-        )
+    take_stream(gw, user)
     try:
         consumer = await open_consumer(gw.settings.kafka_access(), gw.names)
     except (KafkaError, OSError):

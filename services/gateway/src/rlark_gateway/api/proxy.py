@@ -3,13 +3,16 @@ keys, ``domains`` → netdomain, ``{jobs,templates}`` → scheduler (``domain.ac
 
 Each request is authenticated and authorised here (role rules in ``domain.access``) before it is forwarded
 with the signed caller; ``POST /api/v1/agent/session`` is forwarded without a user identity because
-inventory checks the agent's own credential. The services' own OpenAPI documents describe the bodies.
+inventory checks the agent's own credential. A streaming request (``?follow=true``, ``Accept:
+text/event-stream``) takes one of the caller's stream places (``RLARK_EVENTS_MAX_STREAMS_PER_USER``, shared
+with ``GET /api/v1/events``) until its response is over. The services' own OpenAPI documents describe the bodies.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import structlog
@@ -17,7 +20,7 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from rlark_platform.errors import ApiError
 from rlark_platform.openapi import error_responses
 
-from rlark_gateway.api.deps import audit_note, authenticate, client_address, gateway
+from rlark_gateway.api.deps import audit_note, authenticate, client_address, gateway, take_stream
 from rlark_gateway.domain.access import (
     API_PREFIX,
     PROXY_METHODS,
@@ -29,6 +32,7 @@ from rlark_gateway.domain.access import (
     has_dot_segments,
     required_access,
 )
+from rlark_gateway.proxy import wants_stream
 
 
 def _not_found(path: str) -> ApiError:
@@ -71,7 +75,19 @@ def _handler(route: ProxyRoute) -> Callable[[Request, str], Awaitable[Response]]
                 raise ApiError(403, refused.code, refused.message, refused.field)
             caller = principal.caller
         request_id = structlog.contextvars.get_contextvars().get("request_id")
-        response = await gw.proxy.forward(request, route.service, caller, request_id, client_address(request))
+        release = None
+        if caller is not None and wants_stream(request):
+            # Followed logs and job events are long-lived like GET /api/v1/events: the same per-user cap.
+            take_stream(gw, caller.user)
+            release = partial(gw.streams.give_back, caller.user)
+        try:
+            response = await gw.proxy.forward(
+                request, route.service, caller, request_id, client_address(request), on_close=release
+            )
+        except BaseException:
+            if release is not None:
+                release()  # forward raised: its response, which would have given the place back, never came
+            raise
         if method == "POST" and note.target == route.resource:
             note.target = _created_target(response, route.resource) or note.target
         return response

@@ -12,7 +12,8 @@ never propagate to the host. It
    plan's `devices` — the assigned GPUs' nodes and nothing else), and empty `/tmp`, `/run`, `/var/tmp`;
 3. puts every bind of the plan at its path, parents first — the worker's own directory and Ray temp dir,
    `/etc/hosts`, `/etc/resolv.conf`, `/etc/passwd`, `/etc/group`, mounts, outputs, the TensorBoard dir —
-   remounting read-only ones read-only, then detaches the host's root: nothing else of the host exists in
+   making read-only ones read-only together with every mount below them (`mount_setattr(AT_RECURSIVE)`, or
+   one remount per mount in `/proc/self/mountinfo` on kernels before 5.12), then detaches the host's root: nothing else of the host exists in
    the worker (the platform's state directory, other workers' directories, `/root`, `/home`);
 4. lets the worker's user bind port 22 in its own network namespace (`ip_unprivileged_port_start`, a
    per-namespace setting), drops every group, sets the plan's uid and gid and `no_new_privs` (no setuid
@@ -48,6 +49,19 @@ MNT_DETACH = 2
 MS_NOSUID = 2
 MS_NODEV = 4
 MS_NOEXEC = 8
+KEPT_MOUNT_OPTIONS = {
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": 1024,
+    "nodiratime": 2048,
+    "relatime": 1 << 21,
+}
+"""Per-mount options a bind remount would otherwise drop (`MS_BIND | MS_REMOUNT` sets all of them anew)."""
+SYS_MOUNT_SETATTR = 442  # the same number on every architecture (system calls added since 5.1 share it)
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
+MOUNT_ATTR_RDONLY = 0x1
 PR_SET_NO_NEW_PRIVS = 38
 OLD_ROOT = "/.oldroot"
 BASIC_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
@@ -134,11 +148,73 @@ def _make(path: str, is_file: bool) -> None:
         os.makedirs(path, 0o755, exist_ok=True)
 
 
+class _MountAttr(ctypes.Structure):
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
+
+
+def _set_read_only_recursively(target: str) -> bool:
+    """`mount_setattr(target, AT_RECURSIVE, MOUNT_ATTR_RDONLY)`: the mount at `target` and every mount below
+    it read-only at once, their other options kept. False when the kernel has no such call (before 5.12)."""
+    attr = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+    done = _libc.syscall(
+        ctypes.c_long(SYS_MOUNT_SETATTR),
+        ctypes.c_int(AT_FDCWD),
+        target.encode(),
+        ctypes.c_uint(AT_RECURSIVE),
+        ctypes.byref(attr),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+    )
+    if done == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.ENOSYS:
+        return False
+    raise SetupError(f"make {target} read-only: {os.strerror(err)}")
+
+
+def _unescape(field: str) -> str:
+    """A path from /proc/self/mountinfo, where space, tab, newline and backslash are octal escapes."""
+    return field.encode().decode("unicode_escape").encode("latin-1").decode()
+
+
+def _mounts_at_or_below(target: str) -> list[tuple[str, int]]:
+    """(mount point, options to keep) of each mount at or below `target`, parents first."""
+    found = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            fields = line.split()
+            point = _unescape(fields[4])
+            if _inside(point, [target]):
+                options = fields[5].split(",")
+                found.append(
+                    (point, sum(flag for name, flag in KEPT_MOUNT_OPTIONS.items() if name in options))
+                )
+    return sorted(found, key=lambda entry: entry[0].count("/"))
+
+
+def _remount_read_only_each(target: str) -> None:
+    """Without `mount_setattr`: remount `target` and each mount below it read-only, one by one."""
+    for point, kept in _mounts_at_or_below(target):
+        _mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY | kept)
+
+
+def _read_only(target: str) -> None:
+    """The bind at `target` read-only *with everything mounted below it*: a bind remount alone changes only
+    the top mount, and a submount (a hostPath's own mounts, `/sys/fs/cgroup`) would stay writable."""
+    if not _set_read_only_recursively(target):
+        _remount_read_only_each(target)
+
+
 def _bind(source: str, target: str, *, read_only: bool, is_file: bool = False) -> None:
     _make(target, is_file)
     _mount(source, target, None, MS_BIND | MS_REC)
     if read_only:
-        _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        _read_only(target)
 
 
 class _Tree:
@@ -288,7 +364,7 @@ def apply(plan: dict[str, object]) -> None:
         tree.ensure(target, bool(bind["file"]))
         _mount(bind["source"], target, None, MS_BIND | MS_REC)
         if bind["read_only"]:
-            _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+            _read_only(target)
         tree.add(os.path.realpath(target), True)
     _detach_host()
     os.chdir(str(plan["cwd"]))
