@@ -80,7 +80,7 @@ def take_stream(gw: Gateway, user: str) -> None:
         raise ApiError(
             429,
             "too_many_streams",
-            f"you have {gw.streams.limit} event streams or followed logs open already; "
+            f"you have {gw.streams.limit} event streams, followed logs or SSH sessions open already; "
             "close one (another tab?) and retry",
         )
 

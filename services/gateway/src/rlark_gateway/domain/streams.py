@@ -1,5 +1,6 @@
 """Open long-lived streams per user, bounded: each ``GET /api/v1/events`` holds a Kafka consumer of its own,
-each followed log or job-event stream (``?follow=true``) a connection to the scheduler and its database.
+each followed log or job-event stream (``?follow=true``) a connection to the scheduler and its database,
+each SSH relay session (``api/relay.py``) a WebSocket and an agent's dial-back.
 
 Per gateway process (replicas count separately). ``take`` returns False when the user already holds
 ``limit`` streams; every successful ``take`` is paired with one ``give_back``. One event loop uses it.
