@@ -72,11 +72,12 @@ class Upstream:
 
 
 @contextlib.asynccontextmanager
-async def echo_upstream() -> AsyncIterator[Upstream]:
+async def echo_upstream(app: FastAPI | None = None) -> AsyncIterator[Upstream]:
+    """The echo app (or ``app``, a test's own stand-in services) served on a free port."""
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
-            echo_app(),
+            app or echo_app(),
             host="127.0.0.1",
             port=port,
             log_config=None,

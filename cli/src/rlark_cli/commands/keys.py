@@ -153,10 +153,20 @@ def rename(
     emit(renamed, output)
 
 
-@app.command("rm")
-def remove(ref: KeyRef) -> None:
-    """Delete a key. Rotation: add the new key, update your jobs, then delete the old one."""
+@app.command("delete")
+@app.command("rm", hidden=True)
+def remove(
+    ref: KeyRef,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Delete even if pending or running jobs use it (their workers lose it)"),
+    ] = False,
+) -> None:
+    """Delete a key. Rotation: add the new key, update your jobs, then delete the old one.
+
+    A key that pending or running jobs use is not deleted: the error names the jobs; --force deletes it.
+    """
     gateway = Gateway()
     key = _resolve(gateway, ref)
-    gateway.delete(f"/api/v1/keys/{key['id']}")
+    gateway.delete(f"/api/v1/keys/{key['id']}", params={"force": "true"} if force else None)
     out.print(f"deleted {key['name']} ({key['fingerprint']})", highlight=False)

@@ -512,6 +512,7 @@ async def list_jobs(
     query: str | None,
     page: int,
     page_size: int,
+    ssh_key_id: str | None = None,
 ) -> tuple[list[JobRow], int]:
     """A page of jobs, newest first, with the total matching the filters."""
     where: list[str] = []
@@ -525,6 +526,9 @@ async def list_jobs(
     if query:
         params.append("%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
         where.append(f"(name ILIKE ${len(params)} OR id ILIKE ${len(params)})")
+    if ssh_key_id:
+        params.append(ssh_key_id)
+        where.append(f"${len(params)} = ANY(ssh_key_ids)")
     clause = (" WHERE " + " AND ".join(where)) if where else ""
     total = await conn.fetchval(f"SELECT count(*) FROM jobs{clause}", *params)  # noqa: S608
     params += [page_size, (page - 1) * page_size]

@@ -19,7 +19,7 @@ from rlark_platform.service import ServiceContext
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from rlark_gateway.api import audit, auth, events, relay, users
+from rlark_gateway.api import audit, auth, events, keys, relay, users
 from rlark_gateway.api.console import add_console_routes
 from rlark_gateway.api.deps import AuditNote, client_address
 from rlark_gateway.api.docs import add_docs_routes
@@ -117,6 +117,7 @@ def build_api(ctx: ServiceContext) -> FastAPI:
     app.include_router(audit.router)
     app.include_router(events.router)
     app.include_router(relay.router)  # WebSockets: SSH relays, agents' control links (ADR 0010)
+    app.include_router(keys.router)  # before the proxy: a key jobs use is not deleted without force
     add_proxy_routes(app)
     add_fallback_route(app)
     add_console_routes(app, gw.settings)

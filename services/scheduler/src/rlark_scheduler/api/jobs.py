@@ -227,10 +227,14 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
         status: Annotated[str | None, Query(description="One status or several, comma-separated")] = None,
         q: Annotated[str | None, Query(max_length=200, description="Part of the name or id")] = None,
         owner: Annotated[str | None, Query(max_length=200, description="Admins: one user's jobs")] = None,
+        ssh_key: Annotated[
+            str | None, Query(max_length=200, description="Jobs that put this SSH key (its id) on workers")
+        ] = None,
         page: PageNumber = 1,
         page_size: PageSize = 50,
     ) -> JobList:
-        """Your jobs, newest first (admins: everyone's, or ``owner``'s)."""
+        """Your jobs, newest first (admins: everyone's, or ``owner``'s); ``ssh_key`` asks which jobs use
+        a key (the gateway asks before a key is deleted)."""
         statuses = [s.strip() for s in (status or "").split(",") if s.strip()]
         known = {s.value.lower(): s.value for s in JobStatus}
         for value in statuses:
@@ -250,6 +254,7 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
                 owner=scope,
                 statuses=[known[s.lower()] for s in statuses],
                 query=q or None,
+                ssh_key_id=ssh_key or None,
                 page=page,
                 page_size=page_size,
             )
