@@ -24,6 +24,7 @@ def test_dns_labels_are_accepted(name: str) -> None:
         ("train.net", "not a DNS label"),
         ("train net", "not a DNS label"),
         ("tr\u200bain", "not a DNS label"),
+        ("none", "reserved"),
     ],
 )
 def test_other_names_are_refused_naming_the_field(name: str, fragment: str) -> None:

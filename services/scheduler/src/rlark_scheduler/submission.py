@@ -312,7 +312,7 @@ async def _store(
             spec_yaml=render_yaml(doc),
             warnings=[w.to_dict() for w in checked.warnings],
             priority=doc.spec.priority,
-            network_domain=doc.spec.network_domain,
+            network_domain=doc.spec.joined_domain,
             ssh_key_ids=[k.key_id for k in chosen],
             ssh_key_names=[k.name for k in chosen],
             ssh_public_keys=[k.public_key for k in chosen],

@@ -350,6 +350,24 @@ async def test_preview_warns_about_an_offline_cluster_and_submit_accepts_with_wa
         assert (await client.post(f"/api/v1/jobs/{job['id']}:cancel")).status_code == 200
 
 
+async def test_network_domain_none_keeps_a_single_cluster_job_out_of_the_default_domain(
+    fleet: RunningService,
+) -> None:
+    doc = job_doc(role("w", "vb"), name="no domain job", networkDomain="none")
+    across = job_doc(role("w", "va"), role("v", "vb"), header="w", networkDomain="none")
+    async with fleet.client() as client:
+        preview = await client.post("/api/v1/jobs:preview", json=doc)
+        response = await submit(client, doc)
+        refused = await submit(client, across)
+    assert "networkDomain: none" in preview.json()["yaml"]  # resubmitting the normalised YAML keeps it
+    assert response.status_code == 201, response.text
+    assert response.json()["network_domain"] is None
+    assert refused.status_code == 422
+    assert refused.json()["error"]["code"] == "network_domain_missing"
+    async with fleet.client() as client:
+        assert (await client.post(f"/api/v1/jobs/{response.json()['id']}:cancel")).status_code == 200
+
+
 async def test_a_job_that_can_never_fit_is_refused_with_the_reason(fleet: RunningService) -> None:
     doc = changed(["spec", "tasks", 1, "replicas"], 3)  # va has 3 nodes, the actor takes one of them
     async with fleet.client() as client:

@@ -9,6 +9,7 @@ import pytest
 from rlark_scheduler.domain.spec import (
     API_VERSION,
     MAX_DOCUMENT_CHARS,
+    NO_NETWORK_DOMAIN,
     JobDocument,
     JobType,
     MountType,
@@ -253,6 +254,15 @@ def test_default_network_domain_is_the_first_by_name_and_keeps_the_source() -> N
     assert fill_network_domain_default(doc, []).spec.network_domain is None
     explicit = parse_job_document(GUIDE_EXAMPLE)
     assert fill_network_domain_default(explicit, ["alpha"]).spec.network_domain == "dom-a"
+
+
+def test_network_domain_none_keeps_the_job_out_of_every_domain() -> None:
+    doc = parse_job_document(GUIDE_EXAMPLE.replace("  networkDomain: dom-a\n", "  networkDomain: none\n"))
+    assert doc.spec.network_domain == NO_NETWORK_DOMAIN
+    filled = fill_network_domain_default(doc, ["alpha", "dom-a"])
+    assert filled.spec.network_domain == NO_NETWORK_DOMAIN  # the normalised document keeps it
+    assert filled.spec.joined_domain is None
+    assert parse_job_document(GUIDE_EXAMPLE).spec.joined_domain == "dom-a"
 
 
 def test_documents_are_immutable() -> None:

@@ -359,6 +359,12 @@ def test_roles_across_clusters_need_a_network_domain() -> None:
     assert _warnings(one_cluster) == set()
 
 
+def test_network_domain_none_is_not_a_domain_and_needs_one_cluster() -> None:
+    assert _errors(_job(networkDomain="none")) == set()
+    data = _job([_role(), _role("rollout", cluster="gpu-b")], networkDomain="none")
+    assert ("network_domain_missing", "spec.networkDomain") in _errors(data)
+
+
 def test_template_jobs_must_name_a_known_template() -> None:
     assert ("template_missing", "spec.template") in _errors(_job(type="template"))
     assert ("template_unknown", "spec.template") in _errors(_job(type="template", template="nope"))

@@ -14,6 +14,8 @@ from rlark_netdomain.domain.errors import DomainValidationError, NetDomainErrorC
 
 MAX_DOMAIN_NAME_CHARS: Final = 63
 _LABEL: Final = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+RESERVED: Final = frozenset({"none"})
+"""Names no domain may take: a job's ``spec.networkDomain: none`` means "no domain" (the scheduler)."""
 
 
 def validate_domain_name(name: str, field: str = "name") -> str:
@@ -29,6 +31,11 @@ def validate_domain_name(name: str, field: str = "name") -> str:
         raise _invalid(
             f"{shown} is not a DNS label: use lower-case letters, digits and '-', starting and "
             "ending with a letter or digit (e.g. train-net).",
+            field,
+        )
+    if name in RESERVED:
+        raise _invalid(
+            f"{name!r} is reserved: a job's networkDomain: {name} means it joins no domain; pick another name.",
             field,
         )
     return name

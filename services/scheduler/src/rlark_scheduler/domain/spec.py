@@ -57,7 +57,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import yaml
 from pydantic import (
@@ -285,6 +285,10 @@ class JobType(StrEnum):
     TEMPLATE = "template"
 
 
+NO_NETWORK_DOMAIN: Final = "none"
+"""``spec.networkDomain: none`` opts a single-cluster job out of the default domain (netdomain reserves it)."""
+
+
 class JobSpec(_Model):
     """Everything about a job except its display name."""
 
@@ -298,6 +302,12 @@ class JobSpec(_Model):
     outputs: list[str] = Field(default_factory=list)
     priority: StrictInt = 0
     rlinf_config: dict[str, Any] | None = None
+
+    @property
+    def joined_domain(self) -> str | None:
+        """The network domain the job's workers join: ``None`` when absent or ``none``."""
+        return None if self.network_domain == NO_NETWORK_DOMAIN else self.network_domain
+
     tasks: list[RoleSpec] = Field(default_factory=list)
 
     def role(self, name: str | None) -> RoleSpec | None:
@@ -412,7 +422,9 @@ def worker_slots(spec: JobSpec) -> tuple[WorkerSlot, ...]:
 def fill_network_domain_default(doc: JobDocument, domain_names: Iterable[str]) -> JobDocument:
     """Set ``spec.networkDomain`` to the first domain by name when the user left it out.
 
-    With no domain configured the field stays absent (the user guide's rule).
+    With no domain configured the field stays absent (the user guide's rule). ``networkDomain: none``
+    (:data:`NO_NETWORK_DOMAIN`, a name no domain may take) stays as written, so the normalised document
+    keeps it; :attr:`JobSpec.joined_domain` is then ``None``.
     """
     if doc.spec.network_domain is not None:
         return doc

@@ -441,8 +441,8 @@ class _Validator:
                     child_path("spec.sshKeys", key_index),
                 )
         clusters = {role.cluster for role in spec.tasks}
-        if spec.network_domain is not None:
-            if spec.network_domain not in self.ctx.network_domains:
+        if spec.joined_domain is not None:
+            if spec.joined_domain not in self.ctx.network_domains:
                 self.add(
                     "network_domain_unknown",
                     f'spec.networkDomain: no network domain is named "{spec.network_domain}"',
@@ -453,7 +453,8 @@ class _Validator:
                 "network_domain_missing",
                 f"the roles span {len(clusters)} clusters but no network domain is set: workers in "
                 "different clusters reach each other (and the Header's Ray head) only through a network "
-                "domain; create one (rlark domains create) or keep the roles in one cluster",
+                "domain; create one (rlark domains create) or keep the roles in one cluster "
+                "(networkDomain: none keeps only a single-cluster job out of every domain)",
                 "spec.networkDomain",
             )
 
