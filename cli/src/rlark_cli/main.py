@@ -31,6 +31,7 @@ COMMAND_MODULES: list[tuple[str, str | None]] = [
     ("domains", "domains"),
     ("jobs", "jobs"),
     ("users", "users"),
+    ("ssh", None),
 ]
 
 for module_name, group in COMMAND_MODULES:

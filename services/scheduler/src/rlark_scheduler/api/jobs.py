@@ -112,11 +112,13 @@ async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> Job
     spec = job.spec.get("spec", {})
     header = next((w for w in workers if w.facts.is_header), None)
     address = (header.virtual_ip or header.facts.address) if header else ""
+    login_users: dict[str, str] = {}
+    for name in sorted({w.facts.cluster for w in workers}):
+        cluster = await repo.get_cluster(conn, name)
+        login_users[name] = LOCAL_WORKER_USER if cluster and cluster.runtime == "local" else settings.ssh_user
     ssh = None
     if header is not None and address and job.status.holds_capacity:
-        cluster = await repo.get_cluster(conn, header.facts.cluster)
-        local = cluster is not None and cluster.runtime == "local"
-        ssh = f"ssh {LOCAL_WORKER_USER if local else settings.ssh_user}@{address}"
+        ssh = f"ssh {login_users[header.facts.cluster]}@{address}"
     ray = None
     if job.ray_nodes_joined is not None and job.ray_nodes_expected is not None:
         ray = RayNodesOut(joined=job.ray_nodes_joined, expected=job.ray_nodes_expected)
@@ -126,7 +128,7 @@ async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> Job
         pending=job.pending if job.status is JobStatus.PENDING else None,
         warnings=job.warnings,
         ray_nodes=ray,
-        workers=[WorkerOut.of(w) for w in workers],
+        workers=[WorkerOut.of(w, login_users[w.facts.cluster]) for w in workers],
         timeline=[EventOut.of(e) for e in timeline],
         outputs=outputs,
         tensorboard_dir=spec.get("tensorboardDir"),

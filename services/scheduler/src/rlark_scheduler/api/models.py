@@ -42,9 +42,12 @@ class WorkerOut(BaseModel):
     exit_code: int | None
     reason: str
     updated_at: datetime
+    login_user: str = Field(
+        default="", description="The user the worker's sshd logs in (`rlark ssh`, `rlark ssh-config`)"
+    )
 
     @classmethod
-    def of(cls, row: WorkerRow) -> WorkerOut:
+    def of(cls, row: WorkerRow, login_user: str = "") -> WorkerOut:
         w = row.facts
         return cls(
             id=w.worker_id,
@@ -62,6 +65,7 @@ class WorkerOut(BaseModel):
             exit_code=w.exit_code,
             reason=w.reason,
             updated_at=row.updated_at,
+            login_user=login_user,
         )
 
 

@@ -18,6 +18,9 @@ topology events, which carry the announcements the netdomain service verified; t
 its own endpoint on ``agent.reports`` but never reads its peers' announcements there.
 A watcher polls the links about once a second and reports each state change
 (``agent.tunnel.state_changed.v1``); heartbeats re-report links last reported over 30 s ago.
+
+SSH through the platform (``ssh_link.py``, ADR 0010): one more task keeps a WebSocket control link to the
+gateway and connects the relays it is asked for to workers' sshd, resolved by the driver (``ReachesSshd``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_
 from rlark_tunnel_agent.agent.reports import ReportPublisher, with_cordons
 from rlark_tunnel_agent.agent.session import Session, SessionRefused, open_session
 from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions, token_key_from_credential
+from rlark_tunnel_agent.agent.ssh_link import SshLink
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
 from rlark_tunnel_agent.runtime import driver as rt
 from rlark_tunnel_agent.runtime.markers import Marker, OutputManifest
@@ -203,6 +207,8 @@ class Agent:
             asyncio.create_task(self._pump(), name="runtime-events"),
             asyncio.create_task(self.reports.run_log_flusher(), name="log-flusher"),
         ]
+        self.ssh_link = SshLink(self._gateway_url, lambda: self.reports.session.token, self._ssh_endpoint)
+        tasks.append(asyncio.create_task(self.ssh_link.run(self._stopping), name="ssh-link"))
         log.info("agent started", runtime=self._runtime, workers=len(self._workers))
         self.ready.set()
         try:
@@ -239,6 +245,20 @@ class Agent:
                 log.warning("control plane unreachable; retrying", error=str(exc), retry_in_s=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30)
+
+    async def _ssh_endpoint(self, job_id: str, worker_id: str) -> tuple[str, int]:
+        """Where worker ``worker_id`` of job ``job_id``'s sshd listens, from this runtime's own state (an SSH
+        relay's order names only the worker, ADR 0010); ``LookupError`` saying why not."""
+        status = await self.driver.get_status(worker_id)
+        job = (
+            status.job_id if status is not None and status.job_id else self._workers.get(worker_id, ("",))[0]
+        )
+        if status is None or job != job_id:
+            raise LookupError(f"worker {worker_id} of job {job_id} does not run on this cluster")
+        endpoint = self.driver.ssh_endpoint(worker_id) if isinstance(self.driver, rt.ReachesSshd) else None
+        if endpoint is None:
+            raise LookupError(f"worker {worker_id} runs no sshd the agent can reach (phase {status.phase})")
+        return endpoint
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

@@ -292,6 +292,17 @@ RuntimeEvent = WorkerStatusChanged | WorkerLogLine | WorkerMarkerSeen
 
 
 @runtime_checkable
+class ReachesSshd(Protocol):
+    """A runtime whose workers run an sshd the agent can connect to (ADR 0010): the address comes from the
+    runtime's own state — a namespace's address, a pod's IP — never from the control plane."""
+
+    def ssh_endpoint(self, worker_id: str) -> tuple[str, int] | None:
+        """Host and port of the worker's sshd, or None when this worker has none (unknown, stopped, not
+        started yet, or a runtime mode without sshd)."""
+        ...
+
+
+@runtime_checkable
 class RuntimeDriver(Protocol):
     """What the tunnel-agent needs from a cluster runtime (see the module docstring)."""
 

@@ -917,6 +917,13 @@ class KubernetesDriver:
     async def get_status(self, worker_id: str) -> WorkerStatus | None:
         return self._status.get(worker_id)
 
+    def ssh_endpoint(self, worker_id: str) -> tuple[str, int] | None:
+        """The worker's sshd: its pod's IP (as the pod watch last saw it) and the configured sshd port."""
+        status = self._status.get(worker_id)
+        if status is None or status.phase.terminal or not status.address:
+            return None
+        return status.address, self.config.ssh_port
+
     async def events(self) -> AsyncIterator[RuntimeEvent]:
         while True:
             yield await self._events.get()

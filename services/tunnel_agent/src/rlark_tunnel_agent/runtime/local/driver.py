@@ -546,6 +546,13 @@ class LocalDriver:
     async def list_workers(self) -> list[str]:
         return sorted(wid for wid, w in self._workers.items() if not w.record.stopped)
 
+    def ssh_endpoint(self, worker_id: str) -> tuple[str, int] | None:
+        """The worker's sshd: its network namespace's address (only pod-like workers run one)."""
+        worker = self._workers.get(worker_id)
+        if worker is None or worker.record.stopped or worker.record.netns is None:
+            return None
+        return worker.record.address, self.runtime_facts(worker.record).ssh_port
+
     async def get_status(self, worker_id: str) -> WorkerStatus | None:
         worker = self._workers.get(worker_id)
         return worker.status if worker is not None else None

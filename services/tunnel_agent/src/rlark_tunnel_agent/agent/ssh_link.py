@@ -1,0 +1,180 @@
+"""The agent's control link to the gateway and the SSH relays it connects (ADR 0010).
+
+Role: the agent keeps one outbound WebSocket to the gateway (``rlark_contracts.relay.AGENT_LINK_PATH``,
+authenticated with the current agent token), reconnecting with growing waits (1 s doubling to 30 s) whenever
+it drops or the token changed. On ``{"op": "ssh", relay, secret, job, worker}`` it resolves the worker's sshd
+from its own runtime (``resolve``: a namespace's address or a pod's IP — the order carries no address, so
+the control plane cannot aim the agent anywhere else), opens a TCP connection to it, dials the relay back
+with its token and the order's one-time secret, and copies bytes both ways until either side ends. When it
+cannot, it says why on the link (``ssh-failed``), and the user reads that reason.
+
+Concurrency: one task for the link, one per relay. Each direction awaits its write (``drain``, the
+WebSocket's send) before it reads more, so a slow side slows the other; frames are at most
+``RELAY_FRAME_BYTES``. Nothing of the relayed bytes is logged (they are SSH's, encrypted end to end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from rlark_contracts.relay import (
+    AGENT_LINK_PATH,
+    AGENT_RELAY_PATH,
+    OP_SSH,
+    OP_SSH_FAILED,
+    RELAY_FRAME_BYTES,
+    RELAY_SECRET_HEADER,
+)
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+log = structlog.get_logger(__name__)
+
+Resolve = Callable[[str, str], Awaitable[tuple[str, int]]]
+"""(job id, worker id) → the worker's sshd (host, port); raises ``LookupError`` with a reason."""
+
+TCP_CONNECT_TIMEOUT_S = 5.0
+
+
+def websocket_url(gateway_url: str, path: str) -> str:
+    """``http(s)://gateway[/prefix]`` → ``ws(s)://gateway[/prefix]<path>``."""
+    base = gateway_url.rstrip("/")
+    if base.startswith("https://"):
+        return "wss://" + base.removeprefix("https://") + path
+    return "ws://" + base.removeprefix("http://") + path
+
+
+class SshLink:
+    def __init__(
+        self,
+        gateway_url: str,
+        token: Callable[[], str],
+        resolve: Resolve,
+        *,
+        max_backoff_s: float = 30.0,
+    ) -> None:
+        self._url = gateway_url
+        self._token = token
+        self._resolve = resolve
+        self._max_backoff_s = max_backoff_s
+        self._relays: set[asyncio.Task[None]] = set()
+        self.connected = asyncio.Event()
+        """Set while the link is up (tests and readiness)."""
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Keep the link up until ``stopping``; relays in progress end with it."""
+        delay = 1.0
+        try:
+            while not stopping.is_set():
+                token = self._token()
+                try:
+                    async with connect(
+                        websocket_url(self._url, AGENT_LINK_PATH),
+                        additional_headers={"Authorization": f"Bearer {token}"},
+                        open_timeout=15,
+                    ) as ws:
+                        delay = 1.0
+                        self.connected.set()
+                        log.info("gateway link up")
+                        await self._serve(ws, token, stopping)
+                except InvalidStatus as exc:
+                    log.warning("gateway refused the link", status=exc.response.status_code, retry_in_s=delay)
+                except (OSError, InvalidHandshake, ConnectionClosed, TimeoutError) as exc:
+                    log.warning("gateway link down", error=type(exc).__name__, retry_in_s=delay)
+                finally:
+                    self.connected.clear()
+                if stopping.is_set():
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), delay)
+                delay = min(delay * 2, self._max_backoff_s)
+        finally:
+            for task in self._relays:
+                task.cancel()
+            await asyncio.gather(*self._relays, return_exceptions=True)
+
+    async def _serve(self, ws: ClientConnection, token: str, stopping: asyncio.Event) -> None:
+        """Orders until the link closes, the agent stops, or the token was renewed (reconnect with it)."""
+        while not stopping.is_set() and self._token() == token:
+            try:
+                text = await asyncio.wait_for(ws.recv(), 1.0)
+            except TimeoutError:
+                continue
+            try:
+                order: dict[str, Any] = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(order, dict) and order.get("op") == OP_SSH:
+                task = asyncio.create_task(self._relay(ws, order), name=f"ssh-relay-{order.get('relay')}")
+                self._relays.add(task)
+                task.add_done_callback(self._relays.discard)
+
+    async def _relay(self, link: ClientConnection, order: dict[str, Any]) -> None:
+        relay_id, job_id, worker_id = str(order["relay"]), str(order["job"]), str(order["worker"])
+        bound = structlog.contextvars.bound_contextvars(relay=relay_id, job_id=job_id, worker=worker_id)
+        with bound:
+            try:
+                host, port = await self._resolve(job_id, worker_id)
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, port), TCP_CONNECT_TIMEOUT_S
+                )
+            except (LookupError, OSError, TimeoutError) as exc:
+                reason = str(exc) or type(exc).__name__
+                log.info("ssh relay not connected", reason=reason)
+                with contextlib.suppress(ConnectionClosed):
+                    await link.send(json.dumps({"op": OP_SSH_FAILED, "relay": relay_id, "reason": reason}))
+                return
+            try:
+                async with connect(
+                    websocket_url(self._url, AGENT_RELAY_PATH.format(relay_id=relay_id)),
+                    additional_headers={
+                        "Authorization": f"Bearer {self._token()}",
+                        RELAY_SECRET_HEADER: str(order["secret"]),
+                    },
+                    open_timeout=10,
+                    max_size=RELAY_FRAME_BYTES * 16,
+                ) as ws:
+                    log.info("ssh relay connected", sshd=f"{host}:{port}")
+                    sent, received = await _copy_both(reader, writer, ws)
+                    log.info("ssh relay ended", bytes_to_worker=received, bytes_from_worker=sent)
+            except (OSError, InvalidHandshake, TimeoutError) as exc:
+                log.warning("ssh relay not connected to the gateway", error=type(exc).__name__)
+            finally:
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
+
+
+async def _copy_both(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ws: ClientConnection
+) -> tuple[int, int]:
+    """sshd ⇄ gateway until either ends; (bytes from sshd, bytes to sshd)."""
+    counts = [0, 0]
+
+    async def up() -> None:
+        while data := await reader.read(RELAY_FRAME_BYTES):
+            counts[0] += len(data)
+            await ws.send(data)
+
+    async def down() -> None:
+        async for message in ws:
+            data = message.encode() if isinstance(message, str) else message
+            counts[1] += len(data)
+            writer.write(data)
+            await writer.drain()
+
+    tasks = [asyncio.create_task(up()), asyncio.create_task(down())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await ws.close()
+    return counts[0], counts[1]
