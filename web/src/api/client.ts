@@ -11,14 +11,17 @@ export class ApiError extends Error {
   readonly code: string;
   readonly field: string | null;
   readonly details: ApiErrorDetail[];
+  /** The error's whole `details` object (e.g. `jobs` of a 409 `key_in_use`). */
+  readonly extra: Record<string, unknown>;
 
-  constructor(status: number, code: string, message: string, field: string | null, details: ApiErrorDetail[]) {
+  constructor(status: number, code: string, message: string, field: string | null, details: ApiErrorDetail[], extra: Record<string, unknown> = {}) {
     super(message);
     this.name = 'ApiError';
     this.status = status;
     this.code = code;
     this.field = field;
     this.details = details;
+    this.extra = extra;
   }
 
   /** Every (field, message) pair the server named, the main one first, without repeats. */
@@ -118,6 +121,7 @@ async function toApiError(response: Response): Promise<ApiError> {
       error.message,
       error.field ?? null,
       Array.isArray(error.details?.errors) ? error.details.errors : [],
+      error.details && typeof error.details === 'object' ? error.details : {},
     );
   }
   return new ApiError(response.status, `http_${response.status}`, `HTTP ${response.status} ${response.statusText}`.trim(), null, []);
@@ -128,5 +132,5 @@ export const api = {
   post: <T>(path: string, json?: unknown) => request<T>('POST', path, { json }),
   put: <T>(path: string, json?: unknown) => request<T>('PUT', path, { json }),
   patch: <T>(path: string, json?: unknown) => request<T>('PATCH', path, { json }),
-  del: <T>(path: string) => request<T>('DELETE', path),
+  del: <T>(path: string, query?: Query) => request<T>('DELETE', path, { query }),
 };

@@ -94,7 +94,8 @@ export const keysApi = {
   list: async (all = false) => pageOf(await api.get<Page<SshKey>>('/keys', all ? { all: true } : undefined)),
   create: (body: { name: string; public_key: string }) => api.post<SshKey>('/keys', body),
   rename: (id: string, name: string) => api.patch<SshKey>(`/keys/${enc(id)}`, { name }),
-  remove: (id: string) => api.del<void>(`/keys/${enc(id)}`),
+  /** 409 `key_in_use` (its `extra.jobs`) while pending or running jobs use the key, unless `force`. */
+  remove: (id: string, force = false) => api.del<void>(`/keys/${enc(id)}`, force ? { force: true } : undefined),
 };
 
 export const domainsApi = {

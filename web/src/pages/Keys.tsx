@@ -8,10 +8,13 @@ import { PlusOutlined } from '@ant-design/icons';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { useTranslation } from 'react-i18next';
+import { Link } from 'react-router-dom';
+import { ApiError } from '../api/client';
 import { keysApi } from '../api/endpoints';
 import type { SshKey } from '../api/types';
 import ApiErrorAlert, { applyApiError, errorMessage } from '../components/ApiErrorAlert';
 import PageTitle from '../components/PageTitle';
+import { JobStatusTag } from '../components/StatusTag';
 import { useSession } from '../auth';
 import { checkPublicKey, fingerprintOf, looksLikePrivateKey, type KeyCheck } from '../lib/sshKey';
 import { formatTime } from '../lib/format';
@@ -183,6 +186,49 @@ function RenameModal({ sshKey, onClose }: { sshKey: SshKey | null; onClose: () =
   );
 }
 
+interface JobUsingKey {
+  id: string;
+  name: string;
+  status: string;
+}
+
+/** The jobs a 409 `key_in_use` names (the gateway asked the scheduler), or null for any other error. */
+function jobsUsingKey(error: unknown): { jobs: JobUsingKey[]; total: number } | null {
+  if (!(error instanceof ApiError) || error.code !== 'key_in_use') return null;
+  const jobs = Array.isArray(error.extra.jobs) ? (error.extra.jobs as JobUsingKey[]) : [];
+  const total = typeof error.extra.total === 'number' ? error.extra.total : jobs.length;
+  return { jobs, total };
+}
+
+/** Asks before deleting a key that pending or running jobs use, listing them; "Delete anyway" forces it. */
+function KeyInUseModal({ sshKey, use, onForce, onClose, loading }: { sshKey: SshKey | null; use: { jobs: JobUsingKey[]; total: number } | null; onForce: () => void; onClose: () => void; loading: boolean }) {
+  const { t } = useTranslation();
+  return (
+    <Modal
+      open={Boolean(sshKey && use)}
+      title={t('keys.inUseTitle', { name: sshKey?.name ?? '' })}
+      onCancel={onClose}
+      onOk={onForce}
+      okText={t('keys.deleteAnyway')}
+      okButtonProps={{ danger: true, ...{ 'data-testid': 'key-delete-force' } }}
+      confirmLoading={loading}
+      destroyOnHidden
+    >
+      <div data-testid="key-in-use">
+        <Typography.Paragraph>{t('keys.inUseText', { count: use?.total ?? 0 })}</Typography.Paragraph>
+        <ul className="plain-list">
+          {(use?.jobs ?? []).map((job) => (
+            <li key={job.id}>
+              <Link to={`/jobs/${encodeURIComponent(job.id)}`}>{job.name}</Link> <span className="mono">{job.id}</span> <JobStatusTag status={job.status} />
+            </li>
+          ))}
+          {use && use.total > use.jobs.length && <li>{t('keys.inUseMore', { count: use.total - use.jobs.length })}</li>}
+        </ul>
+      </div>
+    </Modal>
+  );
+}
+
 export default function Keys() {
   const { t } = useTranslation();
   const { isAdmin } = useSession();
@@ -191,10 +237,18 @@ export default function Keys() {
   const [all, setAll] = useState(false);
   const [renaming, setRenaming] = useState<SshKey | null>(null);
   const keys = useQuery({ queryKey: ['keys', all], queryFn: () => keysApi.list(all) });
+  const [inUse, setInUse] = useState<{ key: SshKey; use: { jobs: JobUsingKey[]; total: number } } | null>(null);
   const remove = useMutation({
-    mutationFn: keysApi.remove,
-    onSuccess: () => void client.invalidateQueries({ queryKey: ['keys'] }),
-    onError: (err) => void message.error(errorMessage(err)),
+    mutationFn: ({ key, force }: { key: SshKey; force: boolean }) => keysApi.remove(key.id, force),
+    onSuccess: () => {
+      setInUse(null);
+      void client.invalidateQueries({ queryKey: ['keys'] });
+    },
+    onError: (err, { key }) => {
+      const use = jobsUsingKey(err);
+      if (use) setInUse({ key, use });
+      else void message.error(errorMessage(err));
+    },
   });
   return (
     <>
@@ -237,7 +291,7 @@ export default function Keys() {
                 render: (_, k) => (
                   <Space>
                     <Button size="small" onClick={() => setRenaming(k)}>{t('keys.rename')}</Button>
-                    <Popconfirm title={t('keys.deleteConfirm', { name: k.name })} onConfirm={() => remove.mutate(k.id)} okButtonProps={{ danger: true }}>
+                    <Popconfirm title={t('keys.deleteConfirm', { name: k.name })} onConfirm={() => remove.mutate({ key: k, force: false })} okButtonProps={{ danger: true }}>
                       <Button size="small" danger>{t('common.delete')}</Button>
                     </Popconfirm>
                   </Space>
@@ -261,6 +315,13 @@ export default function Keys() {
         />
       </Space>
       <RenameModal sshKey={renaming} onClose={() => setRenaming(null)} />
+      <KeyInUseModal
+        sshKey={inUse?.key ?? null}
+        use={inUse?.use ?? null}
+        loading={remove.isPending}
+        onClose={() => setInUse(null)}
+        onForce={() => inUse && remove.mutate({ key: inUse.key, force: true })}
+      />
     </>
   );
 }

@@ -1,7 +1,8 @@
 /**
  * Fixes from the outside-in walk-through (issue 15, item 6): labels shown as they are, colour codes
  * in logs, wizard errors on the line of their field, Pending texts only while Pending, the admin
- * page closed to users, and a job name past its limit kept and explained.
+ * page closed to users, a job name past its limit kept and explained, and a key that jobs use deleted
+ * only after the console listed them and asked.
  */
 import { fireEvent, screen, waitFor, within } from '@testing-library/react';
 import { describe, expect, it, vi } from 'vitest';
@@ -10,6 +11,7 @@ import i18n from '../i18n';
 import { ansiRuns, stripAnsi } from '../lib/ansi';
 import { lineOfField, pathSegments } from '../lib/yamlPath';
 import ClusterDetail from '../pages/ClusterDetail';
+import Keys from '../pages/Keys';
 import JobDetail from '../pages/jobs/JobDetail';
 import JobWizard from '../pages/jobs/JobWizard';
 import LogViewer from '../pages/jobs/LogViewer';
@@ -206,5 +208,43 @@ describe('a job name past 128 characters', () => {
     expect(await screen.findByTestId('field-error-metadata.name')).toHaveTextContent('At most 128 characters: this name has 129');
     fireEvent.change(input, { target: { value: 'x'.repeat(128) } });
     await waitFor(() => expect(screen.queryByTestId('field-error-metadata.name')).not.toBeInTheDocument());
+  });
+});
+
+describe('deleting a key jobs use', () => {
+  const KEY = { id: 'k1', name: 'laptop', owner: 'alice', key_type: 'ssh-ed25519', bits: 256, fingerprint: 'SHA256:x', comment: '', public_key: 'ssh-ed25519 AAAA', created_at: '2026-11-29T10:00:00Z' };
+  const IN_USE = apiError(409, 'key_in_use', 'the key is used by 3 pending or running jobs', 'key_id');
+  (IN_USE.body as { error: Record<string, unknown> }).error.details = {
+    key_id: 'k1',
+    total: 3,
+    jobs: [
+      { id: 'job-1', name: 'grpo', status: 'Running' },
+      { id: 'job-2', name: 'sft', status: 'Pending' },
+    ],
+  };
+
+  it('lists the jobs and deletes only when asked to delete anyway', async () => {
+    await i18n.changeLanguage('en');
+    const { calls } = mockApi({
+      'GET /api/v1/keys': { items: [KEY], total: 1, page: 1, page_size: 50 },
+      'DELETE /api/v1/keys/k1': ({ url }: { url: URL }) => (url.searchParams.get('force') === 'true' ? { status: 204 } : IN_USE),
+    });
+    renderPage(<Keys />);
+    const row = (await screen.findByText('laptop')).closest('tr') as HTMLElement;
+    fireEvent.click(within(row).getByRole('button', { name: /delete/i }));
+    const confirm = await screen.findByRole('tooltip');
+    fireEvent.click(within(confirm).getAllByRole('button').at(-1)!);
+
+    const inUse = await screen.findByTestId('key-in-use');
+    expect(inUse).toHaveTextContent('3 pending or running jobs use this key');
+    expect(within(inUse).getByRole('link', { name: 'grpo' })).toHaveAttribute('href', '/jobs/job-1');
+    expect(inUse).toHaveTextContent('job-2');
+    expect(inUse).toHaveTextContent('and 1 more');
+    const deletes = () => calls.filter((c) => c.method === 'DELETE').map((c) => c.query.get('force'));
+    expect(deletes()).toEqual([null]);
+
+    fireEvent.click(screen.getByTestId('key-delete-force'));
+    await waitFor(() => expect(deletes()).toEqual([null, 'true']));
+    await waitFor(() => expect(screen.queryByTestId('key-in-use')).not.toBeInTheDocument());
   });
 });
