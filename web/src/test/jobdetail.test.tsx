@@ -1,6 +1,6 @@
 import { fireEvent, screen, waitFor, within } from '@testing-library/react';
 import { describe, expect, it } from 'vitest';
-import JobDetail, { sshCommandOf } from '../pages/jobs/JobDetail';
+import JobDetail, { sshCommandOf, sshConfigCommandOf } from '../pages/jobs/JobDetail';
 import { mockApi, renderPage } from './helpers';
 
 /** A job detail as the scheduler's API returns it (services/scheduler/.../api/models.py). */
@@ -52,10 +52,13 @@ describe('job detail', () => {
     expect(workers).toHaveTextContent('actor-0');
     expect(workers).toHaveTextContent('Header');
     expect(workers).toHaveTextContent('2/2');
-    expect(screen.getByTestId('ssh-w-0')).toHaveTextContent('ssh rlark@10.100.0.2');
-    expect(screen.getByTestId('ssh-w-1')).toHaveTextContent('ssh rlark@10.100.0.3');
+    // Through the platform: the workers' own addresses are not reachable from the user's machine.
+    expect(screen.getByTestId('ssh-w-0')).toHaveTextContent('rlark ssh job-1/actor-0');
+    expect(screen.getByTestId('ssh-w-1')).toHaveTextContent('rlark ssh job-1/rollout-0');
     expect(screen.getByTestId('job-timeline')).toHaveTextContent('all Ray nodes joined');
-    expect(screen.getByTestId('job-ssh')).toHaveTextContent('ssh rlark@10.100.0.2');
+    expect(screen.getByTestId('job-ssh')).toHaveTextContent('rlark ssh job-1');
+    expect(screen.getByTestId('job-ssh-config')).toHaveTextContent('rlark ssh-config job-1 >> ~/.ssh/config');
+    expect(screen.queryByText(/ssh rlark@/)).toBeNull();
 
     fireEvent.click(screen.getByRole('tab', { name: /输出/ }));
     const outputs = await screen.findByTestId('outputs-table');
@@ -97,10 +100,12 @@ describe('job detail', () => {
 });
 
 describe('ssh command', () => {
-  it('uses the server user for every worker and the worker address', () => {
-    const worker = { worker_id: 'w', role: 'r', index: 0, cluster: 'c', gpus: 0, phase: 'running', address: '192.168.1.5', virtual_ip: null };
-    expect(sshCommandOf(worker, 'ssh rlark@10.0.0.1')).toBe('ssh rlark@192.168.1.5');
-    expect(sshCommandOf(worker, null)).toBe('ssh root@192.168.1.5');
-    expect(sshCommandOf({ ...worker, address: null })).toBeNull();
+  it('goes through the platform by role and index, only while the job holds workers', () => {
+    const worker = { worker_id: 'w', role: 'rollout', index: 2, cluster: 'c', gpus: 0, phase: 'running', address: '192.168.1.5', virtual_ip: null };
+    expect(sshCommandOf('job-9', worker, 'Running')).toBe('rlark ssh job-9/rollout-2');
+    expect(sshCommandOf('job-9', worker, 'Scheduled')).toBe('rlark ssh job-9/rollout-2');
+    expect(sshCommandOf('job-9', worker, 'Succeeded')).toBeNull();
+    expect(sshCommandOf('job-9', worker, 'Pending')).toBeNull();
+    expect(sshConfigCommandOf('job-9')).toBe('rlark ssh-config job-9 >> ~/.ssh/config');
   });
 });

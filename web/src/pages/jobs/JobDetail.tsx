@@ -19,16 +19,17 @@ import { formatBytes, formatTime } from '../../lib/format';
 import LogViewer from './LogViewer';
 
 /**
- * The SSH command for one worker: the worker's own when the server gives one; else the job's
- * (the Header's) with this worker's address; else `ssh root@<address>`.
+ * The SSH command for one worker of a running job: `rlark ssh JOB/ROLE-INDEX`, through the platform (the
+ * worker's own address is not reachable from the user's machine). Null while the job holds no workers.
  */
-export function sshCommandOf(worker: Worker, jobCommand?: string | null): string | null {
-  if (worker.ssh_command) return worker.ssh_command;
-  const address = worker.virtual_ip || worker.address;
-  if (!address) return null;
-  const user = /^ssh\s+(?:.*\s)?([^\s@]+)@\S+$/.exec(jobCommand ?? '')?.[1] ?? 'root';
-  if (jobCommand && worker.is_header && jobCommand.includes(address)) return jobCommand;
-  return `ssh ${user}@${address}`;
+export function sshCommandOf(jobId: string, worker: Worker, status: string): string | null {
+  if (!['Scheduled', 'Running'].includes(status) || !worker.role) return null;
+  return `rlark ssh ${jobId}/${worker.role}-${worker.index}`;
+}
+
+/** The OpenSSH config for every worker of a job (`ssh`, `scp`, `rsync`, VS Code Remote-SSH). */
+export function sshConfigCommandOf(jobId: string): string {
+  return `rlark ssh-config ${jobId} >> ~/.ssh/config`;
 }
 
 function rayJoined(worker: Worker, t: (k: string, o?: Record<string, unknown>) => string, job?: JobDetailType): React.ReactNode {
@@ -271,8 +272,11 @@ export default function JobDetail() {
                     { key: 'domain', label: t('wizard.networkDomain'), children: j.network_domain ?? j.spec?.spec.networkDomain ?? '—' },
                     { key: 'keys', label: t('wizard.sshKeys'), children: keyNames.length ? <Space size={4} wrap>{keyNames.map((k) => <Tag key={k}>{k}</Tag>)}</Space> : '—' },
                     ...(tensorboardDir ? [{ key: 'tb', label: t('wizard.tensorboardDir'), children: <span className="mono">{tensorboardDir}</span> }] : []),
-                    ...(j.ssh_command
-                      ? [{ key: 'ssh', label: t('jobDetail.ssh'), children: <Typography.Text copyable className="mono" data-testid="job-ssh">{j.ssh_command}</Typography.Text> }]
+                    ...(header && sshCommandOf(j.id, header, j.status)
+                      ? [
+                          { key: 'ssh', label: t('jobDetail.ssh'), children: <Typography.Text copyable className="mono" data-testid="job-ssh">{`rlark ssh ${j.id}`}</Typography.Text> },
+                          { key: 'sshConfig', label: t('jobDetail.sshConfig'), children: <Typography.Text copyable className="mono" data-testid="job-ssh-config">{sshConfigCommandOf(j.id)}</Typography.Text> },
+                        ]
                       : []),
                   ]}
                 />
@@ -334,7 +338,7 @@ export default function JobDetail() {
                           {
                             title: t('workers.ssh'),
                             render: (_, w) => {
-                              const command = sshCommandOf(w, j.ssh_command);
+                              const command = sshCommandOf(j.id, w, j.status);
                               return command ? (
                                 <Typography.Text
                                   copyable={{ text: command }}
