@@ -86,6 +86,8 @@ class SshLink:
                     log.warning("gateway refused the link", status=exc.response.status_code, retry_in_s=delay)
                 except (OSError, InvalidHandshake, ConnectionClosed, TimeoutError) as exc:
                     log.warning("gateway link down", error=type(exc).__name__, retry_in_s=delay)
+                except Exception as exc:  # a bad URL, a protocol error: SSH is down, the agent is not
+                    log.error("gateway link failed", error=repr(exc), retry_in_s=delay)
                 finally:
                     self.connected.clear()
                 if stopping.is_set():
