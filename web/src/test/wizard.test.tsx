@@ -81,6 +81,28 @@ describe('create-job wizard, roles step', () => {
   });
 });
 
+describe('create-job wizard, common step', () => {
+  it('lets a single-cluster job choose networkDomain none', async () => {
+    const { calls } = fakeGateway({ 'POST /api/v1/jobs:preview': { yaml: 'apiVersion: rlark.io/v1\n', errors: [], warnings: [] } });
+    renderPage(<JobWizard />);
+    fireEvent.change(screen.getByTestId('wizard-name'), { target: { value: 'solo' } });
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    await screen.findByTestId('wizard-step-1');
+    fireEvent.change(screen.getByTestId('role-image-0'), { target: { value: 'registry.example.com/rlinf:v1' } });
+    fireEvent.mouseDown(within(screen.getByTestId('role-cluster-0')).getByRole('combobox'));
+    fireEvent.click(await screen.findByText(/gpu-a ·/));
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    await screen.findByTestId('wizard-step-2');
+    await waitFor(() => expect(screen.getByTestId('common-domain')).toHaveTextContent('dom-a'));
+    fireEvent.mouseDown(within(screen.getByTestId('common-domain')).getByRole('combobox'));
+    fireEvent.click(await screen.findByText(/^none[:：]/));
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    await waitFor(() => expect(calls.some((c) => c.method === 'POST')).toBe(true));
+    const body = calls.find((c) => c.method === 'POST')?.body as { spec: { networkDomain?: string } };
+    expect(body.spec.networkDomain).toBe('none');
+  });
+});
+
 describe('wizard model', () => {
   function twoRoles(): WizardState {
     const state = initialState();
@@ -88,6 +110,12 @@ describe('wizard model', () => {
     const rollout = { ...newRole('rollout', 3, 4), cluster: 'gpu-b', image: 'r/rlinf:v1' };
     return { ...state, name: ' grpo ', roles: [actor, rollout], headerId: actor.id, networkDomain: 'dom-a', sshKeys: ['laptop'] };
   }
+
+  it('writes networkDomain: none when a single-cluster job stays out of every domain', () => {
+    const state = initialState();
+    const doc = toDocument({ ...state, name: 'solo', roles: [{ ...state.roles[0], cluster: 'gpu-a', image: 'r/rlinf:v1' }], networkDomain: 'none' });
+    expect(doc.spec.networkDomain).toBe('none');
+  });
 
   it('writes one spec.tasks entry per role with the Header by name', () => {
     const doc = toDocument(twoRoles());

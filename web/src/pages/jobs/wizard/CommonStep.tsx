@@ -1,7 +1,7 @@
 /**
  * Step 3: settings shared by all roles. The network domain defaults to the first domain by name
  * (the user guide's rule; with none configured the field is left out), SSH keys come from the
- * user's own keys, and the run script runs on the Header once every Ray node joined.
+ * user's own keys (`none` keeps a single-cluster job out of every domain), and the run script runs on the Header once every Ray node joined.
  */
 import { Alert, Col, Form, Input, InputNumber, Row, Select, Typography } from 'antd';
 import { useQuery } from '@tanstack/react-query';
@@ -10,6 +10,9 @@ import { useTranslation } from 'react-i18next';
 import { Link } from 'react-router-dom';
 import { domainsApi, keysApi } from '../../../api/endpoints';
 import { useWizard } from './context';
+
+/** `spec.networkDomain: none`: a single-cluster job stays out of the default domain (the server's rule). */
+const NO_DOMAIN = 'none';
 
 export default function CommonStep() {
   const { t } = useTranslation();
@@ -46,7 +49,10 @@ export default function CommonStep() {
                 aria-label={t('wizard.networkDomain')}
                 value={state.networkDomain}
                 onChange={(networkDomain: string) => set({ networkDomain })}
-                options={sortedDomains.map((d) => ({ value: d.name, label: `${d.name} (${d.cidr})` }))}
+                options={[
+                  ...sortedDomains.map((d) => ({ value: d.name, label: `${d.name} (${d.cidr})` })),
+                  { value: NO_DOMAIN, label: t('wizard.noDomainOption'), disabled: multiCluster },
+                ]}
               />
             ) : (
               <Typography.Text type="secondary" data-testid="common-domain-none">
