@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from rlark_contracts.messages import text
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -26,14 +27,9 @@ class BodyTooLarge(HTTPException):
 
 
 def too_large_body(limit: int) -> bytes:
+    said = text("payload_too_large", limit=limit)
     return json.dumps(
-        {
-            "error": {
-                "code": "payload_too_large",
-                "message": f"the request body exceeds {limit} bytes",
-                "field": None,
-            }
-        }
+        {"error": {"code": "payload_too_large", "message": said.english, "field": None, **said.wire()}}
     ).encode()
 
 

@@ -20,6 +20,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+from rlark_contracts.messages import Text, text
 
 from rlark_platform.errors import ApiError
 from rlark_platform.identity import (
@@ -122,7 +123,7 @@ def create_app(
         # reaching SQL was a 500 (and left the service slow to answer). Refused here, for every route.
         where = nul_in(request.url.path, request.url.query)
         if where is not None:
-            message = f"{where}: a NUL character (%00) is not allowed"
+            message = text("invalid_request.nul", field=where)
             return JSONResponse(ApiError(422, "invalid_request", message, where).body(), status_code=422)
         return await call_next(request)
 
@@ -135,11 +136,19 @@ def create_app(
         errors = exc.errors()
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
         field = field_of(first.get("loc", ()))
-        details = [{"field": field_of(e.get("loc", ())), "message": e.get("msg", "")} for e in errors]
+        details = []
+        for error in errors:
+            detail: dict[str, Any] = {
+                "field": field_of(error.get("loc", ())),
+                "message": error.get("msg", ""),
+            }
+            said = validation_text(detail["field"], error)
+            details.append({**detail, **said.wire()} if said else detail)
+        said = validation_text(field or "request", first)
         body = ApiError(
             422,
             "invalid_request",
-            f"{field or 'request'}: {first.get('msg')}",
+            said or f"{field or 'request'}: {first.get('msg')}",
             field or None,
             {"errors": details},
         ).body()
@@ -148,9 +157,7 @@ def create_app(
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", error_type=type(exc).__name__)
-        return JSONResponse(
-            ApiError(500, "internal_error", "internal error; see the service log").body(), status_code=500
-        )
+        return JSONResponse(ApiError(500, "internal_error", text("internal_error")).body(), status_code=500)
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
@@ -179,6 +186,38 @@ def create_app(
         return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+_PYDANTIC_KEYS = frozenset(
+    {
+        "missing",
+        "extra_forbidden",
+        "string_type",
+        "string_too_long",
+        "string_too_short",
+        "int_type",
+        "int_parsing",
+        "bool_type",
+        "bool_parsing",
+        "list_type",
+        "dict_type",
+        "greater_than_equal",
+        "less_than_equal",
+        "json_invalid",
+    }
+)
+
+
+def validation_text(field: str, error: Any) -> Text | None:
+    """The catalogue sentence for one of pydantic's common request errors (``invalid_request.<type>``),
+    or None when the error is of another type or its English would differ from pydantic's own message
+    (the console then shows that message as it is)."""
+    kind = error.get("type")
+    if kind not in _PYDANTIC_KEYS:
+        return None
+    context = {k: v for k, v in (error.get("ctx") or {}).items() if isinstance(v, str | int)}
+    said = Text(f"invalid_request.{kind}", {"field": field, **context})
+    return said if said.english == f"{field}: {error.get('msg')}" else None
 
 
 def database_ready(pool: Any) -> ReadyCheck:

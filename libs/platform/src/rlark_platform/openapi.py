@@ -34,11 +34,16 @@ class ErrorDetail(BaseModel):
     code: str
     message: str
     field: str | None = None
+    message_key: str | None = None
+    """The catalogue key of ``message`` (ADR 0011): ``code`` or ``code.variant``."""
+    params: dict[str, str | int] | None = None
+    """The values ``message`` interpolates, for rendering ``message_key`` in the user's language."""
     details: dict[str, Any] | None = None
 
 
 class ErrorBody(BaseModel):
-    """``{"error": {"code", "message", "field", "details"?}}``: the one error shape of every API."""
+    """``{"error": {"code", "message", "field", "message_key"?, "params"?, "details"?}}``: the one error
+    shape of every API."""
 
     error: ErrorDetail
 

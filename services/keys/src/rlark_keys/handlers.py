@@ -18,6 +18,7 @@ import asyncpg
 import structlog
 from rlark_contracts import new_envelope
 from rlark_contracts.events.keys import KeyAdded, KeyDeleted, KeyRenamed, KeyState
+from rlark_contracts.messages import text
 from rlark_platform.db import transaction
 from rlark_platform.db.pool import Connection
 from rlark_platform.errors import ApiError
@@ -50,7 +51,7 @@ class Page:
 
 def _refusal(error: KeyValidationError) -> ApiError:
     # The domain's messages never quote key material, so they can go back to the caller as they are.
-    return ApiError(422, error.code.value, error.message, error.field)
+    return ApiError(422, error.code.value, error.text, error.field)
 
 
 def _parse_key(text: str) -> PublicKey:
@@ -67,8 +68,7 @@ def _parse_name(name: str) -> str:
         raise ApiError(
             422,
             KeyErrorCode.PRIVATE_KEY_REFUSED.value,
-            "The name holds (part of) a private key. Never upload or share a private key: it was "
-            "not stored. Give the key a plain name such as my-workstation.",
+            text("private_key_refused.name"),
             "name",
         )
     try:
@@ -78,22 +78,20 @@ def _parse_name(name: str) -> str:
 
 
 def _not_found(key_id: str) -> ApiError:
-    return ApiError(404, "key_not_found", f"SSH key {key_id!r} does not exist", "id")
+    return ApiError(404, "key_not_found", text("key_not_found", id=repr(key_id)), "id")
 
 
 def _duplicate_name(name: str) -> ApiError:
-    message = f"You already have a key named {name!r}; pick another name."
-    return ApiError(409, "key_name_taken", message, "name")
+    return ApiError(409, "key_name_taken", text("key_name_taken", name=repr(name)), "name")
 
 
 def _duplicate_key(existing: StoredKey | None, fingerprint: str) -> ApiError:
-    named = f" as {existing.name!r}" if existing else ""
-    return ApiError(
-        409,
-        "duplicate_key",
-        f"You already added this key{named} (fingerprint {fingerprint}); each key is added once.",
-        "public_key",
+    said = (
+        text("duplicate_key.named", name=repr(existing.name), fingerprint=fingerprint)
+        if existing
+        else text("duplicate_key", fingerprint=fingerprint)
     )
+    return ApiError(409, "duplicate_key", said, "public_key")
 
 
 def _parse_id(key_id: str) -> uuid.UUID:
@@ -158,7 +156,7 @@ async def list_keys(
 ) -> Page:
     """The caller's keys; every user's with ``all_users`` (admins only, else 403)."""
     if all_users and not caller.is_admin:
-        raise ApiError(403, "forbidden", "listing every user's keys needs the admin role", "all")
+        raise ApiError(403, "forbidden", text("forbidden.all_keys"), "all")
     async with pool.acquire() as conn:
         items, total = await repo.list_keys(
             conn,

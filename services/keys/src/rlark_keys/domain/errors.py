@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from rlark_contracts.messages import Text
+
 
 class KeyErrorCode(StrEnum):
     """Stable machine codes of key refusals; clients and the web console switch on these."""
@@ -29,13 +31,15 @@ class KeyValidationError(ValueError):
     """A user-supplied public key or key name was refused.
 
     ``code`` is one of ``KeyErrorCode``; ``field`` names the request field (``public_key``,
-    ``public_key.comment`` or ``name``). ``str(error)`` is the human message.
+    ``public_key.comment`` or ``name``). ``text`` is the message as a catalogue sentence (ADR 0011);
+    ``str(error)`` is its English.
     """
 
-    def __init__(self, code: KeyErrorCode, message: str, field: str = "public_key") -> None:
-        super().__init__(message)
+    def __init__(self, code: KeyErrorCode, message: Text, field: str = "public_key") -> None:
+        super().__init__(message.english)
         self.code = code
-        self.message = message
+        self.text = message
+        self.message = message.english
         self.field = field
 
     def __repr__(self) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import unicodedata
 from typing import Final
 
+from rlark_contracts.messages import Text, text
+
 from rlark_keys.domain.errors import KeyErrorCode, KeyValidationError
 
 MAX_KEY_NAME_CHARS: Final = 64
@@ -23,15 +25,13 @@ def validate_key_name(name: str) -> str:
     """
     stripped = name.strip()
     if not stripped:
-        raise _invalid("The key name is empty; give the key a recognisable name.")
+        raise _invalid(text("invalid_key_name.empty"))
     if len(stripped) > MAX_KEY_NAME_CHARS:
-        raise _invalid(f"The key name has {len(stripped)} characters; the maximum is {MAX_KEY_NAME_CHARS}.")
+        raise _invalid(text("invalid_key_name.too_long", length=len(stripped), max=MAX_KEY_NAME_CHARS))
     if not all(ch.isprintable() or unicodedata.category(ch) == "Zs" for ch in stripped):
-        raise _invalid(
-            "The key name must be one line of printable characters (no newlines, tabs or control characters)."
-        )
+        raise _invalid(text("invalid_key_name.not_printable"))
     return stripped
 
 
-def _invalid(message: str) -> KeyValidationError:
+def _invalid(message: Text) -> KeyValidationError:
     return KeyValidationError(KeyErrorCode.INVALID_KEY_NAME, message, field="name")

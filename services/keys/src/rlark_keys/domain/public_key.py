@@ -32,6 +32,8 @@ from enum import StrEnum
 from typing import Final, NoReturn
 
 from cryptography.hazmat.primitives.asymmetric import ec
+from rlark_contracts import messages
+from rlark_contracts.messages import Text
 from rlark_secretscan import scan_text
 
 from rlark_keys.domain.errors import KeyErrorCode, KeyValidationError
@@ -90,16 +92,16 @@ _CURVES: Final[dict[KeyType, _Curve]] = {
 }
 
 _ED25519_KEY_LEN: Final = 32
-_GENERATE_HINT: Final = 'generate one with: ssh-keygen -t ed25519 -C "you@host"'
 _CERT_SUFFIX: Final = "-cert-v01@openssh.com"
 
 #: Known names we refuse, with the reason shown to the user.
+#: Type names that are not (or no longer) accepted, and the message key saying why.
 _UNSUPPORTED_REASONS: Final[dict[str, str]] = {
-    "ssh-dss": ("DSA keys are limited to 1024 bits and are no longer accepted by OpenSSH; " + _GENERATE_HINT),
-    "rsa-sha2-256": "rsa-sha2-256 is a signature algorithm, not a key type; RSA keys start ssh-rsa",
-    "rsa-sha2-512": "rsa-sha2-512 is a signature algorithm, not a key type; RSA keys start ssh-rsa",
-    "ssh-ed448": "ed448 keys are not supported by OpenSSH; " + _GENERATE_HINT,
-    "ssh-xmss@openssh.com": "XMSS keys are experimental in OpenSSH; " + _GENERATE_HINT,
+    "ssh-dss": "unsupported_key_type.dsa",
+    "rsa-sha2-256": "unsupported_key_type.signature_algorithm",
+    "rsa-sha2-512": "unsupported_key_type.signature_algorithm",
+    "ssh-ed448": "unsupported_key_type.ed448",
+    "ssh-xmss@openssh.com": "unsupported_key_type.xmss",
 }
 
 #: authorized_keys option keywords that take no value (see sshd(8), AUTHORIZED_KEYS FILE FORMAT).
@@ -200,34 +202,17 @@ def parse_public_key(text: str) -> PublicKey:
     the ``field`` of every error raised here is ``public_key``.
     """
     if looks_like_private_key(text):
-        raise _error(
-            KeyErrorCode.PRIVATE_KEY_REFUSED,
-            "This is a private key. Never upload or share a private key: it was not stored. "
-            "Paste the public key instead, the content of the .pub file (for example "
-            "~/.ssh/id_ed25519.pub), and consider the private key exposed if you pasted it "
-            "anywhere else.",
-        )
+        raise _error(KeyErrorCode.PRIVATE_KEY_REFUSED, messages.text("private_key_refused"))
     stripped = text.strip()
     if not stripped:
-        raise _error(KeyErrorCode.EMPTY_KEY, "The public key is empty; paste the .pub file.")
+        raise _error(KeyErrorCode.EMPTY_KEY, messages.text("empty_key"))
     if len(stripped) > MAX_INPUT_CHARS:
-        raise _error(
-            KeyErrorCode.MALFORMED_KEY,
-            f"The input is longer than {MAX_INPUT_CHARS} characters; an OpenSSH public key is "
-            "a single short line.",
-        )
+        raise _error(KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.too_long", max=MAX_INPUT_CHARS))
     if _PUBLIC_ARMOUR.search(stripped):
-        raise _error(
-            KeyErrorCode.MALFORMED_KEY,
-            "This is a PEM or RFC 4716 public key; convert it to one OpenSSH line with "
-            "ssh-keygen -i -f <file> (add -m PKCS8 for PEM) and paste that.",
-        )
+        raise _error(KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.armoured"))
     lines = [line for line in _LINE_BREAK.split(stripped) if line.strip()]
     if len(lines) > 1:
-        raise _error(
-            KeyErrorCode.MULTIPLE_KEYS,
-            f"The input has {len(lines)} non-empty lines; add exactly one public key, one line, at a time.",
-        )
+        raise _error(KeyErrorCode.MULTIPLE_KEYS, messages.text("multiple_keys", lines=len(lines)))
     return _parse_line(lines[0].strip())
 
 
@@ -237,27 +222,16 @@ def _parse_line(line: str) -> PublicKey:
     if start is None:
         _raise_unrecognised(tokens)
     if start > 0:
-        raise _error(
-            KeyErrorCode.OPTIONS_NOT_ALLOWED,
-            "The key is preceded by authorized_keys options (such as command=, from= or "
-            "no-pty); remove them and paste only '<type> <key> [comment]'. RLark writes "
-            "authorized_keys itself.",
-        )
+        raise _error(KeyErrorCode.OPTIONS_NOT_ALLOWED, messages.text("options_not_allowed"))
     for index in range(2, len(tokens) - 1):
         if _is_key_start(tokens, index, strong=True):
-            raise _error(
-                KeyErrorCode.MULTIPLE_KEYS,
-                "The line holds more than one key; add exactly one public key at a time.",
-            )
+            raise _error(KeyErrorCode.MULTIPLE_KEYS, messages.text("multiple_keys.one_line"))
 
     declared = tokens[0]
     key_type = _supported_type(declared)
     match = _KEY_LINE.fullmatch(line)
     if match is None:
-        raise _error(
-            KeyErrorCode.MALFORMED_KEY,
-            f"The {key_type.value} key has no key data; expected '<type> <base64> [comment]'.",
-        )
+        raise _error(KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.no_data", type=key_type.value))
     blob = _decode_blob(match.group(2))
     bits = _parse_blob(key_type, blob)
     comment = _checked_comment((match.group(3) or "").strip())
@@ -314,18 +288,10 @@ def _embedded_type(token: str) -> str | None:
 def _raise_unrecognised(tokens: list[str]) -> NoReturn:
     first = tokens[0]
     if "=" in first or "," in first or '"' in first or first.lower() in _FLAG_OPTIONS:
-        raise _error(
-            KeyErrorCode.OPTIONS_NOT_ALLOWED,
-            "The input starts with authorized_keys options (such as command=, from= or "
-            "no-pty); remove them and paste only '<type> <key> [comment]'.",
-        )
+        raise _error(KeyErrorCode.OPTIONS_NOT_ALLOWED, messages.text("options_not_allowed.leading"))
     if len(tokens) >= 2 and _TYPE_LIKE.fullmatch(first) and _BASE64_LIKE.fullmatch(tokens[1]):
         raise _unsupported(first)
-    raise _error(
-        KeyErrorCode.MALFORMED_KEY,
-        "This is not an OpenSSH public key; expected one line '<type> <base64> [comment]', "
-        "such as the content of ~/.ssh/id_ed25519.pub.",
-    )
+    raise _error(KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.not_openssh"))
 
 
 def _supported_type(name: str) -> KeyType:
@@ -339,12 +305,11 @@ def _unsupported(name: str) -> KeyValidationError:
     supported = ", ".join(t.value for t in KeyType)
     shown = name if _TYPE_LIKE.fullmatch(name) else "this"
     if name in _UNSUPPORTED_REASONS:
-        reason = _UNSUPPORTED_REASONS[name]
+        message = messages.text(_UNSUPPORTED_REASONS[name], type=shown)
     elif name.endswith(_CERT_SUFFIX):
-        reason = "SSH certificates are not accepted; paste the plain public key (the .pub file)"
+        message = messages.text("unsupported_key_type.certificate", type=shown)
     else:
-        reason = f"supported types are {supported}"
-    message = f"Key type {shown} is not supported: {reason}."
+        message = messages.text("unsupported_key_type", type=shown, supported=supported)
     return _error(KeyErrorCode.UNSUPPORTED_KEY_TYPE, message)
 
 
@@ -352,12 +317,9 @@ def _decode_blob(token: str) -> bytes:
     try:
         blob = base64.b64decode(token, validate=True)
     except binascii.Error:
-        raise _error(
-            KeyErrorCode.MALFORMED_KEY,
-            "The key data is not valid base64; it may have been cut or altered when copied.",
-        ) from None
+        raise _error(KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.not_base64")) from None
     if not blob:
-        raise _error(KeyErrorCode.MALFORMED_KEY, "The key data is empty.")
+        raise _error(KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.data_empty"))
     return blob
 
 
@@ -375,7 +337,9 @@ def _parse_blob(key_type: KeyType, blob: bytes) -> int:
         else:
             key = reader.read_string()
             if len(key) != _ED25519_KEY_LEN:
-                raise _malformed(f"an ed25519 public key is 32 bytes, this one is {len(key)}")
+                raise _error(
+                    KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.ed25519_length", length=len(key))
+                )
             bits = 256
         if key_type in (KeyType.SK_ED25519, KeyType.SK_ECDSA_NISTP256):
             _parse_sk_application(reader)
@@ -389,18 +353,18 @@ def _parse_rsa(reader: WireReader) -> int:
     exponent = reader.read_mpint()
     modulus = reader.read_mpint()
     if exponent < 3 or exponent % 2 == 0:
-        raise _malformed("the RSA public exponent is invalid")
+        raise _error(KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.rsa_exponent"))
     if modulus % 2 == 0 or modulus <= exponent:
-        raise _malformed("the RSA modulus is invalid")
+        raise _error(KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.rsa_modulus"))
     bits = modulus.bit_length()
     if bits < MIN_RSA_BITS:
         raise _error(
-            KeyErrorCode.RSA_KEY_TOO_SHORT,
-            f"This RSA key has {bits} bits; the minimum is {MIN_RSA_BITS}. Generate a new key "
-            "with ssh-keygen -t rsa -b 4096, or better an ed25519 key: ssh-keygen -t ed25519.",
+            KeyErrorCode.RSA_KEY_TOO_SHORT, messages.text("rsa_key_too_short", bits=bits, min=MIN_RSA_BITS)
         )
     if bits > MAX_RSA_BITS:
-        raise _malformed(f"RSA keys larger than {MAX_RSA_BITS} bits are not accepted by OpenSSH")
+        raise _error(
+            KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.rsa_too_long", max=MAX_RSA_BITS)
+        )
     return bits
 
 
@@ -408,39 +372,49 @@ def _parse_ecdsa(key_type: KeyType, reader: WireReader) -> int:
     curve = _CURVES[key_type]
     name = reader.read_string()
     if name != curve.name:
-        raise _malformed(f"a {key_type.value} key must name curve {curve.name.decode()}")
+        raise _error(
+            KeyErrorCode.MALFORMED_KEY,
+            messages.text("malformed_key.ecdsa_curve", type=key_type.value, curve=curve.name.decode()),
+        )
     point = reader.read_string()
     if len(point) != curve.point_len or point[0] != 0x04:
-        raise _malformed(f"a {curve.name.decode()} public point is {curve.point_len} bytes, uncompressed")
+        raise _error(
+            KeyErrorCode.MALFORMED_KEY,
+            messages.text(
+                "malformed_key.ecdsa_point_length", curve=curve.name.decode(), length=curve.point_len
+            ),
+        )
     try:
         ec.EllipticCurvePublicKey.from_encoded_point(curve.curve, point)
     except ValueError:
-        raise _malformed("the ECDSA public point is not on its curve") from None
+        raise _error(KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.ecdsa_not_on_curve")) from None
     return curve.bits
 
 
 def _parse_sk_application(reader: WireReader) -> None:
     application = reader.read_string()
     if not application:
-        raise _malformed("a security-key public key must name its application (e.g. ssh:)")
+        raise _error(KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.sk_application_missing"))
     try:
         application.decode("utf-8")
     except UnicodeDecodeError:
-        raise _malformed("the security-key application is not text") from None
+        raise _error(
+            KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.sk_application_not_text")
+        ) from None
 
 
 def _checked_comment(comment: str) -> str:
     if len(comment) > MAX_COMMENT_CHARS:
-        raise _malformed(f"the comment is longer than {MAX_COMMENT_CHARS} characters")
+        raise _error(
+            KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.comment_too_long", max=MAX_COMMENT_CHARS)
+        )
     if any(unicodedata.category(ch) in _BAD_COMMENT_CATEGORIES for ch in comment):
-        raise _malformed("the comment contains control characters")
+        raise _error(KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.comment_control"))
     findings = scan_text(comment, COMMENT_FIELD)
     if findings:
         raise KeyValidationError(
             KeyErrorCode.SECRET_IN_COMMENT,
-            f"The key's comment holds {findings[0].what}. The comment is stored, listed and written to "
-            "workers' authorized_keys: remove the secret from it (and consider the secret exposed), then "
-            "add the key again.",
+            messages.text("secret_in_comment", what=findings[0].what),
             COMMENT_FIELD,
         )
     return comment
@@ -449,17 +423,15 @@ def _checked_comment(comment: str) -> str:
 def _mismatch(key_type: KeyType, embedded: bytes) -> KeyValidationError:
     actual = embedded.decode("ascii", errors="replace")
     if not _TYPE_LIKE.fullmatch(actual):
-        return _malformed("the key data does not start with a key type")
+        return _error(KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key.no_type"))
     return _error(
-        KeyErrorCode.KEY_TYPE_MISMATCH,
-        f"The key is labelled {key_type.value} but its data is a {actual} key; "
-        "paste the .pub file unchanged.",
+        KeyErrorCode.KEY_TYPE_MISMATCH, messages.text("key_type_mismatch", type=key_type.value, actual=actual)
     )
 
 
 def _malformed(detail: str) -> KeyValidationError:
-    return _error(KeyErrorCode.MALFORMED_KEY, f"The public key is malformed: {detail}.")
+    return _error(KeyErrorCode.MALFORMED_KEY, messages.text("malformed_key", detail=detail))
 
 
-def _error(code: KeyErrorCode, message: str) -> KeyValidationError:
+def _error(code: KeyErrorCode, message: Text) -> KeyValidationError:
     return KeyValidationError(code, message, field="public_key")

@@ -32,11 +32,10 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network
 from typing import Final
 
+from rlark_contracts.messages import text
+
 from rlark_netdomain.domain.errors import NetDomainError, NetDomainErrorCode
 
-_RESERVED_RULE: Final = (
-    "the network and broadcast addresses and every address ending in .0 or .255 are never assigned"
-)
 _USABLE_PER_24: Final = 254
 
 
@@ -45,14 +44,14 @@ class AddressPoolExhausted(NetDomainError):
 
     def __init__(self, network: IPv4Network, capacity: int, free: int, requested: int) -> None:
         if free == 0:
-            message = (
-                f"Network domain {network} has no free address: all {capacity} usable addresses "
-                f"are in use ({_RESERVED_RULE})."
-            )
+            message = text("address_pool_exhausted", network=str(network), capacity=capacity)
         else:
-            message = (
-                f"Network domain {network} cannot provide {requested} addresses: only {free} of "
-                f"its {capacity} usable addresses are free ({_RESERVED_RULE})."
+            message = text(
+                "address_pool_exhausted.short",
+                network=str(network),
+                requested=requested,
+                free=free,
+                capacity=capacity,
             )
         super().__init__(NetDomainErrorCode.ADDRESS_POOL_EXHAUSTED, message)
         self.network = network

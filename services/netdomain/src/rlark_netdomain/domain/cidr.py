@@ -13,6 +13,9 @@ import re
 from ipaddress import IPv4Address, IPv4Network
 from typing import Final
 
+from rlark_contracts import messages
+from rlark_contracts.messages import Text
+
 from rlark_netdomain.domain.addresses import count_assignable
 from rlark_netdomain.domain.errors import DomainValidationError, NetDomainErrorCode
 
@@ -41,18 +44,20 @@ def validate_domain_cidr(cidr: str, field: str = "cidr") -> IPv4Network:
     """
     text = cidr.strip()
     if not text:
-        raise _error(NetDomainErrorCode.INVALID_CIDR, f"The CIDR is empty; use e.g. {_EXAMPLE}.", field)
+        raise _error(
+            NetDomainErrorCode.INVALID_CIDR, messages.text("invalid_cidr.empty", example=_EXAMPLE), field
+        )
     if ":" in text:
         raise _error(
             NetDomainErrorCode.CIDR_NOT_IPV4,
-            f"Network domains are IPv4 only; use a private IPv4 CIDR such as {_EXAMPLE}.",
+            messages.text("cidr_not_ipv4", example=_EXAMPLE),
             field,
         )
     match = _CIDR_SHAPE.fullmatch(text)
     if match is None:
         raise _error(
             NetDomainErrorCode.INVALID_CIDR,
-            f"{_shown(text)} is not an IPv4 CIDR; write address/prefix-length, e.g. {_EXAMPLE}.",
+            _shown("invalid_cidr.shape", "invalid_cidr.shape_unshown", text, example=_EXAMPLE),
             field,
         )
     try:
@@ -60,46 +65,55 @@ def validate_domain_cidr(cidr: str, field: str = "cidr") -> IPv4Network:
         network = IPv4Network(text, strict=False)
     except ValueError as exc:
         raise _error(
-            NetDomainErrorCode.INVALID_CIDR, f"{_shown(text)} is not a valid CIDR: {exc}.", field
+            NetDomainErrorCode.INVALID_CIDR,
+            _shown("invalid_cidr", "invalid_cidr.unshown", text, detail=str(exc)),
+            field,
         ) from None
     if address != network.network_address:
         raise _error(
             NetDomainErrorCode.CIDR_HOST_BITS_SET,
-            f"{text} has host bits set; the network it belongs to is {network}.",
+            messages.text("cidr_host_bits_set", cidr=text, network=str(network)),
             field,
         )
     if network.prefixlen < MIN_PREFIX:
         raise _error(
             NetDomainErrorCode.CIDR_PREFIX_OUT_OF_RANGE,
-            f"{network} is too large: the prefix must be between /{MIN_PREFIX} and /{MAX_PREFIX}, "
-            f"and no private range is larger than a /{MIN_PREFIX} (10.0.0.0/8).",
+            messages.text(
+                "cidr_prefix_out_of_range.too_large", network=str(network), min=MIN_PREFIX, max=MAX_PREFIX
+            ),
             field,
         )
     if network.prefixlen > MAX_PREFIX:
         smallest = IPv4Network(f"10.0.0.0/{MAX_PREFIX}")
         raise _error(
             NetDomainErrorCode.CIDR_PREFIX_OUT_OF_RANGE,
-            f"{network} is too small: it has {count_assignable(network)} assignable addresses; "
-            f"the prefix must be between /{MIN_PREFIX} and /{MAX_PREFIX} "
-            f"(a /{MAX_PREFIX} has {count_assignable(smallest)}).",
+            messages.text(
+                "cidr_prefix_out_of_range.too_small",
+                network=str(network),
+                addresses=count_assignable(network),
+                min=MIN_PREFIX,
+                max=MAX_PREFIX,
+                smallest=count_assignable(smallest),
+            ),
             field,
         )
     if not any(network.subnet_of(private) for private in PRIVATE_RANGES):
         ranges = ", ".join(str(private) for private in PRIVATE_RANGES)
         raise _error(
             NetDomainErrorCode.CIDR_NOT_PRIVATE,
-            f"{network} is not a private range; a domain CIDR must lie wholly inside one of {ranges}.",
+            messages.text("cidr_not_private", network=str(network), ranges=ranges),
             field,
         )
     return network
 
 
-def _shown(text: str) -> str:
-    """The user's input, quoted, when it is short and printable; otherwise a neutral word."""
-    if len(text) <= 64 and text.isprintable():
-        return repr(text)
-    return "The value"
+def _shown(key: str, unshown: str, value: str, **params: str) -> Text:
+    """Sentence ``key`` quoting the user's input when it is short and printable, else ``unshown``,
+    which names no value."""
+    if len(value) <= 64 and value.isprintable():
+        return messages.text(key, value=repr(value), **params)
+    return messages.text(unshown, **params)
 
 
-def _error(code: NetDomainErrorCode, message: str, field: str) -> DomainValidationError:
+def _error(code: NetDomainErrorCode, message: Text, field: str) -> DomainValidationError:
     return DomainValidationError(code, message, field)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from rlark_contracts.messages import Text, text
+
 from rlark_netdomain.domain.errors import DomainValidationError, NetDomainErrorCode
 
 MAX_DOMAIN_NAME_CHARS: Final = 63
@@ -21,25 +23,22 @@ RESERVED: Final = frozenset({"none"})
 def validate_domain_name(name: str, field: str = "name") -> str:
     """Return ``name`` if it is a DNS label, or raise ``invalid_domain_name`` saying what is wrong."""
     if not name:
-        raise _invalid("The domain name is empty; use a DNS label such as train-net.", field)
+        raise _invalid(text("invalid_domain_name.empty"), field)
     if len(name) > MAX_DOMAIN_NAME_CHARS:
         raise _invalid(
-            f"The domain name has {len(name)} characters; the maximum is {MAX_DOMAIN_NAME_CHARS}.", field
+            text("invalid_domain_name.too_long", length=len(name), max=MAX_DOMAIN_NAME_CHARS), field
         )
     if not _LABEL.fullmatch(name):
-        shown = repr(name) if name.isprintable() else "The name"
-        raise _invalid(
-            f"{shown} is not a DNS label: use lower-case letters, digits and '-', starting and "
-            "ending with a letter or digit (e.g. train-net).",
-            field,
+        said = (
+            text("invalid_domain_name.not_dns_label", name=repr(name))
+            if name.isprintable()
+            else text("invalid_domain_name.not_dns_label_unshown")
         )
+        raise _invalid(said, field)
     if name in RESERVED:
-        raise _invalid(
-            f"{name!r} is reserved: a job's networkDomain: {name} means it joins no domain; pick another name.",
-            field,
-        )
+        raise _invalid(text("invalid_domain_name.reserved", name=repr(name), value=name), field)
     return name
 
 
-def _invalid(message: str, field: str) -> DomainValidationError:
+def _invalid(message: Text, field: str) -> DomainValidationError:
     return DomainValidationError(NetDomainErrorCode.INVALID_DOMAIN_NAME, message, field)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from ipaddress import IPv4Network, IPv6Network
 
+from rlark_contracts.messages import Text, text
+
 from rlark_netdomain.domain.errors import DomainValidationError, NetDomainErrorCode
 
 AnyNetwork = IPv4Network | IPv6Network
@@ -28,9 +30,14 @@ class ConflictKind(StrEnum):
 
 
 _KIND_RANK = {kind: rank for rank, kind in enumerate(ConflictKind)}
-_CLUSTER_CIDR_WORDS = {
-    ConflictKind.CLUSTER_POD_CIDR: "pod",
-    ConflictKind.CLUSTER_SERVICE_CIDR: "service",
+#: Message keys per kind: the conflict alone, and the whole refusal when it is the only conflict.
+_SAID = {
+    ConflictKind.CLUSTER_POD_CIDR: ("cidr_overlaps.cluster_pod_cidr", "cidr_overlaps.one.cluster_pod_cidr"),
+    ConflictKind.CLUSTER_SERVICE_CIDR: (
+        "cidr_overlaps.cluster_service_cidr",
+        "cidr_overlaps.one.cluster_service_cidr",
+    ),
+    ConflictKind.DOMAIN: ("cidr_overlaps.domain", "cidr_overlaps.one.domain"),
 }
 
 
@@ -68,7 +75,7 @@ class Conflict:
     kind: ConflictKind
     name: str
     cidr: IPv4Network
-    message: str
+    message: Text
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,14 +94,19 @@ class DomainOverlapError(DomainValidationError):
     """The candidate CIDR overlaps something; ``conflicts`` lists every overlap."""
 
     def __init__(self, candidate: IPv4Network, conflicts: Sequence[Conflict], field: str = "cidr") -> None:
-        message = f"{candidate} " + "; ".join(conflict.message for conflict in conflicts) + "."
+        if len(conflicts) == 1:
+            only = conflicts[0]
+            message = text(_SAID[only.kind][1], candidate=str(candidate), cidr=str(only.cidr), name=only.name)
+        else:
+            joined = "; ".join(conflict.message for conflict in conflicts)
+            message = text("cidr_overlaps", candidate=str(candidate), conflicts=joined)
         super().__init__(NetDomainErrorCode.CIDR_OVERLAPS, message, field)
         self.candidate = candidate
         self.conflicts = tuple(conflicts)
 
 
-def _cluster_message(kind: ConflictKind, cidr: IPv4Network, cluster: str) -> str:
-    return f'overlaps {_CLUSTER_CIDR_WORDS[kind]} CIDR {cidr} of cluster "{cluster}"'
+def _cluster_message(kind: ConflictKind, cidr: IPv4Network, cluster: str) -> Text:
+    return text(_SAID[kind][0], cidr=str(cidr), name=cluster)
 
 
 def find_overlaps(
@@ -114,7 +126,7 @@ def find_overlaps(
                 conflicts.append(Conflict(kind, cluster.name, network, message))
     for domain in domains:
         if candidate.overlaps(domain.cidr):
-            message = f'overlaps CIDR {domain.cidr} of network domain "{domain.name}"'
+            message = _cluster_message(ConflictKind.DOMAIN, domain.cidr, domain.name)
             conflicts.append(Conflict(ConflictKind.DOMAIN, domain.name, domain.cidr, message))
     conflicts.sort(key=lambda c: (_KIND_RANK[c.kind], c.name, c.cidr))
     return conflicts
