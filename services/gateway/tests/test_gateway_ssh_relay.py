@@ -102,7 +102,9 @@ async def relayed(
     )
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     task = asyncio.create_task(server.serve())
-    while not server.started:
+    for _ in range(250):
+        if server.started:
+            break
         await asyncio.sleep(0.02)
     try:
         settings = gateway_settings(
@@ -282,3 +284,24 @@ async def test_a_wrong_secret_or_another_clusters_agent_cannot_take_a_relay(rela
         assert "no sshd" in json.loads(failed.value.response.body)["error"]["message"]
     finally:
         await lab_link.close()
+
+
+async def test_a_console_session_works_from_its_own_origin_only(relayed: Relayed) -> None:
+    import httpx
+
+    user, _ = await relayed.new_user()
+    job_id = f"job-{uuid.uuid4().hex[:6]}"
+    relayed.owners[job_id] = user
+    async with httpx.AsyncClient(base_url=relayed.url) as client:
+        login = await client.post("/api/v1/auth/login", json={"username": user, "password": USER_PASSWORD})
+        cookie = login.cookies["rlark_session"]
+    url = f"{relayed.ws_url}/api/v1/jobs/{job_id}/workers/actor-0/ssh"
+    host = relayed.url.removeprefix("http://")
+    answers = {}
+    for origin in ("https://evil.example", f"http://{host}"):
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(url, additional_headers={"Cookie": f"rlark_session={cookie}"}, origin=origin):  # type: ignore[arg-type]
+                pass
+        answers[origin] = json.loads(refused.value.response.body)["error"]["code"]
+    # A foreign page cannot use the victim's cookie; the console's own origin gets as far as the agent.
+    assert answers == {"https://evil.example": "cross_origin_refused", f"http://{host}": "agent_offline"}
