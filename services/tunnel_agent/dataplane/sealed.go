@@ -76,6 +76,7 @@ type sealedConn struct {
 	rstart   int
 	rfill    int
 	plain    []byte
+	lowat    lowWater
 }
 
 func newAEAD(key []byte) cipher.AEAD {
@@ -98,6 +99,7 @@ func newSealedConn(conn net.Conn, keys *dataKeys, dialer bool) *sealedConn {
 	return &sealedConn{
 		conn: conn, seal: newAEAD(sendKey), sealSalt: sendSalt, open: newAEAD(recvKey), openSalt: recvSalt,
 		record: make([]byte, 0, maxRecord+4+tagSize), rbuf: make([]byte, 2*(maxRecord+4+tagSize)),
+		lowat: newLowWater(conn),
 	}
 }
 
@@ -169,11 +171,15 @@ func (c *sealedConn) nextRecord() error {
 				c.rfill = copy(c.rbuf, c.rbuf[c.rstart:c.rfill])
 				c.rstart = 0
 			}
-		} else if c.rstart > 0 && c.rstart == c.rfill {
-			c.rstart, c.rfill = 0, 0
-		} else if len(c.rbuf)-c.rfill < 4 {
-			c.rfill = copy(c.rbuf, c.rbuf[c.rstart:c.rfill])
-			c.rstart = 0
+			c.lowat.want(4 + length - avail) // wake up once the rest of the record is here
+		} else {
+			if c.rstart > 0 && c.rstart == c.rfill {
+				c.rstart, c.rfill = 0, 0
+			} else if len(c.rbuf)-c.rfill < 4 {
+				c.rfill = copy(c.rbuf, c.rbuf[c.rstart:c.rfill])
+				c.rstart = 0
+			}
+			c.lowat.want(4 - avail)
 		}
 		n, err := c.conn.Read(c.rbuf[c.rfill:])
 		if err != nil {
