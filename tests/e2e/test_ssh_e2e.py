@@ -71,6 +71,14 @@ async def test_ssh_and_scp_reach_a_local_worker_through_the_platform_with_the_ow
         assert f"Host {worker['id']}" in made.stdout
         assert "User rlark" in made.stdout
         (tmp_path / "ssh_config").write_text(made.stdout)
+        unknown = await stack.cli("ssh", f"{job_id}/rollout-3", token=owner_token)
+        assert unknown.returncode == 1
+        assert f"job {job_id} has no worker 'rollout-3' (workers: actor-0)" in " ".join(
+            unknown.stderr.split()
+        )
+        hidden = await stack.cli("ssh-config", job_id, token=stranger_token)
+        assert hidden.returncode == 1
+        assert "no such job" in hidden.stderr  # as for a job that does not exist
 
         async def logged_in() -> subprocess.CompletedProcess[str] | None:
             done = await openssh(stack, tmp_path, owner_token, worker["id"], "echo in-$(id -un)")
@@ -94,7 +102,7 @@ async def test_ssh_and_scp_reach_a_local_worker_through_the_platform_with_the_ow
 
         stranger = await openssh(stack, tmp_path, stranger_token, worker["id"], "true")
         assert stranger.returncode != 0
-        assert f"job {job_id} not found" in stranger.stderr
+        assert "no such job" in stranger.stderr
 
         # The same worker with a key the job never selected (a config naming only that key).
         other = await stack.cli("ssh-config", job_id, "-i", str(tmp_path / "wrong"), token=owner_token)

@@ -30,10 +30,25 @@ async def find_job(
             503, "service_unavailable", "the scheduler service is unavailable; try again later", "scheduler"
         ) from None
     if response.status_code == 404:
-        raise RelayRefused(404, "job_not_found", f"job {job_id} not found", "job_id")
+        # The scheduler's own answer, as ``GET /api/v1/jobs/{id}`` gives it: the same for a missing job.
+        error = _error_of(response)
+        raise RelayRefused(
+            404,
+            str(error.get("code") or "job_not_found"),
+            str(error.get("message") or f"job {job_id} not found"),
+            "job_id",
+        )
     if response.status_code != 200:
         raise RelayRefused(
             503, "service_unavailable", f"the scheduler answered HTTP {response.status_code}", "scheduler"
         )
     job: dict[str, Any] = response.json()
     return job
+
+
+def _error_of(response: httpx.Response) -> dict[str, Any]:
+    try:
+        error = response.json()["error"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return error if isinstance(error, dict) else {}
