@@ -209,7 +209,8 @@ def refusal(checked: Checked) -> ApiError:
     details: dict[str, Any] = {"errors": errors, "warnings": [w.to_dict() for w in checked.warnings]}
     if checked.never_fits is not None and not checked.errors:
         details["pending"] = pending_view(checked.never_fits)
-    return ApiError(422, str(first["code"]), str(first["message"]), str(first["field"]) or None, details)
+    main = checked.errors[0].message if checked.errors else str(first["message"])
+    return ApiError(422, str(first["code"]), main, str(first["field"]) or None, details)
 
 
 def fingerprint(body: bytes) -> str:

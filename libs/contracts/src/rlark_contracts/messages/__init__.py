@@ -106,7 +106,7 @@ class Text(str):
         return {"message_key": self.key, "params": dict(self.params)}
 
 
-def text(key: str, **params: ParamValue) -> Text:
+def text(key: str, /, **params: ParamValue) -> Text:
     """``Text(key, params)``, the short form services use."""
     return Text(key, params)
 

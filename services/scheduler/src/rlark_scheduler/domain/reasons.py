@@ -24,6 +24,10 @@ of waiting would place.
 
 Counts are exact for the job's own clusters at the model version they were computed at;
 suggestions about other clusters are advisory and refreshed whenever the job is re-tried.
+
+Languages (ADR 0011): ``message`` is the English sentence above; :func:`pending_texts` says the same
+as catalogue sentences (``pending.*`` keys with their counts as parameters), one per clause, which
+clients render in the user's language and join with that language's separator.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+
+from rlark_contracts.messages import Text, text
 
 from rlark_scheduler.domain.capacity import CapacityModel, Survey
 from rlark_scheduler.domain.placement import Demand, JobRequest, RoleRequest, match_workers
@@ -312,3 +318,89 @@ def _and_list(items: Sequence[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+# ------------------------------------------------------------------------------- catalogue sentences
+
+#: The catalogue key of a role's main clause per code (``FITS`` has none: a fitting role says nothing).
+PENDING_KEYS: dict[PendingCode, str] = {
+    PendingCode.FITS: "pending.fits",
+    PendingCode.CLUSTER_UNKNOWN: "pending.cluster_unknown",
+    PendingCode.CLUSTER_OFFLINE: "pending.cluster_offline",
+    PendingCode.TOO_FEW_MATCHING_NODES: "pending.too_few_nodes",
+    PendingCode.TOO_FEW_READY_NODES: "pending.too_few_nodes",
+    PendingCode.TOO_FEW_SCHEDULABLE_NODES: "pending.too_few_nodes",
+    PendingCode.TOO_FEW_NODES_WITH_GPUS: "pending.too_few_nodes",
+    PendingCode.ROLES_COMPETE_FOR_NODES: "pending.roles_compete_for_nodes",
+}
+
+
+def role_texts(reason: RoleReason) -> tuple[Text, ...]:
+    """The clauses of one role's reason as catalogue sentences (empty when the role fits alone)."""
+    if reason.fits_alone:
+        return ()
+    where: dict[str, str | int] = {"role": reason.role, "needed": reason.needed, "cluster": reason.cluster}
+    counts: dict[str, str | int] = {
+        **where,
+        "gpus": reason.gpus_per_worker,
+        "matching": reason.matching,
+        "enough": reason.enough,
+        **({"selector": format_selector(reason.selector)} if reason.selector else {}),
+    }
+    suffix = "" if reason.selector else ".any"
+    if reason.hypothetical:
+        if reason.code is PendingCode.CLUSTER_UNKNOWN:
+            return (Text("pending.never.cluster_unknown", where),)
+        return (Text("pending.never" + suffix, counts),)
+    if reason.code in (PendingCode.CLUSTER_UNKNOWN, PendingCode.CLUSTER_OFFLINE):
+        clauses = [Text(PENDING_KEYS[reason.code], where)]
+    else:
+        detail: dict[str, str | int] = {**counts, "ready": reason.ready, "schedulable": reason.schedulable}
+        clauses = [Text(PENDING_KEYS[reason.code] + suffix, detail)]
+    if reason.code is PendingCode.TOO_FEW_NODES_WITH_GPUS:
+        clauses.append(_gpus_in_use_text(reason))
+    if reason.alternatives:
+        shown = ", ".join(
+            f"{alt.cluster} ({alt.nodes})" for alt in reason.alternatives[:MAX_SUGGESTIONS_IN_TEXT]
+        )
+        more = len(reason.alternatives) - MAX_SUGGESTIONS_IN_TEXT
+        if more > 0:
+            clauses.append(text("pending.would_fit_elsewhere.more", clusters=shown, more=more))
+        else:
+            clauses.append(text("pending.would_fit_elsewhere", clusters=shown))
+    return tuple(clauses)
+
+
+def _gpus_in_use_text(reason: RoleReason) -> Text:
+    params: dict[str, str | int] = {
+        "schedulable": reason.schedulable,
+        "used": reason.gpus_used_external + reason.gpus_held,
+        "allocatable": reason.gpus_allocatable,
+        "external": reason.gpus_used_external,
+        "held": reason.gpus_held,
+    }
+    if reason.gpus_used_external and reason.gpus_held:
+        return Text("pending.gpus_in_use", params)
+    if reason.gpus_used_external:
+        return Text("pending.gpus_in_use.external", params)
+    if reason.gpus_held:
+        return Text("pending.gpus_in_use.held", params)
+    return Text("pending.gpus_in_use.none", params)
+
+
+def conflict_text(conflict: GangConflict, *, alone: bool = False) -> Text:
+    """A gang conflict as a catalogue sentence; ``alone`` when every role of the job fits by itself."""
+    key = "pending.roles_compete_for_nodes.alone" if alone else "pending.roles_compete_for_nodes"
+    roles = ", ".join(f'"{name}"' for name in conflict.roles)
+    return text(key, roles=roles, cluster=conflict.cluster, needed=conflict.needed, nodes=conflict.nodes)
+
+
+def pending_texts(reason: PendingReason) -> tuple[Text, ...]:
+    """The whole reason as catalogue sentences, clause by clause, in the order of ``message``."""
+    if reason.fits:
+        return (text("pending.fits"),)
+    clauses = [clause for role in reason.roles for clause in role_texts(role)]
+    alone = not clauses
+    for index, conflict in enumerate(reason.conflicts):
+        clauses.append(conflict_text(conflict, alone=alone and index == 0))
+    return tuple(clauses)

@@ -70,6 +70,7 @@ from pydantic import (
     ValidationError,
 )
 from pydantic.alias_generators import to_camel
+from rlark_contracts.messages import Text
 
 API_VERSION = "rlark.io/v1"
 KIND = "Job"
@@ -131,7 +132,8 @@ class SpecError:
 
     ``field`` is a path such as ``spec.tasks[1].image`` (empty for the document as a whole);
     ``line``/``column`` are 1-based positions in the submitted text when it was text. Messages
-    never quote secret values.
+    never quote secret values; a message that is a catalogue :class:`Text` (ADR 0011) also travels
+    as ``message_key`` and ``params``.
     """
 
     code: str
@@ -142,9 +144,11 @@ class SpecError:
     severity: Severity = Severity.ERROR
 
     def to_dict(self) -> dict[str, object]:
+        said = self.message.wire() if isinstance(self.message, Text) else {}
         return {
             "code": self.code,
-            "message": self.message,
+            "message": str(self.message),
+            **said,
             "field": self.field,
             "line": self.line,
             "column": self.column,

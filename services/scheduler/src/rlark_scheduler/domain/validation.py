@@ -45,6 +45,7 @@ from types import MappingProxyType
 from typing import Any
 
 from rlark_contracts.hostpaths import source_decision
+from rlark_contracts.messages import Text, text
 from rlark_secretscan import SecretFinding, scan_assignment, scan_text
 
 from rlark_scheduler.domain import selectors
@@ -275,9 +276,14 @@ class ImageRef:
 
 
 class ImageError(ValueError):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
+    """An unacceptable image reference: ``code`` and the message ``key`` with its ``params`` (the
+    sentence names the field, which the caller supplies)."""
+
+    def __init__(self, code: str, key: str, **params: str) -> None:
+        super().__init__(text(key, field="image", **params))
         self.code = code
+        self.key = key
+        self.params = params
 
 
 _DOMAIN = re.compile(
@@ -297,15 +303,15 @@ def parse_image(reference: str) -> ImageRef:
     unless a digest pins the image; references without tag and digest are refused.
     """
     if not reference or reference != reference.strip() or any(c.isspace() for c in reference):
-        raise ImageError("image_invalid", "the image reference is empty or contains spaces")
+        raise ImageError("image_invalid", "image_invalid.empty")
     if len(reference) > 4096:
-        raise ImageError("image_invalid", "the image reference is too long")
+        raise ImageError("image_invalid", "image_invalid.too_long")
     name_and_tag, at, digest = reference.partition("@")
     if at:
         match = _DIGEST.fullmatch(digest)
         expected = _DIGEST_LENGTHS.get(match.group("alg")) if match else None
         if match is None or (expected is not None and len(match.group("hex")) != expected):
-            raise ImageError("image_invalid", f'"{digest}" is not a valid digest (sha256:<64 hex>)')
+            raise ImageError("image_invalid", "image_invalid.digest", digest=digest)
     slash = name_and_tag.rfind("/")
     colon = name_and_tag.rfind(":")
     tag: str | None = None
@@ -313,7 +319,7 @@ def parse_image(reference: str) -> ImageRef:
     if colon > slash:
         name, tag = name_and_tag[:colon], name_and_tag[colon + 1 :]
         if not _TAG.fullmatch(tag):
-            raise ImageError("image_invalid", f'"{tag}" is not a valid tag')
+            raise ImageError("image_invalid", "image_invalid.tag", tag=tag)
     components = name.split("/")
     domain: str | None = None
     first = components[0]
@@ -327,32 +333,25 @@ def parse_image(reference: str) -> ImageRef:
         domain = first
         components = components[1:]
         if not _DOMAIN.fullmatch(domain):
-            raise ImageError("image_invalid", f'"{domain}" is not a valid registry host')
+            raise ImageError("image_invalid", "image_invalid.registry", host=domain)
     for component in components:
         if not _PATH_COMPONENT.fullmatch(component):
-            raise ImageError(
-                "image_invalid",
-                f'"{component}" is not a valid repository name component '
-                "(lower-case letters, digits and single separators)",
-            )
+            raise ImageError("image_invalid", "image_invalid.component", component=component)
     if len(name) > 255:
-        raise ImageError("image_invalid", "the repository name is longer than 255 characters")
+        raise ImageError("image_invalid", "image_invalid.repository_too_long")
     if tag is None and not at:
-        raise ImageError(
-            "image_tag_required",
-            "the image needs an explicit tag or digest (e.g. :v0.3.0 or @sha256:...)",
-        )
+        raise ImageError("image_tag_required", "image_tag_required")
     if tag is not None and tag.lower() == "latest" and not at:
-        raise ImageError("image_latest_refused", '"latest" names no version; use an explicit tag or a digest')
+        raise ImageError("image_latest_refused", "image_latest_refused")
     return ImageRef(domain, "/".join(components), tag, digest if at else None)
 
 
-def image_problem(reference: str) -> tuple[str, str] | None:
-    """``(code, message)`` when ``reference`` is not acceptable, else None."""
+def image_problem(reference: str, field: str = "image") -> tuple[str, Text] | None:
+    """``(code, message)`` when ``reference`` is not acceptable, else None; the message names ``field``."""
     try:
         parse_image(reference)
     except ImageError as exc:
-        return exc.code, str(exc)
+        return exc.code, text(exc.key, field=field, **exc.params)
     return None
 
 
@@ -371,7 +370,7 @@ class _Validator:
     def add(
         self,
         code: str,
-        message: str,
+        message: Text | str,
         field_path: str,
         *,
         warning: bool = False,
@@ -389,55 +388,55 @@ class _Validator:
         if doc.api_version != API_VERSION:
             self.add(
                 "api_version_unsupported",
-                f'apiVersion must be "{API_VERSION}"',
+                text("api_version_unsupported", expected=API_VERSION),
                 "apiVersion",
             )
         if doc.kind != KIND:
-            self.add("kind_unsupported", f'kind must be "{KIND}"', "kind")
+            self.add("kind_unsupported", text("kind_unsupported", expected=KIND), "kind")
         name = doc.metadata.name.strip()
         if not 1 <= len(name) <= MAX_NAME_LENGTH:
             self.add(
                 "name_length",
-                f"metadata.name must be 1-{MAX_NAME_LENGTH} characters (got {len(name)})",
+                text("name_length", max=MAX_NAME_LENGTH, length=len(name)),
                 "metadata.name",
             )
         elif _CONTROL.search(name):
             self.add(
                 "name_invalid",
-                "metadata.name must not contain control characters or line breaks",
+                text("name_invalid"),
                 "metadata.name",
             )
         if spec.type is JobType.TEMPLATE:
             if not spec.template:
                 self.add(
                     "template_missing",
-                    "spec.template must name the template when spec.type is template",
+                    text("template_missing"),
                     "spec.template",
                 )
             elif spec.template not in TEMPLATES:
                 self.add(
                     "template_unknown",
-                    f'spec.template "{spec.template}" is not one of {", ".join(TEMPLATES)}',
+                    text("template_unknown", template=spec.template, templates=", ".join(TEMPLATES)),
                     "spec.template",
                 )
         low, high = PRIORITY_RANGE
         if not low <= spec.priority <= high:
             self.add(
                 "priority_out_of_range",
-                f"spec.priority must be between {low} and {high}",
+                text("priority_out_of_range", min=low, max=high),
                 "spec.priority",
             )
         if not (spec.run_script or "").strip():
             self.add(
                 "run_script_missing",
-                "spec.runScript is required: it is what the Header runs once Ray is up",
+                text("run_script_missing"),
                 "spec.runScript",
             )
         for key_index, key in enumerate(spec.ssh_keys):
             if key not in self.ctx.ssh_key_names:
                 self.add(
                     "ssh_key_unknown",
-                    f'spec.sshKeys[{key_index}]: you have no SSH key named "{key}"',
+                    text("ssh_key_unknown", index=key_index, name=key),
                     child_path("spec.sshKeys", key_index),
                 )
         clusters = {role.cluster for role in spec.tasks}
@@ -445,16 +444,13 @@ class _Validator:
             if spec.joined_domain not in self.ctx.network_domains:
                 self.add(
                     "network_domain_unknown",
-                    f'spec.networkDomain: no network domain is named "{spec.network_domain}"',
+                    text("network_domain_unknown", name=spec.network_domain or ""),
                     "spec.networkDomain",
                 )
         elif len(clusters) > 1:
             self.add(
                 "network_domain_missing",
-                f"the roles span {len(clusters)} clusters but no network domain is set: workers in "
-                "different clusters reach each other (and the Header's Ray head) only through a network "
-                "domain; create one (rlark domains create) or keep the roles in one cluster "
-                "(networkDomain: none keeps only a single-cluster job out of every domain)",
+                text("network_domain_missing", clusters=len(clusters)),
                 "spec.networkDomain",
             )
 
@@ -463,7 +459,7 @@ class _Validator:
         if not (spec.header or "").strip():
             self.add(
                 "header_missing",
-                "spec.header must name the role whose single worker starts the Ray head",
+                text("header_missing"),
                 "spec.header",
             )
             return
@@ -471,14 +467,14 @@ class _Validator:
         if role is None:
             self.add(
                 "header_unknown_role",
-                f'spec.header "{spec.header}" is not the name of a role in spec.tasks',
+                text("header_unknown_role", header=spec.header or ""),
                 "spec.header",
             )
         elif role.replicas != 1:
             index = spec.tasks.index(role)
             self.add(
                 "header_replicas",
-                f'the Header role "{role.name}" must have exactly 1 replica (has {role.replicas})',
+                text("header_replicas", role=role.name, replicas=role.replicas),
                 f"spec.tasks[{index}].replicas",
             )
 
@@ -495,8 +491,7 @@ class _Validator:
             if not any(_under(path, mount) for mount in mount_paths):
                 self.add(
                     "output_not_on_mount",
-                    f"{path_field} ({path}) is not under any mounted volume: files written there "
-                    "are lost when the worker stops",
+                    text("output_not_on_mount", field=path_field, path=path),
                     path_field,
                     warning=True,
                 )
@@ -505,12 +500,12 @@ class _Validator:
         if not path.startswith("/") or _CONTROL.search(path):
             self.add(
                 "path_not_absolute",
-                f"{path_field} must be an absolute path (starting with /)",
+                text("path_not_absolute", field=path_field),
                 path_field,
             )
             return False
         if ".." in path.split("/"):
-            self.add("path_not_absolute", f"{path_field} must not contain '..'", path_field)
+            self.add("path_not_absolute", text("path_not_absolute.dot_dot", field=path_field), path_field)
             return False
         return True
 
@@ -518,7 +513,7 @@ class _Validator:
 
     def roles(self) -> None:
         if not self.spec.tasks:
-            self.add("tasks_missing", "spec.tasks needs at least one role", "spec.tasks")
+            self.add("tasks_missing", text("tasks_missing"), "spec.tasks")
             return
         seen: set[str] = set()
         for index, role in enumerate(self.spec.tasks):
@@ -535,15 +530,13 @@ class _Validator:
         if len(role.name) > MAX_ROLE_NAME_LENGTH or not _DNS_LABEL.fullmatch(role.name):
             self.add(
                 "role_name_invalid",
-                f'{name_path} "{role.name}" must be a DNS label: lower-case letters, digits and '
-                f"'-', starting and ending with a letter or digit, at most "
-                f"{MAX_ROLE_NAME_LENGTH} characters",
+                text("role_name_invalid", field=name_path, name=role.name, max=MAX_ROLE_NAME_LENGTH),
                 name_path,
             )
         if role.name in seen:
             self.add(
                 "role_name_duplicate",
-                f'{name_path}: another role is already named "{role.name}"',
+                text("role_name_duplicate", field=name_path, name=role.name),
                 name_path,
             )
         seen.add(role.name)
@@ -553,26 +546,26 @@ class _Validator:
         if cluster is None:
             self.add(
                 "cluster_unknown",
-                f'{path}.cluster: no cluster is named "{role.cluster}"',
+                text("cluster_unknown", field=f"{path}.cluster", cluster=role.cluster),
                 f"{path}.cluster",
             )
         elif not cluster.online:
             self.add(
                 "cluster_offline",
-                f'{path}.cluster: cluster "{role.cluster}" is offline; the job waits until it is back',
+                text("cluster_offline", field=f"{path}.cluster", cluster=role.cluster),
                 f"{path}.cluster",
                 warning=True,
             )
         if not 1 <= role.replicas <= MAX_REPLICAS:
             self.add(
                 "replicas_invalid",
-                f"{path}.replicas must be between 1 and {MAX_REPLICAS} (one worker per node)",
+                text("replicas_invalid", field=f"{path}.replicas", max=MAX_REPLICAS),
                 f"{path}.replicas",
             )
         if not 0 <= role.gpus_per_worker <= MAX_GPUS_PER_WORKER:
             self.add(
                 "gpus_invalid",
-                f"{path}.gpusPerWorker must be between 0 and {MAX_GPUS_PER_WORKER}",
+                text("gpus_invalid", field=f"{path}.gpusPerWorker", max=MAX_GPUS_PER_WORKER),
                 f"{path}.gpusPerWorker",
             )
 
@@ -583,21 +576,21 @@ class _Validator:
             if key_problem:
                 self.add(
                     "selector_key_invalid",
-                    f'{key_path}: "{key}" is not a valid label key: {key_problem}',
+                    text("selector_key_invalid", field=key_path, key=key, problem=key_problem),
                     key_path,
                 )
             value_problem = selectors.label_value_problem(value)
             if value_problem:
                 self.add(
                     "selector_value_invalid",
-                    f"{key_path}: not a valid label value: {value_problem}",
+                    text("selector_value_invalid", field=key_path, problem=value_problem),
                     key_path,
                 )
 
     def image(self, role: RoleSpec, path: str) -> None:
-        problem = image_problem(role.image)
+        problem = image_problem(role.image, f"{path}.image")
         if problem:
-            self.add(problem[0], f"{path}.image: {problem[1]}", f"{path}.image")
+            self.add(problem[0], problem[1], f"{path}.image")
 
     def mounts(self, role: RoleSpec, path: str) -> None:
         names: set[str] = set()
@@ -607,14 +600,13 @@ class _Validator:
             if not _DNS_LABEL.fullmatch(mount.name) or len(mount.name) > 63:
                 self.add(
                     "mount_invalid",
-                    f'{mount_path}.name "{mount.name}" must be a DNS label (lower-case letters, '
-                    "digits and '-')",
+                    text("mount_invalid.name", field=f"{mount_path}.name", name=mount.name),
                     f"{mount_path}.name",
                 )
             elif mount.name in names:
                 self.add(
                     "mount_invalid",
-                    f'{mount_path}.name: another mount of this role is named "{mount.name}"',
+                    text("mount_invalid.name_duplicate", field=f"{mount_path}.name", name=mount.name),
                     f"{mount_path}.name",
                 )
             names.add(mount.name)
@@ -623,13 +615,13 @@ class _Validator:
                 if normalised == "/":
                     self.add(
                         "mount_invalid",
-                        f"{mount_path}.path must not be the root directory",
+                        text("mount_invalid.root", field=f"{mount_path}.path"),
                         f"{mount_path}.path",
                     )
                 elif normalised in targets:
                     self.add(
                         "mount_invalid",
-                        f"{mount_path}.path: another mount of this role uses {normalised}",
+                        text("mount_invalid.path_duplicate", field=f"{mount_path}.path", path=normalised),
                         f"{mount_path}.path",
                     )
                 targets.add(normalised)
@@ -658,7 +650,7 @@ class _Validator:
             if not _DNS_SUBDOMAIN.fullmatch(source) or len(source) > 253:
                 self.add(
                     "mount_invalid",
-                    f"{source_path} must be the name of a PersistentVolumeClaim",
+                    text("mount_invalid.pvc", field=source_path),
                     source_path,
                 )
         else:
@@ -666,14 +658,13 @@ class _Validator:
             if match is None:
                 self.add(
                     "mount_invalid",
-                    f"{source_path} must be a bucket URL such as s3://bucket/prefix, without credentials",
+                    text("mount_invalid.bucket", field=source_path),
                     source_path,
                 )
             if not secret_ref:
                 self.add(
                     "mount_invalid",
-                    f"{mount_path}.secretRef is required for object storage: credentials come "
-                    "from a secret, never from the spec",
+                    text("mount_invalid.secret_required", field=f"{mount_path}.secretRef"),
                     f"{mount_path}.secretRef",
                 )
         if secret_ref is not None:
@@ -681,13 +672,13 @@ class _Validator:
             if kind is not MountType.OBJECT_STORAGE:
                 self.add(
                     "mount_invalid",
-                    f"{ref_path} is only used by objectStorage mounts",
+                    text("mount_invalid.secret_unused", field=ref_path),
                     ref_path,
                 )
             elif not _DNS_SUBDOMAIN.fullmatch(secret_ref) or len(secret_ref) > 253:
                 self.add(
                     "mount_invalid",
-                    f"{ref_path} must be the name of a secret (a DNS subdomain)",
+                    text("mount_invalid.secret_name", field=ref_path),
                     ref_path,
                 )
 
@@ -697,20 +688,19 @@ class _Validator:
             if not _ENV_NAME.fullmatch(name):
                 self.add(
                     "env_name_invalid",
-                    f'{env_path}: "{name}" is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)',
+                    text("env_name_invalid", field=env_path, name=name),
                     env_path,
                 )
             elif name in RESERVED_ENV_NAMES or name.startswith(RESERVED_ENV_PREFIX):
                 self.add(
                     "env_name_reserved",
-                    f"{env_path}: {name} is set by the platform for every worker",
+                    text("env_name_reserved", field=env_path, name=name),
                     env_path,
                 )
             elif name in RLINF_OVERWRITTEN_ENV:
                 self.add(
                     "env_overridden",
-                    f"{env_path}: RLinf sets {name} for each of its workers itself; this value "
-                    "will be overwritten",
+                    text("env_overridden", field=env_path, name=name),
                     env_path,
                     warning=True,
                 )
@@ -751,37 +741,64 @@ class _Validator:
     def role_capacity(self, index: int, role: RoleSpec, counts: RoleNodeCounts) -> bool:
         """Report this role alone; True when it can be placed at least some day."""
         path = child_path("spec.tasks", index)
-        cluster = f'cluster "{role.cluster}"'
+        cluster = role.cluster
         if counts.matching == 0:
             self.add(
                 "selector_matches_too_few",
-                f"{path}.nodeSelector matches none of the {counts.in_cluster} nodes of {cluster}",
+                text(
+                    "selector_matches_too_few.none",
+                    field=f"{path}.nodeSelector",
+                    nodes=counts.in_cluster,
+                    cluster=cluster,
+                ),
                 f"{path}.nodeSelector",
             )
             return False
         if counts.largest_gpu_total < role.gpus_per_worker:
             self.add(
                 "gpus_exceed_node",
-                f"{path}.gpusPerWorker is {role.gpus_per_worker} but the largest node of "
-                f"{cluster} matching the selector has {counts.largest_gpu_total} GPUs",
+                text(
+                    "gpus_exceed_node",
+                    field=f"{path}.gpusPerWorker",
+                    gpus=role.gpus_per_worker,
+                    cluster=cluster,
+                    largest=counts.largest_gpu_total,
+                ),
                 f"{path}.gpusPerWorker",
             )
             return False
         if counts.gpu_capable < role.replicas:
             self.add(
                 "selector_matches_too_few",
-                f'role "{role.name}" needs {role.replicas} distinct nodes (one worker per node) '
-                f"but only {counts.gpu_capable} nodes of {cluster} match the selector with "
-                f"{role.gpus_per_worker} GPUs",
+                text(
+                    "selector_matches_too_few.capable",
+                    role=role.name,
+                    replicas=role.replicas,
+                    capable=counts.gpu_capable,
+                    cluster=cluster,
+                    gpus=role.gpus_per_worker,
+                ),
                 f"{path}.replicas",
             )
             return False
         if counts.enough_free < role.replicas:
             self.add(
                 "selector_matches_too_few",
-                f'role "{role.name}" needs {role.replicas} nodes but only {counts.enough_free} '
-                f"can take a worker now ({counts.describe()}); the job stays Pending until "
-                "enough nodes are ready, schedulable and free",
+                text(
+                    "selector_matches_too_few.now"
+                    if counts.online
+                    else "selector_matches_too_few.now_offline",
+                    role=role.name,
+                    replicas=role.replicas,
+                    free=counts.enough_free,
+                    cluster=cluster,
+                    in_cluster=counts.in_cluster,
+                    matching=counts.matching,
+                    ready=counts.ready,
+                    schedulable=counts.schedulable,
+                    enough=counts.enough_free,
+                    gpus=counts.gpus_per_worker,
+                ),
                 f"{path}.nodeSelector",
                 warning=True,
             )
@@ -810,17 +827,25 @@ class _Validator:
         if ever:
             self.add(
                 "selector_matches_too_few",
-                f'roles {roles_text} of cluster "{cluster_name}" share nodes (their selectors '
-                f"overlap) and together need {needed} distinct nodes, but only {len(union)} "
-                "nodes can host them",
+                text(
+                    "selector_matches_too_few.shared",
+                    roles=roles_text,
+                    cluster=cluster_name,
+                    needed=needed,
+                    nodes=len(union),
+                ),
                 "spec.tasks",
             )
         else:
             self.add(
                 "selector_matches_too_few",
-                f'roles {roles_text} of cluster "{cluster_name}" together need {needed} distinct '
-                f"nodes but only {len(union)} of the nodes they can use are ready, schedulable "
-                "and free now; the job stays Pending until enough are",
+                text(
+                    "selector_matches_too_few.shared_now",
+                    roles=roles_text,
+                    cluster=cluster_name,
+                    needed=needed,
+                    nodes=len(union),
+                ),
                 "spec.tasks",
                 warning=True,
             )
@@ -858,8 +883,7 @@ class _Validator:
                 if line in reported:
                     continue
                 reported.add(line)
-            where = f" (line {line})" if line else f" (line {finding.line} of the value)"
-            self.add_secret(finding, where, line)
+            self.add_secret(finding, line, in_value=line is None)
         if self.source is None:
             return
         for finding in scan_text(self.source.text, ""):
@@ -868,18 +892,19 @@ class _Validator:
             reported.add(finding.line)
             field_path = self.source.field_at_line(finding.line)
             located = SecretFinding(finding.kind, field_path, finding.line, finding.column, finding.wrapping)
-            self.add_secret(located, f" (line {finding.line})", finding.line)
+            self.add_secret(located, finding.line)
 
-    def add_secret(self, finding: SecretFinding, where: str, line: int | None) -> None:
-        target = finding.field or "the document"
-        self.add(
-            "secret_detected",
-            f"{finding.what} was found in {target}{where}; remove it and pass "
-            "credentials through a secret reference (for example a mount's secretRef or a "
-            "variable set from a file under /run/secrets)",
-            finding.field,
-            line=line,
-        )
+    def add_secret(self, finding: SecretFinding, line: int | None, *, in_value: bool = False) -> None:
+        """``line`` is the document's line, or with ``in_value`` unknown (the finding's line within
+        its string value is named instead)."""
+        shown = finding.line if in_value else line
+        if not finding.field:
+            said = text("secret_detected.document", what=finding.what, line=shown or 0)
+        elif in_value:
+            said = text("secret_detected.in_value", what=finding.what, target=finding.field, line=shown or 0)
+        else:
+            said = text("secret_detected", what=finding.what, target=finding.field, line=shown or 0)
+        self.add("secret_detected", said, finding.field, line=line)
 
 
 def _scan_tree(value: Any, path: str) -> list[SecretFinding]:
@@ -902,11 +927,8 @@ def _scan_tree(value: Any, path: str) -> list[SecretFinding]:
     return findings
 
 
-def _hostpath_message(source_path: str, source: str, cluster: str, rule: str) -> str:
-    return (
-        f'{source_path}: host path {source} may not be mounted on cluster "{cluster}": {rule}. An admin '
-        f"sets which host directories workers may mount (rlark clusters hostpaths set {cluster} PREFIX...)"
-    )
+def _hostpath_message(source_path: str, source: str, cluster: str, rule: str) -> Text:
+    return text("hostpath_not_allowed", field=source_path, source=source, cluster=cluster, rule=rule)
 
 
 def hostpath_refusals(spec: JobSpec, policies: Mapping[str, Sequence[str]]) -> list[tuple[str, str]]:
