@@ -29,7 +29,8 @@ from websockets.exceptions import InvalidStatus
 
 pytestmark = pytest.mark.integration
 
-OWNER_JOB = "job-owned"
+HEAD_DEADLINE_S = 1.0
+"""The gateway's request head deadline here: short, so a session can outlive it in a test."""
 
 
 def scheduler_app(owners: dict[str, str]) -> FastAPI:
@@ -114,6 +115,7 @@ async def relayed(
             f"http://127.0.0.1:{port}",
             bootstrap_admin_username=ADMIN,
             bootstrap_admin_password=ADMIN_PASSWORD,
+            http_header_timeout_s=HEAD_DEADLINE_S,
         )
         async with running_service(DEFINITION, settings, worker=False) as service:
             yield Relayed(
@@ -305,3 +307,16 @@ async def test_a_console_session_works_from_its_own_origin_only(relayed: Relayed
         answers[origin] = json.loads(refused.value.response.body)["error"]["code"]
     # A foreign page cannot use the victim's cookie; the console's own origin gets as far as the agent.
     assert answers == {"https://evil.example": "cross_origin_refused", f"http://{host}": "agent_offline"}
+
+
+async def test_a_session_outlives_the_request_head_deadline(relayed: Relayed) -> None:
+    user, token = await relayed.new_user()
+    job_id = f"job-{uuid.uuid4().hex[:6]}"
+    relayed.owners[job_id] = user
+    async with fake_agent(relayed), relayed.ssh(job_id, "actor-0", token) as ws:
+        await ws.send(b"before")
+        assert await ws.recv() == b"before"
+        # The slowloris guard closes connections whose request head is late; an upgraded one has none.
+        await asyncio.sleep(HEAD_DEADLINE_S * 2)
+        await ws.send(b"after")
+        assert await ws.recv() == b"after"
