@@ -30,6 +30,7 @@ from websockets.exceptions import InvalidStatus
 pytestmark = pytest.mark.integration
 
 HEAD_DEADLINE_S = 1.0
+STREAMS_PER_USER = 2
 """The gateway's request head deadline here: short, so a session can outlive it in a test."""
 
 
@@ -116,6 +117,7 @@ async def relayed(
             bootstrap_admin_username=ADMIN,
             bootstrap_admin_password=ADMIN_PASSWORD,
             http_header_timeout_s=HEAD_DEADLINE_S,
+            events_max_streams_per_user=STREAMS_PER_USER,
         )
         async with running_service(DEFINITION, settings, worker=False) as service:
             yield Relayed(
@@ -320,3 +322,34 @@ async def test_a_session_outlives_the_request_head_deadline(relayed: Relayed) ->
         await asyncio.sleep(HEAD_DEADLINE_S * 2)
         await ws.send(b"after")
         assert await ws.recv() == b"after"
+
+
+async def test_sessions_count_against_the_users_stream_cap_and_give_their_places_back(
+    relayed: Relayed,
+) -> None:
+    user, token = await relayed.new_user()
+    job_id = f"job-{uuid.uuid4().hex[:6]}"
+    relayed.owners[job_id] = user
+    async with fake_agent(relayed), contextlib.AsyncExitStack() as sessions:
+        for _ in range(STREAMS_PER_USER):
+            await sessions.enter_async_context(relayed.ssh(job_id, "actor-0", token))
+        with pytest.raises(InvalidStatus) as capped:
+            async with relayed.ssh(job_id, "actor-0", token):
+                pass
+        assert capped.value.response.status_code == 429
+        assert json.loads(capped.value.response.body)["error"]["code"] == "too_many_streams"
+        await sessions.aclose()
+
+        async def reopened() -> bool:
+            with contextlib.suppress(InvalidStatus):
+                async with relayed.ssh(job_id, "actor-0", token) as ws:
+                    await ws.send(b"x")
+                    return await ws.recv() == b"x"
+            return False
+
+        for _ in range(100):  # the gateway sees the closes a moment later
+            if await reopened():
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("a place was not given back after the sessions ended")
