@@ -71,6 +71,8 @@ async def test_ssh_and_scp_reach_a_local_worker_through_the_platform_with_the_ow
         assert f"Host {worker['id']}" in made.stdout
         assert "User rlark" in made.stdout
         (tmp_path / "ssh_config").write_text(made.stdout)
+        shown = await stack.cli("jobs", "show", job_id, token=owner_token)
+        assert f"rlark ssh {job_id}" in shown.stdout, shown.stdout
         unknown = await stack.cli("ssh", f"{job_id}/rollout-3", token=owner_token)
         assert unknown.returncode == 1
         assert f"job {job_id} has no worker 'rollout-3' (workers: actor-0)" in " ".join(

@@ -344,7 +344,11 @@ def show(job_id: JobId, output: OutputOpt = Format.table) -> None:
             f"ray nodes  {job['ray_nodes']['joined']}/{job['ray_nodes']['expected']} joined", highlight=False
         )
     if job.get("ssh_command"):
-        out.print(f"ssh        {job['ssh_command']}", highlight=False)
+        # Through the platform (ADR 0010): the workers' own addresses are not reachable from here.
+        out.print(
+            f"ssh        rlark ssh {job['id']}   (every worker: rlark ssh-config {job['id']})",
+            highlight=False,
+        )
     if job.get("tensorboard_dir"):
         out.print(f"tensorboard {job['tensorboard_dir']}", highlight=False)
     pending = job.get("pending")
