@@ -20,9 +20,9 @@ from rlark_cli.main import app
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.agent import NodeObservation, NodesObserved
 from rlark_inventory.main import DEFINITION
-from rlark_platform.identity import Caller, Role, issue_agent_token
+from rlark_platform.identity import Caller, Role
 from rlark_platform.messaging import KafkaAccess, create_producer
-from rlark_platform.testing import TEST_SECRET, GatewaySigned, RunningService, running_service, settings_for
+from rlark_platform.testing import GatewaySigned, RunningService, running_service, settings_for
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.integration
@@ -77,10 +77,9 @@ async def observe(
     try:
         report = NodesObserved(cluster=cluster, nodes=nodes, observed_at=datetime.now(UTC))
         await producer.send_and_wait(
-            TopicNames(topic_prefix).physical("agent.reports"),
+            TopicNames(topic_prefix).for_cluster("agent.reports", cluster),
             value=encode(new_envelope(report, source=f"agent/{cluster}", subject=cluster)),
             key=cluster.encode(),
-            headers=[("rlark-agent-token", issue_agent_token(TEST_SECRET, cluster, 600).encode())],
         )
     finally:
         await producer.stop()

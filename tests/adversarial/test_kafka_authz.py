@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAuthorizationFailedError
 from rlark_contracts import TopicNames, encode, new_envelope
+from rlark_contracts.events.agent import HeartbeatSent
 from rlark_contracts.events.keys import KeyAdded
 from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import TopicReader
@@ -138,6 +140,52 @@ async def test_an_agent_credential_reads_its_own_clusters_placements_but_not_ano
                 await theirs.getmany(timeout_ms=5000)
         finally:
             await theirs.stop()
+
+
+async def test_an_agent_credential_writes_its_own_clusters_reports_but_not_anothers(stack: Stack) -> None:
+    """Reports are authenticated by the Kafka principal (ADR 0004): mallory's agent credential may write
+    ``agent.reports.mallory-lab`` only; the broker refuses it on the victim's topic and on the DLQ."""
+    mallory = await agent_kafka(stack, "mallory-lab")
+    await agent_kafka(stack, "victim-lab")
+    names = TopicNames(stack.topic_prefix)
+    beat = HeartbeatSent(cluster="mallory-lab", sent_at=datetime.now(UTC))
+    own = encode(new_envelope(beat, source="agent/mallory-lab", subject="mallory-lab"))
+    await produce(mallory.client_options(), names.for_cluster("agent.reports", "mallory-lab"), own)
+    forged = HeartbeatSent(cluster="victim-lab", sent_at=datetime.now(UTC))
+    as_victim = encode(new_envelope(forged, source="agent/victim-lab", subject="victim-lab"))
+    for topic in (names.for_cluster("agent.reports", "victim-lab"), names.physical("agent.reports.dlq")):
+        with pytest.raises(TopicAuthorizationFailedError):
+            await produce(mallory.client_options(), topic, as_victim)
+
+
+async def test_a_report_on_an_agents_own_topic_claiming_another_cluster_goes_to_the_dlq(stack: Stack) -> None:
+    """What mallory's agent may write — its own topic — still cannot speak for the victim: a heartbeat
+    claiming victim-lab changes nothing (the victim stays offline) and lands in ``agent.reports.dlq``."""
+    mallory = await agent_kafka(stack, "mallory-lab")
+    await agent_kafka(stack, "victim-lab")
+    names = TopicNames(stack.topic_prefix)
+    forged = HeartbeatSent(cluster="victim-lab", sent_at=datetime.now(UTC))
+    claims = [
+        new_envelope(forged, source="agent/mallory-lab", subject="victim-lab"),
+        new_envelope(forged, source="agent/victim-lab", subject="victim-lab"),
+    ]
+    for envelope in claims:
+        await produce(
+            mallory.client_options(), names.for_cluster("agent.reports", "mallory-lab"), encode(envelope)
+        )
+    async with TopicReader(stack.kafka_admin, names.physical("agent.reports.dlq")) as dlq:
+        await dlq.until(lambda events: len(events) >= 6, timeout_s=60)
+        assert {e.id for e in dlq.events} == {e.id for e in claims}
+        refused = {(h["rlark-consumer"], h["rlark-error-kind"]) for _, _, h in dlq.records}
+    # Each reader of the reports (inventory, scheduler, netdomain) refuses both on its own.
+    assert refused == {
+        (consumer, kind)
+        for consumer in (b"inventory-agent-reports", b"scheduler-agent-reports", b"netdomain-tunnel-states")
+        for kind in (b"cluster_mismatch", b"source_mismatch")
+    }
+    async with stack.client() as client:
+        victim = (await client.get("/api/v1/clusters/victim-lab")).json()
+    assert victim["online"] is False
 
 
 async def test_an_event_whose_source_is_not_the_topics_producer_goes_to_the_dlq(stack: Stack) -> None:

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from pydantic import ValidationError
 from rlark_contracts import (
@@ -78,3 +80,31 @@ def test_every_event_lives_on_a_registered_topic_and_prefixes_isolate() -> None:
     assert TOPICS["inventory.nodes"].dlq.endswith(".dlq")
     with pytest.raises(KeyError):
         names.physical("no.such")
+
+
+def test_a_per_cluster_subscription_matches_every_clusters_topic_but_not_the_dlq_or_other_prefixes() -> None:
+    names = TopicNames("t1.")
+    pattern = re.compile(names.subscription(["agent.reports", "inventory.clusters"]))
+    assert pattern.match("t1.agent.reports.gpu-a")
+    assert pattern.match("t1.inventory.clusters")
+    assert not pattern.match("t1.agent.reports.dlq")
+    assert not pattern.match("t1.agent.reports")
+    assert not pattern.match("t2.agent.reports.gpu-a")
+    assert not pattern.match("t1.agent.reports.gpu-a.x")
+    assert not pattern.match("t1.inventory.clusters.dlq")
+    with pytest.raises(ValueError, match="cluster"):
+        names.for_cluster("agent.reports", "dlq")
+
+
+def test_an_agents_topic_accepts_only_its_own_clusters_agent_and_data() -> None:
+    names = TopicNames("t1.")
+    topic = names.for_cluster("agent.reports", "gpu-a")
+    assert names.cluster_of(topic) == "gpu-a"
+    assert names.cluster_of(names.physical("agent.reports.dlq")) is None
+    assert names.foreign_source(topic, "agent/gpu-a") is None
+    assert "agent/gpu-a" in (names.foreign_source(topic, "agent/gpu-b") or "")
+    assert names.foreign_source(topic, "scheduler") is not None
+    assert names.foreign_cluster(topic, {"cluster": "gpu-a"}) is None
+    assert "'gpu-b'" in (names.foreign_cluster(topic, {"cluster": "gpu-b"}) or "")
+    assert names.foreign_cluster(topic, {}) is not None
+    assert names.foreign_cluster(names.physical("scheduler.jobs"), {"cluster": "x"}) is None

@@ -9,6 +9,8 @@ on its events; ``consumers`` are the principals allowed to read it (ADR 0004).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 
@@ -27,10 +29,13 @@ class Topic:
     def dlq(self) -> str:
         return f"{self.name}.dlq"
 
-    def produced_by(self, source: str) -> bool:
-        """Whether an event's ``source`` is this topic's producer: the service's name, or
-        ``agent/<cluster>`` for the agents' topic. Consumers refuse any other (a forged event)."""
+    def produced_by(self, source: str, cluster: str | None = None) -> bool:
+        """Whether an event's ``source`` is this topic's producer: the service's name, or for the agents'
+        topics ``agent/<cluster>`` — on ``cluster``'s own topic, that cluster's agent only. Consumers
+        refuse any other (a forged or misrouted event)."""
         if self.producer == AGENT_PRODUCER:
+            if cluster is not None:
+                return source == f"{AGENT_SOURCE_PREFIX}{cluster}"
             return source.startswith(AGENT_SOURCE_PREFIX) and len(source) > len(AGENT_SOURCE_PREFIX)
         return source == self.producer
 
@@ -69,6 +74,7 @@ TOPICS: dict[str, Topic] = {
             "Agent observations and worker reports",
             "tunnel-agent",
             ("inventory", "scheduler", "netdomain"),
+            per_cluster=True,
         ),
         Topic(
             "keys.keys",
@@ -126,20 +132,53 @@ class TopicNames:
         """The physical topic of ``cluster`` in the per-cluster family ``name``."""
         if not TOPICS[name].per_cluster:
             raise ValueError(f"{name} is not a per-cluster topic")
-        if not cluster or "." in cluster:
+        if not cluster or "." in cluster or cluster == "dlq":
             raise ValueError(f"cluster: {cluster!r} is not a cluster name")
         return f"{self.prefix}{name}.{cluster}"
 
     def logical(self, physical: str) -> str:
         return physical.removeprefix(self.prefix)
 
+    def cluster_of(self, physical: str) -> str | None:
+        """The cluster of a per-cluster topic (``<prefix><name>.<cluster>``), None for any other."""
+        logical = self.logical(physical)
+        topic = registered(logical)
+        if topic is None or not topic.per_cluster or logical == topic.name:
+            return None
+        return logical.removeprefix(f"{topic.name}.")
+
+    def subscription(self, logical: Iterable[str]) -> str:
+        """A regular expression matching exactly the physical topics of ``logical`` names: a per-cluster
+        family stands for every cluster's topic, present and future, never its DLQ (consumers subscribe
+        to it by pattern, ADR 0004)."""
+        alternatives = []
+        for name in logical:
+            physical = re.escape(self.physical(name))
+            per_cluster = name in TOPICS and TOPICS[name].per_cluster
+            alternatives.append(rf"{physical}\.(?!dlq$)[^.]+" if per_cluster else physical)
+        return rf"^(?:{'|'.join(alternatives)})$"
+
     def foreign_source(self, physical: str, source: str) -> str | None:
         """Why an event naming ``source`` on the ``physical`` topic must not be applied — its source is
-        not the topic's producer — or None when it is (or the topic is not in the registry)."""
+        not the topic's producer (on an agent's per-cluster topic: not that cluster's agent) — or None
+        when it is (or the topic is not in the registry)."""
         topic = registered(self.logical(physical))
-        if topic is None or topic.produced_by(source):
+        cluster = self.cluster_of(physical)
+        if topic is None or topic.produced_by(source, cluster):
             return None
-        return f"source {source!r} is not the producer of {topic.name} ({topic.producer})"
+        producer = (
+            f"agent/{cluster}" if cluster is not None and topic.producer == AGENT_PRODUCER else topic.producer
+        )
+        return f"source {source!r} is not the producer of {self.logical(physical)} ({producer})"
+
+    def foreign_cluster(self, physical: str, data: Mapping[str, object]) -> str | None:
+        """Why an event whose data is ``data`` does not belong on the per-cluster ``physical`` topic — its
+        ``cluster`` names another cluster, or none — or None when it does (or the topic is not per-cluster)."""
+        cluster = self.cluster_of(physical)
+        claimed = data.get("cluster")
+        if cluster is None or claimed == cluster:
+            return None
+        return f"data.cluster {claimed!r} is not {cluster!r}, the cluster of {self.logical(physical)}"
 
 
 def registered(logical: str) -> Topic | None:

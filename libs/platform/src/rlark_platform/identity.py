@@ -4,8 +4,9 @@ Services accept calls only from the gateway: it forwards the authenticated user 
 ``X-RLark-Role`` with an HMAC, keyed by the platform's internal secret, over them, a timestamp, a nonce, the
 receiving service, the method, the request target and the body's SHA-256 — valid for
 ``SIGNATURE_LIFETIME_S`` and, through each service's ``ReplayGuard``, once. Agents
-trade their cluster credential (checked by inventory) for a short-lived agent token signed the same way;
-consumers of agent reports verify it without a database lookup.
+trade their cluster credential (checked by inventory) for a short-lived agent token signed the same way,
+which dates their session. Their reports carry no token: the broker authenticates them by the agent's own
+Kafka principal, which may write only its cluster's report topic (ADR 0004).
 """
 
 from __future__ import annotations
@@ -52,9 +53,6 @@ CALLER_HEADERS = (
     "X-RLark-Content-SHA256",
     "X-RLark-Signature",
 )
-
-AGENT_TOKEN_HEADER = "rlark-agent-token"  # noqa: S105 (a Kafka header name, not a secret)
-"""The Kafka header every agent report carries its agent token in."""
 
 
 def _key(secret: str, purpose: str) -> bytes:

@@ -145,7 +145,7 @@ class TopicReader:
         )
         family = next((t for t in TOPICS.values() if t.per_cluster and topic.endswith(t.name)), None)
         if family is not None:
-            self._consumer.subscribe(pattern=rf"^{re.escape(topic)}\.[^.]+$")
+            self._consumer.subscribe(pattern=rf"^{re.escape(topic)}\.(?!dlq$)[^.]+$")  # not the DLQ
         else:
             self._consumer.subscribe([topic])
         self.records: list[tuple[bytes | None, bytes, dict[str, bytes]]] = []

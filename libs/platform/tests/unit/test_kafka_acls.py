@@ -67,6 +67,16 @@ def test_nobody_but_keys_may_write_the_keys_topic_and_nobody_but_the_scheduler_p
     assert writers["t1.scheduler.placements."] == {"t1.scheduler"}
 
 
+def test_the_readers_of_agents_reports_read_every_clusters_topic_and_write_the_one_dlq() -> None:
+    for service in ("inventory", "scheduler", "netdomain"):
+        acls = service_acls(NAMES, service)
+        principal = f"t1.{service}"
+        assert allowed(acls, principal, "t1.agent.reports.any-new-cluster", Operation.READ)
+        assert allowed(acls, principal, "t1.agent.reports.dlq", Operation.WRITE)
+        assert not allowed(acls, principal, "t1.agent.reports.lab", Operation.WRITE)
+    assert not allowed(service_acls(NAMES, "gateway"), "t1.gateway", "t1.agent.reports.lab", Operation.READ)
+
+
 def test_only_inventory_may_change_principals_and_acls() -> None:
     on_cluster = [a for a in platform_acls(NAMES) if a.resource_type is ResourceType.CLUSTER]
     assert [(a.principal, a.operation) for a in on_cluster] == [("t1.inventory", Operation.ALTER)]
@@ -79,10 +89,12 @@ def test_a_services_groups_are_its_own_prefix() -> None:
     ]
 
 
-def test_an_agent_writes_only_reports_and_reads_only_what_agents_consume() -> None:
+def test_an_agent_writes_only_its_own_clusters_reports_and_reads_only_what_agents_consume() -> None:
     acls = agent_acls(NAMES, "lab")
     assert {a.principal for a in acls} == {agent_principal("t1.", "lab")}
-    assert topics_with(acls, Operation.WRITE) == {"t1.agent.reports"}
+    assert topics_with(acls, Operation.WRITE) == {"t1.agent.reports.lab"}
+    assert not allowed(acls, agent_principal("t1.", "lab"), "t1.agent.reports.other", Operation.WRITE)
+    assert not allowed(acls, agent_principal("t1.", "lab"), "t1.agent.reports.dlq", Operation.WRITE)
     assert topics_with(acls, Operation.READ) == {
         "t1.scheduler.placements.lab",
         "t1.inventory.commands.lab",

@@ -1,8 +1,8 @@
 """Benchmarks of the inventory's two budgets (ARCHITECTURE.md §9), against real PostgreSQL and Kafka:
 
-- ``bench_ingest``: node observations ingested per second through the real path — signed reports
-  published to ``agent.reports``, the service's own consumer (token check, inbox, diff, batched upsert,
-  outbox) — measured from the first publish until every node is in the table. Budget ≥ 5,000/s.
+- ``bench_ingest``: node observations ingested per second through the real path — reports published
+  to each cluster's ``agent.reports.<cluster>``, the service's own consumer (by pattern; provenance check,
+  inbox, diff, batched upsert, outbox) — measured from the first publish until every node is in the table. Budget ≥ 5,000/s.
 - ``bench_node_list``: latency of ``GET /api/v1/nodes`` with label-selector filters over HTTP at 10,000
   nodes. Budget p99 ≤ 50 ms.
 
@@ -30,9 +30,9 @@ import structlog
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.agent import HeartbeatSent, NodeObservation, NodesObserved
 from rlark_platform.db import create_pool, transaction
-from rlark_platform.identity import AGENT_TOKEN_HEADER, Caller, Role, issue_agent_token
+from rlark_platform.identity import Caller, Role
 from rlark_platform.messaging import KafkaAccess, create_producer
-from rlark_platform.messaging.producer import delete_topics_with_prefix
+from rlark_platform.messaging.producer import delete_topics_with_prefix, ensure_cluster_topics
 from rlark_platform.messaging.provision import provision_platform
 from rlark_platform.observability import configure_logging
 from rlark_platform.service import migrate, serve
@@ -160,18 +160,19 @@ async def bench_ingest(
     clusters: int = 10,
     nodes_per_report: int = 500,
 ) -> dict[str, Any]:
-    """Publish ``observations`` node observations as signed reports and time until all are applied."""
+    """Publish ``observations`` node observations as agents' reports and time until all are applied."""
     rng = random.Random(7)
     async with _environment(database_url, kafka) as env:
-        secret = env.settings.internal_secret.get_secret_value()
         names = await _register(env.pool, clusters)
+        prefixed = TopicNames(env.settings.topic_prefix)
+        for cluster in names:  # as agents' sessions do
+            await ensure_cluster_topics(kafka, prefixed, cluster, env.settings.topic_partitions)
         stop = asyncio.Event()
         worker = asyncio.create_task(serve(DEFINITION, env.settings, api=False, worker=True, stop=stop))
         # The broker's admin stands in for the agents of every cluster.
         producer = await create_producer(kafka, "rlark-bench-agent")
         try:
-            topic = env.settings.topic_prefix + "agent.reports"
-            tokens = {c: issue_agent_token(secret, c, 3600).encode() for c in names}
+            topics = {c: prefixed.for_cluster("agent.reports", c) for c in names}
             # Warm-up: one heartbeat per cluster, so the consumer has joined its group before timing.
             for cluster in names:
                 beat = new_envelope(
@@ -179,9 +180,7 @@ async def bench_ingest(
                     source=f"agent/{cluster}",
                     subject=cluster,
                 )
-                await producer.send(
-                    topic, encode(beat), key=cluster.encode(), headers=[(AGENT_TOKEN_HEADER, tokens[cluster])]
-                )
+                await producer.send(topics[cluster], encode(beat), key=cluster.encode())
             await producer.flush()
             await _wait_for_count(
                 env.pool, "SELECT count(*) FROM clusters WHERE online", lambda n: n >= clusters, timeout_s=60
@@ -205,10 +204,7 @@ async def bench_ingest(
             expected = per_cluster * clusters
 
             started, cpu_started = time.perf_counter(), time.process_time()
-            futures = [
-                await producer.send(topic, raw, key=c.encode(), headers=[(AGENT_TOKEN_HEADER, tokens[c])])
-                for c, raw in reports
-            ]
+            futures = [await producer.send(topics[c], raw, key=c.encode()) for c, raw in reports]
             await asyncio.gather(*futures)
             published = time.perf_counter() - started
             await _wait_for_count(

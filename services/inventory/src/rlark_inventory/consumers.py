@@ -1,8 +1,9 @@
 """The inventory's consumer of ``agent.reports``: heartbeats, node observations and worker status.
 
-Provenance first: every report must carry the ``rlark-agent-token`` Kafka header, a token from an agent
-session whose cluster is the report's ``cluster``. Anything else — no token, a forged or expired one, a
-token of another cluster — is a poison message: it goes to ``agent.reports.dlq`` and changes nothing.
+Provenance first: each cluster's reports come on its own topic ``agent.reports.<cluster>``, which only that
+cluster's agent principal may write (ADR 0004); the consumer reads every cluster's topic by pattern, new
+ones within seconds. A report whose ``source`` is not ``agent/<cluster>`` or whose data names another
+cluster than its topic's goes to ``agent.reports.dlq`` and changes nothing.
 Effects run inside the platform consumer's inbox transaction, so a redelivered report is a no-op.
 """
 
@@ -16,7 +17,6 @@ from rlark_contracts import Envelope
 from rlark_contracts.events.agent import HeartbeatSent, NodesObserved, WorkerStatusChanged
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import Consumer, Handler
-from rlark_platform.messaging.verifiers import agent_report_verifier
 from rlark_platform.service import ServiceContext
 
 from rlark_inventory import handlers
@@ -66,5 +66,4 @@ def build_report_consumer(ctx: ServiceContext) -> Consumer:
         kafka=settings.kafka_access(),
         names=ctx.names,
         dlq_producer=ctx.require_producer(),
-        verifier=agent_report_verifier(settings.internal_secret.get_secret_value()),
     )

@@ -1,5 +1,5 @@
-"""Helpers for the inventory integration tests: a simulated agent that publishes signed reports to the
-real broker, a topic reader, and polling until the service shows what a test waits for."""
+"""Helpers for the inventory integration tests: a simulated agent that publishes reports on its cluster's
+topic of the real broker, a topic reader, and polling until the service shows what a test waits for."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ from rlark_contracts.events.agent import (
     NodesObserved,
     WorkerStatusChanged,
 )
-from rlark_platform.identity import issue_agent_token
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import TEST_SECRET, read_records
+from rlark_platform.testing import RunningService, read_records
 from rlark_platform.testing import read_events as read_events  # re-exported for the tests
 
 AGENT_TIMEOUT_S = 1.5
@@ -44,22 +43,22 @@ def node(name: str, **fields: Any) -> NodeObservation:
 
 
 class Agent:
-    """Publishes reports for ``cluster`` on ``agent.reports`` with a token header, like a tunnel-agent."""
+    """Publishes reports for ``cluster`` on its own topic ``agent.reports.<cluster>``, like a tunnel-agent
+    (the tests' producer, the broker's admin, stands in for the agent's principal; the broker creates the
+    topic on first use, after the consumer subscribed by pattern)."""
 
-    def __init__(self, producer: AIOKafkaProducer, names: TopicNames, cluster: str, token: str | None = None):
+    def __init__(self, producer: AIOKafkaProducer, names: TopicNames, cluster: str):
         self.producer = producer
         self.names = names
         self.cluster = cluster
-        self.token = token if token is not None else issue_agent_token(TEST_SECRET, cluster, 600)
 
-    async def send(self, data: BaseModel, *, headers: list[tuple[str, bytes]] | None = None) -> Envelope:
-        envelope = new_envelope(data, source=f"agent/{self.cluster}", subject=self.cluster)
-        sent_headers = headers if headers is not None else [("rlark-agent-token", self.token.encode())]
+    async def send(self, data: BaseModel, *, source: str | None = None) -> Envelope:
+        """Publish ``data`` on this cluster's topic (as ``source``: by default this cluster's agent)."""
+        envelope = new_envelope(data, source=source or f"agent/{self.cluster}", subject=self.cluster)
         await self.producer.send_and_wait(
-            self.names.physical("agent.reports"),
+            self.names.for_cluster("agent.reports", self.cluster),
             value=encode(envelope),
             key=self.cluster.encode(),
-            headers=sent_headers,
         )
         return envelope
 
@@ -105,3 +104,19 @@ async def read_raw(access: KafkaAccess, topic: str, *, expect: int, timeout_s: f
     """Raw records (value, headers) of a physical topic, once ``expect`` arrived (or the timeout)."""
     records = await read_records(access, topic, expect=expect, timeout_s=timeout_s, settle_s=0)
     return [(value, headers) for _, value, headers in records]
+
+
+async def beat_until_online(agent: Agent, svc: RunningService) -> dict[str, Any]:
+    """Heartbeat as a running agent does until inventory shows its cluster online; returns the cluster.
+
+    One beat is not enough: the consumer finds a new cluster's topic on its next metadata refresh (about
+    two seconds), and a beat older than the tests' short ``AGENT_TIMEOUT_S`` by then brings nothing online.
+    """
+
+    async def beat() -> dict[str, Any]:
+        await agent.heartbeat()
+        async with svc.client() as user:
+            found: dict[str, Any] = (await user.get(f"/api/v1/clusters/{agent.cluster}")).json()
+        return found
+
+    return await eventually(beat, lambda c: bool(c.get("online")))

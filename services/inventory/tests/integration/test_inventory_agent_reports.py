@@ -1,19 +1,28 @@
-"""Agent reports on ``agent.reports`` through the real consumer: provenance checked by agent token,
+"""Agent reports on ``agent.reports.<cluster>`` through the real consumer: provenance checked by topic,
 node observations folded into the nodes table, heartbeats driving online/offline, cordon commands
 settling when the agent reports them — and events on the compacted topics only for real changes."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from inventory_it_support import AGENT_TIMEOUT_S, Agent, eventually, node, read_events, read_raw
+from inventory_it_support import (
+    AGENT_TIMEOUT_S,
+    Agent,
+    beat_until_online,
+    eventually,
+    node,
+    read_events,
+    read_raw,
+)
 from rlark_contracts import TopicNames, encode
-from rlark_contracts.events.agent import NodesObserved
-from rlark_platform.identity import Role, issue_agent_token
+from rlark_contracts.events.agent import HeartbeatSent, NodesObserved
+from rlark_platform.identity import Role
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import TEST_SECRET, RunningService
+from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
 
@@ -88,35 +97,33 @@ async def test_observed_nodes_appear_with_labels_gpus_and_resources(
     assert (a100_state["gpu_allocated"], a100_state["gpu_allocated_foreign"]) == (3, 2)
 
 
-async def test_reports_with_missing_forged_or_foreign_tokens_go_to_the_dlq_and_change_nothing(
+async def test_reports_naming_another_cluster_than_their_topics_go_to_the_dlq_and_change_nothing(
     inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:
+    """Only gpu-b's agent may write gpu-b's topic (the broker's ACLs); what it writes there about gpu-a,
+    or as gpu-a's agent, is refused by the consumer (ADR 0004)."""
     await register(inventory, "gpu-a")
     await register(inventory, "gpu-b")
-    victim = Agent(producer, names, "gpu-a")
-    snapshot = [node("stolen-1")]
-    await victim.send(
-        NodesObserved(cluster="gpu-a", nodes=snapshot, observed_at="2026-01-01T00:00:00Z"),  # type: ignore[arg-type]
-        headers=[],
+    mallory = Agent(producer, names, "gpu-b")
+    stolen = [node("stolen-1")]
+    await mallory.send(NodesObserved(cluster="gpu-a", nodes=stolen, observed_at=datetime.now(UTC)))
+    await mallory.send(HeartbeatSent(cluster="gpu-a", sent_at=datetime.now(UTC)))
+    await mallory.send(
+        NodesObserved(cluster="gpu-a", nodes=stolen, observed_at=datetime.now(UTC)), source="agent/gpu-a"
     )
-    forged = issue_agent_token("not-the-platform-secret", "gpu-a", 600)
-    await Agent(producer, names, "gpu-a", token=forged).observe(snapshot)
-    expired = issue_agent_token(TEST_SECRET, "gpu-a", -10)
-    await Agent(producer, names, "gpu-a", token=expired).observe(snapshot)
-    foreign = Agent(producer, names, "gpu-a", token=issue_agent_token(TEST_SECRET, "gpu-b", 600))
-    await foreign.observe(snapshot)
-    await foreign.heartbeat()
+    await mallory.send(
+        NodesObserved(cluster="gpu-b", nodes=stolen, observed_at=datetime.now(UTC)), source="agent/gpu-a"
+    )
     # A valid report afterwards is applied: the consumer carried on past the refused ones.
-    await Agent(producer, names, "gpu-b").observe([node("b-1")])
+    await mallory.observe([node("b-1")])
 
     found = await eventually(lambda: nodes(inventory), lambda r: r["total"] >= 1)
-    assert [n["name"] for n in found["items"]] == ["b-1"]
+    assert [(n["cluster"], n["name"]) for n in found["items"]] == [("gpu-b", "b-1")]
     assert (await cluster(inventory, "gpu-a"))["online"] is False
-    dead = await read_raw(kafka_admin, names.physical("agent.reports.dlq"), expect=5)
-    assert len(dead) == 5
-    assert {h["rlark-error-kind"] for _, h in dead} == {b"PoisonMessage"}
-    assert all(b"rlark-agent-token" not in h for _, h in dead)
-    assert not any(forged.encode() in h.get("rlark-error", b"") for _, h in dead)
+    dead = await read_raw(kafka_admin, names.physical("agent.reports.dlq"), expect=4)
+    kinds = sorted(h["rlark-error-kind"] for _, h in dead)
+    assert kinds == [b"cluster_mismatch", b"cluster_mismatch", b"source_mismatch", b"source_mismatch"]
+    assert {h["rlark-original-topic"] for _, h in dead} == {b"agent.reports.gpu-b"}
 
 
 async def test_heartbeats_bring_a_cluster_online_and_silence_takes_it_offline(
@@ -127,9 +134,7 @@ async def test_heartbeats_bring_a_cluster_online_and_silence_takes_it_offline(
 ) -> None:
     await register(inventory, "gpu-a")
     agent = Agent(producer, names, "gpu-a")
-    for _ in range(4):
-        await agent.heartbeat()
-    online = await eventually(lambda: cluster(inventory, "gpu-a"), lambda c: c["online"])
+    online = await beat_until_online(agent, inventory)
     assert online["last_seen"] is not None
     assert online["agent_version"] == "test"
 
@@ -261,10 +266,7 @@ async def test_a_redelivered_report_is_not_applied_again(
     )
     # Kafka may deliver the first report again (same event id): applied twice, it would roll n1 back.
     await producer.send_and_wait(
-        names.physical("agent.reports"),
-        value=encode(first),
-        key=b"gpu-a",
-        headers=[("rlark-agent-token", agent.token.encode())],
+        names.for_cluster("agent.reports", "gpu-a"), value=encode(first), key=b"gpu-a"
     )
     await agent.observe([node("n2")], complete=False)  # a marker: the consumer has passed the duplicate
     found = await eventually(lambda: nodes(inventory, "?sort=name"), lambda r: r["total"] == 2)

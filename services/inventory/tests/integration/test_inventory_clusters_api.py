@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
 from inventory_it_support import Agent, eventually, node, read_events
 from rlark_contracts import TopicNames
 from rlark_platform.identity import Role, verify_agent_token
@@ -165,6 +166,16 @@ async def test_agent_session_trades_a_good_credential_for_a_token_and_refuses_ot
         assert verify_agent_token(TEST_SECRET, session["token"]) == "gpu-a"
         assert session["kafka_bootstrap"] == kafka_admin.bootstrap
         assert session["topic_prefix"] == topic_prefix
+        # The cluster's own topics exist before its agent uses them: it writes only its reports topic.
+        admin_client = AIOKafkaAdminClient(**kafka_admin.client_options())
+        await admin_client.start()
+        try:
+            listed = set(await admin_client.list_topics())
+        finally:
+            await admin_client.close()
+        names = TopicNames(topic_prefix)
+        for family in ("agent.reports", "scheduler.placements", "inventory.commands"):
+            assert names.for_cluster(family, "gpu-a") in listed, family
 
         forged = "rlark-agent-" + "A" * 43
         for headers in (

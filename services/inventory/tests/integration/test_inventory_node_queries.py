@@ -54,14 +54,20 @@ async def seed(svc: RunningService, producer: AIOKafkaProducer, names: TopicName
             ),
         ]
     )
-    await a.heartbeat()
-    await b.heartbeat()
     await a.worker("job-1-header-0", "a1", "Running", job_id="job-1")
     await a.worker("job-1-actor-0", "a2", "Running", job_id="job-1")
     await a.worker("job-2-header-0", "h1", "Running", job_id="job-2")
     async with svc.client() as user:
+
+        async def beat_and_look() -> Any:
+            # Beat as running agents do: the consumer finds new clusters' topics on its next metadata
+            # refresh, and a beat older than the short agent timeout by then brings nothing online.
+            await a.heartbeat()
+            await b.heartbeat()
+            return await user.get("/api/v1/clusters?sort=name")
+
         await eventually(
-            lambda: user.get("/api/v1/clusters?sort=name"),
+            beat_and_look,
             lambda r: (
                 [c["online"] for c in r.json()["items"]] == [True, True]
                 and r.json()["items"][1]["summary"]["running_workers"] == 3

@@ -37,6 +37,11 @@ def test_names_must_be_dns_labels(name: str) -> None:
     assert refusal(name=name).field == "name"
 
 
+def test_dlq_is_not_a_cluster_name_since_it_names_each_topic_familys_dead_letters() -> None:
+    refused = refusal(name="dlq")
+    assert (refused.field, "reserved" in str(refused)) == ("name", True)
+
+
 def test_names_up_to_63_characters_are_fine() -> None:
     assert validate_spec(spec(name="a" * 63)).name == "a" * 63
 

@@ -7,8 +7,9 @@
 - ``netdomain-tunnel-states``: on ``agent.reports``, ``agent.tunnel.state_changed.v1`` → the
   ``tunnel_states`` table shown with the domain, and ``agent.tunnel.endpoint_announced.v1`` → the
   ``tunnel_endpoints`` table, republished to the agents in the domain's tunnel topology (ADR 0003).
-  Like every reader of agent reports it believes only reports carrying a valid agent token of the
-  report's own cluster (ADR 0001); any other goes to the DLQ, logged, and changes nothing.
+  Like every reader of agent reports it reads each cluster's topic ``agent.reports.<cluster>`` (by
+  pattern), which only that cluster's agent may write, and believes a report only when its ``source``
+  and data name that cluster (ADR 0004); any other goes to the DLQ, logged, and changes nothing.
 
 ``build_workers`` also starts the relay check (``relay_loop.RelayLoop``), which relays a domain's
 broken direct links through a third cluster and returns them to direct (ADR 0003).
@@ -28,7 +29,6 @@ from rlark_contracts.events.inventory import ClusterState
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import Consumer, Handler, PoisonMessage
-from rlark_platform.messaging.verifiers import agent_report_verifier
 from rlark_platform.service import Runnable, ServiceContext
 
 from rlark_netdomain import handlers
@@ -119,7 +119,6 @@ def build_workers(ctx: ServiceContext) -> list[Runnable]:
             name="netdomain-tunnel-states",
             topics=["agent.reports"],
             handlers={TUNNEL_STATE: on_tunnel_state, TUNNEL_ENDPOINT: on_tunnel_endpoint},
-            verifier=agent_report_verifier(settings.internal_secret.get_secret_value()),
             pool=pool,
             kafka=settings.kafka_access(),
             names=ctx.names,

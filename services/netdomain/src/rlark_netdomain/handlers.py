@@ -610,8 +610,8 @@ async def apply_tunnel_endpoint(
 ) -> bool:
     """Keep a cluster's verified tunnel endpoint and republish the domain's topology with it.
 
-    The caller (the consumer's verifier) has checked that the agent token names ``payload.cluster``;
-    here the fields are validated (a malformed one is a poison message naming it; the key is never
+    The caller (the platform consumer) has checked that it came on ``payload.cluster``'s own topic, which
+    only that cluster's agent may write, with that agent's ``source`` (ADR 0004); here the fields are validated (a malformed one is a poison message naming it; the key is never
     echoed, only its fingerprint logged). Only clusters of the domain's current topology are kept:
     an announcement for an unknown domain, or from a cluster hosting none of its workers, changes
     nothing. ``netdomain.tunnels.topology_changed.v1`` goes out only when the stored host, port or

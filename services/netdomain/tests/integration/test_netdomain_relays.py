@@ -1,6 +1,6 @@
 """A domain's direct link reported down is relayed through a third cluster, and back (ADR 0003, "Relays").
 
-Real Kafka and PostgreSQL: the agents' link reports go in on ``agent.reports`` (with agent tokens), the
+Real Kafka and PostgreSQL: the agents' link reports go in on each cluster's ``agent.reports.<cluster>``, the
 domain's ``netdomain.tunnels.topology_changed.v1`` comes out with ``links[].via``. Short timings: relayed
 after 1 s down, checked every 0.2 s.
 """
@@ -19,9 +19,8 @@ from rlark_contracts import Envelope, TopicNames, encode
 from rlark_contracts.events.agent import TunnelStateChanged
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested, AddressRequest
 from rlark_netdomain.main import DEFINITION
-from rlark_platform.identity import AGENT_TOKEN_HEADER, issue_agent_token
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import TEST_SECRET, RunningService, running_service, settings_for
+from rlark_platform.testing import RunningService, running_service, settings_for
 
 pytestmark = pytest.mark.integration
 
@@ -52,16 +51,14 @@ async def netdomain(
 async def link(
     producer: AIOKafkaProducer, names: TopicNames, cluster: str, peer: str, state: str, error: str = ""
 ) -> None:
-    """Report one link as ``cluster``'s agent would (its own token, keyed by its cluster)."""
+    """Report one link as ``cluster``'s agent would (on its own topic, keyed by its cluster)."""
     data = TunnelStateChanged(
         cluster=cluster, domain=DOMAIN, peer=peer, state=state, last_error=error, at=datetime.now(UTC)
     )
-    token = issue_agent_token(TEST_SECRET, cluster, 600)
     await producer.send_and_wait(
-        names.physical("agent.reports"),
+        names.for_cluster("agent.reports", cluster),
         value=encode(event(data, cluster, source=f"agent/{cluster}")),
         key=cluster.encode(),
-        headers=[(AGENT_TOKEN_HEADER, token.encode())],
     )
 
 

@@ -1,5 +1,5 @@
 """Agents' tunnel endpoint announcements are verified and republished in the domain's topology (ADR 0003):
-only an announcement whose agent token names the announcing cluster counts; repeats publish nothing;
+only an announcement on the announcing cluster's own topic, from its agent, counts; repeats publish nothing;
 a cluster leaving the topology loses its endpoint."""
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from netdomain_it_support import TopicFollower, event, publish
 from rlark_contracts import Envelope, TopicNames, encode
 from rlark_contracts.events.agent import TunnelEndpointAnnounced
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested, AddressRequest
-from rlark_platform.identity import AGENT_TOKEN_HEADER, issue_agent_token
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import TEST_SECRET, RunningService, read_records
+from rlark_platform.testing import RunningService, read_records
 
 pytestmark = pytest.mark.integration
 
@@ -39,16 +38,10 @@ def announcement(cluster: str, port: int, key: str, host: str = "127.0.0.1", at:
     return event(data, cluster, source=f"agent/{cluster}")
 
 
-async def report(
-    producer: AIOKafkaProducer, names: TopicNames, envelope: Envelope, token_cluster: str
-) -> None:
-    """Publish on agent.reports as the agent holding ``token_cluster``'s token would."""
-    token = issue_agent_token(TEST_SECRET, token_cluster, 600)
+async def report(producer: AIOKafkaProducer, names: TopicNames, envelope: Envelope, on: str) -> None:
+    """Publish ``envelope`` on ``on``'s own reports topic, which only that cluster's agent may write."""
     await producer.send_and_wait(
-        names.physical("agent.reports"),
-        value=encode(envelope),
-        key=token_cluster.encode(),
-        headers=[(AGENT_TOKEN_HEADER, token.encode())],
+        names.for_cluster("agent.reports", on), value=encode(envelope), key=on.encode()
     )
 
 
@@ -79,27 +72,22 @@ async def test_verified_endpoints_are_republished_once_and_forged_ones_never(
         assert topologies()[-1].data["endpoints"] == []
 
         valid = announcement("alpha", 4001, KEY_ALPHA + " agent@alpha")
-        await report(producer, names, valid, token_cluster="alpha")
+        await report(producer, names, valid, on="alpha")
         await out.wait_for(lambda _: len(topologies()) == 3, what="topology with alpha's endpoint")
         republished = topologies()[-1]
         assert endpoints(republished) == {"alpha": ("127.0.0.1", 4001, KEY_ALPHA)}  # comment dropped
         assert republished.data["links"] == [{"a": "alpha", "b": "beta", "via": None}]
         assert republished.causation_id == valid.id
 
-        # alpha's token announcing for beta; a forged token; a malformed key and port from the
-        # right token; the same announcement redelivered and re-announced with a heartbeat.
-        await report(producer, names, announcement("beta", 6666, KEY_ALPHA, at=1), token_cluster="alpha")
-        forged = announcement("beta", 6667, KEY_ALPHA, at=1)
-        await producer.send_and_wait(
-            names.physical("agent.reports"),
-            value=encode(forged),
-            key=b"beta",
-            headers=[(AGENT_TOKEN_HEADER, issue_agent_token("not-the-secret", "beta", 600).encode())],
-        )
+        # On alpha's topic: beta's announcement as beta's agent, and as alpha's; a malformed key and
+        # port on beta's own topic; the same announcement redelivered and re-announced with a heartbeat.
+        await report(producer, names, announcement("beta", 6666, KEY_ALPHA, at=1), on="alpha")
+        forged = announcement("beta", 6667, KEY_ALPHA, at=1).model_copy(update={"source": "agent/alpha"})
+        await report(producer, names, forged, on="alpha")
         await report(producer, names, announcement("beta", 4002, "ssh-ed25519 AAAA", at=2), "beta")
         await report(producer, names, announcement("beta", 0, KEY_BETA, at=2), "beta")
-        await report(producer, names, valid, token_cluster="alpha")
-        await report(producer, names, announcement("alpha", 4001, KEY_ALPHA, at=30), token_cluster="alpha")
+        await report(producer, names, valid, on="alpha")
+        await report(producer, names, announcement("alpha", 4001, KEY_ALPHA, at=30), on="alpha")
         # A later genuine announcement from beta shows the consumer carried on past the refused ones.
         await report(producer, names, announcement("beta", 4002, KEY_BETA, host="beta.local", at=3), "beta")
         await out.wait_for(lambda _: len(topologies()) == 4, what="topology with beta's endpoint")
@@ -115,8 +103,8 @@ async def test_verified_endpoints_are_republished_once_and_forged_ones_never(
         refused = {
             json.loads(value)["data"]["port"]: headers["rlark-error"].decode() for _, value, headers in dead
         }
-        assert "cannot report for 'beta'" in refused[6666]
-        assert "agent token refused" in refused[6667]
+        assert "'agent/beta' is not the producer of agent.reports.alpha" in refused[6666]
+        assert "data.cluster 'beta' is not 'alpha'" in refused[6667]
         assert refused[4002].startswith("PoisonMessage: tunnel endpoint refused: public_key:")
         assert refused[0].startswith("PoisonMessage: tunnel endpoint refused: port:")
         assert not any("AAAAC3" in error for error in refused.values())  # no key material in errors

@@ -11,24 +11,21 @@ from aiokafka import AIOKafkaProducer
 from netdomain_it_support import event
 from rlark_contracts import TopicNames, encode
 from rlark_contracts.events.agent import TunnelStateChanged
-from rlark_platform.identity import AGENT_TOKEN_HEADER, issue_agent_token
-from rlark_platform.testing import TEST_SECRET, RunningService
+from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
 
 
 async def report(
-    producer: AIOKafkaProducer, names: TopicNames, data: TunnelStateChanged, token_cluster: str = ""
+    producer: AIOKafkaProducer, names: TopicNames, data: TunnelStateChanged, on: str = ""
 ) -> None:
-    """Publish as an agent would; the record is keyed by the token's cluster, so reports of one
-    token stay in order."""
-    token_cluster = token_cluster or data.cluster
-    token = issue_agent_token(TEST_SECRET, token_cluster, 600)
+    """Publish as the agent of ``on`` (by default the data's cluster) would: on its own topic, keyed by
+    its cluster."""
+    on = on or data.cluster
     await producer.send_and_wait(
-        names.physical("agent.reports"),
-        value=encode(event(data, data.cluster, source=f"agent/{data.cluster}")),
-        key=token_cluster.encode(),
-        headers=[(AGENT_TOKEN_HEADER, token.encode())],
+        names.for_cluster("agent.reports", on),
+        value=encode(event(data, data.cluster, source=f"agent/{on}")),
+        key=on.encode(),
     )
 
 
@@ -63,8 +60,8 @@ async def test_each_agents_last_report_per_link_is_shown_with_the_domain(
     )
     await report(producer, names, link("beta", "alpha", "down", t0 + timedelta(seconds=5), "reset by peer"))
     await report(producer, names, link("beta", "alpha", "down", t0 + timedelta(seconds=9), "refused"))
-    # A report from another cluster's token, and one on an unknown domain, change nothing.
-    await report(producer, names, link("gamma", "alpha", "down", t0, "x"), token_cluster="alpha")
+    # A report about another cluster from alpha's agent, and one on an unknown domain, change nothing.
+    await report(producer, names, link("gamma", "alpha", "down", t0, "x"), on="alpha")
     await report(
         producer,
         names,

@@ -3,9 +3,10 @@
 - ``scheduler-state`` reads ``inventory.clusters``, ``inventory.nodes``, ``keys.keys``,
   ``netdomain.domains`` and ``netdomain.allocations``.
 - ``scheduler-agent-reports`` reads ``agent.reports`` (worker status, logs, output manifests, tunnel
-  link states; node observations and heartbeats are the inventory's business and are skipped). Provenance first: a
-  report must carry the ``rlark-agent-token`` header with a valid token of the report's own
-  cluster; anything else is a poison message (DLQ) and changes nothing (ADR 0001).
+  link states; node observations and heartbeats are the inventory's business and are skipped): every
+  cluster's topic ``agent.reports.<cluster>``, by pattern. Provenance first: only a cluster's agent may
+  write its topic (ADR 0004), and a report whose ``source`` or data names another cluster than its
+  topic's goes to the DLQ and changes nothing.
 
 Handlers run inside the platform consumer's inbox transaction, so a redelivered event is a no-op;
 each delegates to ``handlers``.
@@ -34,7 +35,6 @@ from rlark_contracts.events.netdomain import (
 )
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import Consumer, Handler
-from rlark_platform.messaging.verifiers import agent_report_verifier
 from rlark_platform.service import ServiceContext
 
 from rlark_scheduler import handlers
@@ -164,7 +164,6 @@ def build_consumers(ctx: ServiceContext) -> list[Consumer]:
             name=REPORTS_CONSUMER,
             topics=["agent.reports"],
             handlers=report_handlers(settings),
-            verifier=agent_report_verifier(settings.internal_secret.get_secret_value()),
             **common,
         ),
     ]

@@ -659,7 +659,7 @@ async def apply_domain(conn: Connection, state: DomainState, *, deleted: bool) -
 
 async def _reported_worker(conn: Connection, cluster: str, job_id: str, wid: str) -> repo.WorkerRow | None:
     """The stored worker an agent reports on; a report naming another job's or cluster's worker is a
-    poison message (the agent token proved the cluster, not the worker)."""
+    poison message (its topic proved the cluster, not the worker)."""
     worker = await repo.get_worker(conn, wid)
     if worker is None:
         log.info("report for an unknown worker ignored", worker_id=wid, cluster=cluster)

@@ -16,7 +16,7 @@ import httpx
 import yaml
 from aiokafka import AIOKafkaProducer
 from pydantic import BaseModel
-from rlark_contracts import Envelope, TopicNames, encode, new_envelope
+from rlark_contracts import Envelope, TopicNames, encode, new_envelope, topic_for
 from rlark_contracts.events.agent import WorkerLogsEmitted, WorkerOutputsListed, WorkerStatusChanged
 from rlark_contracts.events.inventory import ClusterWentOffline, ClusterWentOnline, NodeUpdated
 from rlark_contracts.events.keys import KeyAdded, KeyDeleted
@@ -27,9 +27,7 @@ from rlark_contracts.events.netdomain import (
     DomainCreated,
     WorkerAddress,
 )
-from rlark_contracts.registry import topic_of, type_of
-from rlark_platform.identity import issue_agent_token
-from rlark_platform.testing import TEST_SECRET, RunningService
+from rlark_platform.testing import RunningService
 
 T = TypeVar("T")
 
@@ -50,15 +48,13 @@ class World:
         subject: str,
         *,
         source: str,
-        headers: list[tuple[str, bytes]] | None = None,
         causation_id: str | None = None,
+        topic: str | None = None,
     ) -> Envelope:
+        """Publish ``data`` on its topic (a per-cluster one: of the cluster its data names), or on ``topic``."""
         envelope = new_envelope(data, source=source, subject=subject, causation_id=causation_id)
         await self.producer.send_and_wait(
-            self.names.physical(topic_of(type_of(data))),
-            value=encode(envelope),
-            key=subject.encode(),
-            headers=headers,
+            topic or self.names.physical(topic_for(envelope)), value=encode(envelope), key=subject.encode()
         )
         return envelope
 
@@ -177,15 +173,17 @@ class World:
 
     # -- agents ---------------------------------------------------------------------------------
 
-    async def report(self, data: BaseModel, cluster: str, *, token: str | None = None) -> Envelope:
-        token = token if token is not None else issue_agent_token(TEST_SECRET, cluster, 600)
-        return await self.publish(
-            data, cluster, source=f"agent/{cluster}", headers=[("rlark-agent-token", token.encode())]
-        )
+    async def report(
+        self, data: BaseModel, cluster: str, *, on: str | None = None, source: str | None = None
+    ) -> Envelope:
+        """``data`` as ``cluster``'s agent reports it, on its topic ``agent.reports.<cluster>``; ``on`` and
+        ``source`` write it on another cluster's topic, or as another source (the broker's admin can)."""
+        topic = self.names.for_cluster("agent.reports", on or cluster)
+        return await self.publish(data, cluster, source=source or f"agent/{cluster}", topic=topic)
 
     async def worker(self, placed: dict[str, Any], phase: str, **fields: Any) -> Envelope:
         cluster = fields.pop("cluster", placed["cluster"])
-        token = fields.pop("token", None)
+        on, source = fields.pop("on", None), fields.pop("source", None)
         return await self.report(
             WorkerStatusChanged(
                 cluster=cluster,
@@ -197,7 +195,8 @@ class World:
                 **fields,
             ),
             cluster,
-            token=token,
+            on=on,
+            source=source,
         )
 
     async def logs(self, placed: dict[str, Any], first_seq: int, lines: list[str]) -> None:

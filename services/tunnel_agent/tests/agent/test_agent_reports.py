@@ -1,4 +1,4 @@
-"""The agent's report publisher: what reaches `agent.reports`, and in which order."""
+"""The agent's report publisher: what reaches its cluster's `agent.reports.<cluster>`, and in which order."""
 
 from __future__ import annotations
 
@@ -17,16 +17,20 @@ class RecordingProducer:
 
     def __init__(self) -> None:
         self.sent: list[Any] = []
+        self.records: list[tuple[str, Any, dict[str, Any]]] = []
+        """(topic, envelope, the send's other arguments) of each record."""
 
-    async def send_and_wait(self, topic: str, value: bytes, **_: Any) -> None:
+    async def send_and_wait(self, topic: str, value: bytes, **options: Any) -> None:
         await asyncio.sleep(0)
-        self.sent.append(decode(value).payload())
+        envelope = decode(value)
+        self.sent.append(envelope.payload())
+        self.records.append((topic, envelope, options))
 
 
 def publisher(producer: RecordingProducer) -> ReportPublisher:
     session = Session(cluster="lab", token="t", expires_at=1e12, kafka_bootstrap="", topic_prefix="p.")
     # A long flush interval: only an explicit flush sends lines in these tests.
-    return ReportPublisher(producer, session, flush_interval_s=3600)  # type: ignore[arg-type]
+    return ReportPublisher(producer, session, flush_interval_s=3600)
 
 
 async def test_a_workers_status_follows_the_log_lines_read_before_it() -> None:
@@ -64,3 +68,14 @@ async def test_a_status_waits_for_a_flush_already_under_way() -> None:
     await flushing
 
     assert [type(p) for p in producer.sent] == [WorkerLogsEmitted] * 3 + [WorkerStatusChanged]
+
+
+async def test_reports_go_to_the_clusters_own_topic_as_its_agent_and_carry_no_token() -> None:
+    """Only this cluster's agent principal may write ``agent.reports.lab`` (ADR 0004): the topic, the
+    source and the data name the same cluster, and no bearer token travels in a header."""
+    producer = RecordingProducer()
+    await publisher(producer).heartbeat("local", "1.0")
+    [(topic, envelope, options)] = producer.records
+    assert topic == "p.agent.reports.lab"
+    assert (envelope.source, envelope.data["cluster"]) == ("agent/lab", "lab")
+    assert options == {"key": b"lab"}

@@ -1,7 +1,8 @@
 """Reports the per-cluster tunnel-agents publish: node observations, heartbeats, worker status and logs.
 
-Each report carries an agent token header (see ``rlark_platform.agent_tokens``); consumers verify that the
-token's cluster equals the report's cluster before believing it.
+Each cluster's agent publishes on its own topic, ``agent.reports.<cluster>``, which only that agent's Kafka
+principal may write (ADR 0004); consumers believe a report only when the topic's cluster, its ``source``
+(``agent/<cluster>``) and its data's ``cluster`` agree.
 """
 
 from __future__ import annotations

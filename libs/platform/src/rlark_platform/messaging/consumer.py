@@ -6,11 +6,16 @@ open a transaction, claim ``(consumer, event_id)`` in the inbox, run the handler
 commit. Offsets are committed after the records they cover are committed in the database, so a crash
 replays them and the inbox makes the replay a no-op.
 
+A per-cluster topic family (``agent.reports``: one topic per cluster, ADR 0004) is subscribed by pattern,
+with metadata refreshed every ``pattern_refresh_ms``, so a cluster's topic created after the consumer
+started is read within seconds, from its first record.
+
 Errors: transient ones (database or broker unavailable, serialization failures, deadlocks) are retried with
 exponential backoff without moving on, because the next record may depend on this one. Anything else —
-undecodable bytes, invalid data, an event whose ``source`` is not the topic's producer, a handler raising
-``PoisonMessage`` or an unexpected exception — sends the record to ``<topic>.dlq`` with the error in its
-headers, and the consumer carries on.
+undecodable bytes, invalid data, an event whose ``source`` is not the topic's producer (on a cluster's
+topic: not that cluster's agent), an event whose data names another cluster than its topic's, a handler
+raising ``PoisonMessage`` or an unexpected exception — sends the record to ``<family>.dlq`` with the error
+in its headers, and the consumer carries on.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import KafkaError
 from prometheus_client import Counter
 from pydantic import BaseModel, ValidationError
-from rlark_contracts import Envelope, TopicNames, decode
+from rlark_contracts import TOPICS, Envelope, TopicNames, decode
+from rlark_contracts.topics import registered
 
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging.access import KafkaAccess
@@ -35,9 +41,6 @@ log = structlog.get_logger(__name__)
 
 Handler = Callable[[Connection, Envelope, Any], Awaitable[None]]
 """``handler(conn, envelope, payload)``: apply effects on ``conn`` (inside the inbox transaction)."""
-
-Verifier = Callable[[Envelope, dict[str, bytes]], None]
-"""Checks a record's provenance (e.g. an agent token) and raises ``PoisonMessage`` when it fails."""
 
 CONSUMED = Counter("rlark_events_consumed_total", "Records handled by consumers", ["consumer", "result"])
 
@@ -72,7 +75,7 @@ class _BatchRefused(Exception):
 
 
 class PoisonMessage(Exception):
-    """Raised by a handler or verifier for a record that can never be applied: it goes to the DLQ."""
+    """Raised by a handler for a record that can never be applied: it goes to the DLQ."""
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -97,23 +100,27 @@ class Consumer:
         kafka: KafkaAccess,
         names: TopicNames,
         dlq_producer: AIOKafkaProducer,
-        verifier: Verifier | None = None,
         max_records: int = 200,
         retry_initial_s: float = 0.2,
         retry_max_s: float = 10.0,
         group_id: str | None = None,
         commit_interval_s: float = 0.25,
+        pattern_refresh_ms: int = 2000,
     ) -> None:
         self._commit_interval_s = commit_interval_s
         self.name = name
         self._group_id = group_id or names.prefix + name
         self._topics = [names.physical(t) for t in topics]
+        self._pattern = (
+            names.subscription(topics) if any(t in TOPICS and TOPICS[t].per_cluster for t in topics) else None
+        )
+        """Set when a topic is a per-cluster family: then every cluster's topic, by pattern."""
+        self._pattern_refresh_ms = pattern_refresh_ms
         self._handlers = handlers
         self._pool = pool
         self._kafka_access = kafka
         self._names = names
         self._dlq = dlq_producer
-        self._verifier = verifier
         self._max_records = max_records
         self._retry_initial_s = retry_initial_s
         self._retry_max_s = retry_max_s
@@ -135,9 +142,14 @@ class Consumer:
             auto_offset_reset="earliest",
             isolation_level="read_committed",
             max_poll_records=self._max_records,
+            # A new cluster's topic is found on the next metadata refresh (default: five minutes).
+            **({"metadata_max_age_ms": self._pattern_refresh_ms} if self._pattern else {}),
         )
         await self._kafka.start()
-        self._kafka.subscribe(self._topics, listener=_Rebalance(self))
+        if self._pattern is not None:
+            self._kafka.subscribe(pattern=self._pattern, listener=_Rebalance(self))
+        else:
+            self._kafka.subscribe(self._topics, listener=_Rebalance(self))
         loop = asyncio.get_running_loop()
         next_commit = loop.time() + self._commit_interval_s
         try:
@@ -205,7 +217,6 @@ class Consumer:
 
     async def _prepare(self, tp: TopicPartition, record: Any) -> _Ready | None:
         """Decode, filter and verify one record; dead-letter it when it can never be applied."""
-        headers = {k: v for k, v in (record.headers or ())}
         try:
             envelope = decode(record.value)
         except (ValidationError, ValueError, TypeError) as exc:
@@ -216,15 +227,17 @@ class Consumer:
         if foreign := self._names.foreign_source(tp.topic, envelope.source):
             await self._dead_letter(tp, record, "source_mismatch", foreign, envelope)
             return None
+        # On a cluster's own topic (its agent's reports), the data must speak of that cluster.
+        if misplaced := self._names.foreign_cluster(tp.topic, envelope.data):
+            await self._dead_letter(tp, record, "cluster_mismatch", misplaced, envelope)
+            return None
         handler = self._handlers.get(envelope.type)
         if handler is None:
             CONSUMED.labels(self.name, "skipped").inc()
             return None
         try:
-            if self._verifier is not None:
-                self._verifier(envelope, headers)
             payload: BaseModel = envelope.payload()
-        except (PoisonMessage, ValidationError) as exc:
+        except ValidationError as exc:
             await self._dead_letter(tp, record, type(exc).__name__, describe_error(exc), envelope)
             return None
         return (record, envelope, payload, handler)
@@ -272,6 +285,8 @@ class Consumer:
     ) -> None:
         CONSUMED.labels(self.name, "dead_lettered").inc()
         topic = self._names.logical(tp.topic)
+        # One DLQ per family: a cluster's topic ``<name>.<cluster>`` dead-letters to ``<name>.dlq``.
+        family = registered(topic)
         headers = [
             ("rlark-error-kind", kind.encode()),
             ("rlark-error", error[:2000].encode()),
@@ -280,7 +295,7 @@ class Consumer:
             ("rlark-original-partition", str(tp.partition).encode()),
             ("rlark-original-offset", str(record.offset).encode()),
         ]
-        dlq = self._names.physical(f"{topic}.dlq")
+        dlq = self._names.physical(family.dlq if family is not None else f"{topic}.dlq")
         delay = self._retry_initial_s
         while True:
             try:

@@ -322,7 +322,10 @@ class MatchOut(BaseModel):
 
 class AgentSessionOut(BaseModel):
     cluster: str
-    token: str = Field(description="Send as the `rlark-agent-token` Kafka header on every report")
+    token: str = Field(
+        description="Signed proof of this session (its cluster and expiry); renew before `expires_at`. "
+        "Reports do not carry it: the Kafka principal below authenticates them (ADR 0004)"
+    )
     expires_at: datetime
     kafka_bootstrap: str
     kafka_username: str = Field(description="The agent's SASL/SCRAM-SHA-512 principal on the broker")

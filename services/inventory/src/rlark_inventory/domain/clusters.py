@@ -25,6 +25,7 @@ RUNTIMES: tuple[str, ...] = ("local", "kubernetes")
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+RESERVED_NAMES = frozenset({"dlq"})
 MAX_DISPLAY_NAME = 128
 MAX_CIDRS = 32
 
@@ -63,6 +64,9 @@ def validate_name(name: str, field_name: str = "name") -> str:
             "starting and ending with a letter or digit",
             field_name,
         )
+    if name in RESERVED_NAMES:
+        # ``<family>.dlq`` is each per-cluster topic family's dead-letter topic (ADR 0004).
+        raise InvalidInput("invalid_name", f"cluster name {name!r} is reserved", field_name)
     return name
 
 

@@ -15,7 +15,7 @@ consumer group, so a restarted agent rebuilds that state — into ``DomainTunnel
 An allocation's virtual IPs also go to a driver that ``ResolvesJobNames`` (the local one), so a domain
 job's workers resolve each other's names on every cluster. Peers' endpoints and keys come only from the
 topology events, which carry the announcements the netdomain service verified; the agent announces
-its own endpoint on ``agent.reports`` but never reads its peers' announcements there.
+its own endpoint on ``agent.reports.<cluster>`` but never reads its peers' announcements there.
 A watcher polls the links about once a second and reports each state change
 (``agent.tunnel.state_changed.v1``); heartbeats re-report links last reported over 30 s ago.
 
@@ -323,7 +323,7 @@ class Agent:
     async def _consume_tunnels(self, consumer: AIOKafkaConsumer) -> None:
         """Allocations and topologies (with the peers' verified endpoints), in order, into
         ``self.tunnels``. The netdomain service publishes these topics (agents may not: ADR 0001's
-        ACLs) and checked each endpoint against the announcing cluster's agent token (ADR 0003)."""
+        ACLs) and took each endpoint only from the announcing cluster's own report topic (ADR 0003, 0004)."""
         tunnels = self.tunnels
         assert tunnels is not None
         while not self._stopping.is_set():

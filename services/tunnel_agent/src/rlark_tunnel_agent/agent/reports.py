@@ -1,6 +1,7 @@
-"""Reports from this agent to the control plane, on `agent.reports` keyed by cluster.
+"""Reports from this agent to the control plane, on its cluster's own topic `agent.reports.<cluster>`.
 
-Every record carries the agent token in the `rlark-agent-token` header. Log lines are batched per worker
+Only this agent's Kafka principal may write that topic (ADR 0004): the topic itself says which cluster
+reported, and every event names it again (`source` `agent/<cluster>`, data `cluster`). Log lines are batched per worker
 and stream (at most `flush_interval_s` old, at most `max_lines` per event) so a chatty worker costs a few
 events per second, not one per line. A worker's status is published only after the log lines read before
 it (`status` flushes first): the control plane keeps a failed worker's last lines when it applies the
@@ -28,7 +29,6 @@ from rlark_contracts.events.agent import (
     WorkerOutputsListed,
     WorkerStatusChanged,
 )
-from rlark_platform.identity import AGENT_TOKEN_HEADER
 
 from rlark_tunnel_agent.agent.session import Session
 from rlark_tunnel_agent.runtime import driver
@@ -67,10 +67,9 @@ class ReportPublisher:
     async def publish(self, data: BaseModel) -> None:
         envelope = new_envelope(data, source=f"agent/{self.cluster}", subject=self.cluster)
         await self._producer.send_and_wait(
-            self._names.physical("agent.reports"),
+            self._names.for_cluster("agent.reports", self.cluster),
             encode(envelope),
             key=self.cluster.encode(),
-            headers=[(AGENT_TOKEN_HEADER, self.session.token.encode())],
         )
 
     async def heartbeat(self, runtime: str, version: str, not_enforced: Sequence[str] = ()) -> None:

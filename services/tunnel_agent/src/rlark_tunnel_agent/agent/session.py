@@ -1,7 +1,8 @@
 """The agent's session: trade the cluster credential for a short-lived agent token (ADR 0001).
 
-The credential is sent only to the gateway, over the configured URL, and never logged. The token is renewed
-before it expires; reports carry it so consumers can check which cluster sent them.
+The credential is sent only to the gateway, over the configured URL, and never logged. The session is
+renewed before its token expires. Reports do not carry the token: the session's Kafka principal, which may
+write only this cluster's report topic, authenticates them (ADR 0004).
 """
 
 from __future__ import annotations

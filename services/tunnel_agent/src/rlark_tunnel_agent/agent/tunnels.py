@@ -7,13 +7,13 @@ Role: the glue between the platform's events and ``TunnelSupervisor`` (ADR 0003)
 - which clusters the domain spans (``netdomain.tunnels.topology_changed.v1``, plus any cluster
   holding an allocation — so a topology event that arrives late delays nothing);
 - where each peer agent accepts the domain's tunnels and with which key: only from the topology
-  event's ``endpoints``, which the netdomain service verified against the announcing cluster's
-  agent token. Announcements read straight off ``agent.reports`` are not believed — an agent
-  cannot check another agent's token, and one agent could announce for another cluster;
+  event's ``endpoints``, which the netdomain service took only from the announcing cluster's own
+  topic ``agent.reports.<cluster>`` (ADR 0004) and validated. An agent never reads its peers'
+  report topics (its principal may not) and takes no announcement from anywhere else;
 
 and it is the local driver's ``VirtualIpHooks``: ``attach`` creates the worker's TUN device (the
 first worker of a domain here brings the domain's tunnels up and announces this agent's endpoint on
-``agent.reports``, for the netdomain service to verify and republish),
+its ``agent.reports.<cluster>``, for the netdomain service to verify and republish),
 ``detach`` removes it (the last one takes them down). Between two clusters the one whose name sorts
 first dials; the other only accepts — both sides derive it the same way, with no coordination.
 
