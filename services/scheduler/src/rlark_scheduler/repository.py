@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+from rlark_contracts.messages import Text
 from rlark_platform.db.pool import Connection
 
 from rlark_scheduler.domain.jobs import HOLDING, JobStatus, WorkerFacts
@@ -794,6 +795,10 @@ async def insert_event(
     reason: str = "",
     details: dict[str, Any] | None = None,
 ) -> None:
+    """One timeline row. A ``reason`` that is a catalogue sentence keeps its key and params in
+    ``details.said`` (``{"message_key", "params"}``, ADR 0011) so clients can say it in their language."""
+    if isinstance(reason, Text):
+        details = {**(details or {}), "said": reason.wire()}
     await conn.execute(
         """INSERT INTO job_events (job_id, kind, from_status, to_status, worker_id, phase, reason,
                                    details, at)

@@ -22,6 +22,7 @@ from typing import Any
 import asyncpg
 import structlog
 from rlark_contracts.events.scheduler import JobStatusChanged, JobSubmitted
+from rlark_contracts.messages import text
 from rlark_platform.db import transaction
 from rlark_platform.db.pool import Connection
 from rlark_platform.errors import ApiError
@@ -322,7 +323,7 @@ async def _store(
             idempotency_fingerprint=body_fingerprint,
         )
         await repo.insert_event(
-            conn, job_id, "status", at=now, to_status=JobStatus.PENDING.value, reason="submitted"
+            conn, job_id, "status", at=now, to_status=JobStatus.PENDING.value, reason=text("job.submitted")
         )
         await add_events(
             conn,

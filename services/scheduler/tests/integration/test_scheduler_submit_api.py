@@ -242,6 +242,13 @@ async def test_every_problem_is_reported_at_once_with_lines(fleet: RunningServic
     assert {e["code"] for e in errors} >= {"image_latest_refused", "priority_out_of_range"}
     image = next(e for e in errors if e["code"] == "image_latest_refused")
     assert as_yaml(doc).splitlines()[image["line"] - 1].strip().startswith("image:")
+    # Each problem can be said in the user's language (ADR 0011): its catalogue key and params.
+    assert (image["message_key"], image["params"]) == (
+        "image_latest_refused",
+        {"field": "spec.tasks[0].image"},
+    )
+    assert all(e["message_key"] for e in errors)
+    assert response.json()["error"]["message_key"] == errors[0]["message_key"]
 
 
 SECRETS = [
@@ -364,8 +371,16 @@ async def test_network_domain_none_keeps_a_single_cluster_job_out_of_the_default
     assert response.json()["network_domain"] is None
     assert refused.status_code == 422
     assert refused.json()["error"]["code"] == "network_domain_missing"
+    assert refused.json()["error"]["params"] == {"clusters": 2}
     async with fleet.client() as client:
+        detail = (await client.get(f"/api/v1/jobs/{response.json()['id']}")).json()
         assert (await client.post(f"/api/v1/jobs/{response.json()['id']}:cancel")).status_code == 200
+    # The timeline's first row keeps its sentence's key, so the console says "已提交" (ADR 0011).
+    submitted = detail["timeline"][0]
+    assert (submitted["reason"], submitted["details"]["said"]) == (
+        "submitted",
+        {"message_key": "job.submitted", "params": {}},
+    )
 
 
 async def test_a_job_that_can_never_fit_is_refused_with_the_reason(fleet: RunningService) -> None:

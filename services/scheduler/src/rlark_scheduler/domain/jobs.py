@@ -36,6 +36,7 @@ from typing import Any
 
 from rlark_contracts.events.agent import TERMINAL_WORKER_PHASES, WorkerPhase
 from rlark_contracts.events.scheduler import worker_id_for
+from rlark_contracts.messages import Text, text
 
 from rlark_scheduler.domain.placement import JobRequest, RoleRequest
 from rlark_scheduler.domain.spec import JobSpec
@@ -195,19 +196,22 @@ def _decide(
         return Transition(JobStatus.FAILED, _failure_reason(worker, report), worker.exit_code, details)
     if worker.is_header and phase == WorkerPhase.SUCCEEDED:
         code = worker.exit_code if worker.exit_code is not None else 0
-        return Transition(JobStatus.SUCCEEDED, f"run script exited with {code}", code, details)
+        return Transition(JobStatus.SUCCEEDED, text("job.succeeded", code=code), code, details)
     if not worker.is_header and phase in (WorkerPhase.SUCCEEDED, WorkerPhase.STOPPED):
-        exit_text = "" if worker.exit_code is None else f" (exit code {worker.exit_code})"
-        reason = f"worker {worker.worker_id} ended while the job was running{exit_text}; its Ray node is gone"
+        reason = (
+            text("job.worker_ended.no_code", worker=worker.worker_id)
+            if worker.exit_code is None
+            else text("job.worker_ended", worker=worker.worker_id, code=worker.exit_code)
+        )
         return Transition(JobStatus.FAILED, reason, worker.exit_code, details)
     if worker.is_header and phase == WorkerPhase.STOPPED:
-        reason = f"the Header worker {worker.worker_id} was stopped before its run script finished"
+        reason = text("job.header_stopped", worker=worker.worker_id)
         return Transition(JobStatus.FAILED, reason, worker.exit_code, details)
     if status is not JobStatus.RUNNING and _all_started(workers):
         joined = sum(w.ray_joined for w in workers)
         return Transition(
             JobStatus.RUNNING,
-            f"all {len(workers)} Ray nodes joined; the run script started",
+            text("job.running", nodes=len(workers)),
             None,
             {"ray_nodes_joined": joined, "ray_nodes_expected": len(workers)},
         )
@@ -222,18 +226,25 @@ def _all_started(workers: Sequence[WorkerFacts]) -> bool:
 
 
 def _failure_reason(worker: WorkerFacts, report: WorkerReport) -> str:
-    reason = report.reason or worker.reason
-    if not reason:
-        joined, expected = report.ray_nodes_joined, report.ray_nodes_expected
-        if joined is not None and expected is not None and joined < expected:
-            reason = f"{joined}/{expected} Ray nodes joined"
-        elif worker.is_header and worker.exit_code is not None:
-            reason = f"run script exited with {worker.exit_code}"
-        elif worker.exit_code is not None:
-            reason = f"worker exited with {worker.exit_code}"
-        else:
-            reason = "the worker failed"
-    return reason if worker.is_header else f"worker {worker.worker_id}: {reason}"
+    """The worker's own reason verbatim, else one built from what it reported; a worker other than
+    the Header is named (``.worker`` keys)."""
+    suffix = "" if worker.is_header else ".worker"
+    named: dict[str, str | int] = {} if worker.is_header else {"worker": worker.worker_id}
+    reported = report.reason or worker.reason
+    if reported:
+        return (
+            reported
+            if worker.is_header
+            else text("job.failed.reported.worker", worker=worker.worker_id, reason=reported)
+        )
+    joined, expected = report.ray_nodes_joined, report.ray_nodes_expected
+    if joined is not None and expected is not None and joined < expected:
+        return Text("job.failed.ray_join" + suffix, {**named, "joined": joined, "expected": expected})
+    if worker.is_header and worker.exit_code is not None:
+        return text("job.failed.run_script", code=worker.exit_code)
+    if worker.exit_code is not None:
+        return Text("job.failed.worker_exit" + suffix, {**named, "code": worker.exit_code})
+    return Text("job.failed.unknown" + suffix, named)
 
 
 def ray_progress(report: WorkerReport, worker: WorkerFacts) -> tuple[int, int] | None:
