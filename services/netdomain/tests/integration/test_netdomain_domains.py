@@ -45,6 +45,8 @@ async def test_domain_overlapping_a_clusters_pod_cidr_is_refused_naming_the_clus
                 "name": "gpu-a",
                 "cidr": "10.244.0.0/16",
                 "message": 'overlaps pod CIDR 10.244.0.0/16 of cluster "gpu-a"',
+                "message_key": "cidr_overlaps.cluster_pod_cidr",
+                "params": {"cidr": "10.244.0.0/16", "name": "gpu-a"},
             }
         ]
 
@@ -84,6 +86,11 @@ async def test_domain_overlapping_another_domain_is_refused_naming_it(service: R
         check = (await admin.post("/api/v1/domains:check", json={"cidr": "10.200.7.0/24"})).json()
         assert check["ok"] is False
         assert [(c["kind"], c["name"]) for c in check["conflicts"]] == [("domain", "train")]
+        # Said in the user's language from key and params (ADR 0011).
+        assert (check["conflicts"][0]["message_key"], check["conflicts"][0]["params"]) == (
+            "cidr_overlaps.domain",
+            {"cidr": "10.200.0.0/16", "name": "train"},
+        )
         assert (await admin.get("/api/v1/domains")).json()["total"] == 1
 
 
@@ -138,6 +145,8 @@ async def test_domains_are_validated_listed_by_name_shown_and_deleted(service: R
         bad = (await alice.post("/api/v1/domains:check", json={"cidr": "1.2.3.0/24"})).json()
         assert bad["ok"] is False
         assert bad["error"]["code"] == "cidr_not_private"
+        assert bad["error"]["message_key"] == "cidr_not_private"
+        assert bad["error"]["params"]["network"] == "1.2.3.0/24"
 
         assert (await admin.delete("/api/v1/domains/zeta")).status_code == 204
         assert (await alice.get("/api/v1/domains/zeta")).status_code == 404

@@ -53,6 +53,7 @@ from rlark_contracts.events.scheduler import (
     WorkerPlaced,
     WorkerStopRequested,
 )
+from rlark_contracts.messages import text
 from rlark_platform.db.pool import Connection
 from rlark_platform.errors import ApiError
 from rlark_platform.identity import Caller
@@ -69,7 +70,7 @@ from rlark_scheduler.domain.jobs import (
     worker_id,
 )
 from rlark_scheduler.domain.placement import Placement
-from rlark_scheduler.domain.reasons import PendingReason
+from rlark_scheduler.domain.reasons import PendingReason, conflict_text, pending_texts, role_texts
 from rlark_scheduler.domain.render import rlinf_config_yaml
 from rlark_scheduler.domain.spec import JobDocument, MountType
 from rlark_scheduler.domain.tunnels import Action, LinkObservation, decide, job_outage
@@ -115,7 +116,7 @@ def envelope(data: BaseModel, subject: str, meta: Meta) -> Envelope:
 def visible(job: JobRow | None, caller: Caller) -> JobRow:
     """The job when ``caller`` may see it; another user's job is "not found" (never "forbidden")."""
     if job is None or (job.owner != caller.user and not caller.is_admin):
-        raise ApiError(404, "job_not_found", "no such job", "job_id")
+        raise ApiError(404, "job_not_found", text("job_not_found"), "job_id")
     return job
 
 
@@ -411,17 +412,19 @@ async def store_pending_reason(
         at=now,
         to_status=JobStatus.PENDING.value,
         reason=reason.message,
-        details={"code": reason.code.value, "rounds_waited": rounds_waited},
+        details={"code": reason.code.value, "rounds_waited": rounds_waited, "parts": view["parts"]},
     )
     await repo.notify_activity(conn, job_id)
     return True
 
 
 def pending_view(reason: PendingReason) -> dict[str, Any]:
-    """A pending explanation as JSON: per-role funnel counts, gang conflicts, the sentence."""
+    """A pending explanation as JSON: per-role funnel counts, gang conflicts, the sentence; each
+    sentence also as ``parts``, catalogue clauses a client says in its user's language (ADR 0011)."""
     return {
         "code": reason.code.value,
         "message": reason.message,
+        "parts": [said.wire() for said in pending_texts(reason)],
         "roles": [
             {
                 "role": r.role,
@@ -441,6 +444,7 @@ def pending_view(reason: PendingReason) -> dict[str, Any]:
                 "gpus_held": r.gpus_held,
                 "code": r.code.value,
                 "message": r.message,
+                "parts": [said.wire() for said in role_texts(r)],
                 "alternatives": [{"cluster": a.cluster, "nodes": a.nodes} for a in r.alternatives],
             }
             for r in reason.roles
@@ -452,6 +456,7 @@ def pending_view(reason: PendingReason) -> dict[str, Any]:
                 "needed": c.needed,
                 "nodes": c.nodes,
                 "message": c.message,
+                "parts": [conflict_text(c).wire()],
             }
             for c in reason.conflicts
         ],
@@ -758,11 +763,13 @@ async def cancel_job(conn: Connection, caller: Caller, job_id: str, now: datetim
     Cancelling a cancelled job is a no-op; other ended jobs are refused (409)."""
     job = visible(await repo.get_job(conn, job_id, for_update=True), caller)
     meta = Meta.from_request()
-    reason = f"cancelled by {caller.user}"
+    reason = text("job.cancelled", user=caller.user)
     if job.status is JobStatus.CANCELLED:
         return job
     if job.status.terminal:
-        raise ApiError(409, "job_already_ended", f"job {job.id} already ended ({job.status.value})", "job_id")
+        raise ApiError(
+            409, "job_already_ended", text("job_already_ended", job=job.id, status=job.status.value), "job_id"
+        )
     if job.status is JobStatus.PENDING:
         await transition(conn, job, job.status, JobStatus.CANCELLED, reason, now, meta)
         await repo.add_change(conn, "job", job.id)
@@ -780,14 +787,17 @@ async def update_job_keys(
     once (``scheduler.job.keys_updated.v1``), nothing restarts."""
     job = visible(await repo.get_job(conn, job_id, for_update=True), caller)
     if job.status.terminal:
-        raise ApiError(409, "job_already_ended", f"job {job.id} already ended ({job.status.value})", "job_id")
+        raise ApiError(
+            409, "job_already_ended", text("job_already_ended", job=job.id, status=job.status.value), "job_id"
+        )
     owned: dict[str, repo.KeyRow] = {}
     for key in await repo.keys_of(conn, job.owner):
         owned.setdefault(key.name, key)
     errors = [
-        {"code": "ssh_key_unknown", "field": f"ssh_keys[{i}]", "message": f'no SSH key named "{name}"'}
+        {"code": "ssh_key_unknown", "field": f"ssh_keys[{i}]", "message": said, **said.wire()}
         for i, name in enumerate(names)
         if name not in owned
+        for said in [text("ssh_key_unknown.update", name=name)]
     ]
     if errors:
         first = errors[0]
@@ -819,7 +829,7 @@ async def _set_job_keys(
 ) -> None:
     await repo.set_keys(conn, job.id, key_ids=key_ids, names=names, public_keys=public_keys, now=now)
     await repo.insert_event(
-        conn, job.id, "keys", at=now, reason="SSH keys updated", details={"ssh_keys": names}
+        conn, job.id, "keys", at=now, reason=text("job.keys_updated"), details={"ssh_keys": names}
     )
     await repo.notify_activity(conn, job.id)
     if job.status not in (JobStatus.STARTING, JobStatus.RUNNING):

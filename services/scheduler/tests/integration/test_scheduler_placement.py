@@ -159,6 +159,16 @@ async def test_a_job_that_fits_later_waits_with_exact_counts_then_is_placed_when
     assert waiting["reason"] == waiting["pending"]["message"]
     pending_events = [e for e in (await events_of(scheduler, job["id"])) if e["kind"] == "pending"]
     assert len(pending_events) == 1
+    # The same counts as catalogue clauses, so the console says them in Chinese (ADR 0011).
+    main = rollout["parts"][0]
+    assert main["message_key"] == "pending.too_few_nodes"
+    assert {k: main["params"][k] for k in ("matching", "ready", "schedulable", "enough")} == {
+        "matching": 4,
+        "ready": 3,
+        "schedulable": 2,
+        "enough": 1,
+    }
+    assert pending_events[0]["details"]["parts"] == waiting["pending"]["parts"]
 
     await world.node("gpu-a", "n5")
     await world.node("gpu-a", "n6")

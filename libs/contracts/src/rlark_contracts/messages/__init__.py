@@ -106,6 +106,12 @@ class Text(str):
         return {"message_key": self.key, "params": dict(self.params)}
 
 
+def said(message: str) -> dict[str, Any]:
+    """``{"message_key", "params"}`` of ``message`` when it is a :class:`Text`, else ``{}``: spread it
+    next to ``message`` in an API body."""
+    return message.wire() if isinstance(message, Text) else {}
+
+
 def text(key: str, /, **params: ParamValue) -> Text:
     """``Text(key, params)``, the short form services use."""
     return Text(key, params)
@@ -122,5 +128,6 @@ __all__ = [
     "language_of",
     "placeholders",
     "render",
+    "said",
     "text",
 ]

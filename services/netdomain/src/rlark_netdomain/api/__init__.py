@@ -11,6 +11,7 @@ from datetime import datetime
 
 from fastapi import APIRouter, FastAPI, Response
 from pydantic import BaseModel, ConfigDict, Field
+from rlark_contracts.messages import said
 from rlark_platform.http import AdminDep, CallerDep, create_app, database_ready
 from rlark_platform.openapi import error_responses
 from rlark_platform.paging import PageNumber, PageSize
@@ -40,12 +41,20 @@ class ConflictOut(BaseModel):
     name: str
     cidr: str
     message: str
+    message_key: str | None = Field(default=None, description="The message's catalogue key (ADR 0011)")
+    params: dict[str, str | int] | None = Field(
+        default=None, description="The values the message interpolates"
+    )
 
 
 class ErrorOut(BaseModel):
     code: str
     message: str
     field: str | None
+    message_key: str | None = Field(default=None, description="The message's catalogue key (ADR 0011)")
+    params: dict[str, str | int] | None = Field(
+        default=None, description="The values the message interpolates"
+    )
 
 
 class CheckOut(BaseModel):
@@ -211,10 +220,14 @@ def build_router(ctx: ServiceContext) -> APIRouter:
             cidr=result.cidr,
             capacity=result.capacity,
             conflicts=[
-                ConflictOut(kind=c.kind.value, name=c.name, cidr=str(c.cidr), message=c.message)
+                ConflictOut(
+                    kind=c.kind.value, name=c.name, cidr=str(c.cidr), message=c.message, **said(c.message)
+                )
                 for c in result.conflicts
             ],
-            error=ErrorOut(code=error.code.value, message=error.message, field=error.field)
+            error=ErrorOut(
+                code=error.code.value, message=error.message, field=error.field, **said(error.message)
+            )
             if error
             else None,
         )
