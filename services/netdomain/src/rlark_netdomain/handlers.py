@@ -24,7 +24,7 @@ import asyncpg
 import structlog
 from pydantic import BaseModel
 from rlark_contracts import new_envelope
-from rlark_contracts.events.agent import TunnelEndpointAnnounced, TunnelStateChanged
+from rlark_contracts.events.agent import LINK_CLOSED, TunnelEndpointAnnounced, TunnelStateChanged
 from rlark_contracts.events.inventory import ClusterState
 from rlark_contracts.events.netdomain import (
     AddressAllocationFailed,
@@ -583,11 +583,14 @@ async def check_relays(pool: asyncpg.Pool, domain_name: str, now: datetime, poli
 
 
 async def apply_tunnel_state(conn: Connection, payload: TunnelStateChanged, now: datetime) -> bool:
-    """Keep an agent's report on one link of a domain, for ``GET /api/v1/domains/{name}``. The
-    report's time is the agent's, capped at ours; reports on unknown domains are dropped."""
+    """Keep an agent's report on one link of a domain, for ``GET /api/v1/domains/{name}``; a ``closed``
+    link is forgotten. The report's time is the agent's, capped at ours; reports on unknown domains
+    are dropped."""
     if not payload.domain or not payload.peer or payload.peer == payload.cluster:
         raise PoisonMessage("a tunnel state report names a domain and a peer other than its cluster")
     at = min(payload.at, now)
+    if payload.state == LINK_CLOSED:
+        return await repo.delete_tunnel_state(conn, payload.domain, payload.cluster, payload.peer, at)
     return await repo.upsert_tunnel_state(
         conn,
         payload.domain,

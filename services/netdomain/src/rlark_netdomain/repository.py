@@ -425,6 +425,20 @@ async def upsert_tunnel_state(conn: Connection, domain: str, link: TunnelLinkSta
     return row is not None
 
 
+async def delete_tunnel_state(conn: Connection, domain: str, cluster: str, peer: str, at: datetime) -> bool:
+    """Forget a closed link, unless a newer report on it arrived first (False: nothing changed)."""
+    row = await conn.fetchval(
+        """DELETE FROM tunnel_states
+            WHERE domain = $1 AND cluster = $2 AND peer = $3 AND reported_at <= $4
+           RETURNING 1""",
+        domain,
+        cluster,
+        peer,
+        at,
+    )
+    return row is not None
+
+
 async def tunnel_states(conn: Connection, domain: str) -> list[TunnelLinkState]:
     rows = await conn.fetch(
         """SELECT cluster, peer, state, since, rtt_ms, bytes_sent, bytes_received, last_error,

@@ -77,3 +77,15 @@ async def test_each_agents_last_report_per_link_is_shown_with_the_domain(
     assert (down["state"], down["last_error"]) == ("down", "refused")
     assert datetime.fromisoformat(down["since"]) == t0 + timedelta(seconds=5)  # down since the first
     assert datetime.fromisoformat(down["reported_at"]) == t0 + timedelta(seconds=9)
+
+    # alpha's side of alpha-gamma closes (no workers of the domain left there): the row goes; an
+    # older "closed" than the stored report changes nothing.
+    await report(producer, names, link("alpha", "beta", "closed", t0 - timedelta(seconds=1)))
+    await report(producer, names, link("alpha", "gamma", "closed", t0 + timedelta(seconds=11)))
+    async with service.client("alice") as alice:
+        for _ in range(200):
+            shown = (await alice.get("/api/v1/domains/dom-a")).json()["tunnel_states"]
+            if ("alpha", "gamma") not in {(s["cluster"], s["peer"]) for s in shown}:
+                break
+            await asyncio.sleep(0.1)
+    assert {(s["cluster"], s["peer"]) for s in shown} == {("alpha", "beta"), ("beta", "alpha")}

@@ -30,6 +30,7 @@ import structlog
 from pydantic import BaseModel
 from rlark_contracts import Envelope, new_envelope
 from rlark_contracts.events.agent import (
+    LINK_CLOSED,
     TunnelStateChanged,
     WorkerLogsEmitted,
     WorkerOutputsListed,
@@ -865,18 +866,23 @@ async def apply_tunnel_state(
     ``domain.tunnels``). The report's time is the agent's, capped at ours."""
     if not payload.domain or not payload.peer or payload.peer == payload.cluster:
         raise PoisonMessage("a tunnel state report names a domain and a peer other than its cluster")
-    stored = await repo.upsert_tunnel_link(
-        conn,
-        domain=payload.domain,
-        cluster=payload.cluster,
-        peer=payload.peer,
-        up=payload.state == "up",
-        last_error=payload.last_error[:500],
-        rtt_ms=payload.rtt_ms,
-        bytes_sent=max(payload.bytes_sent, 0),
-        bytes_received=max(payload.bytes_received, 0),
-        at=min(payload.at, now),
-    )
+    if payload.state == LINK_CLOSED:  # no workers of the domain on that side any more: forget the link
+        stored = await repo.delete_tunnel_link(
+            conn, payload.domain, payload.cluster, payload.peer, min(payload.at, now)
+        )
+    else:
+        stored = await repo.upsert_tunnel_link(
+            conn,
+            domain=payload.domain,
+            cluster=payload.cluster,
+            peer=payload.peer,
+            up=payload.state == "up",
+            last_error=payload.last_error[:500],
+            rtt_ms=payload.rtt_ms,
+            bytes_sent=max(payload.bytes_sent, 0),
+            bytes_received=max(payload.bytes_received, 0),
+            at=min(payload.at, now),
+        )
     if stored:
         await judge_tunnels(conn, payload.domain, settings, now, meta)
 

@@ -956,6 +956,20 @@ async def upsert_tunnel_link(
     return row is not None
 
 
+async def delete_tunnel_link(conn: Connection, domain: str, cluster: str, peer: str, at: datetime) -> bool:
+    """Forget a closed link, unless a newer report on it arrived first (False: nothing changed)."""
+    row = await conn.fetchval(
+        """DELETE FROM tunnel_links
+            WHERE domain = $1 AND cluster = $2 AND peer = $3 AND reported_at <= $4
+           RETURNING 1""",
+        domain,
+        cluster,
+        peer,
+        at,
+    )
+    return row is not None
+
+
 async def tunnel_links(conn: Connection, domain: str) -> list[LinkObservation]:
     rows = await conn.fetch(
         "SELECT domain, cluster, peer, up, since, last_error, reported_at FROM tunnel_links WHERE domain = $1",

@@ -105,3 +105,10 @@ async def test_a_down_link_names_itself_clears_when_back_and_fails_the_job_after
         )
     )
     assert stops
+
+    # The job's workers are gone: alpha's agent closes its links and the scheduler forgets them.
+    await synced(database_url, "SELECT count(*) FROM tunnel_links WHERE cluster = 'alpha'", expect=2)
+    await link(world, "alpha", "beta", "closed")
+    await link(world, "alpha", "gamma", "closed")
+    await synced(database_url, "SELECT count(*) FROM tunnel_links WHERE cluster = 'alpha'", expect=0)
+    await synced(database_url, "SELECT count(*) FROM tunnel_links WHERE cluster = 'beta'", expect=1)

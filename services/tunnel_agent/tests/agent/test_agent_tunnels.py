@@ -210,7 +210,10 @@ async def test_link_reports_follow_state_changes_only_and_refresh_when_asked(tmp
     [down] = alpha.link_reports()
     assert (down.state, down.last_error, down.rtt_ms) == ("down", "Connection reset by peer", None)
     links.peers = []
+    [closed] = alpha.link_reports()  # the link is gone here: said once, then forgotten
+    assert (closed.domain, closed.peer, closed.state, closed.bytes_sent) == ("d1", "beta", "closed", 0)
     assert alpha.link_reports() == []
+    assert alpha.link_reports(refresh_after_s=0) == []
     links.peers = [_peer(LinkState.DOWN, error="refused")]
     assert [r.state for r in alpha.link_reports()] == ["down"]  # the domain came back: reported afresh
 

@@ -151,6 +151,10 @@ class TunnelEndpointAnnounced(EventData):
     announced_at: datetime
 
 
+LINK_CLOSED = "closed"
+"""``TunnelStateChanged.state`` of a link that no longer exists on the reporting side."""
+
+
 @event("agent.tunnel.state_changed.v1", "agent.reports")
 class TunnelStateChanged(EventData):
     """One link of a network domain, as this cluster's agent sees it: up or down, and its figures.
@@ -158,7 +162,9 @@ class TunnelStateChanged(EventData):
     Published when the link to ``peer`` changes state (the agent polls its forwarders about once a
     second) and again with a heartbeat at most every 30 s while the domain's tunnels are up, so a
     consumer that missed the change catches up. ``state`` is ``"up"`` or ``"down"`` (a link still
-    connecting counts as down); consumers treat any other value as down. ``last_error`` is the
+    connecting counts as down), or :data:`LINK_CLOSED` once when the link is gone on this side (no
+    workers of the domain left here, or the peer left the domain's topology): consumers forget the
+    link (its figures describe a tunnel that no longer exists). Consumers treat any other value as down. ``last_error`` is the
     link's last failure ("" when none). Bytes count this side's traffic over the link since the
     domain's tunnels came up here. The scheduler fails a job whose link stays down past its grace.
     """

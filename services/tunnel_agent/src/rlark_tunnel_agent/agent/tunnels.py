@@ -52,7 +52,7 @@ from pathlib import Path
 
 import asyncssh
 import structlog
-from rlark_contracts.events.agent import TunnelEndpointAnnounced, TunnelStateChanged
+from rlark_contracts.events.agent import LINK_CLOSED, TunnelEndpointAnnounced, TunnelStateChanged
 from rlark_contracts.events.netdomain import (
     AddressesAllocated,
     AddressesReleased,
@@ -308,8 +308,8 @@ class DomainTunnels:
     def link_reports(self, *, refresh_after_s: float | None = None) -> list[TunnelStateChanged]:
         """The link reports due now (see the module doc); each returned one counts as published.
 
-        Links of domains no longer up here are forgotten, so they are reported afresh when the
-        domain comes back.
+        A link that was reported and is gone (its domain is no longer up here, or the peer left) is
+        reported once as ``closed`` and forgotten, so it is reported afresh when it comes back.
         """
         now = time.monotonic()
         due: list[TunnelStateChanged] = []
@@ -356,8 +356,15 @@ class DomainTunnels:
                         at=datetime.now(UTC),
                     )
                 )
-        for key in set(self._reported) - seen:
-            del self._reported[key]
+        for domain, gone in sorted(set(self._reported) - seen):
+            # The link is gone here (no workers of the domain left, or the peer left the topology):
+            # one last report says so, so the platform stops showing it up with its last figures.
+            del self._reported[(domain, gone)]
+            due.append(
+                TunnelStateChanged(
+                    cluster=self.cluster, domain=domain, peer=gone, state=LINK_CLOSED, at=datetime.now(UTC)
+                )
+            )
         for key in set(self._coming_up) - seen:
             del self._coming_up[key]
         return due
