@@ -2,7 +2,7 @@
  * The one place that talks HTTP to the gateway: relative `/api/v1` URLs, the session cookie,
  * and the uniform error body turned into an {@link ApiError} that forms can map onto fields.
  */
-import type { ApiErrorBody, ApiErrorDetail } from './types';
+import type { ApiErrorBody, ApiErrorDetail, ServerSaid } from './types';
 
 export const API_BASE = '/api/v1';
 
@@ -13,8 +13,18 @@ export class ApiError extends Error {
   readonly details: ApiErrorDetail[];
   /** The error's whole `details` object (e.g. `jobs` of a 409 `key_in_use`). */
   readonly extra: Record<string, unknown>;
+  /** The message's catalogue key and params, to say it in the user's language (ADR 0011). */
+  readonly said: ServerSaid;
 
-  constructor(status: number, code: string, message: string, field: string | null, details: ApiErrorDetail[], extra: Record<string, unknown> = {}) {
+  constructor(
+    status: number,
+    code: string,
+    message: string,
+    field: string | null,
+    details: ApiErrorDetail[],
+    extra: Record<string, unknown> = {},
+    said: ServerSaid = {},
+  ) {
     super(message);
     this.name = 'ApiError';
     this.status = status;
@@ -22,21 +32,23 @@ export class ApiError extends Error {
     this.field = field;
     this.details = details;
     this.extra = extra;
+    this.said = said;
   }
 
-  /** Every (field, message) pair the server named, the main one first, without repeats. */
-  fieldErrors(): Array<{ field: string; message: string }> {
-    const out: Array<{ field: string; message: string }> = [];
+  /** Every (field, message) pair the server named, the main one first, without repeats; `said` is
+   * the message as the server keyed it (render it with `serverText`). */
+  fieldErrors(): Array<{ field: string; message: string; said: ApiErrorDetail }> {
+    const out: Array<{ field: string; message: string; said: ApiErrorDetail }> = [];
     const seen = new Set<string>();
-    const add = (field: string | null | undefined, message: string) => {
+    const add = (field: string | null | undefined, said: ApiErrorDetail) => {
       if (!field) return;
-      const key = `${field}\u0000${message}`;
+      const key = `${field}\u0000${said.message}`;
       if (seen.has(key)) return;
       seen.add(key);
-      out.push({ field, message });
+      out.push({ field, message: said.message, said });
     };
-    add(this.field, this.message);
-    for (const d of this.details) add(d.field ?? null, d.message);
+    add(this.field, { ...this.said, code: this.code, message: this.message });
+    for (const d of this.details) add(d.field ?? null, d);
     return out;
   }
 }
@@ -122,6 +134,7 @@ async function toApiError(response: Response): Promise<ApiError> {
       error.field ?? null,
       Array.isArray(error.details?.errors) ? error.details.errors : [],
       error.details && typeof error.details === 'object' ? error.details : {},
+      { message_key: error.message_key ?? null, params: error.params ?? null },
     );
   }
   return new ApiError(response.status, `http_${response.status}`, `HTTP ${response.status} ${response.statusText}`.trim(), null, []);

@@ -27,7 +27,13 @@ export interface Page<T> {
   page_size: number;
 }
 
-export interface ApiErrorDetail {
+/** A sentence's catalogue key and the values it interpolates, next to its English `message` (ADR 0011). */
+export interface ServerSaid {
+  message_key?: string | null;
+  params?: Record<string, string | number> | null;
+}
+
+export interface ApiErrorDetail extends ServerSaid {
   field?: string | null;
   message: string;
   code?: string;
@@ -36,7 +42,7 @@ export interface ApiErrorDetail {
 }
 
 export interface ApiErrorBody {
-  error: {
+  error: ServerSaid & {
     code: string;
     message: string;
     field?: string | null;
@@ -245,7 +251,7 @@ export interface TunnelLinkState {
   reported_at: string;
 }
 
-export interface DomainConflict {
+export interface DomainConflict extends ServerSaid {
   kind?: string;
   name?: string;
   cidr?: string;
@@ -261,7 +267,7 @@ export interface DomainCheck {
   capacity?: number | null;
   conflicts: Array<DomainConflict | string>;
   /** Why the CIDR itself is refused (not private, malformed…), if it is. */
-  error?: { code: string; message: string; field?: string | null } | null;
+  error?: (ServerSaid & { code: string; message: string; field?: string | null }) | null;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -330,7 +336,7 @@ export interface JobDocument {
   };
 }
 
-export interface SpecProblem {
+export interface SpecProblem extends ServerSaid {
   code?: string;
   message: string;
   field: string;
@@ -399,6 +405,8 @@ export interface PendingRole {
   code: string;
   alternatives?: PendingAlternative[];
   message: string;
+  /** The message as catalogue clauses, for other languages (ADR 0011). */
+  parts?: ServerSaid[];
 }
 
 export interface PendingConflict {
@@ -407,11 +415,13 @@ export interface PendingConflict {
   needed?: number;
   nodes?: number;
   message: string;
+  parts?: ServerSaid[];
 }
 
 export interface PendingExplanation {
   code?: string;
   message?: string;
+  parts?: ServerSaid[];
   roles: PendingRole[];
   conflicts?: PendingConflict[];
 }

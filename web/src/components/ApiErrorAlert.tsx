@@ -1,12 +1,15 @@
 /**
- * Errors from the gateway, shown the same way everywhere: the server's message, its field, and
- * any further (field, message) pairs; `applyApiError` also puts them on the matching form items so
- * the offending input is highlighted.
+ * Errors from the gateway, shown the same way everywhere: the server's message (in the console's
+ * language, from its catalogue key and params — ADR 0011), its field, and any further (field,
+ * message) pairs; `applyApiError` also puts them on the matching form items so the offending input is
+ * highlighted.
  */
 import { Alert } from 'antd';
 import type { FormInstance } from 'antd';
 import { useTranslation } from 'react-i18next';
 import { ApiError } from '../api/client';
+import i18n from '../i18n';
+import { serverText } from '../i18n/server';
 
 /** Which of `formFields` an API field path refers to (`pod_cidrs[1]` → `pod_cidrs`). */
 export function formFieldFor(apiField: string, formFields: readonly string[]): string | null {
@@ -22,22 +25,24 @@ export function formFieldFor(apiField: string, formFields: readonly string[]): s
 export function applyApiError(form: FormInstance, error: unknown, formFields: readonly string[]): Record<string, string[]> {
   if (!(error instanceof ApiError)) return {};
   const byField = new Map<string, string[]>();
-  for (const { field, message } of error.fieldErrors()) {
+  for (const { field, said } of error.fieldErrors()) {
     const name = formFieldFor(field, formFields);
     if (!name) continue;
-    byField.set(name, [...(byField.get(name) ?? []), message]);
+    byField.set(name, [...(byField.get(name) ?? []), serverText(i18n.language, said)]);
   }
   form.setFields([...byField.entries()].map(([name, errors]) => ({ name, errors })));
   return Object.fromEntries(byField);
 }
 
+/** The error for people, in the console's language when the server keyed it. */
 export function errorMessage(error: unknown): string {
+  if (error instanceof ApiError) return serverText(i18n.language, { ...error.said, code: error.code, message: error.message });
   if (error instanceof Error) return error.message;
   return String(error);
 }
 
 export default function ApiErrorAlert({ error, className }: { error: unknown; className?: string }) {
-  const { t } = useTranslation();
+  const { t, i18n: current } = useTranslation();
   if (!error) return null;
   const api = error instanceof ApiError ? error : null;
   const extra = api ? api.details.filter((d) => d.message !== api.message || d.field !== api.field) : [];
@@ -61,7 +66,7 @@ export default function ApiErrorAlert({ error, className }: { error: unknown; cl
               <ul className="plain-list">
                 {extra.map((d, i) => (
                   <li key={i}>
-                    {d.field && <code>{d.field}</code>} {d.message}
+                    {d.field && <code>{d.field}</code>} {serverText(current.language, d)}
                   </li>
                 ))}
               </ul>

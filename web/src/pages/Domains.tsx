@@ -11,20 +11,22 @@ import { useTranslation } from 'react-i18next';
 import { domainsApi } from '../api/endpoints';
 import type { Domain, DomainConflict, TunnelLinkState } from '../api/types';
 import ApiErrorAlert, { applyApiError, errorMessage } from '../components/ApiErrorAlert';
+import { serverText } from '../i18n/server';
 import PageTitle from '../components/PageTitle';
 import { useSession } from '../auth';
 import { checkCidr } from '../lib/cidr';
 import { useDebounced } from '../lib/useDebounced';
 import { formatBytes, formatTime, percent } from '../lib/format';
 
-function conflictText(conflict: DomainConflict | string): string {
+function conflictText(lang: string, conflict: DomainConflict | string): string {
   if (typeof conflict === 'string') return conflict;
-  if (conflict.message) return conflict.message;
-  return [conflict.kind, conflict.cluster ?? conflict.name, conflict.cidr].filter(Boolean).join(' ');
+  // An older netdomain sent no key: the conflict's kind names its sentence (ADR 0011).
+  const said = conflict.message_key ? conflict : { message_key: `cidr_overlaps.${conflict.kind}`, params: { cidr: conflict.cidr ?? '', name: conflict.name ?? conflict.cluster ?? '' }, message: conflict.message };
+  return serverText(lang, said) || [conflict.kind, conflict.cluster ?? conflict.name, conflict.cidr].filter(Boolean).join(' ');
 }
 
 export function CreateDomainForm() {
-  const { t } = useTranslation();
+  const { t, i18n } = useTranslation();
   const [form] = Form.useForm<{ name: string; cidr: string; description?: string }>();
   const client = useQueryClient();
   const { message } = App.useApp();
@@ -78,8 +80,8 @@ export function CreateDomainForm() {
     } else if (check.data && !check.data.ok) {
       status = 'error';
       const reasons = [
-        ...(check.data.error?.message ? [check.data.error.message] : []),
-        ...(check.data.conflicts ?? []).map(conflictText),
+        ...(check.data.error?.message ? [serverText(i18n.language, check.data.error)] : []),
+        ...(check.data.conflicts ?? []).map((c) => conflictText(i18n.language, c)),
       ];
       help = <span data-testid="cidr-conflict">{reasons.length ? reasons.join('; ') : t('domains.conflictUnknown')}</span>;
     } else if (check.data?.ok) {

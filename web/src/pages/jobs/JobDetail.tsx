@@ -11,10 +11,11 @@ import { useTranslation } from 'react-i18next';
 import { Link, useParams } from 'react-router-dom';
 import { jobsApi, keysApi } from '../../api/endpoints';
 import { outputFilesOf } from '../../api/normalize';
-import { TERMINAL_STATES, type JobDetail as JobDetailType, type OutputFile, type PendingRole, type Worker } from '../../api/types';
+import { TERMINAL_STATES, type JobDetail as JobDetailType, type OutputFile, type PendingRole, type ServerSaid, type TimelineEntry, type Worker } from '../../api/types';
 import ApiErrorAlert, { errorMessage } from '../../components/ApiErrorAlert';
 import PageTitle from '../../components/PageTitle';
 import { JobStatusTag, PhaseTag } from '../../components/StatusTag';
+import { useServerText } from '../../i18n/server';
 import { formatBytes, formatTime } from '../../lib/format';
 import LogViewer from './LogViewer';
 
@@ -62,14 +63,15 @@ const nowrapHeader = () => ({ style: { whiteSpace: 'nowrap' as const } });
 
 function PendingCard({ job }: { job: JobDetailType }) {
   const { t } = useTranslation();
+  const { sayAll } = useServerText();
   const pending = job.pending;
   // The explanation may outlive the wait in the job's record; it is shown only while Pending.
   if (job.status !== 'Pending' || !pending || !pending.roles?.length) return null;
   return (
     <Card title={t('jobDetail.whyPending')} size="small" style={{ marginBottom: 16 }} data-testid="pending-explanation">
-      {pending.message && pending.message !== job.reason && <Alert type="warning" showIcon title={pending.message} style={{ marginBottom: 12 }} />}
+      {pending.message && pending.message !== job.reason && <Alert type="warning" showIcon title={sayAll(pending.parts, pending.message)} style={{ marginBottom: 12 }} />}
       {(pending.conflicts ?? []).map((c, i) => (
-        <Alert key={i} type="error" showIcon style={{ marginBottom: 12 }} title={c.message} data-testid="pending-conflict" />
+        <Alert key={i} type="error" showIcon style={{ marginBottom: 12 }} title={sayAll(c.parts, c.message)} data-testid="pending-conflict" />
       ))}
       <Table<PendingRole>
         size="small"
@@ -89,7 +91,7 @@ function PendingCard({ job }: { job: JobDetailType }) {
             title: t('jobDetail.explanation'),
             render: (_, r) => (
               <Space orientation="vertical" size={2}>
-                <span>{r.message}</span>
+                <span>{sayAll(r.parts, r.message)}</span>
                 {(r.alternatives ?? []).map((a) => (
                   <Tag color="green" key={a.cluster}>
                     {t('jobDetail.wouldFit', { cluster: a.cluster, nodes: a.nodes })}
@@ -137,9 +139,28 @@ function KeysModal({ job, open, onClose }: { job: JobDetailType; open: boolean; 
   );
 }
 
+/** A timeline row's sentence: the pending clauses or the keyed reason it kept (ADR 0011). */
+function timelineSaid(e: TimelineEntry): { parts?: ServerSaid[]; said?: ServerSaid } {
+  const details = e.details ?? {};
+  const parts = Array.isArray(details.parts) ? (details.parts as ServerSaid[]) : undefined;
+  const said = details.said && typeof details.said === 'object' ? (details.said as ServerSaid) : undefined;
+  return { parts, said };
+}
+
 export default function JobDetail() {
   const { id = '' } = useParams();
   const { t } = useTranslation();
+  const { say, sayAll } = useServerText();
+  const timelineText = (e: TimelineEntry) => {
+    const { parts, said } = timelineSaid(e);
+    return parts ? sayAll(parts, e.reason) : say({ ...said, message: e.reason });
+  };
+  /** The job's reason, keyed by its pending explanation or by the timeline row that wrote it. */
+  const jobReason = (j: JobDetailType) => {
+    if (j.status === 'Pending' && j.pending?.parts && j.pending.message === j.reason) return sayAll(j.pending.parts, j.reason);
+    const row = [...j.timeline].reverse().find((e) => e.reason === j.reason && e.to_status === j.status);
+    return row ? timelineText(row) : (j.reason ?? '');
+  };
   const { message } = App.useApp();
   const client = useQueryClient();
   const [keysOpen, setKeysOpen] = useState(false);
@@ -230,7 +251,7 @@ export default function JobDetail() {
             <Alert
               type={j.status === 'Failed' || j.status === 'Lost' ? 'error' : j.status === 'Pending' ? 'warning' : 'info'}
               showIcon
-              title={j.reason}
+              title={jobReason(j)}
               style={{ marginBottom: 16 }}
               data-testid="job-reason"
             />
@@ -246,7 +267,7 @@ export default function JobDetail() {
                 <ul className="plain-list">
                   {warnings.map((w, i) => (
                     <li key={i}>
-                      {w.field && !w.message.startsWith(w.field) && <code>{w.field}</code>} {w.message}
+                      {w.field && !w.message.startsWith(w.field) && <code>{w.field}</code>} {say(w)}
                     </li>
                   ))}
                 </ul>
@@ -293,7 +314,7 @@ export default function JobDetail() {
                           <Typography.Text type="secondary">{formatTime(e.at)}</Typography.Text>
                         </Space>
                       ),
-                      content: e.reason ? <Typography.Text>{e.reason}</Typography.Text> : null,
+                      content: e.reason ? <Typography.Text>{timelineText(e)}</Typography.Text> : null,
                     }))}
                   />
                 ) : (

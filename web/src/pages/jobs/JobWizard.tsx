@@ -14,6 +14,7 @@ import { ApiError } from '../../api/client';
 import { jobsApi } from '../../api/endpoints';
 import type { PreviewResult, SpecProblem } from '../../api/types';
 import PageTitle from '../../components/PageTitle';
+import { useServerText } from '../../i18n/server';
 import CommonStep from './wizard/CommonStep';
 import PreviewStep from './wizard/PreviewStep';
 import RolesStep from './wizard/RolesStep';
@@ -39,6 +40,7 @@ const CHECKS = [roleStepProblems, workerStepProblems, commonStepProblems];
 
 export default function JobWizard() {
   const { t } = useTranslation();
+  const { say } = useServerText();
   const navigate = useNavigate();
   const client = useQueryClient();
   const { message } = App.useApp();
@@ -65,7 +67,7 @@ export default function JobWizard() {
   const feedback = useCallback(
     (field: string) => {
       const local = problemsUnder(localProblems, field).map((p) => t(p.key, p.values));
-      const server = problemsUnder(serverProblems.filter((p) => p.severity !== 'warning'), field).map((p) => p.message);
+      const server = problemsUnder(serverProblems.filter((p) => p.severity !== 'warning'), field).map((p) => say(p));
       const messages = [...new Set([...local, ...server])];
       if (!messages.length) return {};
       return {
@@ -79,7 +81,7 @@ export default function JobWizard() {
         ),
       };
     },
-    [localProblems, serverProblems, t],
+    [localProblems, serverProblems, t, say],
   );
 
   const wizard: WizardApi = { state, set, setRole, feedback, focusField };

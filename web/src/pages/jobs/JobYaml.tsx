@@ -15,6 +15,7 @@ import { jobsApi } from '../../api/endpoints';
 import type { SpecProblem } from '../../api/types';
 import ApiErrorAlert from '../../components/ApiErrorAlert';
 import PageTitle from '../../components/PageTitle';
+import { useServerText } from '../../i18n/server';
 import { lineOfField } from '../../lib/yamlPath';
 
 const STARTER = `apiVersion: rlark.io/v1
@@ -39,6 +40,7 @@ spec:
 
 function Problems({ items, type, title, onLine }: { items: SpecProblem[]; type: 'error' | 'warning'; title: string; onLine: (line: number) => void }) {
   const { t } = useTranslation();
+  const { say } = useServerText();
   if (!items.length) return null;
   return (
     <Alert
@@ -59,7 +61,7 @@ function Problems({ items, type, title, onLine }: { items: SpecProblem[]; type: 
                   </Button>
                 ) : null}
                 {p.field ? <code>{p.field}</code> : null}
-                <span>{p.message}</span>
+                <span>{say(p)}</span>
               </Space>
             </List.Item>
           )}
@@ -91,7 +93,7 @@ export default function JobYaml() {
   const located = (sent: string, items: SpecProblem[]) => items.map((p) => ({ ...p, line: p.line ?? (p.field ? lineOfField(sent, p.field) : null) }));
   const fromError = (sent: string) => (error: unknown) => {
     if (error instanceof ApiError) {
-      const errors = error.details.length ? error.details.map((d) => ({ ...d, field: d.field ?? '' })) : [{ field: error.field ?? '', message: error.message }];
+      const errors = error.details.length ? error.details.map((d) => ({ ...d, field: d.field ?? '' })) : [{ ...error.said, code: error.code, field: error.field ?? '', message: error.message }];
       setProblems({ errors: located(sent, errors), warnings: [] });
     }
   };

@@ -7,10 +7,12 @@ import { CheckCircleTwoTone, CloseCircleTwoTone } from '@ant-design/icons';
 import { useTranslation } from 'react-i18next';
 import type { AgentPlan, JobDocument, PreviewResult, SpecProblem } from '../../../api/types';
 import ApiErrorAlert from '../../../components/ApiErrorAlert';
+import { useServerText } from '../../../i18n/server';
 import { imageProblem } from './model';
 
 function ProblemList({ title, problems, type, onJump }: { title: string; problems: SpecProblem[]; type: 'error' | 'warning'; onJump: (field: string) => void }) {
   const { t } = useTranslation();
+  const { say } = useServerText();
   if (!problems.length) return null;
   return (
     <Alert
@@ -32,7 +34,7 @@ function ProblemList({ title, problems, type, onJump }: { title: string; problem
                 ) : (
                   <Tag>{t('wizard.wholeDocument')}</Tag>
                 )}
-                <span>{p.message}</span>
+                <span>{say(p)}</span>
                 {p.line ? <Tag>{t('wizard.line', { line: p.line })}</Tag> : null}
               </Space>
             </List.Item>
