@@ -22,6 +22,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from tenacity.wait import wait_exponential_jitter
 
 from rlark_cli.config import load
+from rlark_cli.lang import say
 
 err = Console(stderr=True)
 
@@ -83,11 +84,11 @@ class Gateway:
             return response.text
         try:
             error = response.json()["error"]
-            message = error.get("message") or error.get("code")
+            message = say(error, str(error.get("message") or error.get("code")))
             field = error.get("field")
             text = f"{message} (field: {field})" if field else str(message)
             for detail in (error.get("details") or {}).get("errors", [])[1:]:
-                text += f"\n  - {detail.get('field')}: {detail.get('message')}"
+                text += f"\n  - {detail.get('field')}: {say(detail)}"
         except (ValueError, KeyError, TypeError, AttributeError):
             text = f"HTTP {response.status_code}: {response.text[:500]}"
         if response.status_code == 401:

@@ -4,8 +4,11 @@ registered here; a module that is not there yet is simply absent from ``--help``
 from __future__ import annotations
 
 import importlib
+from typing import Annotated
 
 import typer
+
+from rlark_cli import lang
 
 app = typer.Typer(
     name="rlark",
@@ -17,8 +20,20 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    language: Annotated[
+        str | None,
+        typer.Option(
+            "--lang",
+            help="Language of the server's messages: zh-CN or en (default: from LC_ALL, LC_MESSAGES or LANG)",
+        ),
+    ] = None,
+) -> None:
     """RLark: run RLinf (Ray) training across Kubernetes GPU clusters."""
+    try:
+        lang.choose(language)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--lang") from None
 
 
 # (module, group name or None for top-level commands)
