@@ -39,6 +39,7 @@ from rlark_contracts.events.netdomain import (
     WorkerAddress,
 )
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested
+from rlark_contracts.messages import text
 from rlark_platform.db import transaction
 from rlark_platform.db.pool import Connection
 from rlark_platform.errors import ApiError
@@ -145,7 +146,7 @@ def _conflict_out(conflict: Conflict) -> dict[str, str]:
 
 
 def _not_found(name: str) -> ApiError:
-    return ApiError(404, "domain_not_found", f"network domain {name!r} does not exist", "name")
+    return ApiError(404, "domain_not_found", text("domain_not_found", name=repr(name)), "name")
 
 
 # --- HTTP use cases --------------------------------------------------------------------------------
@@ -175,7 +176,7 @@ async def create_domain(pool: asyncpg.Pool, caller: Caller, name: str, cidr: str
             raise _exists(clean_name) from None
         except DomainCidrTaken:  # cannot happen under the lock; the constraint is the guarantee
             raise ApiError(
-                422, "cidr_overlaps", f"{network} overlaps another network domain", "cidr"
+                422, "cidr_overlaps", text("cidr_overlaps.other_domain", cidr=str(network)), "cidr"
             ) from None
         await _publish(
             conn,
@@ -188,7 +189,7 @@ async def create_domain(pool: asyncpg.Pool, caller: Caller, name: str, cidr: str
 
 
 def _exists(name: str) -> ApiError:
-    return ApiError(409, "domain_exists", f"a network domain named {name!r} already exists", "name")
+    return ApiError(409, "domain_exists", text("domain_exists", name=repr(name)), "name")
 
 
 async def _ensure_no_overlaps(conn: Connection, network: IPv4Network) -> None:
@@ -251,8 +252,7 @@ async def delete_domain(pool: asyncpg.Pool, name: str) -> None:
             raise ApiError(
                 409,
                 "domain_in_use",
-                f"network domain {name!r} has {sum(per_cluster.values())} allocated addresses "
-                f"(jobs: {shown}); it can be deleted once those jobs end and release them",
+                text("domain_in_use", name=repr(name), addresses=sum(per_cluster.values()), jobs=shown),
                 "name",
             )
         await repo.delete_domain(conn, name)
