@@ -111,6 +111,7 @@ async def test_a_key_jobs_use_is_not_deleted_and_the_jobs_are_named(
     assert "job-2 (sft, Pending)" in error["message"]
     assert "force=true" in error["message"]
     assert error["details"] == {"key_id": "k-used", "total": 2, "jobs": JOBS}
+    assert (error["message_key"], error["params"]["total"]) == ("key_in_use", 2)  # said in zh-CN too
     assert "k-used" not in services.deleted
     query, caller = services.scheduler[-1]
     assert caller == Caller(username, Role.USER)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from rlark_contracts.messages import text
 from rlark_platform.errors import ApiError
 from rlark_platform.identity import Caller, SignedRequest, sign_caller
 
@@ -32,7 +33,7 @@ async def active_jobs_using_key(
         raise ApiError(
             503,
             "service_unavailable",
-            "the scheduler cannot say which jobs use this key; try again later (or delete with force=true)",
+            text("service_unavailable.key_check"),
             "scheduler",
         ) from None
     if response.status_code != 200:

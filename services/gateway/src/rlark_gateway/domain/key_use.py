@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rlark_contracts.messages import Text, text
+
 ACTIVE_STATUSES = ("Pending", "Scheduled", "Starting", "Running")
 """Jobs whose workers get (or will get) the key; an ended job's key list no longer matters."""
 
@@ -23,7 +25,7 @@ _IN_MESSAGE = 5
 class KeyInUse:
     """409 ``key_in_use`` (field ``key_id``): a message naming the first jobs, and all listed in details."""
 
-    message: str
+    message: Text
     details: dict[str, Any]
 
 
@@ -31,10 +33,14 @@ def key_in_use(key_id: str, jobs: Sequence[Mapping[str, Any]], total: int) -> Ke
     """The refusal for ``total`` active jobs using ``key_id``; deleting anyway is ``?force=true``."""
     shown = list(jobs[:_IN_MESSAGE])
     named = ", ".join(f"{j.get('id')} ({j.get('name')}, {j.get('status')})" for j in shown)
-    more = f" and {total - len(shown)} more" if total > len(shown) else ""
+    if total > len(shown):
+        message = text("key_in_use.more", total=total, jobs=named, more=total - len(shown))
+    elif total == 1:
+        message = text("key_in_use.one", jobs=named)
+    else:
+        message = text("key_in_use", total=total, jobs=named)
     return KeyInUse(
-        f"the key is used by {total} pending or running job{'s' if total != 1 else ''}: {named}{more}; "
-        "their workers would lose it — delete it with force=true (CLI: --force) to go ahead",
+        message,
         {
             "key_id": key_id,
             "total": total,
