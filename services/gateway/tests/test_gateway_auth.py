@@ -159,6 +159,10 @@ async def test_wrong_password_and_unknown_user_get_the_same_401(stack: Stack) ->
     assert wrong.status_code == unknown.status_code == 401
     assert wrong.json() == unknown.json()
     assert wrong.json()["error"]["code"] == "invalid_credentials"
+    assert (wrong.json()["error"]["message_key"], wrong.json()["error"]["params"]) == (
+        "invalid_credentials",
+        {},
+    )
     assert "set-cookie" not in wrong.headers
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import asyncpg
 import structlog
+from rlark_contracts.messages import Text, text
 from rlark_platform.errors import ApiError, conflict, not_found
 from rlark_platform.identity import Caller, Role
 from rlark_platform.paging import page_window
@@ -90,7 +91,7 @@ def _invalid(exc: AccountError) -> ApiError:
     return ApiError(422, exc.code, exc.message, exc.field)
 
 
-def _unauthenticated(code: str, message: str) -> ApiError:
+def _unauthenticated(code: str, message: Text) -> ApiError:
     return ApiError(401, code, message)
 
 
@@ -179,7 +180,7 @@ class Accounts:
             raise ApiError(
                 429,
                 "too_many_attempts",
-                f"too many failed logins; try again in {math.ceil(wait)} s",
+                text("too_many_attempts.login", seconds=math.ceil(wait)),
                 details={"retry_after_s": math.ceil(wait)},
             )
         record = None
@@ -190,7 +191,7 @@ class Accounts:
             self.throttle.failed(username, client)
             # Log the name only when it is a real user: a mistyped password in the name field stays out.
             log.info("login refused", user=record.username if record else None)
-            raise _unauthenticated("invalid_credentials", "wrong username or password")
+            raise _unauthenticated("invalid_credentials", text("invalid_credentials"))
         assert record is not None
         self.throttle.succeeded(username, client)
         rehash = (
@@ -206,7 +207,7 @@ class Accounts:
                     await repo.update_user(conn, record.username, role=None, password_hash=rehash)
         except asyncpg.ForeignKeyViolationError:
             # The user was deleted between the check and the session: as if it never existed.
-            raise _unauthenticated("invalid_credentials", "wrong username or password") from None
+            raise _unauthenticated("invalid_credentials", text("invalid_credentials")) from None
         log.info("login", user=record.username)
         return LoginResult(User.of(record), session_id, expires_at)
 
@@ -217,9 +218,7 @@ class Accounts:
                 token_hash = digest(bearer)
                 found = await repo.token_principal(conn, token_hash)
                 if found is None:
-                    raise _unauthenticated(
-                        "invalid_token", "the API token is unknown or revoked; log in again (rlark login)"
-                    )
+                    raise _unauthenticated("invalid_token", text("invalid_token"))
                 if (
                     found.last_used_at is None
                     or found.last_used_at < datetime.now(UTC) - TOKEN_TOUCH_INTERVAL
@@ -231,11 +230,9 @@ class Accounts:
                 session_hash = digest(session_id)
                 found = await repo.session_principal(conn, session_hash)
                 if found is None:
-                    raise _unauthenticated("session_expired", "the session ended; log in again")
+                    raise _unauthenticated("session_expired", text("session_expired"))
                 return Principal(found.username, UserRole(found.role), "session", session_hash)
-        raise _unauthenticated(
-            "unauthenticated", "log in, or send Authorization: Bearer <api token> (rlark login)"
-        )
+        raise _unauthenticated("unauthenticated", text("unauthenticated"))
 
     async def logout(self, principal: Principal) -> None:
         """End the credential used for this request: the session, or the API token."""
@@ -270,7 +267,7 @@ class Accounts:
     async def change_own_password(self, principal: Principal, current: str, new: str, client: str) -> None:
         """Check the current password (throttled like a login), set the new one, end other sessions."""
         if self.throttle.retry_after(principal.username, client) is not None:
-            raise ApiError(429, "too_many_attempts", "too many wrong passwords; try again later")
+            raise ApiError(429, "too_many_attempts", text("too_many_attempts.password"))
         try:
             validate_password(
                 new, username=principal.username, min_length=self.password_min_length, field="new_password"
@@ -281,7 +278,7 @@ class Accounts:
             record = await repo.get_user(conn, principal.username)
         if record is None or not await self.passwords.verify(record.password_hash, current):
             self.throttle.failed(principal.username, client)
-            raise ApiError(403, "wrong_password", "the current password is wrong", "current_password")
+            raise ApiError(403, "wrong_password", text("wrong_password"), "current_password")
         password_hash = await self.passwords.hash(new)
         keep = principal.credential_hash if principal.via == "session" else None
         async with self.pool.acquire() as conn, conn.transaction():
@@ -301,7 +298,7 @@ class Accounts:
         async with self.pool.acquire() as conn:
             created = await repo.insert_user(conn, username, role, password_hash, actor.username)
         if created is None:
-            raise conflict("user_exists", f"user {username!r} already exists", "username")
+            raise conflict("user_exists", text("user_exists", name=repr(username)), "username")
         log.info("user created", user=username, role=role.value, by=actor.username)
         return User.of(created)
 
@@ -346,9 +343,7 @@ class Accounts:
                 and role is UserRole.USER
                 and await repo.count_admins(conn) <= 1
             ):
-                raise conflict(
-                    "last_admin", "the last admin cannot be demoted; make another admin first", "role"
-                )
+                raise conflict("last_admin", text("last_admin.demote"), "role")
             updated = await repo.update_user(conn, username, role=role, password_hash=password_hash)
             assert updated is not None
             if password_hash is not None:
@@ -367,14 +362,14 @@ class Accounts:
 
     async def delete_user(self, actor: Principal, username: str) -> None:
         if username == actor.username:
-            raise conflict("cannot_delete_self", "you cannot delete your own account", "username")
+            raise conflict("cannot_delete_self", text("cannot_delete_self"), "username")
         async with self.pool.acquire() as conn, conn.transaction():
             await repo.lock_admins(conn)
             current = await repo.get_user(conn, username, for_update=True)
             if current is None:
                 raise not_found("user", username)
             if current.role == UserRole.ADMIN and await repo.count_admins(conn) <= 1:
-                raise conflict("last_admin", "the last admin cannot be deleted", "username")
+                raise conflict("last_admin", text("last_admin.delete"), "username")
             await repo.delete_user(conn, username)
         log.info("user deleted", user=username, by=actor.username)
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import structlog
 from fastapi import Depends, Request
+from rlark_contracts.messages import text
 from rlark_platform.errors import ApiError
 from rlark_platform.paging import PageNumber, PageSize
 
@@ -80,14 +81,13 @@ def take_stream(gw: Gateway, user: str) -> None:
         raise ApiError(
             429,
             "too_many_streams",
-            f"you have {gw.streams.limit} event streams, followed logs or SSH sessions open already; "
-            "close one (another tab?) and retry",
+            text("too_many_streams", limit=gw.streams.limit),
         )
 
 
 async def require_admin(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
     if not principal.is_admin:
-        raise ApiError(403, "forbidden", "this action needs the admin role")
+        raise ApiError(403, "forbidden", text("forbidden"))
     return principal
 
 

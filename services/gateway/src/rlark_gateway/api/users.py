@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from rlark_contracts.messages import text
 from rlark_platform.errors import invalid
 from rlark_platform.openapi import error_responses
 
@@ -57,7 +58,7 @@ async def update_user(
     note = audit_note(request)
     note.action, note.target = "users.update", f"users/{username}"
     if body.role is None and body.password is None:
-        raise invalid("empty_update", "give a role and/or a password to change", "role")
+        raise invalid("empty_update", text("empty_update"), "role")
     return _out(await gw.accounts.update_user(admin, username, role=body.role, password=body.password))
 
 

@@ -13,6 +13,8 @@ import secrets
 from enum import StrEnum
 from typing import Protocol
 
+from rlark_contracts.messages import Text, text
+
 USERNAME_RE = re.compile(r"^[a-z][a-z0-9._-]{0,63}$")
 MAX_PASSWORD_CHARS = 1024
 MAX_TOKEN_NAME_CHARS = 64
@@ -37,7 +39,7 @@ class Identity(Protocol):
 class AccountError(ValueError):
     """Bad account input: a stable code, a message for people, and the field at fault."""
 
-    def __init__(self, code: str, message: str, field: str) -> None:
+    def __init__(self, code: str, message: str | Text, field: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -52,8 +54,7 @@ def validate_username(username: str, field: str = "username") -> str:
     if not USERNAME_RE.fullmatch(username):
         raise AccountError(
             "invalid_username",
-            "a username has 1-64 characters: lower-case letters, digits, '.', '_' or '-', "
-            "starting with a letter",
+            text("invalid_username"),
             field,
         )
     return username
@@ -62,15 +63,13 @@ def validate_username(username: str, field: str = "username") -> str:
 def validate_password(password: str, *, username: str, min_length: int, field: str = "password") -> str:
     """A password long enough, not absurdly long, not blank and not the username itself."""
     if len(password) < min_length:
-        raise AccountError("weak_password", f"the password needs at least {min_length} characters", field)
+        raise AccountError("weak_password", text("weak_password", min=min_length), field)
     if len(password) > MAX_PASSWORD_CHARS:
-        raise AccountError(
-            "invalid_password", f"the password has more than {MAX_PASSWORD_CHARS} characters", field
-        )
+        raise AccountError("invalid_password", text("invalid_password", max=MAX_PASSWORD_CHARS), field)
     if not password.strip():
-        raise AccountError("weak_password", "the password is blank", field)
+        raise AccountError("weak_password", text("weak_password.blank"), field)
     if password.lower() == username.lower():
-        raise AccountError("weak_password", "the password must differ from the username", field)
+        raise AccountError("weak_password", text("weak_password.username"), field)
     return password
 
 
@@ -79,7 +78,7 @@ def validate_token_name(name: str, field: str = "name") -> str:
     if not stripped or len(stripped) > MAX_TOKEN_NAME_CHARS or not stripped.isprintable():
         raise AccountError(
             "invalid_token_name",
-            f"a token name has 1-{MAX_TOKEN_NAME_CHARS} printable characters",
+            text("invalid_token_name", max=MAX_TOKEN_NAME_CHARS),
             field,
         )
     return stripped
