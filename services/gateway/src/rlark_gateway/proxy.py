@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 import anyio
 import httpx
 import structlog
+from rlark_contracts.messages import text
 from rlark_platform.errors import ApiError
 from rlark_platform.identity import Caller, SignedRequest, sign_caller
 from starlette.requests import Request
@@ -142,7 +143,7 @@ class Proxy:
         ``client`` is the client's address (``X-Forwarded-For``). ``on_close`` runs once when the returned
         response is over, however it ended; not at all when this raises."""
         if self.closing.is_set():
-            raise ApiError(503, "service_unavailable", "the gateway is shutting down", service)
+            raise ApiError(503, "service_unavailable", text("service_unavailable.shutting_down"), service)
         base = self.upstreams[service]
         raw_path = request.scope.get("raw_path") or request.url.path.encode()
         url = base + raw_path.decode("latin-1")
@@ -173,7 +174,7 @@ class Proxy:
             if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
                 raise _unavailable(service) from None
             raise ApiError(
-                504, "upstream_timeout", f"the {service} service did not answer in time", service
+                504, "upstream_timeout", text("upstream_timeout", service=service), service
             ) from None
         except (httpx.TransportError, RuntimeError):
             # RuntimeError: the client was closed under us (shutdown).
@@ -255,6 +256,4 @@ class Proxy:
 
 
 def _unavailable(service: str) -> ApiError:
-    return ApiError(
-        503, "service_unavailable", f"the {service} service is unavailable; try again later", service
-    )
+    return ApiError(503, "service_unavailable", text("service_unavailable", service=service), service)

@@ -13,6 +13,7 @@ from typing import Annotated
 
 from aiokafka.errors import KafkaError
 from fastapi import APIRouter, Query
+from rlark_contracts.messages import text
 from rlark_platform.errors import ApiError
 from rlark_platform.openapi import error_responses
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -38,9 +39,7 @@ async def events(
         consumer = await open_consumer(gw.settings.kafka_access(), gw.names)
     except (KafkaError, OSError):
         gw.streams.give_back(user)
-        raise ApiError(
-            503, "service_unavailable", "the event broker is unavailable; try again later", "events"
-        ) from None
+        raise ApiError(503, "service_unavailable", text("service_unavailable.events"), "events") from None
     except BaseException:
         gw.streams.give_back(user)
         raise

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import structlog
 from fastapi import APIRouter, Query, Request, Response
+from rlark_contracts.messages import text
 from rlark_platform.errors import ApiError
 from rlark_platform.openapi import error_responses
 
@@ -40,7 +41,7 @@ async def delete_key(
     """Delete one of your SSH keys (admins: anyone's). 409 ``key_in_use`` names the pending or running jobs
     that use it (``details.jobs``); ``force=true`` deletes it anyway and those jobs' workers lose it."""
     if has_dot_segments(request.url.path):
-        raise ApiError(404, "not_found", f"no API route {request.url.path}")
+        raise ApiError(404, "not_found", text("not_found.route", path=request.url.path))
     gw = gateway(request)
     principal = await authenticate(request)
     refused = denial(principal.caller, request.method, request.url.path, request.query_params.multi_items())

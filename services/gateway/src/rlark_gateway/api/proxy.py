@@ -17,6 +17,7 @@ from typing import Any
 
 import structlog
 from fastapi import APIRouter, FastAPI, Request, Response
+from rlark_contracts.messages import text
 from rlark_platform.errors import ApiError
 from rlark_platform.openapi import error_responses
 
@@ -36,7 +37,7 @@ from rlark_gateway.proxy import wants_stream
 
 
 def _not_found(path: str) -> ApiError:
-    return ApiError(404, "not_found", f"no API route {path}")
+    return ApiError(404, "not_found", text("not_found.route", path=path))
 
 
 def _created_target(response: Response, resource: str) -> str | None:
