@@ -34,7 +34,9 @@ STREAMS_PER_USER = 2
 """The gateway's request head deadline here: short, so a session can outlive it in a test."""
 
 
-def scheduler_app(owners: dict[str, str]) -> FastAPI:
+def scheduler_app(owners: dict[str, str], details: dict[str, dict[str, Any]]) -> FastAPI:
+    """The scheduler's job lookup: 404 unless the signed caller owns the job or is an admin; a Running job
+    with one worker on ``lab`` unless ``details`` says more of it."""
     app = FastAPI()
 
     @app.get("/scheduler/api/v1/jobs/{job_id}")
@@ -50,6 +52,7 @@ def scheduler_app(owners: dict[str, str]) -> FastAPI:
                 "owner": owner,
                 "status": "Running",
                 "workers": [{"id": f"{job_id}-actor-0", "role": "actor", "index": 0, "cluster": "lab"}],
+                **details.get(job_id, {}),
             }
         )
 
@@ -63,6 +66,8 @@ class Relayed:
     owners: dict[str, str]
     server_url: str
     database_url: str
+    details: dict[str, dict[str, Any]]
+    """More of a job's detail than the fake scheduler's default (status, workers, outputs)."""
 
     async def token(self, username: str, password: str) -> str:
         import httpx
@@ -94,13 +99,25 @@ class Relayed:
 async def relayed(
     postgres_server_url: str, kafka_bootstrap: str, kafka_admin: KafkaAccess
 ) -> AsyncIterator[Relayed]:
+    async with relay_gateway(postgres_server_url, kafka_bootstrap, kafka_admin) as gateway:
+        yield gateway
+
+
+@contextlib.asynccontextmanager
+async def relay_gateway(
+    postgres_server_url: str, kafka_bootstrap: str, kafka_admin: KafkaAccess
+) -> AsyncIterator[Relayed]:
+    """The real gateway with its own database and topics, and a fake scheduler (``scheduler_app``)."""
     database_url = await _create_database(postgres_server_url)
     prefix = f"t{uuid.uuid4().hex[:10]}."
     await provision_test_prefix(kafka_admin, prefix)
     owners: dict[str, str] = {}
+    details: dict[str, dict[str, Any]] = {}
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(scheduler_app(owners), host="127.0.0.1", port=port, log_config=None, lifespan="off")
+        uvicorn.Config(
+            scheduler_app(owners, details), host="127.0.0.1", port=port, log_config=None, lifespan="off"
+        )
     )
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     task = asyncio.create_task(server.serve())
@@ -126,6 +143,7 @@ async def relayed(
                 owners,
                 postgres_server_url,
                 database_url,
+                details,
             )
     finally:
         server.should_exit = True

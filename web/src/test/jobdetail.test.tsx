@@ -71,6 +71,33 @@ describe('job detail', () => {
     await waitFor(() => expect(calls.some((c) => c.method === 'POST' && c.path === '/api/v1/jobs/job-1:cancel')).toBe(true));
   });
 
+  it('lists outputs live from the agents with download links for files and whole outputs', async () => {
+    const withOutputs = { ...RUNNING, spec: { ...RUNNING.spec, spec: { header: 'actor', tasks: [], outputs: ['/data/outputs'] } } };
+    mockApi({
+      'GET /api/v1/jobs/job-1': withOutputs,
+      'GET /api/v1/jobs/job-1/outputs': {
+        job_id: 'job-1',
+        files: [{ worker: 'w-0', path: '/data/outputs/ckpt-200.pt', size: 4096, mtime: 1764583200 }],
+        workers: [
+          { worker: 'w-0', source: 'agent', truncated: false, reason: null },
+          { worker: 'w-1', source: 'unavailable', truncated: false, reason: 'the agent of cluster gpu-b is offline' },
+        ],
+      },
+    });
+    renderPage(<JobDetail />, { route: '/jobs/job-1', path: '/jobs/:id' });
+    await screen.findByTestId('workers-table');
+    fireEvent.click(screen.getByRole('tab', { name: /输出/ }));
+    const outputs = await screen.findByTestId('outputs-table');
+    await waitFor(() => expect(outputs).toHaveTextContent('/data/outputs/ckpt-200.pt'));
+    expect(outputs).toHaveTextContent('4.0 KiB');
+    const link = screen.getByTestId('download-/data/outputs/ckpt-200.pt');
+    expect(link.getAttribute('href')).toBe('/api/v1/jobs/job-1/outputs/download?worker=w-0&path=%2Fdata%2Foutputs%2Fckpt-200.pt');
+    const dirs = screen.getByTestId('download-dirs');
+    expect(dirs).toHaveTextContent('rollout-0');
+    expect(within(dirs).getAllByRole('link')[1].getAttribute('href')).toBe('/api/v1/jobs/job-1/outputs/download?worker=w-1&path=%2Fdata%2Foutputs');
+    expect(screen.getByText('the agent of cluster gpu-b is offline')).toBeTruthy();
+  });
+
   it('explains a pending job role by role, with conflicts and where it would fit', async () => {
     mockApi({
       'GET /api/v1/jobs/job-2': {

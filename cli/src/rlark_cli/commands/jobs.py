@@ -24,6 +24,7 @@ import typer
 from rich.table import Table
 
 from rlark_cli.client import EXIT_REFUSED, Gateway, RetryPolicy, err, fail
+from rlark_cli.commands import job_files
 from rlark_cli.output import Column, Format, OutputOpt, emit, out
 from rlark_cli.template_params import ParamError, params_from
 
@@ -396,6 +397,24 @@ def show(job_id: JobId, output: OutputOpt = Format.table) -> None:
         out.print(f"outputs of {listing['worker_id']}{more}:", highlight=False)
         for file in listing["files"]:
             out.print(f"  {file['path']}  {file['size']} bytes", highlight=False)
+
+
+@app.command("outputs")
+def outputs(job_id: JobId, output: OutputOpt = Format.table) -> None:
+    """List the files in a job's outputs (path, size, time, worker), from the workers' cluster agents."""
+    job_files.outputs(job_id, output)
+
+
+@app.command("download")
+def download(
+    job_id: JobId,
+    path: Annotated[str, typer.Argument(metavar="PATH", help="A file or directory in the job's outputs")],
+    worker: job_files.WorkerOpt = None,
+    output_dir: job_files.DirOpt = Path("."),
+) -> None:
+    """Download a file of a job's outputs, or a directory as a .tar, through the gateway."""
+    saved = job_files.download(job_id, path, worker, output_dir)
+    out.print(f"saved {saved}", highlight=False)
 
 
 @app.command("cancel")

@@ -1,10 +1,18 @@
-"""The SSH relay's wire contract between the gateway and the agents (ADR 0010).
+"""The relay's wire contract between the gateway and the agents (ADR 0010).
 
 An agent keeps a WebSocket control link open at ``AGENT_LINK_PATH`` (``Authorization: Bearer <agent token>``).
-The gateway sends it JSON text orders ``{"op": "ssh", "relay", "secret", "job", "worker"}``; the agent
-resolves the worker's sshd itself, connects to it and dials ``AGENT_RELAY_PATH`` with its agent token and the
-order's secret in ``RELAY_SECRET_HEADER``, then relays binary frames. When it cannot, it answers on the link
-``{"op": "ssh-failed", "relay", "reason"}``.
+The gateway sends it JSON text orders ``{"op", "relay", "secret", "job", "worker", ...}``; the agent
+resolves what the order names itself (never an address or a host path from the control plane) and dials
+``AGENT_RELAY_PATH`` with its agent token and the order's secret in ``RELAY_SECRET_HEADER``.
+
+- ``op: "ssh"``: the agent connects the worker's sshd and relays binary frames both ways. When it cannot,
+  it answers on the link ``{"op": "ssh-failed", "relay", "reason"}``.
+- ``op: "files"`` (``action``: ``"list"`` or ``"download"``; ``path``: a path inside one of the job's
+  declared outputs, as the worker sees it): the agent dials back, sends one text frame, the *files head*
+  (``{"ok": true, "kind": "file"|"dir"|"list", "name", "size"?}`` or ``{"ok": false, "status", "code",
+  "message"}``), then the content as binary frames (a file's bytes, a directory as a tar stream, a list as
+  JSON lines of ``{"path", "size", "mtime"}``) and closes with code 1000 when complete — any other close
+  means the content is cut.
 """
 
 from typing import Final
@@ -15,5 +23,10 @@ RELAY_SECRET_HEADER: Final = "X-RLark-Relay-Secret"  # noqa: S105 - a header's n
 USER_SSH_PATH: Final = "/api/v1/jobs/{job_id}/workers/{worker}/ssh"
 OP_SSH: Final = "ssh"
 OP_SSH_FAILED: Final = "ssh-failed"
+OP_FILES: Final = "files"
+FILES_LIST: Final = "list"
+FILES_DOWNLOAD: Final = "download"
+FILES_LIST_LIMIT: Final = 10_000
+"""The most entries the agent lists for one worker (the head of a list says ``truncated``)."""
 RELAY_FRAME_BYTES: Final = 64 * 1024
 """The most bytes the agent and the CLI put in one frame (the gateway accepts up to 1 MiB)."""

@@ -22,6 +22,7 @@ _DESCRIPTIONS = {
     415: "Unsupported content type",
     422: "Invalid input; `field` names it",
     429: "Too many attempts; retry later",
+    501: "Not supported (yet) where the resource lives",
     502: "A service behind the gateway answered badly",
     503: "A service behind the gateway is unavailable",
     504: "A service behind the gateway did not answer in time",

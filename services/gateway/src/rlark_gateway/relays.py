@@ -1,4 +1,5 @@
-"""The SSH relay rendezvous (ADR 0010): agents' control links, and relays waiting for their agent.
+"""The relay rendezvous (ADR 0010): agents' control links, and relays (SSH sessions, output files) waiting
+for their agent.
 
 Role: every agent keeps one outbound WebSocket, its *control link* (``/api/v1/agent/link``); :meth:`attach`
 records it under the cluster its agent token names (a newer link of a cluster replaces an older one). To
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import structlog
+from rlark_contracts.relay import OP_SSH
 
 from rlark_gateway.domain.relay import RelayRefused, RelayTarget, connect_order
 
@@ -75,9 +77,10 @@ class RelayHub(Generic[S]):
 
     # --- relays ----------------------------------------------------------------------------------------
 
-    async def open(self, target: RelayTarget) -> Relay[S]:
-        """Ask ``target``'s agent to connect back and wait for it; ``RelayRefused`` 503 ``agent_offline``,
-        502 ``worker_unreachable`` (the agent's reason) or 504 ``agent_timeout``."""
+    async def open(self, target: RelayTarget, op: str = OP_SSH, **extra: str) -> Relay[S]:
+        """Ask ``target``'s agent to connect back (an ``op`` order with ``extra`` fields) and wait for it;
+        ``RelayRefused`` 503 ``agent_offline``, 502 ``worker_unreachable`` (the agent's reason) or 504
+        ``agent_timeout``."""
         send = self._links.get(target.cluster)
         if send is None:
             raise RelayRefused(
@@ -91,7 +94,7 @@ class RelayHub(Generic[S]):
         pending: _Pending[S] = _Pending(target, secret, asyncio.get_running_loop().create_future())
         self._pending[relay_id] = pending
         try:
-            await send(connect_order(relay_id, secret, target))
+            await send(connect_order(relay_id, secret, target, op, **extra))
             async with asyncio.timeout(self.connect_timeout_s):
                 agent = await pending.arrived
         except TimeoutError:

@@ -4,13 +4,14 @@
  * outputs, TensorBoard, SSH-key rotation without restart, and cancel.
  */
 import { Alert, App, Button, Card, Col, Descriptions, Empty, Form, Modal, Popconfirm, Row, Select, Space, Table, Tabs, Tag, Timeline, Typography } from 'antd';
-import { ExportOutlined, StopOutlined } from '@ant-design/icons';
+import { DownloadOutlined, ExportOutlined, StopOutlined } from '@ant-design/icons';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link, useParams } from 'react-router-dom';
 import { jobsApi, keysApi } from '../../api/endpoints';
 import { outputFilesOf } from '../../api/normalize';
+import { outputsApi } from '../../api/outputs';
 import { TERMINAL_STATES, type JobDetail as JobDetailType, type OutputFile, type PendingRole, type ServerSaid, type TimelineEntry, type Worker } from '../../api/types';
 import ApiErrorAlert, { errorMessage } from '../../components/ApiErrorAlert';
 import PageTitle from '../../components/PageTitle';
@@ -18,6 +19,9 @@ import { JobStatusTag, PhaseTag } from '../../components/StatusTag';
 import { useServerText } from '../../i18n/server';
 import { formatBytes, formatTime } from '../../lib/format';
 import LogViewer from './LogViewer';
+
+/** An output file as listed: the manifest's fields, and its time where the worker's agent answered. */
+type OutputRow = OutputFile & { mtime?: number | null };
 
 /**
  * The SSH command for one worker of a running job: `rlark ssh JOB/ROLE-INDEX`, through the platform (the
@@ -203,7 +207,22 @@ export default function JobDetail() {
   });
   const j = job.data;
   const terminal = j ? TERMINAL_STATES.includes(j.status) : true;
-  const outputs = j ? outputFilesOf(j) : { files: [], truncated: false };
+  const declaredOutputs = j?.spec?.spec.outputs ?? [];
+  const listing = useQuery({
+    queryKey: ['job-outputs', id],
+    queryFn: () => outputsApi.list(id),
+    enabled: Boolean(j) && declaredOutputs.length > 0 && (j?.workers.length ?? 0) > 0,
+    retry: false,
+  });
+  // Live from the workers' agents where they answer; the scheduler's manifest otherwise.
+  const outputs: { files: OutputRow[]; truncated: boolean } = listing.data
+    ? {
+        files: listing.data.files.map((f) => ({ worker_id: f.worker, path: f.path, size: f.size, mtime: f.mtime })),
+        truncated: listing.data.workers.some((w) => w.truncated),
+      }
+    : j
+      ? outputFilesOf(j)
+      : { files: [], truncated: false };
   const header = j?.workers.find((w) => w.is_header || w.rank === 0) ?? j?.workers[0];
   const keyNames = j?.ssh_keys ?? j?.spec?.spec.sshKeys ?? [];
   const tensorboardDir = j?.tensorboard_dir ?? j?.spec?.spec.tensorboardDir;
@@ -390,7 +409,7 @@ export default function JobDetail() {
                     children: (
                       <Space orientation="vertical" style={{ width: '100%' }}>
                         {outputs.truncated && <Alert type="info" showIcon title={t('jobDetail.outputsTruncated')} />}
-                        <Table<OutputFile>
+                        <Table<OutputRow>
                           data-testid="outputs-table"
                           size="small"
                           rowKey={(f) => `${f.worker_id ?? ''}:${f.path}`}
@@ -400,9 +419,57 @@ export default function JobDetail() {
                           columns={[
                             { title: t('jobDetail.path'), dataIndex: 'path', render: (v: string) => <span className="mono">{v}</span> },
                             { title: t('jobDetail.size'), dataIndex: 'size', render: formatBytes },
+                            {
+                              title: t('jobDetail.modified'),
+                              dataIndex: 'mtime',
+                              render: (v?: number | null) => (v ? formatTime(new Date(v * 1000).toISOString()) : '—'),
+                            },
                             { title: t('workers.worker'), dataIndex: 'worker_id', render: (v?: string) => v ?? '—' },
+                            {
+                              title: '',
+                              key: 'download',
+                              render: (_: unknown, f: OutputRow) => (
+                                <Button
+                                  size="small"
+                                  icon={<DownloadOutlined />}
+                                  href={outputsApi.downloadUrl(j.id, f.worker_id, f.path)}
+                                  download
+                                  data-testid={`download-${f.path}`}
+                                >
+                                  {t('jobDetail.download')}
+                                </Button>
+                              ),
+                            },
                           ]}
                         />
+                        {j.workers.length > 0 && declaredOutputs.length > 0 && (
+                          <Space wrap data-testid="download-dirs">
+                            {j.workers.flatMap((w) =>
+                              declaredOutputs.map((path) => (
+                                <Button
+                                  key={`${w.id}:${path}`}
+                                  size="small"
+                                  icon={<DownloadOutlined />}
+                                  href={outputsApi.downloadUrl(j.id, w.id, path)}
+                                  download
+                                >
+                                  {t('jobDetail.downloadDir', { path, worker: `${w.role}-${w.index}` })}
+                                </Button>
+                              )),
+                            )}
+                          </Space>
+                        )}
+                        {listing.data?.workers
+                          .filter((w) => w.source !== 'agent')
+                          .map((w) => (
+                            <Alert
+                              key={w.worker}
+                              type="warning"
+                              showIcon
+                              title={t(w.source === 'manifest' ? 'jobDetail.outputsFromManifest' : 'jobDetail.outputsUnavailable', { worker: w.worker })}
+                              description={w.reason ?? undefined}
+                            />
+                          ))}
                       </Space>
                     ),
                   },

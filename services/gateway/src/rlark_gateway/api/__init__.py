@@ -19,7 +19,7 @@ from rlark_platform.service import ServiceContext
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from rlark_gateway.api import audit, auth, events, keys, relay, users
+from rlark_gateway.api import audit, auth, events, keys, outputs, relay, users
 from rlark_gateway.api.console import add_console_routes
 from rlark_gateway.api.deps import AuditNote, client_address
 from rlark_gateway.api.docs import add_docs_routes
@@ -41,6 +41,10 @@ def _tags() -> list[dict[str, str]]:
         {"name": "audit", "description": "Audit log of changes, admins only (gateway)"},
         {"name": "events", "description": "Server-sent events: jobs you may see, cluster and node state"},
         {"name": "ssh", "description": "SSH to a job's workers through the platform (WebSocket, bytes only)"},
+        {
+            "name": "outputs",
+            "description": "A job's output files, listed and downloaded from the worker's agent",
+        },
     ]
     proxied = [
         {"name": r.resource, "description": f"{r.summary} — served by the {r.service} service"}
@@ -117,6 +121,7 @@ def build_api(ctx: ServiceContext) -> FastAPI:
     app.include_router(audit.router)
     app.include_router(events.router)
     app.include_router(relay.router)  # WebSockets: SSH relays, agents' control links (ADR 0010)
+    app.include_router(outputs.router)  # before the proxy: served from the agents (ADR 0010)
     app.include_router(keys.router)  # before the proxy: a key jobs use is not deleted without force
     add_proxy_routes(app)
     add_fallback_route(app)

@@ -62,14 +62,18 @@ def pick_worker(job: dict[str, Any], name: str) -> RelayTarget:
     )
 
 
-def connect_order(relay_id: str, secret: str, target: RelayTarget) -> dict[str, str]:
-    """The control-link message asking the worker's agent to connect its sshd to relay ``relay_id``."""
+def connect_order(
+    relay_id: str, secret: str, target: RelayTarget, op: str = OP_SSH, **extra: str
+) -> dict[str, str]:
+    """The control-link message asking the worker's agent to connect relay ``relay_id``: to its sshd
+    (``op`` ``ssh``), or to answer a ``files`` order (``extra``: action, path)."""
     return {
-        "op": OP_SSH,
+        "op": op,
         "relay": relay_id,
         "secret": secret,
         "job": target.job_id,
         "worker": target.worker_id,
+        **extra,
     }
 
 

@@ -19,6 +19,12 @@ its own endpoint on ``agent.reports.<cluster>`` but never reads its peers' annou
 A watcher polls the links about once a second and reports each state change
 (``agent.tunnel.state_changed.v1``); heartbeats re-report links last reported over 30 s ago.
 
+Kafka logins (ADR 0004): the session hands out the agent's Kafka password, which changes when the
+cluster's credential is rotated. A heartbeat the broker does not take (its login refused, or the broker
+down) makes the agent open a new session: a different password restarts the Kafka clients with it; a
+refused credential (rotated, cluster deleted) is said in the log as an error and retried slowly
+(``REFUSED_RETRY_MAX_S``) until the agent is stopped, without ending the process.
+
 SSH through the platform (``ssh_link.py``, ADR 0010): one more task keeps a WebSocket control link to the
 gateway and connects the relays it is asked for to workers' sshd, resolved by the driver (``ReachesSshd``).
 """
@@ -35,6 +41,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import structlog
 from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
 from rlark_contracts import Envelope, TopicNames, decode
 from rlark_contracts.events.agent import NodeObservation
 from rlark_contracts.events.inventory import NodeCordonRequested
@@ -46,6 +53,7 @@ from rlark_contracts.events.netdomain import (
 from rlark_contracts.events.scheduler import JobKeysUpdated, WorkerPlaced, WorkerStopRequested
 from rlark_platform.messaging import create_producer
 
+from rlark_tunnel_agent.agent.files import FilesRefused
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
 from rlark_tunnel_agent.agent.reports import ReportPublisher, with_cordons
 from rlark_tunnel_agent.agent.session import Session, SessionRefused, open_session
@@ -56,6 +64,14 @@ from rlark_tunnel_agent.runtime import driver as rt
 from rlark_tunnel_agent.runtime.markers import Marker, OutputManifest
 
 log = structlog.get_logger(__name__)
+
+REFUSED_RETRY_MAX_S = 300.0
+"""Longest wait between sessions while the control plane refuses the credential (it was rotated)."""
+
+
+class _KafkaLoginChanged(Exception):
+    """A new session's Kafka credential differs from the one the agent's Kafka clients use."""
+
 
 AGENT_VERSION = "0.1.0"
 LINK_POLL_S = 1.0
@@ -136,7 +152,20 @@ class Agent:
         self._stopping.set()
 
     async def run(self) -> None:
+        """Run until stopped; a new Kafka password (credential or internal secret rotated) restarts the
+        agent's Kafka clients and loops with a fresh session."""
+        while True:
+            try:
+                await self._run_session()
+                return
+            except _KafkaLoginChanged:
+                log.warning("the agent's Kafka credential changed; restarting its Kafka clients")
+                self.ready.clear()
+
+    async def _run_session(self) -> None:
         session = await self._open_with_retry()
+        if session is None:  # stopped before the control plane answered
+            return
         cluster = session.cluster
         structlog.contextvars.bind_contextvars(cluster=cluster)
         self._state = AgentState(self._state_dir / f"{cluster}.json")
@@ -207,14 +236,19 @@ class Agent:
             asyncio.create_task(self._pump(), name="runtime-events"),
             asyncio.create_task(self.reports.run_log_flusher(), name="log-flusher"),
         ]
-        self.ssh_link = SshLink(self._gateway_url, lambda: self.reports.session.token, self._ssh_endpoint)
+        self.ssh_link = SshLink(
+            self._gateway_url, lambda: self.reports.session.token, self._ssh_endpoint, self._output_roots
+        )
         tasks.append(asyncio.create_task(self.ssh_link.run(self._stopping), name="ssh-link"))
         log.info("agent started", runtime=self._runtime, workers=len(self._workers))
         self.ready.set()
         try:
             waiter = asyncio.create_task(self._stopping.wait())
             done, _ = await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
             for task in done:
+                if task is not waiter and isinstance(task.exception(), _KafkaLoginChanged):
+                    raise _KafkaLoginChanged
                 if task is not waiter and task.exception() is not None:
                     log.error("agent loop failed", loop=task.get_name(), error=repr(task.exception()))
         finally:
@@ -234,31 +268,82 @@ class Agent:
             await self.driver.close()
             log.info("agent stopped")
 
-    async def _open_with_retry(self) -> Session:
+    async def _open_with_retry(self, *, running: bool = False) -> Session | None:
+        """A new session, retried while the control plane is unreachable; None once the agent is stopped.
+        A refused credential ends the agent at its start (a wrong configuration); ``running``, it is said
+        in the log and retried slowly, so an agent whose credential was rotated neither crashes in a loop
+        nor hammers the gateway."""
         delay = 1.0
-        while True:
+        while not self._stopping.is_set():
             try:
                 return await self._open_session(self._gateway_url, self._credential)
-            except SessionRefused:
-                raise  # a wrong credential never becomes right by retrying
+            except SessionRefused as exc:
+                if not running:
+                    raise  # a wrong credential never becomes right by retrying
+                delay = max(delay, 30.0)
+                log.error(
+                    "agent credential refused: it was rotated or the cluster deleted; install the "
+                    "cluster's current credential (RLARK_AGENT_CREDENTIAL) and restart the agent",
+                    error=str(exc),
+                    retry_in_s=delay,
+                )
+                await self._sleep(delay)
+                delay = min(delay * 2, REFUSED_RETRY_MAX_S)
             except Exception as exc:  # the gateway is down or starting: retry
                 log.warning("control plane unreachable; retrying", error=str(exc), retry_in_s=delay)
-                await asyncio.sleep(delay)
+                await self._sleep(delay)
                 delay = min(delay * 2, 30)
+        return None
 
-    async def _ssh_endpoint(self, job_id: str, worker_id: str) -> tuple[str, int]:
-        """Where worker ``worker_id`` of job ``job_id``'s sshd listens, from this runtime's own state (an SSH
-        relay's order names only the worker, ADR 0010); ``LookupError`` saying why not."""
+    async def _renew_session(self) -> None:
+        """Open a new session; if its Kafka credential is not the one in use, the clients restart."""
+        session = await self._open_with_retry(running=True)
+        if session is None:  # stopping
+            return
+        if session.kafka_access() != self.reports.session.kafka_access():
+            raise _KafkaLoginChanged
+        self.reports.session = session
+
+    async def _status_in_job(self, job_id: str, worker_id: str) -> rt.WorkerStatus | None:
+        """Worker ``worker_id``'s status when it runs (or ran) here for job ``job_id``; None otherwise."""
         status = await self.driver.get_status(worker_id)
         job = (
             status.job_id if status is not None and status.job_id else self._workers.get(worker_id, ("",))[0]
         )
-        if status is None or job != job_id:
+        return status if status is not None and job == job_id else None
+
+    async def _ssh_endpoint(self, job_id: str, worker_id: str) -> tuple[str, int]:
+        """Where worker ``worker_id`` of job ``job_id``'s sshd listens, from this runtime's own state (an SSH
+        relay's order names only the worker, ADR 0010); ``LookupError`` saying why not."""
+        status = await self._status_in_job(job_id, worker_id)
+        if status is None:
             raise LookupError(f"worker {worker_id} of job {job_id} does not run on this cluster")
         endpoint = self.driver.ssh_endpoint(worker_id) if isinstance(self.driver, rt.ReachesSshd) else None
         if endpoint is None:
             raise LookupError(f"worker {worker_id} runs no sshd the agent can reach (phase {status.phase})")
         return endpoint
+
+    async def _output_roots(self, job_id: str, worker_id: str) -> list[rt.OutputRoot]:
+        """Where worker ``worker_id`` of job ``job_id``'s declared outputs lie on this machine, from the
+        runtime's own state (a files order names only the worker); ``FilesRefused`` saying why not."""
+        status = await self._status_in_job(job_id, worker_id)
+        if status is None:
+            raise FilesRefused(
+                404, "worker_not_found", f"worker {worker_id} of job {job_id} is not on this cluster"
+            )
+        if not isinstance(self.driver, rt.ServesOutputs):
+            raise FilesRefused(
+                501,
+                "outputs_not_supported",
+                f"the {self._runtime} runtime keeps outputs inside the worker's pod, which the agent cannot "
+                "read; downloading them is not supported there yet",
+            )
+        roots = self.driver.output_roots(worker_id)
+        if roots is None:
+            raise FilesRefused(
+                404, "worker_not_found", f"worker {worker_id} of job {job_id} is not on this cluster"
+            )
+        return roots
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -267,12 +352,17 @@ class Agent:
     async def _heartbeats(self) -> None:
         while not self._stopping.is_set():
             if self.reports.session.needs_renewal():
-                self.reports.session = await self._open_with_retry()
-            await self.reports.heartbeat(self._runtime, AGENT_VERSION, self.driver.not_enforced)
-            if self.tunnels is not None:
-                await self.tunnels.announce_all()
-                for report in self.tunnels.link_reports(refresh_after_s=LINK_REFRESH_S):
-                    await self.reports.publish(report)
+                await self._renew_session()
+            try:
+                await self.reports.heartbeat(self._runtime, AGENT_VERSION, self.driver.not_enforced)
+            except KafkaError as exc:  # the broker refused our login (rotated?) or is down: ask the session
+                log.warning("heartbeat not sent; opening a new session", error=repr(exc))
+                await self._renew_session()
+            else:
+                if self.tunnels is not None:
+                    await self.tunnels.announce_all()
+                    for report in self.tunnels.link_reports(refresh_after_s=LINK_REFRESH_S):
+                        await self.reports.publish(report)
             await self._sleep(self._heartbeat_interval_s)
 
     async def _watch_links(self) -> None:

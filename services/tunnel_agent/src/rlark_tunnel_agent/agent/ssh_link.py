@@ -1,4 +1,4 @@
-"""The agent's control link to the gateway and the SSH relays it connects (ADR 0010).
+"""The agent's control link to the gateway and the relays it connects: SSH, and output files (ADR 0010).
 
 Role: the agent keeps one outbound WebSocket to the gateway (``rlark_contracts.relay.AGENT_LINK_PATH``,
 authenticated with the current agent token), reconnecting with growing waits (1 s doubling to 30 s) whenever
@@ -7,6 +7,9 @@ from its own runtime (``resolve``: a namespace's address or a pod's IP — the o
 the control plane cannot aim the agent anywhere else), opens a TCP connection to it, dials the relay back
 with its token and the order's one-time secret, and copies bytes both ways until either side ends. When it
 cannot, it says why on the link (``ssh-failed``), and the user reads that reason.
+On ``{"op": "files", relay, secret, job, worker, action, path}`` it dials back at once and answers the
+files head and content (``files.answer`` over the worker's outputs as its runtime locates them, ``outputs``;
+a refusal travels in the head, an error mid-way closes with 1011).
 
 Concurrency: one task for the link, one per relay. Each direction awaits its write (``drain``, the
 WebSocket's send) before it reads more, so a slow side slows the other; frames are at most
@@ -25,6 +28,7 @@ import structlog
 from rlark_contracts.relay import (
     AGENT_LINK_PATH,
     AGENT_RELAY_PATH,
+    OP_FILES,
     OP_SSH,
     OP_SSH_FAILED,
     RELAY_FRAME_BYTES,
@@ -33,10 +37,15 @@ from rlark_contracts.relay import (
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
+from rlark_tunnel_agent.agent.files import FilesRefused, answer
+from rlark_tunnel_agent.runtime.driver import OutputRoot
+
 log = structlog.get_logger(__name__)
 
 Resolve = Callable[[str, str], Awaitable[tuple[str, int]]]
 """(job id, worker id) → the worker's sshd (host, port); raises ``LookupError`` with a reason."""
+Outputs = Callable[[str, str], Awaitable[list[OutputRoot]]]
+"""(job id, worker id) → the worker's declared outputs on this machine; raises ``FilesRefused``."""
 
 TCP_CONNECT_TIMEOUT_S = 5.0
 
@@ -55,12 +64,14 @@ class SshLink:
         gateway_url: str,
         token: Callable[[], str],
         resolve: Resolve,
+        outputs: Outputs | None = None,
         *,
         max_backoff_s: float = 30.0,
     ) -> None:
         self._url = gateway_url
         self._token = token
         self._resolve = resolve
+        self._outputs = outputs
         self._max_backoff_s = max_backoff_s
         self._relays: set[asyncio.Task[None]] = set()
         self.connected = asyncio.Event()
@@ -111,10 +122,69 @@ class SshLink:
                 order: dict[str, Any] = json.loads(text)
             except ValueError:
                 continue
-            if isinstance(order, dict) and order.get("op") == OP_SSH:
-                task = asyncio.create_task(self._relay(ws, order), name=f"ssh-relay-{order.get('relay')}")
-                self._relays.add(task)
-                task.add_done_callback(self._relays.discard)
+            if not isinstance(order, dict):
+                continue
+            if order.get("op") == OP_SSH:
+                self._start(self._relay(ws, order), f"ssh-relay-{order.get('relay')}")
+            elif order.get("op") == OP_FILES:
+                self._start(self._files(order), f"files-relay-{order.get('relay')}")
+
+    def _start(self, work: Awaitable[None], name: str) -> None:
+        task = asyncio.ensure_future(work)
+        task.set_name(name)
+        self._relays.add(task)
+        task.add_done_callback(self._relays.discard)
+
+    def _dial_back(self, order: dict[str, Any]) -> Any:
+        """The WebSocket connection back to the gateway for ``order``'s relay (its one-time secret)."""
+        return connect(
+            websocket_url(self._url, AGENT_RELAY_PATH.format(relay_id=str(order["relay"]))),
+            additional_headers={
+                "Authorization": f"Bearer {self._token()}",
+                RELAY_SECRET_HEADER: str(order["secret"]),
+            },
+            open_timeout=10,
+            max_size=RELAY_FRAME_BYTES * 16,
+        )
+
+    async def _files(self, order: dict[str, Any]) -> None:
+        job_id, worker_id = str(order.get("job")), str(order.get("worker"))
+        bound = structlog.contextvars.bound_contextvars(
+            relay=str(order.get("relay")), job_id=job_id, worker=worker_id, action=str(order.get("action"))
+        )
+        with bound:
+            try:
+                async with self._dial_back(order) as ws:
+                    await self._send_files(ws, job_id, worker_id, order)
+            except (OSError, InvalidHandshake, TimeoutError, ConnectionClosed) as exc:
+                log.warning("files relay broke", error=type(exc).__name__)
+
+    async def _send_files(
+        self, ws: ClientConnection, job_id: str, worker_id: str, order: dict[str, Any]
+    ) -> None:
+        try:
+            if self._outputs is None:
+                raise FilesRefused(501, "outputs_not_supported", "this agent serves no output files")
+            head, body = await answer(await self._outputs(job_id, worker_id), order)
+        except FilesRefused as exc:
+            log.info("files refused", code=exc.code)
+            await ws.send(json.dumps(exc.head()))
+            return
+        await ws.send(json.dumps(head))
+        sent = 0
+        try:
+            async for chunk in body:
+                await ws.send(chunk)
+                sent += len(chunk)
+        except ConnectionClosed:
+            raise
+        except Exception as exc:  # the file went away or could not be read mid-way: the content is cut
+            log.warning("files cut", error=repr(exc), bytes=sent)
+            await ws.close(1011, "read failed")
+            return
+        finally:
+            await body.aclose()  # type: ignore[attr-defined]
+        log.info("files sent", kind=head["kind"], bytes=sent)
 
     async def _relay(self, link: ClientConnection, order: dict[str, Any]) -> None:
         relay_id, job_id, worker_id = str(order["relay"]), str(order["job"]), str(order["worker"])
@@ -132,15 +202,7 @@ class SshLink:
                     await link.send(json.dumps({"op": OP_SSH_FAILED, "relay": relay_id, "reason": reason}))
                 return
             try:
-                async with connect(
-                    websocket_url(self._url, AGENT_RELAY_PATH.format(relay_id=relay_id)),
-                    additional_headers={
-                        "Authorization": f"Bearer {self._token()}",
-                        RELAY_SECRET_HEADER: str(order["secret"]),
-                    },
-                    open_timeout=10,
-                    max_size=RELAY_FRAME_BYTES * 16,
-                ) as ws:
+                async with self._dial_back(order) as ws:
                     log.info("ssh relay connected", sshd=f"{host}:{port}")
                     sent, received = await _copy_both(reader, writer, ws)
                     log.info("ssh relay ended", bytes_to_worker=received, bytes_from_worker=sent)

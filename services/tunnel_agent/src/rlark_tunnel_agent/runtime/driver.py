@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Literal, Protocol, runtime_checkable
@@ -299,6 +300,28 @@ class ReachesSshd(Protocol):
     def ssh_endpoint(self, worker_id: str) -> tuple[str, int] | None:
         """Host and port of the worker's sshd, or None when this worker has none (unknown, stopped, not
         started yet, or a runtime mode without sshd)."""
+        ...
+
+
+@dataclass(frozen=True)
+class OutputRoot:
+    """Where one of a worker's declared outputs lies on the agent's machine (issue 15.3, ADR 0010).
+
+    ``path`` is the output as the job declared it (the worker's path); its files are below ``anchor`` (a host
+    directory the runtime trusts: the worker's own directory, or a hostPath source it refused links in) and
+    then ``parts``, each opened without following a link (``agent/files.py``)."""
+
+    path: str
+    anchor: str
+    parts: tuple[str, ...]
+
+
+@runtime_checkable
+class ServesOutputs(Protocol):
+    """A runtime whose workers' outputs the agent can read on its own machine (downloads, ADR 0010)."""
+
+    def output_roots(self, worker_id: str) -> list[OutputRoot] | None:
+        """The worker's declared outputs, or None when this runtime does not know the worker."""
         ...
 
 

@@ -111,6 +111,7 @@ from rlark_tunnel_agent.runtime.driver import (
     LogStream,
     MountType,
     NodeObservation,
+    OutputRoot,
     RayPorts,
     RuntimeEvent,
     WorkerLogLine,
@@ -147,6 +148,7 @@ from rlark_tunnel_agent.runtime.local.pod import (
     HostEntry,
     container_binds,
     hiding_refusal,
+    host_location,
     host_paths_to_create,
     hosts_file,
     missing_host_lines,
@@ -552,6 +554,14 @@ class LocalDriver:
         if worker is None or worker.record.stopped or worker.record.netns is None:
             return None
         return worker.record.address, self.runtime_facts(worker.record).ssh_port
+
+    def output_roots(self, worker_id: str) -> list[OutputRoot] | None:
+        """The worker's declared outputs on this machine (`pod.host_location`), kept after it stopped."""
+        worker = self._workers.get(worker_id)
+        if worker is None:
+            return None
+        spec, namespaced = worker.record.spec, worker.record.netns is not None
+        return [host_location(spec, worker.dir, path, namespaced=namespaced) for path in spec.outputs]
 
     async def get_status(self, worker_id: str) -> WorkerStatus | None:
         worker = self._workers.get(worker_id)

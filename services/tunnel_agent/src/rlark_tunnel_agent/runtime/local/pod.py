@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict
-from rlark_tunnel_agent.runtime.driver import MountType, WorkerSpec
+from rlark_tunnel_agent.runtime.driver import MountType, OutputRoot, WorkerSpec
 from rlark_tunnel_agent.runtime.hostnames import job_service_name, worker_hostname
 
 HOSTS_PATH = "/etc/hosts"
@@ -156,6 +156,32 @@ def container_paths(spec: WorkerSpec) -> list[str]:
     """The spec's absolute output and TensorBoard paths (relative ones live under the working directory)."""
     paths = [*spec.outputs, *([spec.tensorboard_dir] if spec.tensorboard_dir else [])]
     return [_norm(path) for path in paths if path.startswith("/")]
+
+
+def _components(path: str) -> tuple[str, ...]:
+    return tuple(part for part in PurePosixPath(path).parts if part != "/")
+
+
+def host_location(spec: WorkerSpec, worker_dir: Path, path: str, *, namespaced: bool) -> OutputRoot:
+    """Where the worker's ``path`` (an output or its TensorBoard dir, as the job declared it) lies on the
+    host, as the binds and links above put it there: below a hostPath mount's source, below the worker's
+    `fs/` (an emptyDir, or an absolute path in a mount namespace), the host's own path (plain processes),
+    or below `work/` (relative). The anchor is a directory nobody but root changes; what follows is opened
+    without following links (``agent/files.py``)."""
+    if not path.startswith("/"):
+        return OutputRoot(path, str(worker_dir), ("work", *_components(path)))
+    wanted = _norm(path)
+    for mount in sorted(spec.mounts, key=lambda m: -len(_components(m.target))):
+        target = _norm(mount.target)
+        if not _under(wanted, [target]):
+            continue
+        below = _components(wanted)[len(_components(target)) :]
+        if mount.type == MountType.HOST_PATH:
+            return OutputRoot(path, "/", (*_components(mount.source), *below))
+        return OutputRoot(path, str(worker_dir), ("fs", *_components(target), *below))
+    if namespaced:
+        return OutputRoot(path, str(worker_dir), ("fs", *_components(wanted)))
+    return OutputRoot(path, "/", _components(wanted))
 
 
 def container_binds(
