@@ -782,6 +782,24 @@ class EventRow:
     at: datetime
 
 
+async def reasons_said(conn: Connection, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """How each job's current reason can be said in another language (ADR 0011): the ``said``
+    (``{"message_key", "params"}``) or ``parts`` kept by the latest timeline row that wrote that
+    reason; jobs whose reason no row keyed are absent."""
+    rows = await conn.fetch(
+        """SELECT DISTINCT ON (e.job_id) e.job_id, e.details
+             FROM job_events e JOIN jobs j ON j.id = e.job_id AND e.reason = j.reason
+            WHERE e.job_id = ANY($1::text[]) AND (e.details ? 'said' OR e.details ? 'parts')
+            ORDER BY e.job_id, e.seq DESC""",
+        list(job_ids),
+    )
+    found: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        details = row["details"]
+        found[row["job_id"]] = {"parts": details["parts"]} if "parts" in details else details["said"]
+    return found
+
+
 async def insert_event(
     conn: Connection,
     job_id: str,

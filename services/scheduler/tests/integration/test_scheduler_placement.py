@@ -169,6 +169,7 @@ async def test_a_job_that_fits_later_waits_with_exact_counts_then_is_placed_when
         "enough": 1,
     }
     assert pending_events[0]["details"]["parts"] == waiting["pending"]["parts"]
+    assert waiting["reason_said"] == {"parts": waiting["pending"]["parts"]}  # the job's reason, keyed
 
     await world.node("gpu-a", "n5")
     await world.node("gpu-a", "n6")

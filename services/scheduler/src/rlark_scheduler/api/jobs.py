@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 import asyncpg
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from rlark_contracts.messages import text
 from rlark_contracts.workers import LOCAL_WORKER_USER
 from rlark_platform.db import transaction
 from rlark_platform.errors import ApiError
@@ -85,10 +86,10 @@ EXAMPLE_PARAMS: dict[str, dict[str, Any]] = {
 async def _body(request: Request) -> bytes:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise ApiError(413, "document_too_large", f"the job document is larger than {MAX_BODY_BYTES} bytes")
+        raise ApiError(413, "document_too_large", text("document_too_large", max=MAX_BODY_BYTES))
     body = await request.body()
     if len(body) > MAX_BODY_BYTES:
-        raise ApiError(413, "document_too_large", f"the job document is larger than {MAX_BODY_BYTES} bytes")
+        raise ApiError(413, "document_too_large", text("document_too_large", max=MAX_BODY_BYTES))
     return body
 
 
@@ -109,6 +110,7 @@ async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> Job
     workers = await repo.workers_of(conn, job.id)
     timeline = await repo.events_of(conn, job.id, kinds=["status"])
     outputs = await repo.outputs_of(conn, job.id)
+    said = await repo.reasons_said(conn, [job.id])
     spec = job.spec.get("spec", {})
     header = next((w for w in workers if w.facts.is_header), None)
     address = (header.virtual_ip or header.facts.address) if header else ""
@@ -124,6 +126,7 @@ async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> Job
         ray = RayNodesOut(joined=job.ray_nodes_joined, expected=job.ray_nodes_expected)
     return JobDetail(
         **JobSummary.fields_of(job),
+        reason_said=said.get(job.id),
         details=job.details,
         pending=job.pending if job.status is JobStatus.PENDING else None,
         warnings=job.warnings,
@@ -162,7 +165,9 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
         """The job document a template builds from ``params`` (as YAML, to edit and submit)."""
         template = TEMPLATES.get(template_id)
         if template is None:
-            raise ApiError(404, "template_not_found", f"no template is named {template_id!r}", "template_id")
+            raise ApiError(
+                404, "template_not_found", text("template_not_found", name=repr(template_id)), "template_id"
+            )
         try:
             doc = template.build(body.params)
         except SpecParseError as exc:
@@ -244,7 +249,7 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
                 raise ApiError(
                     422,
                     "status_invalid",
-                    f"status {value!r} is not one of {', '.join(s.value for s in JobStatus)}",
+                    text("status_invalid", value=repr(value), statuses=", ".join(s.value for s in JobStatus)),
                     "status",
                 )
         scope = (owner or None) if caller.is_admin else caller.user
@@ -260,7 +265,9 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
                 page=page,
                 page_size=page_size,
             )
-        return JobList(items=[JobSummary.of(r) for r in rows], total=total, page=page, page_size=page_size)
+            said = await repo.reasons_said(conn, [r.id for r in rows])
+        items = [JobSummary(**JobSummary.fields_of(r), reason_said=said.get(r.id)) for r in rows]
+        return JobList(items=items, total=total, page=page, page_size=page_size)
 
     @router.get("/jobs/{job_id}", response_model=JobDetail, responses=error_responses(404))
     async def get_job(job_id: str, caller: CallerDep) -> JobDetail:

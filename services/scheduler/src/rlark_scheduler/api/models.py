@@ -117,6 +117,11 @@ class JobSummary(BaseModel):
     owner: str
     status: str
     reason: str
+    reason_said: dict[str, Any] | None = Field(
+        default=None,
+        description="The reason as a catalogue sentence (message_key and params) or clauses (parts), "
+        "to say it in the user's language (ADR 0011)",
+    )
     priority: int
     network_domain: str | None
     clusters: list[str]
