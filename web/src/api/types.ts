@@ -461,6 +461,8 @@ export interface Job {
   owner: string;
   status: JobStatus;
   reason?: string;
+  /** The reason as the server keyed it (ADR 0011). */
+  reason_said?: (ServerSaid & { parts?: ServerSaid[] | null }) | null;
   priority?: number;
   network_domain?: string | null;
   clusters?: string[];

@@ -61,14 +61,33 @@ export function serverClauses(lang: string, parts: Said[] | null | undefined, fa
   return parts.map((part) => serverText(lang, part)).join(SEPARATOR[lang] ?? '; ');
 }
 
+/** A job's reason: the server keys it (`reason_said`: a sentence or clauses) when it can (ADR 0011). */
+export interface SaidReason {
+  reason?: string | null;
+  reason_said?: (Said & { parts?: Said[] | null }) | null;
+}
+
+export function reasonText(lang: string, job: SaidReason): string {
+  const reason = job.reason ?? '';
+  const said = job.reason_said;
+  if (!said) return reason;
+  if (said.parts) return serverClauses(lang, said.parts, reason);
+  return serverText(lang, { ...said, message: reason });
+}
+
 /** `say(x)` renders a server sentence in the console's current language. */
-export function useServerText(): { say: (said: Said | null | undefined) => string; sayAll: (parts: Said[] | null | undefined, fallback?: string) => string } {
+export function useServerText(): {
+  say: (said: Said | null | undefined) => string;
+  sayAll: (parts: Said[] | null | undefined, fallback?: string) => string;
+  sayReason: (job: SaidReason) => string;
+} {
   const { i18n } = useTranslation();
   const lang = i18n.language;
   return useMemo(
     () => ({
       say: (said: Said | null | undefined) => serverText(lang, said),
       sayAll: (parts: Said[] | null | undefined, fallback?: string) => serverClauses(lang, parts, fallback),
+      sayReason: (job: SaidReason) => reasonText(lang, job),
     }),
     [lang],
   );

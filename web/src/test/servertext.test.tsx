@@ -6,6 +6,7 @@ import en from '../i18n/server/en.json';
 import zhCN from '../i18n/server/zh-CN.json';
 import { fillTemplate, serverClauses, serverText } from '../i18n/server';
 import JobDetail from '../pages/jobs/JobDetail';
+import Jobs from '../pages/jobs/Jobs';
 import PreviewStep from '../pages/jobs/wizard/PreviewStep';
 import { mockApi, renderPage } from './helpers';
 
@@ -67,6 +68,23 @@ describe('server sentences (ADR 0011)', () => {
       await i18n.changeLanguage('en');
     });
     expect(await screen.findByTestId('job-reason')).toHaveTextContent(english);
+  });
+
+  it('lists jobs with their reasons in Chinese', async () => {
+    const job = { id: 'job-4', name: 'sft', owner: 'alice', status: 'Succeeded', clusters: ['gpu-a'], created_at: '2026-11-29T10:00:00Z' };
+    mockApi({
+      'GET /api/v1/jobs': {
+        total: 2, page: 1, page_size: 50,
+        items: [
+          { ...job, reason: 'run script exited with 0', reason_said: { message_key: 'job.succeeded', params: { code: 0 } } },
+          { ...job, id: 'job-5', status: 'Failed', reason: 'an agent said so', reason_said: null },
+        ],
+      },
+    });
+    renderPage(<Jobs />, { route: '/jobs' });
+    expect(await screen.findByText('运行脚本退出，退出码 0')).toBeInTheDocument();
+    expect(screen.queryByText('run script exited with 0')).toBeNull();
+    expect(screen.getByText('an agent said so')).toBeInTheDocument(); // not keyed: as the server wrote it
   });
 
   it('shows the wizard preview problems in Chinese, field by field', async () => {

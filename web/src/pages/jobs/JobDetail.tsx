@@ -154,13 +154,14 @@ function timelineSaid(e: TimelineEntry): { parts?: ServerSaid[]; said?: ServerSa
 export default function JobDetail() {
   const { id = '' } = useParams();
   const { t } = useTranslation();
-  const { say, sayAll } = useServerText();
+  const { say, sayAll, sayReason } = useServerText();
   const timelineText = (e: TimelineEntry) => {
     const { parts, said } = timelineSaid(e);
     return parts ? sayAll(parts, e.reason) : say({ ...said, message: e.reason });
   };
-  /** The job's reason, keyed by its pending explanation or by the timeline row that wrote it. */
+  /** The job's reason as the server keyed it, else by its pending explanation or the timeline row that wrote it. */
   const jobReason = (j: JobDetailType) => {
+    if (j.reason_said) return sayReason(j);
     if (j.status === 'Pending' && j.pending?.parts && j.pending.message === j.reason) return sayAll(j.pending.parts, j.reason);
     const row = [...j.timeline].reverse().find((e) => e.reason === j.reason && e.to_status === j.status);
     return row ? timelineText(row) : (j.reason ?? '');
@@ -242,8 +243,14 @@ export default function JobDetail() {
         extra={
           j && (
             <>
-              {j.tensorboard_url && (
-                <Button icon={<ExportOutlined />} href={j.tensorboard_url} target="_blank" rel="noreferrer" data-testid="tensorboard-link">
+              {tensorboardDir && j.workers.length > 0 && (
+                <Button
+                  icon={<ExportOutlined />}
+                  href={j.tensorboard_url ?? outputsApi.tensorboardUrl(j.id)}
+                  target="_blank"
+                  rel="noreferrer"
+                  data-testid="tensorboard-link"
+                >
                   TensorBoard
                 </Button>
               )}

@@ -7,12 +7,14 @@ import { Link, useNavigate, useSearchParams } from 'react-router-dom';
 import { jobsApi } from '../../api/endpoints';
 import { JOB_STATES, type Job, type JobQuery, type JobStatus } from '../../api/types';
 import ApiErrorAlert from '../../components/ApiErrorAlert';
+import { useServerText } from '../../i18n/server';
 import PageTitle from '../../components/PageTitle';
 import { JobStatusTag } from '../../components/StatusTag';
 import { formatTime } from '../../lib/format';
 
 export default function Jobs() {
   const { t } = useTranslation();
+  const { sayReason } = useServerText();
   const navigate = useNavigate();
   const [params, setParams] = useSearchParams();
   const query: JobQuery = {
@@ -108,7 +110,10 @@ export default function Jobs() {
             dataIndex: 'reason',
             width: '28%',
             ellipsis: { showTitle: false },
-            render: (v?: string) => (v ? <Tooltip title={v} placement="topLeft">{v}</Tooltip> : '—'),
+            render: (_: string | undefined, job: Job) => {
+              const v = sayReason(job);
+              return v ? <Tooltip title={v} placement="topLeft">{v}</Tooltip> : '—';
+            },
           },
           { title: t('jobs.owner'), dataIndex: 'owner' },
           {
