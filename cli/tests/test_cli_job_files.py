@@ -3,7 +3,7 @@ the gateway's Content-Disposition, never a path that leaves the chosen directory
 
 from __future__ import annotations
 
-from rlark_cli.commands.job_files import filename_of, holders
+from rlark_cli.commands.job_files import filename_of, holders, tensorboard_url
 
 LISTING = {
     "files": [
@@ -31,3 +31,10 @@ def test_the_saved_name_is_the_servers_utf8_name_reduced_to_one_component() -> N
     assert filename_of("attachment; filename*=UTF-8''..%2F..%2Fetc%2Fpasswd", "x") == "passwd"
     assert filename_of('attachment; filename=".."', "download") == "download"
     assert filename_of("", "download") == "download"
+
+
+def test_the_tensorboard_url_is_the_gateways_route_for_the_job() -> None:
+    assert (
+        tensorboard_url("https://rlark.example/", "job-1")
+        == "https://rlark.example/api/v1/jobs/job-1/tensorboard/"
+    )

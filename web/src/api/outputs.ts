@@ -1,9 +1,9 @@
 /**
  * A job's output files through the gateway (issue 15.3, ADR 0010): listed from the workers' cluster agents
  * (or the scheduler's manifest when an agent is offline), downloaded as a file or a directory's tar stream.
- * Downloads are plain links: the browser streams them with the session cookie, no memory in the page.
+ * Downloads (and TensorBoard) are plain links: the browser streams them with the session cookie, no memory in the page.
  */
-import { api, buildUrl } from './client';
+import { API_BASE, api, buildUrl } from './client';
 
 export interface ListedFile {
   worker: string;
@@ -32,4 +32,6 @@ export const outputsApi = {
   list: (jobId: string) => api.get<OutputsListing>(`/jobs/${enc(jobId)}/outputs`),
   downloadUrl: (jobId: string, worker: string | undefined, path: string) =>
     buildUrl(`/jobs/${enc(jobId)}/outputs/download`, { worker, path }),
+  /** The job's TensorBoard, proxied by the gateway; its Header's agent starts the server on demand. */
+  tensorboardUrl: (jobId: string) => `${API_BASE}/jobs/${enc(jobId)}/tensorboard/`,
 };

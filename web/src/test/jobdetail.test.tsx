@@ -96,6 +96,8 @@ describe('job detail', () => {
     expect(dirs).toHaveTextContent('rollout-0');
     expect(within(dirs).getAllByRole('link')[1].getAttribute('href')).toBe('/api/v1/jobs/job-1/outputs/download?worker=w-1&path=%2Fdata%2Foutputs');
     expect(screen.getByText('the agent of cluster gpu-b is offline')).toBeTruthy();
+    // The job declares a TensorBoard dir: the gateway proxies its Header's TensorBoard.
+    expect(screen.getByTestId('tensorboard-link').getAttribute('href')).toBe('/api/v1/jobs/job-1/tensorboard/');
   });
 
   it('explains a pending job role by role, with conflicts and where it would fit', async () => {

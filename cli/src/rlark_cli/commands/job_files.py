@@ -1,5 +1,5 @@
 """``rlark jobs outputs`` and ``rlark jobs download``: a job's output files from the worker's agent, through
-the gateway (issue 15.3, ADR 0010).
+the gateway (issue 15.3, ADR 0010); ``rlark jobs tensorboard``'s URL (issue 15.4).
 
 ``download`` streams to ``<DIR>/<name>.part`` with a progress bar and renames it when every byte arrived
 (a file's length is checked against ``Content-Length``); a directory arrives as ``<name>.tar``. Without
@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import httpx
 import typer
@@ -33,6 +33,11 @@ def _time(seconds: float) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def tensorboard_url(gateway_url: str, job_id: str) -> str:
+    """Where the gateway serves the job's TensorBoard (a browser logged in to the console opens it)."""
+    return f"{gateway_url.rstrip('/')}/api/v1/jobs/{quote(job_id, safe='')}/tensorboard/"
 
 
 def outputs(job_id: str, output: Format) -> None:

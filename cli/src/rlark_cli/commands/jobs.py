@@ -417,6 +417,15 @@ def download(
     out.print(f"saved {saved}", highlight=False)
 
 
+@app.command("tensorboard")
+def tensorboard(job_id: JobId) -> None:
+    """Print the URL of the job's TensorBoard (proxied by the gateway; started on demand by its agent)."""
+    job = Gateway().get(f"/api/v1/jobs/{job_id}")
+    if not job.get("tensorboard_dir"):
+        fail(f"job {job_id} declares no tensorboardDir")
+    typer.echo(job_files.tensorboard_url(Gateway().url, job_id))
+
+
 @app.command("cancel")
 def cancel(job_id: JobId, output: OutputOpt = Format.table) -> None:
     """Cancel a job: its workers are stopped and its GPUs and addresses released."""

@@ -7,6 +7,9 @@ resolves what the order names itself (never an address or a host path from the c
 
 - ``op: "ssh"``: the agent connects the worker's sshd and relays binary frames both ways. When it cannot,
   it answers on the link ``{"op": "ssh-failed", "relay", "reason"}``.
+- ``op: "tcp"`` (``service``: ``"tensorboard"``): as ``ssh``, to a TCP service the agent runs for the worker
+  (its TensorBoard server, started on demand); the gateway speaks HTTP/1.1 over the relayed bytes. Failures
+  are answered like ``ssh``'s (``ssh-failed``).
 - ``op: "files"`` (``action``: ``"list"`` or ``"download"``; ``path``: a path inside one of the job's
   declared outputs, as the worker sees it): the agent dials back, sends one text frame, the *files head*
   (``{"ok": true, "kind": "file"|"dir"|"list", "name", "size"?}`` or ``{"ok": false, "status", "code",
@@ -23,6 +26,10 @@ RELAY_SECRET_HEADER: Final = "X-RLark-Relay-Secret"  # noqa: S105 - a header's n
 USER_SSH_PATH: Final = "/api/v1/jobs/{job_id}/workers/{worker}/ssh"
 OP_SSH: Final = "ssh"
 OP_SSH_FAILED: Final = "ssh-failed"
+OP_TCP: Final = "tcp"
+SERVICE_TENSORBOARD: Final = "tensorboard"
+TENSORBOARD_PATH: Final = "/api/v1/jobs/{job_id}/tensorboard"
+"""Where the gateway serves a job's TensorBoard; its server runs with this ``--path_prefix``."""
 OP_FILES: Final = "files"
 FILES_LIST: Final = "list"
 FILES_DOWNLOAD: Final = "download"

@@ -87,3 +87,6 @@ class TunnelAgentSettings(ServiceSettings):
     )
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     observe_interval_s: float = Field(default=10.0, gt=0)
+    tensorboard_idle_s: float = Field(
+        default=600.0, gt=0, description="A job's TensorBoard server nobody asked for this long is stopped"
+    )

@@ -27,6 +27,7 @@ from rlark_gateway.domain.requests import (
     client_address,
     foreign_request,
     from_trusted_proxy,
+    is_tool_path,
 )
 
 CLIENT_KEY = "rlark.client"
@@ -80,7 +81,11 @@ class RequestGuard:
             if reason is not None:
                 await _refuse(secured_send, 403, "cross_origin_refused", reason, "Origin")
                 return
-            if _has_body(headers) and not body_media_type_allowed(headers.get("content-type")):
+            if (
+                _has_body(headers)
+                and not is_tool_path(scope["path"])
+                and not body_media_type_allowed(headers.get("content-type"))
+            ):
                 await _refuse(
                     secured_send,
                     415,

@@ -63,7 +63,8 @@ def _refusal(exc: RelayRefused) -> ApiError:
     return ApiError(exc.status, exc.code, exc.message, exc.field)
 
 
-async def _job(gw: Gateway, principal: Principal, job_id: str) -> dict[str, Any]:
+async def job_as_caller(gw: Gateway, principal: Principal, job_id: str) -> dict[str, Any]:
+    """The scheduler's job detail as ``principal`` sees it (its 404 for another user's job), or ApiError."""
     try:
         return await find_job(
             gw.settings.upstreams()["scheduler"],
@@ -147,7 +148,7 @@ async def _worker_files(gw: Gateway, job: dict[str, Any], target: RelayTarget) -
 async def list_outputs(job_id: str, principal: PrincipalDep, gw: GatewayDep) -> dict[str, Any]:
     """Files in your job's declared outputs (an admin: any job's), per worker: path as the worker sees it,
     size in bytes, modification time (Unix seconds; null where only the scheduler's manifest answered)."""
-    job = await _job(gw, principal, job_id)
+    job = await job_as_caller(gw, principal, job_id)
     targets = job_workers(job)
     answers = await asyncio.gather(*(_worker_files(gw, job, t) for t in targets))
     files, workers = [], []
@@ -184,7 +185,7 @@ async def download(
     ] = None,
 ) -> StreamingResponse:
     """One file of your job's outputs, or a directory as a tar stream, from the worker's cluster agent."""
-    job = await _job(gw, principal, job_id)
+    job = await job_as_caller(gw, principal, job_id)
     try:
         target = pick_output_worker(job, worker)
     except RelayRefused as exc:

@@ -51,6 +51,7 @@ from rlark_contracts.events.netdomain import (
     TunnelTopologyChanged,
 )
 from rlark_contracts.events.scheduler import JobKeysUpdated, WorkerPlaced, WorkerStopRequested
+from rlark_contracts.relay import SERVICE_TENSORBOARD
 from rlark_platform.messaging import create_producer
 
 from rlark_tunnel_agent.agent.files import FilesRefused
@@ -59,6 +60,7 @@ from rlark_tunnel_agent.agent.reports import ReportPublisher, with_cordons
 from rlark_tunnel_agent.agent.session import Session, SessionRefused, open_session
 from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions, token_key_from_credential
 from rlark_tunnel_agent.agent.ssh_link import SshLink
+from rlark_tunnel_agent.agent.tensorboards import TensorBoards
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
 from rlark_tunnel_agent.runtime import driver as rt
 from rlark_tunnel_agent.runtime.markers import Marker, OutputManifest
@@ -123,6 +125,7 @@ class Agent:
         open_session_fn: Callable[[str, str], Awaitable[Session]] = open_session,
         tunnels: TunnelOptions | None = None,
         sidecars: SidecarOptions | None = None,
+        tensorboard_idle_s: float = 600.0,
     ) -> None:
         self._gateway_url = gateway_url
         self._credential = credential
@@ -134,6 +137,8 @@ class Agent:
         self._open_session = open_session_fn
         self._tunnel_options = tunnels
         self._sidecar_options = sidecars
+        self.tensorboards = TensorBoards(tensorboard_idle_s)
+        """TensorBoard servers started on demand for the gateway's proxy (issue 15.4)."""
         self.tunnels: DomainTunnels | None = None
         self.sidecars: PodSidecars | None = None
         self.names = TopicNames()
@@ -146,6 +151,7 @@ class Agent:
         self._nodes_changed = asyncio.Event()
         """Set when a worker came or went: its node's allocation changed, report without waiting."""
         self._reported_nodes: list[NodeObservation] | None = None
+        self._reported_services: tuple[str, ...] = ()
         self.ready = asyncio.Event()
 
     def stop(self) -> None:
@@ -237,9 +243,14 @@ class Agent:
             asyncio.create_task(self.reports.run_log_flusher(), name="log-flusher"),
         ]
         self.ssh_link = SshLink(
-            self._gateway_url, lambda: self.reports.session.token, self._ssh_endpoint, self._output_roots
+            self._gateway_url,
+            lambda: self.reports.session.token,
+            self._ssh_endpoint,
+            self._output_roots,
+            {SERVICE_TENSORBOARD: self._tensorboard_endpoint},
         )
         tasks.append(asyncio.create_task(self.ssh_link.run(self._stopping), name="ssh-link"))
+        tasks.append(asyncio.create_task(self.tensorboards.reap(self._stopping), name="tensorboards"))
         log.info("agent started", runtime=self._runtime, workers=len(self._workers))
         self.ready.set()
         try:
@@ -323,6 +334,17 @@ class Agent:
             raise LookupError(f"worker {worker_id} runs no sshd the agent can reach (phase {status.phase})")
         return endpoint
 
+    async def _tensorboard_endpoint(self, job_id: str, worker_id: str) -> tuple[str, int]:
+        """Where worker ``worker_id``'s TensorBoard server listens, started on demand; ``LookupError``."""
+        if await self._status_in_job(job_id, worker_id) is None:
+            raise LookupError(f"worker {worker_id} of job {job_id} is not on this cluster")
+        if not isinstance(self.driver, rt.ServesTensorBoard):
+            raise LookupError(
+                f"TensorBoard is not supported on the {self._runtime} runtime yet: the job's files live in "
+                "its pods, which the agent cannot read"
+            )
+        return await self.tensorboards.endpoint(job_id, worker_id, self.driver.tensorboard_command)
+
     async def _output_roots(self, job_id: str, worker_id: str) -> list[rt.OutputRoot]:
         """Where worker ``worker_id`` of job ``job_id``'s declared outputs lie on this machine, from the
         runtime's own state (a files order names only the worker); ``FilesRefused`` saying why not."""
@@ -378,10 +400,15 @@ class Agent:
         """Publish a complete node snapshot (with ``only_changed``, only when it differs from the last
         one published); True when one was published."""
         nodes = with_cordons(await self.driver.observe_nodes(), self._state.cordoned)
-        if only_changed and nodes == self._reported_nodes:
+        services = (
+            await self.driver.observe_service_cidrs()
+            if isinstance(self.driver, rt.ObservesServiceCidrs)
+            else ()
+        )
+        if only_changed and (nodes, services) == (self._reported_nodes, self._reported_services):
             return False
-        await self.reports.nodes(nodes)
-        self._reported_nodes = nodes
+        await self.reports.nodes(nodes, services)
+        self._reported_nodes, self._reported_services = nodes, services
         return True
 
     async def _observe(self) -> None:

@@ -7,6 +7,8 @@ from its own runtime (``resolve``: a namespace's address or a pod's IP — the o
 the control plane cannot aim the agent anywhere else), opens a TCP connection to it, dials the relay back
 with its token and the order's one-time secret, and copies bytes both ways until either side ends. When it
 cannot, it says why on the link (``ssh-failed``), and the user reads that reason.
+On ``{"op": "tcp", ..., "service": "tensorboard"}`` it does the same with the worker's TensorBoard server
+(``services``; started on demand, ``tensorboards.py``) instead of its sshd.
 On ``{"op": "files", relay, secret, job, worker, action, path}`` it dials back at once and answers the
 files head and content (``files.answer`` over the worker's outputs as its runtime locates them, ``outputs``;
 a refusal travels in the head, an error mid-way closes with 1011).
@@ -31,6 +33,7 @@ from rlark_contracts.relay import (
     OP_FILES,
     OP_SSH,
     OP_SSH_FAILED,
+    OP_TCP,
     RELAY_FRAME_BYTES,
     RELAY_SECRET_HEADER,
 )
@@ -65,6 +68,7 @@ class SshLink:
         token: Callable[[], str],
         resolve: Resolve,
         outputs: Outputs | None = None,
+        services: dict[str, Resolve] | None = None,
         *,
         max_backoff_s: float = 30.0,
     ) -> None:
@@ -72,6 +76,7 @@ class SshLink:
         self._token = token
         self._resolve = resolve
         self._outputs = outputs
+        self._services = services or {}
         self._max_backoff_s = max_backoff_s
         self._relays: set[asyncio.Task[None]] = set()
         self.connected = asyncio.Event()
@@ -125,7 +130,9 @@ class SshLink:
             if not isinstance(order, dict):
                 continue
             if order.get("op") == OP_SSH:
-                self._start(self._relay(ws, order), f"ssh-relay-{order.get('relay')}")
+                self._start(self._relay(ws, order, self._resolve), f"ssh-relay-{order.get('relay')}")
+            elif order.get("op") == OP_TCP:
+                self._start(self._relay(ws, order, self._service(order)), f"tcp-relay-{order.get('relay')}")
             elif order.get("op") == OP_FILES:
                 self._start(self._files(order), f"files-relay-{order.get('relay')}")
 
@@ -186,12 +193,25 @@ class SshLink:
             await body.aclose()  # type: ignore[attr-defined]
         log.info("files sent", kind=head["kind"], bytes=sent)
 
-    async def _relay(self, link: ClientConnection, order: dict[str, Any]) -> None:
+    def _service(self, order: dict[str, Any]) -> Resolve:
+        """The resolver of a ``tcp`` order's service (TensorBoard), or one that says there is none."""
+        name = str(order.get("service"))
+        found = self._services.get(name)
+        if found is not None:
+            return found
+
+        async def unknown(job_id: str, worker_id: str) -> tuple[str, int]:
+            raise LookupError(f"this agent serves no {name!r}")
+
+        return unknown
+
+    async def _relay(self, link: ClientConnection, order: dict[str, Any], resolve: Resolve) -> None:
+        """Connect what ``resolve`` names for the order's worker (its sshd, its TensorBoard) to the relay."""
         relay_id, job_id, worker_id = str(order["relay"]), str(order["job"]), str(order["worker"])
         bound = structlog.contextvars.bound_contextvars(relay=relay_id, job_id=job_id, worker=worker_id)
         with bound:
             try:
-                host, port = await self._resolve(job_id, worker_id)
+                host, port = await resolve(job_id, worker_id)
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(host, port), TCP_CONNECT_TIMEOUT_S
                 )
@@ -203,9 +223,9 @@ class SshLink:
                 return
             try:
                 async with self._dial_back(order) as ws:
-                    log.info("ssh relay connected", sshd=f"{host}:{port}")
+                    log.info("relay connected", op=order.get("op"), to=f"{host}:{port}")
                     sent, received = await _copy_both(reader, writer, ws)
-                    log.info("ssh relay ended", bytes_to_worker=received, bytes_from_worker=sent)
+                    log.info("relay ended", bytes_to_worker=received, bytes_from_worker=sent)
             except (OSError, InvalidHandshake, TimeoutError) as exc:
                 log.warning("ssh relay not connected to the gateway", error=type(exc).__name__)
             finally:

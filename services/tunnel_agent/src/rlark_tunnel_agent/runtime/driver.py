@@ -303,6 +303,17 @@ class ReachesSshd(Protocol):
         ...
 
 
+@runtime_checkable
+class ObservesServiceCidrs(Protocol):
+    """A runtime whose cluster has a service network beside its pods' (Kubernetes): the agent reports it with
+    every node snapshot, so that no network domain overlaps it (issue 15.6). Runtimes without one (local)
+    do not implement it and report none."""
+
+    async def observe_service_cidrs(self) -> tuple[str, ...]:
+        """The cluster's service CIDRs now; empty when the runtime cannot tell."""
+        ...
+
+
 @dataclass(frozen=True)
 class OutputRoot:
     """Where one of a worker's declared outputs lies on the agent's machine (issue 15.3, ADR 0010).
@@ -322,6 +333,17 @@ class ServesOutputs(Protocol):
 
     def output_roots(self, worker_id: str) -> list[OutputRoot] | None:
         """The worker's declared outputs, or None when this runtime does not know the worker."""
+        ...
+
+
+@runtime_checkable
+class ServesTensorBoard(Protocol):
+    """A runtime that can run a TensorBoard server over a worker's ``tensorboardDir`` (issue 15.4)."""
+
+    def tensorboard_command(self, worker_id: str, server_args: Sequence[str]) -> list[str] | None:
+        """The command line that runs ``python -m tensorboard.main --logdir <the dir> *server_args`` reading
+        only what the job could (local root mode: in a pod of its own as the job's uid, the directory at its
+        container path, read-only), or None when the worker is unknown or declares no TensorBoard dir."""
         ...
 
 

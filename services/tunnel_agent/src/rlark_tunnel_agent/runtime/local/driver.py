@@ -122,6 +122,7 @@ from rlark_tunnel_agent.runtime.driver import (
     WorkerStatusChanged,
     validate_authorized_key_lines,
 )
+from rlark_tunnel_agent.runtime.hostnames import worker_hostname
 from rlark_tunnel_agent.runtime.local import cgroups
 from rlark_tunnel_agent.runtime.local.cluster import LocalCluster
 from rlark_tunnel_agent.runtime.local.gpus import Gpu, detect_gpus
@@ -146,6 +147,7 @@ from rlark_tunnel_agent.runtime.local.pod import (
     PROCESS_MODE,
     RESOLV_CONF,
     HostEntry,
+    PodPlan,
     container_binds,
     hiding_refusal,
     host_location,
@@ -416,14 +418,17 @@ class LocalDriver:
     # --- RuntimeDriver -------------------------------------------------------------------------
 
     async def observe_nodes(self) -> list[NodeObservation]:
-        """The virtual nodes with the GPUs every worker not stopped holds on them (see `usage.py`)."""
+        """The virtual nodes with the GPUs every worker not stopped holds on them (see `usage.py`), and, as
+        root, the cluster's bridge subnet as their pod network."""
         address = str(self._net.gateway) if self.use_netns else "127.0.0.1"
         held = [
             (w.record.spec.node_name, w.record.spec.gpus)
             for w in self._workers.values()
             if not w.record.stopped
         ]
-        return node_observations(self.cluster, self._gpus, address, held)
+        # Workers take their addresses from the bridge's subnet (root mode); otherwise they share the host's.
+        pod_cidrs = (str(self._net.subnet),) if self.use_netns else ()
+        return node_observations(self.cluster, self._gpus, address, held, pod_cidrs)
 
     async def ensure_worker(self, spec: WorkerSpec) -> None:
         if not self._started:
@@ -562,6 +567,40 @@ class LocalDriver:
             return None
         spec, namespaced = worker.record.spec, worker.record.netns is not None
         return [host_location(spec, worker.dir, path, namespaced=namespaced) for path in spec.outputs]
+
+    def tensorboard_command(self, worker_id: str, server_args: Sequence[str]) -> list[str] | None:
+        """TensorBoard over the worker's `tensorboardDir`, as the job could read it (ADR 0007): as root, in new
+        mount, UTS, IPC and pid namespaces built by `pod_init.py` like the worker's — the interpreter and
+        system trees, the job's mounts, outputs and TensorBoard dir at their container paths, all read-only,
+        nothing else of the host — as the job's uid, in the host's network namespace (it listens on the
+        host's loopback for the agent); works after the worker ended while its directory exists. As plain
+        processes (no uid): the agent's user over the host path."""
+        worker = self._workers.get(worker_id)
+        if worker is None or not worker.record.spec.tensorboard_dir:
+            return None
+        record, spec, wdir = worker.record, worker.record.spec, worker.dir
+        python = str(self._python_bin / "python3")
+        if record.uid is None:
+            root = host_location(spec, wdir, spec.tensorboard_dir, namespaced=False)
+            logdir = str(Path(root.anchor, *root.parts))
+            return [python, "-m", "tensorboard.main", "--logdir", logdir, *server_args]
+        binds = container_binds(spec, wdir, is_file=lambda path: Path(path).is_file())
+        scratch = wdir / "pod" / "tensorboard"
+        scratch.mkdir(parents=True, exist_ok=True)
+        plan = PodPlan(
+            hostname=worker_hostname(spec.worker_id),
+            binds=tuple(b.model_copy(update={"read_only": True}) for b in binds),
+            scratch=str(scratch),
+            cwd="/",
+            exec=(python, "-m", "tensorboard.main", "--logdir", spec.tensorboard_dir, *server_args),
+            uid=record.uid,
+            system=self._system_paths(),
+            unprivileged_ports=False,
+        )
+        _write_atomically(wdir / "tensorboard.json", plan.model_dump_json(indent=2), 0o600)
+        init = (self._interpreter, "-I", "-S", str(Path(__file__).with_name("pod_init.py")))
+        pod = ("--mount", "--uts", "--ipc", "--pid", "--fork", "--kill-child", "--propagation", "private")
+        return [self._unshare, *pod, *init, str(wdir / "tensorboard.json")]
 
     async def get_status(self, worker_id: str) -> WorkerStatus | None:
         worker = self._workers.get(worker_id)

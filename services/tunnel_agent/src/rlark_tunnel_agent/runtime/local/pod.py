@@ -133,6 +133,9 @@ class PodPlan(BaseModel):
     """`/dev` entries bound from the host besides the basic ones (the assigned GPUs' nodes)."""
     cgroup: str = ""
     """The cgroup v2 directory the worker joins ("" where limits cannot be enforced)."""
+    unprivileged_ports: bool = True
+    """Let the user bind ports below 1024 in this network namespace (the worker's own, for its sshd); False
+    for a helper left in the host's network namespace (a TensorBoard server), whose setting is the host's."""
 
 
 def volume_dir(worker_dir: Path, container_path: str) -> Path:

@@ -16,7 +16,7 @@ never propagate to the host. It
    one remount per mount in `/proc/self/mountinfo` on kernels before 5.12), then detaches the host's root: nothing else of the host exists in
    the worker (the platform's state directory, other workers' directories, `/root`, `/home`);
 4. lets the worker's user bind port 22 in its own network namespace (`ip_unprivileged_port_start`, a
-   per-namespace setting), drops every group, sets the plan's uid and gid and `no_new_privs` (no setuid
+   per-namespace setting; not for a plan left in the host's network namespace), drops every group, sets the plan's uid and gid and `no_new_privs` (no setuid
    program can give root back), and execs the bootstrap (same environment): nothing of this script stays.
 
 A container path whose directory is missing is created without touching the host's file system: where the
@@ -321,10 +321,11 @@ def _detach_host() -> None:
     os.rmdir(OLD_ROOT)
 
 
-def _drop(uid: int) -> None:
+def _drop(uid: int, unprivileged_ports: bool = True) -> None:
     """Become the worker's user for good: no groups, its uid and gid, no way back through setuid programs."""
-    with open("/proc/sys/net/ipv4/ip_unprivileged_port_start", "w") as fh:
-        fh.write("0")  # this network namespace's own setting: sshd may listen on 22 as the worker's user
+    if unprivileged_ports:
+        with open("/proc/sys/net/ipv4/ip_unprivileged_port_start", "w") as fh:
+            fh.write("0")  # this network namespace's own setting: sshd may listen on 22 as the worker's user
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
@@ -368,7 +369,7 @@ def apply(plan: dict[str, object]) -> None:
         tree.add(os.path.realpath(target), True)
     _detach_host()
     os.chdir(str(plan["cwd"]))
-    _drop(int(plan["uid"]))  # type: ignore[call-overload]
+    _drop(int(plan["uid"]), bool(plan.get("unprivileged_ports", True)))  # type: ignore[call-overload]
 
 
 def main() -> None:
