@@ -28,6 +28,8 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# A CJK font, or the zh-CN console's screenshots show boxes where the Chinese is.
+{ command -v fc-list >/dev/null 2>&1 && fc-list :lang=zh | grep -q .; } || missing+=(fonts-noto-cjk)
 # Network domains: SSH tunnels between agents are measured against OpenSSH `ssh -w`, with iperf3 and ping.
 command -v iperf3 >/dev/null 2>&1 || missing+=(iperf3)
 command -v ping >/dev/null 2>&1 || missing+=(iputils-ping)

@@ -36,7 +36,7 @@ describe('server sentences (ADR 0011)', () => {
   });
 
   it('says a pending job, its reason and its timeline in Chinese with the counts the scheduler sent', async () => {
-    const main = { message_key: 'pending.too_few_nodes', params: { role: 'rollout', needed: 4, gpus: 8, selector: 'rlark.io/gpu-model=H100', cluster: 'gpu-b', matching: 12, ready: 12, schedulable: 12, enough: 2 } };
+    const main = { message_key: 'pending.needs', params: { role: 'rollout', needed: 4, gpus: 8, selector: 'rlark.io/gpu-model=H100', cluster: 'gpu-b', matching: 12, ready: 12, schedulable: 12, enough: 2 } };
     const use = { message_key: 'pending.gpus_in_use.held', params: { schedulable: 12, used: 90, allocatable: 96, external: 0, held: 90 } };
     const english = 'role "rollout" needs 4 nodes with ≥ 8 free GPUs matching rlark.io/gpu-model=H100 in cluster gpu-b: 12 match, 12 ready, 12 schedulable, 2 with enough free GPUs; GPUs in use on those 12 schedulable nodes: 90 of 96 (90 by RLark jobs)';
     mockApi({

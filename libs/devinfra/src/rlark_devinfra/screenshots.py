@@ -10,9 +10,9 @@ Contract:
   browser is never downloaded (``playwright install`` is not part of this project).
 - :func:`capture` fails (``ScreenshotError``) rather than write a screenshot of a broken page: each
   page's key element (``data-testid``) must be visible, and :func:`text_problems` must find no text of
-  the other language, raw i18n key, ``undefined``/``NaN`` or unfilled ``{{placeholder}}`` on it.
-  Server messages are English by design (the API speaks English) and are not counted as leaks: only
-  the console's own strings (``web/src/i18n/*.json``) are compared.
+  the other language, raw i18n key, ``undefined``/``NaN`` or unfilled ``{{placeholder}}`` on it. The
+  console's own strings (``web/src/i18n/*.json``) are compared, and so are the server's sentences
+  (``web/src/i18n/server/en.json``, ADR 0011): one left in English on a Chinese page is a leak.
 
 Why Playwright's async API: the end-to-end tests run every service in the test's own event loop, so a
 blocking browser driver would freeze the platform it is looking at.
@@ -120,6 +120,19 @@ def t(language: str, key: str, **values: Any) -> str:
     return text
 
 
+@cache
+def english_server_sentences() -> tuple[re.Pattern[str], ...]:
+    """The server's English catalogue sentences (ADR 0011) as patterns, placeholders matching anything;
+    only sentences of three or more words of their own, so that ``{field}: {detail}`` matches nothing."""
+    path = repo_root() / "web" / "src" / "i18n" / "server" / "en.json"
+    patterns = []
+    for template in json.loads(path.read_text(encoding="utf-8")).values():
+        pieces = re.split(r"\{\w+\}", template)
+        if len(re.findall(r"[A-Za-z]{2,}", " ".join(pieces))) >= 3:
+            patterns.append(re.compile(".+?".join(re.escape(piece) for piece in pieces)))
+    return tuple(patterns)
+
+
 def text_problems(texts: Sequence[str], language: str) -> list[str]:
     """Visible UI text nodes that look wrong in ``language``: the other language's console strings,
     raw i18n keys, ``undefined``/``NaN``, unfilled placeholders. User data is the caller's to exclude."""
@@ -144,6 +157,8 @@ def text_problems(texts: Sequence[str], language: str) -> list[str]:
             problems.append(f"Chinese text on the English page: {text!r}")
         elif language != "en" and text in foreign:
             problems.append(f"English console text on the {language} page: {text!r}")
+        elif language != "en" and any(p.fullmatch(text) for p in english_server_sentences()):
+            problems.append(f"English server text on the {language} page: {text!r}")
     return problems
 
 
@@ -352,6 +367,16 @@ def tour(seed: Seed, keys: Sequence[str]) -> list[Shot]:
         await by_test_id(page, "yaml-validate").click()
         await page.locator('[data-testid="yaml-ok"], [data-testid="yaml-errors"]').first.wait_for()
 
+    async def yaml_errors(page: Page) -> None:
+        # A document the server refuses on several rules: its errors, said in the page's language.
+        await page.goto("/jobs/new/yaml")
+        editor = page.locator('[data-testid="yaml-editor"] .cm-content')
+        await editor.click()
+        await page.keyboard.press("Control+A")
+        await page.keyboard.insert_text(_refused_yaml(seed))
+        await by_test_id(page, "yaml-validate").click()
+        await by_test_id(page, "yaml-errors").wait_for()
+
     async def logs_tab(page: Page) -> None:
         await page.goto(f"/jobs/{seed.finished_job}")
         await by_test_id(page, "workers-table").wait_for()
@@ -374,6 +399,7 @@ def tour(seed: Seed, keys: Sequence[str]) -> list[Shot]:
         Shot("wizard-3-common", "common-run-script", steps=(to_common,)),
         Shot("wizard-4-preview", "preview-yaml", steps=(to_preview,)),
         Shot("job-yaml", "yaml-editor", steps=(to_yaml,)),
+        Shot("job-yaml-errors", "yaml-errors", steps=(yaml_errors,)),
         Shot("job-detail", "workers-table", path=f"/jobs/{seed.finished_job}"),
         Shot("job-logs", "log-view", steps=(logs_tab,)),
         Shot("job-failed", "job-reason", path=f"/jobs/{seed.failed_job}"),
@@ -382,6 +408,28 @@ def tour(seed: Seed, keys: Sequence[str]) -> list[Shot]:
         Shot("admin-users", "users-table", path="/admin/users"),
         Shot("admin-audit", "audit-table", path="/admin/audit"),
     ]
+
+
+def _refused_yaml(seed: Seed) -> str:
+    """A job document with an unknown cluster, a ``latest`` image, a priority out of range and an SSH
+    key nobody has: four server errors on four lines."""
+    return (
+        "apiVersion: rlark.io/v1\n"
+        "kind: Job\n"
+        "metadata:\n"
+        "  name: refused example\n"
+        "spec:\n"
+        "  header: actor\n"
+        "  priority: 500\n"
+        "  sshKeys: [nobody-has-this-key]\n"
+        "  runScript: python train.py\n"
+        "  tasks:\n"
+        "    - name: actor\n"
+        "      cluster: no-such-cluster\n"
+        "      replicas: 1\n"
+        "      gpusPerWorker: 0\n"
+        f"      image: {seed.image.rsplit(':', 1)[0]}:latest\n"
+    )
 
 
 async def _settle(page: Page) -> None:

@@ -161,7 +161,7 @@ async def test_a_job_that_fits_later_waits_with_exact_counts_then_is_placed_when
     assert len(pending_events) == 1
     # The same counts as catalogue clauses, so the console says them in Chinese (ADR 0011).
     main = rollout["parts"][0]
-    assert main["message_key"] == "pending.too_few_nodes"
+    assert main["message_key"] == "pending.needs"
     assert {k: main["params"][k] for k in ("matching", "ready", "schedulable", "enough")} == {
         "matching": 4,
         "ready": 3,

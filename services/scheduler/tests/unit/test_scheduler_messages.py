@@ -15,6 +15,7 @@ from rlark_scheduler.domain.reasons import (
     can_ever_fit,
     explain_pending,
     pending_texts,
+    role_texts,
 )
 from rlark_scheduler.domain.spec import parse_job_document
 from rlark_scheduler.domain.validation import ClusterView, NodeView, ValidationContext, validate_job
@@ -100,7 +101,7 @@ def test_an_unknown_cluster_is_said_in_chinese_with_the_field_and_the_name() -> 
 def test_a_pending_reason_is_said_clause_by_clause_with_its_counts() -> None:
     reason = explain_pending(CapacityModel.from_nodes(funnel_cluster()), single_role_job(3))
     keys = [said.key for said in pending_texts(reason)]
-    assert keys == ["pending.too_few_nodes", "pending.gpus_in_use.external"]
+    assert keys == ["pending.needs", "pending.gpus_in_use.external"]
     main = pending_texts(reason)[0].render("zh-CN")
     assert main == (
         '角色 "rollout" 需要集群 gpu-b 中 3 个匹配 rlark.io/gpu-model=A100 且有 ≥ 8 个空闲 GPU 的节点：'
@@ -120,3 +121,19 @@ def test_a_job_that_can_never_fit_says_so_in_its_own_words() -> None:
     assert not fits
     assert reason is not None
     assert [said.key for said in pending_texts(reason)] == ["pending.never"]
+
+
+def test_a_role_that_fits_alone_still_says_its_counts_and_the_job_leaves_it_out() -> None:
+    nodes = [*funnel_cluster(), *(NodeState("gpu-c", f"c{i}", A100, gpu_allocatable=8) for i in range(2))]
+    job = JobRequest(
+        "job-1",
+        0,
+        1,
+        [RoleRequest("rollout", "gpu-b", A100, 3, 8), RoleRequest("actor", "gpu-c", A100, 1, 8)],
+        "actor",
+    )
+    reason = explain_pending(CapacityModel.from_nodes(nodes), job)
+    actor = next(r for r in reason.roles if r.role == "actor")
+    assert actor.fits_alone
+    assert [said.key for said in role_texts(actor)] == ["pending.needs"]
+    assert all(said.params.get("role") != "actor" for said in pending_texts(reason))

@@ -322,23 +322,21 @@ def _and_list(items: Sequence[str]) -> str:
 
 # ------------------------------------------------------------------------------- catalogue sentences
 
-#: The catalogue key of a role's main clause per code (``FITS`` has none: a fitting role says nothing).
+#: The catalogue key of a role's main clause per code (a role that fits alone says its counts too).
 PENDING_KEYS: dict[PendingCode, str] = {
-    PendingCode.FITS: "pending.fits",
+    PendingCode.FITS: "pending.needs",
     PendingCode.CLUSTER_UNKNOWN: "pending.cluster_unknown",
     PendingCode.CLUSTER_OFFLINE: "pending.cluster_offline",
-    PendingCode.TOO_FEW_MATCHING_NODES: "pending.too_few_nodes",
-    PendingCode.TOO_FEW_READY_NODES: "pending.too_few_nodes",
-    PendingCode.TOO_FEW_SCHEDULABLE_NODES: "pending.too_few_nodes",
-    PendingCode.TOO_FEW_NODES_WITH_GPUS: "pending.too_few_nodes",
+    PendingCode.TOO_FEW_MATCHING_NODES: "pending.needs",
+    PendingCode.TOO_FEW_READY_NODES: "pending.needs",
+    PendingCode.TOO_FEW_SCHEDULABLE_NODES: "pending.needs",
+    PendingCode.TOO_FEW_NODES_WITH_GPUS: "pending.needs",
     PendingCode.ROLES_COMPETE_FOR_NODES: "pending.roles_compete_for_nodes",
 }
 
 
 def role_texts(reason: RoleReason) -> tuple[Text, ...]:
-    """The clauses of one role's reason as catalogue sentences (empty when the role fits alone)."""
-    if reason.fits_alone:
-        return ()
+    """The clauses of one role's reason (``message``) as catalogue sentences."""
     where: dict[str, str | int] = {"role": reason.role, "needed": reason.needed, "cluster": reason.cluster}
     counts: dict[str, str | int] = {
         **where,
@@ -399,7 +397,7 @@ def pending_texts(reason: PendingReason) -> tuple[Text, ...]:
     """The whole reason as catalogue sentences, clause by clause, in the order of ``message``."""
     if reason.fits:
         return (text("pending.fits"),)
-    clauses = [clause for role in reason.roles for clause in role_texts(role)]
+    clauses = [clause for role in reason.roles if not role.fits_alone for clause in role_texts(role)]
     alone = not clauses
     for index, conflict in enumerate(reason.conflicts):
         clauses.append(conflict_text(conflict, alone=alone and index == 0))
