@@ -6,7 +6,9 @@
   ``scheduler.job.addresses_released.v1`` → release.
 - ``netdomain-tunnel-states``: on ``agent.reports``, ``agent.tunnel.state_changed.v1`` → the
   ``tunnel_states`` table shown with the domain, and ``agent.tunnel.endpoint_announced.v1`` → the
-  ``tunnel_endpoints`` table, republished to the agents in the domain's tunnel topology (ADR 0003).
+  ``tunnel_endpoints`` table, republished to the agents in the domain's tunnel topology (ADR 0003);
+  ``agent.nodes.observed.v1`` → the networks the cluster's agent observed (its nodes' pod CIDRs, its
+  service CIDRs) in the ``clusters`` table, checked for overlaps like declared CIDRs (issue 15.6).
   Like every reader of agent reports it reads each cluster's topic ``agent.reports.<cluster>`` (by
   pattern), which only that cluster's agent may write, and believes a report only when its ``source``
   and data name that cluster (ADR 0004); any other goes to the DLQ, logged, and changes nothing.
@@ -24,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rlark_contracts import EVENT_TYPES, Envelope
-from rlark_contracts.events.agent import TunnelEndpointAnnounced, TunnelStateChanged
+from rlark_contracts.events.agent import NodesObserved, TunnelEndpointAnnounced, TunnelStateChanged
 from rlark_contracts.events.inventory import ClusterState
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested
 from rlark_platform.db.pool import Connection
@@ -41,6 +43,7 @@ REQUESTED = "scheduler.job.addresses_requested.v1"
 RELEASED = "scheduler.job.addresses_released.v1"
 TUNNEL_STATE = "agent.tunnel.state_changed.v1"
 TUNNEL_ENDPOINT = "agent.tunnel.endpoint_announced.v1"
+NODES_OBSERVED = "agent.nodes.observed.v1"
 
 
 def _meta(envelope: Envelope) -> EventMeta:
@@ -75,6 +78,12 @@ async def on_tunnel_endpoint(conn: Connection, envelope: Envelope, payload: Any)
     if not isinstance(payload, TunnelEndpointAnnounced):
         raise PoisonMessage(f"{envelope.type} is not a tunnel endpoint announcement")
     await handlers.apply_tunnel_endpoint(conn, payload, datetime.now(UTC), _meta(envelope))
+
+
+async def on_nodes_observed(conn: Connection, envelope: Envelope, payload: Any) -> None:
+    if not isinstance(payload, NodesObserved):
+        raise PoisonMessage(f"{envelope.type} is not a node observation")
+    await handlers.apply_nodes_observed(conn, payload, datetime.now(UTC), _meta(envelope))
 
 
 def cluster_event_types() -> list[str]:
@@ -118,7 +127,11 @@ def build_workers(ctx: ServiceContext) -> list[Runnable]:
         Consumer(
             name="netdomain-tunnel-states",
             topics=["agent.reports"],
-            handlers={TUNNEL_STATE: on_tunnel_state, TUNNEL_ENDPOINT: on_tunnel_endpoint},
+            handlers={
+                TUNNEL_STATE: on_tunnel_state,
+                TUNNEL_ENDPOINT: on_tunnel_endpoint,
+                NODES_OBSERVED: on_nodes_observed,
+            },
             pool=pool,
             kafka=settings.kafka_access(),
             names=ctx.names,

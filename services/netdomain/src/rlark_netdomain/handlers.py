@@ -1,7 +1,7 @@
 """Use cases of the netdomain service.
 
 HTTP use cases (create, list, show, delete, check) and event use cases (a cluster's CIDRs changed,
-addresses requested, addresses released, an agent's tunnel link state or endpoint reported) and
+its agent observed its networks, addresses requested, addresses released, an agent's tunnel link state or endpoint reported) and
 the periodic relay check. Each loads, decides with the pure domain and writes state plus outbox
 events in one transaction; none does network I/O inside it.
 
@@ -9,8 +9,9 @@ Concurrency: allocation and release in a domain take the domain's row lock, so t
 pick the same address and ``scan_from`` and the free list (where the search for free addresses
 starts) stay right;
 the primary key (job, worker) and the unique (domain, address) are the last line of defence.
-Domain creation and cluster updates take one advisory lock, so a domain created while a cluster
-changes its CIDRs is checked against the new CIDRs by one of the two.
+Domain creation and cluster updates (declared or observed CIDRs) take one advisory lock, so a domain
+created while a cluster changes its CIDRs is checked against the new CIDRs by one of the two. The lock
+comes before the cluster's row is written, in every path, so the two never wait on each other crosswise.
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ import asyncpg
 import structlog
 from pydantic import BaseModel
 from rlark_contracts import new_envelope
-from rlark_contracts.events.agent import LINK_CLOSED, TunnelEndpointAnnounced, TunnelStateChanged
+from rlark_contracts.events.agent import (
+    LINK_CLOSED,
+    NodesObserved,
+    TunnelEndpointAnnounced,
+    TunnelStateChanged,
+)
 from rlark_contracts.events.inventory import ClusterState
 from rlark_contracts.events.netdomain import (
     AddressAllocationFailed,
@@ -49,7 +55,6 @@ from rlark_platform.messaging import PoisonMessage, add_event
 from rlark_netdomain import repository as repo
 from rlark_netdomain.domain import (
     AddressPoolExhausted,
-    ClusterCidrs,
     Conflict,
     DomainOverlapError,
     DomainValidationError,
@@ -136,11 +141,12 @@ def _refusal(error: DomainValidationError) -> ApiError:
     return ApiError(422, error.code.value, error.message, error.field, details or None)
 
 
-def _conflict_out(conflict: Conflict) -> dict[str, str]:
+def _conflict_out(conflict: Conflict) -> dict[str, str | bool]:
     return {
         "kind": conflict.kind.value,
         "name": conflict.name,
         "cidr": str(conflict.cidr),
+        "observed": conflict.observed,
         "message": conflict.message,
     }
 
@@ -281,11 +287,8 @@ def _networks(values: list[str], cluster: str, what: str) -> list[IPv4Network | 
 async def apply_cluster(
     conn: Connection, state: ClusterState, observed_at: datetime, meta: EventMeta
 ) -> None:
-    """Keep a local copy of a cluster's CIDRs and flag domains they overlap.
-
-    A new overlap is recorded as a warning (shown with the domain) and announced with
-    ``netdomain.domain.overlap_detected.v1``; warnings that no longer hold are removed. Older
-    states than the one stored are ignored.
+    """Keep a local copy of a cluster's declared CIDRs and flag domains they, or the networks its agent
+    observed, overlap (:func:`_reconcile_overlaps`). Older states than the one stored are ignored.
     """
     await repo.lock_overlap_checks(conn)
     pods = _networks(state.pod_cidrs, state.name, "pod")
@@ -296,38 +299,91 @@ async def apply_cluster(
     ):
         log.info("stale cluster state ignored", cluster=state.name)
         return
-    found = (
-        []
-        if deleted
-        else domains_overlapping_cluster(
-            ClusterCidrs(state.name, tuple(pods), tuple(services)), await repo.domain_cidrs(conn)
-        )
+    overlaps = await _reconcile_overlaps(conn, state.name, meta)
+    log.info("cluster applied", cluster=state.name, deleted=deleted, overlaps=overlaps)
+
+
+def _network_set(networks: Sequence[IPv4Network | IPv6Network]) -> repo.Networks:
+    """Distinct networks in a stable order (IPv4 first), so two reports of one set compare equal."""
+    return tuple(sorted(set(networks), key=lambda n: (n.version, int(n.network_address), n.prefixlen)))
+
+
+async def apply_nodes_observed(
+    conn: Connection, report: NodesObserved, now: datetime, meta: EventMeta
+) -> bool:
+    """Keep the networks a cluster's agent observed — the union of its nodes' pod CIDRs, and its service
+    CIDRs — and flag domains they overlap, as for declared CIDRs (:func:`_reconcile_overlaps`). True when
+    they changed.
+
+    The report's time is the agent's, capped at ours; older reports than the one stored are ignored. A
+    partial snapshot (``complete`` false) only adds networks. Snapshots come every few seconds and
+    rarely change anything: an unchanged one takes no lock and flags nothing.
+    """
+    cluster = report.cluster
+    pods = _networks([c for node in report.nodes for c in node.pod_cidrs], cluster, "observed pod")
+    services = _networks(report.service_cidrs, cluster, "observed service")
+    stored = await repo.observed_networks(conn, cluster)
+    if not report.complete and stored is not None:
+        pods, services = [*stored[0], *pods], [*stored[1], *services]
+    observed = (_network_set(pods), _network_set(services))
+    at = min(report.observed_at, now)
+    if stored is not None and (_network_set(stored[0]), _network_set(stored[1])) == observed:
+        await repo.apply_observed_networks(conn, cluster, *observed, at)
+        return False
+    await repo.lock_overlap_checks(conn)
+    if not await repo.apply_observed_networks(conn, cluster, *observed, at):
+        log.info("stale node observation ignored", cluster=cluster)
+        return False
+    overlaps = await _reconcile_overlaps(conn, cluster, meta)
+    log.info(
+        "observed cluster networks applied",
+        cluster=cluster,
+        pod_cidrs=[str(n) for n in observed[0]],
+        service_cidrs=[str(n) for n in observed[1]],
+        overlaps=overlaps,
     )
-    current = {(w.domain, w.kind, w.cluster_cidr): w for w in await repo.cluster_warnings(conn, state.name)}
+    return True
+
+
+async def _reconcile_overlaps(conn: Connection, cluster: str, meta: EventMeta) -> int:
+    """Make the cluster's overlap warnings match its CIDRs now (declared ∪ observed; none once deleted),
+    under the overlap lock; returns how many hold.
+
+    A new overlap is recorded as a warning (shown with the domain) and announced with
+    ``netdomain.domain.overlap_detected.v1``; warnings that no longer hold are removed.
+    """
+    cidrs = await repo.live_cluster(conn, cluster)
+    found = [] if cidrs is None else domains_overlapping_cluster(cidrs, await repo.domain_cidrs(conn))
+    current = {(w.domain, w.kind, w.cluster_cidr): w for w in await repo.cluster_warnings(conn, cluster)}
     wanted = {(o.domain_name, o.kind.value, o.cluster_cidr): o for o in found}
     for key in current.keys() - wanted.keys():
-        await repo.delete_warning(conn, key[0], state.name, key[1], key[2])
+        await repo.delete_warning(conn, key[0], cluster, key[1], key[2])
     for key in sorted(wanted.keys() - current.keys(), key=str):
         overlap = wanted[key]
         await repo.insert_warning(
-            conn, overlap.domain_name, state.name, overlap.kind.value, overlap.cluster_cidr, overlap.message
+            conn, overlap.domain_name, cluster, overlap.kind.value, overlap.cluster_cidr, overlap.message
         )
         await _publish(
             conn,
             DomainOverlapDetected(
                 name=overlap.domain_name,
                 cidr=str(overlap.domain_cidr),
-                cluster=state.name,
+                cluster=cluster,
                 cluster_cidr=str(overlap.cluster_cidr),
                 message=overlap.message,
             ),
             # Keyed by domain and cluster, not by domain alone: on the compacted domains topic the
             # domain's own record must survive, and so must the latest overlap per cluster.
-            f"{overlap.domain_name}/overlaps/{state.name}",
+            f"{overlap.domain_name}/overlaps/{cluster}",
             meta,
         )
-        log.warning("cluster overlaps a network domain", cluster=state.name, domain=overlap.domain_name)
-    log.info("cluster applied", cluster=state.name, deleted=deleted, overlaps=len(wanted))
+        log.warning(
+            "cluster overlaps a network domain",
+            cluster=cluster,
+            domain=overlap.domain_name,
+            observed=overlap.observed,
+        )
+    return len(wanted)
 
 
 # --- addresses -------------------------------------------------------------------------------------

@@ -24,6 +24,17 @@ def event(data: BaseModel, subject: str, source: str = "test") -> Envelope:
     return new_envelope(data, source=source, subject=subject)
 
 
+async def report_as_agent(
+    producer: AIOKafkaProducer, names: TopicNames, data: BaseModel, cluster: str
+) -> None:
+    """Publish ``data`` as ``cluster``'s agent would: on its own topic, from ``agent/<cluster>``, keyed by it."""
+    await producer.send_and_wait(
+        names.for_cluster("agent.reports", cluster),
+        value=encode(event(data, cluster, source=f"agent/{cluster}")),
+        key=cluster.encode(),
+    )
+
+
 class TopicFollower:
     """Every event of some topics from their beginning, kept in arrival order (a throw-away
     consumer group; nothing is committed)."""

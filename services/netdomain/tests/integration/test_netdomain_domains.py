@@ -44,7 +44,8 @@ async def test_domain_overlapping_a_clusters_pod_cidr_is_refused_naming_the_clus
                 "kind": "cluster_pod_cidr",
                 "name": "gpu-a",
                 "cidr": "10.244.0.0/16",
-                "message": 'overlaps pod CIDR 10.244.0.0/16 of cluster "gpu-a"',
+                "observed": False,
+                "message": 'overlaps declared pod CIDR 10.244.0.0/16 of cluster "gpu-a"',
                 "message_key": "cidr_overlaps.cluster_pod_cidr",
                 "params": {"cidr": "10.244.0.0/16", "name": "gpu-a"},
             }

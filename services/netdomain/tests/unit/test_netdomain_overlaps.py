@@ -50,14 +50,14 @@ def test_overlap_with_a_pod_cidr_names_the_cidr_and_the_cluster() -> None:
     assert conflict.kind is ConflictKind.CLUSTER_POD_CIDR
     assert conflict.name == "gpu-a"
     assert conflict.cidr == net("10.244.0.0/16")
-    assert conflict.message == 'overlaps pod CIDR 10.244.0.0/16 of cluster "gpu-a"'
+    assert conflict.message == 'overlaps declared pod CIDR 10.244.0.0/16 of cluster "gpu-a"'
 
 
 def test_overlap_with_a_service_cidr_is_reported_as_such() -> None:
     [conflict] = find_overlaps(net("10.100.0.0/16"), [GPU_A], [])
 
     assert conflict.kind is ConflictKind.CLUSTER_SERVICE_CIDR
-    assert conflict.message == 'overlaps service CIDR 10.96.0.0/12 of cluster "gpu-a"'
+    assert conflict.message == 'overlaps declared service CIDR 10.96.0.0/12 of cluster "gpu-a"'
 
 
 def test_candidate_containing_another_domain_overlaps_it() -> None:
@@ -94,7 +94,7 @@ def test_ensure_no_overlaps_raises_with_all_conflicts_in_the_message() -> None:
     assert error.code is NetDomainErrorCode.CIDR_OVERLAPS
     assert error.field == "cidr"
     assert len(error.conflicts) == 3
-    assert error.message.startswith("10.0.0.0/8 overlaps pod CIDR 10.244.0.0/16")
+    assert error.message.startswith("10.0.0.0/8 overlaps declared pod CIDR 10.244.0.0/16")
     assert 'of network domain "train"' in error.message
 
 
@@ -116,7 +116,7 @@ def test_cluster_whose_cidrs_came_to_overlap_domains_is_flagged_per_domain_and_c
         ("train", ConflictKind.CLUSTER_POD_CIDR, "10.200.128.0/17"),
     ]
     assert overlaps[1].message == (
-        'network domain "train" (10.200.0.0/16) overlaps pod CIDR 10.200.128.0/17 of cluster "gpu-c"'
+        'network domain "train" (10.200.0.0/16) overlaps declared pod CIDR 10.200.128.0/17 of cluster "gpu-c"'
     )
     assert domains_overlapping_cluster(GPU_A, DOMAINS) == []
 
@@ -140,3 +140,42 @@ def test_ipv6_cluster_cidrs_never_conflict_with_an_ipv4_domain() -> None:
     dual_stack = ClusterCidrs("v6", pod_cidrs=(ip_network("fd00::/8"),))
 
     assert find_overlaps(net("10.0.0.0/8"), [dual_stack], []) == []
+
+
+def test_a_cluster_that_declared_nothing_is_checked_against_the_networks_its_agent_observed() -> None:
+    observed_only = ClusterCidrs(
+        "gpu-o", observed_pod_cidrs=(net("10.50.0.0/24"),), observed_service_cidrs=(net("10.60.0.0/24"),)
+    )
+
+    with pytest.raises(DomainOverlapError) as raised:
+        ensure_no_overlaps(net("10.50.0.0/16"), [observed_only], [])
+
+    (conflict,) = raised.value.conflicts
+    assert (conflict.kind, conflict.name, conflict.observed) == (ConflictKind.CLUSTER_POD_CIDR, "gpu-o", True)
+    assert raised.value.message == (
+        '10.50.0.0/16 overlaps pod CIDR 10.50.0.0/24 observed by the agent of cluster "gpu-o".'
+    )
+    (service,) = find_overlaps(net("10.60.0.0/16"), [observed_only], [])
+    assert service.message == 'overlaps service CIDR 10.60.0.0/24 observed by the agent of cluster "gpu-o"'
+
+
+def test_a_cidr_both_declared_and_observed_conflicts_once_as_declared() -> None:
+    both = ClusterCidrs("gpu-d", pod_cidrs=(net("10.70.0.0/24"),), observed_pod_cidrs=(net("10.70.0.0/24"),))
+
+    conflicts = find_overlaps(net("10.70.0.0/16"), [both], [])
+
+    assert [(c.cidr, c.observed) for c in conflicts] == [(net("10.70.0.0/24"), False)]
+    assert conflicts[0].message.startswith("overlaps declared pod CIDR")
+
+
+def test_an_observed_network_that_came_to_overlap_a_domain_is_flagged_as_observed() -> None:
+    observed = ClusterCidrs("gpu-o", observed_service_cidrs=(net("10.200.5.0/24"),))
+
+    (overlap,) = domains_overlapping_cluster(observed, DOMAINS)
+
+    assert (overlap.domain_name, overlap.kind, overlap.observed) == (
+        "train",
+        ConflictKind.CLUSTER_SERVICE_CIDR,
+        True,
+    )
+    assert "observed by the agent of cluster" in overlap.message

@@ -111,6 +111,33 @@ async def test_an_unchanged_cluster_is_not_reported_again_before_the_interval(tm
     assert [s.nodes[0].gpu_allocated for s in producer.sent] == [0, 2]
 
 
+class ServiceNetworkDriver(OneNodeDriver):
+    """A driver whose cluster also has a service network (as Kubernetes does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.service_cidrs: tuple[str, ...] = ("10.96.0.0/12",)
+
+    async def observe_service_cidrs(self) -> tuple[str, ...]:
+        return self.service_cidrs
+
+
+async def test_the_clusters_service_cidrs_travel_with_each_snapshot_and_a_change_is_news(
+    tmp_path: Path,
+) -> None:
+    driver, producer = ServiceNetworkDriver(), Snapshots()
+    agent = agent_for(driver, producer, tmp_path)
+    assert await agent.report_nodes(only_changed=True)
+    assert not await agent.report_nodes(only_changed=True)
+    driver.service_cidrs = ("10.96.0.0/12", "10.112.0.0/16")
+    assert await agent.report_nodes(only_changed=True)
+    assert [s.service_cidrs for s in producer.sent] == [["10.96.0.0/12"], ["10.96.0.0/12", "10.112.0.0/16"]]
+    # A runtime without a service network (local) reports none.
+    plain = Snapshots()
+    assert await agent_for(OneNodeDriver(), plain, tmp_path / "plain").report_nodes()
+    assert plain.sent[0].service_cidrs == []
+
+
 def test_nodes_cordoned_through_the_agent_are_reported_unschedulable() -> None:
     nodes = [NodeObservation(name="a"), NodeObservation(name="b")]
     assert [n.schedulable for n in with_cordons(nodes, {"b"})] == [True, False]

@@ -54,6 +54,23 @@ async def test_nodes_are_observed_with_gpu_counts_models_labels_and_readiness(
     assert (third.gpu_count, third.gpu_allocatable, third.gpu_allocated) == (4, 4, 0)
 
 
+async def test_a_nodes_pod_cidr_and_the_clusters_service_cidr_are_observed(
+    driver: KubernetesDriver, k8s_cluster: testbed.Cluster
+) -> None:
+    node = testbed.GpuNode(name=f"cidr-{uuid.uuid4().hex[:6]}", gpus=0, pod_cidr="10.244.7.0/24")
+    testbed.create_gpu_nodes(k8s_cluster, [node])
+    try:
+
+        async def observed() -> list[str]:
+            return next((n.pod_cidrs for n in await driver.observe_nodes() if n.name == node.name), [])
+
+        assert await eventually(observed, 30, "the node's pod CIDR observed") == ["10.244.7.0/24"]
+        # The API server serves the service range it was started with as the default ServiceCIDR.
+        assert await driver.observe_service_cidrs() == (testbed.SERVICE_CIDR,)
+    finally:
+        testbed.delete_nodes(k8s_cluster, [node.name])
+
+
 async def test_cordon_and_uncordon_go_through_the_api_and_are_observed(
     driver: KubernetesDriver, gpu_nodes: list[str], admin_kube: Kube
 ) -> None:

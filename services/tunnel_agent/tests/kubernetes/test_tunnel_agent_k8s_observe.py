@@ -243,3 +243,13 @@ def test_a_node_report_carries_capacity_allocatable_and_what_its_pods_hold() -> 
     )
     assert (report.memory_allocatable_bytes, report.memory_allocated_bytes) == (500 * 2**30, 3)
     assert node_facts(node).report().gpu_allocated == 0
+
+
+def test_a_nodes_pod_cidrs_are_reported_preferring_the_dual_stack_list() -> None:
+    def node(**spec: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "n1"}, "spec": spec, "status": {}}
+
+    assert node_facts(node(podCIDR="10.244.1.0/24")).report().pod_cidrs == ["10.244.1.0/24"]
+    both = node(podCIDR="10.244.1.0/24", podCIDRs=["10.244.1.0/24", "fd00:10:244:1::/64"])
+    assert node_facts(both).report().pod_cidrs == ["10.244.1.0/24", "fd00:10:244:1::/64"]
+    assert node_facts(node()).report().pod_cidrs == []

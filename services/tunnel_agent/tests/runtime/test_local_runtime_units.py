@@ -133,6 +133,17 @@ async def test_nodes_are_observed_as_declared_without_real_gpus(tmp_path: Path) 
     assert (a.gpu_allocatable, a.gpu_allocated, a.gpu_allocated_foreign) == (2, 0, 0)
 
 
+async def test_every_node_reports_the_clusters_bridge_subnet_as_its_pod_network(tmp_path: Path) -> None:
+    options = make_options(tmp_path / "state", use_netns=True)
+    nodes = await LocalDriver(CLUSTER, options).observe_nodes()
+    assert {n.name: n.pod_cidrs for n in nodes} == {
+        n: [str(options.subnet)] for n in ("node-a", "node-b", "node-c")
+    }
+    # Without network namespaces workers share the host's network: the agent knows no pod network.
+    shared = await LocalDriver(CLUSTER, make_options(tmp_path / "other", use_netns=False)).observe_nodes()
+    assert [n.pod_cidrs for n in shared] == [[], [], []]
+
+
 async def test_ensure_refuses_a_node_outside_the_cluster(tmp_path: Path) -> None:
     driver = LocalDriver(CLUSTER, make_options(tmp_path / "state", use_netns=False))
     await driver.start()

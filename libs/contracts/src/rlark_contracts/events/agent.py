@@ -69,6 +69,9 @@ class NodeObservation(EventData):
     cpu_allocated_millis: int = 0
     memory_allocated_bytes: int = 0
     gpu_allocated_foreign: int = 0
+    # Added additively: the pod networks the node's pods take addresses from (Kubernetes
+    # ``spec.podCIDRs``; the local runtime's bridge subnet). Empty when the agent does not know.
+    pod_cidrs: list[str] = []
 
 
 @event("agent.nodes.observed.v1", "agent.reports")
@@ -79,6 +82,9 @@ class NodesObserved(EventData):
     nodes: list[NodeObservation]
     complete: bool = True
     observed_at: datetime
+    service_cidrs: list[str] = []
+    """The cluster's service networks as its API server serves them (Kubernetes ServiceCIDR objects);
+    empty when the cluster has none or the agent cannot read them. Added additively."""
 
 
 @event("agent.heartbeat.sent.v1", "agent.reports")

@@ -443,6 +443,8 @@ class GpuNode:
     memory: str = "512Gi"
     labels: dict[str, str] = field(default_factory=dict)
     unschedulable: bool = False
+    pod_cidr: str = ""
+    """``spec.podCIDR`` (what the node-IPAM controller would assign; the test bed runs none)."""
 
     def manifest(self) -> dict[str, Any]:
         resources = {"cpu": self.cpu, "memory": self.memory, "pods": "110", GPU_RESOURCE: str(self.gpus)}
@@ -461,7 +463,10 @@ class GpuNode:
                 },
                 "annotations": {"kwok.x-k8s.io/node": "fake"},
             },
-            "spec": {"unschedulable": self.unschedulable},
+            "spec": {
+                "unschedulable": self.unschedulable,
+                **({"podCIDR": self.pod_cidr, "podCIDRs": [self.pod_cidr]} if self.pod_cidr else {}),
+            },
             "status": {"capacity": resources, "allocatable": dict(resources)},
         }
 

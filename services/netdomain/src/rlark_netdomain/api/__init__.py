@@ -40,6 +40,9 @@ class ConflictOut(BaseModel):
     kind: str = Field(description="cluster_pod_cidr, cluster_service_cidr or domain")
     name: str
     cidr: str
+    observed: bool = Field(
+        default=False, description="A cluster CIDR its agent observed (true), not one it declared"
+    )
     message: str
     message_key: str | None = Field(default=None, description="The message's catalogue key (ADR 0011)")
     params: dict[str, str | int] | None = Field(
@@ -221,7 +224,12 @@ def build_router(ctx: ServiceContext) -> APIRouter:
             capacity=result.capacity,
             conflicts=[
                 ConflictOut(
-                    kind=c.kind.value, name=c.name, cidr=str(c.cidr), message=c.message, **said(c.message)
+                    kind=c.kind.value,
+                    name=c.name,
+                    cidr=str(c.cidr),
+                    observed=c.observed,
+                    message=c.message,
+                    **said(c.message),
                 )
                 for c in result.conflicts
             ],

@@ -6,6 +6,10 @@ These functions take the state the caller loaded (clusters from inventory events
 the repository) and return every conflict with a message naming the other party, so an
 administrator sees all of them at once rather than one per attempt.
 
+A cluster's CIDRs are those it declared (inventory) and those its agent observed (the nodes' pod
+networks, the service networks its API server serves): an administrator may declare none, and the real
+networks must still be kept clear. Every conflict says which of the two it comes from.
+
 Clusters may be dual-stack; their IPv6 CIDRs can never overlap an IPv4 domain and are ignored.
 """
 
@@ -30,7 +34,8 @@ class ConflictKind(StrEnum):
 
 
 _KIND_RANK = {kind: rank for rank, kind in enumerate(ConflictKind)}
-#: Message keys per kind: the conflict alone, and the whole refusal when it is the only conflict.
+#: Message keys per kind: the conflict alone, and the whole refusal when it is the only conflict
+#: (a cluster's observed CIDRs add ``.observed`` to both).
 _SAID = {
     ConflictKind.CLUSTER_POD_CIDR: ("cidr_overlaps.cluster_pod_cidr", "cidr_overlaps.one.cluster_pod_cidr"),
     ConflictKind.CLUSTER_SERVICE_CIDR: (
@@ -41,23 +46,34 @@ _SAID = {
 }
 
 
+def _key(kind: ConflictKind, which: int, observed: bool) -> str:
+    key = _SAID[kind][which]
+    return f"{key}.observed" if observed else key
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterCidrs:
-    """A cluster's name with its pod and service CIDRs (as inventory reports them)."""
+    """A cluster's name with its pod and service CIDRs: as declared (inventory reports them) and as its
+    agent observed them."""
 
     name: str
     pod_cidrs: tuple[AnyNetwork, ...] = ()
     service_cidrs: tuple[AnyNetwork, ...] = ()
+    observed_pod_cidrs: tuple[AnyNetwork, ...] = ()
+    observed_service_cidrs: tuple[AnyNetwork, ...] = ()
 
-    def cidrs(self) -> Iterable[tuple[ConflictKind, IPv4Network]]:
-        """The cluster's IPv4 CIDRs, each with the conflict kind it would raise."""
-        for kind, networks in (
-            (ConflictKind.CLUSTER_POD_CIDR, self.pod_cidrs),
-            (ConflictKind.CLUSTER_SERVICE_CIDR, self.service_cidrs),
+    def cidrs(self) -> Iterable[tuple[ConflictKind, IPv4Network, bool]]:
+        """The cluster's IPv4 CIDRs, each with the conflict kind it would raise and whether it was only
+        observed (a CIDR both declared and observed counts once, as declared)."""
+        for kind, declared, observed in (
+            (ConflictKind.CLUSTER_POD_CIDR, self.pod_cidrs, self.observed_pod_cidrs),
+            (ConflictKind.CLUSTER_SERVICE_CIDR, self.service_cidrs, self.observed_service_cidrs),
         ):
-            for network in networks:
-                if isinstance(network, IPv4Network):
-                    yield kind, network
+            seen: set[IPv4Network] = set()
+            for network, only_observed in [*((n, False) for n in declared), *((n, True) for n in observed)]:
+                if isinstance(network, IPv4Network) and network not in seen:
+                    seen.add(network)
+                    yield kind, network, only_observed
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +92,8 @@ class Conflict:
     name: str
     cidr: IPv4Network
     message: Text
+    observed: bool = False
+    """A cluster CIDR its agent observed (not one the cluster declared)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +106,7 @@ class ClusterDomainOverlap:
     domain_name: str
     domain_cidr: IPv4Network
     message: str
+    observed: bool = False
 
 
 class DomainOverlapError(DomainValidationError):
@@ -96,7 +115,8 @@ class DomainOverlapError(DomainValidationError):
     def __init__(self, candidate: IPv4Network, conflicts: Sequence[Conflict], field: str = "cidr") -> None:
         if len(conflicts) == 1:
             only = conflicts[0]
-            message = text(_SAID[only.kind][1], candidate=str(candidate), cidr=str(only.cidr), name=only.name)
+            key = _key(only.kind, 1, only.observed)
+            message = text(key, candidate=str(candidate), cidr=str(only.cidr), name=only.name)
         else:
             joined = "; ".join(conflict.message for conflict in conflicts)
             message = text("cidr_overlaps", candidate=str(candidate), conflicts=joined)
@@ -105,8 +125,8 @@ class DomainOverlapError(DomainValidationError):
         self.conflicts = tuple(conflicts)
 
 
-def _cluster_message(kind: ConflictKind, cidr: IPv4Network, cluster: str) -> Text:
-    return text(_SAID[kind][0], cidr=str(cidr), name=cluster)
+def _cluster_message(kind: ConflictKind, cidr: IPv4Network, cluster: str, observed: bool = False) -> Text:
+    return text(_key(kind, 0, observed), cidr=str(cidr), name=cluster)
 
 
 def find_overlaps(
@@ -120,10 +140,10 @@ def find_overlaps(
     """
     conflicts: list[Conflict] = []
     for cluster in clusters:
-        for kind, network in cluster.cidrs():
+        for kind, network, observed in cluster.cidrs():
             if candidate.overlaps(network):
-                message = _cluster_message(kind, network, cluster.name)
-                conflicts.append(Conflict(kind, cluster.name, network, message))
+                message = _cluster_message(kind, network, cluster.name, observed)
+                conflicts.append(Conflict(kind, cluster.name, network, message, observed))
     for domain in domains:
         if candidate.overlaps(domain.cidr):
             message = _cluster_message(ConflictKind.DOMAIN, domain.cidr, domain.name)
@@ -152,13 +172,15 @@ def domains_overlapping_cluster(
     """
     overlaps: list[ClusterDomainOverlap] = []
     for domain in domains:
-        for kind, network in cluster.cidrs():
+        for kind, network, observed in cluster.cidrs():
             if domain.cidr.overlaps(network):
                 message = f'network domain "{domain.name}" ({domain.cidr}) ' + _cluster_message(
-                    kind, network, cluster.name
+                    kind, network, cluster.name, observed
                 )
                 overlaps.append(
-                    ClusterDomainOverlap(cluster.name, kind, network, domain.name, domain.cidr, message)
+                    ClusterDomainOverlap(
+                        cluster.name, kind, network, domain.name, domain.cidr, message, observed
+                    )
                 )
     overlaps.sort(key=lambda o: (o.domain_name, _KIND_RANK[o.kind], o.cluster_cidr))
     return overlaps

@@ -83,10 +83,17 @@ class ReportPublisher:
             )
         )
 
-    async def nodes(self, nodes: list[NodeObservation]) -> None:
-        """A complete snapshot of the cluster's nodes, as the driver observed them (`with_cordons`)."""
+    async def nodes(self, nodes: list[NodeObservation], service_cidrs: Sequence[str] = ()) -> None:
+        """A complete snapshot of the cluster's nodes, as the driver observed them (`with_cordons`), with the
+        cluster's service networks."""
         await self.publish(
-            NodesObserved(cluster=self.cluster, nodes=nodes, complete=True, observed_at=datetime.now(UTC))
+            NodesObserved(
+                cluster=self.cluster,
+                nodes=nodes,
+                complete=True,
+                observed_at=datetime.now(UTC),
+                service_cidrs=list(service_cidrs),
+            )
         )
 
     async def status(self, status: driver.WorkerStatus, job_id: str, node: str) -> None:

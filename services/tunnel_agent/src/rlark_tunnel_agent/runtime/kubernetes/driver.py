@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_FILES
@@ -103,6 +104,9 @@ from rlark_tunnel_agent.runtime.kubernetes.observe import (
 from rlark_tunnel_agent.runtime.markers import apply_marker, parse_marker_line
 
 log = structlog.get_logger(__name__)
+
+SERVICE_CIDRS_REFRESH_S = 60.0
+"""How long the driver keeps the cluster's service CIDRs before listing them again (they rarely change)."""
 
 T = TypeVar("T")
 
@@ -175,6 +179,9 @@ class KubernetesDriver:
         self._usage: dict[str, PodUsage] = {}
         """What pods of every namespace hold on their nodes, by pod uid (the assigned-pod watch)."""
         self._nodes_changed = asyncio.Event()
+        self._service_cidrs: tuple[str, ...] = ()
+        self._service_cidrs_at: float | None = None
+        self._service_cidrs_unserved = False
         self._specs: dict[str, WorkerSpec] = {}
         self._status: dict[str, WorkerStatus] = {}
         self._pods: dict[str, Obj] = {}
@@ -366,6 +373,28 @@ class KubernetesDriver:
         others = (u for u in self._usage.values() if not u.ours)
         usage = node_usage([*ours, *others])
         return [self._nodes[n].report(usage.get(n)) for n in sorted(self._nodes)]
+
+    async def observe_service_cidrs(self) -> tuple[str, ...]:
+        """The cluster's service networks (its ServiceCIDR objects), read at most every
+        ``SERVICE_CIDRS_REFRESH_S``; none when the API server serves no ServiceCIDRs or the agent may
+        not list them (said once in the log), the last known ones while the API fails."""
+        now = time.monotonic()
+        if self._service_cidrs_at is not None and now - self._service_cidrs_at < SERVICE_CIDRS_REFRESH_S:
+            return self._service_cidrs
+        try:
+            found = await self._call(self.kube.list_service_cidrs)
+        except (ApiException, OSError, urllib3.exceptions.HTTPError) as exc:
+            log.warning("service CIDRs unreadable; reporting the last known", error=str(exc)[:200])
+            return self._service_cidrs
+        self._service_cidrs_at = now
+        if found is None and not self._service_cidrs_unserved:
+            self._service_cidrs_unserved = True
+            log.warning(
+                "service CIDRs not observed: the API server serves no networking.k8s.io/v1 ServiceCIDRs "
+                "or the agent may not list them (deploy/agent/rbac.yaml)"
+            )
+        self._service_cidrs = tuple(found or ())
+        return self._service_cidrs
 
     def node_facts(self) -> list[NodeFacts]:
         """Everything observed per node (capacity and allocatable GPUs, cordon, addresses)."""
@@ -628,7 +657,7 @@ class KubernetesDriver:
                     for i, t in enumerate(texts, start=1)
                 ]
                 return numbered[-lines:] if lines > 0 else []
-            except (ApiException, OSError) as exc:
+            except (ApiException, OSError, urllib3.exceptions.HTTPError) as exc:
                 log.debug(
                     "worker log not readable; using the followed lines",
                     worker_id=worker_id,

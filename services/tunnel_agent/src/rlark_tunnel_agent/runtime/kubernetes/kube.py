@@ -149,6 +149,25 @@ class Kube:
         )
         return list(result.get("items") or []), str(result["metadata"].get("resourceVersion", ""))
 
+    def list_service_cidrs(self) -> list[str] | None:
+        """The CIDRs of every ``networking.k8s.io/v1`` ServiceCIDR (the service networks the API server
+        allocates ClusterIPs from); None when the server does not serve them (404) or the agent may not
+        list them (403)."""
+        try:
+            result = _json(
+                k8s_client.NetworkingV1Api(self.api_client).list_service_cidr(
+                    _preload_content=False, _request_timeout=self._timeout
+                )
+            )
+        except ApiException as exc:
+            if exc.status in (403, 404):
+                return None
+            raise
+        cidrs: list[str] = []
+        for item in result.get("items") or []:
+            cidrs += [c for c in (item.get("spec") or {}).get("cidrs") or [] if c not in cidrs]
+        return cidrs
+
     def patch_node(self, name: str, body: Obj) -> Obj:
         patched: Obj = _json(
             self.core.patch_node(name, body, _preload_content=False, _request_timeout=self._timeout)

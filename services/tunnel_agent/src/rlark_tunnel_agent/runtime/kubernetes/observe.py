@@ -68,6 +68,7 @@ class NodeFacts:
     memory_capacity_bytes: int
     memory_allocatable_bytes: int
     addresses: tuple[str, ...]
+    pod_cidrs: tuple[str, ...] = ()
 
     def report(self, usage: NodeUsage | None = None) -> agent_events.NodeObservation:
         """The node as the agent reports it: capacity, allocatable, and what ``usage`` holds on it."""
@@ -89,6 +90,7 @@ class NodeFacts:
             memory_allocated_bytes=held.memory_bytes,
             labels=self.labels,
             addresses=list(self.addresses),
+            pod_cidrs=list(self.pod_cidrs),
         )
 
 
@@ -103,6 +105,9 @@ def node_facts(node: Obj) -> NodeFacts:
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
     model = next((labels[k] for k in GPU_MODEL_LABELS if labels.get(k)), "")
     addresses = tuple(a["address"] for a in status.get("addresses") or [] if a.get("address"))
+    # ``podCIDRs`` (dual-stack) supersedes ``podCIDR``; a node the node-IPAM controller has not
+    # served yet has neither.
+    pod_cidrs = tuple(spec.get("podCIDRs") or ([spec["podCIDR"]] if spec.get("podCIDR") else []))
     return NodeFacts(
         name=meta["name"],
         labels=labels,
@@ -116,6 +121,7 @@ def node_facts(node: Obj) -> NodeFacts:
         memory_capacity_bytes=int(_quantity(capacity, "memory")),
         memory_allocatable_bytes=int(_quantity(allocatable, "memory")),
         addresses=addresses,
+        pod_cidrs=pod_cidrs,
     )
 
 

@@ -37,9 +37,11 @@ def node_observations(
     pool: Sequence[Gpu],
     address: str,
     held: Iterable[tuple[str, int]],
+    pod_cidrs: Sequence[str] = (),
 ) -> list[NodeObservation]:
     """Every virtual node of ``cluster`` with what the workers in ``held`` — (node name, GPUs) of each
-    worker not stopped — hold on it (see the module docstring)."""
+    worker not stopped — hold on it (see the module docstring); ``pod_cidrs`` is the network the workers
+    take their addresses from (the cluster's bridge subnet; shared by every virtual node)."""
     own: dict[str, int] = {}
     for node_name, gpus in held:
         own[node_name] = own.get(node_name, 0) + gpus
@@ -69,6 +71,7 @@ def node_observations(
                 memory_allocatable_bytes=node.memory,
                 labels=dict(node.labels),
                 addresses=[address],
+                pod_cidrs=list(pod_cidrs),
             )
         )
     return observations
