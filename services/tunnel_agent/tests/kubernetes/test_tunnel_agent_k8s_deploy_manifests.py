@@ -86,9 +86,15 @@ def test_control_plane_has_migrate_jobs_api_deployments_and_services_for_every_s
                 assert security["capabilities"] == {"drop": ["ALL"]}
 
 
-def _allowed(kube: Kube, verb: str, resource: str, namespace: str = "", subresource: str = "") -> bool:
+def _allowed(
+    kube: Kube, verb: str, resource: str, namespace: str = "", subresource: str = "", group: str = ""
+) -> bool:
     attributes = k8s_client.V1ResourceAttributes(
-        verb=verb, resource=resource, namespace=namespace or None, subresource=subresource or None
+        verb=verb,
+        resource=resource,
+        namespace=namespace or None,
+        subresource=subresource or None,
+        group=group or None,
     )
     review = k8s_client.V1SubjectAccessReview(
         spec=k8s_client.V1SubjectAccessReviewSpec(
@@ -129,6 +135,9 @@ def test_the_agent_role_grants_what_the_driver_needs_and_nothing_more(admin_kube
     for verb in ("list", "watch"):
         assert _allowed(admin_kube, verb, "pods", "kube-system"), verb
     assert not _allowed(admin_kube, "delete", "nodes")
+    # The cluster's service networks, reported so that no network domain overlaps them: list only.
+    assert _allowed(admin_kube, "list", "servicecidrs", group="networking.k8s.io")
+    assert not _allowed(admin_kube, "create", "servicecidrs", group="networking.k8s.io")
     assert not _allowed(admin_kube, "create", "secrets", "rlark-agent")
     assert not _allowed(admin_kube, "create", "pods", "default")
     assert not _allowed(admin_kube, "get", "pods", "kube-system", "log")

@@ -6,7 +6,10 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s_client
+from kubernetes.client.exceptions import ApiException
 from rlark_tunnel_agent.runtime.driver import WorkerPhase, WorkerStatus
+from rlark_tunnel_agent.runtime.kubernetes.kube import Kube
 from rlark_tunnel_agent.runtime.kubernetes.observe import (
     DELETED_OUTSIDE,
     RUNNING_WITHOUT_MARKERS,
@@ -253,3 +256,25 @@ def test_a_nodes_pod_cidrs_are_reported_preferring_the_dual_stack_list() -> None
     both = node(podCIDR="10.244.1.0/24", podCIDRs=["10.244.1.0/24", "fd00:10:244:1::/64"])
     assert node_facts(both).report().pod_cidrs == ["10.244.1.0/24", "fd00:10:244:1::/64"]
     assert node_facts(node()).report().pod_cidrs == []
+
+
+def test_service_cidrs_are_none_when_the_api_server_serves_none_or_forbids_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Refusing:
+        def __init__(self, status: int) -> None:
+            self.status = status
+
+        def __call__(self, _api_client: object) -> Refusing:
+            return self
+
+        def list_service_cidr(self, **_: object) -> None:
+            raise ApiException(status=self.status)
+
+    kube = Kube(k8s_client.ApiClient())
+    for status in (403, 404):
+        monkeypatch.setattr(k8s_client, "NetworkingV1Api", Refusing(status))
+        assert kube.list_service_cidrs() is None
+    monkeypatch.setattr(k8s_client, "NetworkingV1Api", Refusing(500))
+    with pytest.raises(ApiException):
+        kube.list_service_cidrs()
