@@ -279,7 +279,9 @@ async def commit_placement(
         job,
         JobStatus.PENDING,
         JobStatus.SCHEDULED,
-        f"placed {len(workers)} worker{'s' if len(workers) != 1 else ''} on {', '.join(clusters)}",
+        text("job.placed.one", clusters=", ".join(clusters))
+        if len(workers) == 1
+        else text("job.placed", workers=len(workers), clusters=", ".join(clusters)),
         now,
         meta,
         details=details,
@@ -303,7 +305,7 @@ async def commit_placement(
         job,
         JobStatus.SCHEDULED,
         JobStatus.STARTING,
-        f"worker placements sent to the agents of {', '.join(clusters)}",
+        text("job.placements_sent", clusters=", ".join(clusters)),
         now,
         meta,
     )
@@ -505,8 +507,7 @@ async def apply_addresses_allocated(
         job,
         JobStatus.SCHEDULED,
         JobStatus.STARTING,
-        f'virtual IPs allocated in network domain "{payload.domain}"; worker placements sent to the '
-        f"agents of {', '.join(clusters)}",
+        text("job.placements_sent.domain", domain=payload.domain, clusters=", ".join(clusters)),
         now,
         meta,
     )
@@ -530,9 +531,12 @@ async def apply_allocation_failed(
     if payload.code in FATAL_ALLOCATION_CODES or too_big:
         reason = payload.reason
         if too_big:
-            reason = (
-                f'network domain "{payload.domain}" ({cidr}) can never hold {len(workers)} workers: it has '
-                f"{domain_capacity(str(cidr))} usable addresses"
+            reason = text(
+                "job.domain_too_small",
+                domain=payload.domain,
+                cidr=str(cidr),
+                workers=len(workers),
+                capacity=domain_capacity(str(cidr)),
             )
         await end_job(conn, job, JobStatus.FAILED, reason, now, meta, details={"code": payload.code})
         return
