@@ -532,6 +532,48 @@ async def _tunnel_packets(ctx: Context) -> Outcome:
     )
 
 
+async def _ssh_relay(ctx: Context) -> Outcome:
+    run = _load("rlark_devinfra.bench_ssh_relay", "run")
+    if os.geteuid() != 0:
+        raise NotAvailable("needs root: the worker's sshd runs in a network namespace of the local runtime")
+    for tool in ("ssh", "scp", "ssh-keygen", "sshd"):
+        if _which(tool) is None:
+            raise NotAvailable(f"OpenSSH's `{tool}` is missing")
+    work = _bench_dir() / "ssh-relay"
+    shutil.rmtree(work, ignore_errors=True)
+    r: dict[str, Any] = await run(ctx.postgres(), ctx.kafka(), work, max(5, ctx.options.rounds))
+    load = f"load {r['load_before'][0]:.1f} → {r['load_after'][0]:.1f}"
+    return Outcome(
+        [
+            Row(
+                "scp 1 GiB straight to the worker's address",
+                f"{r['scp_direct_mib_s']:.0f} MiB/s",
+                load,
+                BASELINE,
+            ),
+            Row(
+                "scp 1 GiB through the platform (ProxyCommand → gateway → agent)",
+                f"{r['scp_through_mib_s']:.0f} MiB/s ({r['scp_ratio']:.2f}× direct)",
+                f"≥ {r['scp_target']}× direct",
+                _verdict(r["scp_ratio"] >= r["scp_target"]),
+            ),
+            Row(
+                f"`ssh host true` straight, median of {r['rounds']}",
+                f"{r['rt_direct_ms']:.0f} ms",
+                "",
+                BASELINE,
+            ),
+            Row(
+                f"`ssh host true` through the platform, median of {r['rounds']}",
+                f"{r['rt_through_ms']:.0f} ms ({r['rt_ratio']:.2f}× direct)",
+                f"≤ {r['rt_target']}× direct",
+                _verdict(r["rt_ratio"] <= r["rt_target"]),
+            ),
+        ],
+        r,
+    )
+
+
 def _which(tool: str) -> str | None:
     return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
 
@@ -584,6 +626,14 @@ BENCHES: list[Bench] = [
         lambda o: 420 + (1800 if o.build else 0),
         False,
         _kubernetes,
+    ),
+    Bench(
+        "ssh-relay",
+        "scp of 1 GiB and `ssh host true` through the platform (gateway ⇄ agent relay) vs straight to the worker",
+        "≈ 90 s",
+        lambda o: 900,
+        True,
+        _ssh_relay,
     ),
     Bench(
         "tunnel",
