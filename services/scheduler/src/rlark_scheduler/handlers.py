@@ -54,7 +54,7 @@ from rlark_contracts.events.scheduler import (
     WorkerPlaced,
     WorkerStopRequested,
 )
-from rlark_contracts.messages import text
+from rlark_contracts.messages import Text, catalogue, text
 from rlark_platform.db.pool import Connection
 from rlark_platform.errors import ApiError
 from rlark_platform.identity import Caller
@@ -681,6 +681,16 @@ async def _reported_worker(conn: Connection, cluster: str, job_id: str, wid: str
     return worker
 
 
+def reported_reason(payload: WorkerStatusChanged) -> str:
+    """The agent's reason, as the catalogue sentence it named when this side says it the same way
+    (agents and the scheduler may run different catalogue versions: then the words as sent)."""
+    if payload.reason_key and payload.reason_key in catalogue("en"):
+        said = Text(payload.reason_key, payload.reason_params)
+        if said.english == payload.reason:
+            return said
+    return payload.reason
+
+
 async def apply_worker_status(
     conn: Connection, payload: WorkerStatusChanged, meta: Meta, settings: SchedulerSettings, now: datetime
 ) -> None:
@@ -691,10 +701,11 @@ async def apply_worker_status(
     assert job is not None
     workers = [w.facts for w in await repo.workers_of(conn, job.id)]
     before = next(w for w in workers if w.worker_id == payload.worker_id)
+    reason = reported_reason(payload)
     report = WorkerReport(
         worker_id=payload.worker_id,
         phase=payload.phase,
-        reason=payload.reason,
+        reason=reason,
         exit_code=payload.exit_code,
         ray_nodes_joined=payload.ray_nodes_joined,
         ray_nodes_expected=payload.ray_nodes_expected,
@@ -718,7 +729,7 @@ async def apply_worker_status(
             at=now,
             worker_id=payload.worker_id,
             phase=fold.worker.phase,
-            reason=payload.reason,
+            reason=reason,
             details=details,
         )
         await repo.notify_activity(conn, job.id)

@@ -800,6 +800,18 @@ async def reasons_said(conn: Connection, job_ids: Sequence[str]) -> dict[str, di
     return found
 
 
+async def worker_reasons_said(conn: Connection, job_id: str) -> dict[str, dict[str, Any]]:
+    """Like :func:`reasons_said`, for each worker of ``job_id``: its reason's key and params."""
+    rows = await conn.fetch(
+        """SELECT DISTINCT ON (e.worker_id) e.worker_id, e.details
+             FROM job_events e JOIN workers w ON w.id = e.worker_id AND e.reason = w.reason
+            WHERE e.job_id = $1 AND e.kind = 'worker' AND e.details ? 'said'
+            ORDER BY e.worker_id, e.seq DESC""",
+        job_id,
+    )
+    return {row["worker_id"]: row["details"]["said"] for row in rows}
+
+
 async def insert_event(
     conn: Connection,
     job_id: str,

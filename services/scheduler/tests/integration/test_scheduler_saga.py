@@ -134,10 +134,22 @@ async def test_prepare_failure_fails_the_job_with_that_workers_code_reason_and_l
     rollout = placed[2]
     await world.worker(placed[0], "Preparing")
     await world.logs(rollout, 1, ["pip install flash-attn", "ERROR: could not build wheels", "exit 2"])
-    await world.worker(rollout, "Failed", exit_code=2, reason="prepare script exited with 2")
+    await world.worker(
+        rollout,
+        "Failed",
+        exit_code=2,
+        reason="prepare script exited with 2",
+        reason_key="worker.prepare_failed",
+        reason_params={"code": 2},
+    )
     failed = await job_status(scheduler, job["id"], "Failed")
     assert failed["exit_code"] == 2
     assert failed["reason"] == f"worker {rollout['worker_id']}: prepare script exited with 2"
+    # The agent keyed its reason, so the job's and the worker's can be said in Chinese (ADR 0011).
+    assert failed["reason_said"] == {
+        "message_key": "worker.prepare_failed.worker",
+        "params": {"code": 2, "worker": rollout["worker_id"]},
+    }
     assert failed["details"]["last_lines"] == [
         "pip install flash-attn",
         "ERROR: could not build wheels",
@@ -146,6 +158,7 @@ async def test_prepare_failure_fails_the_job_with_that_workers_code_reason_and_l
     assert failed["details"]["role"] == "rollout"
     worker = next(w for w in failed["workers"] if w["id"] == rollout["worker_id"])
     assert (worker["phase"], worker["exit_code"]) == ("Failed", 2)
+    assert worker["reason_said"] == {"message_key": "worker.prepare_failed", "params": {"code": 2}}
     await placements.until(lambda _: stops_for(placements, job["id"]) == {p["worker_id"] for p in placed})
 
 

@@ -3,9 +3,11 @@ key and params travel with each problem, and the Chinese rendering carries the s
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from rlark_contracts.events.agent import WorkerStatusChanged
 from rlark_contracts.messages import LANGUAGES, Text, catalogue, render
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
 from rlark_scheduler.domain.placement import JobRequest, RoleRequest
@@ -19,10 +21,12 @@ from rlark_scheduler.domain.reasons import (
 )
 from rlark_scheduler.domain.spec import parse_job_document
 from rlark_scheduler.domain.validation import ClusterView, NodeView, ValidationContext, validate_job
+from rlark_scheduler.handlers import reported_reason
 
 pytestmark = pytest.mark.unit
 
 A100 = {"rlark.io/gpu-model": "A100"}
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
 CTX = ValidationContext.build(
     [
         ClusterView(
@@ -137,3 +141,27 @@ def test_a_role_that_fits_alone_still_says_its_counts_and_the_job_leaves_it_out(
     assert actor.fits_alone
     assert [said.key for said in role_texts(actor)] == ["pending.needs"]
     assert all(said.params.get("role") != "actor" for said in pending_texts(reason))
+
+
+def _report(**fields: Any) -> WorkerStatusChanged:
+    base: dict[str, Any] = {"cluster": "c", "job_id": "j", "worker_id": "j-w-0", "phase": "Failed", "at": NOW}
+    return WorkerStatusChanged(**{**base, **fields})
+
+
+def test_an_agents_keyed_reason_is_said_again_and_free_text_stays_as_sent() -> None:
+    keyed = reported_reason(
+        _report(
+            reason="prepare script exited with 3",
+            reason_key="worker.prepare_failed",
+            reason_params={"code": 3},
+        )
+    )
+    assert isinstance(keyed, Text)
+    assert keyed.render("zh-CN") == "准备脚本退出，退出码 3"
+    # An agent on another catalogue version said other words: the words as sent win.
+    other = reported_reason(
+        _report(reason="prepare failed (3)", reason_key="worker.prepare_failed", reason_params={"code": 3})
+    )
+    assert not isinstance(other, Text)
+    assert other == "prepare failed (3)"
+    assert not isinstance(reported_reason(_report(reason="OOMKilled")), Text)

@@ -106,6 +106,11 @@ class WorkerStatusChanged(EventData):
     phase: str
     """A ``WorkerPhase`` value (a string: see ``WorkerPhase``)."""
     reason: str = ""
+    reason_key: str = ""
+    """``reason`` as a catalogue sentence (``rlark_contracts.messages``, ADR 0011): its key, empty when
+    the reason is free text (a worker's own words)."""
+    reason_params: dict[str, str | int] = {}
+    """The values ``reason_key``'s sentence interpolates."""
     exit_code: int | None = None
     ray_nodes_joined: int | None = None
     ray_nodes_expected: int | None = None

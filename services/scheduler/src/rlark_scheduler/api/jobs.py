@@ -111,6 +111,7 @@ async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> Job
     timeline = await repo.events_of(conn, job.id, kinds=["status"])
     outputs = await repo.outputs_of(conn, job.id)
     said = await repo.reasons_said(conn, [job.id])
+    worker_said = await repo.worker_reasons_said(conn, job.id)
     spec = job.spec.get("spec", {})
     header = next((w for w in workers if w.facts.is_header), None)
     address = (header.virtual_ip or header.facts.address) if header else ""
@@ -131,7 +132,9 @@ async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> Job
         pending=job.pending if job.status is JobStatus.PENDING else None,
         warnings=job.warnings,
         ray_nodes=ray,
-        workers=[WorkerOut.of(w, login_users[w.facts.cluster]) for w in workers],
+        workers=[
+            WorkerOut.of(w, login_users[w.facts.cluster], worker_said.get(w.facts.worker_id)) for w in workers
+        ],
         timeline=[EventOut.of(e) for e in timeline],
         outputs=outputs,
         tensorboard_dir=spec.get("tensorboardDir"),

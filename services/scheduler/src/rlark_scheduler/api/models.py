@@ -41,13 +41,16 @@ class WorkerOut(BaseModel):
     ray_joined: bool
     exit_code: int | None
     reason: str
+    reason_said: dict[str, Any] | None = Field(
+        default=None, description="The reason as a catalogue sentence (message_key, params; ADR 0011)"
+    )
     updated_at: datetime
     login_user: str = Field(
         default="", description="The user the worker's sshd logs in (`rlark ssh`, `rlark ssh-config`)"
     )
 
     @classmethod
-    def of(cls, row: WorkerRow, login_user: str = "") -> WorkerOut:
+    def of(cls, row: WorkerRow, login_user: str = "", reason_said: dict[str, Any] | None = None) -> WorkerOut:
         w = row.facts
         return cls(
             id=w.worker_id,
@@ -64,6 +67,7 @@ class WorkerOut(BaseModel):
             ray_joined=w.ray_joined,
             exit_code=w.exit_code,
             reason=w.reason,
+            reason_said=reason_said,
             updated_at=row.updated_at,
             login_user=login_user,
         )

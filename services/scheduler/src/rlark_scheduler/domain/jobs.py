@@ -36,7 +36,7 @@ from typing import Any
 
 from rlark_contracts.events.agent import TERMINAL_WORKER_PHASES, WorkerPhase
 from rlark_contracts.events.scheduler import worker_id_for
-from rlark_contracts.messages import Text, text
+from rlark_contracts.messages import Text, catalogue, text
 
 from rlark_scheduler.domain.placement import JobRequest, RoleRequest
 from rlark_scheduler.domain.spec import JobSpec
@@ -231,12 +231,12 @@ def _failure_reason(worker: WorkerFacts, report: WorkerReport) -> str:
     suffix = "" if worker.is_header else ".worker"
     named: dict[str, str | int] = {} if worker.is_header else {"worker": worker.worker_id}
     reported = report.reason or worker.reason
+    if reported and worker.is_header:
+        return reported
+    if isinstance(reported, Text) and f"{reported.key}.worker" in catalogue("en"):
+        return Text(f"{reported.key}.worker", {**reported.params, "worker": worker.worker_id})
     if reported:
-        return (
-            reported
-            if worker.is_header
-            else text("job.failed.reported.worker", worker=worker.worker_id, reason=reported)
-        )
+        return text("job.failed.reported.worker", worker=worker.worker_id, reason=reported)
     joined, expected = report.ray_nodes_joined, report.ray_nodes_expected
     if joined is not None and expected is not None and joined < expected:
         return Text("job.failed.ray_join" + suffix, {**named, "joined": joined, "expected": expected})

@@ -29,6 +29,7 @@ from rlark_contracts.events.agent import (
     WorkerOutputsListed,
     WorkerStatusChanged,
 )
+from rlark_contracts.messages import Text
 
 from rlark_tunnel_agent.agent.session import Session
 from rlark_tunnel_agent.runtime import driver
@@ -105,6 +106,9 @@ class ReportPublisher:
                 worker_id=status.worker_id,
                 phase=status.phase.value,
                 reason=status.reason,
+                # A reason the agent wrote from the catalogue (a Text: model_copy keeps it) travels keyed.
+                reason_key=status.reason.key if isinstance(status.reason, Text) else "",
+                reason_params=dict(status.reason.params) if isinstance(status.reason, Text) else {},
                 exit_code=status.exit_code,
                 ray_nodes_joined=status.ray_nodes_joined,
                 ray_nodes_expected=status.ray_nodes_expected,

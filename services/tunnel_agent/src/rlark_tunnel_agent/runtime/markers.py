@@ -21,6 +21,7 @@ import json
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from rlark_contracts.messages import text
 
 if TYPE_CHECKING:
     from rlark_tunnel_agent.runtime.driver import WorkerStatus
@@ -246,7 +247,7 @@ def apply_marker(status: WorkerStatus, marker: Marker) -> WorkerStatus:
                 update={
                     "phase": WorkerPhase.FAILED,
                     "exit_code": code,
-                    "reason": f"prepare script exited with {code}",
+                    "reason": text("worker.prepare_failed", code=code),
                 }
             )
         case RayStartFailed(exit_code=code):
@@ -254,7 +255,7 @@ def apply_marker(status: WorkerStatus, marker: Marker) -> WorkerStatus:
                 update={
                     "phase": WorkerPhase.FAILED,
                     "exit_code": code,
-                    "reason": f"ray start exited with {code}",
+                    "reason": text("worker.ray_start_failed", code=code),
                 }
             )
         case RayHeadUp():
@@ -266,7 +267,7 @@ def apply_marker(status: WorkerStatus, marker: Marker) -> WorkerStatus:
                 update={
                     "phase": WorkerPhase.FAILED,
                     "exit_code": EXIT_JOIN_TIMEOUT,
-                    "reason": reason or "could not join the Ray head",
+                    "reason": reason or text("worker.ray_join_failed"),
                 }
             )
         case NodesJoined(joined=joined, expected=expected):
@@ -284,7 +285,8 @@ def apply_marker(status: WorkerStatus, marker: Marker) -> WorkerStatus:
                     "exit_code": EXIT_JOIN_TIMEOUT,
                     "ray_nodes_joined": joined,
                     "ray_nodes_expected": expected,
-                    "reason": reason or f"{joined}/{expected} Ray nodes joined after {round(waited)}s",
+                    "reason": reason
+                    or text("worker.join_timeout", joined=joined, expected=expected, seconds=round(waited)),
                 }
             )
         case PeersReachable():
@@ -303,17 +305,17 @@ def apply_marker(status: WorkerStatus, marker: Marker) -> WorkerStatus:
             return status.model_copy(update={"phase": WorkerPhase.RUNNING})
         case RunExited(exit_code=code):
             phase = WorkerPhase.SUCCEEDED if code == 0 else WorkerPhase.FAILED
-            reason = "" if code == 0 else f"run script exited with {code}"
+            reason = "" if code == 0 else text("worker.run_failed", code=code)
             return status.model_copy(update={"phase": phase, "exit_code": code, "reason": reason})
         case RayNodeLost(reason=reason):
-            return status.model_copy(update={"reason": reason or "the Ray node stopped"})
+            return status.model_copy(update={"reason": reason or text("worker.ray_node_stopped")})
         case _:
             return status
 
 
 def _unreachable_reason(failed: tuple[PeerFailure, ...], deadline_s: float) -> str:
     if not failed:
-        return "the Ray peers did not answer the Header"
+        return text("worker.peers_silent")
     return "; ".join(
         f"peer {f.address} did not answer on {f.port} ({f.service}) within {deadline_s:g}s: {f.error}"
         for f in failed
