@@ -442,6 +442,8 @@ export interface Worker {
   gpus: number;
   phase: string;
   reason?: string;
+  /** The reason as the agent keyed it (ADR 0011). */
+  reason_said?: ServerSaid | null;
   exit_code?: number | null;
   ray_joined?: boolean;
   ray_nodes_joined?: number | null;

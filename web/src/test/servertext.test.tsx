@@ -70,6 +70,21 @@ describe('server sentences (ADR 0011)', () => {
     expect(await screen.findByTestId('job-reason')).toHaveTextContent(english);
   });
 
+  it('says a failed worker\'s reason in Chinese from the key the agent sent', async () => {
+    mockApi({
+      'GET /api/v1/jobs/job-6': {
+        id: 'job-6', name: 'sft', owner: 'alice', status: 'Failed', reason: 'prepare script exited with 3', outputs: [], warnings: [], details: {},
+        reason_said: { message_key: 'worker.prepare_failed', params: { code: 3 } },
+        created_at: '2026-11-29T10:00:00Z', ray_nodes: null, ssh_command: null, pending: null, timeline: [],
+        workers: [{ id: 'w-0', role: 'trainer', index: 0, rank: 0, is_header: true, cluster: 'gpu-a', node: 'n1', address: '10.0.0.2', gpus: 0, phase: 'Failed', ray_joined: false, exit_code: 3, reason: 'prepare script exited with 3', reason_said: { message_key: 'worker.prepare_failed', params: { code: 3 } } }],
+      },
+    });
+    renderPage(<JobDetail />, { route: '/jobs/job-6', path: '/jobs/:id' });
+    expect(await screen.findByTestId('job-reason')).toHaveTextContent('准备脚本退出，退出码 3');
+    expect(screen.getByTestId('workers-table')).toHaveTextContent('准备脚本退出，退出码 3');
+    expect(screen.queryByText(/prepare script exited/)).toBeNull();
+  });
+
   it('lists jobs with their reasons in Chinese', async () => {
     const job = { id: 'job-4', name: 'sft', owner: 'alice', status: 'Succeeded', clusters: ['gpu-a'], created_at: '2026-11-29T10:00:00Z' };
     mockApi({

@@ -376,7 +376,7 @@ export default function JobDetail() {
                             render: (_, w) => (
                               <Space orientation="vertical" size={0}>
                                 <PhaseTag phase={w.phase} />
-                                {w.reason && <Typography.Text type="secondary" style={{ fontSize: 12, display: 'inline-block', maxWidth: 120 }}>{w.reason}</Typography.Text>}
+                                {w.reason && <Typography.Text type="secondary" style={{ fontSize: 12, display: 'inline-block', maxWidth: 120 }}>{sayReason(w)}</Typography.Text>}
                                 {w.exit_code !== undefined && w.exit_code !== null && <Typography.Text type="secondary" style={{ fontSize: 12 }}>{t('workers.exitCode', { code: w.exit_code })}</Typography.Text>}
                               </Space>
                             ),
