@@ -100,3 +100,53 @@ def test_a_pending_timeline_row_is_said_clause_by_clause() -> None:
         lang.choose("en")
     assert lang.event_text(row) == "submitted"
     lang.choose(None)
+
+
+JOB = {
+    "id": "job-1",
+    "name": "sft",
+    "owner": "alice",
+    "status": "Failed",
+    "reason": "prepare script exited with 3",
+    "reason_said": {"message_key": "worker.prepare_failed", "params": {"code": 3}},
+    "exit_code": 3,
+    "network_domain": None,
+    "ray_nodes": None,
+    "ssh_command": None,
+    "pending": None,
+    "workers": [],
+    "outputs": [],
+    "timeline": [
+        {
+            "at": "2026-12-01T10:00:00Z",
+            "to_status": "Pending",
+            "reason": "submitted",
+            "details": {"said": {"message_key": "job.submitted", "params": {}}},
+        }
+    ],
+}
+
+
+def test_jobs_show_says_the_reason_and_the_timeline_in_the_chosen_language(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RLARK_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("RLARK_URL", "http://gateway.test")
+    real_client = httpx.Client
+
+    def fake_client(**kwargs: Any) -> httpx.Client:
+        return real_client(transport=httpx.MockTransport(lambda _: httpx.Response(200, json=JOB)), **kwargs)
+
+    monkeypatch.setattr(cli_client.httpx, "Client", fake_client)
+    try:
+        chinese = CliRunner().invoke(
+            app, ["--lang", "zh-CN", "jobs", "show", "job-1"], env={"COLUMNS": "200"}
+        )
+        english = CliRunner().invoke(app, ["--lang", "en", "jobs", "show", "job-1"], env={"COLUMNS": "200"})
+    finally:
+        lang.choose(None)
+    assert chinese.exit_code == 0, chinese.output
+    assert "准备脚本退出，退出码 3" in chinese.output
+    assert "已提交" in chinese.output
+    assert "prepare script exited with 3" in english.output
+    assert "submitted" in english.output

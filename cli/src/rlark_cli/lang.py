@@ -72,6 +72,17 @@ def event_text(event: Mapping[str, Any]) -> str:
     return reason
 
 
+def reason_of(job: Mapping[str, Any]) -> str:
+    """A job's (or worker's) reason: its ``reason_said`` sentence or clauses, else the reason as stored."""
+    reason = str(job.get("reason") or "")
+    said = job.get("reason_said")
+    if not said:
+        return reason
+    if said.get("parts"):
+        return say_all(said["parts"], reason)
+    return say({**said, "message": reason}, reason)
+
+
 def _complete(key: str, params: Mapping[str, Any], lang: Language) -> bool:
     """Does the key exist, with a value for each of its placeholders? (else the message is safer)"""
     template = catalogue(lang).get(key) or catalogue("en").get(key)

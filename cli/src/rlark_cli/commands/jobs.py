@@ -23,6 +23,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from rlark_cli import lang
 from rlark_cli.client import EXIT_REFUSED, Gateway, RetryPolicy, err, fail
 from rlark_cli.commands import job_files
 from rlark_cli.output import Column, Format, OutputOpt, emit, out
@@ -47,7 +48,7 @@ COLUMNS: list[Column] = [
     ("CLUSTERS", "clusters"),
     ("OWNER", "owner"),
     ("CREATED", lambda job: str(job["created_at"])[:19].replace("T", " ")),
-    ("REASON", lambda job: _short(job.get("reason") or "", 60)),
+    ("REASON", lambda job: _short(lang.reason_of(job), 60)),
 ]
 
 
@@ -258,13 +259,13 @@ def _follow_progress(gateway: Gateway, job_id: str, *, quiet: bool) -> None:
 
 def _progress_line(kind: str, event: dict[str, Any]) -> str | None:
     """One human line per interesting timeline event (queued → placed → joined i/N → running → end)."""
-    reason = event.get("reason") or ""
+    reason = lang.event_text(event)
     if kind == "pending":
         return f"queued: {reason}"
     if kind == "status":
         to = event.get("to_status")
         if to == "Pending":
-            return f"queued ({reason})" if reason and reason != "submitted" else "queued"
+            return f"queued ({reason})" if reason and event.get("reason") != "submitted" else "queued"
         if to == "Scheduled":
             return f"placed: {reason}"
         if to == "Starting":
@@ -337,7 +338,7 @@ def show(job_id: JobId, output: OutputOpt = Format.table) -> None:
         return
     out.print(f"[bold]{job['id']}[/]  {job['name']}  owner {job['owner']}", highlight=False)
     code = "" if job.get("exit_code") is None else f" (exit code {job['exit_code']})"
-    out.print(f"status     [bold]{job['status']}[/]{code}: {job['reason']}", highlight=False)
+    out.print(f"status     [bold]{job['status']}[/]{code}: {lang.reason_of(job)}", highlight=False)
     if job.get("network_domain"):
         out.print(f"domain     {job['network_domain']}", highlight=False)
     if job.get("ray_nodes"):
@@ -390,7 +391,7 @@ def show(job_id: JobId, output: OutputOpt = Format.table) -> None:
     for column in ("AT", "STATUS", "REASON"):
         table.add_column(column, overflow="fold")
     for event in job["timeline"]:
-        table.add_row(str(event["at"])[:19].replace("T", " "), event["to_status"], event["reason"])
+        table.add_row(str(event["at"])[:19].replace("T", " "), event["to_status"], lang.event_text(event))
     out.print(table)
     for listing in job.get("outputs") or []:
         more = " (truncated)" if listing["truncated"] else ""
@@ -499,7 +500,7 @@ def events(job_id: JobId, follow: FollowOpt = False, output: OutputOpt = Format.
         ("KIND", "kind"),
         ("WHAT", lambda e: e["to_status"] or e.get("phase") or ""),
         ("WORKER", "worker_id"),
-        ("REASON", "reason"),
+        ("REASON", lang.event_text),
     ]
     emit(result, output, columns)
 
@@ -507,8 +508,9 @@ def events(job_id: JobId, follow: FollowOpt = False, output: OutputOpt = Format.
 def _event_text(kind: str, event: dict[str, Any]) -> str:
     at = str(event.get("at", ""))[:19].replace("T", " ")
     if kind == "status":
-        return f"{at}  {event.get('from_status') or '-'} → {event.get('to_status')}: {event.get('reason')}"
+        return f"{at}  {event.get('from_status') or '-'} → {event.get('to_status')}: {lang.event_text(event)}"
     if kind == "worker":
-        reason = event.get("reason") or ""
-        return f"{at}  worker {event.get('worker_id')}: {event.get('phase')} {reason}".rstrip()
-    return f"{at}  {kind}: {event.get('reason')}"
+        return (
+            f"{at}  worker {event.get('worker_id')}: {event.get('phase')} {lang.event_text(event)}".rstrip()
+        )
+    return f"{at}  {kind}: {lang.event_text(event)}"
