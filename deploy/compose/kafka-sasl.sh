@@ -2,6 +2,8 @@
 # The compose file's Kafka broker with authentication and authorization (ADR 0004): SASL/SCRAM-SHA-512 on
 # the client listener, SASL/PLAIN for the admin on the controller listener, the StandardAuthorizer denying
 # whatever no ACL allows. The admin principal's SCRAM credential is added when the storage is formatted.
+# connections.max.reauth.ms: a login lasts 60 s, then the broker ends the connection and the client logs
+# in again, so an agent whose credential was rotated (its Kafka password changed) is cut off within it.
 # Needs KAFKA_ADMIN_PASSWORD; the config it writes (with that password) is readable by the broker only.
 set -euo pipefail
 : "${KAFKA_ADMIN_PASSWORD:?set RLARK_KAFKA_ADMIN_PASSWORD in .env}"
@@ -24,6 +26,7 @@ listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.com
 sasl.mechanism.controller.protocol=PLAIN
 listener.name.controller.sasl.enabled.mechanisms=PLAIN
 listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="$ADMIN" password="$KAFKA_ADMIN_PASSWORD" user_$ADMIN="$KAFKA_ADMIN_PASSWORD";
+connections.max.reauth.ms=60000
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:$ADMIN
 allow.everyone.if.no.acl.found=false

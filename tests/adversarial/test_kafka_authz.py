@@ -7,6 +7,8 @@ cluster they run an agent on — that agent's credential, traded for its Kafka c
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -17,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAuthorizationFailedError
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.agent import HeartbeatSent
@@ -28,7 +31,7 @@ E2E = Path(__file__).resolve().parents[1] / "e2e"
 if str(E2E) not in sys.path:
     sys.path.insert(0, str(E2E))  # the e2e helpers (stack) are plain modules there
 
-from stack import QUICK_OVERRIDES, Stack, platform  # noqa: E402
+from stack import QUICK_OVERRIDES, Stack, eventually, platform  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -45,14 +48,39 @@ PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDeWl8B0Ju0RT1Kw6f0R5kJbGgkYg5
 
 async def agent_kafka(stack: Stack, cluster: str) -> KafkaAccess:
     """Register ``cluster`` and open its agent's session: the Kafka credential an agent host holds."""
-    credential = await stack.register_cluster(cluster)
+    return await session_kafka(stack, await stack.register_cluster(cluster))
+
+
+async def agent_session(stack: Stack, credential: str) -> httpx.Response:
     async with httpx.AsyncClient(base_url=stack.url, timeout=30) as client:
-        response = await client.post(
-            "/api/v1/agent/session", headers={"Authorization": f"Bearer {credential}"}
-        )
+        return await client.post("/api/v1/agent/session", headers={"Authorization": f"Bearer {credential}"})
+
+
+async def session_kafka(stack: Stack, credential: str) -> KafkaAccess:
+    """Open an agent session with ``credential``: the Kafka credential it hands out."""
+    response = await agent_session(stack, credential)
     assert response.status_code == 200, response.text
     body = response.json()
     return KafkaAccess(body["kafka_bootstrap"], body["kafka_username"], body["kafka_password"])
+
+
+async def login(access: KafkaAccess) -> None:
+    """One new connection to the broker as ``access`` (KafkaConnectionError when the login is refused)."""
+    client = AIOKafkaAdminClient(**access.client_options(), client_id="rlark-login-probe")
+    try:
+        await client.start()
+    finally:
+        await client.close()
+
+
+async def group_members(admin: KafkaAccess, group: str) -> int:
+    client = AIOKafkaAdminClient(**admin.client_options())
+    await client.start()
+    try:
+        (described,) = await client.describe_consumer_groups([group])
+    finally:
+        await client.close()
+    return sum(len(g[5]) for g in described.groups)  # (error, group, state, protocol_type, protocol, members)
 
 
 def forged_key(owner: str) -> bytes:
@@ -208,3 +236,59 @@ async def test_an_event_whose_source_is_not_the_topics_producer_goes_to_the_dlq(
         headers = next(h for _, value, h in dlq.records if envelope.id.encode() in value)
     assert headers["rlark-error-kind"] == b"source_mismatch"
     assert headers["rlark-consumer"] == b"scheduler-state"
+
+
+async def test_a_rotated_agent_credential_ends_the_old_hosts_kafka_login(stack: Stack) -> None:
+    """Issue 14: an admin rotates the credential of a compromised host's cluster. The old host's Kafka
+    password stops working at once for new connections, and its consumer already connected is cut off
+    when the broker's login lifetime (``connections.max.reauth.ms``) ends: it drops out of its group and
+    never comes back. The new credential's session works, and the services, whose connections went
+    through the same login lifetime meanwhile, still process the new agent's reports."""
+    credential = await stack.register_cluster("lab")
+    old = await session_kafka(stack, credential)
+    assert await session_kafka(stack, credential) == old  # a renewal hands out the same password
+    names = TopicNames(stack.topic_prefix)
+    group = f"{stack.topic_prefix}agent-lab"
+    connected = AIOKafkaConsumer(
+        names.for_cluster("scheduler.placements", "lab"),
+        **old.client_options(),
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await connected.start()
+    try:
+        await connected.getmany(timeout_ms=1000)
+        assert await group_members(stack.kafka_admin, group) == 1
+
+        async with stack.client() as admin:
+            rotated = await admin.post("/api/v1/clusters/lab/credential")
+        assert rotated.status_code == 200, rotated.text
+        new_credential = rotated.json()["agent_credential"]
+
+        with pytest.raises(KafkaConnectionError):  # refused as soon as the rotation answered
+            await login(old)
+        assert (await agent_session(stack, credential)).status_code == 401
+
+        # The old host's consumer keeps trying in the background (heartbeats, fetches, rejoining).
+        async def evicted() -> bool:
+            return await group_members(stack.kafka_admin, group) == 0
+
+        await eventually(evicted, timeout_s=180, interval_s=1, what="the old host's consumer cut off")
+    finally:
+        with contextlib.suppress(TimeoutError):  # a consumer that cannot log in may not leave cleanly
+            await asyncio.wait_for(connected.stop(), 30)
+
+    new = await session_kafka(stack, new_credential)
+    assert new.username == old.username
+    assert new.password != old.password
+    await login(new)
+    beat = HeartbeatSent(cluster="lab", sent_at=datetime.now(UTC))
+    report = encode(new_envelope(beat, source="agent/lab", subject="lab"))
+    await produce(new.client_options(), names.for_cluster("agent.reports", "lab"), report)
+
+    async def online() -> bool:
+        async with stack.client() as client:
+            return bool((await client.get("/api/v1/clusters/lab")).json()["online"])
+
+    await eventually(online, timeout_s=60, what="inventory to take the new agent's heartbeat")

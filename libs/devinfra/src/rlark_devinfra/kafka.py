@@ -9,6 +9,12 @@ StandardAuthorizer refuses what no ACL allows. The admin principal (``rlark-admi
 broker's own identity) gets its SCRAM credential when the storage is formatted; the controller listener
 takes SASL/PLAIN for the same principal (KRaft controllers cannot read SCRAM credentials from the metadata
 they serve). Its password is in the broker's config, which only the broker's owner can read.
+
+Logins last ``REAUTH_MS`` (``connections.max.reauth.ms``): aiokafka does not re-authenticate (KIP-368),
+so the broker closes each connection once its login is that old and the client logs in again, which a
+principal whose password changed meanwhile (a rotated agent credential) cannot. The same minute as in
+``docker-compose.yml`` and ``deploy/``: a test whose services run longer sees their connections end and
+the services carry on.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from rlark_devinfra.process import free_port, read_pid, stop_process_group, wait
 KAFKA_VERSION = "4.1.1"
 LOG4J_VERSION = "2.25.3"
 CACHE_KEY = f"kafka-{KAFKA_VERSION}-log4j-{LOG4J_VERSION}-v1"
+REAUTH_MS = 60_000
+"""How long a login lasts before the broker ends the connection (as in compose and Kubernetes)."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +158,7 @@ def _write_config(port: int, controller_port: int, admin_password: str) -> Path:
         "listener.name.controller.plain.sasl.jaas.config": _jaas(
             "org.apache.kafka.common.security.plain.PlainLoginModule", admin_password, plain_users=True
         ),
+        "connections.max.reauth.ms": str(REAUTH_MS),
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": f"User:{ADMIN_PRINCIPAL}",
         "allow.everyone.if.no.acl.found": "false",

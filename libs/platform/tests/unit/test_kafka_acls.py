@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 from rlark_contracts import TOPICS, TopicNames
-from rlark_platform.messaging.access import KafkaAccess, agent_principal, derive_password
+from rlark_platform.messaging.access import (
+    KafkaAccess,
+    agent_principal,
+    derive_agent_password,
+    derive_password,
+)
 from rlark_platform.messaging.acls import (
     Acl,
     Operation,
@@ -119,6 +124,25 @@ def test_passwords_are_derived_per_principal_and_need_the_secret() -> None:
     assert one != derive_password("other", "t1.keys")
     with pytest.raises(ValueError, match="internal_secret"):
         derive_password("", "t1.keys")
+
+
+def test_an_agents_password_changes_with_its_credentials_epoch_and_is_stable_otherwise() -> None:
+    """A rotation (a new epoch) gives the agent principal a new password; a renewal (same epoch) the same."""
+    principal = agent_principal("t1.", "lab")
+    one = derive_agent_password("secret", principal, "epoch-1")
+    assert one == derive_agent_password("secret", principal, "epoch-1")
+    assert one != derive_agent_password("secret", principal, "epoch-2")
+    assert one != derive_agent_password("secret", agent_principal("t1.", "other"), "epoch-1")
+    assert one != derive_agent_password("other", principal, "epoch-1")
+    assert one != derive_password("secret", principal)  # never the epoch-less (service) password
+    # The parts are separated, not concatenated: moving a character across the boundary changes it.
+    assert derive_agent_password("secret", "t1.agent.ab", "c") != derive_agent_password(
+        "secret", "t1.agent.a", "bc"
+    )
+    with pytest.raises(ValueError, match="epoch"):
+        derive_agent_password("secret", principal, "")
+    with pytest.raises(ValueError, match="internal_secret"):
+        derive_agent_password("", principal, "epoch-1")
 
 
 def test_kafka_access_needs_credentials_and_hides_the_password() -> None:

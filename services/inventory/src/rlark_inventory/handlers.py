@@ -11,7 +11,8 @@ observation that repeats what is known write the database but add nothing to the
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -165,14 +166,30 @@ async def delete_cluster(pool: asyncpg.Pool, name: str) -> None:
     log.info("cluster deleted", cluster=name, nodes=len(nodes))
 
 
-async def rotate_credential(pool: asyncpg.Pool, name: str) -> WithCredential:
-    """Replace the agent credential: the old one opens no new session (tokens already issued expire)."""
+AgentProvisioner = Callable[[str, str], Awaitable[str]]
+"""``(cluster, epoch) -> Kafka password``: provisions the cluster's agent principal on the broker with
+the password of that credential epoch (``rlark_platform.messaging.provision.provision_agent``)."""
+
+
+async def rotate_credential(pool: asyncpg.Pool, name: str, provision: AgentProvisioner) -> WithCredential:
+    """Replace the agent credential: the old one opens no new session (tokens already issued expire),
+    and the agent principal's Kafka password becomes the new epoch's, so the old host's Kafka login is
+    refused from now on (and its open connections end at the broker's reauthentication interval).
+
+    The broker changes first, under the cluster's agent lock and outside any transaction: if it cannot be
+    reached nothing changed and the rotation can be retried. Should the database then fail, the old
+    credential is still the stored one and its next session provisions its own password back.
+    """
     credential = credentials.new_credential()
     digest = credentials.hash_credential(credential)
-    async with transaction(pool) as conn:
-        row = await repo.set_credential(conn, name, digest)
-        if row is None:
+    async with pool.acquire() as conn, repo.agent_kafka_lock(conn, name):
+        if not await repo.cluster_exists(conn, name):
             raise not_found("cluster", name)
+        await provision(name, credentials.kafka_epoch(digest))
+        async with conn.transaction():
+            row = await repo.set_credential(conn, name, digest)
+    if row is None:  # deleted between the check and the update
+        raise not_found("cluster", name)
     log.info("agent credential rotated", cluster=name, credential=credentials.fingerprint(digest))
     return WithCredential(row, credential)
 
@@ -185,6 +202,7 @@ class AgentSession:
     cluster: str
     token: str
     expires_at: datetime
+    kafka_password: str = field(repr=False)
 
 
 def _refused() -> ApiError:
@@ -192,9 +210,14 @@ def _refused() -> ApiError:
 
 
 async def open_agent_session(
-    pool: asyncpg.Pool, credential: str, *, internal_secret: str, ttl_s: int
+    pool: asyncpg.Pool, credential: str, *, internal_secret: str, ttl_s: int, provision: AgentProvisioner
 ) -> AgentSession:
-    """Trade a cluster's agent credential for a short-lived agent token. Never logs the credential."""
+    """Trade a cluster's agent credential for a short-lived agent token and the Kafka password of the
+    credential's epoch, provisioned before it is handed out (ADR 0004). Never logs either secret.
+
+    Under the cluster's agent lock the credential is looked up again: a rotation that finished while this
+    session waited made it stale, and provisioning its epoch then would give the old host its Kafka
+    password back."""
     if not credentials.plausible(credential):
         log.warning("agent session refused", reason="malformed credential")
         raise _refused()
@@ -207,11 +230,16 @@ async def open_agent_session(
             log.warning("agent session refused", reason="unknown credential")
             raise _refused()
         cluster = found[0]
-        await repo.record_session(conn, cluster)
+        async with repo.agent_kafka_lock(conn, cluster):
+            if await repo.credential_hash_of(conn, digest) is None:
+                log.warning("agent session refused", cluster=cluster, reason="credential rotated meanwhile")
+                raise _refused()
+            kafka_password = await provision(cluster, credentials.kafka_epoch(digest))
+            await repo.record_session(conn, cluster)
     now = datetime.now(UTC)
     token = issue_agent_token(internal_secret, cluster, ttl_s, now=now.timestamp())
     log.info("agent session opened", cluster=cluster, credential=credentials.fingerprint(digest))
-    return AgentSession(cluster, token, now + timedelta(seconds=ttl_s))
+    return AgentSession(cluster, token, now + timedelta(seconds=ttl_s), kafka_password)
 
 
 # ------------------------------------------------------------------------------------- cordon (admin)

@@ -10,7 +10,8 @@ module; user input always travels as a parameter.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -248,6 +249,19 @@ async def credential_hash_of(conn: Connection, credential_hash: bytes) -> tuple[
         "SELECT name, credential_hash FROM clusters WHERE credential_hash = $1", credential_hash
     )
     return (row["name"], bytes(row["credential_hash"])) if row else None
+
+
+@asynccontextmanager
+async def agent_kafka_lock(conn: Connection, cluster: str) -> AsyncIterator[None]:
+    """Serialise the broker work of one cluster's agent principal (sessions and rotations) across the
+    inventory's replicas: a session-level advisory lock, held without a transaction while the caller
+    talks to the broker. (The pool's reset on release also unlocks, should ``finally`` never run.)"""
+    key = f"rlark-inventory-agent-kafka:{cluster}"
+    await conn.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", key)
+    try:
+        yield
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", key)
 
 
 async def record_session(conn: Connection, name: str) -> None:

@@ -10,10 +10,12 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaConnectionError
 from inventory_it_support import Agent, eventually, node, read_events
 from rlark_contracts import TopicNames
 from rlark_platform.identity import Role, verify_agent_token
 from rlark_platform.messaging import KafkaAccess
+from rlark_platform.messaging.provision import await_login
 from rlark_platform.testing import TEST_SECRET, RunningService
 
 pytestmark = pytest.mark.integration
@@ -166,6 +168,8 @@ async def test_agent_session_trades_a_good_credential_for_a_token_and_refuses_ot
         assert verify_agent_token(TEST_SECRET, session["token"]) == "gpu-a"
         assert session["kafka_bootstrap"] == kafka_admin.bootstrap
         assert session["topic_prefix"] == topic_prefix
+        renewed = await agent.post("/api/v1/agent/session", headers={"Authorization": f"Bearer {credential}"})
+        assert renewed.json()["kafka_password"] == session["kafka_password"]  # same credential, same password
         # The cluster's own topics exist before its agent uses them: it writes only its reports topic.
         admin_client = AIOKafkaAdminClient(**kafka_admin.client_options())
         await admin_client.start()
@@ -200,6 +204,17 @@ async def test_agent_session_trades_a_good_credential_for_a_token_and_refuses_ot
         )
     assert old.status_code == 401
     assert new.status_code == 200
+    # The rotation gave the agent principal a new Kafka password; the old host's no longer logs in.
+    assert new.json()["kafka_username"] == session["kafka_username"]
+    assert new.json()["kafka_password"] != session["kafka_password"]
+    await await_login(
+        KafkaAccess(kafka_admin.bootstrap, session["kafka_username"], new.json()["kafka_password"])
+    )
+    with pytest.raises(KafkaConnectionError):
+        await await_login(
+            KafkaAccess(kafka_admin.bootstrap, session["kafka_username"], session["kafka_password"]),
+            timeout_s=0,
+        )
 
 
 async def test_patch_changes_declared_fields_with_the_same_rules(

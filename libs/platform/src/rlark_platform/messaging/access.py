@@ -4,7 +4,9 @@ Every client of the platform's broker authenticates. Service principals are name
 behind the deployment's topic prefix (``scheduler``, or ``t1a2b.scheduler`` in a test); agents after
 their cluster (``agent.<cluster>``). Passwords are never stored: each is an HMAC of the principal's
 name under the internal secret, so whoever holds the secret (the services, the provisioning step) can
-derive one, and the broker keeps only SCRAM's salted verifiers.
+derive one, and the broker keeps only SCRAM's salted verifiers. An agent's password also covers an epoch
+that changes whenever its cluster's agent credential is rotated (inventory passes the credential's stored
+hash), so a rotation gives the agent principal a new password and the old host's one stops working.
 """
 
 from __future__ import annotations
@@ -45,14 +47,30 @@ class KafkaAccess:
         }
 
 
-def derive_password(internal_secret: str, principal: str) -> str:
-    """The password of ``principal``: HMAC-SHA256 under the internal secret, URL-safe base64."""
+def _hmac_password(internal_secret: str, message: str) -> str:
     if not internal_secret:
         raise ValueError("internal_secret: needed to derive Kafka passwords (RLARK_INTERNAL_SECRET)")
-    digest = hmac.new(
-        internal_secret.encode(), f"rlark-kafka-scram-v1:{principal}".encode(), hashlib.sha256
-    ).digest()
+    digest = hmac.new(internal_secret.encode(), message.encode(), hashlib.sha256).digest()
     return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def derive_password(internal_secret: str, principal: str) -> str:
+    """The password of a service (or the admin) ``principal``: HMAC-SHA256 under the internal secret,
+    URL-safe base64."""
+    return _hmac_password(internal_secret, f"rlark-kafka-scram-v1:{principal}")
+
+
+def derive_agent_password(internal_secret: str, principal: str, epoch: str) -> str:
+    """The password of an agent ``principal`` for one ``epoch`` of its cluster's agent credential.
+
+    ``epoch`` is public but server-side: it changes on every rotation of the credential (inventory passes
+    the hex of the credential's stored hash), so the password an old host was handed stops being the
+    principal's password once the rotation re-provisions it. Without the internal secret it derives nothing.
+    """
+    if not epoch:
+        raise ValueError("epoch: an agent password needs its credential's epoch")
+    # NUL separates the parts: neither a principal nor an epoch can contain it.
+    return _hmac_password(internal_secret, f"rlark-kafka-scram-agent-v2\0{principal}\0{epoch}")
 
 
 def service_principal(prefix: str, service: str) -> str:

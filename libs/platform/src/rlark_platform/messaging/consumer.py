@@ -15,7 +15,11 @@ exponential backoff without moving on, because the next record may depend on thi
 undecodable bytes, invalid data, an event whose ``source`` is not the topic's producer (on a cluster's
 topic: not that cluster's agent), an event whose data names another cluster than its topic's, a handler
 raising ``PoisonMessage`` or an unexpected exception — sends the record to ``<family>.dlq`` with the error
-in its headers, and the consumer carries on.
+in its headers, and the consumer carries on. A consumer whose group coordination breaks after it started
+(aiokafka ends it with a ``KafkaError``: seen when the broker closes a connection mid-rebalance, as it does
+to every connection at the end of its login lifetime, ``connections.max.reauth.ms``, ADR 0004) is
+replaced by a new one after a pause; it resumes from the committed offsets, and the inbox makes the
+replay a no-op.
 """
 
 from __future__ import annotations
@@ -38,6 +42,16 @@ from rlark_platform.db.pool import Connection
 from rlark_platform.messaging.access import KafkaAccess
 
 log = structlog.get_logger(__name__)
+
+_RESTART_MIN_S = 0.5
+_RESTART_MAX_S = 30.0
+_RESTART_RESET_S = 60.0
+"""A consumer that ran this long before it broke starts its successor after the shortest pause again."""
+
+
+class _ConsumerBroken(Exception):
+    """The aiokafka consumer failed after it started (its cause): replace it."""
+
 
 Handler = Callable[[Connection, Envelope, Any], Awaitable[None]]
 """``handler(conn, envelope, payload)``: apply effects on ``conn`` (inside the inbox transaction)."""
@@ -134,6 +148,28 @@ class Consumer:
         self._stopping.set()
 
     async def run(self) -> None:
+        delay = _RESTART_MIN_S
+        while True:
+            started = asyncio.get_running_loop().time()
+            try:
+                await self._run_consumer()
+                return
+            except _ConsumerBroken as broken:
+                if asyncio.get_running_loop().time() - started > _RESTART_RESET_S:
+                    delay = _RESTART_MIN_S
+                log.warning(
+                    "kafka consumer broke; starting a new one",
+                    consumer=self.name,
+                    error=repr(broken.__cause__),
+                    retry_in_s=delay,
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), delay)
+                if self._stopping.is_set():
+                    return
+                delay = min(delay * 2, _RESTART_MAX_S)
+
+    async def _run_consumer(self) -> None:
         self._kafka = AIOKafkaConsumer(
             **self._kafka_access.client_options(),
             group_id=self._group_id,
@@ -154,7 +190,10 @@ class Consumer:
         next_commit = loop.time() + self._commit_interval_s
         try:
             while not self._stopping.is_set():
-                batches = await self._kafka.getmany(timeout_ms=500, max_records=self._max_records)
+                try:
+                    batches = await self._kafka.getmany(timeout_ms=500, max_records=self._max_records)
+                except KafkaError as exc:
+                    raise _ConsumerBroken from exc
                 if not self.ready.is_set() and self._kafka.assignment():
                     self.ready.set()
                 for tp, records in batches.items():

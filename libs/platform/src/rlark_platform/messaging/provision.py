@@ -3,8 +3,10 @@
 ``provision_platform`` runs with the broker's admin principal, once per deploy (``make run``, the tests'
 per-test prefix, the deploy's provisioning job): every registered topic and its DLQ, one SCRAM principal
 per service with the password derived from the internal secret, and the ACLs of ``acls.py``.
-``provision_agent`` runs in inventory (which holds ALTER on the cluster) when an agent opens a session:
-the agent's principal and ACLs. Both are idempotent.
+``provision_agent`` runs in inventory (which holds ALTER on the cluster) when an agent opens a session and
+when its cluster's agent credential is rotated: the agent's principal, its password for the credential's
+epoch (an upsert, so a rotation replaces the old host's password at once) and its ACLs. Both are
+idempotent.
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from rlark_contracts import TopicNames
 
-from rlark_platform.messaging.access import KafkaAccess, agent_principal, derive_password, service_principal
+from rlark_platform.messaging.access import (
+    KafkaAccess,
+    agent_principal,
+    derive_agent_password,
+    derive_password,
+    service_principal,
+)
 from rlark_platform.messaging.acls import agent_acls, platform_acls, services
 from rlark_platform.messaging.producer import ensure_cluster_topics, ensure_topics
 from rlark_platform.messaging.security_admin import SecurityAdmin
@@ -61,12 +69,20 @@ async def provision_platform(
 
 
 async def provision_agent(
-    access: KafkaAccess, names: TopicNames, internal_secret: str, cluster: str, *, partitions: int = 3
+    access: KafkaAccess,
+    names: TopicNames,
+    internal_secret: str,
+    cluster: str,
+    *,
+    epoch: str,
+    partitions: int = 3,
 ) -> str:
     """The topics of ``cluster`` and its agent's principal with its ACLs; returns the agent's password
-    (derived, never stored). The topics exist before the agent subscribes to them."""
+    for ``epoch`` (derived, never stored). The topics exist before the agent subscribes to them; when this
+    returns, the password logs in and the principal's previous one (another epoch's) no longer does for
+    new connections (connections already open end at the broker's ``connections.max.reauth.ms``)."""
     principal = agent_principal(names.prefix, cluster)
-    password = derive_password(internal_secret, principal)
+    password = derive_agent_password(internal_secret, principal, epoch)
     await ensure_cluster_topics(access, names, cluster, partitions)
     async with SecurityAdmin(access, client_id="rlark-agent-provisioner") as security:
         await security.create_acls(agent_acls(names, cluster))

@@ -162,7 +162,7 @@ async def delete_cluster(request: Request, name: str, _: AdminDep) -> Response:
 
 @router.post("/clusters/{name}/credential", response_model=CredentialOut, responses=error_responses(403, 404))
 async def rotate_credential(request: Request, name: str, _: AdminDep) -> CredentialOut:
-    rotated = await handlers.rotate_credential(_pool(request), name)
+    rotated = await handlers.rotate_credential(_pool(request), name, _agent_provisioner(_settings(request)))
     return CredentialOut(
         cluster=name, agent_credential=rotated.credential, rotated_at=rotated.cluster.credential_rotated_at
     )
@@ -276,15 +276,7 @@ async def agent_session(
         credential.strip(),
         internal_secret=settings.internal_secret.get_secret_value(),
         ttl_s=settings.agent_token_ttl_s,
-    )
-    # The agent's Kafka principal and ACLs exist before it learns its password (ADR 0004); the
-    # password is derived from the internal secret, so nothing is stored and a renewal hands out the same.
-    kafka_password = await provision_agent(
-        settings.kafka_access(),
-        TopicNames(settings.topic_prefix),
-        settings.internal_secret.get_secret_value(),
-        session.cluster,
-        partitions=settings.topic_partitions,
+        provision=_agent_provisioner(settings),
     )
     return AgentSessionOut(
         cluster=session.cluster,
@@ -292,9 +284,27 @@ async def agent_session(
         expires_at=session.expires_at,
         kafka_bootstrap=settings.agent_kafka_bootstrap or settings.kafka_bootstrap,
         kafka_username=agent_principal(settings.topic_prefix, session.cluster),
-        kafka_password=kafka_password,
+        kafka_password=session.kafka_password,
         topic_prefix=settings.topic_prefix,
     )
+
+
+def _agent_provisioner(settings: InventorySettings) -> handlers.AgentProvisioner:
+    """The broker side of agent sessions and rotations: the agent's Kafka principal and ACLs exist
+    before it learns its password (ADR 0004), derived from the internal secret and the credential's
+    epoch, so nothing is stored, a renewal hands out the same and a rotation a new one."""
+
+    async def provision(cluster: str, epoch: str) -> str:
+        return await provision_agent(
+            settings.kafka_access(),
+            TopicNames(settings.topic_prefix),
+            settings.internal_secret.get_secret_value(),
+            cluster,
+            epoch=epoch,
+            partitions=settings.topic_partitions,
+        )
+
+    return provision
 
 
 def build_api(ctx: ServiceContext) -> FastAPI:

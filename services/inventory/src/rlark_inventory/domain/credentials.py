@@ -29,6 +29,12 @@ def fingerprint(credential_hash: bytes) -> str:
     return "sha256:" + credential_hash.hex()[:12]
 
 
+def kafka_epoch(credential_hash: bytes) -> str:
+    """The epoch an agent's Kafka password is derived for (ADR 0004): the stored hash, which changes on
+    every rotation. Public, like the hash; the password also needs the internal secret."""
+    return credential_hash.hex()
+
+
 def plausible(credential: str) -> bool:
     """Cheap shape check before any lookup; never a substitute for comparing hashes."""
     return credential.startswith(PREFIX) and 20 <= len(credential) <= 200
