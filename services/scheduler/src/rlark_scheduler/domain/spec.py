@@ -70,6 +70,7 @@ from pydantic import (
     ValidationError,
 )
 from pydantic.alias_generators import to_camel
+from rlark_contracts import messages
 from rlark_contracts.messages import Text
 
 API_VERSION = "rlark.io/v1"
@@ -455,14 +456,16 @@ def parse_job_document(source: str | bytes | Mapping[str, Any]) -> JobDocument:
             source = source.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise SpecParseError(
-                [SpecError("encoding_invalid", "the document is not valid UTF-8", "")]
+                [SpecError("encoding_invalid", messages.text("encoding_invalid"), "")]
             ) from exc
     if isinstance(source, str):
         data, info = _load_text(source)
     else:
         data = dict(source)
     if not isinstance(data, dict):
-        raise SpecParseError([SpecError("document_not_mapping", "the document must be a mapping", "", 1)])
+        raise SpecParseError(
+            [SpecError("document_not_mapping", messages.text("document_not_mapping"), "", 1)]
+        )
     try:
         doc = JobDocument.model_validate(data)
     except ValidationError as exc:
@@ -476,13 +479,13 @@ def _load_text(text: str) -> tuple[Any, SourceInfo]:
             [
                 SpecError(
                     "document_too_large",
-                    f"the document is longer than {MAX_DOCUMENT_CHARS} characters",
+                    messages.text("document_too_large.chars", max=MAX_DOCUMENT_CHARS),
                     "",
                 )
             ]
         )
     if not text.strip():
-        raise SpecParseError([SpecError("document_empty", "the document is empty", "")])
+        raise SpecParseError([SpecError("document_empty", messages.text("document_empty"), "")])
     if text.lstrip().startswith("{"):
         data = _load_json(text)
         if data is not None:
@@ -520,15 +523,17 @@ def _spans(text: str) -> dict[str, SourceSpan]:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         column = mark.column + 1 if mark else None
-        where = f" at line {line}, column {column}" if line else ""
         problem = " ".join(part for part in (exc.context, exc.problem) if part) or "invalid YAML"
-        raise SpecParseError(
-            [SpecError("yaml_syntax", f"YAML syntax error{where}: {problem}", "", line, column)]
-        ) from None
+        message = (
+            messages.text("yaml_syntax", line=line, column=column or 0, problem=problem)
+            if line
+            else f"YAML syntax error: {problem}"
+        )
+        raise SpecParseError([SpecError("yaml_syntax", message, "", line, column)]) from None
     except yaml.YAMLError as exc:
         raise SpecParseError([SpecError("yaml_syntax", f"YAML error: {exc}", "")]) from None
     if root is None:
-        raise SpecParseError([SpecError("document_empty", "the document is empty", "")])
+        raise SpecParseError([SpecError("document_empty", messages.text("document_empty"), "")])
     spans: dict[str, SourceSpan] = {}
     errors: list[SpecError] = []
     _walk(root, "", root.start_mark.line + 1, spans, errors, set())
@@ -550,7 +555,7 @@ def _walk(
         errors.append(
             SpecError(
                 "yaml_alias_refused",
-                "YAML anchors and aliases are not accepted in job documents",
+                messages.text("yaml_alias_refused"),
                 path,
                 key_line,
             )
@@ -567,7 +572,7 @@ def _walk(
                 errors.append(
                     SpecError(
                         "yaml_key_invalid",
-                        "mapping keys must be plain strings",
+                        messages.text("yaml_key_invalid"),
                         path,
                         key_node.start_mark.line + 1,
                     )
@@ -579,7 +584,7 @@ def _walk(
                 errors.append(
                     SpecError(
                         "duplicate_key",
-                        f'the key "{key}" appears twice',
+                        messages.text("duplicate_key", key=str(key)),
                         child,
                         key_node.start_mark.line + 1,
                     )
@@ -601,10 +606,11 @@ def _pydantic_errors(exc: ValidationError, info: SourceInfo | None) -> list[Spec
                 continue
             path = child_path(path, part)
         kind = error["type"]
+        message: str
         if kind == "missing":
-            code, message = "field_required", f"{path} is required"
+            code, message = "field_required", messages.text("field_required", field=path)
         elif kind == "extra_forbidden":
-            code, message = "field_unknown", f"{path} is not a known field"
+            code, message = "field_unknown", messages.text("field_unknown", field=path)
         else:
             code, message = "field_invalid", f"{path}: {error['msg']}"
         errors.append(SpecError(code, message, path, info.line_of(path) if info else None))
