@@ -85,11 +85,14 @@ def test_agent_image_ships_the_go_data_path_its_setting_names() -> None:
     agent = DOCKERFILE.split(" AS agent\n", 1)[1]
     copied = re.search(r"^COPY --from=tunnel-dp \S+ (\S+)$", agent, flags=re.M)
     setting = re.search(r"^ENV RLARK_TUNNEL_DATAPLANE=(\S+)$", agent, flags=re.M)
-    assert copied and setting and copied.group(1) == setting.group(1)
+    assert copied
+    assert setting
+    assert copied.group(1) == setting.group(1)
     assert "tunnel_dataplane" in settings_fields("rlark_tunnel_agent")
     # The builder's Go is at least the module's `go` directive (else `go build` refuses it).
     builder = re.search(r"^FROM golang:(\d+)\.(\d+)\S* AS tunnel-dp$", DOCKERFILE, flags=re.M)
     go_mod = (ROOT / "services/tunnel_agent/dataplane/go.mod").read_text()
     wanted = re.search(r"^go (\d+)\.(\d+)", go_mod, flags=re.M)
-    assert builder and wanted
+    assert builder
+    assert wanted
     assert tuple(map(int, builder.groups())) >= tuple(map(int, wanted.groups()))

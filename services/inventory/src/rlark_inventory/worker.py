@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 import asyncpg
 import structlog
@@ -17,13 +18,15 @@ from rlark_platform.service import Runnable, ServiceContext
 
 from rlark_inventory import handlers
 from rlark_inventory.consumers import build_report_consumer
+from rlark_inventory.domain.health import StallGuard
 from rlark_inventory.settings import InventorySettings
 
 log = structlog.get_logger(__name__)
 
 
 class LivenessSweep:
-    """Every ``interval_s``: clusters without a heartbeat for ``timeout_s`` go offline (one event each)."""
+    """Every ``interval_s``: clusters without a heartbeat for ``timeout_s`` go offline (one event each),
+    except right after this process was stalled (``health.StallGuard``)."""
 
     def __init__(
         self, pool: asyncpg.Pool, *, timeout_s: float, interval_s: float, worker_retention_s: float
@@ -38,11 +41,15 @@ class LivenessSweep:
         self._stopping.set()
 
     async def run(self) -> None:
+        guard = StallGuard(self._interval_s, self._timeout_s)
         while not self._stopping.is_set():
             try:
-                await handlers.sweep(
-                    self._pool, timeout_s=self._timeout_s, worker_retention_s=self._retention_s
-                )
+                if guard.may_judge(time.monotonic()):
+                    await handlers.sweep(
+                        self._pool, timeout_s=self._timeout_s, worker_retention_s=self._retention_s
+                    )
+                else:
+                    log.warning("liveness sweep held: this process was stalled, heartbeats may be unread")
             except TRANSIENT_ERRORS as exc:
                 log.warning("liveness sweep failed; retrying", error=str(exc))
             with contextlib.suppress(TimeoutError):
