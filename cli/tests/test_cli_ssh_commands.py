@@ -36,7 +36,7 @@ def test_ssh_runs_the_system_ssh_through_the_hidden_proxy_as_the_workers_login_u
     argv = ssh_argv("job-1", WORKERS[1], "/home/me/.ssh/id_ed25519", ["nvidia-smi", "-L"])
     assert argv[0] == "ssh"
     proxy = argv[argv.index("-o") + 1]
-    assert proxy == f"ProxyCommand={shlex.quote(sys.executable)} -m rlark_cli ssh-proxy job-1/job-1-rollout-1"
+    assert proxy == f"ProxyCommand={shlex.quote(sys.executable)} -m rlark_cli.ssh_proxy job-1/job-1-rollout-1"
     assert "HostKeyAlias=job-1-rollout-1" in argv
     assert argv[argv.index("-i") + 1] == "/home/me/.ssh/id_ed25519"
     assert argv[-3:] == ["root@job-1-rollout-1", "nvidia-smi", "-L"]
@@ -47,7 +47,7 @@ def test_ssh_config_names_every_worker_by_its_id_with_user_and_proxy() -> None:
     lines = block.splitlines()
     assert lines[0] == "Host job-1-actor-0"
     assert "  User rlark" in lines
-    assert f"  ProxyCommand {shlex.quote(sys.executable)} -m rlark_cli ssh-proxy job-1/job-1-actor-0" in lines
+    assert f"  ProxyCommand {shlex.quote(sys.executable)} -m rlark_cli.ssh_proxy job-1/job-1-actor-0" in lines
     assert not any("IdentityFile" in line for line in lines)
     assert "  IdentityFile /k" in config_block("job-1", WORKERS[0], "/k").splitlines()
 

@@ -10,24 +10,19 @@ under the worker's id (``HostKeyAlias``), accepted on first use.
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
 import subprocess
 import sys
-import threading
 from typing import Annotated, Any
 from urllib.parse import quote
 
 import typer
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
-from websockets.sync.client import connect
 
-from rlark_cli.client import EXIT_AUTH, EXIT_REFUSED, EXIT_UNAVAILABLE, Gateway, fail
-from rlark_cli.config import load
+from rlark_cli import ssh_proxy as proxy
+from rlark_cli.client import Gateway, fail
+from rlark_cli.ssh_proxy import websocket_url as websocket_url
 
 ATTACHABLE = ("Scheduled", "Running")
-FRAME_BYTES = 64 * 1024
 
 
 def split_target(target: str) -> tuple[str, str | None]:
@@ -63,7 +58,7 @@ def pick_worker(job: dict[str, Any], name: str | None) -> dict[str, Any]:
 
 def proxy_command(job_id: str, worker_id: str) -> str:
     """What ``ssh`` runs to reach the worker: this CLI's ``ssh-proxy``, by this very interpreter."""
-    return f"{shlex.quote(sys.executable)} -m rlark_cli ssh-proxy {shlex.quote(f'{job_id}/{worker_id}')}"
+    return f"{shlex.quote(sys.executable)} -m rlark_cli.ssh_proxy {shlex.quote(f'{job_id}/{worker_id}')}"
 
 
 def login_user(worker: dict[str, Any]) -> str:
@@ -98,21 +93,6 @@ def config_block(job_id: str, worker: dict[str, Any], identity: str | None) -> s
     if identity:
         lines += [f"  IdentityFile {identity}", "  IdentitiesOnly yes"]
     return "\n".join(lines) + "\n"
-
-
-def websocket_url(base: str, path: str) -> str:
-    base = base.rstrip("/")
-    if base.startswith("https://"):
-        return "wss://" + base.removeprefix("https://") + path
-    return "ws://" + base.removeprefix("http://") + path
-
-
-def _refusal(exc: InvalidStatus) -> str:
-    try:
-        error = json.loads(exc.response.body or b"")["error"]
-        return str(error.get("message") or error.get("code"))
-    except (ValueError, KeyError, TypeError):
-        return f"HTTP {exc.response.status_code}"
 
 
 def register(app: typer.Typer) -> None:
@@ -159,47 +139,6 @@ def register(app: typer.Typer) -> None:
 
     @app.command("ssh-proxy", hidden=True)
     def ssh_proxy(target: Annotated[str, typer.Argument(help="JOB/WORKER")]) -> None:
-        """ssh's ProxyCommand: stdin and stdout over a WebSocket to the worker's sshd."""
-        job_id, worker = split_target(target)
-        if worker is None:
-            fail("ssh-proxy needs JOB/WORKER")
-        config = load()
-        path = f"/api/v1/jobs/{quote(job_id, safe='')}/workers/{quote(worker, safe='')}/ssh"
-        headers = {"Authorization": f"Bearer {config.token}"} if config.token else {}
-        try:
-            ws = connect(
-                websocket_url(config.url, path),
-                additional_headers=headers,
-                open_timeout=30,
-                max_size=16 * FRAME_BYTES,
-                compression=None,
-            )
-        except InvalidStatus as exc:
-            status = exc.response.status_code
-            hint = "\nlog in with: rlark login" if status == 401 else ""
-            code = EXIT_AUTH if status == 401 else EXIT_UNAVAILABLE if status >= 500 else EXIT_REFUSED
-            fail(f"{_refusal(exc)}{hint}", code)
-        except (OSError, InvalidHandshake, TimeoutError) as exc:
-            fail(f"cannot reach the gateway at {config.url}: {exc}", EXIT_UNAVAILABLE)
-        _bridge(ws)
-
-    def _bridge(ws: Any) -> None:
-        stdin, stdout = sys.stdin.buffer.fileno(), sys.stdout.buffer.fileno()
-
-        def upstream() -> None:
-            try:
-                while data := os.read(stdin, FRAME_BYTES):
-                    ws.send(data)
-            except (ConnectionClosed, OSError):
-                pass
-            finally:
-                ws.close()
-
-        threading.Thread(target=upstream, daemon=True).start()
-        try:
-            for message in ws:
-                view = memoryview(message.encode() if isinstance(message, str) else message)
-                while view:
-                    view = view[os.write(stdout, view) :]
-        except (ConnectionClosed, OSError):
-            pass
+        """ssh's ProxyCommand: stdin and stdout over a WebSocket to the worker's sshd (the configs this CLI
+        writes run the lean ``python -m rlark_cli.ssh_proxy`` instead; this stays for older ones)."""
+        raise typer.Exit(proxy.run(target))

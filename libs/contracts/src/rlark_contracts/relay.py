@@ -35,5 +35,5 @@ FILES_LIST: Final = "list"
 FILES_DOWNLOAD: Final = "download"
 FILES_LIST_LIMIT: Final = 10_000
 """The most entries the agent lists for one worker (the head of a list says ``truncated``)."""
-RELAY_FRAME_BYTES: Final = 64 * 1024
+RELAY_FRAME_BYTES: Final = 256 * 1024
 """The most bytes the agent and the CLI put in one frame (the gateway accepts up to 1 MiB)."""

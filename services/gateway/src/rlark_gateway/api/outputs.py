@@ -10,7 +10,7 @@ Authorization is the SSH relay's: the job is asked of the scheduler as the calle
 the scheduler's 404. Any job status: files stay downloadable after the job ended while the agent's machine
 keeps them. The agent resolves the path inside the job's declared outputs itself, without following links.
 
-Streaming: the agent's frames (at most 64 KiB) go out as the response body one at a time; each is read
+Streaming: the agent's frames (at most 256 KiB) go out as the response body one at a time; each is read
 from the agent's socket only after the previous one was handed to the client, and uvicorn queues at most a
 few frames per socket, so memory stays flat whatever the size. A download holds one of the user's stream
 places (``RLARK_EVENTS_MAX_STREAMS_PER_USER``) while it runs. An agent that stops mid-way (any close but

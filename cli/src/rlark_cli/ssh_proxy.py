@@ -1,0 +1,101 @@
+"""``ssh``'s ProxyCommand, lean (ADR 0010): ``python -m rlark_cli.ssh_proxy JOB/WORKER``.
+
+Carries its stdin and stdout over a WebSocket to ``/api/v1/jobs/{job}/workers/{worker}/ssh``, as the user of
+``rlark login`` (or ``RLARK_URL``/``RLARK_TOKEN``). ``ssh`` starts one for every connection, so this module
+imports only the WebSocket client and the CLI's config — not the CLI (typer, rich, httpx, the message
+catalogues), whose import alone took seconds per connection on a loaded machine (``make bench ssh-relay``).
+The hidden ``rlark ssh-proxy`` runs the same :func:`run`. Exit codes as the CLI's: 1 refused, 3 not logged
+in, 4 unreachable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from typing import Any
+from urllib.parse import quote
+
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.sync.client import ClientConnection, connect
+
+from rlark_cli.config import load
+
+FRAME_BYTES = 256 * 1024
+"""As ``rlark_contracts.relay.RELAY_FRAME_BYTES`` (not imported: this module stays lean)."""
+EXIT_REFUSED, EXIT_AUTH, EXIT_UNAVAILABLE = 1, 3, 4
+
+
+def websocket_url(base: str, path: str) -> str:
+    base = base.rstrip("/")
+    if base.startswith("https://"):
+        return "wss://" + base.removeprefix("https://") + path
+    return "ws://" + base.removeprefix("http://") + path
+
+
+def _refusal(exc: InvalidStatus) -> str:
+    try:
+        error = json.loads(exc.response.body or b"")["error"]
+        return str(error.get("message") or error.get("code"))
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {exc.response.status_code}"
+
+
+def _fail(message: str, code: int) -> int:
+    sys.stderr.write(f"error: {message}\n")
+    return code
+
+
+def run(target: str) -> int:
+    """Relay stdin/stdout to worker ``JOB/WORKER``'s sshd; the exit code."""
+    job_id, _, worker = target.partition("/")
+    if not job_id or not worker:
+        return _fail("ssh-proxy needs JOB/WORKER", EXIT_REFUSED)
+    config = load()
+    path = f"/api/v1/jobs/{quote(job_id, safe='')}/workers/{quote(worker, safe='')}/ssh"
+    headers = {"Authorization": f"Bearer {config.token}"} if config.token else {}
+    try:
+        ws = connect(
+            websocket_url(config.url, path),
+            additional_headers=headers,
+            open_timeout=30,
+            max_size=16 * FRAME_BYTES,
+            compression=None,
+        )
+    except InvalidStatus as exc:
+        status = exc.response.status_code
+        hint = "\nlog in with: rlark login" if status == 401 else ""
+        code = EXIT_AUTH if status == 401 else EXIT_UNAVAILABLE if status >= 500 else EXIT_REFUSED
+        return _fail(f"{_refusal(exc)}{hint}", code)
+    except (OSError, InvalidHandshake, TimeoutError) as exc:
+        return _fail(f"cannot reach the gateway at {config.url}: {exc}", EXIT_UNAVAILABLE)
+    bridge(ws)
+    return 0
+
+
+def bridge(ws: ClientConnection | Any) -> None:
+    """stdin → WebSocket (a thread) and WebSocket → stdout until either ends."""
+    stdin, stdout = sys.stdin.buffer.fileno(), sys.stdout.buffer.fileno()
+
+    def upstream() -> None:
+        try:
+            while data := os.read(stdin, FRAME_BYTES):
+                ws.send(data)
+        except (ConnectionClosed, OSError):
+            pass
+        finally:
+            ws.close()
+
+    threading.Thread(target=upstream, daemon=True).start()
+    try:
+        for message in ws:
+            view = memoryview(message.encode() if isinstance(message, str) else message)
+            while view:
+                view = view[os.write(stdout, view) :]
+    except (ConnectionClosed, OSError):
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1] if len(sys.argv) > 1 else ""))
