@@ -19,6 +19,7 @@ from rlark_scheduler.domain.reasons import (
     pending_texts,
     role_texts,
 )
+from rlark_scheduler.domain.rlinf import check_rlinf_config
 from rlark_scheduler.domain.spec import parse_job_document
 from rlark_scheduler.domain.validation import ClusterView, NodeView, ValidationContext, validate_job
 from rlark_scheduler.handlers import reported_reason
@@ -165,3 +166,23 @@ def test_an_agents_keyed_reason_is_said_again_and_free_text_stays_as_sent() -> N
     assert not isinstance(other, Text)
     assert other == "prepare failed (3)"
     assert not isinstance(reported_reason(_report(reason="OOMKilled")), Text)
+
+
+def test_every_rlinf_problem_is_a_catalogue_sentence() -> None:
+    config = {
+        "cluster": {
+            "num_nodes": 3,
+            "node_groups": [
+                {"label": "cluster", "node_ranks": "0-9"},
+                {"label": "g"},
+                {"label": "g", "node_ranks": "x"},
+            ],
+            "component_placement": {"actor": "0-99", "rollout,actor": {"placement": 5}},
+        },
+        "runner": {"logger": {"logger_backends": ["wandb", "nope"]}, "save_interval": 0},
+    }
+    problems = check_rlinf_config(config, [8, 8])
+    assert len(problems) >= 6
+    for problem in problems:
+        assert isinstance(problem.message, Text), problem
+        assert problem.message.render("zh-CN") != problem.message.english

@@ -34,6 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rlark_contracts.messages import Text, text
+
 from rlark_scheduler.domain.spec import Severity, SpecError, child_path
 
 LOGGER_BACKENDS = frozenset({"tensorboard", "wandb", "swanlab"})
@@ -150,7 +152,7 @@ class _Checker:
     def unchecked(self, field: str) -> None:
         self.warn(
             "rlinf_value_unchecked",
-            f"{field} is an interpolation and cannot be checked before the job runs",
+            text("rlinf_value_unchecked", field=field),
             field,
         )
 
@@ -161,7 +163,7 @@ class _Checker:
         if "num_nodes" not in cluster:
             self.warn(
                 "rlinf_num_nodes_missing",
-                f"{path} is not set; RLinf needs it to equal the job's {self.num_nodes} workers",
+                text("rlinf_num_nodes_missing", field=path, workers=self.num_nodes),
                 path,
             )
             return
@@ -171,19 +173,18 @@ class _Checker:
         elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
             self.error(
                 "rlinf_num_nodes_mismatch",
-                f"{path} must be a positive integer equal to the job's {self.num_nodes} workers",
+                text("rlinf_num_nodes_mismatch", field=path, workers=self.num_nodes),
                 path,
             )
         elif value != self.num_nodes:
-            consequence = (
-                "RLinf would wait forever for the missing nodes"
+            key = (
+                "rlinf_num_nodes_mismatch.more"
                 if value > self.num_nodes
-                else "RLinf would silently leave workers unused"
+                else "rlinf_num_nodes_mismatch.fewer"
             )
             self.error(
                 "rlinf_num_nodes_mismatch",
-                f"{path} is {value} but the job has {self.num_nodes} workers "
-                f"(one Ray node each); {consequence}",
+                Text(key, {"field": path, "value": value, "workers": self.num_nodes}),
                 path,
             )
 
@@ -195,18 +196,24 @@ class _Checker:
         groups_path = child_path(field, "node_groups")
         groups = cluster["node_groups"]
         if not isinstance(groups, list):
-            self.error("rlinf_node_groups_invalid", f"{groups_path} must be a list", groups_path)
+            self.error(
+                "rlinf_node_groups_invalid",
+                text("rlinf_node_groups_invalid.list", field=groups_path),
+                groups_path,
+            )
             return
         for index, group in enumerate(groups):
             path = child_path(groups_path, index)
             if not isinstance(group, Mapping):
-                self.error("rlinf_node_groups_invalid", f"{path} must be a mapping", path)
+                self.error(
+                    "rlinf_node_groups_invalid", text("rlinf_node_groups_invalid.mapping", field=path), path
+                )
                 continue
             label = group.get("label")
             if label is None or isinstance(label, bool | list | dict) or str(label) == "":
                 self.error(
                     "rlinf_node_groups_invalid",
-                    f"{child_path(path, 'label')} is required",
+                    text("rlinf_node_groups_invalid.required", field=child_path(path, "label")),
                     child_path(path, "label"),
                 )
                 continue
@@ -215,14 +222,14 @@ class _Checker:
             if label in RESERVED_NODE_GROUP_LABELS:
                 self.error(
                     "rlinf_node_groups_invalid",
-                    f'{label_path}: "{label}" is reserved by RLinf',
+                    text("rlinf_node_groups_invalid.reserved", field=label_path, label=label),
                     label_path,
                 )
                 continue
             if label in self.groups:
                 self.error(
                     "rlinf_node_groups_invalid",
-                    f'{label_path}: the label "{label}" is used by another node group',
+                    text("rlinf_node_groups_invalid.duplicate", field=label_path, label=label),
                     label_path,
                 )
                 continue
@@ -239,18 +246,24 @@ class _Checker:
 
     def _group_nodes(self, value: object, path: str) -> frozenset[int] | None:
         if value is None:
-            self.error("rlinf_node_groups_invalid", f"{path} is required", path)
+            self.error(
+                "rlinf_node_groups_invalid", text("rlinf_node_groups_invalid.required", field=path), path
+            )
             return None
         if _is_interpolation(value):
             self.unchecked(path)
             return None
         if not isinstance(value, str | int):
-            self.error("rlinf_node_groups_invalid", f"{path} must be ranks like 0-3", path)
+            self.error("rlinf_node_groups_invalid", text("rlinf_node_groups_invalid.ranks", field=path), path)
             return None
         try:
             spans = parse_rank_list(value)
         except RankSyntaxError as exc:
-            self.error("rlinf_node_groups_invalid", f"{path}: {exc}", path)
+            self.error(
+                "rlinf_node_groups_invalid",
+                text("rlinf_node_groups_invalid.syntax", field=path, detail=str(exc)),
+                path,
+            )
             return None
         if spans is None:
             return frozenset(range(self.num_nodes))
@@ -258,8 +271,12 @@ class _Checker:
         if highest >= self.num_nodes:
             self.error(
                 "rlinf_node_groups_invalid",
-                f"{path}: node rank {highest} is out of range; the job's workers have node "
-                f"ranks 0-{self.num_nodes - 1}",
+                text(
+                    "rlinf_node_groups_invalid.out_of_range",
+                    field=path,
+                    rank=highest,
+                    last=self.num_nodes - 1,
+                ),
                 path,
             )
             return None
@@ -275,7 +292,7 @@ class _Checker:
         if not isinstance(placements, Mapping):
             self.error(
                 "rlinf_placement_invalid",
-                f"{placements_path} must map component names to placements",
+                text("rlinf_placement_invalid.mapping", field=placements_path),
                 placements_path,
             )
             return
@@ -286,7 +303,7 @@ class _Checker:
                 if name in components:
                     self.error(
                         "rlinf_placement_invalid",
-                        f'{path}: the component "{name}" is placed twice',
+                        text("rlinf_placement_invalid.twice", field=path, name=name),
                         path,
                     )
                 components.add(name)
@@ -302,7 +319,7 @@ class _Checker:
             if "placement" not in value:
                 self.error(
                     "rlinf_placement_invalid",
-                    f"{path} needs a placement",
+                    text("rlinf_placement_invalid.missing", field=path),
                     path,
                 )
                 return
@@ -314,14 +331,18 @@ class _Checker:
         if not isinstance(value, str | int) or isinstance(value, bool):
             self.error(
                 "rlinf_placement_invalid",
-                f"{placement_path} must be a string like 0-7",
+                text("rlinf_placement_invalid.string", field=placement_path),
                 placement_path,
             )
             return
         try:
             parts = parse_placement(value)
         except RankSyntaxError as exc:
-            self.error("rlinf_placement_invalid", f"{placement_path}: {exc}", placement_path)
+            self.error(
+                "rlinf_placement_invalid",
+                text("rlinf_placement_invalid.syntax", field=placement_path, detail=str(exc)),
+                placement_path,
+            )
             return
         count, what = self._resources(labels, path)
         if count is None:
@@ -334,7 +355,7 @@ class _Checker:
             if first <= highest:
                 self.error(
                     "rlinf_placement_invalid",
-                    f"{placement_path}: resource ranks must be ascending and not repeat",
+                    text("rlinf_placement_invalid.order", field=placement_path),
                     placement_path,
                 )
                 return
@@ -342,10 +363,16 @@ class _Checker:
         if highest >= count:
             self.error(
                 "rlinf_placement_rank_out_of_range",
-                f'{placement_path}: "{components}" uses resource rank {highest} but only '
-                f"{count} {what} exist (ranks 0-{count - 1})"
-                if count
-                else f'{placement_path}: "{components}" uses resource rank {highest} but no {what} exist',
+                Text(
+                    f"rlinf_placement_rank_out_of_range.{what}" + ("" if count else "_none"),
+                    {
+                        "field": placement_path,
+                        "components": components,
+                        "rank": highest,
+                        "count": count,
+                        "last": count - 1,
+                    },
+                ),
                 placement_path,
             )
 
@@ -355,9 +382,7 @@ class _Checker:
         return [label.strip() for label in str(value).split(",")]
 
     def _resources(self, labels: list[str] | None, path: str) -> tuple[int | None, str]:
-        default = (
-            (self.total_gpus, "GPUs of the job") if self.total_gpus else (self.num_nodes, "nodes of the job")
-        )
+        default = (self.total_gpus, "gpus") if self.total_gpus else (self.num_nodes, "nodes")
         if labels is None:
             return default
         total = 0
@@ -376,11 +401,13 @@ class _Checker:
             else:
                 self.error(
                     "rlinf_node_groups_invalid",
-                    f'{child_path(path, "node_group")}: no node group is labelled "{label}"',
+                    text(
+                        "rlinf_node_groups_invalid.unknown", field=child_path(path, "node_group"), label=label
+                    ),
                     child_path(path, "node_group"),
                 )
                 return None, ""
-        return total, "resources in the selected node groups"
+        return total, "groups"
 
     # -- runner --------------------------------------------------------------------------------
 
@@ -397,14 +424,18 @@ class _Checker:
                     if str(name) not in LOGGER_BACKENDS:
                         self.error(
                             "rlinf_logger_backend_invalid",
-                            f'{path}: "{name}" is not one of {", ".join(sorted(LOGGER_BACKENDS))}',
+                            text(
+                                "rlinf_logger_backend_invalid",
+                                field=path,
+                                name=str(name),
+                                backends=", ".join(sorted(LOGGER_BACKENDS)),
+                            ),
                             path,
                         )
                     elif str(name) in _CREDENTIAL_BACKENDS:
                         self.warn(
                             "rlinf_logger_needs_credentials",
-                            f"{path}: {name} needs internet access from the workers and an API "
-                            "key passed through a secret reference, never inline",
+                            text("rlinf_logger_needs_credentials", field=path, name=str(name)),
                             path,
                         )
         if "save_interval" in runner:
@@ -415,7 +446,7 @@ class _Checker:
             elif isinstance(value, int) and not isinstance(value, bool) and value <= 0:
                 self.warn(
                     "rlinf_save_interval_disabled",
-                    f"{path} is {value}: RLinf will write no checkpoints",
+                    text("rlinf_save_interval_disabled", field=path, value=value),
                     path,
                 )
 
@@ -436,12 +467,11 @@ def check_rlinf_config(
         checker.node_groups_rule(cluster, cluster_path)
         checker.placement_rule(cluster, cluster_path)
     elif cluster is not None:
-        checker.error("rlinf_config_invalid", f"{cluster_path} must be a mapping", cluster_path)
+        checker.error("rlinf_config_invalid", text("rlinf_config_invalid", field=cluster_path), cluster_path)
     else:
         checker.warn(
             "rlinf_num_nodes_missing",
-            f"{cluster_path}.num_nodes is not set; RLinf needs it to equal the job's "
-            f"{checker.num_nodes} workers",
+            text("rlinf_num_nodes_missing.cluster", field=cluster_path, workers=checker.num_nodes),
             cluster_path,
         )
     runner = config.get("runner")
