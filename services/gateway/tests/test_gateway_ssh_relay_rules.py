@@ -109,6 +109,20 @@ async def test_an_agent_that_cannot_reach_the_worker_says_why_at_once() -> None:
     assert "connection refused on 10.0.0.2:22" in refused.value.message
 
 
+async def test_a_service_relay_that_fails_names_the_service_not_sshd() -> None:
+    hub: RelayHub[str] = RelayHub()
+    link = Link()
+    hub.attach("lab", link.send)
+    opening = asyncio.create_task(hub.open(TARGET, "tcp", service="tensorboard"))
+    order = await link.orders.get()
+    assert (order["op"], order["service"]) == ("tcp", "tensorboard")
+    hub.failed(order["relay"], "lab", "TensorBoard is not supported on the kubernetes runtime yet")
+    with pytest.raises(RelayRefused) as refused:
+        await opening
+    assert "job-1-actor-0's tensorboard: TensorBoard is not supported" in refused.value.message
+    assert "sshd" not in refused.value.message
+
+
 async def test_a_cluster_without_a_control_link_is_offline_and_a_replaced_link_stays() -> None:
     hub: RelayHub[str] = RelayHub()
     with pytest.raises(RelayRefused) as refused:

@@ -43,6 +43,8 @@ class _Pending(Generic[S]):
     secret: str
     arrived: asyncio.Future[S]
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    what: str = "sshd"
+    """What the agent connects the relay to, as the user reads it in a failure."""
 
 
 class Relay(Generic[S]):
@@ -91,7 +93,9 @@ class RelayHub(Generic[S]):
                 "worker",
             )
         relay_id, secret = secrets.token_hex(16), secrets.token_urlsafe(32)
-        pending: _Pending[S] = _Pending(target, secret, asyncio.get_running_loop().create_future())
+        pending: _Pending[S] = _Pending(
+            target, secret, asyncio.get_running_loop().create_future(), what=extra.get("service", "sshd")
+        )
         self._pending[relay_id] = pending
         try:
             await send(connect_order(relay_id, secret, target, op, **extra))
@@ -146,8 +150,8 @@ class RelayHub(Generic[S]):
             RelayRefused(
                 502,
                 "worker_unreachable",
-                f"the agent of cluster {cluster} cannot reach worker {pending.target.worker_id}'s sshd: "
-                f"{reason[:300]}",
+                f"the agent of cluster {cluster} cannot reach worker {pending.target.worker_id}'s "
+                f"{pending.what}: {reason[:300]}",
                 "worker",
             )
         )
