@@ -57,10 +57,12 @@ describe('api error fields', () => {
       { field: 'name', message: 'name: too long' },
       { field: 'public_key', message: 'not a key' },
     ]);
-    expect(error.fieldErrors()).toEqual([
+    expect(error.fieldErrors().map(({ field, message }) => ({ field, message }))).toEqual([
       { field: 'name', message: 'name: too long' },
       { field: 'public_key', message: 'not a key' },
     ]);
+    // Each keeps what the server said, to be rendered in the user's language (ADR 0011).
+    expect(error.fieldErrors()[0].said).toMatchObject({ code: 'invalid_request', message: 'name: too long' });
   });
 });
 
