@@ -292,3 +292,14 @@ async def test_a_rotated_agent_credential_ends_the_old_hosts_kafka_login(stack: 
             return bool((await client.get("/api/v1/clusters/lab")).json()["online"])
 
     await eventually(online, timeout_s=60, what="inventory to take the new agent's heartbeat")
+
+
+async def test_a_deleted_clusters_agent_loses_its_kafka_login(stack: Stack) -> None:
+    """Deleting a cluster removes its agent's principal and ACLs: the old host cannot log in any more."""
+    access = await agent_kafka(stack, "gone")
+    await login(access)
+    async with stack.client() as admin:
+        deleted = await admin.delete("/api/v1/clusters/gone")
+    assert deleted.status_code == 204, deleted.text
+    with pytest.raises(KafkaConnectionError):
+        await login(access)

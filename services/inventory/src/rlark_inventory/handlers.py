@@ -144,8 +144,12 @@ async def update_cluster(pool: asyncpg.Pool, name: str, changes: dict[str, Any])
     return row
 
 
-async def delete_cluster(pool: asyncpg.Pool, name: str) -> None:
-    """Delete a cluster with nothing running on it; its nodes are published as gone first."""
+async def delete_cluster(
+    pool: asyncpg.Pool, name: str, revoke: Callable[[str], Awaitable[None]] | None = None
+) -> None:
+    """Delete a cluster with nothing running on it; its nodes are published as gone first. ``revoke``
+    removes its agent's Kafka login and ACLs (ADR 0004) once the checks pass and before the row goes:
+    if the broker refuses, nothing is deleted and the admin can try again."""
     async with transaction(pool) as conn:
         current = await repo.get_cluster(conn, name, for_update=True)
         if current is None:
@@ -162,6 +166,8 @@ async def delete_cluster(pool: asyncpg.Pool, name: str) -> None:
         events = [_node_event(NodeGone, doc) for doc in nodes]
         events.append(_cluster_event(ClusterDeleted, current))
         await add_events(conn, events)
+        if revoke is not None:
+            await revoke(name)
         await repo.delete_cluster(conn, name)
     log.info("cluster deleted", cluster=name, nodes=len(nodes))
 

@@ -167,12 +167,16 @@ class SecurityAdmin:
             return
         deletions: list[tuple[Any, ...]] = [(name, SCRAM_SHA_512, {}) for name in sorted(principals)]
         response = await self._send(_AlterUserScramCredentials(deletions, []))
-        self._raise_scram_errors(response, "delete", ignore={"ResourceNotFoundError"})
+        self._raise_scram_errors(
+            response, "delete", ignore={"ResourceNotFoundError"}, ignore_codes={91}
+        )  # 91: RESOURCE_NOT_FOUND, unnamed in aiokafka
 
     @staticmethod
-    def _raise_scram_errors(response: Any, action: str, ignore: set[str] | None = None) -> None:
+    def _raise_scram_errors(
+        response: Any, action: str, ignore: set[str] | None = None, ignore_codes: set[int] | None = None
+    ) -> None:
         for user, code, message, _ in response.results:
-            if code == 0:
+            if code == 0 or code in (ignore_codes or set()):
                 continue
             error = for_code(code)
             if ignore and error.__name__ in ignore:

@@ -15,7 +15,7 @@ from rlark_contracts import TopicNames
 from rlark_platform.errors import ApiError, invalid, not_found
 from rlark_platform.http import AdminDep, CallerDep, create_app, database_ready
 from rlark_platform.messaging.access import agent_principal
-from rlark_platform.messaging.provision import provision_agent
+from rlark_platform.messaging.provision import provision_agent, revoke_agent
 from rlark_platform.openapi import error_responses
 from rlark_platform.paging import PageNumber, PageSize
 from rlark_platform.service import ServiceContext
@@ -156,7 +156,12 @@ async def set_hostpath_policy(
 
 @router.delete("/clusters/{name}", status_code=204, responses=error_responses(403, 404, 409))
 async def delete_cluster(request: Request, name: str, _: AdminDep) -> Response:
-    await handlers.delete_cluster(_pool(request), name)
+    settings = _settings(request)
+
+    async def revoke(cluster: str) -> None:
+        await revoke_agent(settings.kafka_access(), TopicNames(settings.topic_prefix), cluster)
+
+    await handlers.delete_cluster(_pool(request), name, revoke)
     return Response(status_code=204)
 
 
