@@ -8,8 +8,10 @@ at a time relative to its parent's descriptor with ``O_NOFOLLOW``: a symbolic li
 (an output the worker replaced by a link to ``/etc``, a file linked to another job's directory) is
 refused, never followed — the worker owns those directories and may plant anything there. A directory is
 sent as a tar stream of its regular files and directories (links and special files are left out).
-Hard links cannot reach files the worker's user does not own where the kernel protects them
-(``fs.protected_hardlinks``, the default).
+The agent reads as root, so from the output down it applies the job's user's mode bits
+(``OutputRoot.reader``): what that user could not read — another user's file in a shared hostPath, a hard
+link to a root file where ``fs.protected_hardlinks`` is off — is refused (403 ``output_not_readable``) and
+left out of listings and tars. (Directories above the output are not checked; ACLs are not read.)
 
 Concurrency: file reads and the tar writer run in threads; they hand chunks to the event loop through a
 bounded queue (``QUEUE_CHUNKS`` of at most ``RELAY_FRAME_BYTES``), and the sender awaits each WebSocket
@@ -38,6 +40,25 @@ from rlark_tunnel_agent.runtime.driver import OutputRoot
 
 QUEUE_CHUNKS = 16
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+MAY_READ, MAY_SEARCH = 4, 1
+
+Reader = tuple[int, int] | None
+"""The job's (uid, gid) whose mode bits apply, or None: the agent's own rights (``OutputRoot.reader``)."""
+
+
+def may(reader: Reader, st: os.stat_result, want: int) -> bool:
+    """Whether ``reader`` may ``want`` (``MAY_READ``, ``MAY_SEARCH``, or both) on ``st`` by its mode bits:
+    the owner's, else the group's, else the others' (as the kernel picks them; the job has no other groups)."""
+    if reader is None or reader[0] == 0:
+        return True
+    uid, gid = reader
+    shift = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
+    return (st.st_mode >> shift) & want == want
+
+
+def _wants(st: os.stat_result) -> int:
+    """What reading ``st`` takes: a file's content, or a directory's names and their entries."""
+    return MAY_READ | MAY_SEARCH if stat.S_ISDIR(st.st_mode) else MAY_READ
 
 
 class FilesRefused(Exception):
@@ -85,19 +106,25 @@ def locate(roots: list[OutputRoot], path: str) -> Located:
     return best
 
 
-def _open_below(fd: int, parts: tuple[str, ...], shown: str) -> int:
-    """Open ``parts`` below directory ``fd`` one component at a time, never following a link; the caller
-    owns the returned descriptor (``fd`` is left open)."""
+def _open_below(
+    fd: int, parts: tuple[str, ...], shown: str, reader: Reader = None, checked_from: int = 0
+) -> int:
+    """Open ``parts`` below directory ``fd`` one component at a time, never following a link, and from
+    ``parts[checked_from]`` on only where ``reader`` may (search a directory on the way, read the end); the
+    caller owns the returned descriptor (``fd`` is left open)."""
     current = os.dup(fd)
     try:
         for index, part in enumerate(parts):
-            flags = READ_FLAGS | (os.O_DIRECTORY if index < len(parts) - 1 else 0)
+            last = index == len(parts) - 1
             try:
-                opened = os.open(part, flags, dir_fd=current)
+                opened = os.open(part, READ_FLAGS | (0 if last else os.O_DIRECTORY), dir_fd=current)
             except OSError as exc:
                 raise _refusal(current, part, shown, exc) from None
             os.close(current)
             current = opened
+            st = os.fstat(current)
+            if index >= checked_from and not may(reader, st, _wants(st) if last else MAY_SEARCH):
+                raise FilesRefused(403, "output_not_readable", f"{shown}: the job's user may not read {part}")
         return current
     except BaseException:
         os.close(current)
@@ -121,8 +148,9 @@ def open_output(located: Located, shown: str) -> int:
         anchor = os.open(located.root.anchor, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         raise FilesRefused(404, "output_not_found", f"{shown}: the output does not exist (yet)") from None
+    root = located.root
     try:
-        fd = _open_below(anchor, (*located.root.parts, *located.below), shown)
+        fd = _open_below(anchor, (*root.parts, *located.below), shown, root.reader, len(root.parts) - 1)
     finally:
         os.close(anchor)
     mode = os.fstat(fd).st_mode
@@ -145,8 +173,9 @@ class _Entry:
     """An open descriptor of a directory (closed after its subtree), None for a file."""
 
 
-def _walk(fd: int, prefix: str) -> Iterator[_Entry]:
-    """Every regular file and directory below ``fd``, sorted, links and special files left out."""
+def _walk(fd: int, prefix: str, reader: Reader = None) -> Iterator[_Entry]:
+    """Every regular file and directory below ``fd`` that ``reader`` may read, sorted, links and special
+    files left out."""
     with os.scandir(fd) as entries:
         names = sorted(e.name for e in entries)
     for name in names:
@@ -155,6 +184,8 @@ def _walk(fd: int, prefix: str) -> Iterator[_Entry]:
         except OSError:
             continue
         path = f"{prefix}/{name}" if prefix else name
+        if not may(reader, st, _wants(st)):
+            continue
         if stat.S_ISREG(st.st_mode):
             yield _Entry(path, st, fd, name, None)
         elif stat.S_ISDIR(st.st_mode):
@@ -164,7 +195,7 @@ def _walk(fd: int, prefix: str) -> Iterator[_Entry]:
                 continue
             try:
                 yield _Entry(path, st, fd, name, child)
-                yield from _walk(child, path)
+                yield from _walk(child, path, reader)
             finally:
                 os.close(child)
 
@@ -182,7 +213,7 @@ def list_outputs(roots: list[OutputRoot], limit: int = FILES_LIST_LIMIT) -> tupl
         try:
             if not stat.S_ISDIR(os.fstat(fd).st_mode):
                 continue
-            for entry in _walk(fd, ""):
+            for entry in _walk(fd, "", root.reader):
                 if entry.child is not None:
                     continue
                 full = str(PurePosixPath(root.path) / entry.path)
@@ -269,15 +300,15 @@ def file_chunks(fd: int) -> AsyncIterator[bytes]:
     return _stream(read)
 
 
-def tar_chunks(fd: int, name: str) -> AsyncIterator[bytes]:
+def tar_chunks(fd: int, name: str, reader: Reader = None) -> AsyncIterator[bytes]:
     """The open directory ``fd`` as a tar stream under ``name/`` (closed when done): directories and regular
-    files, walked without following links."""
+    files ``reader`` may read, walked without following links."""
 
     def write(chunks: _Chunks) -> None:
         try:
             with tarfile.open(fileobj=chunks, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
                 tar.addfile(_info(name, os.fstat(fd)))
-                for entry in _walk(fd, ""):
+                for entry in _walk(fd, "", reader):
                     info = _info(f"{name}/{entry.path}", entry.st)
                     if entry.child is not None:
                         tar.addfile(info)
@@ -288,7 +319,7 @@ def tar_chunks(fd: int, name: str) -> AsyncIterator[bytes]:
                         continue
                     with os.fdopen(file_fd, "rb") as handle:
                         st = os.fstat(handle.fileno())
-                        if not stat.S_ISREG(st.st_mode):
+                        if not stat.S_ISREG(st.st_mode) or not may(reader, st, MAY_READ):
                             continue
                         info.size = st.st_size
                         tar.addfile(info, handle)
@@ -336,5 +367,5 @@ async def answer(
     st = os.fstat(fd)
     name = PurePosixPath(path).name or "outputs"
     if stat.S_ISDIR(st.st_mode):
-        return {"ok": True, "kind": "dir", "name": name}, tar_chunks(fd, name)
+        return {"ok": True, "kind": "dir", "name": name}, tar_chunks(fd, name, located.root.reader)
     return {"ok": True, "kind": "file", "name": name, "size": st.st_size}, file_chunks(fd)

@@ -320,11 +320,15 @@ class OutputRoot:
 
     ``path`` is the output as the job declared it (the worker's path); its files are below ``anchor`` (a host
     directory the runtime trusts: the worker's own directory, or a hostPath source it refused links in) and
-    then ``parts``, each opened without following a link (``agent/files.py``)."""
+    then ``parts``, each opened without following a link (``agent/files.py``). ``reader``: the job's (uid, gid)
+    whose mode bits the agent applies from the output down — the agent reads as root, and serves only what the
+    job's user could read (not another user's file in a shared hostPath, not a hard link to a root file where
+    ``fs.protected_hardlinks`` is off); None where the workers run as the agent's own user."""
 
     path: str
     anchor: str
     parts: tuple[str, ...]
+    reader: tuple[int, int] | None = None
 
 
 @runtime_checkable

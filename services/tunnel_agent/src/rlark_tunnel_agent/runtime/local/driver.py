@@ -89,7 +89,7 @@ import subprocess
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 from typing import Protocol
@@ -565,8 +565,12 @@ class LocalDriver:
         worker = self._workers.get(worker_id)
         if worker is None:
             return None
-        spec, namespaced = worker.record.spec, worker.record.netns is not None
-        return [host_location(spec, worker.dir, path, namespaced=namespaced) for path in spec.outputs]
+        spec, namespaced, uid = worker.record.spec, worker.record.netns is not None, worker.record.uid
+        reader = None if uid is None else (uid, uid)  # pod_init: the job's gid is its uid, no other groups
+        return [
+            replace(host_location(spec, worker.dir, path, namespaced=namespaced), reader=reader)
+            for path in spec.outputs
+        ]
 
     def tensorboard_command(self, worker_id: str, server_args: Sequence[str]) -> list[str] | None:
         """TensorBoard over the worker's `tensorboardDir`, as the job could read it (ADR 0007): as root, in new
