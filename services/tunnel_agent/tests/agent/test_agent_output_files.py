@@ -152,3 +152,11 @@ def test_the_local_runtime_locates_outputs_where_its_binds_put_them(tmp_path: Pa
     ]
     plain = host_location(spec, wdir, "/data/out", namespaced=False)
     assert (plain.anchor, plain.parts) == ("/", ("data", "out"))
+
+
+def test_a_listing_stops_in_a_tree_of_empty_directories(worker_dir: Path) -> None:
+    for index in range(40):
+        (worker_dir / "fs/data/out/empty" / f"d{index:02}").mkdir(parents=True)
+    files, truncated = list_outputs(roots(worker_dir), limit=3)
+    assert truncated is True
+    assert len(files) <= 3

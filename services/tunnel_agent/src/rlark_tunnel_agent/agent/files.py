@@ -41,6 +41,9 @@ from rlark_tunnel_agent.runtime.driver import OutputRoot
 QUEUE_CHUNKS = 16
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 MAY_READ, MAY_SEARCH = 4, 1
+WALK_PER_LISTED = 4
+"""A listing visits at most this many entries (directories too) per file it may list: a tree of empty
+directories costs the agent a bounded walk, not one as deep as the job made it."""
 
 Reader = tuple[int, int] | None
 """The job's (uid, gid) whose mode bits apply, or None: the agent's own rights (``OutputRoot.reader``)."""
@@ -202,9 +205,10 @@ def _walk(fd: int, prefix: str, reader: Reader = None) -> Iterator[_Entry]:
 
 def list_outputs(roots: list[OutputRoot], limit: int = FILES_LIST_LIMIT) -> tuple[list[dict[str, Any]], bool]:
     """Every regular file in the worker's outputs: ``{"path", "size", "mtime"}`` (the worker's path), at most
-    ``limit``; and whether more were left out."""
+    ``limit`` found in at most ``WALK_PER_LISTED * limit`` entries visited; and whether more were left out."""
     files: list[dict[str, Any]] = []
     seen: set[str] = set()
+    visits = WALK_PER_LISTED * limit
     for root in roots:
         try:
             fd = open_output(Located(root, ()), root.path)
@@ -214,6 +218,9 @@ def list_outputs(roots: list[OutputRoot], limit: int = FILES_LIST_LIMIT) -> tupl
             if not stat.S_ISDIR(os.fstat(fd).st_mode):
                 continue
             for entry in _walk(fd, "", root.reader):
+                visits -= 1
+                if visits < 0:
+                    return files, True
                 if entry.child is not None:
                     continue
                 full = str(PurePosixPath(root.path) / entry.path)
