@@ -32,6 +32,7 @@ from rlark_contracts.events.inventory import (
     NodeState,
     NodeUpdated,
 )
+from rlark_contracts.messages import text
 from rlark_contracts.registry import type_of
 from rlark_platform.db import transaction
 from rlark_platform.db.pool import Connection
@@ -119,7 +120,7 @@ async def register_cluster(pool: asyncpg.Pool, spec: ClusterSpec, caller: Caller
     async with transaction(pool) as conn:
         row = await repo.insert_cluster(conn, spec, digest, caller.user)
         if row is None:
-            raise conflict("cluster_exists", f"a cluster named {spec.name!r} already exists", "name")
+            raise conflict("cluster_exists", text("cluster_exists", name=repr(spec.name)), "name")
         await add_events(conn, [_cluster_event(ClusterRegistered, row)])
     log.info("cluster registered", cluster=spec.name, credential=credentials.fingerprint(digest))
     return WithCredential(row, credential)
@@ -160,7 +161,7 @@ async def delete_cluster(
         if running:
             raise conflict(
                 "cluster_in_use",
-                f"{running} worker(s) still run on cluster {name!r}; cancel their jobs first",
+                text("cluster_in_use", workers=running, name=repr(name)),
             )
         nodes = await repo.live_node_documents(conn, name)
         events = [_node_event(NodeGone, doc) for doc in nodes]
@@ -212,7 +213,7 @@ class AgentSession:
 
 
 def _refused() -> ApiError:
-    return ApiError(401, "invalid_credential", "the agent credential is not valid")
+    return ApiError(401, "invalid_credential", text("invalid_credential"))
 
 
 async def open_agent_session(
@@ -263,7 +264,7 @@ async def request_cordon(
                 raise not_found("cluster", cluster)
             raise not_found("node", f"{cluster}/{node}")
         if row.state.gone:
-            raise conflict("node_gone", f"node {node!r} is gone from cluster {cluster!r}")
+            raise conflict("node_gone", text("node_gone", node=repr(node), cluster=repr(cluster)))
         pending = cordoned if cordoned == row.state.schedulable else None
         await repo.set_cordon_requested(conn, cluster, node, pending)
         command = NodeCordonRequested(cluster=cluster, node=node, cordoned=cordoned, requested_by=caller.user)

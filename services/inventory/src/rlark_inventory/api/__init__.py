@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 import asyncpg
 from fastapi import APIRouter, FastAPI, Header, Query, Request, Response
 from rlark_contracts import TopicNames
+from rlark_contracts.messages import text
 from rlark_platform.errors import ApiError, invalid, not_found
 from rlark_platform.http import AdminDep, CallerDep, create_app, database_ready
 from rlark_platform.messaging.access import agent_principal
@@ -49,7 +50,7 @@ from rlark_inventory.settings import InventorySettings
 def _sort(value: str, allowed: dict[str, str]) -> tuple[str, bool]:
     key, descending = (value[1:], True) if value.startswith("-") else (value, False)
     if key not in allowed:
-        raise invalid("invalid_sort", f"cannot sort by {key!r}; use one of {', '.join(allowed)}", "sort")
+        raise invalid("invalid_sort", text("invalid_sort", key=repr(key), allowed=", ".join(allowed)), "sort")
     return key, descending
 
 
@@ -274,7 +275,7 @@ async def agent_session(
     token and the Kafka coordinates the agent publishes its reports to."""
     scheme, _, credential = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not credential.strip():
-        raise ApiError(401, "invalid_credential", "send the agent credential as 'Authorization: Bearer ...'")
+        raise ApiError(401, "invalid_credential", text("invalid_credential.header"))
     settings = _settings(request)
     session = await handlers.open_agent_session(
         _pool(request),

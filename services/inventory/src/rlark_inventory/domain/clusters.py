@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from rlark_contracts import messages
 from rlark_contracts.hostpaths import PolicyError, normalise_policy
 
 from rlark_inventory.domain.errors import InvalidInput
@@ -60,26 +61,27 @@ def validate_name(name: str, field_name: str = "name") -> str:
     if not _DNS_LABEL.match(name):
         raise InvalidInput(
             "invalid_name",
-            f"cluster name {name!r} must be a DNS label: 1-63 lower-case letters, digits or '-', "
-            "starting and ending with a letter or digit",
+            messages.text("invalid_name.cluster", name=repr(name)),
             field_name,
         )
     if name in RESERVED_NAMES:
         # ``<family>.dlq`` is each per-cluster topic family's dead-letter topic (ADR 0004).
-        raise InvalidInput("invalid_name", f"cluster name {name!r} is reserved", field_name)
+        raise InvalidInput(
+            "invalid_name", messages.text("invalid_name.reserved", name=repr(name)), field_name
+        )
     return name
 
 
 def parse_cidrs(values: list[str] | tuple[str, ...], field_name: str) -> list[IPNetwork]:
     """Parse every entry as a network in CIDR notation (no host bits), refusing overlaps inside the list."""
     if len(values) > MAX_CIDRS:
-        raise InvalidInput("invalid_cidr", f"at most {MAX_CIDRS} ranges", field_name)
+        raise InvalidInput("invalid_cidr", messages.text("invalid_cidr.too_many", max=MAX_CIDRS), field_name)
     networks: list[IPNetwork] = []
     for i, raw in enumerate(values):
         where = f"{field_name}[{i}]"
         text = raw.strip()
         if "/" not in text:
-            raise InvalidInput("invalid_cidr", f"{raw!r} is not in CIDR notation (e.g. 10.244.0.0/16)", where)
+            raise InvalidInput("invalid_cidr", messages.text("invalid_cidr.notation", value=repr(raw)), where)
         try:
             network = ipaddress.ip_network(text, strict=True)
         except ValueError:
@@ -87,14 +89,25 @@ def parse_cidrs(values: list[str] | tuple[str, ...], field_name: str) -> list[IP
                 loose = ipaddress.ip_network(text, strict=False)
             except ValueError:
                 raise InvalidInput(
-                    "invalid_cidr", f"{raw!r} is not a network in CIDR notation (e.g. 10.244.0.0/16)", where
+                    "invalid_cidr", messages.text("invalid_cidr.network", value=repr(raw)), where
                 ) from None
             raise InvalidInput(
-                "invalid_cidr", f"{raw!r} has host bits set; the network is {loose}", where
+                "invalid_cidr",
+                messages.text("invalid_cidr.host_bits", value=repr(raw), network=str(loose)),
+                where,
             ) from None
         for j, earlier in enumerate(networks):
             if _overlap(earlier, network):
-                raise InvalidInput("cidr_overlap", f"{network} overlaps {field_name}[{j}] {earlier}", where)
+                raise InvalidInput(
+                    "cidr_overlap",
+                    messages.text(
+                        "cidr_overlap.same_list",
+                        network=str(network),
+                        field=f"{field_name}[{j}]",
+                        earlier=str(earlier),
+                    ),
+                    where,
+                )
         networks.append(network)
     return networks
 
@@ -110,8 +123,13 @@ def check_disjoint(pods: list[IPNetwork], services: list[IPNetwork]) -> None:
             if _overlap(pod, service):
                 raise InvalidInput(
                     "cidr_overlap",
-                    f"service_cidrs[{j}] {service} overlaps pod_cidrs[{i}] {pod}: "
-                    "a cluster's pod and service ranges must not overlap",
+                    messages.text(
+                        "cidr_overlap.pod_service",
+                        service_index=j,
+                        service=str(service),
+                        pod_index=i,
+                        pod=str(pod),
+                    ),
                     f"service_cidrs[{j}]",
                 )
 
@@ -121,7 +139,7 @@ def _short_text(value: str, field_name: str, what: str) -> str:
     if problem:
         raise InvalidInput(
             f"invalid_{field_name}",
-            f"{what} {value!r} must be at most 63 letters, digits, '-', '_' or '.'",
+            messages.text("invalid_text_field", what=what, value=repr(value)),
             field_name,
         )
     return value
@@ -131,10 +149,14 @@ def validate_spec(spec: ClusterSpec) -> ClusterSpec:
     """Check every rule; return the spec with CIDRs in canonical form. Raises ``InvalidInput``."""
     validate_name(spec.name)
     if spec.runtime not in RUNTIMES:
-        raise InvalidInput("invalid_runtime", f"runtime must be one of {', '.join(RUNTIMES)}", "runtime")
+        raise InvalidInput(
+            "invalid_runtime", messages.text("invalid_runtime", runtimes=", ".join(RUNTIMES)), "runtime"
+        )
     if len(spec.display_name) > MAX_DISPLAY_NAME:
         raise InvalidInput(
-            "invalid_display_name", f"display name is at most {MAX_DISPLAY_NAME} characters", "display_name"
+            "invalid_display_name",
+            messages.text("invalid_display_name", max=MAX_DISPLAY_NAME),
+            "display_name",
         )
     _short_text(spec.category, "category", "category")
     _short_text(spec.region, "region", "region")
