@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 import structlog
@@ -31,6 +31,7 @@ from fastapi.responses import StreamingResponse
 from rlark_contracts.relay import FILES_DOWNLOAD, FILES_LIST, OP_FILES
 from rlark_platform.errors import ApiError
 from rlark_platform.openapi import error_responses
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocketState
 
 from rlark_gateway.api.deps import GatewayDep, PrincipalDep, take_stream
@@ -57,6 +58,32 @@ HEAD_TIMEOUT_S = 60.0
 
 class _Cut(Exception):
     """The agent's content ended before it was complete."""
+
+
+class ReleasingResponse(StreamingResponse):
+    """A streamed answer whose ``release`` runs once however it ends — also when its body never started (the
+    client went away first, the server refused a header), where the body's own ``finally`` never runs and a
+    stream place, the relay and the agent's reader would otherwise be held for good."""
+
+    def __init__(
+        self, content: AsyncIterator[bytes], release: Callable[[], Awaitable[None]], **kwargs: Any
+    ) -> None:
+        super().__init__(content, **kwargs)
+        released = False
+
+        async def once() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                await release()
+
+        self.release = once
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.release()
 
 
 def _refusal(exc: RelayRefused) -> ApiError:
@@ -202,23 +229,28 @@ async def download(
         gw.streams.give_back(user)
         raise
     media, headers = download_headers(head)
+    sent = 0
+
+    async def release() -> None:
+        gw.streams.give_back(user)
+        await _end(relay)
+        log.info(
+            "download ended",
+            user=user,
+            job_id=job_id,
+            worker=target.worker_id,
+            kind=head.get("kind"),
+            bytes=sent,
+        )
 
     async def body() -> AsyncIterator[bytes]:
-        sent = 0
+        nonlocal sent
         try:
             async for chunk in _content(relay):
                 sent += len(chunk)
                 yield chunk
         finally:
-            gw.streams.give_back(user)
-            await _end(relay)
-            log.info(
-                "download ended",
-                user=user,
-                job_id=job_id,
-                worker=target.worker_id,
-                kind=head.get("kind"),
-                bytes=sent,
-            )
+            await response.release()
 
-    return StreamingResponse(body(), media_type=media, headers=headers)
+    response = ReleasingResponse(body(), release, media_type=media, headers=headers)
+    return response

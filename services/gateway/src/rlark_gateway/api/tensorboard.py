@@ -22,14 +22,13 @@ from typing import Any
 
 import httpcore
 from fastapi import APIRouter, Request, WebSocket
-from fastapi.responses import StreamingResponse
 from rlark_contracts.relay import OP_TCP, RELAY_FRAME_BYTES, SERVICE_TENSORBOARD, TENSORBOARD_PATH
 from rlark_platform.errors import ApiError
 from starlette.responses import RedirectResponse, Response
 from starlette.websockets import WebSocketState
 
 from rlark_gateway.api.deps import GatewayDep, PrincipalDep
-from rlark_gateway.api.outputs import job_as_caller
+from rlark_gateway.api.outputs import ReleasingResponse, job_as_caller
 from rlark_gateway.domain.relay import RelayRefused, RelayTarget
 from rlark_gateway.relays import Relay, RelayHub
 
@@ -42,6 +41,25 @@ REQUEST_HEADERS = frozenset(
 HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authenticate"}
 )
+ORIGIN_WIDE = frozenset(
+    {"set-cookie", "clear-site-data", "strict-transport-security", "service-worker-allowed", "alt-svc"}
+)
+"""Response headers that act on the gateway's whole origin (its session cookie, its storage, its transport):
+never TensorBoard's to send, so never passed on, with CORS grants (``access-control-*``)."""
+
+
+def answer_headers(pairs: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """TensorBoard's response headers as the gateway passes them on: no hop-by-hop header, no length (the
+    answer is re-streamed), nothing that acts on the gateway's origin as a whole."""
+    kept: dict[str, str] = {}
+    for raw_name, raw_value in pairs:
+        name = raw_name.decode("latin-1").lower()
+        if name in HOP_BY_HOP or name in ORIGIN_WIDE or name == "content-length":
+            continue
+        if name.startswith("access-control-"):
+            continue
+        kept[name] = raw_value.decode("latin-1")
+    return kept
 
 
 class _RelayStream(httpcore.AsyncNetworkStream):
@@ -140,19 +158,20 @@ async def tensorboard(
         await pool.aclose()
         await stream.aclose()
         raise ApiError(502, "tensorboard_failed", f"TensorBoard did not answer: {exc}", "job_id") from None
-    out_headers = {
-        k.decode().lower(): v.decode()
-        for k, v in answer.headers
-        if k.decode().lower() not in HOP_BY_HOP and k.decode().lower() != "content-length"
-    }
+
+    async def release() -> None:
+        await answer.aclose()
+        await pool.aclose()
+        await stream.aclose()
 
     async def content() -> AsyncIterator[bytes]:
         try:
             async for chunk in answer.aiter_stream():
                 yield chunk
         finally:
-            await answer.aclose()
-            await pool.aclose()
-            await stream.aclose()
+            await response.release()
 
-    return StreamingResponse(content(), status_code=answer.status, headers=out_headers)
+    response = ReleasingResponse(
+        content(), release, status_code=answer.status, headers=answer_headers(answer.headers)
+    )
+    return response

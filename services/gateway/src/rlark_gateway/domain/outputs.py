@@ -10,10 +10,14 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import quote
 
 from rlark_gateway.domain.relay import RelayRefused, RelayTarget, worker_names
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+"""Characters a header value may not hold (a job names its files; a newline there would break the answer)."""
 
 
 def job_workers(job: dict[str, Any]) -> list[RelayTarget]:
@@ -76,7 +80,9 @@ def download_headers(head: dict[str, Any]) -> tuple[str, dict[str, str]]:
     else:
         media, filename = "application/octet-stream", name
         headers = {"Content-Length": str(int(head.get("size") or 0))}
-    ascii_name = filename.encode("ascii", "replace").decode().replace('"', "_").replace("\\", "_")
+    ascii_name = (
+        _CONTROL.sub("_", filename.encode("ascii", "replace").decode()).replace('"', "_").replace("\\", "_")
+    )
     headers["Content-Disposition"] = (
         f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(filename, safe='')}"
     )
