@@ -211,3 +211,18 @@ async def test_an_agent_stopping_mid_way_cuts_the_response(relayed: Relayed) -> 
     async with files_agent(relayed, answer), client(relayed, token) as c:
         with pytest.raises(httpx.HTTPError):
             await c.get(f"/api/v1/jobs/{job_id}/outputs/download", params={"path": "/data/out/big.bin"})
+
+
+async def test_a_listing_larger_than_the_gateway_holds_is_cut_not_kept(relayed: Relayed) -> None:
+    _, token, job_id = await own_job(relayed, status="Succeeded")
+    frame = (json.dumps({"path": "/data/out/" + "x" * 200, "size": 1, "mtime": 1.0}) + "\n").encode() * 1200
+
+    def answer(order: dict[str, Any]) -> Answer:
+        return {"ok": True, "kind": "list", "count": 1, "truncated": False}, [frame] * 80, 1000
+
+    async with files_agent(relayed, answer), client(relayed, token) as c:
+        got = await c.get(f"/api/v1/jobs/{job_id}/outputs")
+    assert got.status_code == 200, got.text
+    (worker,) = got.json()["workers"]
+    assert worker["source"] == "unavailable"
+    assert "exceeds 16 MiB" in worker["reason"]

@@ -160,3 +160,13 @@ def test_a_listing_stops_in_a_tree_of_empty_directories(worker_dir: Path) -> Non
     files, truncated = list_outputs(roots(worker_dir), limit=3)
     assert truncated is True
     assert len(files) <= 3
+
+
+def test_a_listing_of_long_nested_names_stops_at_its_byte_budget(worker_dir: Path) -> None:
+    deep = worker_dir / "fs/data/out" / ("n" * 200) / ("m" * 200)
+    deep.mkdir(parents=True)
+    for index in range(20):
+        (deep / f"{index:02}-{'x' * 200}").write_text("")
+    files, truncated = list_outputs(roots(worker_dir), path_bytes=3000)
+    assert truncated is True
+    assert sum(len(f["path"]) for f in files) <= 3000

@@ -54,6 +54,9 @@ router = APIRouter(prefix="/api/v1/jobs/{job_id}/outputs", tags=["outputs"])
 
 HEAD_TIMEOUT_S = 60.0
 """How long the agent has to say what it sends once connected back (a listing walks the outputs)."""
+LISTING_MAX_BYTES = 16 << 20
+"""The most bytes of one worker's listing the gateway holds (the agent keeps its paths under 8 MiB): more
+is not a listing, and an agent cannot make the gateway hold more."""
 
 
 class _Cut(Exception):
@@ -155,7 +158,11 @@ async def _worker_files(gw: Gateway, job: dict[str, Any], target: RelayTarget) -
         try:
             relay, head = await _open(gw, target, action=FILES_LIST)
             try:
-                body = b"".join([chunk async for chunk in _content(relay)])
+                body = bytearray()
+                async for chunk in _content(relay):
+                    body += chunk
+                    if len(body) > LISTING_MAX_BYTES:
+                        raise _Cut(f"the agent's listing exceeds {LISTING_MAX_BYTES >> 20} MiB")
             finally:
                 await _end(relay)
             files = [json.loads(line) for line in body.splitlines() if line.strip()]

@@ -44,6 +44,9 @@ MAY_READ, MAY_SEARCH = 4, 1
 WALK_PER_LISTED = 4
 """A listing visits at most this many entries (directories too) per file it may list: a tree of empty
 directories costs the agent a bounded walk, not one as deep as the job made it."""
+LIST_PATH_BYTES = 8 << 20
+"""The most bytes of paths one listing holds: a job's deeply nested, long names cost bounded memory here and
+in the gateway that reads the listing whole."""
 
 Reader = tuple[int, int] | None
 """The job's (uid, gid) whose mode bits apply, or None: the agent's own rights (``OutputRoot.reader``)."""
@@ -203,9 +206,12 @@ def _walk(fd: int, prefix: str, reader: Reader = None) -> Iterator[_Entry]:
                 os.close(child)
 
 
-def list_outputs(roots: list[OutputRoot], limit: int = FILES_LIST_LIMIT) -> tuple[list[dict[str, Any]], bool]:
+def list_outputs(
+    roots: list[OutputRoot], limit: int = FILES_LIST_LIMIT, path_bytes: int = LIST_PATH_BYTES
+) -> tuple[list[dict[str, Any]], bool]:
     """Every regular file in the worker's outputs: ``{"path", "size", "mtime"}`` (the worker's path), at most
-    ``limit`` found in at most ``WALK_PER_LISTED * limit`` entries visited; and whether more were left out."""
+    ``limit`` found in at most ``WALK_PER_LISTED * limit`` entries visited, with at most ``path_bytes`` of
+    paths; and whether more were left out."""
     files: list[dict[str, Any]] = []
     seen: set[str] = set()
     visits = WALK_PER_LISTED * limit
@@ -226,7 +232,8 @@ def list_outputs(roots: list[OutputRoot], limit: int = FILES_LIST_LIMIT) -> tupl
                 full = str(PurePosixPath(root.path) / entry.path)
                 if full in seen:  # an output inside another output
                     continue
-                if len(files) >= limit:
+                path_bytes -= len(full)
+                if len(files) >= limit or path_bytes < 0:
                     return files, True
                 seen.add(full)
                 files.append({"path": full, "size": entry.st.st_size, "mtime": entry.st.st_mtime})
