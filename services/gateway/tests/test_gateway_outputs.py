@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 from rlark_platform.identity import issue_agent_token
@@ -92,7 +93,7 @@ def client(relayed: Relayed, token: str) -> httpx.AsyncClient:
 
 
 async def test_a_file_streams_from_the_agent_with_its_length_and_name(relayed: Relayed) -> None:
-    _, token, job_id = await own_job(relayed, status="Succeeded")
+    user, token, job_id = await own_job(relayed, status="Succeeded")
     content = os.urandom(300_000)
     frames = [content[i : i + 65536] for i in range(0, len(content), 65536)]
 
@@ -111,6 +112,26 @@ async def test_a_file_streams_from_the_agent_with_its_length_and_name(relayed: R
     assert orders[0]["action"] == "download"
     assert orders[0]["path"] == "/data/out/model.bin"
     assert set(orders[0]) == {"op", "relay", "secret", "job", "worker", "action", "path"}
+    rows = await audited(relayed, "jobs.outputs.download", user)
+    assert len(rows) == 1
+    assert json.loads(rows[0]["details"])["path"] == "/data/out/model.bin"
+    assert json.loads(rows[0]["details"])["bytes"] == len(content)
+
+
+async def audited(relayed: Relayed, action: str, actor: str) -> list[Any]:
+    """The audit entries of ``action`` by ``actor``, once written (the entry follows the response's end)."""
+    conn = await asyncpg.connect(relayed.database_url)
+    try:
+        for _ in range(100):
+            rows = list(
+                await conn.fetch("SELECT * FROM audit_log WHERE action = $1 AND actor = $2", action, actor)
+            )
+            if rows:
+                return rows
+            await asyncio.sleep(0.05)
+        return []
+    finally:
+        await conn.close()
 
 
 async def test_a_directory_comes_as_a_tar_stream(relayed: Relayed) -> None:

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 import structlog
-from fastapi import APIRouter, Query, WebSocket
+from fastapi import APIRouter, Query, Request, WebSocket
 from fastapi.responses import StreamingResponse
 from rlark_contracts.relay import FILES_DOWNLOAD, FILES_LIST, OP_FILES
 from rlark_platform.errors import ApiError
@@ -43,6 +43,7 @@ from rlark_gateway.domain.outputs import (
     refused,
 )
 from rlark_gateway.domain.relay import RelayRefused, RelayTarget
+from rlark_gateway.domain.requests import client_address
 from rlark_gateway.handlers import Principal
 from rlark_gateway.jobs_lookup import find_job
 from rlark_gateway.relays import Relay, RelayHub
@@ -208,6 +209,7 @@ async def list_outputs(job_id: str, principal: PrincipalDep, gw: GatewayDep) -> 
     },
 )
 async def download(
+    request: Request,
     job_id: str,
     principal: PrincipalDep,
     gw: GatewayDep,
@@ -238,6 +240,12 @@ async def download(
     media, headers = download_headers(head)
     sent = 0
 
+    client = client_address(
+        request.client.host if request.client is not None else None,
+        request.headers.getlist("x-forwarded-for"),
+        gw.settings.trusted_proxies,
+    )
+
     async def release() -> None:
         gw.streams.give_back(user)
         await _end(relay)
@@ -249,6 +257,7 @@ async def download(
             kind=head.get("kind"),
             bytes=sent,
         )
+        await _audit_download(gw, principal, target, path, client, {"kind": head.get("kind"), "bytes": sent})
 
     async def body() -> AsyncIterator[bytes]:
         nonlocal sent
@@ -261,3 +270,28 @@ async def download(
 
     response = ReleasingResponse(body(), release, media_type=media, headers=headers)
     return response
+
+
+DOWNLOAD_AUDIT_ACTION = "jobs.outputs.download"
+
+
+async def _audit_download(
+    gw: Gateway, principal: Principal, target: RelayTarget, path: str, client: str, details: dict[str, Any]
+) -> None:
+    """One audit entry per download (who read which job's file, how many bytes): an admin reading another
+    user's outputs leaves a trace, as an SSH session does."""
+    try:
+        await gw.accounts.record_audit(
+            actor=principal.username,
+            role=principal.role.value,
+            action=DOWNLOAD_AUDIT_ACTION,
+            target=f"jobs/{target.job_id}/workers/{target.worker_id}",
+            method="GET",
+            path=f"/api/v1/jobs/{target.job_id}/outputs/download",
+            status=200,
+            client_ip=client,
+            request_id=None,
+            details={"path": path, "worker": target.worker_id, **details},
+        )
+    except Exception as exc:  # the download happened; a failed entry is an operator's alarm, not the user's
+        log.error("audit entry not written", error=type(exc).__name__, action=DOWNLOAD_AUDIT_ACTION)
