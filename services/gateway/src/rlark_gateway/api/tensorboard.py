@@ -24,6 +24,7 @@ import httpcore
 from fastapi import APIRouter, Request, WebSocket
 from rlark_contracts.relay import OP_TCP, RELAY_FRAME_BYTES, SERVICE_TENSORBOARD, TENSORBOARD_PATH
 from rlark_platform.errors import ApiError
+from rlark_platform.openapi import error_responses
 from starlette.responses import RedirectResponse, Response
 from starlette.websockets import WebSocketState
 
@@ -126,7 +127,14 @@ async def tensorboard_root(job_id: str) -> Response:
     return RedirectResponse(TENSORBOARD_PATH.format(job_id=job_id) + "/", status_code=307)
 
 
-@router.api_route(TENSORBOARD_PATH + "/{path:path}", methods=["GET", "POST"])
+@router.api_route(
+    TENSORBOARD_PATH + "/{path:path}",
+    methods=["GET", "POST"],
+    responses={
+        **error_responses(401, 403, 404, 409, 413, 422, 429, 502, 503, 504),
+        "default": {"description": "TensorBoard's own answer, passed on (any status)"},
+    },
+)
 async def tensorboard(
     job_id: str, path: str, request: Request, principal: PrincipalDep, gw: GatewayDep
 ) -> Response:
