@@ -293,9 +293,11 @@ async def test_changing_a_running_jobs_ssh_keys_updates_its_workers_without_a_re
         async with stack.client() as client:
             events = (await client.get(f"/api/v1/jobs/{submitted['id']}/events")).json()["items"]
         keys_events = [e for e in events if e["kind"] == "keys"]
-        assert [(e["reason"], e["details"]) for e in keys_events] == [
-            ("SSH keys updated", {"ssh_keys": ["desktop", "laptop"]})
+        assert [(e["reason"], e["details"]["ssh_keys"]) for e in keys_events] == [
+            ("SSH keys updated", ["desktop", "laptop"])
         ]
+        # the timeline row keeps the sentence's catalogue key, for the console in the user's language
+        assert keys_events[0]["details"]["said"]["message_key"] == "job.keys_updated"
         await cancel(stack, submitted["id"])
 
 
