@@ -35,6 +35,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocketState
 
 from rlark_gateway.api.deps import GatewayDep, PrincipalDep, take_stream
+from rlark_gateway.api.relay import record_relay_audit
 from rlark_gateway.domain.outputs import (
     download_headers,
     job_workers,
@@ -257,7 +258,16 @@ async def download(
             kind=head.get("kind"),
             bytes=sent,
         )
-        await _audit_download(gw, principal, target, path, client, {"kind": head.get("kind"), "bytes": sent})
+        await record_relay_audit(
+            gw,
+            principal,
+            target,
+            action=DOWNLOAD_AUDIT_ACTION,
+            path=f"/api/v1/jobs/{target.job_id}/outputs/download",
+            status=200,
+            client=client,
+            details={"path": path, "worker": target.worker_id, "kind": head.get("kind"), "bytes": sent},
+        )
 
     async def body() -> AsyncIterator[bytes]:
         nonlocal sent
@@ -273,25 +283,3 @@ async def download(
 
 
 DOWNLOAD_AUDIT_ACTION = "jobs.outputs.download"
-
-
-async def _audit_download(
-    gw: Gateway, principal: Principal, target: RelayTarget, path: str, client: str, details: dict[str, Any]
-) -> None:
-    """One audit entry per download (who read which job's file, how many bytes): an admin reading another
-    user's outputs leaves a trace, as an SSH session does."""
-    try:
-        await gw.accounts.record_audit(
-            actor=principal.username,
-            role=principal.role.value,
-            action=DOWNLOAD_AUDIT_ACTION,
-            target=f"jobs/{target.job_id}/workers/{target.worker_id}",
-            method="GET",
-            path=f"/api/v1/jobs/{target.job_id}/outputs/download",
-            status=200,
-            client_ip=client,
-            request_id=None,
-            details={"path": path, "worker": target.worker_id, **details},
-        )
-    except Exception as exc:  # the download happened; a failed entry is an operator's alarm, not the user's
-        log.error("audit entry not written", error=type(exc).__name__, action=DOWNLOAD_AUDIT_ACTION)

@@ -166,35 +166,48 @@ async def ssh(ws: WebSocket, job_id: str, worker: str) -> None:
                     bytes_to_worker=tally.to_worker,
                     bytes_from_worker=tally.from_worker,
                 )
-                await _audit(
+                await record_relay_audit(
                     gw,
                     principal,
                     target,
-                    client,
-                    session_details(target, relay.id, started, ended, tally, end),
+                    action=AUDIT_ACTION,
+                    path=f"/api/v1/jobs/{target.job_id}/workers/{target.worker_id}/ssh",
+                    status=101,
+                    client=client,
+                    details=session_details(target, relay.id, started, ended, tally, end),
                 )
     finally:
         gw.streams.give_back(user)
 
 
-async def _audit(
-    gw: Gateway, principal: Principal, target: RelayTarget, client: str, details: dict[str, Any]
+async def record_relay_audit(
+    gw: Gateway,
+    principal: Principal,
+    target: RelayTarget,
+    *,
+    action: str,
+    path: str,
+    status: int,
+    client: str,
+    details: dict[str, Any],
 ) -> None:
+    """One audit entry for a session relayed to a worker (SSH, an output download). The session already
+    happened: a failed entry is logged as an error for the operator, not turned into the user's error."""
     try:
         await gw.accounts.record_audit(
             actor=principal.username,
             role=principal.role.value,
-            action=AUDIT_ACTION,
+            action=action,
             target=f"jobs/{target.job_id}/workers/{target.worker_id}",
             method="GET",
-            path=f"/api/v1/jobs/{target.job_id}/workers/{target.worker_id}/ssh",
-            status=101,
+            path=path,
+            status=status,
             client_ip=client,
             request_id=None,
             details=details,
         )
     except Exception as exc:
-        log.error("audit entry not written", error=type(exc).__name__, action=AUDIT_ACTION)
+        log.error("audit entry not written", error=type(exc).__name__, action=action)
 
 
 async def _pump(source: WebSocket, sink: WebSocket, add: Any) -> None:
