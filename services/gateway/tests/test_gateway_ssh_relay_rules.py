@@ -95,6 +95,23 @@ async def test_an_agent_that_never_connects_back_gives_the_user_a_clear_timeout(
     assert hub.waiting() == 0
 
 
+async def test_an_order_that_needs_preparing_waits_for_it_too() -> None:
+    """A TensorBoard order lets the agent start the server first: the wait is the connect-back time plus the
+    preparation time (the CI failure: a 10 s wait for a server the agent may take 60 s to start)."""
+    hub: RelayHub[str] = RelayHub(connect_timeout_s=0.01)
+    link = Link()
+    hub.attach("lab", link.send)
+    opening = asyncio.create_task(hub.open(TARGET, prepare_s=30.0))
+    order = await link.orders.get()
+    await asyncio.sleep(0.05)  # past the plain connect-back time
+    assert not opening.done()
+    hub.arrive(order["relay"], order["secret"], "lab", "agent")
+    assert (await opening).agent == "agent"
+    with pytest.raises(RelayRefused) as refused:
+        await hub.open(TARGET, prepare_s=0.02)
+    assert "did not connect back within 0.03 s" in refused.value.message
+
+
 async def test_an_agent_that_cannot_reach_the_worker_says_why_at_once() -> None:
     hub: RelayHub[str] = RelayHub()
     link = Link()

@@ -30,6 +30,9 @@ OP_TCP: Final = "tcp"
 SERVICE_TENSORBOARD: Final = "tensorboard"
 TENSORBOARD_PATH: Final = "/api/v1/jobs/{job_id}/tensorboard"
 """Where the gateway serves a job's TensorBoard; its server runs with this ``--path_prefix``."""
+TENSORBOARD_START_S: Final = 60.0
+"""How long an agent gives a TensorBoard server to listen before it says it failed; the gateway waits that
+long, plus its usual connect-back time, for the agent of a ``tensorboard`` order to connect back."""
 OP_FILES: Final = "files"
 FILES_LIST: Final = "list"
 FILES_DOWNLOAD: Final = "download"

@@ -79,10 +79,13 @@ class RelayHub(Generic[S]):
 
     # --- relays ----------------------------------------------------------------------------------------
 
-    async def open(self, target: RelayTarget, op: str = OP_SSH, **extra: str) -> Relay[S]:
-        """Ask ``target``'s agent to connect back (an ``op`` order with ``extra`` fields) and wait for it;
-        ``RelayRefused`` 503 ``agent_offline``, 502 ``worker_unreachable`` (the agent's reason) or 504
-        ``agent_timeout``."""
+    async def open(
+        self, target: RelayTarget, op: str = OP_SSH, *, prepare_s: float = 0.0, **extra: str
+    ) -> Relay[S]:
+        """Ask ``target``'s agent to connect back (an ``op`` order with ``extra`` fields) and wait for it
+        ``connect_timeout_s`` plus ``prepare_s`` (what the agent may spend before it dials back, e.g. starting
+        TensorBoard); ``RelayRefused`` 503 ``agent_offline``, 502 ``worker_unreachable`` (the agent's reason)
+        or 504 ``agent_timeout``."""
         send = self._links.get(target.cluster)
         if send is None:
             raise RelayRefused(
@@ -93,20 +96,20 @@ class RelayHub(Generic[S]):
                 "worker",
             )
         relay_id, secret = secrets.token_hex(16), secrets.token_urlsafe(32)
+        wait_s = self.connect_timeout_s + prepare_s
         pending: _Pending[S] = _Pending(
             target, secret, asyncio.get_running_loop().create_future(), what=extra.get("service", "sshd")
         )
         self._pending[relay_id] = pending
         try:
             await send(connect_order(relay_id, secret, target, op, **extra))
-            async with asyncio.timeout(self.connect_timeout_s):
+            async with asyncio.timeout(wait_s):
                 agent = await pending.arrived
         except TimeoutError:
             raise RelayRefused(
                 504,
                 "agent_timeout",
-                f"the agent of cluster {target.cluster} did not connect back within "
-                f"{self.connect_timeout_s:g} s",
+                f"the agent of cluster {target.cluster} did not connect back within {wait_s:g} s",
                 "worker",
             ) from None
         except ConnectionError as exc:

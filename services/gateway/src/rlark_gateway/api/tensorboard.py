@@ -22,7 +22,13 @@ from typing import Any
 
 import httpcore
 from fastapi import APIRouter, Request, WebSocket
-from rlark_contracts.relay import OP_TCP, RELAY_FRAME_BYTES, SERVICE_TENSORBOARD, TENSORBOARD_PATH
+from rlark_contracts.relay import (
+    OP_TCP,
+    RELAY_FRAME_BYTES,
+    SERVICE_TENSORBOARD,
+    TENSORBOARD_PATH,
+    TENSORBOARD_START_S,
+)
 from rlark_platform.errors import ApiError
 from rlark_platform.openapi import error_responses
 from starlette.responses import RedirectResponse, Response
@@ -148,7 +154,7 @@ async def tensorboard(
     try:
         target = header_worker(job)
         hub: RelayHub[WebSocket] = gw.relays
-        relay = await hub.open(target, OP_TCP, service=SERVICE_TENSORBOARD)
+        relay = await hub.open(target, OP_TCP, prepare_s=TENSORBOARD_START_S, service=SERVICE_TENSORBOARD)
     except RelayRefused as exc:
         raise ApiError(exc.status, exc.code, exc.message, exc.field) from None
     stream = _RelayStream(relay)

@@ -26,11 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
-from rlark_contracts.relay import TENSORBOARD_PATH
+from rlark_contracts.relay import TENSORBOARD_PATH, TENSORBOARD_START_S
 
 log = structlog.get_logger(__name__)
 
-START_TIMEOUT_S = 60.0
+START_TIMEOUT_S = TENSORBOARD_START_S
 Command = Callable[[str, list[str]], "list[str] | None"]
 """(worker id, the server's arguments) → the command line running TensorBoard over the worker's dir as the
 runtime confines it (``runtime.driver.ServesTensorBoard``), or None when the worker has none."""
