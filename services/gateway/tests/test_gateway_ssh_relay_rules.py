@@ -130,7 +130,7 @@ async def test_a_service_relay_that_fails_names_the_service_not_sshd() -> None:
     hub: RelayHub[str] = RelayHub()
     link = Link()
     hub.attach("lab", link.send)
-    opening = asyncio.create_task(hub.open(TARGET, "tcp", service="tensorboard"))
+    opening = asyncio.create_task(hub.open(TARGET, "tcp", {"service": "tensorboard"}))
     order = await link.orders.get()
     assert (order["op"], order["service"]) == ("tcp", "tensorboard")
     hub.failed(order["relay"], "lab", "TensorBoard is not supported on the kubernetes runtime yet")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -80,7 +80,11 @@ class RelayHub(Generic[S]):
     # --- relays ----------------------------------------------------------------------------------------
 
     async def open(
-        self, target: RelayTarget, op: str = OP_SSH, *, prepare_s: float = 0.0, **extra: str
+        self,
+        target: RelayTarget,
+        op: str = OP_SSH,
+        extra: Mapping[str, str] | None = None,
+        prepare_s: float = 0.0,
     ) -> Relay[S]:
         """Ask ``target``'s agent to connect back (an ``op`` order with ``extra`` fields) and wait for it
         ``connect_timeout_s`` plus ``prepare_s`` (what the agent may spend before it dials back, e.g. starting
@@ -95,6 +99,7 @@ class RelayHub(Generic[S]):
                 "or an agent too old for SSH through the platform)",
                 "worker",
             )
+        extra = extra or {}
         relay_id, secret = secrets.token_hex(16), secrets.token_urlsafe(32)
         wait_s = self.connect_timeout_s + prepare_s
         pending: _Pending[S] = _Pending(

@@ -111,7 +111,7 @@ async def job_as_caller(gw: Gateway, principal: Principal, job_id: str) -> dict[
 async def _open(gw: Gateway, target: RelayTarget, **order: str) -> tuple[Relay[WebSocket], dict[str, Any]]:
     """A files relay to ``target``'s agent and the head it sent; ``RelayRefused`` when none or a refusal."""
     hub: RelayHub[WebSocket] = gw.relays
-    relay = await hub.open(target, OP_FILES, **order)
+    relay = await hub.open(target, OP_FILES, order)
     try:
         async with asyncio.timeout(HEAD_TIMEOUT_S):
             message = await relay.agent.receive()

@@ -154,7 +154,9 @@ async def tensorboard(
     try:
         target = header_worker(job)
         hub: RelayHub[WebSocket] = gw.relays
-        relay = await hub.open(target, OP_TCP, prepare_s=TENSORBOARD_START_S, service=SERVICE_TENSORBOARD)
+        relay = await hub.open(
+            target, OP_TCP, {"service": SERVICE_TENSORBOARD}, prepare_s=TENSORBOARD_START_S
+        )
     except RelayRefused as exc:
         raise ApiError(exc.status, exc.code, exc.message, exc.field) from None
     stream = _RelayStream(relay)
