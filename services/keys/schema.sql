@@ -1,0 +1,78 @@
+CREATE TABLE public.inbox (
+    consumer text NOT NULL,
+    event_id text NOT NULL,
+    event_type text NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.outbox (
+    seq bigint NOT NULL,
+    event_id text NOT NULL,
+    topic text NOT NULL,
+    key text NOT NULL,
+    payload bytea NOT NULL,
+    headers jsonb,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE SEQUENCE public.outbox_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.outbox_seq_seq OWNED BY public.outbox.seq;
+
+CREATE TABLE public.platform_schema_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.schema_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.ssh_keys (
+    id uuid NOT NULL,
+    owner text NOT NULL,
+    name text NOT NULL,
+    key_type text NOT NULL,
+    bits integer NOT NULL,
+    fingerprint text NOT NULL,
+    comment text DEFAULT ''::text NOT NULL,
+    public_key text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY public.outbox ALTER COLUMN seq SET DEFAULT nextval('public.outbox_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.inbox
+    ADD CONSTRAINT inbox_pkey PRIMARY KEY (consumer, event_id);
+
+ALTER TABLE ONLY public.outbox
+    ADD CONSTRAINT outbox_event_id_key UNIQUE (event_id);
+
+ALTER TABLE ONLY public.outbox
+    ADD CONSTRAINT outbox_pkey PRIMARY KEY (seq);
+
+ALTER TABLE ONLY public.platform_schema_migrations
+    ADD CONSTRAINT platform_schema_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY public.schema_migrations
+    ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY public.ssh_keys
+    ADD CONSTRAINT ssh_keys_owner_fingerprint UNIQUE (owner, fingerprint);
+
+ALTER TABLE ONLY public.ssh_keys
+    ADD CONSTRAINT ssh_keys_owner_name UNIQUE (owner, name);
+
+ALTER TABLE ONLY public.ssh_keys
+    ADD CONSTRAINT ssh_keys_pkey PRIMARY KEY (id);

@@ -1,0 +1,315 @@
+CREATE TABLE public.capacity_changes (
+    id bigint NOT NULL,
+    kind text NOT NULL,
+    key text NOT NULL,
+    CONSTRAINT capacity_changes_kind_check CHECK ((kind = ANY (ARRAY['node'::text, 'cluster'::text, 'job'::text, 'all'::text])))
+);
+
+CREATE SEQUENCE public.capacity_changes_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.capacity_changes_id_seq OWNED BY public.capacity_changes.id;
+
+CREATE TABLE public.clusters (
+    name text NOT NULL,
+    runtime text DEFAULT 'kubernetes'::text NOT NULL,
+    online boolean DEFAULT false NOT NULL,
+    pod_cidrs text[] DEFAULT '{}'::text[] NOT NULL,
+    service_cidrs text[] DEFAULT '{}'::text[] NOT NULL,
+    deleted boolean DEFAULT false NOT NULL,
+    changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    hostpath_allow text[] DEFAULT '{}'::text[] NOT NULL
+);
+
+CREATE TABLE public.inbox (
+    consumer text NOT NULL,
+    event_id text NOT NULL,
+    event_type text NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.job_events (
+    seq bigint NOT NULL,
+    job_id text NOT NULL,
+    kind text NOT NULL,
+    from_status text DEFAULT ''::text NOT NULL,
+    to_status text DEFAULT ''::text NOT NULL,
+    worker_id text,
+    phase text,
+    reason text DEFAULT ''::text NOT NULL,
+    details jsonb DEFAULT '{}'::jsonb NOT NULL,
+    at timestamp with time zone NOT NULL
+);
+
+CREATE SEQUENCE public.job_events_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.job_events_seq_seq OWNED BY public.job_events.seq;
+
+CREATE TABLE public.job_outputs (
+    job_id text NOT NULL,
+    worker_id text NOT NULL,
+    files jsonb NOT NULL,
+    truncated boolean DEFAULT false NOT NULL,
+    listed_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.jobs (
+    id text NOT NULL,
+    owner text NOT NULL,
+    name text NOT NULL,
+    spec jsonb NOT NULL,
+    spec_yaml text NOT NULL,
+    warnings jsonb DEFAULT '[]'::jsonb NOT NULL,
+    status text NOT NULL,
+    reason text DEFAULT ''::text NOT NULL,
+    details jsonb DEFAULT '{}'::jsonb NOT NULL,
+    priority integer DEFAULT 0 NOT NULL,
+    submitted_seq bigint NOT NULL,
+    network_domain text,
+    domain_cidr text,
+    address_request_id text,
+    hold_until timestamp with time zone,
+    pending jsonb,
+    ssh_key_ids text[] DEFAULT '{}'::text[] NOT NULL,
+    ssh_key_names text[] DEFAULT '{}'::text[] NOT NULL,
+    ssh_public_keys text[] DEFAULT '{}'::text[] NOT NULL,
+    exit_code integer,
+    ray_nodes_joined integer,
+    ray_nodes_expected integer,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    scheduled_at timestamp with time zone,
+    started_at timestamp with time zone,
+    ended_at timestamp with time zone,
+    tunnel_reason text,
+    reason_before_tunnel text,
+    idempotency_key text,
+    idempotency_fingerprint text
+);
+
+CREATE SEQUENCE public.jobs_submitted_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.jobs_submitted_seq_seq OWNED BY public.jobs.submitted_seq;
+
+CREATE TABLE public.network_domains (
+    name text NOT NULL,
+    cidr text NOT NULL
+);
+
+CREATE TABLE public.nodes (
+    cluster text NOT NULL,
+    name text NOT NULL,
+    ready boolean NOT NULL,
+    schedulable boolean NOT NULL,
+    gone boolean DEFAULT false NOT NULL,
+    gpu_count integer DEFAULT 0 NOT NULL,
+    gpu_model text DEFAULT ''::text NOT NULL,
+    gpu_allocatable integer DEFAULT 0 NOT NULL,
+    gpu_allocated integer DEFAULT 0 NOT NULL,
+    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
+    addresses text[] DEFAULT '{}'::text[] NOT NULL,
+    changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    observed_at timestamp with time zone,
+    gpu_allocated_foreign integer DEFAULT 0 NOT NULL
+);
+
+CREATE TABLE public.outbox (
+    seq bigint NOT NULL,
+    event_id text NOT NULL,
+    topic text NOT NULL,
+    key text NOT NULL,
+    payload bytea NOT NULL,
+    headers jsonb,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE SEQUENCE public.outbox_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.outbox_seq_seq OWNED BY public.outbox.seq;
+
+CREATE TABLE public.platform_schema_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.schema_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.ssh_keys (
+    key_id text NOT NULL,
+    owner text NOT NULL,
+    name text NOT NULL,
+    key_type text DEFAULT ''::text NOT NULL,
+    fingerprint text DEFAULT ''::text NOT NULL,
+    public_key text NOT NULL
+);
+
+CREATE TABLE public.tunnel_links (
+    domain text NOT NULL,
+    cluster text NOT NULL,
+    peer text NOT NULL,
+    up boolean NOT NULL,
+    since timestamp with time zone NOT NULL,
+    last_error text DEFAULT ''::text NOT NULL,
+    rtt_ms double precision,
+    bytes_sent bigint DEFAULT 0 NOT NULL,
+    bytes_received bigint DEFAULT 0 NOT NULL,
+    reported_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE public.worker_logs (
+    cursor bigint NOT NULL,
+    job_id text NOT NULL,
+    worker_id text NOT NULL,
+    seq bigint NOT NULL,
+    line text NOT NULL
+);
+
+CREATE SEQUENCE public.worker_logs_cursor_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.worker_logs_cursor_seq OWNED BY public.worker_logs.cursor;
+
+CREATE TABLE public.workers (
+    id text NOT NULL,
+    job_id text NOT NULL,
+    role text NOT NULL,
+    index integer NOT NULL,
+    rank integer NOT NULL,
+    is_header boolean NOT NULL,
+    cluster text NOT NULL,
+    node text NOT NULL,
+    gpus integer NOT NULL,
+    virtual_ip text,
+    address text DEFAULT ''::text NOT NULL,
+    phase text DEFAULT 'Placed'::text NOT NULL,
+    exit_code integer,
+    reason text DEFAULT ''::text NOT NULL,
+    ray_joined boolean DEFAULT false NOT NULL,
+    present boolean DEFAULT false NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    present_since timestamp with time zone
+);
+
+ALTER TABLE ONLY public.capacity_changes ALTER COLUMN id SET DEFAULT nextval('public.capacity_changes_id_seq'::regclass);
+
+ALTER TABLE ONLY public.job_events ALTER COLUMN seq SET DEFAULT nextval('public.job_events_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.jobs ALTER COLUMN submitted_seq SET DEFAULT nextval('public.jobs_submitted_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.outbox ALTER COLUMN seq SET DEFAULT nextval('public.outbox_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.worker_logs ALTER COLUMN cursor SET DEFAULT nextval('public.worker_logs_cursor_seq'::regclass);
+
+ALTER TABLE ONLY public.capacity_changes
+    ADD CONSTRAINT capacity_changes_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.clusters
+    ADD CONSTRAINT clusters_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY public.inbox
+    ADD CONSTRAINT inbox_pkey PRIMARY KEY (consumer, event_id);
+
+ALTER TABLE ONLY public.job_events
+    ADD CONSTRAINT job_events_pkey PRIMARY KEY (seq);
+
+ALTER TABLE ONLY public.job_outputs
+    ADD CONSTRAINT job_outputs_pkey PRIMARY KEY (job_id, worker_id);
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_owner_idempotency_key UNIQUE (owner, idempotency_key);
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.jobs
+    ADD CONSTRAINT jobs_submitted_seq_key UNIQUE (submitted_seq);
+
+ALTER TABLE ONLY public.network_domains
+    ADD CONSTRAINT network_domains_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY public.nodes
+    ADD CONSTRAINT nodes_pkey PRIMARY KEY (cluster, name);
+
+ALTER TABLE ONLY public.outbox
+    ADD CONSTRAINT outbox_event_id_key UNIQUE (event_id);
+
+ALTER TABLE ONLY public.outbox
+    ADD CONSTRAINT outbox_pkey PRIMARY KEY (seq);
+
+ALTER TABLE ONLY public.platform_schema_migrations
+    ADD CONSTRAINT platform_schema_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY public.schema_migrations
+    ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY public.ssh_keys
+    ADD CONSTRAINT ssh_keys_pkey PRIMARY KEY (key_id);
+
+ALTER TABLE ONLY public.tunnel_links
+    ADD CONSTRAINT tunnel_links_pkey PRIMARY KEY (domain, cluster, peer);
+
+ALTER TABLE ONLY public.worker_logs
+    ADD CONSTRAINT worker_logs_pkey PRIMARY KEY (cursor);
+
+ALTER TABLE ONLY public.worker_logs
+    ADD CONSTRAINT worker_logs_worker_id_seq_key UNIQUE (worker_id, seq);
+
+ALTER TABLE ONLY public.workers
+    ADD CONSTRAINT workers_job_id_role_index_key UNIQUE (job_id, role, index);
+
+ALTER TABLE ONLY public.workers
+    ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
+
+CREATE INDEX job_events_job ON public.job_events USING btree (job_id, seq);
+
+CREATE INDEX jobs_owner_created ON public.jobs USING btree (owner, created_at DESC);
+
+CREATE INDEX jobs_status ON public.jobs USING btree (status);
+
+CREATE INDEX ssh_keys_owner_name ON public.ssh_keys USING btree (owner, name);
+
+CREATE INDEX worker_logs_job ON public.worker_logs USING btree (job_id, cursor);
+
+CREATE INDEX workers_node ON public.workers USING btree (cluster, node);
+
+ALTER TABLE ONLY public.job_events
+    ADD CONSTRAINT job_events_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.job_outputs
+    ADD CONSTRAINT job_outputs_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.worker_logs
+    ADD CONSTRAINT worker_logs_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.workers
+    ADD CONSTRAINT workers_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
