@@ -139,3 +139,21 @@ async def topic_prefix(kafka_admin: Any) -> AsyncIterator[str]:
     yield prefix
     with contextlib.suppress(Exception):
         await delete_topics_with_prefix(kafka_admin, prefix)
+
+
+@pytest.fixture
+def names(topic_prefix: str) -> Any:
+    """The ``TopicNames`` of this test's prefix (every topic already created by ``topic_prefix``)."""
+    from rlark_contracts import TopicNames
+
+    return TopicNames(topic_prefix)
+
+
+@pytest.fixture
+async def producer(kafka_admin: Any) -> AsyncIterator[Any]:
+    """A Kafka producer as the broker's super user: tests stand in for other services and agents with it."""
+    from rlark_platform.messaging import create_producer
+
+    made = await create_producer(kafka_admin, f"tests-{uuid.uuid4().hex[:6]}")
+    yield made
+    await made.stop()

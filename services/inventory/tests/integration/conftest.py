@@ -6,10 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from aiokafka import AIOKafkaProducer
 from inventory_it_support import AGENT_TIMEOUT_S
-from rlark_contracts import TopicNames
-from rlark_platform.messaging import KafkaAccess, create_producer
 from rlark_platform.testing import RunningService, running_service, settings_for
 
 from rlark_inventory.main import DEFINITION
@@ -29,15 +26,3 @@ async def inventory(
     )
     async with running_service(DEFINITION, settings) as running:
         yield running
-
-
-@pytest.fixture
-def names(topic_prefix: str) -> TopicNames:
-    return TopicNames(topic_prefix)
-
-
-@pytest.fixture
-async def producer(kafka_admin: KafkaAccess) -> AsyncIterator[AIOKafkaProducer]:
-    p = await create_producer(kafka_admin, "test-agent")
-    yield p
-    await p.stop()

@@ -3,10 +3,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from aiokafka import AIOKafkaProducer
-from rlark_contracts import TopicNames
 from rlark_netdomain.main import DEFINITION
-from rlark_platform.messaging import KafkaAccess, create_producer
 from rlark_platform.testing import RunningService, running_service, settings_for
 
 
@@ -19,15 +16,3 @@ async def service(
     )
     async with running_service(DEFINITION, settings) as running:
         yield running
-
-
-@pytest.fixture
-def names(topic_prefix: str) -> TopicNames:
-    return TopicNames(topic_prefix)
-
-
-@pytest.fixture
-async def producer(kafka_admin: KafkaAccess) -> AsyncIterator[AIOKafkaProducer]:
-    p = await create_producer(kafka_admin, "netdomain-tests")
-    yield p
-    await p.stop()

@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaProducer
 from rlark_contracts import TopicNames
-from rlark_platform.messaging import KafkaAccess, create_producer
+from rlark_platform.messaging import KafkaAccess
 from rlark_platform.messaging.producer import delete_topics_with_prefix
 from rlark_platform.testing import (
     RunningService,
@@ -45,18 +45,6 @@ async def scheduler(
     )
     async with running_service(DEFINITION, settings) as running:
         yield running
-
-
-@pytest.fixture
-def names(topic_prefix: str) -> TopicNames:
-    return TopicNames(topic_prefix)
-
-
-@pytest.fixture
-async def producer(kafka_admin: KafkaAccess) -> AsyncIterator[AIOKafkaProducer]:
-    p = await create_producer(kafka_admin, "scheduler-it")
-    yield p
-    await p.stop()
 
 
 @pytest.fixture
