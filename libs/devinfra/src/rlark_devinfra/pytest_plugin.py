@@ -3,7 +3,9 @@
 1. ``RLARK_TEST_DATABASE_URL`` / ``RLARK_TEST_KAFKA_BOOTSTRAP`` when set;
 2. testcontainers when a Docker engine answers;
 3. the project's own servers (``rlark_devinfra.postgres`` / ``.kafka``), started on demand and stopped
-   at the end of the session when this session started them.
+   at the end of the session when this session started them and no other test session of this checkout
+   still runs (each session registers its pid under ``<state>/sessions/``: two ``pytest`` runs side by
+   side no longer pull the servers from under each other).
 
 Never a skip: when none of these works the fixture errors, and the test fails.
 """
@@ -19,13 +21,21 @@ from typing import Any
 
 import pytest
 
-from rlark_devinfra import kafka, paths, postgres
+from rlark_devinfra import kafka, paths, postgres, test_sessions
 
 # Tests get servers of their own, apart from the ones `make run` uses in .state/, so a test run never
 # touches a developer's running platform and can start from empty data.
 if not os.environ.get("RLARK_STATE_DIR"):
     os.environ["RLARK_STATE_DIR"] = str(paths.repo_root() / ".state" / "test")
 from rlark_devinfra.k8s.fixtures import k8s_cluster, k8s_testbed  # noqa: F401 - registered fixtures
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    test_sessions.register()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    test_sessions.unregister()
 
 
 def docker_engine_answers() -> bool:
@@ -53,7 +63,7 @@ def postgres_server_url() -> Iterator[str]:
     current = postgres.start(durable=False)
     assert current.url is not None
     yield current.url
-    if started and not os.environ.get("RLARK_KEEP_SERVERS"):
+    if test_sessions.stop_when_done(started):
         postgres.stop()
 
 
@@ -79,7 +89,7 @@ def kafka_bootstrap() -> Iterator[str]:
     current = kafka.start(test_admin_password())
     assert current.bootstrap is not None
     yield current.bootstrap
-    if started and not os.environ.get("RLARK_KEEP_SERVERS"):
+    if test_sessions.stop_when_done(started):
         kafka.stop()
 
 
