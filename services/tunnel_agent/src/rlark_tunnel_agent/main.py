@@ -9,7 +9,7 @@ from __future__ import annotations
 from rlark_platform.service import Runnable, ServiceContext, ServiceDefinition, main
 
 from rlark_tunnel_agent.agent.loop import Agent
-from rlark_tunnel_agent.agent.sidecars import SidecarOptions
+from rlark_tunnel_agent.agent.sidecars import SidecarOptions, files_secrets
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
 from rlark_tunnel_agent.api import build_api
 from rlark_tunnel_agent.runtime.driver import RuntimeDriver
@@ -31,7 +31,8 @@ def make_driver_factory(settings: TunnelAgentSettings):  # type: ignore[no-untyp
                     namespace=settings.namespace,
                     privileged_namespace=settings.privileged_namespace,
                     kubeconfig=settings.kubeconfig,
-                )
+                ),
+                files_secret=files_secrets(settings.agent_credential.get_secret_value()),
             )
         from rlark_tunnel_agent.runtime.local.cluster import load_cluster
         from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions

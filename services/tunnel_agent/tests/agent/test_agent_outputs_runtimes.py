@@ -1,6 +1,8 @@
-"""Which runtime serves a job's outputs and TensorBoard (issue 15.3/15.4): the local runtime does; a runtime
-whose files live in pods (Kubernetes) answers 501 `outputs_not_supported` and says TensorBoard is not there
-yet; a worker of another job is not found — the agent decides from its own state, never the order's word."""
+"""Which runtime serves a job's outputs and TensorBoard (issue 15.3/15.4): the local runtime reads them on the
+agent's machine; Kubernetes has each pod's files sidecar serve them (ADR 0013) and says why a worker has none
+(501 `outputs_not_supported`) or cannot answer now (409 `worker_not_running`); a runtime with neither answers
+501 and says TensorBoard is not there; a worker of another job is not found — the agent decides from its own
+state, never the order's word."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from rlark_tunnel_agent.runtime.local.driver import LocalDriver
 
 
 class PodRuntime:
-    """A runtime like Kubernetes: it knows its workers, their files are in their pods."""
+    """A runtime that knows its workers but serves none of their files."""
 
     async def get_status(self, worker_id: str) -> rt.WorkerStatus | None:
         if worker_id != "job-1-actor-0":
@@ -35,11 +37,38 @@ def agent_with(driver: object, tmp_path: Path) -> Agent:
     return agent
 
 
-def test_the_local_runtime_serves_outputs_and_tensorboard_and_kubernetes_does_not_yet() -> None:
+class SidecarRuntime(PodRuntime):
+    """A runtime like Kubernetes whose worker's files server cannot be reached, for ``reason``."""
+
+    def __init__(self, reason: str, *, supported: bool) -> None:
+        self.reason, self.supported = reason, supported
+
+    def files_endpoint(self, worker_id: str) -> rt.FilesEndpoint:
+        raise rt.FilesUnreachable(self.reason, supported=self.supported)
+
+
+def test_the_local_runtime_reads_outputs_itself_and_kubernetes_reaches_its_pods_files_sidecars() -> None:
     assert issubclass(LocalDriver, rt.ServesOutputs)
     assert issubclass(LocalDriver, rt.ServesTensorBoard)
+    assert not issubclass(LocalDriver, rt.ReachesFilesServer)
+    assert issubclass(KubernetesDriver, rt.ReachesFilesServer)
     assert not issubclass(KubernetesDriver, rt.ServesOutputs)
     assert not issubclass(KubernetesDriver, rt.ServesTensorBoard)
+
+
+@pytest.mark.parametrize(
+    ("supported", "status", "code"),
+    [(False, 501, "outputs_not_supported"), (True, 409, "worker_not_running")],
+)
+async def test_a_worker_whose_files_server_cannot_answer_says_why(
+    tmp_path: Path, supported: bool, status: int, code: str
+) -> None:
+    agent = agent_with(SidecarRuntime("the reason", supported=supported), tmp_path)
+    with pytest.raises(FilesRefused) as refused:
+        await agent._pod_files("job-1", "job-1-actor-0", {"action": "list"})
+    assert (refused.value.status, refused.value.code, refused.value.message) == (status, code, "the reason")
+    with pytest.raises(LookupError, match="the reason"):
+        await agent._tensorboard_endpoint("job-1", "job-1-actor-0")
 
 
 async def test_a_pod_runtime_refuses_downloads_with_501_and_tensorboard_with_its_reason(

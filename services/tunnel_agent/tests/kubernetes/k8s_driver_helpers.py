@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from rlark_devinfra.k8s import testbed
@@ -100,3 +102,19 @@ def driver_config(cluster: testbed.Cluster, namespace: str, **extra: object) -> 
     }
     values.update(extra)
     return KubernetesDriverConfig.model_validate(values)
+
+
+def _ip(verb: str, address: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", "addr", verb, f"{address}/32", "dev", "lo"], capture_output=True, text=True)
+
+
+@contextlib.asynccontextmanager
+async def pod_address(address: str) -> AsyncIterator[None]:
+    """``address`` (a pod's IP, which KWOK gives no container) on the loopback device while a stand-in listens."""
+    added = await asyncio.to_thread(_ip, "add", address)
+    assert added.returncode == 0 or "File exists" in added.stderr, added.stderr
+    try:
+        yield
+    finally:
+        if added.returncode == 0:
+            await asyncio.to_thread(_ip, "del", address)

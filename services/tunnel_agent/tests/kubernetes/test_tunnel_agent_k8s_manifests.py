@@ -148,7 +148,9 @@ def test_worker_container_has_no_privilege_and_drops_every_capability() -> None:
     assert security["privileged"] is False
     assert security["allowPrivilegeEscalation"] is False
     assert security["capabilities"] == {"drop": ["ALL"]}
-    assert "initContainers" not in spec  # no virtual IP: no sidecar, no capability at all
+    # No virtual IP: no network sidecar; the outputs' files sidecar has no capability either.
+    assert [c["name"] for c in spec["initContainers"]] == [manifests.FILES_CONTAINER]
+    assert spec["initContainers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
 
 
 def test_only_the_network_sidecar_gets_net_admin_and_only_with_a_virtual_ip() -> None:

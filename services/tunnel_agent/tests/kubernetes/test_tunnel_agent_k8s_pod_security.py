@@ -4,6 +4,7 @@
 - A worker without user hostPath mounts and without the network sidecar meets ``restricted``
   (non-root, RuntimeDefault seccomp, every capability dropped, no privilege escalation, only
   configMap / emptyDir / PVC / CSI volumes).
+  So does one with its files sidecar (ADR 0013: the job's uid, no capability, read-only mounts).
 - A user hostPath mount is refused at ``baseline`` and ``restricted`` alike (PSA forbids hostPath
   volumes there); so is the network sidecar (``NET_ADMIN`` is not among baseline's capabilities, and
   it mounts ``/dev/net/tun`` from the host). Those pods need a ``privileged`` namespace — why the
@@ -89,6 +90,23 @@ async def test_workers_without_host_paths_or_sidecar_meet_restricted(admin_kube:
         ),  # no sidecar access
     ):
         assert await _admit(admin_kube, namespace, manifests.worker_pod(spec, config, OWNER)) is None
+
+
+async def test_a_worker_with_its_files_sidecar_meets_restricted(admin_kube: Kube) -> None:
+    namespace = _namespace(admin_kube, "restricted")
+    config = _config(namespace).model_copy(
+        update={"files_sidecar_image": "registry.example.com/rlark/agent:1.0"}
+    )
+    spec = header_spec(
+        "job-files",
+        "n1",
+        mounts=NO_HOST_PATHS,
+        outputs=("/ckpt/out", "results"),
+        tensorboard_dir="/scratch/tb",
+    )
+    pod = manifests.worker_pod(spec, config, OWNER)
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == [manifests.FILES_CONTAINER]
+    assert await _admit(admin_kube, namespace, pod) is None
 
 
 @pytest.mark.parametrize("level", ["restricted", "baseline"])

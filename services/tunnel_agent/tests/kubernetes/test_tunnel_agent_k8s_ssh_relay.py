@@ -8,11 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
 from collections.abc import AsyncIterator
 
 import pytest
-from k8s_driver_helpers import eventually, header_spec
+from k8s_driver_helpers import eventually, header_spec, pod_address
 from rlark_platform.testing import free_port
 from rlark_tunnel_agent.agent.ssh_link import SshLink
 from rlark_tunnel_agent.runtime.driver import ReachesSshd
@@ -22,15 +21,9 @@ from websockets.asyncio.server import ServerConnection, serve
 pytestmark = pytest.mark.k8s
 
 
-def _ip(verb: str, address: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", "addr", verb, f"{address}/32", "dev", "lo"], capture_output=True, text=True)
-
-
 @contextlib.asynccontextmanager
 async def echo_listener(address: str, port: int) -> AsyncIterator[None]:
     """A TCP echo server at ``address`` (added to the loopback device for the test), standing in for sshd."""
-    added = await asyncio.to_thread(_ip, "add", address)
-    assert added.returncode == 0 or "File exists" in added.stderr, added.stderr
 
     async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while data := await reader.read(65536):
@@ -38,14 +31,13 @@ async def echo_listener(address: str, port: int) -> AsyncIterator[None]:
             await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(echo, address, port)
-    try:
-        yield
-    finally:
-        server.close()
-        await server.wait_closed()
-        if added.returncode == 0:
-            await asyncio.to_thread(_ip, "del", address)
+    async with pod_address(address):
+        server = await asyncio.start_server(echo, address, port)
+        try:
+            yield
+        finally:
+            server.close()
+            await server.wait_closed()
 
 
 async def test_the_agent_relays_to_the_sshd_at_the_pods_address(

@@ -27,6 +27,9 @@ refused credential (rotated, cluster deleted) is said in the log as an error and
 
 SSH through the platform (``ssh_link.py``, ADR 0010): one more task keeps a WebSocket control link to the
 gateway and connects the relays it is asked for to workers' sshd, resolved by the driver (``ReachesSshd``).
+Outputs and TensorBoard are read on this machine where the runtime keeps them here (local: ``ServesOutputs``,
+``ServesTensorBoard``), and asked of the worker's files server where it keeps them beside the worker
+(Kubernetes: the pod's files sidecar, ``ReachesFilesServer``, ``pod_files.py``, ADR 0013).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -54,12 +57,13 @@ from rlark_contracts.events.scheduler import JobKeysUpdated, WorkerPlaced, Worke
 from rlark_contracts.relay import SERVICE_TENSORBOARD
 from rlark_platform.messaging import create_producer
 
+from rlark_tunnel_agent.agent import pod_files
 from rlark_tunnel_agent.agent.files import FilesRefused
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
 from rlark_tunnel_agent.agent.reports import ReportPublisher, with_cordons
 from rlark_tunnel_agent.agent.session import Session, SessionRefused, open_session
 from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions, token_key_from_credential
-from rlark_tunnel_agent.agent.ssh_link import SshLink
+from rlark_tunnel_agent.agent.ssh_link import Connected, SshLink
 from rlark_tunnel_agent.agent.tensorboards import TensorBoards
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
 from rlark_tunnel_agent.runtime import driver as rt
@@ -248,6 +252,7 @@ class Agent:
             self._ssh_endpoint,
             self._output_roots,
             {SERVICE_TENSORBOARD: self._tensorboard_endpoint},
+            files=self._pod_files if isinstance(self.driver, rt.ReachesFilesServer) else None,
         )
         tasks.append(asyncio.create_task(self.ssh_link.run(self._stopping), name="ssh-link"))
         tasks.append(asyncio.create_task(self.tensorboards.reap(self._stopping), name="tensorboards"))
@@ -334,16 +339,37 @@ class Agent:
             raise LookupError(f"worker {worker_id} runs no sshd the agent can reach (phase {status.phase})")
         return endpoint
 
-    async def _tensorboard_endpoint(self, job_id: str, worker_id: str) -> tuple[str, int]:
-        """Where worker ``worker_id``'s TensorBoard server listens, started on demand; ``LookupError``."""
+    async def _tensorboard_endpoint(self, job_id: str, worker_id: str) -> tuple[str, int] | Connected:
+        """Where worker ``worker_id``'s TensorBoard server listens, started on demand (on Kubernetes, by the
+        pod's files sidecar: the connection to it); ``LookupError``."""
         if await self._status_in_job(job_id, worker_id) is None:
             raise LookupError(f"worker {worker_id} of job {job_id} is not on this cluster")
+        if isinstance(self.driver, rt.ReachesFilesServer):
+            return await pod_files.open_tensorboard(self.driver.files_endpoint(worker_id))
         if not isinstance(self.driver, rt.ServesTensorBoard):
             raise LookupError(
                 f"TensorBoard is not supported on the {self._runtime} runtime yet: the job's files live in "
                 "its pods, which the agent cannot read"
             )
         return await self.tensorboards.endpoint(job_id, worker_id, self.driver.tensorboard_command)
+
+    async def _pod_files(
+        self, job_id: str, worker_id: str, order: dict[str, Any]
+    ) -> tuple[dict[str, Any], AsyncIterator[bytes]]:
+        """A files order answered by worker ``worker_id``'s files server (Kubernetes: its pod's files sidecar,
+        ADR 0013); ``FilesRefused`` saying why not."""
+        if await self._status_in_job(job_id, worker_id) is None:
+            raise FilesRefused(
+                404, "worker_not_found", f"worker {worker_id} of job {job_id} is not on this cluster"
+            )
+        assert isinstance(self.driver, rt.ReachesFilesServer)
+        try:
+            endpoint = self.driver.files_endpoint(worker_id)
+        except rt.FilesUnreachable as exc:
+            if not exc.supported:
+                raise FilesRefused(501, "outputs_not_supported", str(exc)) from None
+            raise FilesRefused(409, "worker_not_running", str(exc)) from None
+        return await pod_files.answer(endpoint, order)
 
     async def _output_roots(self, job_id: str, worker_id: str) -> list[rt.OutputRoot]:
         """Where worker ``worker_id`` of job ``job_id``'s declared outputs lie on this machine, from the

@@ -26,6 +26,8 @@ sidecars: the Kubernetes driver's adoption calls ``sidecar_for`` with the record
 carries the worker's domain and CIDR) and the same token is expected again; the sidecars, which
 reconnect with backoff, are accepted and their workers get the domain network back. The label keeps
 the key apart from the credential's other use (the gateway session); a token reveals neither.
+The files sidecars' secrets (ADR 0013) are derived the same way under ``FILES_KEY_LABEL``
+(``files_secrets``, handed to the Kubernetes driver by ``main.py``).
 
 Rotation: a new agent credential derives other tokens. Pods created before the rotation hold the
 old token in their Secret (read once into the sidecar's environment), so after the restart that
@@ -38,6 +40,7 @@ Concurrency: everything runs on the agent's event loop; the driver serialises ca
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
@@ -62,17 +65,28 @@ TOKEN_KEY_LABEL = b"rlark tunnel-agent network sidecar token v1"
 """Fixed label of the token key's derivation; changing it changes every token (a new version)."""
 
 
-def token_key_from_credential(credential: str) -> bytes:
-    """The key sidecar tokens are derived with: HMAC-SHA256(credential, ``TOKEN_KEY_LABEL``)."""
+FILES_KEY_LABEL = b"rlark tunnel-agent files sidecar secret v1"
+"""The label of the files sidecars' secrets (ADR 0013): the same derivation as the tokens under another label,
+so neither kind reveals the other."""
+
+
+def token_key_from_credential(credential: str, label: bytes = TOKEN_KEY_LABEL) -> bytes:
+    """The key sidecar tokens are derived with: HMAC-SHA256(credential, ``label``)."""
     if not credential:
         raise ValueError("a sidecar token key needs the agent's credential")
-    return hmac.new(credential.encode(), TOKEN_KEY_LABEL, hashlib.sha256).digest()
+    return hmac.new(credential.encode(), label, hashlib.sha256).digest()
 
 
 def sidecar_token(key: bytes, worker_id: str) -> str:
     """The worker's sidecar token: HMAC-SHA256(key, worker id), URL-safe base64 without padding."""
     digest = hmac.new(key, worker_id.encode(), hashlib.sha256).digest()
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def files_secrets(credential: str) -> Callable[[str], str]:
+    """Worker id → its files sidecar's secret (the Kubernetes driver's ``files_secret``), derived like the
+    network sidecars' tokens: a restarted agent knows the secrets of the pods it adopts."""
+    return functools.partial(sidecar_token, token_key_from_credential(credential, FILES_KEY_LABEL))
 
 
 POD_NETNS = "pod"

@@ -11,7 +11,9 @@ On ``{"op": "tcp", ..., "service": "tensorboard"}`` it does the same with the wo
 (``services``; started on demand, ``tensorboards.py``) instead of its sshd.
 On ``{"op": "files", relay, secret, job, worker, action, path}`` it dials back at once and answers the
 files head and content (``files.answer`` over the worker's outputs as its runtime locates them, ``outputs``;
-a refusal travels in the head, an error mid-way closes with 1011).
+a refusal travels in the head, an error mid-way closes with 1011). Where the runtime keeps outputs beside the
+worker (Kubernetes, ADR 0013) a ``files`` answerer (``pod_files.answer``) stands in for ``files.answer``, and a
+resolver may hand over a connection it opened and authenticated itself (``Connected``: a pod's TensorBoard).
 
 Concurrency: one task for the link, one per relay. Each direction awaits its write (``drain``, the
 WebSocket's send) before it reads more, so a slow side slows the other; frames are at most
@@ -23,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -45,10 +48,22 @@ from rlark_tunnel_agent.runtime.driver import OutputRoot
 
 log = structlog.get_logger(__name__)
 
-Resolve = Callable[[str, str], Awaitable[tuple[str, int]]]
-"""(job id, worker id) → the worker's sshd (host, port); raises ``LookupError`` with a reason."""
+
+@dataclass(frozen=True)
+class Connected:
+    """A connection a resolver opened itself (its handshake done: a pod's files sidecar), relayed as it is."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    peer: str
+
+
+Resolve = Callable[[str, str], Awaitable[tuple[str, int] | Connected]]
+"""(job id, worker id) → the worker's sshd (host, port), or a ``Connected``; raises ``LookupError`` with a reason."""
 Outputs = Callable[[str, str], Awaitable[list[OutputRoot]]]
 """(job id, worker id) → the worker's declared outputs on this machine; raises ``FilesRefused``."""
+Files = Callable[[str, str, dict[str, Any]], Awaitable[tuple[dict[str, Any], AsyncIterator[bytes]]]]
+"""(job id, worker id, order) → the files head and content from elsewhere (a pod); raises ``FilesRefused``."""
 
 TCP_CONNECT_TIMEOUT_S = 5.0
 
@@ -70,12 +85,14 @@ class SshLink:
         outputs: Outputs | None = None,
         services: dict[str, Resolve] | None = None,
         *,
+        files: Files | None = None,
         max_backoff_s: float = 30.0,
     ) -> None:
         self._url = gateway_url
         self._token = token
         self._resolve = resolve
         self._outputs = outputs
+        self._files_answer = files
         self._services = services or {}
         self._max_backoff_s = max_backoff_s
         self._relays: set[asyncio.Task[None]] = set()
@@ -170,9 +187,12 @@ class SshLink:
         self, ws: ClientConnection, job_id: str, worker_id: str, order: dict[str, Any]
     ) -> None:
         try:
-            if self._outputs is None:
+            if self._files_answer is not None:
+                head, body = await self._files_answer(job_id, worker_id, order)
+            elif self._outputs is None:
                 raise FilesRefused(501, "outputs_not_supported", "this agent serves no output files")
-            head, body = await answer(await self._outputs(job_id, worker_id), order)
+            else:
+                head, body = await answer(await self._outputs(job_id, worker_id), order)
         except FilesRefused as exc:
             log.info("files refused", code=exc.code)
             await ws.send(json.dumps(exc.head()))
@@ -211,10 +231,14 @@ class SshLink:
         bound = structlog.contextvars.bound_contextvars(relay=relay_id, job_id=job_id, worker=worker_id)
         with bound:
             try:
-                host, port = await resolve(job_id, worker_id)
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(host, port), TCP_CONNECT_TIMEOUT_S
-                )
+                target = await resolve(job_id, worker_id)
+                if isinstance(target, Connected):
+                    reader, writer, peer = target.reader, target.writer, target.peer
+                else:
+                    reader, writer = await asyncio.wait_for(
+                        asyncio.open_connection(*target), TCP_CONNECT_TIMEOUT_S
+                    )
+                    peer = f"{target[0]}:{target[1]}"
             except (LookupError, OSError, TimeoutError) as exc:
                 reason = str(exc) or type(exc).__name__
                 log.info("ssh relay not connected", reason=reason)
@@ -223,7 +247,7 @@ class SshLink:
                 return
             try:
                 async with self._dial_back(order) as ws:
-                    log.info("relay connected", op=order.get("op"), to=f"{host}:{port}")
+                    log.info("relay connected", op=order.get("op"), to=peer)
                     sent, received = await _copy_both(reader, writer, ws)
                     log.info("relay ended", bytes_to_worker=received, bytes_from_worker=sent)
             except (OSError, InvalidHandshake, TimeoutError) as exc:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Literal, Protocol, runtime_checkable
@@ -348,6 +348,37 @@ class ServesTensorBoard(Protocol):
         """The command line that runs ``python -m tensorboard.main --logdir <the dir> *server_args`` reading
         only what the job could (local root mode: in a pod of its own as the job's uid, the directory at its
         container path, read-only), or None when the worker is unknown or declares no TensorBoard dir."""
+        ...
+
+
+@dataclass(frozen=True)
+class FilesEndpoint:
+    """Where a worker's files server listens (Kubernetes: its pod's files sidecar, ADR 0013) and the worker's
+    secret that server proves the agent with (never logged, not in repr)."""
+
+    host: str
+    port: int
+    secret: str = field(repr=False)
+
+
+class FilesUnreachable(LookupError):
+    """Why the agent cannot reach a worker's files server, said to the user: ``supported`` is False when the
+    worker has none at all (the cluster runs no files sidecar, or the worker declares nothing to serve), True
+    when it has one that cannot answer now (its pod not running yet, or ended)."""
+
+    def __init__(self, message: str, *, supported: bool) -> None:
+        super().__init__(message)
+        self.supported = supported
+
+
+@runtime_checkable
+class ReachesFilesServer(Protocol):
+    """A runtime whose workers' outputs and TensorBoard are served beside them by a files server the agent
+    connects to (Kubernetes: a pod's volumes are visible only to its containers; ADR 0013). The address comes
+    from the runtime's own state (the pod's IP), never from the control plane."""
+
+    def files_endpoint(self, worker_id: str) -> FilesEndpoint:
+        """The worker's files server; raises ``FilesUnreachable`` saying why there is none now."""
         ...
 
 

@@ -66,6 +66,21 @@ class KubernetesDriverConfig(BaseModel):
     network_sidecar_command: tuple[str, ...] = ("python", "-m", "rlark_tunnel_agent.tunnel.sidecar")
     """The sidecar's command; the driver appends ``--agent H:P --worker W --address VIP/PREFIX --mtu N``.
     Where it dials (the agent's Service) and its token come from the agent (``network.py``)."""
+    files_sidecar_image: str = ""
+    """Image of the per-pod files sidecar (``rlark_tunnel_agent.files_server``, ADR 0013) that serves a
+    worker's declared outputs and TensorBoard to the agent: every worker declaring outputs or a
+    ``tensorboardDir`` gets one (when ``run_as_user`` is set: it runs as the job's uid). It must hold the
+    ``rlark_tunnel_agent`` package (the agent's image does) and, for TensorBoard, ``tensorboard``. Empty:
+    ``network_sidecar_image``; both empty: no files sidecar (downloads answer 501 on this cluster)."""
+    files_sidecar_command: tuple[str, ...] = ("python", "-m", "rlark_tunnel_agent.files_server")
+    """The files sidecar's command; the driver appends ``--host``, ``--port``, ``--job``, ``--roots`` and
+    ``--tensorboard-dir``. Its secret comes from the worker's Secret (``secretKeyRef``)."""
+    files_sidecar_port: Annotated[int, Field(ge=1024, le=65535)] = 8109
+    """The port the files sidecar listens on at the pod's IP (the agent connects there)."""
+    files_sidecar_cpu_request: str = "50m"
+    files_sidecar_memory_request: str = "128Mi"
+    files_sidecar_memory_limit: str = "2Gi"
+    """TensorBoard runs in the sidecar: its memory grows with the event files it loads."""
     object_storage_csi_driver: str = ""
     """CSI driver for ``objectStorage`` mounts (e.g. ``s3.csi.aws.com``, Mountpoint for Amazon S3);
     empty: such mounts fail with a reason naming this setting. The driver must support inline
@@ -89,6 +104,11 @@ class KubernetesDriverConfig(BaseModel):
     with a reason that says so — the job then runs once every worker's container runs (not Running:
     a Header in Running would make the job Running before the other workers exist). Off on real
     clusters, where the bootstrap's markers say when Ray joined and the run script started."""
+
+    @property
+    def files_image(self) -> str:
+        """The files sidecar's image: its own setting, else the network sidecar's ("" when neither)."""
+        return self.files_sidecar_image or self.network_sidecar_image
 
     @property
     def worker_namespaces(self) -> tuple[str, ...]:

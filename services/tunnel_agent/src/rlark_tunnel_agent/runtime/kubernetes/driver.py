@@ -29,6 +29,13 @@ that cannot reach its agent would leave Ray without its address. The token is ne
 adoption (``start``) a running domain worker's sidecar is admitted again with the same token (the
 hooks derive it; the recorded spec carries the domain), so it reconnects to the restarted agent.
 
+Files (ADR 0013): a worker declaring outputs or a ``tensorboardDir`` that a volume holds gets a files
+sidecar (``manifests.wants_files_sidecar``); its secret, ``files_secret(worker id)``, goes into the worker's
+Secret with the pod, and ``files_endpoint`` names the pod's IP, the sidecar's port and that secret to the
+agent (``ReachesFilesServer``), so the agent serves downloads and TensorBoard by relaying to the pod. The
+agent derives the secrets from its credential (as the network sidecars' tokens), so a restarted agent
+reaches the sidecars of the pods it adopts.
+
 Namespaces: each worker goes where ``manifests.worker_namespace`` puts it — the restricted namespace
 (``config.namespace``), or the privileged one when its pod has a hostPath volume or the network
 sidecar — together with every object its pod names: its ConfigMap and Secret, and the job's
@@ -60,6 +67,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import threading
 import time
 from collections import deque
@@ -76,6 +84,8 @@ from kubernetes.client.exceptions import ApiException
 from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_FILES
 from rlark_tunnel_agent.runtime.contract import authorized_keys_text
 from rlark_tunnel_agent.runtime.driver import (
+    FilesEndpoint,
+    FilesUnreachable,
     LogStream,
     NodeObservation,
     RuntimeEvent,
@@ -156,6 +166,33 @@ def api_error(exc: ApiException, doing: str) -> Exception:
     return ValueError(text) if exc.status in (400, 422) else KubernetesApiError(text)
 
 
+def _drawn_secrets() -> Callable[[str], str]:
+    """Files sidecar secrets drawn at random and kept in memory: a driver built without the agent's derivation
+    (tests, tools) reaches only the sidecars of the pods it created itself."""
+    drawn: dict[str, str] = {}
+    return lambda worker_id: drawn.setdefault(worker_id, secrets.token_urlsafe(32))
+
+
+def _no_files_sidecar(spec: WorkerSpec | None, config: KubernetesDriverConfig) -> str:
+    """Why a worker has no files sidecar, said to the user."""
+    if spec is None:
+        return "the worker is not known to this cluster's agent"
+    if not config.files_image:
+        return (
+            "this Kubernetes cluster runs no files sidecar (RLARK_K8S_FILES_SIDECAR_IMAGE): the worker's "
+            "files live in its pod, which the agent cannot read"
+        )
+    if config.run_as_user is None:
+        return "the files sidecar needs workers running as a fixed uid (RLARK_K8S_RUN_AS_USER)"
+    unserved = manifests.files_plan(spec, config).unserved
+    if unserved:
+        return (
+            f"{', '.join(unserved)} lie in no volume of the worker (its home or a mount), which only its "
+            "own container can see"
+        )
+    return "the worker declares no outputs and no tensorboardDir"
+
+
 def _join_all(threads: Sequence[threading.Thread]) -> None:
     for thread in threads:
         thread.join(timeout=5)
@@ -164,8 +201,16 @@ def _join_all(threads: Sequence[threading.Thread]) -> None:
 class KubernetesDriver:
     """Workers as pods on one Kubernetes cluster (see the module docstring)."""
 
-    def __init__(self, config: KubernetesDriverConfig, *, kube: Kube | None = None) -> None:
+    def __init__(
+        self,
+        config: KubernetesDriverConfig,
+        *,
+        kube: Kube | None = None,
+        files_secret: Callable[[str], str] | None = None,
+    ) -> None:
         self.config = config
+        self._files_secret = files_secret or _drawn_secrets()
+        """Worker id → its files sidecar's secret (the agent derives them: see the module docstring)."""
         self.namespace = config.namespace
         self.namespaces = config.worker_namespaces
         """Where workers live: the restricted namespace, then the privileged one (`manifests.worker_namespace`)."""
@@ -774,7 +819,10 @@ class KubernetesDriver:
         access = None
         if manifests.wants_sidecar(spec, self.config) and self.sidecar_hooks is not None:
             access = await self.sidecar_hooks.sidecar_for(spec)
-            await self._put_secret(namespace, manifests.worker_secret(spec, namespace, owner, access.token))
+        files = self._files_secret(spec.worker_id) if manifests.wants_files_sidecar(spec, self.config) else ""
+        if access is not None or files:
+            token = access.token if access is not None else ""
+            await self._put_secret(namespace, manifests.worker_secret(spec, namespace, owner, token, files))
         pod = manifests.worker_pod(spec, self.config, owner, access)
         await self._call(self.kube.create, "pod", namespace, pod)
         self._where[spec.worker_id] = namespace
@@ -863,7 +911,11 @@ class KubernetesDriver:
                 )
             spec = self._specs.pop(worker_id, None)
             self._pod_created.discard(worker_id)
-            if spec is None or manifests.wants_sidecar(spec, self.config):
+            if (
+                spec is None
+                or manifests.wants_sidecar(spec, self.config)
+                or manifests.wants_files_sidecar(spec, self.config)
+            ):
                 for namespace in namespaces:
                     await self._call(
                         self.kube.delete, "secret", namespace, names.worker_secret_name(worker_id)
@@ -952,6 +1004,21 @@ class KubernetesDriver:
         if status is None or status.phase.terminal or not status.address:
             return None
         return status.address, self.config.ssh_port
+
+    def files_endpoint(self, worker_id: str) -> FilesEndpoint:
+        """The worker's files sidecar: its pod's IP, the configured port and the worker's secret
+        (``ReachesFilesServer``); ``FilesUnreachable`` saying why there is none now."""
+        spec, status = self._specs.get(worker_id), self._status.get(worker_id)
+        if spec is None or not manifests.wants_files_sidecar(spec, self.config):
+            raise FilesUnreachable(_no_files_sidecar(spec, self.config), supported=False)
+        if status is None or status.phase.terminal:
+            raise FilesUnreachable(
+                f"worker {worker_id}'s pod has ended: on Kubernetes its files are served only while it runs",
+                supported=True,
+            )
+        if not status.address:
+            raise FilesUnreachable(f"worker {worker_id}'s pod has no IP yet", supported=True)
+        return FilesEndpoint(status.address, self.config.files_sidecar_port, self._files_secret(worker_id))
 
     async def events(self) -> AsyncIterator[RuntimeEvent]:
         while True:

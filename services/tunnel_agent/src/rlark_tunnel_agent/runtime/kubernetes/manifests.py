@@ -6,7 +6,7 @@ headless Service (``rlark-<job>``) so each worker resolves as ``<pod>.<service>.
 Per worker: a ConfigMap (``rlark-<worker>-cfg``: prepare/run scripts, public keys for
 ``authorized_keys``, and the worker spec as the durable record that the worker should exist) and
 the Pod (``rlark-<worker>``) bound to the placed node by ``spec.nodeName``; a worker with a network
-sidecar also gets a Secret (``rlark-<worker>-net``) holding only its sidecar's token.
+sidecar or a files sidecar also gets a Secret (``rlark-<worker>-net``) holding only their secrets.
 
 Pod shape (every field deliberate; a golden-file test pins it):
 - no scheduler involved: ``nodeName`` is the scheduler's placement; ``restartPolicy: Never``
@@ -30,7 +30,14 @@ Pod shape (every field deliberate; a golden-file test pins it):
   /dev/net/tun. A native sidecar (an init container with ``restartPolicy: Always``) whose startup
   probe waits for the TUN device, so the worker starts only once its virtual IP exists. It runs
   ``tunnel/sidecar.py`` with the agent's address, the worker id, the address and MTU as arguments;
-  its token comes from the worker's Secret through ``secretKeyRef`` — never in the pod spec.
+  its token comes from the worker's Secret through ``secretKeyRef`` — never in the pod spec;
+- the files sidecar (only for workers declaring outputs or a ``tensorboardDir`` that a volume holds, on a
+  cluster with a files image and a fixed ``run_as_user``; ADR 0013): a native sidecar serving them to the
+  agent (``rlark_tunnel_agent.files_server``) on ``files_sidecar_port`` at the pod's IP, as the job's uid,
+  no capability, no privilege escalation, a read-only root file system, small requests, the volumes that
+  hold those paths mounted read-only at the worker's paths (``files_sidecar.plan``) and a small emptyDir
+  ``/tmp``; its secret comes from the worker's Secret (key ``files``), never in the pod spec. It meets Pod
+  Security ``restricted``, so it never moves a worker to the privileged namespace.
 
 Namespaces (`worker_namespace`): a pod that meets Pod Security ``restricted`` goes to
 ``config.namespace`` (labelled ``enforce: restricted``); one with a hostPath volume or the network
@@ -66,13 +73,17 @@ from rlark_tunnel_agent.runtime.contract import (
     worker_files,
 )
 from rlark_tunnel_agent.runtime.driver import Mount, MountType, RayPorts, WorkerSpec
-from rlark_tunnel_agent.runtime.kubernetes import names
+from rlark_tunnel_agent.runtime.kubernetes import files_sidecar, names
 from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
 from rlark_tunnel_agent.runtime.kubernetes.network import SidecarAccess
 
 GPU_RESOURCE = "nvidia.com/gpu"
 WORKER_CONTAINER = "worker"
 SIDECAR_CONTAINER = "rlark-net"
+FILES_CONTAINER = "rlark-files"
+FILES_SECRET_KEY = "files"  # noqa: S105 - the key name inside the Secret, not a secret
+FILES_SECRET_ENV = "RLARK_FILES_SECRET"  # noqa: S105 - a variable name
+FILES_TMP = "/tmp"  # noqa: S108 - the files sidecar's own emptyDir
 BOOTSTRAP_MOUNT = "/opt/rlark/bootstrap"
 WORKER_MOUNT = "/opt/rlark/worker"
 ENTRYPOINT_FILE = "entrypoint.sh"
@@ -165,15 +176,19 @@ def worker_config_map(spec: WorkerSpec, namespace: str, owner: Mapping[str, Any]
     }
 
 
-def worker_secret(spec: WorkerSpec, namespace: str, owner: Mapping[str, Any], token: str) -> Manifest:
-    """The Secret holding the worker's network sidecar token; immutable (a new token is a new Secret)."""
+def worker_secret(
+    spec: WorkerSpec, namespace: str, owner: Mapping[str, Any], token: str = "", files_secret: str = ""
+) -> Manifest:
+    """The Secret holding the worker's network sidecar token and its files sidecar's secret (each only when
+    given); immutable (new secrets are a new Secret)."""
+    data = {TOKEN_KEY: token, FILES_SECRET_KEY: files_secret}
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
         "immutable": True,
         "metadata": _worker_object_metadata(spec, names.worker_secret_name(spec.worker_id), namespace, owner),
-        "stringData": {TOKEN_KEY: token},
+        "stringData": {k: v for k, v in data.items() if v},
     }
 
 
@@ -185,6 +200,11 @@ def spec_from_config_map(config_map: Mapping[str, Any]) -> WorkerSpec:
 def _escape(value: str) -> str:
     # Kubernetes expands $(VAR) in env values; "$$" is a literal "$".
     return value.replace("$", "$$")
+
+
+def workdir(config: KubernetesDriverConfig) -> str:
+    """The worker's work dir (``RLARK_WORKDIR``: where relative paths start), in its emptyDir ``$HOME``."""
+    return f"{config.home_dir}/work"
 
 
 def runtime_facts(spec: WorkerSpec, config: KubernetesDriverConfig, tun: bool) -> RuntimeFacts:
@@ -199,7 +219,7 @@ def runtime_facts(spec: WorkerSpec, config: KubernetesDriverConfig, tun: bool) -
         gcs_port=spec.ray_port,
         ports=RayPorts(),
         home_dir=config.home_dir,
-        workdir=f"{config.home_dir}/work",
+        workdir=workdir(config),
         ray_temp_dir=RAY_TEMP_DIR,
         files_dir=WORKER_MOUNT,
         ssh_port=config.ssh_port,
@@ -350,6 +370,81 @@ def _sidecar(spec: WorkerSpec, config: KubernetesDriverConfig, access: SidecarAc
     }
 
 
+def _home_and_user_mounts(spec: WorkerSpec, config: KubernetesDriverConfig) -> list[dict[str, Any]]:
+    """The worker container's mounts that may hold its outputs: its ``$HOME`` and the role's mounts."""
+    home = {"name": "home", "mountPath": config.home_dir}
+    return [home, *(_user_volume(i, m, config)[1] for i, m in enumerate(spec.mounts))]
+
+
+def files_plan(spec: WorkerSpec, config: KubernetesDriverConfig) -> files_sidecar.FilesPlan:
+    """What the worker's files sidecar would serve and mount (``files_sidecar.plan``)."""
+    return files_sidecar.plan(spec, workdir(config), _home_and_user_mounts(spec, config))
+
+
+def wants_files_sidecar(spec: WorkerSpec, config: KubernetesDriverConfig) -> bool:
+    """A worker gets a files sidecar when the cluster has a files image, its pods run as a fixed uid (the
+    sidecar runs as the job's user) and a volume holds one of its outputs or its TensorBoard dir."""
+    return (
+        bool(config.files_image)
+        and config.run_as_user is not None
+        and files_plan(spec, config).serves_anything
+    )
+
+
+def _files_sidecar(spec: WorkerSpec, config: KubernetesDriverConfig) -> dict[str, Any]:
+    plan = files_plan(spec, config)
+    port = config.files_sidecar_port
+    secret_ref = {"name": names.worker_secret_name(spec.worker_id), "key": FILES_SECRET_KEY}
+    args = [
+        "--host",
+        "$(RLARK_POD_IP)",
+        "--port",
+        str(port),
+        "--job",
+        spec.job_id,
+        "--roots",
+        _escape(json.dumps(files_sidecar.roots_json(plan.roots), separators=(",", ":"))),
+    ]
+    if plan.tensorboard_dir:
+        args += ["--tensorboard-dir", _escape(plan.tensorboard_dir)]
+    return {
+        "name": FILES_CONTAINER,
+        "image": config.files_image,
+        "imagePullPolicy": config.image_pull_policy,
+        # A native sidecar: it listens before the worker starts (the worker cannot take its port first).
+        "restartPolicy": "Always",
+        "command": list(config.files_sidecar_command),
+        "args": args,
+        "env": [
+            {"name": "RLARK_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": FILES_SECRET_ENV, "valueFrom": {"secretKeyRef": secret_ref}},
+            {"name": "HOME", "value": FILES_TMP},
+            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+        ],
+        "ports": [{"name": "rlark-files", "containerPort": port, "protocol": "TCP"}],
+        "startupProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1, "failureThreshold": 120},
+        "resources": {
+            "requests": {
+                "cpu": config.files_sidecar_cpu_request,
+                "memory": config.files_sidecar_memory_request,
+            },
+            "limits": {"memory": config.files_sidecar_memory_limit},
+        },
+        "securityContext": {
+            # The job's own uid: it reads exactly what the worker could (wants_files_sidecar needs one).
+            "runAsNonRoot": True,
+            "runAsUser": config.run_as_user,
+            "runAsGroup": config.run_as_group,
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [*plan.mounts, {"name": "files-tmp", "mountPath": FILES_TMP}],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+
+
 def wants_sidecar(spec: WorkerSpec, config: KubernetesDriverConfig) -> bool:
     """A worker with a virtual IP on a cluster with a network sidecar image gets a sidecar."""
     return spec.virtual_ip is not None and bool(config.network_sidecar_image)
@@ -468,6 +563,9 @@ def worker_pod(
     if sidecar is not None and with_sidecar:
         pod_spec["initContainers"] = [_sidecar(spec, config, sidecar)]
         volumes.append({"name": "dev-net-tun", "hostPath": {"path": "/dev/net/tun", "type": "CharDevice"}})
+    if wants_files_sidecar(spec, config):
+        pod_spec.setdefault("initContainers", []).append(_files_sidecar(spec, config))
+        volumes.append({"name": "files-tmp", "emptyDir": {"sizeLimit": "256Mi"}})
     if searches := dns_searches(namespace, config):
         pod_spec["dnsConfig"] = {"searches": searches}
     if config.image_pull_secrets:

@@ -55,7 +55,8 @@ def worker_config_name(worker_id: str) -> str:
 
 
 def worker_secret_name(worker_id: str) -> str:
-    """The per-worker Secret holding its network sidecar's token (workers with a virtual IP only)."""
+    """The per-worker Secret holding its sidecars' secrets: the network sidecar's token (workers with a
+    virtual IP), the files sidecar's secret (workers with outputs or a TensorBoard dir; ADR 0013)."""
     return dns_label(worker_id, "-net")
 
 
