@@ -79,6 +79,13 @@ def test_build_targets_exist_and_databases_match_services() -> None:
 def test_gateway_is_the_only_published_port() -> None:
     published = [n for n, e in COMPOSE["services"].items() if e.get("ports")]
     assert published == ["gateway-api"]
+    # Its API and its tools origin (ADR 0012), each on the port its settings name.
+    gateway = COMPOSE["services"]["gateway-api"]
+    env = gateway["environment"]
+    assert "tools_port" in settings_fields("rlark_gateway")
+    assert sorted(gateway["ports"]) == sorted(
+        f"{env[name]}:{env[name]}" for name in ("RLARK_HTTP_PORT", "RLARK_TOOLS_PORT")
+    )
 
 
 def test_agent_image_ships_the_go_data_path_its_setting_names() -> None:

@@ -3,7 +3,7 @@ the gateway's Content-Disposition, never a path that leaves the chosen directory
 
 from __future__ import annotations
 
-from rlark_cli.commands.job_files import filename_of, holders, tensorboard_url
+from rlark_cli.commands.job_files import filename_of, holders, tool_url
 
 LISTING = {
     "files": [
@@ -33,8 +33,12 @@ def test_the_saved_name_is_the_servers_utf8_name_reduced_to_one_component() -> N
     assert filename_of("", "download") == "download"
 
 
-def test_the_tensorboard_url_is_the_gateways_route_for_the_job() -> None:
+def test_a_tools_url_is_the_gateways_route_that_opens_it_for_the_job() -> None:
     assert (
-        tensorboard_url("https://rlark.example/", "job-1")
-        == "https://rlark.example/api/v1/jobs/job-1/tensorboard/"
+        tool_url("https://rlark.example/", "job-1", "tensorboard")
+        == "https://rlark.example/api/v1/jobs/job-1/tools/tensorboard/"
+    )
+    assert (
+        tool_url("https://rlark.example", "job/2", "ray-dashboard")
+        == "https://rlark.example/api/v1/jobs/job%2F2/tools/ray-dashboard/"
     )

@@ -64,6 +64,8 @@ class Stack:
     databases: dict[str, str]
     admin_token: str = ""
     tmp: Path = field(default_factory=Path)
+    tools_url: str = ""
+    """The gateway's tools origin (ADR 0012): jobs' TensorBoard and Ray dashboard."""
 
     @property
     def kafka_admin(self) -> KafkaAccess:
@@ -161,6 +163,7 @@ def platform_settings(
             "keys_url": urls["keys"],
             "netdomain_url": urls["netdomain"],
             "scheduler_url": urls["scheduler"],
+            "tools_port": free_port(),
             "bootstrap_admin_username": ADMIN,
             "bootstrap_admin_password": ADMIN_PASSWORD,
             "password_time_cost": 1,
@@ -222,7 +225,8 @@ async def platform(
             for name, definition in defs.items():
                 await stack.enter_async_context(running_service(definition, settings[name]))
             url = f"http://127.0.0.1:{settings['gateway'].http_port}"
-            platform_stack = Stack(url, kafka_bootstrap, prefix, databases, tmp=tmp)
+            tools = f"http://127.0.0.1:{getattr(settings['gateway'], 'tools_port', 0)}"
+            platform_stack = Stack(url, kafka_bootstrap, prefix, databases, tmp=tmp, tools_url=tools)
             platform_stack.admin_token = await platform_stack.token_for(ADMIN, ADMIN_PASSWORD)
             yield platform_stack
     finally:

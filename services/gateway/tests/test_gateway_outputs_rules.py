@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from rlark_gateway.api.outputs import ReleasingResponse
-from rlark_gateway.api.tensorboard import answer_headers
+from rlark_gateway.api.tools import answer_headers
 from rlark_gateway.domain.outputs import download_headers
 from starlette.types import Message
 

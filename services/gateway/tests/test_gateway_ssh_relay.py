@@ -68,6 +68,8 @@ class Relayed:
     database_url: str
     details: dict[str, dict[str, Any]]
     """More of a job's detail than the fake scheduler's default (status, workers, outputs)."""
+    tools_url: str = ""
+    """The gateway's tools origin (ADR 0012)."""
 
     async def token(self, username: str, password: str) -> str:
         import httpx
@@ -144,6 +146,7 @@ async def relay_gateway(
                 postgres_server_url,
                 database_url,
                 details,
+                f"http://127.0.0.1:{settings.resolved_tools_port()}",
             )
     finally:
         server.should_exit = True

@@ -496,8 +496,10 @@ export interface JobDetail extends Job {
   timeline: TimelineEntry[];
   outputs?: Array<WorkerOutputs | OutputFile>;
   tensorboard_dir?: string | null;
-  /** A link to the job's TensorBoard, when the platform serves one. */
+  /** Opens the job's TensorBoard (via the gateway's tools origin), when the job declares tensorboardDir. */
   tensorboard_url?: string | null;
+  /** Opens the Header's Ray dashboard (via the tools origin), while the job runs. */
+  ray_dashboard_url?: string | null;
   ssh_keys?: string[];
   /** How to reach the Header worker over SSH, once placed. */
   ssh_command?: string | null;

@@ -96,8 +96,9 @@ describe('job detail', () => {
     expect(dirs).toHaveTextContent('rollout-0');
     expect(within(dirs).getAllByRole('link')[1].getAttribute('href')).toBe('/api/v1/jobs/job-1/outputs/download?worker=w-1&path=%2Fdata%2Foutputs');
     expect(screen.getByText('the agent of cluster gpu-b is offline')).toBeTruthy();
-    // The job declares a TensorBoard dir: the gateway proxies its Header's TensorBoard.
-    expect(screen.getByTestId('tensorboard-link').getAttribute('href')).toBe('/api/v1/jobs/job-1/tensorboard/');
+    // The job declares a TensorBoard dir and runs: both of its tools open through the gateway (tools origin).
+    expect(screen.getByTestId('tensorboard-link').getAttribute('href')).toBe('/api/v1/jobs/job-1/tools/tensorboard/');
+    expect(screen.getByTestId('ray-dashboard-link').getAttribute('href')).toBe('/api/v1/jobs/job-1/tools/ray-dashboard/');
   });
 
   it('explains a pending job role by role, with conflicts and where it would fit', async () => {
@@ -125,6 +126,9 @@ describe('job detail', () => {
     expect(pending).toHaveTextContent('12 match, 2 with enough free GPUs');
     expect(pending).toHaveTextContent('当前可放入 gpu-a（6 个节点）');
     expect(screen.getByTestId('pending-conflict')).toHaveTextContent('rollout and env compete for 4 nodes of gpu-b');
+    // No workers yet: no tool to open.
+    expect(screen.queryByTestId('ray-dashboard-link')).toBeNull();
+    expect(screen.queryByTestId('tensorboard-link')).toBeNull();
   });
 });
 

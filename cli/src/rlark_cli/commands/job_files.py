@@ -1,5 +1,5 @@
 """``rlark jobs outputs`` and ``rlark jobs download``: a job's output files from the worker's agent, through
-the gateway (issue 15.3, ADR 0010); ``rlark jobs tensorboard``'s URL (issue 15.4).
+the gateway (issue 15.3, ADR 0010); ``rlark jobs tensorboard`` and ``rlark jobs dashboard``'s URLs (issue 15.4, ADR 0012).
 
 ``download`` streams to ``<DIR>/<name>.part`` with a progress bar and renames it when every byte arrived
 (a file's length is checked against ``Content-Length``); a directory arrives as ``<name>.tar``. Without
@@ -17,6 +17,7 @@ from urllib.parse import quote, unquote
 import httpx
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+from rlark_contracts.relay import TOOL_OPEN_PATH
 
 from rlark_cli.client import EXIT_UNAVAILABLE, Gateway, err, fail
 from rlark_cli.output import Column, Format, emit
@@ -35,9 +36,10 @@ def _time(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def tensorboard_url(gateway_url: str, job_id: str) -> str:
-    """Where the gateway serves the job's TensorBoard (a browser logged in to the console opens it)."""
-    return f"{gateway_url.rstrip('/')}/api/v1/jobs/{quote(job_id, safe='')}/tensorboard/"
+def tool_url(gateway_url: str, job_id: str, tool: str) -> str:
+    """Where the gateway opens a job's tool (``tensorboard``, ``ray-dashboard``): a browser logged in to the
+    console follows it to the tools origin with a one-time ticket (ADR 0012)."""
+    return gateway_url.rstrip("/") + TOOL_OPEN_PATH.format(job_id=quote(job_id, safe=""), tool=tool)
 
 
 def outputs(job_id: str, output: Format) -> None:

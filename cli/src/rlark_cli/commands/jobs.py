@@ -22,6 +22,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rlark_contracts.relay import SERVICE_RAY_DASHBOARD, SERVICE_TENSORBOARD
 
 from rlark_cli import lang
 from rlark_cli.client import EXIT_REFUSED, Gateway, RetryPolicy, err, fail
@@ -420,11 +421,30 @@ def download(
 
 @app.command("tensorboard")
 def tensorboard(job_id: JobId) -> None:
-    """Print the URL of the job's TensorBoard (proxied by the gateway; started on demand by its agent)."""
+    """Print the URL that opens the job's TensorBoard in a browser logged in to the console (served on the
+    gateway's tools origin; started on demand by its agent)."""
     job = Gateway().get(f"/api/v1/jobs/{job_id}")
     if not job.get("tensorboard_dir"):
-        fail(f"job {job_id} declares no tensorboardDir")
-    typer.echo(job_files.tensorboard_url(Gateway().url, job_id))
+        fail(
+            lang.say(
+                {"message_key": "no_tensorboard", "params": {"job": job_id}},
+                f"job {job_id} declares no tensorboardDir",
+            )
+        )
+    typer.echo(job_files.tool_url(Gateway().url, job_id, SERVICE_TENSORBOARD))
+
+
+@app.command("dashboard")
+def dashboard(job_id: JobId) -> None:
+    """Print the URL that opens the Ray dashboard of the job's Header in a browser logged in to the console
+    (served on the gateway's tools origin, while the job runs)."""
+    job = Gateway().get(f"/api/v1/jobs/{job_id}")
+    status = str(job.get("status"))
+    if status != "Running":
+        params = {"job": job_id, "status": status, "tool": "Ray dashboard"}
+        english = f"job {job_id} is {status}: its Ray dashboard is served only while it runs"
+        fail(lang.say({"message_key": "tool_job_not_running", "params": params}, english))
+    typer.echo(job_files.tool_url(Gateway().url, job_id, SERVICE_RAY_DASHBOARD))
 
 
 @app.command("cancel")

@@ -7,9 +7,10 @@ resolves what the order names itself (never an address or a host path from the c
 
 - ``op: "ssh"``: the agent connects the worker's sshd and relays binary frames both ways. When it cannot,
   it answers on the link ``{"op": "ssh-failed", "relay", "reason"}``.
-- ``op: "tcp"`` (``service``: ``"tensorboard"``): as ``ssh``, to a TCP service the agent runs for the worker
-  (its TensorBoard server, started on demand); the gateway speaks HTTP/1.1 over the relayed bytes. Failures
-  are answered like ``ssh``'s (``ssh-failed``).
+- ``op: "tcp"`` (``service``: ``"tensorboard"`` or ``"ray-dashboard"``): as ``ssh``, to a TCP service of
+  the worker (the TensorBoard server the agent starts on demand; the Header's Ray dashboard); the gateway
+  speaks HTTP/1.1 over the relayed bytes, on its tools origin (ADR 0012). Failures are answered like
+  ``ssh``'s (``ssh-failed``).
 - ``op: "files"`` (``action``: ``"list"`` or ``"download"``; ``path``: a path inside one of the job's
   declared outputs, as the worker sees it): the agent dials back, sends one text frame, the *files head*
   (``{"ok": true, "kind": "file"|"dir"|"list", "name", "size"?}`` or ``{"ok": false, "status", "code",
@@ -28,8 +29,14 @@ OP_SSH: Final = "ssh"
 OP_SSH_FAILED: Final = "ssh-failed"
 OP_TCP: Final = "tcp"
 SERVICE_TENSORBOARD: Final = "tensorboard"
-TENSORBOARD_PATH: Final = "/api/v1/jobs/{job_id}/tensorboard"
-"""Where the gateway serves a job's TensorBoard; its server runs with this ``--path_prefix``."""
+SERVICE_RAY_DASHBOARD: Final = "ray-dashboard"
+TOOL_PATH: Final = "/jobs/{job_id}/{tool}"
+"""Where the gateway's tools origin serves a job's tool (ADR 0012); ``tool`` is a ``tcp`` service's name."""
+TOOL_OPEN_PATH: Final = "/api/v1/jobs/{job_id}/tools/{tool}/"
+"""On the gateway's main origin: opens the tool in a browser (a signed ticket, then the tools origin)."""
+TENSORBOARD_PATH: Final = "/jobs/{job_id}/tensorboard"
+"""Where the tools origin serves a job's TensorBoard (``TOOL_PATH``); its server runs with this
+``--path_prefix``."""
 TENSORBOARD_START_S: Final = 60.0
 """How long an agent gives a TensorBoard server to listen before it says it failed; the gateway waits that
 long, plus its usual connect-back time, for the agent of a ``tensorboard`` order to connect back."""

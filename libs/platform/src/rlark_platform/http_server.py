@@ -75,8 +75,9 @@ class HeadDeadlineProtocol(H11Protocol):
         super().connection_lost(exc)
 
 
-def server_config(app: Any, settings: ServiceSettings) -> uvicorn.Config:
-    """uvicorn's configuration for a service API, with the limits from ``settings``."""
+def server_config(app: Any, settings: ServiceSettings, port: int | None = None) -> uvicorn.Config:
+    """uvicorn's configuration for a service API, with the limits from ``settings``, on ``port`` (default
+    ``settings.http_port``; the gateway's tools origin is a second listener with the same limits)."""
 
     class Protocol(HeadDeadlineProtocol):
         header_timeout_s = settings.http_header_timeout_s
@@ -84,7 +85,7 @@ def server_config(app: Any, settings: ServiceSettings) -> uvicorn.Config:
     return uvicorn.Config(
         BodyLimit(app, settings.max_body_bytes),
         host=settings.http_host,
-        port=settings.http_port,
+        port=settings.http_port if port is None else port,
         http=Protocol,
         log_config=None,
         access_log=False,

@@ -80,6 +80,9 @@ class ServiceDefinition:
     settings_type: type[ServiceSettings]
     migrations: Path | None
     build_api: Callable[[ServiceContext], FastAPI] | None = None
+    # More HTTP listeners of the API process, each (app, port), started before the main one and stopped
+    # with it (the gateway's tools origin, ADR 0012).
+    build_listeners: Callable[[ServiceContext], list[tuple[FastAPI, int]]] | None = None
     build_workers: Callable[[ServiceContext], list[Runnable]] | None = None
     needs_database: bool = True
     relay: bool = True
@@ -154,6 +157,26 @@ def _workers(definition: ServiceDefinition, ctx: ServiceContext) -> list[Runnabl
     return parts
 
 
+async def _start_server(
+    servers: list[uvicorn.Server],
+    tasks: list[asyncio.Task[None]],
+    config: uvicorn.Config,
+    name: str,
+    *,
+    wait: bool = False,
+) -> None:
+    """Serve ``config`` in a task; with ``wait``, return once it listens (or failed): the extra listeners
+    start first, so a service whose main API answers has all of its listeners up."""
+    server = uvicorn.Server(config)
+    # This process owns SIGTERM/SIGINT (see ``serve``): uvicorn must not capture them itself.
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    servers.append(server)
+    task = asyncio.create_task(server.serve(), name=name)
+    tasks.append(task)
+    while wait and not server.started and not task.done():  # noqa: ASYNC110 - uvicorn has only the flag
+        await asyncio.sleep(0.01)
+
+
 async def serve(
     definition: ServiceDefinition,
     settings: ServiceSettings,
@@ -174,16 +197,18 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
     tasks: list[asyncio.Task[None]] = []
     parts = _workers(definition, ctx) if worker else []
-    server: uvicorn.Server | None = None
+    servers: list[uvicorn.Server] = []
     try:
         for part in parts:
             tasks.append(asyncio.create_task(part.run(), name=type(part).__name__))
         if api and definition.build_api is not None:
             app = definition.build_api(ctx)
-            server = uvicorn.Server(server_config(app, settings))
-            # This process owns SIGTERM/SIGINT (see above): uvicorn must not capture them itself.
-            server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
-            tasks.append(asyncio.create_task(server.serve(), name="http"))
+            listeners = definition.build_listeners(ctx) if definition.build_listeners is not None else []
+            for extra, port in listeners:
+                await _start_server(
+                    servers, tasks, server_config(extra, settings, port), f"http-{port}", wait=True
+                )
+            await _start_server(servers, tasks, server_config(app, settings), "http")
         log.info("service started", api=api, worker=worker, port=settings.http_port)
         waiter = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -192,7 +217,7 @@ async def serve(
                 log.error("part failed; stopping", part=task.get_name(), error=repr(task.exception()))
     finally:
         log.info("service stopping")
-        if server is not None:
+        for server in servers:
             server.should_exit = True
         for part in parts:
             part.stop()

@@ -234,6 +234,18 @@ class Accounts:
                 return Principal(found.username, UserRole(found.role), "session", session_hash)
         raise _unauthenticated("unauthenticated", text("unauthenticated"))
 
+    async def authenticate_digest(self, via: Literal["session", "token"], credential_hash: str) -> Principal:
+        """Who holds the credential whose digest is ``credential_hash``, while it is still valid (a tools
+        origin pass names its credential so, ADR 0012): 401 ``session_expired`` once it ended."""
+        async with self.pool.acquire() as conn:
+            if via == "token":
+                found = await repo.token_principal(conn, credential_hash)
+            else:
+                found = await repo.session_principal(conn, credential_hash)
+        if found is None:
+            raise _unauthenticated("session_expired", text("session_expired"))
+        return Principal(found.username, UserRole(found.role), via, credential_hash, found.token_id)
+
     async def logout(self, principal: Principal) -> None:
         """End the credential used for this request: the session, or the API token."""
         async with self.pool.acquire() as conn:

@@ -17,12 +17,14 @@ from typing import Annotated
 import asyncpg
 import structlog
 import typer
+from fastapi import FastAPI
 from rlark_platform.db import apply_migrations, create_pool, ensure_database, load_migrations
 from rlark_platform.messaging import PLATFORM_MIGRATIONS_TABLE, platform_migrations
 from rlark_platform.service import ServiceContext, ServiceDefinition, main
 from rlark_platform.settings import ServiceSettings
 
 from rlark_gateway.api import build_api
+from rlark_gateway.api.tools import build_tools_api
 from rlark_gateway.domain.accounts import AccountError
 from rlark_gateway.domain.streams import StreamSlots
 from rlark_gateway.domain.throttle import LoginGuard, LoginThrottle
@@ -122,6 +124,13 @@ def read_password(password_file: Path | None) -> str:
     return sys.stdin.readline().rstrip("\r\n")
 
 
+def tools_listener(ctx: ServiceContext) -> list[tuple[FastAPI, int]]:
+    """The tools origin, the API process's second listener (ADR 0012)."""
+    gw = ctx.extras["gateway"]
+    assert isinstance(gw, Gateway)
+    return [(build_tools_api(gw), gw.settings.resolved_tools_port())]
+
+
 def add_commands(app: typer.Typer, build_settings: Callable[[], ServiceSettings]) -> None:
     @app.command("create-admin")
     def _create_admin(
@@ -159,6 +168,7 @@ DEFINITION = ServiceDefinition(
     settings_type=GatewaySettings,
     migrations=MIGRATIONS,
     build_api=build_api,
+    build_listeners=tools_listener,
     relay=False,
     on_start=on_start,
     on_stop=on_stop,

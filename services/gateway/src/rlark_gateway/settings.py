@@ -12,7 +12,7 @@ from ipaddress import IPv4Network, IPv6Network
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 from rlark_platform.settings import ServiceSettings
 
@@ -83,6 +83,25 @@ class GatewaySettings(ServiceSettings):
 
     events_ping_s: float = Field(default=15.0, gt=0, description="Keep-alive interval of event streams")
 
+    tools_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Port of the tools origin, the second listener serving only jobs' TensorBoard and Ray "
+        "dashboard (ADR 0012); default: the API port + 1",
+    )
+    tools_url: str = Field(
+        default="",
+        description="The tools origin as browsers reach it (https://tools.example.org); default: the "
+        "request's scheme and host name with the tools port. Must not be the console's origin",
+    )
+    tool_ticket_ttl_s: int = Field(
+        default=60, ge=5, le=600, description="Lifetime of a ticket that opens a job's tool (one use)"
+    )
+    tool_cookie_ttl_s: int = Field(
+        default=3600, ge=60, description="Lifetime of the tools origin's cookie for one job's tool"
+    )
+
     @field_validator("trusted_proxies", "allowed_origins", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
@@ -101,6 +120,32 @@ class GatewaySettings(ServiceSettings):
             if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
                 raise ValueError(f"{origin!r} is not an origin like https://console.example.org")
         return [origin.lower().rstrip("/") for origin in value]
+
+    @field_validator("tools_url")
+    @classmethod
+    def _tools_url(cls, value: str) -> str:
+        origin = value.strip().lower().rstrip("/")
+        scheme, sep, rest = origin.partition("://")
+        if origin and (scheme not in ("http", "https") or not sep or not rest or "/" in rest):
+            raise ValueError(f"{value!r} is not an origin like https://tools.example.org")
+        return origin
+
+    @model_validator(mode="after")
+    def _tools_apart(self) -> GatewaySettings:
+        if self.tools_url and self.tools_url in self.allowed_origins:
+            raise ValueError(
+                f"tools_url {self.tools_url!r} is in allowed_origins: jobs' tools must not make changes "
+                "with a user's session (ADR 0012)"
+            )
+        if self.http_port and self.resolved_tools_port() == self.http_port:
+            raise ValueError("tools_port must differ from http_port (the tools origin is a second listener)")
+        return self
+
+    def resolved_tools_port(self) -> int:
+        """The tools origin's port: ``tools_port``, else the API port + 1 (a random port when both are 0)."""
+        if self.tools_port is not None:
+            return self.tools_port
+        return self.http_port + 1 if self.http_port else 0
 
     def resolved_web_dir(self) -> Path | None:
         """The console directory to serve, or None when the console is not built."""

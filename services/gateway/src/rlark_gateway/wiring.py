@@ -8,6 +8,7 @@ from typing import Any
 from rlark_contracts import TopicNames
 
 from rlark_gateway.domain.streams import StreamSlots
+from rlark_gateway.domain.tools import UsedTickets
 from rlark_gateway.handlers import Accounts
 from rlark_gateway.proxy import Proxy
 from rlark_gateway.relays import RelayHub
@@ -23,3 +24,5 @@ class Gateway:
     streams: StreamSlots
     relays: RelayHub[Any] = field(default_factory=RelayHub)
     """Agents' control links and SSH relays waiting for their agent (ADR 0010)."""
+    used_tickets: UsedTickets = field(default_factory=UsedTickets)
+    """Tool tickets already exchanged on the tools origin (ADR 0012)."""

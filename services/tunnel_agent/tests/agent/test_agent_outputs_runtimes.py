@@ -89,3 +89,23 @@ async def test_a_worker_of_another_job_is_not_found(tmp_path: Path) -> None:
     assert (refused.value.status, refused.value.code) == (404, "worker_not_found")
     with pytest.raises(LookupError, match="not on this cluster"):
         await agent._tensorboard_endpoint("job-2", "job-1-actor-0")
+
+
+class DashboardRuntime(PodRuntime):
+    """A runtime that knows where its Header's Ray dashboard listens."""
+
+    def ray_dashboard_endpoint(self, worker_id: str) -> tuple[str, int] | None:
+        return ("10.0.0.5", 8265) if worker_id == "job-1-actor-0" else None
+
+
+async def test_the_ray_dashboard_is_where_the_runtime_says_and_only_for_its_own_jobs_worker(
+    tmp_path: Path,
+) -> None:
+    assert issubclass(LocalDriver, rt.ReachesRayDashboard)
+    assert issubclass(KubernetesDriver, rt.ReachesRayDashboard)
+    agent = agent_with(DashboardRuntime(), tmp_path)
+    assert await agent._ray_dashboard_endpoint("job-1", "job-1-actor-0") == ("10.0.0.5", 8265)
+    with pytest.raises(LookupError, match="not on this cluster"):
+        await agent._ray_dashboard_endpoint("job-2", "job-1-actor-0")
+    with pytest.raises(LookupError, match="serves no Ray dashboard the agent can reach"):
+        await agent_with(PodRuntime(), tmp_path)._ray_dashboard_endpoint("job-1", "job-1-actor-0")

@@ -246,12 +246,23 @@ export default function JobDetail() {
               {tensorboardDir && j.workers.length > 0 && (
                 <Button
                   icon={<ExportOutlined />}
-                  href={j.tensorboard_url ?? outputsApi.tensorboardUrl(j.id)}
+                  href={j.tensorboard_url ?? outputsApi.toolUrl(j.id, 'tensorboard')}
                   target="_blank"
                   rel="noreferrer"
                   data-testid="tensorboard-link"
                 >
                   TensorBoard
+                </Button>
+              )}
+              {j.status === 'Running' && header && (
+                <Button
+                  icon={<ExportOutlined />}
+                  href={j.ray_dashboard_url ?? outputsApi.toolUrl(j.id, 'ray-dashboard')}
+                  target="_blank"
+                  rel="noreferrer"
+                  data-testid="ray-dashboard-link"
+                >
+                  {t('jobDetail.rayDashboard')}
                 </Button>
               )}
               {!terminal && (

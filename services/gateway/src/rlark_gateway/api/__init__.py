@@ -19,7 +19,7 @@ from rlark_platform.service import ServiceContext
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from rlark_gateway.api import audit, auth, events, keys, outputs, relay, tensorboard, users
+from rlark_gateway.api import audit, auth, events, keys, outputs, relay, tool_tickets, users
 from rlark_gateway.api.console import add_console_routes
 from rlark_gateway.api.deps import AuditNote, client_address
 from rlark_gateway.api.docs import add_docs_routes
@@ -27,7 +27,6 @@ from rlark_gateway.api.guards import RequestGuard, document_guard_answers
 from rlark_gateway.api.openapi import add_openapi_route
 from rlark_gateway.api.proxy import add_fallback_route, add_proxy_routes
 from rlark_gateway.domain.access import CHANGE_METHODS, PROXY_ROUTES, audit_action
-from rlark_gateway.domain.requests import is_tool_path
 from rlark_gateway.wiring import Gateway
 
 log = structlog.get_logger(__name__)
@@ -45,6 +44,10 @@ def _tags() -> list[dict[str, str]]:
         {
             "name": "outputs",
             "description": "A job's output files, listed and downloaded from the worker's agent",
+        },
+        {
+            "name": "tools",
+            "description": "A job's TensorBoard and Ray dashboard: tickets that open them on the tools origin",
         },
     ]
     proxied = [
@@ -88,7 +91,7 @@ def build_api(ctx: ServiceContext) -> FastAPI:
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         path = request.url.path
-        if request.method not in CHANGE_METHODS or not path.startswith("/api/") or is_tool_path(path):
+        if request.method not in CHANGE_METHODS or not path.startswith("/api/"):
             return await call_next(request)
         note = AuditNote()
         request.state.audit = note
@@ -124,7 +127,7 @@ def build_api(ctx: ServiceContext) -> FastAPI:
     app.include_router(events.router)
     app.include_router(relay.router)  # WebSockets: SSH relays, agents' control links (ADR 0010)
     app.include_router(outputs.router)  # before the proxy: served from the agents (ADR 0010)
-    app.include_router(tensorboard.router)
+    app.include_router(tool_tickets.router)  # jobs' tools open on the tools origin (ADR 0012)
     app.include_router(keys.router)  # before the proxy: a key jobs use is not deleted without force
     add_proxy_routes(app)
     add_fallback_route(app)

@@ -3,7 +3,8 @@
 Before the app sees a change (POST/PUT/PATCH/DELETE): a foreign browser origin is refused 403
 ``cross_origin_refused`` and a body that is not JSON or YAML 415 ``unsupported_media_type``
 (``domain.requests``) — the two things a cross-site page can do with a victim's cookie without a CORS
-preflight. Every answer gets the security headers (CSP, frame and sniffing rules, referrer policy; HSTS
+preflight. The tools origin (ADR 0012) is foreign to the main origin like any other (it is never among the
+allowed origins, ``settings``); its own guard accepts forms. Every answer gets the security headers (CSP, frame and sniffing rules, referrer policy; HSTS
 over HTTPS). The client address and scheme, as trusted proxies report them, are put in the scope's state
 for the rest of the request (``deps.client_address``, ``deps.served_over_https``).
 """
@@ -27,7 +28,6 @@ from rlark_gateway.domain.requests import (
     client_address,
     foreign_request,
     from_trusted_proxy,
-    is_tool_path,
 )
 
 CLIENT_KEY = "rlark.client"
@@ -42,10 +42,19 @@ def _has_body(headers: Headers) -> bool:
 
 
 class RequestGuard:
-    def __init__(self, app: ASGIApp, trusted_proxies: list[Network], allowed_origins: list[str]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        trusted_proxies: list[Network],
+        allowed_origins: list[str],
+        *,
+        forms: bool = False,
+    ) -> None:
         self.app = app
         self.trusted = trusted_proxies
         self.allowed_origins = allowed_origins
+        self.forms = forms
+        """Any body type (the tools origin: a job's TensorBoard posts forms); the Origin rule still holds."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -83,7 +92,7 @@ class RequestGuard:
                 return
             if (
                 _has_body(headers)
-                and not is_tool_path(scope["path"])
+                and not self.forms
                 and not body_media_type_allowed(headers.get("content-type"))
             ):
                 await _refuse(

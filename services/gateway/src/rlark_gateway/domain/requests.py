@@ -8,28 +8,18 @@ bodies are accepted, and the security headers every answer carries.
   sent to) nor an allowed origin, or — without ``Origin`` — when ``Sec-Fetch-Site`` says another site sent
   it. Clients that are not browsers send neither and are not affected.
 - Bodies are JSON or YAML: a form or ``text/plain`` body (what a cross-site HTML form can send without a
-  CORS preflight) is refused — except under a proxied tool's pages (``is_tool_path``: a job's TensorBoard,
-  whose own page posts forms; the Origin rule still holds there).
+  CORS preflight) is refused — except on the tools origin (ADR 0012: a job's TensorBoard posts forms; the
+  Origin rule still holds there).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Sequence
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from urllib.parse import urlsplit
 
 Network = IPv4Network | IPv6Network
-
-_TOOL_PATH = re.compile(r"^/api/v1/jobs/[^/]+/tensorboard(/|$)")
-
-
-def is_tool_path(path: str) -> bool:
-    """Whether ``path`` is under a tool the gateway proxies for a job (its TensorBoard): its bodies are the
-    tool's own (forms), and its POSTs are reads, not changes to audit."""
-    return _TOOL_PATH.match(path) is not None
-
 
 BODY_MEDIA_TYPES = frozenset(
     {"application/json", "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"}

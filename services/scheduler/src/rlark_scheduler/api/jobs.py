@@ -11,11 +11,13 @@ import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 import asyncpg
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from rlark_contracts.messages import text
+from rlark_contracts.relay import SERVICE_RAY_DASHBOARD, SERVICE_TENSORBOARD, TOOL_OPEN_PATH
 from rlark_contracts.workers import LOCAL_WORKER_USER
 from rlark_platform.db import transaction
 from rlark_platform.errors import ApiError
@@ -138,11 +140,22 @@ async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> Job
         timeline=[EventOut.of(e) for e in timeline],
         outputs=outputs,
         tensorboard_dir=spec.get("tensorboardDir"),
+        tensorboard_url=tool_url(job.id, SERVICE_TENSORBOARD) if spec.get("tensorboardDir") else None,
+        ray_dashboard_url=(
+            tool_url(job.id, SERVICE_RAY_DASHBOARD)
+            if job.status is JobStatus.RUNNING and header is not None
+            else None
+        ),
         ssh_keys=job.ssh_key_names,
         ssh_command=ssh,
         spec=job.spec,
         yaml=job.spec_yaml,
     )
+
+
+def tool_url(job_id: str, tool: str) -> str:
+    """Where the gateway opens a job's tool for a browser (ADR 0012)."""
+    return TOOL_OPEN_PATH.format(job_id=quote(job_id, safe=""), tool=tool)
 
 
 def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobActivity) -> APIRouter:

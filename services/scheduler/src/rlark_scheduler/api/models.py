@@ -184,6 +184,13 @@ class JobDetail(JobSummary):
     timeline: list[EventOut]
     outputs: list[dict[str, Any]]
     tensorboard_dir: str | None
+    tensorboard_url: str | None = Field(
+        description="Opens the job's TensorBoard in a browser (the gateway's tools origin, ADR 0012), when "
+        "the job declares tensorboardDir; a path on the gateway"
+    )
+    ray_dashboard_url: str | None = Field(
+        description="Opens the Header's Ray dashboard in a browser (tools origin), while the job runs"
+    )
     ssh_keys: list[str]
     ssh_command: str | None = Field(description="How to reach the Header worker over SSH, once placed")
     spec: dict[str, Any]

@@ -54,7 +54,7 @@ from rlark_contracts.events.netdomain import (
     TunnelTopologyChanged,
 )
 from rlark_contracts.events.scheduler import JobKeysUpdated, WorkerPlaced, WorkerStopRequested
-from rlark_contracts.relay import SERVICE_TENSORBOARD
+from rlark_contracts.relay import SERVICE_RAY_DASHBOARD, SERVICE_TENSORBOARD
 from rlark_platform.messaging import create_producer
 
 from rlark_tunnel_agent.agent import pod_files
@@ -251,7 +251,10 @@ class Agent:
             lambda: self.reports.session.token,
             self._ssh_endpoint,
             self._output_roots,
-            {SERVICE_TENSORBOARD: self._tensorboard_endpoint},
+            {
+                SERVICE_TENSORBOARD: self._tensorboard_endpoint,
+                SERVICE_RAY_DASHBOARD: self._ray_dashboard_endpoint,
+            },
             files=self._pod_files if isinstance(self.driver, rt.ReachesFilesServer) else None,
         )
         tasks.append(asyncio.create_task(self.ssh_link.run(self._stopping), name="ssh-link"))
@@ -337,6 +340,22 @@ class Agent:
         endpoint = self.driver.ssh_endpoint(worker_id) if isinstance(self.driver, rt.ReachesSshd) else None
         if endpoint is None:
             raise LookupError(f"worker {worker_id} runs no sshd the agent can reach (phase {status.phase})")
+        return endpoint
+
+    async def _ray_dashboard_endpoint(self, job_id: str, worker_id: str) -> tuple[str, int]:
+        """Where the Header worker ``worker_id``'s Ray dashboard listens (ADR 0012); ``LookupError``."""
+        status = await self._status_in_job(job_id, worker_id)
+        if status is None:
+            raise LookupError(f"worker {worker_id} of job {job_id} is not on this cluster")
+        endpoint = (
+            self.driver.ray_dashboard_endpoint(worker_id)
+            if isinstance(self.driver, rt.ReachesRayDashboard)
+            else None
+        )
+        if endpoint is None:
+            raise LookupError(
+                f"worker {worker_id} serves no Ray dashboard the agent can reach (phase {status.phase})"
+            )
         return endpoint
 
     async def _tensorboard_endpoint(self, job_id: str, worker_id: str) -> tuple[str, int] | Connected:

@@ -332,6 +332,17 @@ class OutputRoot:
 
 
 @runtime_checkable
+class ReachesRayDashboard(Protocol):
+    """A runtime whose Header worker's Ray dashboard the agent can connect to (ADR 0012): the address and port
+    are the worker contract's (``RLARK_NODE_IP``, ``ray-dashboard``) as the runtime's own state knows them."""
+
+    def ray_dashboard_endpoint(self, worker_id: str) -> tuple[str, int] | None:
+        """Host and port of the worker's Ray dashboard, or None when it serves none (not the Header,
+        unknown, stopped, or its address is known only inside its pod)."""
+        ...
+
+
+@runtime_checkable
 class ServesOutputs(Protocol):
     """A runtime whose workers' outputs the agent can read on its own machine (downloads, ADR 0010)."""
 

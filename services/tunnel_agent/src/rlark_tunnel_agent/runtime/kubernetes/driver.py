@@ -88,6 +88,7 @@ from rlark_tunnel_agent.runtime.driver import (
     FilesUnreachable,
     LogStream,
     NodeObservation,
+    RayPorts,
     RuntimeEvent,
     WorkerLogLine,
     WorkerMarkerSeen,
@@ -1004,6 +1005,22 @@ class KubernetesDriver:
         if status is None or status.phase.terminal or not status.address:
             return None
         return status.address, self.config.ssh_port
+
+    def ray_dashboard_endpoint(self, worker_id: str) -> tuple[str, int] | None:
+        """The Header's Ray dashboard: its pod's IP and the contract's dashboard port; none for a worker on a
+        network sidecar (Ray binds the virtual IP, reachable only through the domain's tunnels)."""
+        status, spec = self._status.get(worker_id), self._specs.get(worker_id)
+        if (
+            status is None
+            or spec is None
+            or not spec.is_header
+            or status.phase.terminal
+            or not status.address
+        ):
+            return None
+        if manifests.wants_sidecar(spec, self.config):
+            return None
+        return status.address, RayPorts().dashboard_port
 
     def files_endpoint(self, worker_id: str) -> FilesEndpoint:
         """The worker's files sidecar: its pod's IP, the configured port and the worker's secret

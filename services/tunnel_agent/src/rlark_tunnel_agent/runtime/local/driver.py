@@ -560,6 +560,16 @@ class LocalDriver:
             return None
         return worker.record.address, self.runtime_facts(worker.record).ssh_port
 
+    def ray_dashboard_endpoint(self, worker_id: str) -> tuple[str, int] | None:
+        """The Header's Ray dashboard: the address its head binds (the contract's `RLARK_NODE_IP`: the
+        namespace's, 127.0.0.1 without namespaces, or the virtual IP on a network domain) and port."""
+        worker = self._workers.get(worker_id)
+        if worker is None or worker.record.stopped or not worker.record.spec.is_header:
+            return None
+        contract = self.worker_contract(worker.record)
+        host, port = contract.env.get("RLARK_NODE_IP"), contract.ports.get("ray-dashboard")
+        return (host, port) if host and port else None
+
     def output_roots(self, worker_id: str) -> list[OutputRoot] | None:
         """The worker's declared outputs on this machine (`pod.host_location`), kept after it stopped."""
         worker = self._workers.get(worker_id)
