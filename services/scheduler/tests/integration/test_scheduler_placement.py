@@ -123,6 +123,9 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
         assert p["domain"] is None
 
     shown = await job_status(scheduler, jid, "Starting")
+    # Its tools open through the gateway (ADR 0012): TensorBoard as it declares a dir, Ray's dashboard once it runs.
+    assert shown["tensorboard_url"] == f"/api/v1/jobs/{jid}/tools/tensorboard/"
+    assert shown["ray_dashboard_url"] is None
     assert [(e["from_status"], e["to_status"]) for e in shown["timeline"]] == [
         ("", "Pending"),
         ("Pending", "Scheduled"),

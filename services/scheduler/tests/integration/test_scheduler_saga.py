@@ -85,12 +85,14 @@ async def test_header_exit_0_succeeds_and_every_worker_is_stopped(
     assert running["ray_nodes"] == {"joined": 3, "expected": 3}
     assert all(w["ray_joined"] for w in running["workers"])
     assert running["ssh_command"] == "ssh root@10.9.0.1"
+    assert running["ray_dashboard_url"] == f"/api/v1/jobs/{job['id']}/tools/ray-dashboard/"
     assert stops_for(placements, job["id"]) == set()
 
     await world.worker(header, "Succeeded", exit_code=0)
     done = await job_status(scheduler, job["id"], "Succeeded")
     assert done["exit_code"] == 0
     assert done["reason"] == "run script exited with 0"
+    assert done["ray_dashboard_url"] is None  # the dashboard ended with the job
     await placements.until(lambda _: len(stops_for(placements, job["id"])) == 3)
     assert stops_for(placements, job["id"]) == {p["worker_id"] for p in placed}
     assert [(e["from_status"], e["to_status"]) for e in done["timeline"]] == [
