@@ -1,9 +1,10 @@
 """TensorBoard servers the agent starts on demand over a job's ``tensorboardDir`` (issue 15.4, ADR 0010).
 
-Role: a ``tcp`` order for the ``tensorboard`` service (the gateway proxying ``/api/v1/jobs/{job}/tensorboard/``)
-asks for the worker's TensorBoard; :meth:`TensorBoards.endpoint` returns ``127.0.0.1:<port>`` of a running
-server, starting one first when none runs: ``python -m tensorboard.main --logdir <the dir> --host 127.0.0.1
---port <free port> --path_prefix /api/v1/jobs/<job>/tensorboard`` as the runtime confines it
+Role: a ``tcp`` order for the ``tensorboard`` service (the gateway's tools origin proxying
+``/jobs/{job}/tensorboard/``, ADR 0012) asks for the worker's TensorBoard; :meth:`TensorBoards.endpoint`
+returns ``127.0.0.1:<port>`` of a running server, starting one first when none runs: ``python -m
+tensorboard.main --logdir <the dir> --host 127.0.0.1 --port <free port> --path_prefix /jobs/<job>/tensorboard``
+as the runtime confines it
 (``runtime.driver.ServesTensorBoard``; local root mode: a pod of its own as the job's unprivileged uid with
 the job's directories read-only, ADR 0007 — it reads what the job could, nothing of other jobs or of the
 agent), in a new session. A server nobody
