@@ -6,8 +6,9 @@ worker in one process to save memory on a laptop) in its own process group, logg
 ``.state/logs/<service>.log``; PIDs in ``.state/pids``. The platform's internal secret is generated once into
 ``.state/internal-secret`` (mode 600) and never printed.
 
-Ports: the gateway listens on 8080, inventory, keys, netdomain and scheduler on 8101-8104, the agent on
-8105; ``RLARK_<NAME>_PORT`` (``RLARK_GATEWAY_PORT``, ``RLARK_TUNNEL_AGENT_PORT``, ...) moves one, so a second
+Ports: the gateway listens on 8080 (and its tools origin, jobs' TensorBoard and Ray dashboard, on the
+gateway's port + 1, 8081, or ``RLARK_TOOLS_PORT``), inventory, keys, netdomain and scheduler on 8101-8104, the
+agent on 8105; ``RLARK_<NAME>_PORT`` (``RLARK_GATEWAY_PORT``, ``RLARK_TUNNEL_AGENT_PORT``, ...) moves one, so a second
 checkout can run beside the first (with its own ``RLARK_STATE_DIR``).
 
 The tunnel-agent of the local cluster is started by ``rlark_devinfra.demo`` (it needs the cluster's
