@@ -42,7 +42,7 @@ async def test_one_server_per_worker_is_started_on_demand_and_reused(tmp_path: P
         host, port = await boards.endpoint("job-1", "w-1", fake(tmp_path))
         again = await boards.endpoint("job-1", "w-1", lambda *_: pytest.fail("not asked again"))
         assert (host, port) == again
-        assert (tmp_path / "prefix").read_text() == "/api/v1/jobs/job-1/tensorboard"
+        assert (tmp_path / "prefix").read_text() == "/jobs/job-1/tensorboard"
         with pytest.raises(TensorBoardUnavailable, match="declares no tensorboardDir"):
             await boards.endpoint("job-1", "w-2", lambda *_: None)
     finally:
