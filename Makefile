@@ -3,6 +3,8 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 UV := uv
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` (0: one process). Host-touching tests stay in one worker (xdist_group).
+TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 
 .PHONY: help setup prereqs run stop status test test-web test-fast screenshots lint format bench clean
@@ -26,7 +28,7 @@ status: ## Show what runs
 	@$(UV) run python -m rlark_devinfra.stack status
 
 test: setup prereqs test-web ## Run every test: the console's component tests, then pytest against real PostgreSQL, Kafka and Chromium (the README's second command)
-	@$(UV) run pytest $(PYTEST_ARGS)
+	@$(UV) run pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-web: prereqs ## Run the web console's component tests (Vitest)
 	@cd web && npm test

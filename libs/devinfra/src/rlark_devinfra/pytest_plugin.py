@@ -2,10 +2,9 @@
 
 1. ``RLARK_TEST_DATABASE_URL`` / ``RLARK_TEST_KAFKA_BOOTSTRAP`` when set;
 2. testcontainers when a Docker engine answers;
-3. the project's own servers (``rlark_devinfra.postgres`` / ``.kafka``), started on demand and stopped
-   at the end of the session when this session started them and no other test session of this checkout
-   still runs (each session registers its pid under ``<state>/sessions/``: two ``pytest`` runs side by
-   side no longer pull the servers from under each other).
+3. the project's own servers (``rlark_devinfra.postgres`` / ``.kafka``), started on demand by the first
+   session that needs them and stopped by the last test session out (``test_sessions``: ``make test``'s
+   two xdist workers, or two runs side by side, never pull a server from under each other).
 
 Never a skip: when none of these works the fixture errors, and the test fails.
 """
@@ -27,6 +26,9 @@ from rlark_devinfra import kafka, paths, postgres, test_sessions
 # touches a developer's running platform and can start from empty data.
 if not os.environ.get("RLARK_STATE_DIR"):
     os.environ["RLARK_STATE_DIR"] = str(paths.repo_root() / ".state" / "test")
+# One terminal width for every CLI the tests run (rich reads it when a console is made, at import): the
+# output does not depend on the terminal, or on xdist's longer temporary paths, when text wraps.
+os.environ.setdefault("COLUMNS", "200")
 from rlark_devinfra.k8s.fixtures import k8s_cluster, k8s_testbed  # noqa: F401 - registered fixtures
 
 
@@ -35,7 +37,30 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    test_sessions.unregister()
+    from rlark_devinfra.k8s import testbed
+
+    test_sessions.finish(
+        {
+            "postgres": lambda _: postgres.stop(),
+            "kafka": lambda _: kafka.stop(),
+            "k8s": lambda parts: testbed.down(only=parts),
+        }
+    )
+
+
+HOST_MARKERS = ("e2e", "netns", "k8s")
+HOST_PATHS = ("tests/e2e/", "tests/adversarial/", "services/tunnel_agent/tests/", "libs/devinfra/tests/")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With pytest-xdist (``make test``: ``-n 2 --dist loadgroup``), every test that touches the host —
+    network namespaces and bridges, local workers, the Kubernetes test bed, whole platforms — runs in one
+    worker, one after the other, as without xdist; the rest spreads over both workers."""
+    root = paths.repo_root()
+    for item in items:
+        where = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
+        if where.startswith(HOST_PATHS) or any(item.get_closest_marker(m) for m in HOST_MARKERS):
+            item.add_marker(pytest.mark.xdist_group("host"))
 
 
 def docker_engine_answers() -> bool:
@@ -59,12 +84,12 @@ def postgres_server_url() -> Iterator[str]:
         with PostgresContainer("postgres:17.6", driver=None) as container:
             yield container.get_connection_url()
         return
-    started = not postgres.status().running
-    current = postgres.start(durable=False)
+    with test_sessions.locked():
+        if not postgres.status().running:
+            test_sessions.own("postgres")
+        current = postgres.start(durable=False)
     assert current.url is not None
     yield current.url
-    if test_sessions.stop_when_done(started):
-        postgres.stop()
 
 
 @pytest.fixture(scope="session")
@@ -78,19 +103,19 @@ def kafka_bootstrap() -> Iterator[str]:
     if bootstrap := os.environ.get("RLARK_TEST_KAFKA_BOOTSTRAP"):
         yield bootstrap
         return
-    started = not kafka.status().running
-    if started and not kafka.jars_ready():
-        raise RuntimeError(
-            "the Kafka broker's jars are not assembled: run `make prereqs` (or "
-            "`uv run python -m rlark_devinfra.prereqs`) first — downloads never run inside a test's timeout"
-        )
-    if started:
-        kafka.reset_data()  # leftover topics of earlier runs only cost open files and start-up time
-    current = kafka.start(test_admin_password())
+    with test_sessions.locked():
+        if not kafka.status().running:
+            if not kafka.jars_ready():
+                raise RuntimeError(
+                    "the Kafka broker's jars are not assembled: run `make prereqs` (or "
+                    "`uv run python -m rlark_devinfra.prereqs`) first — downloads never run inside a test's "
+                    "timeout"
+                )
+            kafka.reset_data()  # leftover topics of earlier runs only cost open files and start-up time
+            test_sessions.own("kafka")
+        current = kafka.start(test_admin_password())
     assert current.bootstrap is not None
     yield current.bootstrap
-    if test_sessions.stop_when_done(started):
-        kafka.stop()
 
 
 def test_admin_password() -> str:

@@ -2,15 +2,13 @@
 
 Registered by ``rlark_devinfra.pytest_plugin``.
 
-``k8s_testbed`` builds the binaries when missing (once per machine) and starts what is not running;
-at the end it stops only what it started, unless ``RLARK_KEEP_SERVERS`` is set (servers shared by
-several engineers) or another test session still runs (``test_sessions``). Never a skip: when the bed cannot start, the fixture
-errors and the test fails.
+``k8s_testbed`` starts what is not running (it never builds: a missing binary is an error naming
+``make prereqs``); what it started is stopped by the last test session out (``test_sessions``), unless
+``RLARK_KEEP_SERVERS`` is set. Never a skip: when the bed cannot start, the fixture errors and the test
+fails.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,12 +17,12 @@ from rlark_devinfra.k8s import testbed
 
 
 @pytest.fixture(scope="session")
-def k8s_testbed() -> Iterator[list[testbed.Cluster]]:
+def k8s_testbed() -> list[testbed.Cluster]:
     """The test bed's clusters (two), started for this session when needed."""
     result = testbed.up(clusters=2)
-    yield result.clusters
-    if test_sessions.stop_when_done(bool(result.started)):
-        testbed.down(only=result.started)
+    if result.started:
+        test_sessions.own("k8s", result.started)
+    return result.clusters
 
 
 @pytest.fixture(scope="session")
