@@ -61,41 +61,66 @@ func newPeerLink(cluster string, dials bool, r *Router, ping, dead time.Duration
 
 func (p *peerLink) stats() *Counters { return &p.counters }
 
-// peerBatch is the frames of one wakeup's packets towards one peer.
+// peerBatch is the frames of one wakeup's packets towards one peer, laid out as a record of the
+// keyed stream (recordHead bytes of room, the frames, room for the tag) so that they are sealed
+// where they lie. The worker's reader reads the next packet straight behind the frames (tail),
+// and commits it when it goes to this peer: a packet is copied by the kernel into the batch and
+// sealed there, never moved in between.
 type peerBatch struct {
-	frames  []byte
+	buf     []byte
 	packets int
 }
 
-func newPeerBatch() *peerBatch {
-	return &peerBatch{frames: make([]byte, 0, batchBytes+packetBufSize+headerSize)}
+func newPeerBatch() *peerBatch { return newBatchFor(batchBytes + headerSize + packetBufSize) }
+
+func newBatchFor(frameBytes int) *peerBatch {
+	return &peerBatch{buf: make([]byte, recordHead, recordHead+frameBytes+tagSize)}
 }
 
-// add frames pkt into the batch; true when the batch is full and must go out now.
-func (b *peerBatch) add(pkt []byte) bool {
-	b.frames = appendHeader(b.frames, framePacket, len(pkt))
-	b.frames = append(b.frames, pkt...)
+func (b *peerBatch) frames() []byte { return b.buf[recordHead:] }
+
+// full says the batch must go out now.
+func (b *peerBatch) full() bool { return len(b.buf)-recordHead >= batchBytes }
+
+// tail is where the next packet can be read to (up to packetBufSize bytes); room for it is
+// always there while the batch is not full.
+func (b *peerBatch) tail() []byte {
+	at := len(b.buf) + headerSize
+	return b.buf[at : at+packetBufSize]
+}
+
+// commit frames the n bytes read into tail; true when the batch is full.
+func (b *peerBatch) commit(n int) bool {
+	b.buf = appendHeader(b.buf, framePacket, n)[:len(b.buf)+headerSize+n]
 	b.packets++
-	return len(b.frames) >= batchBytes
+	return b.full()
 }
 
-// writeBatch writes the batch on the current session (one write) and empties it. It blocks while
+// add frames a copy of pkt; true when the batch is full.
+func (b *peerBatch) add(pkt []byte) bool {
+	b.buf = append(appendHeader(b.buf, framePacket, len(pkt)), pkt...)
+	b.packets++
+	return b.full()
+}
+
+// writeBatch writes the batch on the current session (one record) and empties it. It blocks while
 // the connection's send buffer is full: the worker's device queue then fills and its TCP slows
 // down, as behind a congested NIC.
 func (p *peerLink) writeBatch(b *peerBatch) {
 	s := p.cur.Load()
-	if s == nil || !s.write(b.frames) {
+	frames := len(b.buf) - recordHead
+	if s == nil || !s.writeBatch(b) {
 		p.counters.drop(dropLinkDown, uint64(b.packets))
 	} else {
 		p.counters.PacketsOut.Add(uint64(b.packets))
-		p.counters.BytesOut.Add(uint64(len(b.frames)))
+		p.counters.BytesOut.Add(uint64(frames))
 	}
-	b.frames, b.packets = b.frames[:0], 0
+	b.buf, b.packets = b.buf[:recordHead], 0
 }
 
 // relay sends one packet received from another peer (a relay cluster's forwarding).
 func (p *peerLink) relay(pkt []byte) {
-	b := &peerBatch{frames: make([]byte, 0, headerSize+len(pkt))}
+	b := newBatchFor(headerSize + len(pkt))
 	b.add(pkt)
 	p.writeBatch(b)
 }
@@ -204,6 +229,24 @@ func (s *session) write(b []byte) bool {
 	s.wmu.Lock()
 	_, err := s.rw.Write(b)
 	s.wmu.Unlock()
+	return s.written(err)
+}
+
+// writeBatch writes a batch's frames: sealed in place on the keyed stream (its contents are
+// ciphertext afterwards), as they are on the SSH channel.
+func (s *session) writeBatch(b *peerBatch) bool {
+	s.wmu.Lock()
+	var err error
+	if s.data != nil {
+		err = s.data.writeRecord(b.buf)
+	} else {
+		_, err = s.rw.Write(b.frames())
+	}
+	s.wmu.Unlock()
+	return s.written(err)
+}
+
+func (s *session) written(err error) bool {
 	if err != nil {
 		s.close(fmt.Sprintf("write failed: %v", err))
 		return false
@@ -215,69 +258,102 @@ func appendHeader(b []byte, kind byte, n int) []byte {
 	return binary.BigEndian.AppendUint32(b, uint32(kind)<<24|uint32(n))
 }
 
-// reader cuts the channel's byte stream into frames: packets are routed (written to a worker's
-// device, or queued towards the next peer on a relay), PINGs answered, PONGs timed.
+// frameCutter cuts the peer's byte stream, which arrives in pieces (records of the keyed stream,
+// reads of the SSH channel), into frames. Frames that lie whole in a piece are handed out where
+// they lie (a record's plaintext: no copy); only a frame cut between pieces is gathered in carry.
+type frameCutter struct {
+	carry []byte
+}
+
+// feed hands every complete frame of piece (after what an earlier piece left) to each, which
+// must be done with the payload when it returns; an error from each, or a frame longer than
+// readBuffer allows, stops the stream.
+func (c *frameCutter) feed(piece []byte, each func(kind byte, payload []byte) error) error {
+	if len(c.carry) > 0 {
+		c.carry = append(c.carry, piece...)
+		piece = c.carry
+	}
+	for len(piece) >= headerSize {
+		word := binary.BigEndian.Uint32(piece)
+		kind, length := byte(word>>24), int(word&maxPayload)
+		if length > readBuffer-headerSize {
+			return fmt.Errorf("protocol error: frame of %d bytes", length)
+		}
+		if len(piece) < headerSize+length {
+			break
+		}
+		if err := each(kind, piece[headerSize:headerSize+length]); err != nil {
+			return err
+		}
+		piece = piece[headerSize+length:]
+	}
+	c.carry = append(c.carry[:0], piece...) // piece may lie in carry: append copies forwards
+	return nil
+}
+
+// reader cuts what the peer sends into frames: packets are routed (written to a worker's device,
+// or queued towards the next peer on a relay), PINGs answered, PONGs timed.
 func (s *session) reader() {
-	buf := make([]byte, readBuffer)
-	fill := 0
-	p := s.link
+	cutter := frameCutter{carry: make([]byte, 0, readBuffer)}
+	var next func() ([]byte, error)
+	if s.data != nil {
+		next = s.data.nextRecord
+	} else {
+		buf := make([]byte, readBuffer)
+		next = func() ([]byte, error) {
+			n, err := s.rw.Read(buf)
+			return buf[:n], err
+		}
+	}
 	for {
-		n, err := s.rw.Read(buf[fill:])
+		piece, err := next()
 		if err != nil {
 			s.close(fmt.Sprintf("channel closed: %v", err))
 			return
 		}
 		s.lastRx.Store(time.Now().UnixNano())
-		p.counters.BytesIn.Add(uint64(n))
-		fill += n
-		off := 0
-		for fill-off >= headerSize {
-			word := binary.BigEndian.Uint32(buf[off:])
-			kind, length := byte(word>>24), int(word&maxPayload)
-			if length > readBuffer-headerSize {
-				s.close(fmt.Sprintf("protocol error: frame of %d bytes", length))
-				return
-			}
-			end := off + headerSize + length
-			if end > fill {
-				break
-			}
-			payload := buf[off+headerSize : end]
-			switch kind {
-			case framePacket:
-				p.counters.PacketsIn.Add(1)
-				switch out, reason := p.router.decide(payload, p); o := out.(type) {
-				case nil:
-					p.counters.drop(reason, 1)
-				case *workerLink:
-					o.deliver(payload)
-				case *peerLink:
-					o.relay(payload)
-				}
-			case framePing:
-				// Answered by the keepalive goroutine: the reader never waits for the write lock,
-				// which a writer stuck on a full socket may hold — two agents whose readers both
-				// waited there would stop reading each other for good.
-				frame := appendHeader(make([]byte, 0, headerSize+len(payload)), framePong, len(payload))
-				select {
-				case s.pongs <- append(frame, payload...):
-				default: // one answer already waits: this PING goes unanswered (RTT is a sample)
-				}
-			case framePong:
-				if len(payload) == 8 {
-					sent := int64(binary.BigEndian.Uint64(payload))
-					p.mu.Lock()
-					p.rtt, p.hasRTT = time.Duration(time.Now().UnixNano()-sent), true
-					p.mu.Unlock()
-				}
-			default:
-				s.close(fmt.Sprintf("protocol error: unknown frame kind %d", kind))
-				return
-			}
-			off = end
+		s.link.counters.BytesIn.Add(uint64(len(piece)))
+		if err := cutter.feed(piece, s.frame); err != nil {
+			s.close(err.Error())
+			return
 		}
-		fill = copy(buf, buf[off:fill])
 	}
+}
+
+// frame handles one frame from the peer (payload is valid only during the call).
+func (s *session) frame(kind byte, payload []byte) error {
+	p := s.link
+	switch kind {
+	case framePacket:
+		p.counters.PacketsIn.Add(1)
+		switch out, reason := p.router.decide(payload, p); o := out.(type) {
+		case nil:
+			p.counters.drop(reason, 1)
+		case *workerLink:
+			o.deliver(payload)
+		case *peerLink:
+			o.relay(payload)
+		}
+	case framePing:
+		// Answered by the keepalive goroutine: the reader never waits for the write lock,
+		// which a writer stuck on a full socket may hold — two agents whose readers both
+		// waited there would stop reading each other for good.
+		frame := appendHeader(make([]byte, 0, headerSize+len(payload)), framePong, len(payload))
+		select {
+		case s.pongs <- append(frame, payload...):
+		default: // one answer already waits: this PING goes unanswered (RTT is a sample)
+		}
+	case framePong:
+		if len(payload) == 8 {
+			sent := int64(binary.BigEndian.Uint64(payload))
+			p.mu.Lock()
+			p.rtt, p.hasRTT = time.Duration(time.Now().UnixNano()-sent), true
+			p.mu.Unlock()
+		}
+	default:
+		return fmt.Errorf("protocol error: unknown frame kind %d", kind)
+	}
+	return nil
 }
 
 // keepalive sends a PING every interval and the PONGs the reader asks for. It may wait for the

@@ -60,8 +60,10 @@ func deriveKeys(sessionID, dialRandom, serverRandom []byte, domain, dialer, serv
 // Read returns the plaintext of the records received, in order.
 type sealedConn struct {
 	conn net.Conn
+	io   io.ReadWriter // conn, or its raw system calls when it is TCP (rawio.go)
 
-	wmu      sync.Mutex
+	copyMu   sync.Mutex // Write's copy buffer (record)
+	wmu      sync.Mutex // sealing and writing one record
 	seal     cipher.AEAD
 	sealSalt []byte
 	sealSeq  uint64
@@ -96,9 +98,15 @@ func newSealedConn(conn net.Conn, keys *dataKeys, dialer bool) *sealedConn {
 	if !dialer {
 		sendKey, sendSalt, recvKey, recvSalt = recvKey, recvSalt, sendKey, sendSalt
 	}
+	var rw io.ReadWriter = conn
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		if rc, err := tcp.SyscallConn(); err == nil {
+			rw = rawStream{rc}
+		}
+	}
 	return &sealedConn{
-		conn: conn, seal: newAEAD(sendKey), sealSalt: sendSalt, open: newAEAD(recvKey), openSalt: recvSalt,
-		record: make([]byte, 0, maxRecord+4+tagSize), rbuf: make([]byte, 2*(maxRecord+4+tagSize)),
+		conn: conn, io: rw, seal: newAEAD(sendKey), sealSalt: sendSalt, open: newAEAD(recvKey), openSalt: recvSalt,
+		record: make([]byte, 0, recordHead+maxRecord+tagSize), rbuf: make([]byte, 2*(maxRecord+4+tagSize)),
 		lowat: newLowWater(conn),
 	}
 }
@@ -112,19 +120,38 @@ func nonce(n *[12]byte, salt []byte, seq uint64) []byte {
 
 var errRecordLimit = errors.New("record limit of this session's keys reached")
 
-func (c *sealedConn) Write(p []byte) (int, error) {
+// recordHead is the room in front of a record's plaintext for its length: a buffer laid out as
+// recordHead bytes, the plaintext, then tagSize bytes of spare capacity is sealed where it lies.
+const recordHead = 4
+
+// writeRecord seals rec[recordHead:] in place as one record and writes it. rec has recordHead
+// bytes of room in front of the plaintext (the length goes there) and at least tagSize bytes of
+// spare capacity behind it (the tag goes there); its contents are ciphertext afterwards.
+func (c *sealedConn) writeRecord(rec []byte) error {
+	plain := rec[recordHead:]
+	if len(plain) > maxRecord || cap(rec)-len(rec) < tagSize {
+		return fmt.Errorf("data stream: %d bytes with room for %d do not make a record", len(plain), cap(rec)-len(rec))
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.sealSeq >= maxRecords {
+		return errRecordLimit
+	}
+	binary.BigEndian.PutUint32(rec, uint32(len(plain)+tagSize))
+	sealed := c.seal.Seal(plain[:0], nonce(&c.sealNon, c.sealSalt, c.sealSeq), plain, rec[:recordHead])
+	c.sealSeq++
+	_, err := c.io.Write(rec[:recordHead+len(sealed)])
+	return err
+}
+
+// Write seals p as records of at most maxRecord bytes (copied first: p is left as it is).
+func (c *sealedConn) Write(p []byte) (int, error) {
+	c.copyMu.Lock()
+	defer c.copyMu.Unlock()
 	written := 0
 	for len(p) > 0 {
 		chunk := p[:min(len(p), maxRecord)]
-		if c.sealSeq >= maxRecords {
-			return written, errRecordLimit
-		}
-		rec := binary.BigEndian.AppendUint32(c.record[:0], uint32(len(chunk)+tagSize))
-		rec = c.seal.Seal(rec, nonce(&c.sealNon, c.sealSalt, c.sealSeq), chunk, rec[:4])
-		c.sealSeq++
-		if _, err := c.conn.Write(rec); err != nil {
+		if err := c.writeRecord(append(c.record[:recordHead], chunk...)); err != nil {
 			return written, err
 		}
 		written += len(chunk)
@@ -135,37 +162,39 @@ func (c *sealedConn) Write(p []byte) (int, error) {
 
 func (c *sealedConn) Read(p []byte) (int, error) {
 	for len(c.plain) == 0 {
-		if err := c.nextRecord(); err != nil {
+		plain, err := c.nextRecord()
+		if err != nil {
 			return 0, err
 		}
+		c.plain = plain
 	}
 	n := copy(p, c.plain)
 	c.plain = c.plain[n:]
 	return n, nil
 }
 
-// nextRecord reads and opens one record in place.
-func (c *sealedConn) nextRecord() error {
+// nextRecord reads and opens one record in place and returns its plaintext, valid until the next
+// call (the session's reader cuts frames out of it without copying them).
+func (c *sealedConn) nextRecord() ([]byte, error) {
 	for {
 		if avail := c.rfill - c.rstart; avail >= 4 {
 			length := int(binary.BigEndian.Uint32(c.rbuf[c.rstart:]))
 			if length < tagSize || length > maxRecord+tagSize {
-				return fmt.Errorf("data stream: record of %d bytes", length)
+				return nil, fmt.Errorf("data stream: record of %d bytes", length)
 			}
 			if avail >= 4+length {
 				hdr := c.rbuf[c.rstart : c.rstart+4]
 				body := c.rbuf[c.rstart+4 : c.rstart+4+length]
 				if c.openSeq >= maxRecords {
-					return errRecordLimit
+					return nil, errRecordLimit
 				}
 				plain, err := c.open.Open(body[:0], nonce(&c.openNon, c.openSalt, c.openSeq), body, hdr)
 				if err != nil {
-					return errors.New("data stream: a record failed authentication")
+					return nil, errors.New("data stream: a record failed authentication")
 				}
 				c.openSeq++
 				c.rstart += 4 + length
-				c.plain = plain
-				return nil
+				return plain, nil
 			}
 			if c.rstart+4+length > len(c.rbuf) { // make room: move the partial record to the front
 				c.rfill = copy(c.rbuf, c.rbuf[c.rstart:c.rfill])
@@ -181,12 +210,12 @@ func (c *sealedConn) nextRecord() error {
 			}
 			c.lowat.want(4 - avail)
 		}
-		n, err := c.conn.Read(c.rbuf[c.rfill:])
+		n, err := c.io.Read(c.rbuf[c.rfill:])
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return io.EOF
+				return nil, io.EOF
 			}
-			return err
+			return nil, err
 		}
 		c.rfill += n
 	}

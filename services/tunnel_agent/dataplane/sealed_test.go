@@ -104,3 +104,48 @@ func TestOwnRecordsReflectedBackAreRejected(t *testing.T) {
 		t.Fatalf("reflected record accepted: %v", err)
 	}
 }
+
+// Over real TCP (raw system calls, rawio.go) records far larger than the socket buffers arrive
+// whole: the writer waits for room instead of failing or cutting a record short.
+func TestRecordsCrossTCPWhenTheSendBufferFills(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	keys := keysForTest(t)
+	var want []byte
+	for i := range 24 {
+		want = append(want, bytes.Repeat([]byte{byte(i)}, maxRecord-i)...)
+	}
+	sent := make(chan error, 1)
+	go func() {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			sent <- err
+			return
+		}
+		defer conn.Close()
+		conn.(*net.TCPConn).SetWriteBuffer(64 * 1024)
+		_, err = newSealedConn(conn, keys, true).Write(want)
+		sent <- err
+	}()
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	receiver := newSealedConn(conn, keys, false)
+	if _, ok := receiver.io.(rawStream); !ok {
+		t.Fatal("a TCP connection is not read with raw system calls")
+	}
+	got, err := io.ReadAll(receiver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("got %d bytes, want %d", len(got), len(want))
+	}
+}

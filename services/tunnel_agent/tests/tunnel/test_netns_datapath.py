@@ -25,11 +25,19 @@ pytestmark = pytest.mark.netns
 PROBE = [sys.executable, "-m", "rlark_tunnel_agent.tunnel.probe"]
 
 
-@pytest.fixture(scope="module", params=["go", "asyncio"])
+BED_OPTIONS: dict[str, dict[str, Any]] = {
+    "go": {},
+    "go-ssh": {"dataplane_transport": "ssh"},  # frames on the SSH channel: the fallback transport
+    "asyncio": {"dataplane": None},
+}
+
+
+@pytest.fixture(scope="module", params=list(BED_OPTIONS))
 def bed(request: pytest.FixtureRequest) -> Iterator[TunnelBed]:
-    """The bed with each data path: the Go ``rlark-tunnel-dp`` and the asyncio forwarder."""
-    options = {} if request.param == "go" else {"dataplane": None}
-    with TunnelBed(f"t{request.param[0]}{os.getpid() % 10000}", options=options) as test_bed:
+    """The bed with each data path: the Go ``rlark-tunnel-dp`` (keyed stream, or frames on the SSH
+    channel) and the asyncio forwarder."""
+    prefix = "t" + "".join(word[0] for word in request.param.split("-"))  # tg, tgs, ta
+    with TunnelBed(f"{prefix}{os.getpid() % 10000}", options=BED_OPTIONS[request.param]) as test_bed:
         yield test_bed
 
 
