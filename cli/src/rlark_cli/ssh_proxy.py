@@ -6,10 +6,16 @@ imports only the WebSocket client and the CLI's config — not the CLI (typer, r
 catalogues), whose import alone took seconds per connection on a loaded machine (``make bench ssh-relay``).
 The hidden ``rlark ssh-proxy`` runs the same :func:`run`. Exit codes as the CLI's: 1 refused, 3 not logged
 in, 4 unreachable.
+
+``ssh`` talks to a ProxyCommand over two pipes of 64 KiB, so the two woke each other for every few tens of
+KiB: an ``scp`` of 1 GiB cost this proxy 3.2 CPU-seconds, two thirds of it in the kernel. Both pipes are
+widened to ``PIPE_BYTES`` (:func:`widen_pipe`): ``ssh`` writes ahead and the proxy reads up to a frame at
+once (2.0 CPU-seconds per GiB; ADR 0010, ``make bench ssh-relay``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -24,6 +30,9 @@ from rlark_cli.config import load
 
 FRAME_BYTES = 256 * 1024
 """As ``rlark_contracts.relay.RELAY_FRAME_BYTES`` (not imported: this module stays lean)."""
+PIPE_BYTES = 1 << 20
+"""How far ``ssh`` may write ahead of the proxy (and the proxy ahead of ``ssh``): Linux's default
+``/proc/sys/fs/pipe-max-size`` for an unprivileged user."""
 EXIT_REFUSED, EXIT_AUTH, EXIT_UNAVAILABLE = 1, 3, 4
 
 
@@ -74,9 +83,29 @@ def run(target: str) -> int:
     return 0
 
 
+def widen_pipe(fd: int, size: int = PIPE_BYTES) -> int:
+    """Give the pipe ``fd`` a buffer of ``size`` bytes where the system lets it; its size now (0: not a pipe,
+    or a system without ``F_SETPIPE_SZ``). A refusal (a user over its pipe quota) keeps the pipe as it was."""
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        return 0
+    setsize, getsize = getattr(fcntl, "F_SETPIPE_SZ", None), getattr(fcntl, "F_GETPIPE_SZ", None)
+    if setsize is None or getsize is None:  # not Linux
+        return 0
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, setsize, size)
+    try:
+        return int(fcntl.fcntl(fd, getsize))
+    except OSError:  # not a pipe: a terminal, a file, a socket
+        return 0
+
+
 def bridge(ws: ClientConnection | Any) -> None:
     """stdin → WebSocket (a thread) and WebSocket → stdout until either ends."""
     stdin, stdout = sys.stdin.buffer.fileno(), sys.stdout.buffer.fileno()
+    widen_pipe(stdin)
+    widen_pipe(stdout)
 
     def upstream() -> None:
         try:

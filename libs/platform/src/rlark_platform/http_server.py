@@ -8,7 +8,8 @@ head one byte at a time all the time it wants, and every byte restarts its idle 
 the bytes trickle in; past it the connection is closed. The head's size is bounded by h11
 (``h11_max_incomplete_event_size``), the number of connections and requests by ``limit_concurrency``
 (uvicorn answers 503 beyond it). A WebSocket upgrade (the gateway's SSH relays) ends the deadline: the
-connection is the WebSocket protocol's from then on, with frames of at most ``WS_MAX_FRAME_BYTES``.
+connection is the WebSocket protocol's from then on, with frames of at most ``WS_MAX_FRAME_BYTES`` and
+no compression (``permessage-deflate`` is refused: what the relays carry is encrypted).
 
 Concurrency model: uvicorn calls the protocol's methods on the event loop thread, one at a time.
 """
@@ -99,6 +100,9 @@ def server_config(app: Any, settings: ServiceSettings, port: int | None = None) 
         # WebSockets (the gateway's SSH relays): frames up to 1 MiB, at most 8 queued per connection.
         ws_max_size=WS_MAX_FRAME_BYTES,
         ws_max_queue=8,
+        # Never permessage-deflate: relayed bytes are SSH's, encrypted, so they do not shrink, and deflating
+        # them cost the gateway 37 CPU-seconds per GiB (an agent's client offers it by default; ADR 0010).
+        ws_per_message_deflate=False,
     )
 
 

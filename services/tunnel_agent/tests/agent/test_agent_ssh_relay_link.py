@@ -1,0 +1,71 @@
+"""The agent's SSH relay on its own (ADR 0010): on an ``ssh`` order it connects the worker's sshd (a TCP echo
+listener here) and dials the relay back without offering compression — SSH's bytes are encrypted, so
+``permessage-deflate`` only cost CPU — and the bytes cross both ways unchanged until the gateway ends it.
+A small WebSocket server that accepts compression stands in for the gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+
+from rlark_platform.testing import free_port
+from rlark_tunnel_agent.agent.ssh_link import SshLink
+from websockets.asyncio.server import ServerConnection, serve
+
+
+async def test_the_relay_dials_back_uncompressed_and_carries_bytes_both_ways_unchanged() -> None:
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    sshd = await asyncio.start_server(echo, "127.0.0.1", 0)
+    sshd_port = sshd.sockets[0].getsockname()[1]
+    payload = os.urandom(3 * 1024 * 1024 + 7)
+    result: asyncio.Future[tuple[str | None, list[object], bytes]] = (
+        asyncio.get_running_loop().create_future()
+    )
+
+    async def gateway(ws: ServerConnection) -> None:
+        assert ws.request is not None
+        if ws.request.path == "/api/v1/agent/link":
+            await ws.send(json.dumps({"op": "ssh", "relay": "r1", "secret": "s1", "job": "j", "worker": "w"}))
+            await ws.wait_closed()
+        elif ws.request.path == "/api/v1/agent/relay/r1":
+            offered = ws.request.headers.get("Sec-WebSocket-Extensions")
+            back = bytearray()
+
+            async def send() -> None:
+                for start in range(0, len(payload), 200_000):
+                    await ws.send(payload[start : start + 200_000])
+
+            sending = asyncio.create_task(send())
+            async for message in ws:
+                back.extend(message if isinstance(message, bytes) else message.encode())
+                if len(back) >= len(payload):
+                    break
+            await sending
+            await ws.close()
+            result.set_result((offered, list(ws.protocol.extensions), bytes(back)))
+
+    async def resolve(job_id: str, worker_id: str) -> tuple[str, int]:
+        assert (job_id, worker_id) == ("j", "w")
+        return "127.0.0.1", sshd_port
+
+    port = free_port()
+    stopping = asyncio.Event()
+    async with serve(gateway, "127.0.0.1", port, max_size=None), sshd:
+        link = SshLink(f"http://127.0.0.1:{port}", lambda: "agent-token", resolve)
+        running = asyncio.create_task(link.run(stopping))
+        try:
+            offered, extensions, back = await asyncio.wait_for(result, 60)
+        finally:
+            stopping.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(running, 15)
+    assert offered is None
+    assert extensions == []
+    assert back == payload
