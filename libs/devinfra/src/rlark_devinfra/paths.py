@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -34,3 +37,15 @@ def cache_dir() -> Path:
     base = Path(configured) if configured else Path.home() / ".cache" / "rlark"
     base.mkdir(parents=True, exist_ok=True)
     return base
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Exclusive among processes of this machine while held (``flock`` on ``path``, created if missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from rlark_devinfra import kafka, paths, postgres, test_sessions
+from rlark_devinfra.databases import scratch_database
 
 # Tests get servers of their own, apart from the ones `make run` uses in .state/, so a test run never
 # touches a developer's running platform and can start from empty data.
@@ -132,28 +133,11 @@ def kafka_admin(kafka_bootstrap: str) -> Any:
     return kafka.admin_access(kafka_bootstrap, test_admin_password())
 
 
-def _with_database(url: str, database: str) -> str:
-    base, _, _ = url.rpartition("/")
-    return f"{base}/{database}"
-
-
 @pytest.fixture
 async def database_url(postgres_server_url: str) -> AsyncIterator[str]:
     """A brand-new, empty database for one test, dropped afterwards."""
-    import asyncpg
-
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    admin = await asyncpg.connect(postgres_server_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    yield _with_database(postgres_server_url, name)
-    admin = await asyncpg.connect(postgres_server_url)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async with scratch_database(postgres_server_url) as url:
+        yield url
 
 
 @pytest.fixture

@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import uuid
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 from rlark_platform.db import apply_migrations, load_migrations
 from rlark_platform.messaging import PLATFORM_MIGRATIONS_TABLE, platform_migrations
 
+from rlark_devinfra.databases import scratch_database
 from rlark_devinfra.paths import repo_root
 
 SERVICES = ("gateway", "inventory", "keys", "netdomain", "scheduler")
@@ -33,11 +32,6 @@ def migrations_dir(service: str) -> Path:
 
 def snapshot_path(service: str) -> Path:
     return repo_root() / "services" / service / "schema.sql"
-
-
-def with_database(server_url: str, name: str) -> str:
-    parts = urlsplit(server_url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
 
 
 async def migrate(url: str, service: str) -> None:
@@ -86,22 +80,9 @@ def dump(url: str) -> str:
 
 async def schema_of(server_url: str, service: str) -> str:
     """``service``'s schema from its migrations, in a scratch database on ``server_url`` (dropped after)."""
-    name = f"snapshot_{service}_{uuid.uuid4().hex[:8]}"
-    admin = await asyncpg.connect(server_url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    url = with_database(server_url, name)
-    try:
+    async with scratch_database(server_url, f"snapshot_{service}") as url:
         await migrate(url, service)
         return await asyncio.to_thread(dump, url)
-    finally:
-        admin = await asyncpg.connect(server_url)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
 
 
 async def _write_all(server_url: str) -> None:

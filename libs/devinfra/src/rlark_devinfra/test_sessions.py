@@ -15,10 +15,9 @@ developer's run beside another. So:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from rlark_devinfra import paths
@@ -36,16 +35,9 @@ def _owned() -> Path:
     return paths.state_dir() / "owned"
 
 
-@contextlib.contextmanager
-def locked() -> Iterator[None]:
+def locked() -> contextlib.AbstractContextManager[None]:
     """Exclusive among this checkout's sessions: start or stop servers inside."""
-    _sessions().mkdir(parents=True, exist_ok=True)
-    with (_sessions() / "lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return paths.file_lock(_sessions() / "lock")
 
 
 def register() -> None:

@@ -14,17 +14,16 @@ Concurrent callers (test workers, two checkouts) serialise on a file lock in the
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
-from rlark_devinfra.paths import cache_dir, repo_root
+from rlark_devinfra.paths import cache_dir, file_lock, repo_root
 
 KEY_FILES = ("package-lock.json", "package.json", "index.html", "vite.config.ts", "tsconfig.json")
 """Files of ``web/`` (besides ``src/`` and ``public/``) whose content changes the build."""
@@ -120,14 +119,8 @@ def ensure_node_modules(web: Path | None = None) -> bool:
     return True
 
 
-@contextmanager
-def _build_lock() -> Iterator[None]:
-    with (cache_dir() / "web.lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _build_lock() -> AbstractContextManager[None]:
+    return file_lock(cache_dir() / "web.lock")
 
 
 def _build_into_cache(web: Path, key: str, target: Path) -> None:

@@ -17,7 +17,6 @@ node it did not create turns Ready (checked once per ``up`` that started it).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets
@@ -26,14 +25,14 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rlark_devinfra.k8s.build import Binaries, require_built
 from rlark_devinfra.k8s.pki import Pki, ensure_pki
-from rlark_devinfra.paths import state_dir
+from rlark_devinfra.paths import file_lock, state_dir
 from rlark_devinfra.process import free_port, read_pid, stop_process_group, wait_until
 
 CLUSTER_NAMES = ("alpha", "beta", "gamma")
@@ -100,14 +99,8 @@ def _cluster_dir(name: str) -> Path:
     return path
 
 
-@contextlib.contextmanager
-def _locked() -> Iterator[None]:
-    with (home() / "lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _locked() -> contextlib.AbstractContextManager[None]:
+    return file_lock(home() / "lock")
 
 
 def _spawn(argv: Sequence[str], log_file: Path, pid_file: Path, cwd: Path) -> int:
