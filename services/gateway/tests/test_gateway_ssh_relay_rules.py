@@ -4,6 +4,7 @@ an agent that never connects back, an agent that says why it cannot, an offline 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -93,6 +94,27 @@ async def test_an_agent_that_never_connects_back_gives_the_user_a_clear_timeout(
     with pytest.raises(RelayRefused):  # too late: the relay is gone
         hub.check(order["relay"], order["secret"], "lab")
     assert hub.waiting() == 0
+
+
+async def test_an_agent_arriving_as_the_wait_ends_is_released_not_left_waiting() -> None:
+    """The pairing and the timeout in the same turn of the loop (the agent's arrival runs just before the
+    expired timer): the user gets the 504 and the agent's request is told to end (its ``finished`` event
+    is set), never left holding its socket."""
+    hub: RelayHub[str] = RelayHub(connect_timeout_s=0.05)
+    link = Link()
+    hub.attach("lab", link.send)
+    opening = asyncio.create_task(hub.open(TARGET))
+    order = await link.orders.get()
+    time.sleep(0.1)  # noqa: ASYNC251 - block the loop on purpose, so the timer is due when it next turns
+    arrived: list[asyncio.Event] = []
+    asyncio.get_running_loop().call_soon(
+        lambda: arrived.append(hub.arrive(order["relay"], order["secret"], "lab", "agent"))
+    )
+    with pytest.raises(RelayRefused) as refused:
+        await opening
+    assert refused.value.code == "agent_timeout"
+    assert len(arrived) == 1
+    assert arrived[0].is_set()
 
 
 async def test_an_order_that_needs_preparing_waits_for_it_too() -> None:

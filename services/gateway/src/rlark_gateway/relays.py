@@ -111,6 +111,9 @@ class RelayHub(Generic[S]):
             async with asyncio.timeout(wait_s):
                 agent = await pending.arrived
         except TimeoutError:
+            # An agent that arrived just as the wait ended was paired to no one: let its request end
+            # rather than hold its socket open for a user who already got the 504.
+            pending.finished.set()
             raise RelayRefused(
                 504,
                 "agent_timeout",
