@@ -118,3 +118,22 @@ def test_the_flood_may_run_long_enough_for_its_packets_at_ten_thousand_a_second(
     flood = next(b for b in bench.BENCHES if b.name == "tunnel-packets")
     assert bench.flood_seconds(10_000_000) >= 1_000
     assert flood.timeout_s(bench.Options()) > bench.flood_seconds(10_000_000)
+
+
+def test_every_benchmark_entry_point_the_runner_loads_exists() -> None:
+    """The runner finds its benchmarks by module path (``_load``): each one names a callable."""
+    import ast
+    import importlib
+
+    tree = ast.parse(Path(bench.__file__).read_text())
+    targets = {
+        (call.args[0].value, call.args[1].value)
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and call.func.id == "_load"
+        and all(isinstance(a, ast.Constant) for a in call.args)
+    }
+    assert len(targets) >= 14
+    for module, function in sorted(targets):
+        assert callable(getattr(importlib.import_module(module), function)), f"{module}.{function}"

@@ -1,7 +1,8 @@
 """``make bench``: every benchmark of the project in one run, printed against its baseline and target.
 
-Role: the one entry point for the benchmarks that live next to the code they measure (messaging,
-inventory, netdomain, scheduler, the local and Kubernetes runtimes, the tunnel). It starts (or reuses)
+Role: the one entry point for the benchmarks in ``rlark_devinfra.benches`` (messaging, inventory,
+netdomain, scheduler, the local and Kubernetes runtimes, the tunnel; one module each, outside the
+packages they measure so no service image carries them) and ``bench_ssh_relay``. It starts (or reuses)
 this checkout's PostgreSQL and Kafka, runs each selected benchmark in a child process of its own and
 prints one table: measure, value, baseline or target, and a verdict (PASS, MISS, ``info`` where no
 target is stated, ``n/a`` where the benchmark cannot run here, FAILED where it broke).
@@ -179,7 +180,7 @@ def _n(value: float, digits: int = 0) -> str:
 
 
 async def _messaging(ctx: Context) -> Outcome:
-    run = _load("rlark_platform.messaging.bench", "run")
+    run = _load("rlark_devinfra.benches.messaging", "run")
     async with ctx.database("rlark_bench_messaging") as database:
         r: dict[str, dict[str, float]] = await run(database, ctx.kafka())
     raw, ours = r["raw_aiokafka"], r["outbox_pipeline"]
@@ -217,8 +218,8 @@ async def _messaging(ctx: Context) -> Outcome:
 
 
 async def _inventory(ctx: Context) -> Outcome:
-    bench_ingest = _load("rlark_inventory.bench", "bench_ingest")
-    bench_node_list = _load("rlark_inventory.bench", "bench_node_list")
+    bench_ingest = _load("rlark_devinfra.benches.inventory", "bench_ingest")
+    bench_node_list = _load("rlark_devinfra.benches.inventory", "bench_node_list")
     database, bootstrap = ctx.postgres(), ctx.kafka()  # each call creates and drops its own database
     ingest: dict[str, Any] = await bench_ingest(database, bootstrap)
     listing: dict[str, Any] = await bench_node_list(database, bootstrap)
@@ -246,8 +247,8 @@ async def _inventory(ctx: Context) -> Outcome:
 
 
 async def _netdomain(ctx: Context) -> Outcome:
-    bench_allocations = _load("rlark_netdomain.domain.bench", "bench_allocations")
-    bench_db_allocations = _load("rlark_netdomain.bench", "bench_db_allocations")
+    bench_allocations = _load("rlark_devinfra.benches.netdomain_pool", "bench_allocations")
+    bench_db_allocations = _load("rlark_devinfra.benches.netdomain", "bench_db_allocations")
     pure: dict[str, Any] = bench_allocations()
     async with ctx.database("rlark_bench_netdomain") as database:
         db: dict[str, Any] = await bench_db_allocations(database)
@@ -274,9 +275,9 @@ async def _netdomain(ctx: Context) -> Outcome:
 
 
 async def _scheduler(ctx: Context) -> Outcome:
-    submit = _load("rlark_scheduler.bench", "bench_submit_to_placement")
-    gang = _load("rlark_scheduler.domain.bench", "bench_gang_placement")
-    requeue = _load("rlark_scheduler.domain.bench", "bench_requeue")
+    submit = _load("rlark_devinfra.benches.scheduler", "bench_submit_to_placement")
+    gang = _load("rlark_devinfra.benches.scheduler_placement", "bench_gang_placement")
+    requeue = _load("rlark_devinfra.benches.scheduler_placement", "bench_requeue")
     g: dict[str, Any] = gang()
     q: dict[str, Any] = requeue()
     async with ctx.database("rlark_bench_scheduler") as database:
@@ -311,7 +312,7 @@ async def _scheduler(ctx: Context) -> Outcome:
 
 
 async def _local_runtime(ctx: Context) -> Outcome:
-    bench = _load("rlark_tunnel_agent.runtime.local.bench_job_start", "bench")
+    bench = _load("rlark_devinfra.benches.local_runtime", "bench")
     if shutil.which("ip") is None:
         raise NotAvailable("the `ip` command (iproute2) is missing")
     as_root = os.geteuid() == 0
@@ -337,7 +338,7 @@ async def _local_runtime(ctx: Context) -> Outcome:
 
 
 async def _kubernetes(ctx: Context) -> Outcome:
-    run = _load("rlark_tunnel_agent.runtime.kubernetes.bench", "run")
+    run = _load("rlark_devinfra.benches.kubernetes", "run")
     from rlark_devinfra.k8s import build
 
     if not build.is_built():
@@ -380,7 +381,7 @@ async def _kubernetes(ctx: Context) -> Outcome:
 
 
 async def _tunnel(ctx: Context) -> Outcome:
-    run_once = _load("rlark_tunnel_agent.tunnel.bench", "run_once")
+    run_once = _load("rlark_devinfra.benches.tunnel", "run_once")
     if os.geteuid() != 0:
         raise NotAvailable("needs root (network namespaces and TUN devices)")
     missing = [tool for tool in ("iperf3", "ssh", "sshd", "ssh-keygen", "ping") if _which(tool) is None]
@@ -432,7 +433,7 @@ def _tunnel_tools(*tools: str) -> None:
 
 
 async def _tunnel_ray(ctx: Context) -> Outcome:
-    ray_round_trip = _load("rlark_tunnel_agent.tunnel.bench", "ray_round_trip")
+    ray_round_trip = _load("rlark_devinfra.benches.tunnel", "ray_round_trip")
     _tunnel_tools("ip")
     r: dict[str, Any] = await asyncio.to_thread(ray_round_trip, ctx.options.tunnel_ray_tasks)
     direct, tunnel = r["direct"], r["tunnel"]
@@ -458,7 +459,7 @@ async def _tunnel_ray(ctx: Context) -> Outcome:
 
 
 async def _tunnel_gloo(ctx: Context) -> Outcome:
-    gloo_allreduce = _load("rlark_tunnel_agent.tunnel.bench", "gloo_allreduce")
+    gloo_allreduce = _load("rlark_devinfra.benches.tunnel", "gloo_allreduce")
     _tunnel_tools("ip")
     if importlib.util.find_spec("torch") is None:
         raise NotAvailable("torch is missing: install the rlinf group (`uv sync --inexact --group rlinf`)")
@@ -500,7 +501,7 @@ def flood_seconds(packets: int) -> float:
 
 
 async def _tunnel_packets(ctx: Context) -> Outcome:
-    flood = _load("rlark_tunnel_agent.tunnel.bench", "flood")
+    flood = _load("rlark_devinfra.benches.tunnel", "flood")
     _tunnel_tools("iperf3", "ping")
     packets = ctx.options.tunnel_packets
     r: dict[str, Any] = await asyncio.to_thread(flood, packets, max_seconds=flood_seconds(packets))

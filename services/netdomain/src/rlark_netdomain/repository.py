@@ -419,23 +419,6 @@ async def delete_warning(
     )
 
 
-# --- benchmark support -----------------------------------------------------------------------------
-
-
-async def seed_allocations(
-    conn: Connection, domain: str, job_id: str, cluster: str, addresses: Sequence[IPv4Address]
-) -> None:
-    """Fill a domain with one worker per address of one job, in one statement (benchmarks)."""
-    await conn.execute(
-        """INSERT INTO allocations (job_id, worker_id, domain, cluster, address)
-           SELECT $1, 'w' || n, $2, $3, a FROM unnest($4::inet[]) WITH ORDINALITY AS t (a, n)""",
-        job_id,
-        domain,
-        cluster,
-        list(addresses),
-    )
-
-
 # ---------------------------------------------------------------------------------- tunnel states
 
 

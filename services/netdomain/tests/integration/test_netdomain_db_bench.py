@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from rlark_netdomain.bench import bench_db_allocations
+from rlark_devinfra.benches.netdomain import bench_db_allocations
 
 pytestmark = pytest.mark.integration
 

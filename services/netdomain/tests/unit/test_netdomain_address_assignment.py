@@ -14,6 +14,7 @@ from netdomain_strategies import (
     reference_assignable_addresses,
     reference_lowest_free,
 )
+from rlark_devinfra.benches.netdomain_pool import bench_allocations
 from rlark_netdomain.domain import (
     AddressPool,
     AddressPoolExhausted,
@@ -25,7 +26,6 @@ from rlark_netdomain.domain import (
     nth_assignable,
     plan_allocations,
 )
-from rlark_netdomain.domain.bench import bench_allocations
 
 pytestmark = pytest.mark.unit
 

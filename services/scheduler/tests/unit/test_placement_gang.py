@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from rlark_scheduler.domain.bench import bench_gang_placement, bench_requeue
+from rlark_devinfra.benches.scheduler_placement import bench_gang_placement, bench_requeue
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
 from rlark_scheduler.domain.placement import (
     Demand,

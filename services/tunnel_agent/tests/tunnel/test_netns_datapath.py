@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from rlark_tunnel_agent.tunnel.testbed import TunnelBed
+from rlark_devinfra.tunnel_testbed import TunnelBed
 from rlark_tunnel_agent.tunnel.tun import DEFAULT_MTU
 
 pytestmark = pytest.mark.netns

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rlark_tunnel_agent.tunnel.testbed import TunnelBed
+from rlark_devinfra.tunnel_testbed import TunnelBed
 
 pytestmark = pytest.mark.netns
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from rlark_tunnel_agent.tunnel.testbed import TunnelBed
+from rlark_devinfra.tunnel_testbed import TunnelBed
 
 pytestmark = pytest.mark.netns
 

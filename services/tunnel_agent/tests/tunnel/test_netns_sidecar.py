@@ -12,8 +12,8 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from rlark_devinfra.tunnel_testbed import SIDECAR_PORT, TunnelBed
 from rlark_tunnel_agent.tunnel.frames import FrameKind, encode_frame
-from rlark_tunnel_agent.tunnel.testbed import SIDECAR_PORT, TunnelBed
 
 pytestmark = pytest.mark.netns
 

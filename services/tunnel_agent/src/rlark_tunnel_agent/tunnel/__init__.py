@@ -17,7 +17,8 @@ Layers (dependencies point down):
 - ``routing`` / ``frames`` — the pure core: decisions, anti-spoofing, framing (no I/O);
 - ``health``      — reachability check for the Header; ``keys`` — per (domain, cluster) keys;
 - ``sidecar``     — the worker link on Kubernetes: TUN in the pod, frame stream to the agent;
-- ``node`` / ``testbed`` / ``probe`` / ``bench`` — stand-alone node process and dev tooling.
+- ``node`` / ``probe`` — stand-alone node process and probes (the namespace test bed and the
+  benchmark live in devinfra: ``rlark_devinfra.tunnel_testbed``, ``rlark_devinfra.benches.tunnel``).
 """
 
 from rlark_tunnel_agent.tunnel.forwarder import (

@@ -98,7 +98,7 @@ class DataplaneForwarder:
         cfg = self.config
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = [str(self._binary), "--control-fd", str(theirs.fileno())]
-        if profile_dir := os.environ.get("RLARK_TUNNEL_PROFILE_DIR"):  # bench.py's profiling switch
+        if profile_dir := os.environ.get("RLARK_TUNNEL_PROFILE_DIR"):  # the tunnel bench: profiling switch
             argv.append(f"--cpuprofile={profile_dir}/dp-{cfg.domain}-{cfg.cluster}.pprof")
         if cfg.netns is not None:
             argv = ["nsenter", f"--net={tun.netns_path(cfg.netns)}", "--", *argv]

@@ -12,7 +12,7 @@ process inside the worker's namespace creates the TUN and streams to the agent's
 Nodes run the Go data path (``rlark-tunnel-dp``, built by ``make prereqs``) unless ``options``
 says ``"dataplane": None`` (the asyncio forwarder) or the bed has sidecar workers (they need it).
 
-Root only; used by ``tests/tunnel`` (marked ``netns``) and ``bench.py``. Every namespace, device
+Root only; used by ``services/tunnel_agent/tests/tunnel`` (marked ``netns``) and ``benches/tunnel.py``. Every namespace, device
 and process it makes is removed by ``close()`` (also on failure to start).
 """
 
@@ -34,10 +34,10 @@ from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 from typing import Any
 
-from rlark_devinfra import netns, tunnel_dp
-
 from rlark_tunnel_agent.tunnel import keys, node
 from rlark_tunnel_agent.tunnel.tun import DEFAULT_MTU
+
+from rlark_devinfra import netns, tunnel_dp
 
 DOMAIN = "d1"
 NETWORK = IPv4Network("10.100.0.0/16")

@@ -9,7 +9,7 @@
   are Ready (KWOK's heartbeat), and a cold ``start()`` that lists the 500 at once.
 
 Runs on the second test-bed cluster (``beta``) in a fresh namespace; deletes its nodes and workers
-at the end. ``python -m rlark_tunnel_agent.runtime.kubernetes.bench`` (needs the dev workspace:
+at the end. ``python -m rlark_devinfra.benches.kubernetes`` (needs the dev workspace:
 rlark_devinfra starts the bed). Numbers from the shared 2-core machines are noisy.
 """
 
@@ -27,6 +27,8 @@ from rlark_tunnel_agent.runtime.driver import WorkerPhase, WorkerSpec
 from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
 from rlark_tunnel_agent.runtime.kubernetes.driver import KubernetesDriver
 from rlark_tunnel_agent.runtime.kubernetes.kube import Kube, load_api_client
+
+from rlark_devinfra.k8s import testbed
 
 WORKERS = 64
 NODES = 500
@@ -70,8 +72,6 @@ def _specs(job_id: str, nodes: list[str]) -> list[WorkerSpec]:
 
 async def run(cluster_name: str = "beta") -> dict[str, Any]:
     """Run both measurements once; return the numbers (seconds)."""
-    from rlark_devinfra.k8s import testbed
-
     clusters = await asyncio.to_thread(testbed.up, 2)
     cluster = next(c for c in clusters.clusters if c.name == cluster_name)
     admin = Kube(load_api_client(cluster.kubeconfig))

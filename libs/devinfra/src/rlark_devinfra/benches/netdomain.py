@@ -8,7 +8,7 @@ requests of one worker each, every one in its own transaction exactly as the con
 - ``fill``: new jobs take the lowest free addresses;
 - ``churn``: a random earlier job releases its address (not timed), then a new job allocates.
 
-Run it as ``python -m rlark_netdomain.bench postgresql://.../<empty database>``; it prints JSON.
+Run it as ``python -m rlark_devinfra.benches.netdomain postgresql://.../<empty database>``; it prints JSON.
 """
 
 from __future__ import annotations
@@ -19,18 +19,19 @@ import logging
 import random
 import sys
 import time
-from ipaddress import IPv4Network
+from collections.abc import Sequence
+from ipaddress import IPv4Address, IPv4Network
 
 import asyncpg
 import structlog
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested, AddressRequest
-from rlark_platform.db import apply_migrations, create_pool, ensure_database, load_migrations, transaction
-from rlark_platform.messaging import PLATFORM_MIGRATIONS_TABLE, platform_migrations
-
 from rlark_netdomain import handlers
 from rlark_netdomain import repository as repo
 from rlark_netdomain.domain import count_assignable, nth_assignable
 from rlark_netdomain.main import DEFINITION
+from rlark_platform.db import apply_migrations, create_pool, ensure_database, load_migrations, transaction
+from rlark_platform.db.pool import Connection
+from rlark_platform.messaging import PLATFORM_MIGRATIONS_TABLE, platform_migrations
 
 
 def _percentile(sorted_values: list[float], fraction: float) -> float:
@@ -46,6 +47,21 @@ async def _migrate(database_url: str) -> None:
         await apply_migrations(conn, load_migrations(DEFINITION.migrations))
     finally:
         await conn.close()
+
+
+async def seed_allocations(
+    conn: Connection, domain: str, job_id: str, cluster: str, addresses: Sequence[IPv4Address]
+) -> None:
+    """Fill a domain with one worker per address of one job, in one statement (the netdomain's
+    ``allocations`` table as its migrations define it)."""
+    await conn.execute(
+        """INSERT INTO allocations (job_id, worker_id, domain, cluster, address)
+           SELECT $1, 'w' || n, $2, $3, a FROM unnest($4::inet[]) WITH ORDINALITY AS t (a, n)""",
+        job_id,
+        domain,
+        cluster,
+        list(addresses),
+    )
 
 
 async def bench_db_allocations(
@@ -74,7 +90,7 @@ async def bench_db_allocations(
         taken = [nth_assignable(network, i) for i in rng.sample(range(capacity), n_in_use)]
         started = time.perf_counter()
         async with transaction(pool) as conn:
-            await repo.seed_allocations(conn, "bench", "seed", "bench-cluster", taken)
+            await seed_allocations(conn, "bench", "seed", "bench-cluster", taken)
         seed_s = time.perf_counter() - started
         await pool.execute("ANALYZE allocations")
 
@@ -121,7 +137,9 @@ async def bench_db_allocations(
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m rlark_netdomain.bench postgresql://HOST:PORT/EMPTY_DATABASE")
+        raise SystemExit(
+            "usage: python -m rlark_devinfra.benches.netdomain postgresql://HOST:PORT/EMPTY_DATABASE"
+        )
     # One log line per allocation would measure the terminal, not the allocator.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     print(json.dumps(asyncio.run(bench_db_allocations(sys.argv[1]))))

@@ -10,7 +10,7 @@ nodes take when started by hand. Two measurements, same machine, same addressing
   `ray start --head` with the same flags (the dashboard included), then both `ray start --address` at once, until the GCS
   lists 3 alive nodes (polled as the bootstrap's helper polls it, every 0.25 s).
 
-    uv run python -m rlark_tunnel_agent.runtime.local.bench_job_start [--rounds N]
+    uv run python -m rlark_devinfra.benches.local_runtime [--rounds N]
 
 prints one JSON object: `driver_s`, `by_hand_s` (medians), `ratio`, and the single rounds.
 Rounds alternate which measurement goes first, so neither always runs on a cooler machine.

@@ -1,9 +1,9 @@
 """Tunnel benchmark: RLark's tunnel against OpenSSH ``ssh -w``, same namespaces, same run.
 
-``uv run python -m rlark_tunnel_agent.tunnel.bench [--mtu 1500 --mtu 65000] [--seconds 8]
+``uv run python -m rlark_devinfra.benches.tunnel [--mtu 1500 --mtu 65000] [--seconds 8]
 [--ray-tasks 300] [--gloo-mib 64] [--packets 10000000]`` (root; 0 skips a part)
 
-For each MTU it builds the two-cluster test bed (``testbed.TunnelBed``) and measures, worker A1 ↔
+For each MTU it builds the two-cluster test bed (``rlark_devinfra.tunnel_testbed.TunnelBed``) and measures, worker A1 ↔
 worker B1:
 
 - RLark: A1's TUN → agent A → asyncssh (aes128-gcm) → agent B → B1's TUN;
@@ -53,8 +53,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlark_tunnel_agent.tunnel.testbed import TunnelBed
 from rlark_tunnel_agent.tunnel.tun import DEFAULT_MTU
+
+from rlark_devinfra.tunnel_testbed import TunnelBed
 
 OPENSSH_PORT = 2223
 PROBE_PORT = 7100
@@ -799,7 +800,7 @@ def _settle(bed: TunnelBed, timeout_s: float = 15.0) -> dict[tuple[str, str], di
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rlark_tunnel_agent.tunnel.bench")
+    parser = argparse.ArgumentParser(prog="python -m rlark_devinfra.benches.tunnel")
     parser.add_argument("--mtu", type=int, action="append")
     parser.add_argument("--seconds", type=int, default=8, help="iperf3 seconds per direction (0: skip)")
     parser.add_argument("--ray-tasks", type=int, default=300, help="timed Ray tasks per path (0: skip)")

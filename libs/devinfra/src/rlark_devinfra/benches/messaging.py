@@ -17,7 +17,6 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer
 from rlark_contracts import Envelope, TopicNames, decode, encode, new_envelope
 from rlark_contracts.events.keys import KeyAdded
-
 from rlark_platform.db import apply_migrations, create_pool
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import (

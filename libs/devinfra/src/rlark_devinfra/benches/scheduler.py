@@ -7,8 +7,8 @@ submitted one after another through the HTTP API, each timed from its ``201`` re
 Every job fits (the fleet is sized for all of them), so the time measured is the pipeline itself:
 API commit → NOTIFY → placement loop → placement transaction → relay → broker → consumer.
 
-Run: ``uv run python -m rlark_scheduler.bench [submissions]`` (starts the project's own servers via
-rlark_devinfra when available, else uses ``RLARK_DATABASE_URL``, ``RLARK_KAFKA_BOOTSTRAP`` and the broker's
+Run: ``uv run python -m rlark_devinfra.benches.scheduler [submissions]`` (starts this checkout's own servers
+unless given ``RLARK_DATABASE_URL``, ``RLARK_KAFKA_BOOTSTRAP`` and the broker's
 admin password in ``RLARK_KAFKA_ADMIN_PASSWORD``).
 """
 
@@ -31,8 +31,9 @@ from rlark_platform.messaging import KafkaAccess, create_producer
 from rlark_platform.messaging.access import ADMIN_PRINCIPAL
 from rlark_platform.messaging.producer import delete_topics_with_prefix, ensure_cluster_topics
 from rlark_platform.testing import provision_test_prefix, running_service, settings_for
-
 from rlark_scheduler.main import DEFINITION
+
+from rlark_devinfra import postgres, stack
 
 TARGET_P50_MS = 50.0
 TARGET_P99_MS = 250.0
@@ -208,8 +209,6 @@ async def _main(submissions: int) -> dict[str, Any]:
     if bootstrap and admin_password:
         kafka = KafkaAccess(bootstrap, ADMIN_PRINCIPAL, admin_password)
     if not database or kafka is None:
-        from rlark_devinfra import postgres, stack  # a dev dependency, present in the workspace
-
         database = database or str(postgres.start().url)
         kafka = kafka or stack.start_kafka()
     base = database.rsplit("/", 1)[0]

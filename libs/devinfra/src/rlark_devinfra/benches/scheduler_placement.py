@@ -9,7 +9,7 @@ Both build a seeded synthetic fleet (labels ``rlark.io/gpu-model`` A100/H100/L40
 ``time.perf_counter`` and return plain dicts; nothing runs or prints on import. Timings are
 measured *cold* (memoised surveys dropped before each run) unless the key says ``warm``.
 
-Run: ``uv run python -m rlark_scheduler.domain.bench``.
+Run: ``uv run python -m rlark_devinfra.benches.scheduler_placement``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ end to end in the namespace test bed (small sizes; ``make bench`` runs the full 
 from __future__ import annotations
 
 import pytest
-from rlark_tunnel_agent.tunnel import bench
+from rlark_devinfra.benches import tunnel as bench
 
 
 def test_a_counter_that_keeps_moving_never_stands_still() -> None:

@@ -29,6 +29,12 @@ import httpx
 import structlog
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.agent import HeartbeatSent, NodeObservation, NodesObserved
+from rlark_inventory import handlers
+from rlark_inventory import repository as repo
+from rlark_inventory.domain.clusters import ClusterSpec
+from rlark_inventory.domain.nodes import node_document
+from rlark_inventory.main import DEFINITION
+from rlark_inventory.settings import InventorySettings
 from rlark_platform.db import create_pool, transaction
 from rlark_platform.identity import Caller, Role
 from rlark_platform.messaging import KafkaAccess, create_producer
@@ -37,13 +43,6 @@ from rlark_platform.messaging.provision import provision_platform
 from rlark_platform.observability import configure_logging
 from rlark_platform.service import migrate, serve
 from rlark_platform.testing import GatewaySigned
-
-from rlark_inventory import handlers
-from rlark_inventory import repository as repo
-from rlark_inventory.domain.clusters import ClusterSpec
-from rlark_inventory.domain.nodes import node_document
-from rlark_inventory.main import DEFINITION
-from rlark_inventory.settings import InventorySettings
 
 INGEST_TARGET_PER_S = 5000
 LIST_TARGET_P99_MS = 50.0
@@ -307,7 +306,8 @@ async def bench_node_list(
     }
 
 
-if __name__ == "__main__":  # pragma: no cover - manual runs: python -m rlark_inventory.bench DB_URL BOOTSTRAP
+# Manual runs: python -m rlark_devinfra.benches.inventory DB_URL BOOTSTRAP
+if __name__ == "__main__":  # pragma: no cover
     import json
     import os
     import sys
