@@ -94,8 +94,7 @@ async def kubernetes_agent(
 
     def make(name: str) -> KubernetesDriver:
         assert name == cluster.name, f"the credential is {name!r}'s, the kubeconfig {cluster.name!r}'s"
-        config = KubernetesDriverConfig.from_env(
-            {},
+        config = KubernetesDriverConfig(
             namespace=namespace,
             privileged_namespace=privileged_namespace(namespace),
             kubeconfig=cluster.kubeconfig,

@@ -211,11 +211,13 @@ class TunnelBed:
             ],
             **self.options,
         }
+        if profile_dir := os.environ.get("RLARK_TUNNEL_PROFILE_DIR"):  # profiles the node and its data path
+            config.setdefault("dataplane_profile_dir", profile_dir)
         path = self.workdir / f"{cluster}.json"
         path.write_text(json.dumps(config, indent=2))
         log = self.workdir / f"{cluster}.log"
         argv = [sys.executable, "-m", "rlark_tunnel_agent.tunnel.node", "--config", str(path)]
-        if profile_dir := os.environ.get("RLARK_TUNNEL_PROFILE_DIR"):
+        if profile_dir:
             argv[1:1] = ["-m", "cProfile", "-o", f"{profile_dir}/{cluster}.prof"]
         with log.open("wb") as stderr:
             proc = subprocess.Popen(

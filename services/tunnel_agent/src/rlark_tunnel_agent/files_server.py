@@ -48,6 +48,8 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
 from rlark_contracts.relay import RELAY_FRAME_BYTES
 
 from rlark_tunnel_agent.agent.files import FilesRefused, answer
@@ -305,6 +307,17 @@ async def serve(server: FilesServer, host: str, port: int, stopping: asyncio.Eve
         await listener.wait_closed()
 
 
+class FilesServerSettings(BaseSettings):
+    """The files sidecar's setting from its environment (``RLARK_`` prefix): the worker's secret, which
+    the driver puts in the worker's Secret (``secretKeyRef``), never on the command line."""
+
+    model_config = SettingsConfigDict(env_prefix="RLARK_", extra="ignore", frozen=True)
+
+    files_secret: SecretStr = Field(
+        default=SecretStr(""), description=f"The worker's files secret ({SECRET_ENV}); required"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="rlark_tunnel_agent.files_server", description=__doc__.splitlines()[0]
@@ -318,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         server = FilesServer(
-            os.environ.get(SECRET_ENV, ""),
+            FilesServerSettings().files_secret.get_secret_value(),
             args.job,
             roots_from_json(args.roots),
             args.tensorboard_dir,

@@ -24,10 +24,10 @@ def make_driver_factory(settings: TunnelAgentSettings):  # type: ignore[no-untyp
             from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
             from rlark_tunnel_agent.runtime.kubernetes.driver import KubernetesDriver
 
-            # Pod shape and driver tuning come from RLARK_K8S_* (see KubernetesDriverConfig.from_env);
+            # Pod shape and driver tuning come from RLARK_K8S_* (the KubernetesDriverConfig settings);
             # the agent's own settings name the workers' two namespaces and the kubeconfig.
             return KubernetesDriver(
-                KubernetesDriverConfig.from_env(
+                KubernetesDriverConfig(
                     namespace=settings.namespace,
                     privileged_namespace=settings.privileged_namespace,
                     kubeconfig=settings.kubeconfig,
@@ -52,6 +52,7 @@ def make_driver_factory(settings: TunnelAgentSettings):  # type: ignore[no-untyp
                 state_dir=settings.state_dir / cluster,
                 bridge=settings.local_bridge,
                 subnet=settings.local_subnet,
+                use_netns=None if settings.local_netns else False,
             ),
         )
 
@@ -78,6 +79,7 @@ def build_workers(ctx: ServiceContext) -> list[Runnable]:
                 listen_ports=settings.tunnel_listen_ports,
                 netns=settings.tunnel_netns,
                 dataplane=settings.tunnel_dataplane,
+                profile_dir=settings.tunnel_profile_dir,
                 ping_interval_s=settings.tunnel_ping_interval_s,
                 dead_after_s=settings.tunnel_dead_after_s,
                 backoff_max_s=settings.tunnel_backoff_max_s,

@@ -31,6 +31,10 @@ class TunnelAgentSettings(ServiceSettings):
         ),
     )
     state_dir: Path = Field(default=Path(".state/agent"), description="Local runtime workers and agent state")
+    local_netns: bool = Field(
+        default=True,
+        description="Local runtime as root: workers in network namespaces; false: plain processes on 127.0.0.1",
+    )
     local_bridge: str | None = Field(
         default=None,
         max_length=15,
@@ -67,6 +71,10 @@ class TunnelAgentSettings(ServiceSettings):
             "Local runtime: path of the rlark-tunnel-dp binary (Go data path, ADR 0008; `make prereqs` "
             "builds it); unset: the asyncio forwarder"
         ),
+    )
+    tunnel_profile_dir: str | None = Field(
+        default=None,
+        description="With the Go data path: each domain's data path writes a CPU profile (pprof) into this directory",
     )
     tunnel_ping_interval_s: float = Field(default=1.0, gt=0, description="A PING on every link this often")
     tunnel_dead_after_s: float = Field(default=4.0, gt=0, description="A link silent this long is down")

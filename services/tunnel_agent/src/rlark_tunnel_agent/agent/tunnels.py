@@ -99,6 +99,8 @@ class TunnelOptions:
     """Path of the ``rlark-tunnel-dp`` binary: each domain's packets then move in that Go process
     (ADR 0008); None: the asyncio forwarder. Only the local runtime's TUNs use it (pods' sidecars
     stream to the asyncio forwarder)."""
+    profile_dir: str | None = None
+    """With ``dataplane``: each data path writes a CPU profile (pprof) into this directory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +258,7 @@ class DomainTunnels:
             dead_after_s=self.options.dead_after_s,
             backoff_max_s=self.options.backoff_max_s,
             dataplane=self.options.dataplane,
+            dataplane_profile_dir=self.options.profile_dir,
         )
         await self.supervisor.worker_landed(
             config,

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import socket
 import subprocess
 import threading
@@ -98,8 +97,8 @@ class DataplaneForwarder:
         cfg = self.config
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = [str(self._binary), "--control-fd", str(theirs.fileno())]
-        if profile_dir := os.environ.get("RLARK_TUNNEL_PROFILE_DIR"):  # the tunnel bench: profiling switch
-            argv.append(f"--cpuprofile={profile_dir}/dp-{cfg.domain}-{cfg.cluster}.pprof")
+        if cfg.dataplane_profile_dir:
+            argv.append(f"--cpuprofile={cfg.dataplane_profile_dir}/dp-{cfg.domain}-{cfg.cluster}.pprof")
         if cfg.netns is not None:
             argv = ["nsenter", f"--net={tun.netns_path(cfg.netns)}", "--", *argv]
         try:

@@ -86,6 +86,9 @@ class ForwarderConfig:
     """With ``dataplane``: ``keyed`` — frames on a second connection, AES-128-GCM with keys agreed
     inside the pinned SSH session — or ``ssh`` — frames on the SSH channel itself (about 3x the
     CPU per byte; measured in ADR 0008)."""
+    dataplane_profile_dir: str | None = None
+    """With ``dataplane``: the data path writes a CPU profile (pprof) of its run into this directory
+    (``dp-<domain>-<cluster>.pprof``); None: no profile."""
 
 
 @dataclass(frozen=True, slots=True)

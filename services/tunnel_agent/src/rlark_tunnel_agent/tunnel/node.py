@@ -48,6 +48,7 @@ _TUNABLES = (
     "backoff_max_s",
     "dataplane",
     "dataplane_transport",
+    "dataplane_profile_dir",
 )
 
 

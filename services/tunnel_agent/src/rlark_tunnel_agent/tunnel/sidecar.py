@@ -34,6 +34,9 @@ import socket
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Interface
 
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
 from rlark_tunnel_agent.tunnel import tun
 from rlark_tunnel_agent.tunnel.forwarder import TunnelForwarder, WorkerLink
 from rlark_tunnel_agent.tunnel.frames import (
@@ -270,6 +273,15 @@ async def run_sidecar(
         backoff = min(backoff * 2, backoff_max_s)
 
 
+class SidecarSettings(BaseSettings):
+    """The sidecar's setting from its environment (``RLARK_`` prefix): the token the driver put in the
+    worker's Secret (``secretKeyRef``), never on its command line."""
+
+    model_config = SettingsConfigDict(env_prefix="RLARK_", extra="ignore", frozen=True)
+
+    tunnel_token: SecretStr = Field(min_length=1, description="This worker's token (RLARK_TUNNEL_TOKEN)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rlark_tunnel_agent.tunnel.sidecar")
     parser.add_argument("--agent", required=True, help="HOST:PORT of the agent's sidecar server")
@@ -277,8 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--address", required=True, type=IPv4Interface, help="VIP/PREFIX")
     parser.add_argument("--mtu", type=int, default=tun.DEFAULT_MTU)
     args = parser.parse_args(argv)
-    token = os.environ.get("RLARK_TUNNEL_TOKEN")
-    if not token:
+    try:
+        token = SidecarSettings().tunnel_token.get_secret_value()
+    except ValidationError:
         parser.error("RLARK_TUNNEL_TOKEN is not set")
     host, _, port = args.agent.rpartition(":")
     with contextlib.suppress(KeyboardInterrupt):

@@ -2,26 +2,34 @@
 
 Every field has a deliberate default for a GPU cluster running untrusted training code: workers run
 as a non-root user with no capabilities, no privilege escalation and no service-account token.
+
+A pydantic-settings class with the ``RLARK_K8S_`` prefix (``RLARK_K8S_NAMESPACE``, ``RLARK_K8S_RUN_AS_USER``,
+...): built by the agent's composition root, where arguments win over the environment. A tuple is read
+comma-separated (``RLARK_K8S_IMAGE_PULL_SECRETS=a,b``); an empty value leaves an optional field unset.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
+import types
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_BOOTSTRAP_DIR = Path(__file__).resolve().parent.parent / "bootstrap"
 _NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 """A namespace name: a DNS-1123 label."""
 
 
-class KubernetesDriverConfig(BaseModel):
+def _optional(annotation: Any) -> bool:
+    return get_origin(annotation) in (Union, types.UnionType) and type(None) in get_args(annotation)
+
+
+class KubernetesDriverConfig(BaseSettings):
     """How the driver talks to its cluster and shapes worker pods."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = SettingsConfigDict(env_prefix="RLARK_K8S_", frozen=True, extra="forbid")
 
     namespace: str = Field(default="rlark-workers", pattern=_NAMESPACE, max_length=63)
     """Namespace of the workers that meet Pod Security ``restricted`` (labelled ``enforce: restricted``):
@@ -53,7 +61,7 @@ class KubernetesDriverConfig(BaseModel):
     memory_request: str | None = None
     memory_limit: str | None = None
     image_pull_policy: str = Field(default="IfNotPresent", pattern="^(Always|IfNotPresent|Never)$")
-    image_pull_secrets: tuple[str, ...] = ()
+    image_pull_secrets: Annotated[tuple[str, ...], NoDecode] = ()
     """Names of docker-registry Secrets in the namespace (references only; never their content)."""
     priority_class_name: str = ""
     termination_grace_period_s: Annotated[int, Field(ge=0)] = 30
@@ -63,7 +71,11 @@ class KubernetesDriverConfig(BaseModel):
     IP, and only when the agent runs network-domain tunnels; only this sidecar gets NET_ADMIN.
     Empty: workers with a virtual IP get no TUN (the address is only exported, as on a cluster
     without domains)."""
-    network_sidecar_command: tuple[str, ...] = ("python", "-m", "rlark_tunnel_agent.tunnel.sidecar")
+    network_sidecar_command: Annotated[tuple[str, ...], NoDecode] = (
+        "python",
+        "-m",
+        "rlark_tunnel_agent.tunnel.sidecar",
+    )
     """The sidecar's command; the driver appends ``--agent H:P --worker W --address VIP/PREFIX --mtu N``.
     Where it dials (the agent's Service) and its token come from the agent (``network.py``)."""
     files_sidecar_image: str = ""
@@ -72,7 +84,11 @@ class KubernetesDriverConfig(BaseModel):
     ``tensorboardDir`` gets one (when ``run_as_user`` is set: it runs as the job's uid). It must hold the
     ``rlark_tunnel_agent`` package (the agent's image does) and, for TensorBoard, ``tensorboard``. Empty:
     ``network_sidecar_image``; both empty: no files sidecar (downloads answer 501 on this cluster)."""
-    files_sidecar_command: tuple[str, ...] = ("python", "-m", "rlark_tunnel_agent.files_server")
+    files_sidecar_command: Annotated[tuple[str, ...], NoDecode] = (
+        "python",
+        "-m",
+        "rlark_tunnel_agent.files_server",
+    )
     """The files sidecar's command; the driver appends ``--host``, ``--port``, ``--job``, ``--roots`` and
     ``--tensorboard-dir``. Its secret comes from the worker's Secret (``secretKeyRef``)."""
     files_sidecar_port: Annotated[int, Field(ge=1024, le=65535)] = 8109
@@ -115,21 +131,15 @@ class KubernetesDriverConfig(BaseModel):
         """The namespaces holding workers: the restricted one first, the privileged one (when distinct)."""
         return tuple(dict.fromkeys((self.namespace, self.privileged_namespace)))
 
+    @field_validator("*", mode="before")
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> KubernetesDriverConfig:
-        """Read ``RLARK_K8S_<FIELD>`` variables (``RLARK_K8S_NAMESPACE``, ``RLARK_K8S_RUN_AS_USER``,
-        ``RLARK_K8S_IMAGE_PULL_SECRETS=a,b``, ...); ``overrides`` win over the environment."""
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for name, field in cls.model_fields.items():
-            raw = env.get(f"RLARK_K8S_{name.upper()}")
-            if raw is None:
-                continue
-            if field.annotation is not None and "tuple" in str(field.annotation):
-                values[name] = tuple(part.strip() for part in raw.split(",") if part.strip())
-            elif raw == "" and "None" in str(field.annotation):
-                values[name] = None
-            else:
-                values[name] = raw
-        values.update(overrides)
-        return cls.model_validate(values)
+    def _from_text(cls, value: Any, info: ValidationInfo) -> Any:
+        """The environment's forms: ``a,b`` for a tuple, empty for an unset optional field."""
+        if not isinstance(value, str) or info.field_name is None:
+            return value
+        annotation = cls.model_fields[info.field_name].annotation
+        if value == "" and _optional(annotation):
+            return None
+        if get_origin(annotation) is tuple:
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value

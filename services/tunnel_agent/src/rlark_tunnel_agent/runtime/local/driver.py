@@ -182,7 +182,7 @@ class LocalDriverOptions(BaseModel):
 
     state_dir: Path
     use_netns: bool | None = None
-    """None: namespaces when root and `RLARK_LOCAL_NETNS` is not `0`."""
+    """None: namespaces when root; False: plain processes (the agent's `RLARK_LOCAL_NETNS=false`)."""
     bridge: str | None = None
     """The cluster's bridge; None: `rlkbr<tag>` (see `netns.py`)."""
     subnet: IPv4Network | None = None
@@ -280,7 +280,7 @@ class LocalDriver:
         self.tag = _short_hash(str(self.state_dir), length=6)
         """Names everything this driver creates, so it never touches another driver's."""
         if options.use_netns is None:
-            self.use_netns = os.geteuid() == 0 and os.environ.get("RLARK_LOCAL_NETNS", "1") != "0"
+            self.use_netns = os.geteuid() == 0
         else:
             self.use_netns = options.use_netns
         self._net = NetnsManager(
