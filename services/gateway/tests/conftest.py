@@ -110,15 +110,13 @@ def gateway_settings(
         **FAST_HASH,
         **extra,
     }
-    settings = settings_for(
+    return settings_for(
         DEFINITION,
         database_url=database_url,
         kafka_bootstrap=kafka_bootstrap,
         topic_prefix=topic_prefix,
         **values,
     )
-    assert isinstance(settings, GatewaySettings)
-    return settings
 
 
 @dataclass

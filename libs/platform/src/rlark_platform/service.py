@@ -18,9 +18,9 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import asyncpg
 import structlog
@@ -47,6 +47,9 @@ from rlark_platform.settings import ServiceSettings
 log = structlog.get_logger(__name__)
 
 S = TypeVar("S", bound=ServiceSettings)
+P = TypeVar("P")
+S_co = TypeVar("S_co", bound=ServiceSettings, covariant=True)
+P_co = TypeVar("P_co", covariant=True)
 
 
 class Runnable(Protocol):
@@ -57,13 +60,18 @@ class Runnable(Protocol):
     def stop(self) -> None: ...
 
 
-@dataclass
-class ServiceContext:
-    settings: ServiceSettings
+@dataclass(frozen=True)
+class ServiceContext(Generic[S_co, P_co]):
+    """What one process of a service is built from: its settings (the service's own class), topic names, the
+    database pool and Kafka producer when the process has them, and ``parts``: the service's long-lived
+    objects, built once per process by ``ServiceDefinition.on_start`` (``None`` for a service without any;
+    the gateway's ``Gateway``, the scheduler's ``JobActivity``)."""
+
+    settings: S_co
     names: TopicNames
+    parts: P_co
     pool: asyncpg.Pool | None = None
     producer: AIOKafkaProducer | None = None
-    extras: dict[str, object] = field(default_factory=dict)
 
     def require_pool(self) -> asyncpg.Pool:
         assert self.pool is not None, "this process has no database pool"
@@ -75,27 +83,32 @@ class ServiceContext:
 
 
 @dataclass(frozen=True)
-class ServiceDefinition:
+class ServiceDefinition(Generic[S, P]):
+    """A service: its settings class ``S``, the type ``P`` of its long-lived parts, and the hooks that build
+    its API, listeners and worker parts from a ``ServiceContext[S, P]``."""
+
     name: str
-    settings_type: type[ServiceSettings]
+    settings_type: type[S]
     migrations: Path | None
-    build_api: Callable[[ServiceContext], FastAPI] | None = None
+    build_api: Callable[[ServiceContext[S, P]], FastAPI] | None = None
     # More HTTP listeners of the API process, each (app, port), started before the main one and stopped
     # with it (the gateway's tools origin, ADR 0012).
-    build_listeners: Callable[[ServiceContext], list[tuple[FastAPI, int]]] | None = None
-    build_workers: Callable[[ServiceContext], list[Runnable]] | None = None
+    build_listeners: Callable[[ServiceContext[S, P]], list[tuple[FastAPI, int]]] | None = None
+    build_workers: Callable[[ServiceContext[S, P]], list[Runnable]] | None = None
     needs_database: bool = True
     relay: bool = True
     kafka: bool = True
     """False for processes that find their broker themselves (the tunnel-agent gets it from its session)."""
-    on_start: Callable[[ServiceContext], Awaitable[None]] | None = None
+    # Awaited once the pool and producer exist, before anything else starts: builds and returns the service's
+    # long-lived parts (``ctx.parts`` from then on). Without it a service has no parts (``P`` is ``None``).
+    on_start: Callable[[ServiceContext[S, None]], Awaitable[P]] | None = None
     # Awaited once shutdown begins, while the HTTP server drains: end long-lived streams here.
-    on_stop: Callable[[ServiceContext], Awaitable[None]] | None = None
+    on_stop: Callable[[ServiceContext[S, P]], Awaitable[None]] | None = None
     # Adds service-specific commands to the CLI: ``extra_commands(app, build_settings)``.
-    extra_commands: Callable[[typer.Typer, Callable[[], ServiceSettings]], None] | None = None
+    extra_commands: Callable[[typer.Typer, Callable[[], S]], None] | None = None
 
 
-async def migrate(definition: ServiceDefinition, settings: ServiceSettings) -> list[str]:
+async def migrate(definition: ServiceDefinition[Any, Any], settings: ServiceSettings) -> list[str]:
     applied: list[str] = []
     if definition.needs_database:
         url = settings.own_database_url()
@@ -116,22 +129,24 @@ async def migrate(definition: ServiceDefinition, settings: ServiceSettings) -> l
     return applied
 
 
-async def _context(
-    definition: ServiceDefinition, settings: ServiceSettings, *, kafka: bool
-) -> ServiceContext:
-    ctx = ServiceContext(settings=settings, names=TopicNames(settings.topic_prefix))
-    if definition.needs_database:
-        ctx.pool = await create_pool(
+async def _context(definition: ServiceDefinition[S, P], settings: S, *, kafka: bool) -> ServiceContext[S, P]:
+    names = TopicNames(settings.topic_prefix)
+    pool = (
+        await create_pool(
             settings.own_database_url(), min_size=settings.db_pool_min, max_size=settings.db_pool_max
         )
-    if kafka:
-        ctx.producer = await create_producer(settings.kafka_access(), f"rlark-{definition.name}")
-    if definition.on_start is not None:
-        await definition.on_start(ctx)
-    return ctx
+        if definition.needs_database
+        else None
+    )
+    producer = await create_producer(settings.kafka_access(), f"rlark-{definition.name}") if kafka else None
+    bare = ServiceContext(settings=settings, names=names, parts=None, pool=pool, producer=producer)
+    if definition.on_start is None:
+        return cast(ServiceContext[S, P], bare)  # a service without on_start has no parts: P is None
+    parts = await definition.on_start(bare)
+    return ServiceContext(settings=settings, names=names, parts=parts, pool=pool, producer=producer)
 
 
-async def _close(ctx: ServiceContext) -> None:
+async def _close(ctx: ServiceContext[ServiceSettings, object]) -> None:
     if ctx.producer is not None:
         with contextlib.suppress(Exception):
             await ctx.producer.stop()
@@ -140,7 +155,7 @@ async def _close(ctx: ServiceContext) -> None:
             await asyncio.wait_for(ctx.pool.close(), 10)
 
 
-def _workers(definition: ServiceDefinition, ctx: ServiceContext) -> list[Runnable]:
+def _workers(definition: ServiceDefinition[S, P], ctx: ServiceContext[S, P]) -> list[Runnable]:
     parts: list[Runnable] = []
     if definition.relay and ctx.pool is not None:
         parts.append(
@@ -178,8 +193,8 @@ async def _start_server(
 
 
 async def serve(
-    definition: ServiceDefinition,
-    settings: ServiceSettings,
+    definition: ServiceDefinition[S, P],
+    settings: S,
     *,
     api: bool,
     worker: bool,
@@ -234,10 +249,10 @@ async def serve(
         log.info("service stopped")
 
 
-def main(definition: ServiceDefinition, argv: list[str] | None = None) -> None:
+def main(definition: ServiceDefinition[S, P], argv: list[str] | None = None) -> None:
     app = typer.Typer(help=f"RLark {definition.name} service.", no_args_is_help=True, add_completion=False)
 
-    def settings() -> ServiceSettings:
+    def settings() -> S:
         built = definition.settings_type()
         configure_logging(definition.name, built.log_level, built.log_json)
         return built

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from rlark_contracts import Envelope, decode
@@ -20,6 +20,8 @@ from rlark_platform.messaging.access import KafkaAccess
 from rlark_platform.observability import configure_logging
 from rlark_platform.service import ServiceDefinition, migrate, serve
 from rlark_platform.settings import ServiceSettings
+
+S = TypeVar("S", bound=ServiceSettings)
 
 TEST_SECRET = "test-internal-secret-not-for-production"  # noqa: S105 (tests only)
 
@@ -52,7 +54,7 @@ class GatewaySigned(httpx.Auth):
 
 @dataclass
 class RunningService:
-    definition: ServiceDefinition
+    definition: ServiceDefinition[Any, Any]
     settings: ServiceSettings
     url: str
 
@@ -70,8 +72,13 @@ class RunningService:
 
 
 def settings_for(
-    definition: ServiceDefinition, *, database_url: str, kafka_bootstrap: str, topic_prefix: str, **extra: Any
-) -> ServiceSettings:
+    definition: ServiceDefinition[S, Any],
+    *,
+    database_url: str,
+    kafka_bootstrap: str,
+    topic_prefix: str,
+    **extra: Any,
+) -> S:
     return definition.settings_type(
         database_url=database_url,
         database_name=database_url.rsplit("/", 1)[1],
@@ -87,7 +94,7 @@ def settings_for(
 
 @contextlib.asynccontextmanager
 async def running_service(
-    definition: ServiceDefinition, settings: ServiceSettings, *, api: bool = True, worker: bool = True
+    definition: ServiceDefinition[S, Any], settings: S, *, api: bool = True, worker: bool = True
 ) -> AsyncIterator[RunningService]:
     """Migrate, start API and worker as a task, wait for ``/readyz``, yield, then stop gracefully.
 

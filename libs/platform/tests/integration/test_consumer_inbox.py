@@ -8,6 +8,7 @@ from typing import Any
 import asyncpg
 import pytest
 from rlark_contracts import Envelope, TopicNames, encode
+from rlark_contracts.events.keys import KeyAdded
 from rlark_platform.messaging import Consumer, KafkaAccess, PoisonMessage
 
 from .helpers import read_topic, sample_event
@@ -15,7 +16,7 @@ from .helpers import read_topic, sample_event
 pytestmark = pytest.mark.integration
 
 
-async def record_effect(conn: asyncpg.Connection, envelope: Envelope, payload: Any) -> None:
+async def record_effect(conn: asyncpg.Connection, envelope: Envelope, payload: KeyAdded) -> None:
     if payload.name == "poison":
         raise PoisonMessage("this key can never be applied")
     await conn.execute(
@@ -27,7 +28,7 @@ def make_consumer(pool: asyncpg.Pool, producer: Any, names: TopicNames, access: 
     return Consumer(
         name="test-consumer",
         topics=["keys.keys"],
-        handlers={"keys.key.added.v1": record_effect},
+        handlers={KeyAdded: record_effect},
         pool=pool,
         kafka=access,
         names=names,
@@ -76,7 +77,7 @@ async def test_replay_after_a_crash_before_the_offset_commit_changes_nothing(
     again = Consumer(
         name="test-consumer",
         topics=["keys.keys"],
-        handlers={"keys.key.added.v1": record_effect},
+        handlers={KeyAdded: record_effect},
         pool=pool,
         kafka=kafka_admin,
         names=names,
@@ -116,7 +117,7 @@ async def test_transient_errors_are_retried_not_dead_lettered(
 ) -> None:
     failures = {"left": 2}
 
-    async def flaky(conn: asyncpg.Connection, envelope: Envelope, payload: Any) -> None:
+    async def flaky(conn: asyncpg.Connection, envelope: Envelope, payload: KeyAdded) -> None:
         if failures["left"] > 0:
             failures["left"] -= 1
             raise ConnectionResetError("database went away")
@@ -127,7 +128,7 @@ async def test_transient_errors_are_retried_not_dead_lettered(
     consumer = Consumer(
         name="test-consumer",
         topics=["keys.keys"],
-        handlers={"keys.key.added.v1": flaky},
+        handlers={KeyAdded: flaky},
         pool=pool,
         kafka=kafka_admin,
         names=names,

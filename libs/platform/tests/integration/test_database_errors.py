@@ -25,7 +25,7 @@ POOL_SIZE = 2
 MARKER = f"local-value-{uuid.uuid4().hex}"
 
 
-def build_api(ctx: ServiceContext) -> FastAPI:
+def build_api(ctx: ServiceContext[ServiceSettings, None]) -> FastAPI:
     app = create_app("dberrors", internal_secret=TEST_SECRET)
     pool = ctx.require_pool()
 

@@ -39,7 +39,7 @@ async def answered(client: httpx.AsyncClient, url: str) -> httpx.Response:
 async def test_an_extra_listener_serves_its_own_app_and_stops_with_the_service() -> None:
     main_port, extra_port = free_port(), free_port()
 
-    def listeners(ctx: ServiceContext) -> list[tuple[FastAPI, int]]:
+    def listeners(ctx: ServiceContext[ServiceSettings, None]) -> list[tuple[FastAPI, int]]:
         return [(app_saying("extra"), extra_port)]
 
     definition = ServiceDefinition(

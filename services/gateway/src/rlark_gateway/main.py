@@ -1,8 +1,9 @@
 """Composition root of the gateway: ``python -m rlark_gateway api|worker|migrate|all|create-admin``.
 
-``on_start`` builds the long-lived parts (password hasher, login throttle, accounts, the proxy's HTTP
-client) and creates the bootstrap admin when configured and no admin exists; ``on_stop`` ends event
-streams and closes the proxy. The gateway publishes no events, so it runs no outbox relay.
+``on_start`` builds the long-lived parts, the ``Gateway`` the API and the tools origin are built from
+(``ctx.parts``: password hasher, login throttle, accounts, the proxy's HTTP client), and creates the
+bootstrap admin when configured and no admin exists; ``on_stop`` ends event streams and closes the proxy.
+The gateway publishes no events, so it runs no outbox relay.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from fastapi import FastAPI
 from rlark_platform.db import apply_migrations, create_pool, ensure_database, load_migrations
 from rlark_platform.messaging import PLATFORM_MIGRATIONS_TABLE, platform_migrations
 from rlark_platform.service import ServiceContext, ServiceDefinition, main
-from rlark_platform.settings import ServiceSettings
 
 from rlark_gateway.api import build_api
 from rlark_gateway.api.tools import build_tools_api
@@ -63,9 +63,9 @@ def _accounts(settings: GatewaySettings, pool: asyncpg.Pool) -> Accounts:
     )
 
 
-async def on_start(ctx: ServiceContext) -> None:
+async def on_start(ctx: ServiceContext[GatewaySettings, None]) -> Gateway:
+    """Build the process's ``Gateway`` (its ``ctx.parts``) and see to the bootstrap admin."""
     settings = ctx.settings
-    assert isinstance(settings, GatewaySettings)
     accounts = _accounts(settings, ctx.require_pool())
     proxy = Proxy(
         settings.upstreams(),
@@ -73,9 +73,7 @@ async def on_start(ctx: ServiceContext) -> None:
         connect_timeout_s=settings.upstream_connect_timeout_s,
         read_timeout_s=settings.upstream_timeout_s,
     )
-    ctx.extras["gateway"] = Gateway(
-        settings, accounts, proxy, ctx.names, StreamSlots(settings.events_max_streams_per_user)
-    )
+    gateway = Gateway(settings, accounts, proxy, ctx.names, StreamSlots(settings.events_max_streams_per_user))
     username = settings.bootstrap_admin_username
     password = settings.bootstrap_admin_password.get_secret_value()
     if username or password:
@@ -86,12 +84,11 @@ async def on_start(ctx: ServiceContext) -> None:
         await accounts.bootstrap_admin(username, password)
     elif await accounts.needs_admin():
         log.warning("no admin exists: create one with `python -m rlark_gateway create-admin --username NAME`")
+    return gateway
 
 
-async def on_stop(ctx: ServiceContext) -> None:
-    gw = ctx.extras.get("gateway")
-    if isinstance(gw, Gateway):
-        await gw.proxy.close()
+async def on_stop(ctx: ServiceContext[GatewaySettings, Gateway]) -> None:
+    await ctx.parts.proxy.close()
 
 
 async def create_admin(settings: GatewaySettings, username: str, password: str, *, reset: bool) -> str:
@@ -124,14 +121,12 @@ def read_password(password_file: Path | None) -> str:
     return sys.stdin.readline().rstrip("\r\n")
 
 
-def tools_listener(ctx: ServiceContext) -> list[tuple[FastAPI, int]]:
+def tools_listener(ctx: ServiceContext[GatewaySettings, Gateway]) -> list[tuple[FastAPI, int]]:
     """The tools origin, the API process's second listener (ADR 0012)."""
-    gw = ctx.extras["gateway"]
-    assert isinstance(gw, Gateway)
-    return [(build_tools_api(gw), gw.settings.resolved_tools_port())]
+    return [(build_tools_api(ctx.parts), ctx.settings.resolved_tools_port())]
 
 
-def add_commands(app: typer.Typer, build_settings: Callable[[], ServiceSettings]) -> None:
+def add_commands(app: typer.Typer, build_settings: Callable[[], GatewaySettings]) -> None:
     @app.command("create-admin")
     def _create_admin(
         username: Annotated[str, typer.Option("--username", help="Name of the admin account")],
@@ -153,7 +148,6 @@ def add_commands(app: typer.Typer, build_settings: Callable[[], ServiceSettings]
     ) -> None:
         """Create an admin account (the first one, or another). Migrates the gateway database first."""
         settings = build_settings()
-        assert isinstance(settings, GatewaySettings)
         try:
             password = read_password(password_file)
             outcome = asyncio.run(create_admin(settings, username, password, reset=reset))

@@ -10,13 +10,12 @@ Effects run inside the platform consumer's inbox transaction, so a redelivered r
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 from rlark_contracts import Envelope
 from rlark_contracts.events.agent import HeartbeatSent, NodesObserved, WorkerStatusChanged
 from rlark_platform.db.pool import Connection
-from rlark_platform.messaging import Consumer, Handler
+from rlark_platform.messaging import Consumer, Handlers
 from rlark_platform.service import ServiceContext
 
 from rlark_inventory import handlers
@@ -27,9 +26,8 @@ log = structlog.get_logger(__name__)
 CONSUMER_NAME = "inventory-agent-reports"
 
 
-def report_handlers(settings: InventorySettings) -> dict[str, Handler]:
-    async def nodes_observed(conn: Connection, envelope: Envelope, payload: Any) -> None:
-        assert isinstance(payload, NodesObserved)
+def report_handlers(settings: InventorySettings) -> Handlers:
+    async def nodes_observed(conn: Connection, envelope: Envelope, payload: NodesObserved) -> None:
         result = await handlers.apply_observation(conn, envelope, payload, datetime.now(UTC))
         log.info(
             "nodes observed",
@@ -40,24 +38,21 @@ def report_handlers(settings: InventorySettings) -> dict[str, Handler]:
             event_id=envelope.id,
         )
 
-    async def heartbeat(conn: Connection, envelope: Envelope, payload: Any) -> None:
-        assert isinstance(payload, HeartbeatSent)
+    async def heartbeat(conn: Connection, envelope: Envelope, payload: HeartbeatSent) -> None:
         await handlers.apply_heartbeat(conn, envelope, payload, datetime.now(UTC), settings.agent_timeout_s)
 
-    async def worker_status(conn: Connection, envelope: Envelope, payload: Any) -> None:
-        assert isinstance(payload, WorkerStatusChanged)
+    async def worker_status(conn: Connection, envelope: Envelope, payload: WorkerStatusChanged) -> None:
         await handlers.apply_worker_status(conn, payload)
 
     return {
-        "agent.nodes.observed.v1": nodes_observed,
-        "agent.heartbeat.sent.v1": heartbeat,
-        "agent.worker.status_changed.v1": worker_status,
+        NodesObserved: nodes_observed,
+        HeartbeatSent: heartbeat,
+        WorkerStatusChanged: worker_status,
     }
 
 
-def build_report_consumer(ctx: ServiceContext) -> Consumer:
+def build_report_consumer(ctx: ServiceContext[InventorySettings, None]) -> Consumer:
     settings = ctx.settings
-    assert isinstance(settings, InventorySettings)
     return Consumer(
         name=CONSUMER_NAME,
         topics=["agent.reports"],

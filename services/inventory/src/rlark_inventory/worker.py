@@ -56,9 +56,8 @@ class LivenessSweep:
                 await asyncio.wait_for(self._stopping.wait(), self._interval_s)
 
 
-def build_workers(ctx: ServiceContext) -> list[Runnable]:
+def build_workers(ctx: ServiceContext[InventorySettings, None]) -> list[Runnable]:
     settings = ctx.settings
-    assert isinstance(settings, InventorySettings)
     return [
         build_report_consumer(ctx),
         LivenessSweep(

@@ -17,20 +17,20 @@
 broken direct links through a third cluster and returns them to direct (ADR 0003).
 
 Each handler runs inside the platform consumer's inbox transaction, so a redelivered event is a
-no-op and the effects commit with the claim. A payload of an unexpected type is a poison message.
+no-op and the effects commit with the claim. Handlers are registered by event class and receive that
+class's data.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from rlark_contracts import EVENT_TYPES, Envelope
 from rlark_contracts.events.agent import NodesObserved, TunnelEndpointAnnounced, TunnelStateChanged
 from rlark_contracts.events.inventory import ClusterState
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested
 from rlark_platform.db.pool import Connection
-from rlark_platform.messaging import Consumer, Handler, PoisonMessage
+from rlark_platform.messaging import Consumer, Handlers
 from rlark_platform.service import Runnable, ServiceContext
 
 from rlark_netdomain import handlers
@@ -39,65 +39,52 @@ from rlark_netdomain.handlers import EventMeta
 from rlark_netdomain.relay_loop import RelayLoop
 from rlark_netdomain.settings import NetdomainSettings
 
-REQUESTED = "scheduler.job.addresses_requested.v1"
-RELEASED = "scheduler.job.addresses_released.v1"
-TUNNEL_STATE = "agent.tunnel.state_changed.v1"
-TUNNEL_ENDPOINT = "agent.tunnel.endpoint_announced.v1"
-NODES_OBSERVED = "agent.nodes.observed.v1"
-
 
 def _meta(envelope: Envelope) -> EventMeta:
     return EventMeta(causation_id=envelope.id, correlation_id=envelope.correlation_id or envelope.subject)
 
 
-async def on_cluster(conn: Connection, envelope: Envelope, payload: Any) -> None:
-    if not isinstance(payload, ClusterState):
-        raise PoisonMessage(f"{envelope.type} does not carry a cluster state")
+async def on_cluster(conn: Connection, envelope: Envelope, payload: ClusterState) -> None:
     await handlers.apply_cluster(conn, payload, envelope.time, _meta(envelope))
 
 
-async def on_addresses_requested(conn: Connection, envelope: Envelope, payload: Any) -> None:
-    if not isinstance(payload, AddressesRequested):
-        raise PoisonMessage(f"{envelope.type} is not an address request")
+async def on_addresses_requested(conn: Connection, envelope: Envelope, payload: AddressesRequested) -> None:
     await handlers.allocate_addresses(conn, payload, _meta(envelope))
 
 
-async def on_addresses_released(conn: Connection, envelope: Envelope, payload: Any) -> None:
-    if not isinstance(payload, AddressesReleaseRequested):
-        raise PoisonMessage(f"{envelope.type} is not an address release")
+async def on_addresses_released(
+    conn: Connection, envelope: Envelope, payload: AddressesReleaseRequested
+) -> None:
     await handlers.release_addresses(conn, payload, _meta(envelope))
 
 
-async def on_tunnel_state(conn: Connection, envelope: Envelope, payload: Any) -> None:
-    if not isinstance(payload, TunnelStateChanged):
-        raise PoisonMessage(f"{envelope.type} is not a tunnel state report")
+async def on_tunnel_state(conn: Connection, envelope: Envelope, payload: TunnelStateChanged) -> None:
     await handlers.apply_tunnel_state(conn, payload, datetime.now(UTC))
 
 
-async def on_tunnel_endpoint(conn: Connection, envelope: Envelope, payload: Any) -> None:
-    if not isinstance(payload, TunnelEndpointAnnounced):
-        raise PoisonMessage(f"{envelope.type} is not a tunnel endpoint announcement")
+async def on_tunnel_endpoint(conn: Connection, envelope: Envelope, payload: TunnelEndpointAnnounced) -> None:
     await handlers.apply_tunnel_endpoint(conn, payload, datetime.now(UTC), _meta(envelope))
 
 
-async def on_nodes_observed(conn: Connection, envelope: Envelope, payload: Any) -> None:
-    if not isinstance(payload, NodesObserved):
-        raise PoisonMessage(f"{envelope.type} is not a node observation")
+async def on_nodes_observed(conn: Connection, envelope: Envelope, payload: NodesObserved) -> None:
     await handlers.apply_nodes_observed(conn, payload, datetime.now(UTC), _meta(envelope))
 
 
-def cluster_event_types() -> list[str]:
-    """Every event type of the clusters topic: each carries a cluster's full state."""
-    return sorted(name for name, (_, topic) in EVENT_TYPES.items() if topic == "inventory.clusters")
+def cluster_state_events() -> list[type[ClusterState]]:
+    """Every event class of the clusters topic that carries a cluster's full state."""
+    return [
+        model
+        for model, topic in EVENT_TYPES.values()
+        if topic == "inventory.clusters" and issubclass(model, ClusterState)
+    ]
 
 
-def build_workers(ctx: ServiceContext) -> list[Runnable]:
+def build_workers(ctx: ServiceContext[NetdomainSettings, None]) -> list[Runnable]:
     pool, producer, settings = ctx.require_pool(), ctx.require_producer(), ctx.settings
-    assert isinstance(settings, NetdomainSettings)
-    cluster_handlers: dict[str, Handler] = {name: on_cluster for name in cluster_event_types()}
-    address_handlers: dict[str, Handler] = {
-        REQUESTED: on_addresses_requested,
-        RELEASED: on_addresses_released,
+    cluster_handlers: Handlers = {model: on_cluster for model in cluster_state_events()}
+    address_handlers: Handlers = {
+        AddressesRequested: on_addresses_requested,
+        AddressesReleaseRequested: on_addresses_released,
     }
     relays = RelayLoop(
         pool,
@@ -128,9 +115,9 @@ def build_workers(ctx: ServiceContext) -> list[Runnable]:
             name="netdomain-tunnel-states",
             topics=["agent.reports"],
             handlers={
-                TUNNEL_STATE: on_tunnel_state,
-                TUNNEL_ENDPOINT: on_tunnel_endpoint,
-                NODES_OBSERVED: on_nodes_observed,
+                TunnelStateChanged: on_tunnel_state,
+                TunnelEndpointAnnounced: on_tunnel_endpoint,
+                NodesObserved: on_nodes_observed,
             },
             pool=pool,
             kafka=settings.kafka_access(),

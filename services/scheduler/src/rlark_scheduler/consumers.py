@@ -25,16 +25,28 @@ from rlark_contracts.events.agent import (
     WorkerOutputsListed,
     WorkerStatusChanged,
 )
-from rlark_contracts.events.inventory import ClusterState, NodeState
-from rlark_contracts.events.keys import KeyState
+from rlark_contracts.events.inventory import (
+    ClusterDeleted,
+    ClusterRegistered,
+    ClusterState,
+    ClusterUpdated,
+    ClusterWentOffline,
+    ClusterWentOnline,
+    NodeGone,
+    NodeState,
+    NodeUpdated,
+)
+from rlark_contracts.events.keys import KeyAdded, KeyDeleted, KeyRenamed, KeyState
 from rlark_contracts.events.netdomain import (
     AddressAllocationFailed,
     AddressesAllocated,
     AddressesReleased,
+    DomainCreated,
+    DomainDeleted,
     DomainState,
 )
 from rlark_platform.db.pool import Connection
-from rlark_platform.messaging import Consumer, Handler
+from rlark_platform.messaging import Consumer, Handler, Handlers
 from rlark_platform.service import ServiceContext
 
 from rlark_scheduler import handlers
@@ -47,67 +59,61 @@ STATE_CONSUMER = "scheduler-state"
 REPORTS_CONSUMER = "scheduler-agent-reports"
 
 
-def state_handlers(settings: SchedulerSettings) -> dict[str, Handler]:
-    async def cluster(conn: Connection, envelope: Envelope, payload: Any) -> None:
-        assert isinstance(payload, ClusterState)
+def state_handlers(settings: SchedulerSettings) -> Handlers:
+    async def cluster(conn: Connection, envelope: Envelope, payload: ClusterState) -> None:
         await handlers.apply_cluster_state(conn, payload, Meta.of(envelope), datetime.now(UTC))
 
-    async def node(conn: Connection, envelope: Envelope, payload: Any) -> None:
-        assert isinstance(payload, NodeState)
+    async def node(conn: Connection, envelope: Envelope, payload: NodeState) -> None:
         await handlers.apply_node_state(conn, payload)
 
-    def key(deleted: bool) -> Handler:
-        async def apply(conn: Connection, envelope: Envelope, payload: Any) -> None:
-            assert isinstance(payload, KeyState)
+    def key(deleted: bool) -> Handler[KeyState]:
+        async def apply(conn: Connection, envelope: Envelope, payload: KeyState) -> None:
             await handlers.apply_key(conn, payload, Meta.of(envelope), deleted=deleted, now=datetime.now(UTC))
 
         return apply
 
-    def domain(deleted: bool) -> Handler:
-        async def apply(conn: Connection, envelope: Envelope, payload: Any) -> None:
-            assert isinstance(payload, DomainState)
+    def domain(deleted: bool) -> Handler[DomainState]:
+        async def apply(conn: Connection, envelope: Envelope, payload: DomainState) -> None:
             await handlers.apply_domain(conn, payload, deleted=deleted)
 
         return apply
 
-    async def allocated(conn: Connection, envelope: Envelope, payload: Any) -> None:
-        assert isinstance(payload, AddressesAllocated)
+    async def allocated(conn: Connection, envelope: Envelope, payload: AddressesAllocated) -> None:
         await handlers.apply_addresses_allocated(
             conn, payload, envelope.causation_id, Meta.of(envelope), settings, datetime.now(UTC)
         )
 
-    async def allocation_failed(conn: Connection, envelope: Envelope, payload: Any) -> None:
-        assert isinstance(payload, AddressAllocationFailed)
+    async def allocation_failed(
+        conn: Connection, envelope: Envelope, payload: AddressAllocationFailed
+    ) -> None:
         await handlers.apply_allocation_failed(
             conn, payload, envelope.causation_id, Meta.of(envelope), settings, datetime.now(UTC)
         )
 
-    async def released(conn: Connection, envelope: Envelope, payload: Any) -> None:
-        assert isinstance(payload, AddressesReleased)
+    async def released(conn: Connection, envelope: Envelope, payload: AddressesReleased) -> None:
         await handlers.apply_addresses_released(conn, payload)
 
     return {
-        "inventory.cluster.registered.v1": cluster,
-        "inventory.cluster.updated.v1": cluster,
-        "inventory.cluster.went_online.v1": cluster,
-        "inventory.cluster.went_offline.v1": cluster,
-        "inventory.cluster.deleted.v1": cluster,
-        "inventory.node.updated.v1": node,
-        "inventory.node.gone.v1": node,
-        "keys.key.added.v1": key(False),
-        "keys.key.renamed.v1": key(False),
-        "keys.key.deleted.v1": key(True),
-        "netdomain.domain.created.v1": domain(False),
-        "netdomain.domain.deleted.v1": domain(True),
-        "netdomain.addresses.allocated.v1": allocated,
-        "netdomain.addresses.allocation_failed.v1": allocation_failed,
-        "netdomain.addresses.released.v1": released,
+        ClusterRegistered: cluster,
+        ClusterUpdated: cluster,
+        ClusterWentOnline: cluster,
+        ClusterWentOffline: cluster,
+        ClusterDeleted: cluster,
+        NodeUpdated: node,
+        NodeGone: node,
+        KeyAdded: key(False),
+        KeyRenamed: key(False),
+        KeyDeleted: key(True),
+        DomainCreated: domain(False),
+        DomainDeleted: domain(True),
+        AddressesAllocated: allocated,
+        AddressAllocationFailed: allocation_failed,
+        AddressesReleased: released,
     }
 
 
-def report_handlers(settings: SchedulerSettings) -> dict[str, Handler]:
-    async def status(conn: Connection, envelope: Envelope, payload: Any) -> None:
-        assert isinstance(payload, WorkerStatusChanged)
+def report_handlers(settings: SchedulerSettings) -> Handlers:
+    async def status(conn: Connection, envelope: Envelope, payload: WorkerStatusChanged) -> None:
         await handlers.apply_worker_status(conn, payload, Meta.of(envelope), settings, datetime.now(UTC))
         log.info(
             "worker status",
@@ -118,29 +124,25 @@ def report_handlers(settings: SchedulerSettings) -> dict[str, Handler]:
             event_id=envelope.id,
         )
 
-    async def logs(conn: Connection, envelope: Envelope, payload: Any) -> None:
-        assert isinstance(payload, WorkerLogsEmitted)
+    async def logs(conn: Connection, envelope: Envelope, payload: WorkerLogsEmitted) -> None:
         await handlers.apply_worker_logs(conn, payload, settings)
 
-    async def outputs(conn: Connection, envelope: Envelope, payload: Any) -> None:
-        assert isinstance(payload, WorkerOutputsListed)
+    async def outputs(conn: Connection, envelope: Envelope, payload: WorkerOutputsListed) -> None:
         await handlers.apply_worker_outputs(conn, payload)
 
-    async def tunnel(conn: Connection, envelope: Envelope, payload: Any) -> None:
-        assert isinstance(payload, TunnelStateChanged)
+    async def tunnel(conn: Connection, envelope: Envelope, payload: TunnelStateChanged) -> None:
         await handlers.apply_tunnel_state(conn, payload, Meta.of(envelope), settings, datetime.now(UTC))
 
     return {
-        "agent.worker.status_changed.v1": status,
-        "agent.tunnel.state_changed.v1": tunnel,
-        "agent.worker.logs_emitted.v1": logs,
-        "agent.worker.outputs_listed.v1": outputs,
+        WorkerStatusChanged: status,
+        TunnelStateChanged: tunnel,
+        WorkerLogsEmitted: logs,
+        WorkerOutputsListed: outputs,
     }
 
 
-def build_consumers(ctx: ServiceContext) -> list[Consumer]:
+def build_consumers(ctx: ServiceContext[SchedulerSettings, object]) -> list[Consumer]:
     settings = ctx.settings
-    assert isinstance(settings, SchedulerSettings)
     common: dict[str, Any] = {
         "pool": ctx.require_pool(),
         "kafka": settings.kafka_access(),

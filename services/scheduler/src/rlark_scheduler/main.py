@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rlark_platform.service import ServiceDefinition, main
 
-from rlark_scheduler.api import build_api, close_streams
+from rlark_scheduler.api import build_api, close_streams, start_activity
 from rlark_scheduler.settings import SchedulerSettings
 from rlark_scheduler.worker import build_workers
 
@@ -16,6 +16,7 @@ DEFINITION = ServiceDefinition(
     migrations=Path(__file__).parent / "migrations",
     build_api=build_api,
     build_workers=build_workers,
+    on_start=start_activity,
     on_stop=close_streams,
 )
 

@@ -14,10 +14,5 @@ from rlark_scheduler.placement_loop import PlacementLoop
 from rlark_scheduler.settings import SchedulerSettings
 
 
-def build_workers(ctx: ServiceContext) -> list[Runnable]:
-    settings = ctx.settings
-    assert isinstance(settings, SchedulerSettings)
-    loop = PlacementLoop(ctx.require_pool(), settings)
-    ctx.extras["placement_loop"] = loop
-    parts: list[Runnable] = [*build_consumers(ctx), loop]
-    return parts
+def build_workers(ctx: ServiceContext[SchedulerSettings, object]) -> list[Runnable]:
+    return [*build_consumers(ctx), PlacementLoop(ctx.require_pool(), ctx.settings)]

@@ -59,9 +59,8 @@ def make_driver_factory(settings: TunnelAgentSettings):  # type: ignore[no-untyp
     return make
 
 
-def build_workers(ctx: ServiceContext) -> list[Runnable]:
+def build_workers(ctx: ServiceContext[TunnelAgentSettings, None]) -> list[Runnable]:
     settings = ctx.settings
-    assert isinstance(settings, TunnelAgentSettings)
     return [
         Agent(
             gateway_url=settings.gateway_url,

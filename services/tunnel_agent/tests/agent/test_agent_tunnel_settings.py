@@ -18,7 +18,7 @@ def _agent(monkeypatch: pytest.MonkeyPatch, **env: str) -> Agent:
     for name, value in env.items():
         monkeypatch.setenv(f"RLARK_{name}", value)
     settings = TunnelAgentSettings()
-    (agent,) = build_workers(ServiceContext(settings=settings, names=TopicNames("")))
+    (agent,) = build_workers(ServiceContext(settings=settings, names=TopicNames(""), parts=None))
     assert isinstance(agent, Agent)
     return agent
 

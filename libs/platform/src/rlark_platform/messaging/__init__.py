@@ -7,7 +7,7 @@ to ``<topic>.dlq`` with the error in headers, and the consumer carries on.
 """
 
 from rlark_platform.messaging.access import KafkaAccess
-from rlark_platform.messaging.consumer import Consumer, Handler, PoisonMessage
+from rlark_platform.messaging.consumer import Consumer, Handler, Handlers, PoisonMessage
 from rlark_platform.messaging.outbox import add_event, add_events
 from rlark_platform.messaging.producer import create_producer, ensure_topics
 from rlark_platform.messaging.relay import OutboxRelay
@@ -17,6 +17,7 @@ __all__ = [
     "PLATFORM_MIGRATIONS_TABLE",
     "Consumer",
     "Handler",
+    "Handlers",
     "KafkaAccess",
     "OutboxRelay",
     "PoisonMessage",

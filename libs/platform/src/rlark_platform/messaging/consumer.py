@@ -4,7 +4,9 @@ Concurrency model: one asyncio task per consumer; records of a partition are han
 offset order. For each record: decode the envelope; skip types this consumer does not handle; otherwise
 open a transaction, claim ``(consumer, event_id)`` in the inbox, run the handler only when the claim is new,
 commit. Offsets are committed after the records they cover are committed in the database, so a crash
-replays them and the inbox makes the replay a no-op.
+replays them and the inbox makes the replay a no-op. Handlers are registered by event class
+(``{KeyAdded: on_key_added}``) and looked up by the type name the class is registered under (``@event``),
+the name an envelope carries.
 
 A per-cluster topic family (``agent.reports``: one topic per cluster, ADR 0004) is subscribed by pattern,
 with metadata refreshed every ``pattern_refresh_ms``, so a cluster's topic created after the consumer
@@ -26,8 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, TypeVar, get_type_hints
 
 import asyncpg
 import structlog
@@ -36,6 +39,7 @@ from aiokafka.errors import KafkaError
 from prometheus_client import Counter
 from pydantic import BaseModel, ValidationError
 from rlark_contracts import TOPICS, Envelope, TopicNames, decode
+from rlark_contracts.registry import topic_of, type_of
 from rlark_contracts.topics import registered
 
 from rlark_platform.db.pool import Connection
@@ -53,8 +57,15 @@ class _ConsumerBroken(Exception):
     """The aiokafka consumer failed after it started (its cause): replace it."""
 
 
-Handler = Callable[[Connection, Envelope, Any], Awaitable[None]]
-"""``handler(conn, envelope, payload)``: apply effects on ``conn`` (inside the inbox transaction)."""
+E = TypeVar("E", bound=BaseModel)
+
+Handler = Callable[[Connection, Envelope, E], Awaitable[None]]
+"""``handler(conn, envelope, payload)``: apply effects on ``conn`` (inside the inbox transaction); ``payload``
+is the data of the event class the handler is registered for."""
+
+Handlers = Mapping[type[BaseModel], Handler[Any]]
+"""``{EventClass: handler}``: the event classes a consumer applies (``@event`` in ``rlark_contracts``), each
+with a handler that takes that class (or a base of it). Others on its topics are skipped."""
 
 CONSUMED = Counter("rlark_events_consumed_total", "Records handled by consumers", ["consumer", "result"])
 
@@ -80,7 +91,7 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-_Ready = tuple[Any, Envelope, BaseModel, "Handler"]
+_Ready = tuple[Any, Envelope, BaseModel, "Handler[Any]"]
 """A record ready to apply: (Kafka record, envelope, typed payload, handler)."""
 
 
@@ -103,13 +114,41 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
         log.info("partitions assigned", consumer=self._consumer.name, partitions=len(list(assigned)))
 
 
+def by_type_name(handlers: Handlers, topics: list[str]) -> dict[str, Handler[Any]]:
+    """``{EventClass: handler}`` keyed by each class's registered type name. Refuses, when the consumer is
+    built rather than on its first record: a class that is not a registered event, one published on a topic
+    the consumer does not read, and a handler whose payload parameter is annotated with another class."""
+    keyed: dict[str, Handler[Any]] = {}
+    for model, handler in handlers.items():
+        name = type_of(model)
+        if topic_of(name) not in topics:
+            raise ValueError(f"{name} is published on {topic_of(name)}, which this consumer does not read")
+        accepted = _payload_class(handler)
+        if accepted is not None and not issubclass(model, accepted):
+            raise TypeError(
+                f"the handler registered for {name} takes {accepted.__name__}, not {model.__name__}"
+            )
+        keyed[name] = handler
+    return keyed
+
+
+def _payload_class(handler: Handler[Any]) -> type | None:
+    """The class a handler's third parameter (the payload) is annotated with, when it names one."""
+    try:
+        params = list(inspect.signature(handler).parameters.values())
+        hint = get_type_hints(handler).get(params[2].name) if len(params) > 2 else None
+    except (NameError, TypeError, ValueError):
+        return None
+    return hint if isinstance(hint, type) and hint is not Any else None
+
+
 class Consumer:
     def __init__(
         self,
         *,
         name: str,
         topics: list[str],
-        handlers: dict[str, Handler],
+        handlers: Handlers,
         pool: asyncpg.Pool,
         kafka: KafkaAccess,
         names: TopicNames,
@@ -130,7 +169,8 @@ class Consumer:
         )
         """Set when a topic is a per-cluster family: then every cluster's topic, by pattern."""
         self._pattern_refresh_ms = pattern_refresh_ms
-        self._handlers = handlers
+        self._handlers = by_type_name(handlers, topics)
+        """The handlers by the event type on the wire: an envelope names its type, never its class."""
         self._pool = pool
         self._kafka_access = kafka
         self._names = names

@@ -27,6 +27,7 @@ from rlark_gateway.api.guards import RequestGuard, document_guard_answers
 from rlark_gateway.api.openapi import add_openapi_route
 from rlark_gateway.api.proxy import add_fallback_route, add_proxy_routes
 from rlark_gateway.domain.access import CHANGE_METHODS, PROXY_ROUTES, audit_action
+from rlark_gateway.settings import GatewaySettings
 from rlark_gateway.wiring import Gateway
 
 log = structlog.get_logger(__name__)
@@ -57,9 +58,8 @@ def _tags() -> list[dict[str, str]]:
     return own + proxied
 
 
-def build_api(ctx: ServiceContext) -> FastAPI:
-    gw = ctx.extras["gateway"]
-    assert isinstance(gw, Gateway)
+def build_api(ctx: ServiceContext[GatewaySettings, Gateway]) -> FastAPI:
+    gw = ctx.parts
     app = create_app(
         "gateway",
         internal_secret=ctx.settings.internal_secret.get_secret_value(),

@@ -313,9 +313,8 @@ def _agent_provisioner(settings: InventorySettings) -> handlers.AgentProvisioner
     return provision
 
 
-def build_api(ctx: ServiceContext) -> FastAPI:
+def build_api(ctx: ServiceContext[InventorySettings, None]) -> FastAPI:
     settings = ctx.settings
-    assert isinstance(settings, InventorySettings)
     app = create_app(
         "inventory",
         internal_secret=settings.internal_secret.get_secret_value(),

@@ -22,6 +22,7 @@ from rlark_platform.service import ServiceContext
 
 from rlark_keys import handlers
 from rlark_keys.repository import StoredKey
+from rlark_keys.settings import KeysSettings
 
 #: Upper bound on the submitted key text; the domain refuses anything over 16 KiB with a reason.
 MAX_SUBMITTED_CHARS = 65536
@@ -114,7 +115,7 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(body, status_code=422)
 
 
-def build_router(ctx: ServiceContext) -> APIRouter:
+def build_router(ctx: ServiceContext[KeysSettings, None]) -> APIRouter:
     pool = ctx.require_pool()
     router = APIRouter(prefix="/api/v1/keys", tags=["keys"], responses=error_responses(401))
 
@@ -158,7 +159,7 @@ def build_router(ctx: ServiceContext) -> APIRouter:
     return router
 
 
-def build_api(ctx: ServiceContext) -> FastAPI:
+def build_api(ctx: ServiceContext[KeysSettings, None]) -> FastAPI:
     app = create_app(
         "keys",
         internal_secret=ctx.settings.internal_secret.get_secret_value(),

@@ -20,6 +20,7 @@ from rlark_platform.service import ServiceContext
 from rlark_netdomain import handlers
 from rlark_netdomain.domain import count_assignable, full_mesh
 from rlark_netdomain.repository import Domain
+from rlark_netdomain.settings import NetdomainSettings
 
 
 class CreateDomainRequest(BaseModel):
@@ -186,7 +187,7 @@ def _detail(detail: handlers.DomainDetail) -> DomainDetailOut:
     )
 
 
-def build_router(ctx: ServiceContext) -> APIRouter:
+def build_router(ctx: ServiceContext[NetdomainSettings, None]) -> APIRouter:
     pool = ctx.require_pool()
     router = APIRouter(prefix="/api/v1", tags=["network domains"], responses=error_responses(401))
 
@@ -254,7 +255,7 @@ def build_router(ctx: ServiceContext) -> APIRouter:
     return router
 
 
-def build_api(ctx: ServiceContext) -> FastAPI:
+def build_api(ctx: ServiceContext[NetdomainSettings, None]) -> FastAPI:
     app = create_app(
         "netdomain",
         internal_secret=ctx.settings.internal_secret.get_secret_value(),

@@ -14,26 +14,24 @@ from rlark_scheduler.api.jobs import build_router
 from rlark_scheduler.api.streams import JobActivity
 from rlark_scheduler.settings import SchedulerSettings
 
-ACTIVITY_KEY = "job_activity"
+
+async def start_activity(ctx: ServiceContext[SchedulerSettings, None]) -> JobActivity:
+    """The process's fan-out of job activity to log and event streams (``ServiceDefinition.on_start``):
+    its ``ctx.parts``. It connects on the first stream only, so a worker process never opens it."""
+    return JobActivity(ctx.settings.own_database_url())
 
 
-def build_api(ctx: ServiceContext) -> FastAPI:
-    settings = ctx.settings
-    assert isinstance(settings, SchedulerSettings)
-    pool = ctx.require_pool()
-    activity = JobActivity(settings.own_database_url())
-    ctx.extras[ACTIVITY_KEY] = activity
+def build_api(ctx: ServiceContext[SchedulerSettings, JobActivity]) -> FastAPI:
+    settings, pool = ctx.settings, ctx.require_pool()
     app = create_app(
         "scheduler",
         internal_secret=settings.internal_secret.get_secret_value(),
         ready_checks=[database_ready(pool)],
     )
-    app.include_router(build_router(pool, settings, activity))
+    app.include_router(build_router(pool, settings, ctx.parts))
     return app
 
 
-async def close_streams(ctx: ServiceContext) -> None:
+async def close_streams(ctx: ServiceContext[SchedulerSettings, JobActivity]) -> None:
     """End every open log/event stream so the HTTP server can drain (ServiceDefinition.on_stop)."""
-    activity = ctx.extras.get(ACTIVITY_KEY)
-    if isinstance(activity, JobActivity):
-        await activity.close()
+    await ctx.parts.close()
