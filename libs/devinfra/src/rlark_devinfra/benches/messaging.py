@@ -139,7 +139,7 @@ async def outbox_pipeline(
     consumer = Consumer(
         name="bench",
         topics=["keys.keys"],
-        handlers={"keys.key.added.v1": effect},
+        handlers={KeyAdded: effect},
         pool=pool,
         kafka=access,
         names=names,
