@@ -199,7 +199,7 @@ async def prepare_job(bed: Bed, name: str) -> dict[str, Any]:
         created = await client.post("/api/v1/domains", json={"name": domain, "cidr": DOMAIN_CIDR})
         assert created.status_code == 201, created.text
     doc = job_document(bed, name, domain)
-    await wait_placeable(bed.stack, doc, timeout_s=90)
+    await wait_placeable(bed.stack, doc, timeout_s=180)
     return doc
 
 
@@ -466,7 +466,7 @@ async def test_gpus_of_a_pod_rlark_did_not_create_send_a_job_elsewhere_and_make_
         )
         return document(name, [task], RUN)
 
-    await wait_placeable(bed.stack, train("first"), timeout_s=90)
+    await wait_placeable(bed.stack, train("first"), timeout_s=180)
     first = await submit(bed.stack, train("first"))
     running = await wait_status(bed.stack, first["id"], {"Running"}, timeout_s=90)
     assert [w["node"] for w in running["workers"]] == [other_node]

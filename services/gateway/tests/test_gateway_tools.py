@@ -19,7 +19,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from conftest import USER_PASSWORD
+from conftest import ADMIN, ADMIN_PASSWORD, USER_PASSWORD
 from rlark_gateway.domain.accounts import digest
 from rlark_gateway.domain.tools import issue
 from rlark_platform.identity import issue_agent_token
@@ -281,7 +281,6 @@ async def test_a_hostile_tool_page_gets_no_hold_on_the_main_origin(relayed: Rela
 
 
 async def session_of_admin(relayed: Relayed) -> str:
-    from conftest import ADMIN, ADMIN_PASSWORD
 
     async with main(relayed) as c:
         login = await c.post("/api/v1/auth/login", json={"username": ADMIN, "password": ADMIN_PASSWORD})
