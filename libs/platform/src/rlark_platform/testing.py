@@ -70,6 +70,26 @@ class RunningService:
     def anonymous(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(base_url=self.url)
 
+    async def consumed(self, event_id: str, timeout_s: float = 30.0) -> None:
+        """Wait until one of the service's consumers has claimed ``event_id`` in its inbox, i.e. has applied
+        (or deliberately ignored) it: the way to order a test's next step after an event on another topic."""
+        import asyncpg
+
+        conn = await asyncpg.connect(self.settings.database_url)
+        try:
+            async with asyncio.timeout(timeout_s):
+                query = "SELECT EXISTS (SELECT 1 FROM inbox WHERE event_id = $1)"
+                while True:  # the inbox row is written by another connection: poll it
+                    if await conn.fetchval(query, event_id):
+                        return
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            raise AssertionError(
+                f"{self.definition.name} did not consume event {event_id} in {timeout_s} s"
+            ) from None
+        finally:
+            await conn.close()
+
 
 def settings_for(
     definition: ServiceDefinition[S, Any],

@@ -117,7 +117,9 @@ async def test_verified_endpoints_are_republished_once_and_forged_ones_never(
         await out.wait_for(lambda _: topologies()[-1].data["clusters"] == ["alpha"], what="beta leaving")
         assert endpoints(topologies()[-1]) == {"alpha": ("127.0.0.1", 4001, KEY_ALPHA)}
         seen = len(topologies())
-        await report(producer, names, announcement("beta", 4002, KEY_BETA, host="beta.local", at=40), "beta")
+        while_out = announcement("beta", 4002, KEY_BETA, host="beta.local", at=40)
+        await report(producer, names, while_out, "beta")
+        await service.consumed(while_out.id)  # agent reports and scheduler events ride different topics
 
         # beta comes back: no endpoint until its agent announces again.
         await start_job(producer, names, "job-3", ["beta"])
