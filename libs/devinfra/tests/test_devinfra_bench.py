@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -86,11 +87,20 @@ def test_a_hung_benchmark_is_stopped_at_its_timeout_and_reported_failed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(bench, "_bench_dir", lambda: tmp_path)
-    pid_file = tmp_path / "child.pid"
-    script = f"import os, pathlib, time; pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid())); time.sleep(600)"
+    pid_file, cleaned = tmp_path / "child.pid", tmp_path / "cleaned"
+    script = (
+        f"import os, pathlib, time; pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+        f"try:\n    time.sleep(600)\nfinally:\n    pathlib.Path({str(cleaned)!r}).touch()"
+    )
     monkeypatch.setattr(bench, "_child_argv", lambda *_: [sys.executable, "-c", script])
     hung = bench.Bench("hung", "sleeps", "≈ 600 s", lambda o: 1, False, _fine)
-    result = bench._run_one(hung, bench.Options())
+    # As under CI, where `make` runs in a background job: SIGINT ignored, and children inherit that.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        result = bench._run_one(hung, bench.Options())
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert cleaned.exists()  # interrupted: its clean-up ran, rather than being killed after the grace
     assert result["status"] == "failed"
     assert result["rows"][0]["verdict"] == bench.FAILED
     assert "timed out after 1 s" in result["rows"][0]["value"]

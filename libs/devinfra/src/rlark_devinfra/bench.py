@@ -718,6 +718,10 @@ def _child_argv(name: str, options: Options, result_file: Path) -> list[str]:
     return argv
 
 
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _stop(proc: subprocess.Popen[bytes], grace_s: float = 30.0) -> None:
     """Interrupt the child (its clean-up — namespaces, Ray nodes, databases — runs), then kill its group."""
     with contextlib.suppress(ProcessLookupError):
@@ -750,6 +754,9 @@ def _run_one(bench: Bench, options: Options) -> dict[str, Any]:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            # A shell runs a background job (CI's `make` included) with SIGINT ignored, and Python keeps an
+            # ignored SIGINT: the child would sit out _stop's grace instead of cleaning up.
+            preexec_fn=_interruptible,
         )
         try:
             proc.wait(timeout)
