@@ -26,6 +26,8 @@ from rlark_contracts.events.agent import HeartbeatSent
 from rlark_contracts.events.keys import KeyAdded
 from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import TopicReader
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 E2E = Path(__file__).resolve().parents[1] / "e2e"
 if str(E2E) not in sys.path:
@@ -54,6 +56,16 @@ async def agent_kafka(stack: Stack, cluster: str) -> KafkaAccess:
 async def agent_session(stack: Stack, credential: str) -> httpx.Response:
     async with httpx.AsyncClient(base_url=stack.url, timeout=30) as client:
         return await client.post("/api/v1/agent/session", headers={"Authorization": f"Bearer {credential}"})
+
+
+async def agent_link_status(stack: Stack, token: str) -> int:
+    """The HTTP status of the gateway's answer to an agent control link with ``token`` (101: accepted)."""
+    url = stack.url.replace("http://", "ws://") + "/api/v1/agent/link"
+    try:
+        async with connect(url, additional_headers={"Authorization": f"Bearer {token}"}):
+            return 101
+    except InvalidStatus as refused:
+        return refused.response.status_code
 
 
 async def session_kafka(stack: Stack, credential: str) -> KafkaAccess:
@@ -246,6 +258,8 @@ async def test_a_rotated_agent_credential_ends_the_old_hosts_kafka_login(stack: 
     through the same login lifetime meanwhile, still process the new agent's reports."""
     credential = await stack.register_cluster("lab")
     old = await session_kafka(stack, credential)
+    old_token = (await agent_session(stack, credential)).json()["token"]
+    assert await agent_link_status(stack, old_token) == 101
     assert await session_kafka(stack, credential) == old  # a renewal hands out the same password
     names = TopicNames(stack.topic_prefix)
     group = f"{stack.topic_prefix}agent-lab"
@@ -269,6 +283,8 @@ async def test_a_rotated_agent_credential_ends_the_old_hosts_kafka_login(stack: 
         with pytest.raises(KafkaConnectionError):  # refused as soon as the rotation answered
             await login(old)
         assert (await agent_session(stack, credential)).status_code == 401
+        # Nor does the gateway take the old host's unexpired token for the cluster's agent any more.
+        assert await agent_link_status(stack, old_token) == 401
 
         # The old host's consumer keeps trying in the background (heartbeats, fetches, rejoining).
         async def evicted() -> bool:
@@ -296,10 +312,14 @@ async def test_a_rotated_agent_credential_ends_the_old_hosts_kafka_login(stack: 
 
 async def test_a_deleted_clusters_agent_loses_its_kafka_login(stack: Stack) -> None:
     """Deleting a cluster removes its agent's principal and ACLs: the old host cannot log in any more."""
-    access = await agent_kafka(stack, "gone")
+    credential = await stack.register_cluster("gone")
+    access = await session_kafka(stack, credential)
+    token = (await agent_session(stack, credential)).json()["token"]
     await login(access)
+    assert await agent_link_status(stack, token) == 101
     async with stack.client() as admin:
         deleted = await admin.delete("/api/v1/clusters/gone")
     assert deleted.status_code == 204, deleted.text
     with pytest.raises(KafkaConnectionError):
         await login(access)
+    assert await agent_link_status(stack, token) == 401  # its unexpired token speaks for no cluster now

@@ -17,9 +17,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from rlark_platform.identity import issue_agent_token
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import TEST_SECRET
 from test_gateway_ssh_relay import Relayed, relay_gateway
 from websockets.asyncio.client import connect
 
@@ -45,7 +43,7 @@ async def files_agent(
     """A control link of ``cluster``'s agent answering every files order with ``answer(order)``; yields the
     orders it received."""
     orders: list[dict[str, Any]] = []
-    token = issue_agent_token(TEST_SECRET, cluster)
+    token = relayed.agent_token(cluster)
     tasks: list[asyncio.Task[None]] = []
 
     async def reply(order: dict[str, Any]) -> None:

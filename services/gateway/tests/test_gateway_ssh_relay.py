@@ -12,7 +12,8 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -25,7 +26,7 @@ from rlark_platform.identity import SignedRequest, issue_agent_token, verify_cal
 from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import TEST_SECRET, free_port, provision_test_prefix, running_service
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 pytestmark = pytest.mark.integration
 
@@ -34,10 +35,31 @@ STREAMS_PER_USER = 2
 """The gateway's request head deadline here: short, so a session can outlive it in a test."""
 
 
-def scheduler_app(owners: dict[str, str], details: dict[str, dict[str, Any]]) -> FastAPI:
+RECHECK_S = 0.5
+"""How often the test gateway rechecks an open agent link's token."""
+ROTATED = datetime(2026, 11, 30, 8, 0, 0, 123456, tzinfo=UTC)
+"""When every fake cluster's agent credential was set, unless ``Relayed.rotations`` says otherwise."""
+
+
+def scheduler_app(
+    owners: dict[str, str], details: dict[str, dict[str, Any]], rotations: dict[str, datetime | None]
+) -> FastAPI:
     """The scheduler's job lookup: 404 unless the signed caller owns the job or is an admin; a Running job
-    with one worker on ``lab`` unless ``details`` says more of it."""
+    with one worker on ``lab`` unless ``details`` says more of it. And the inventory's cluster detail, as far
+    as the gateway reads it: when the cluster's credential was rotated (None in ``rotations``: deleted)."""
     app = FastAPI()
+
+    @app.get("/inventory/api/v1/clusters/{name}")
+    async def get_cluster(name: str, request: Request) -> JSONResponse:
+        verify_caller(
+            TEST_SECRET, dict(request.headers), SignedRequest("inventory", "GET", f"/api/v1/clusters/{name}")
+        )
+        rotated = rotations.get(name, ROTATED)
+        if rotated is None:
+            return JSONResponse({"error": {"code": "not_found"}}, status_code=404)
+        return JSONResponse(
+            {"name": name, "credential_rotated_at": rotated.isoformat().replace("+00:00", "Z")}
+        )
 
     @app.get("/scheduler/api/v1/jobs/{job_id}")
     async def get_job(job_id: str, request: Request) -> JSONResponse:
@@ -70,6 +92,12 @@ class Relayed:
     """More of a job's detail than the fake scheduler's default (status, workers, outputs)."""
     tools_url: str = ""
     """The gateway's tools origin (ADR 0012)."""
+    rotations: dict[str, datetime | None] = field(default_factory=dict)
+    """Clusters whose credential was rotated at another time than ``ROTATED`` (None: deleted)."""
+
+    def agent_token(self, cluster: str) -> str:
+        """A token the inventory would give ``cluster``'s agent now."""
+        return issue_agent_token(TEST_SECRET, cluster, self.rotations.get(cluster) or ROTATED)
 
     async def token(self, username: str, password: str) -> str:
         import httpx
@@ -115,10 +143,15 @@ async def relay_gateway(
     await provision_test_prefix(kafka_admin, prefix)
     owners: dict[str, str] = {}
     details: dict[str, dict[str, Any]] = {}
+    rotations: dict[str, datetime | None] = {}
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
-            scheduler_app(owners, details), host="127.0.0.1", port=port, log_config=None, lifespan="off"
+            scheduler_app(owners, details, rotations),
+            host="127.0.0.1",
+            port=port,
+            log_config=None,
+            lifespan="off",
         )
     )
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
@@ -137,6 +170,7 @@ async def relay_gateway(
             bootstrap_admin_password=ADMIN_PASSWORD,
             http_header_timeout_s=HEAD_DEADLINE_S,
             events_max_streams_per_user=STREAMS_PER_USER,
+            agent_link_recheck_s=RECHECK_S,
         )
         async with running_service(DEFINITION, settings, worker=False) as service:
             yield Relayed(
@@ -147,6 +181,7 @@ async def relay_gateway(
                 database_url,
                 details,
                 f"http://127.0.0.1:{settings.resolved_tools_port()}",
+                rotations,
             )
     finally:
         server.should_exit = True
@@ -161,11 +196,11 @@ async def fake_agent(
     """A control link of ``cluster``'s agent that connects every relay back (as ``answer_as``'s agent,
     default the same cluster) and echoes its bytes; yields the orders it received."""
     orders: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    token = issue_agent_token(TEST_SECRET, cluster)
+    token = relayed.agent_token(cluster)
     relays: list[asyncio.Task[None]] = []
 
     async def echo(order: dict[str, Any]) -> None:
-        back = issue_agent_token(TEST_SECRET, answer_as or cluster)
+        back = relayed.agent_token(answer_as or cluster)
         with contextlib.suppress(InvalidStatus):
             async with connect(
                 f"{relayed.ws_url}/api/v1/agent/relay/{order['relay']}",
@@ -284,7 +319,7 @@ async def test_a_wrong_secret_or_another_clusters_agent_cannot_take_a_relay(rela
     # An agent of cluster "gpu" that (somehow) got the order for a "lab" worker.
     lab_link = await connect(
         f"{relayed.ws_url}/api/v1/agent/link",
-        additional_headers={"Authorization": f"Bearer {issue_agent_token(TEST_SECRET, 'lab')}"},
+        additional_headers={"Authorization": f"Bearer {relayed.agent_token('lab')}"},
     )
     try:
         await asyncio.sleep(0.2)
@@ -296,7 +331,7 @@ async def test_a_wrong_secret_or_another_clusters_agent_cannot_take_a_relay(rela
                 async with connect(
                     url,
                     additional_headers={
-                        "Authorization": f"Bearer {issue_agent_token(TEST_SECRET, cluster)}",
+                        "Authorization": f"Bearer {relayed.agent_token(cluster)}",
                         "X-RLark-Relay-Secret": secret,
                     },
                 ):
@@ -309,6 +344,52 @@ async def test_a_wrong_secret_or_another_clusters_agent_cannot_take_a_relay(rela
         assert "no sshd" in json.loads(failed.value.response.body)["error"]["message"]
     finally:
         await lab_link.close()
+
+
+async def test_a_rotated_or_deleted_clusters_agent_tokens_stop_at_once_and_its_open_link_is_closed(
+    relayed: Relayed,
+) -> None:
+    """A compromised host's tokens are signed for an hour: rotating its cluster's credential must end them
+    now — new links and relays refused, the link it holds open closed — and a deleted cluster's too."""
+    cluster = f"c{uuid.uuid4().hex[:6]}"
+    stolen = relayed.agent_token(cluster)
+
+    def link(token: str) -> Any:
+        return connect(
+            f"{relayed.ws_url}/api/v1/agent/link", additional_headers={"Authorization": f"Bearer {token}"}
+        )
+
+    async def refused(token: str, path: str = "/api/v1/agent/link") -> str:
+        with pytest.raises(InvalidStatus) as denied:
+            async with connect(
+                f"{relayed.ws_url}{path}", additional_headers={"Authorization": f"Bearer {token}"}
+            ):
+                pass
+        assert denied.value.response.status_code == 401
+        error = json.loads(denied.value.response.body)["error"]
+        assert error["code"] == "invalid_agent_token"
+        return str(error["message"])
+
+    held = await link(stolen)
+    try:
+        with pytest.raises(TimeoutError):  # accepted, and kept open
+            await asyncio.wait_for(held.recv(), 0.5)
+        relayed.rotations[cluster] = ROTATED + timedelta(minutes=5)
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(held.recv(), 30)  # the recheck runs every RECHECK_S
+        assert closed.value.rcvd is not None
+        assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1008, "invalid_agent_token")
+    finally:
+        await held.close()
+    assert "rotated after this token was issued" in await refused(stolen)
+    assert "rotated" in await refused(stolen, "/api/v1/agent/relay/any")
+    async with link(relayed.agent_token(cluster)) as current:  # the new credential's token works
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(current.recv(), 0.5)
+
+    relayed.rotations[cluster] = None
+    gone = issue_agent_token(TEST_SECRET, cluster, ROTATED + timedelta(minutes=5))
+    assert await refused(gone) == f"cluster {cluster} no longer exists"
 
 
 async def test_a_console_session_works_from_its_own_origin_only(relayed: Relayed) -> None:

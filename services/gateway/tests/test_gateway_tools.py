@@ -22,7 +22,6 @@ import pytest
 from conftest import ADMIN, ADMIN_PASSWORD, USER_PASSWORD
 from rlark_gateway.domain.accounts import digest
 from rlark_gateway.domain.tools import issue
-from rlark_platform.identity import issue_agent_token
 from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import TEST_SECRET
 from test_gateway_ssh_relay import Relayed, relay_gateway
@@ -92,7 +91,7 @@ def hostile(_: bytes) -> bytes:
 async def tool_agent(relayed: Relayed, answer: Answer = echo) -> AsyncIterator[list[dict[str, Any]]]:
     """The ``lab`` cluster's agent; every ``tcp`` relay reaches a 'server' that answers with ``answer``."""
     orders: list[dict[str, Any]] = []
-    token = issue_agent_token(TEST_SECRET, "lab")
+    token = relayed.agent_token("lab")
     tasks: list[asyncio.Task[None]] = []
 
     async def serve_http(order: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 
 
@@ -268,23 +269,54 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def issue_agent_token(secret: str, cluster: str, ttl_s: int = 3600, now: float | None = None) -> str:
-    body = _b64(json.dumps({"c": cluster, "exp": int((now or time.time()) + ttl_s)}).encode())
+def issue_agent_token(
+    secret: str, cluster: str, credential_rotated_at: datetime, ttl_s: int = 3600, now: float | None = None
+) -> str:
+    """A token naming ``cluster`` until ``ttl_s`` from ``now``, bound to the cluster's credential as of
+    ``credential_rotated_at``: a rotation (or the cluster's deletion) makes every token issued before it
+    useless at once, as far as a verifier checks the claim against the current stamp (the gateway does)."""
+    claims = {"c": cluster, "exp": int((now or time.time()) + ttl_s), "rot": _stamp(credential_rotated_at)}
+    body = _b64(json.dumps(claims).encode())
     signature = _b64(hmac.new(_key(secret, "agent"), body.encode(), hashlib.sha256).digest())
     return f"{body}.{signature}"
 
 
-def verify_agent_token(secret: str, token: str, now: float | None = None) -> str:
-    """The cluster the token was issued to; raises ``IdentityError`` when forged or expired."""
+@dataclass(frozen=True)
+class AgentClaims:
+    """What a verified agent token says: its cluster, and the credential rotation it was issued under
+    (an exact stamp in microseconds since the epoch, compared for equality, never across clocks)."""
+
+    cluster: str
+    credential_stamp: int
+
+    def issued_under(self, credential_rotated_at: datetime) -> bool:
+        return self.credential_stamp == _stamp(credential_rotated_at)
+
+
+def _stamp(moment: datetime) -> int:
+    if moment.tzinfo is None:
+        raise ValueError("credential_rotated_at must be timezone-aware")
+    return round(moment.timestamp() * 1_000_000)
+
+
+def agent_token_claims(secret: str, token: str, now: float | None = None) -> AgentClaims:
+    """The claims of a genuine, unexpired agent token; raises ``IdentityError`` when forged, expired, or
+    issued before tokens carried their credential (those must be renewed)."""
     try:
         body, signature = token.split(".", 1)
         expected = _b64(hmac.new(_key(secret, "agent"), body.encode(), hashlib.sha256).digest())
         if not hmac.compare_digest(expected, signature):
             raise IdentityError("agent token signature invalid")
         claims = json.loads(_unb64(body))
-        cluster, expires = str(claims["c"]), int(claims["exp"])
+        cluster, expires, stamp = str(claims["c"]), int(claims["exp"]), int(claims["rot"])
     except (ValueError, KeyError, TypeError):
         raise IdentityError("malformed agent token") from None
     if (now or time.time()) > expires:
         raise IdentityError("agent token expired")
-    return cluster
+    return AgentClaims(cluster, stamp)
+
+
+def verify_agent_token(secret: str, token: str, now: float | None = None) -> str:
+    """The cluster the token was issued to; raises ``IdentityError`` when forged or expired. Whether its
+    credential is still the cluster's is for the caller to check (:func:`agent_token_claims`)."""
+    return agent_token_claims(secret, token, now).cluster

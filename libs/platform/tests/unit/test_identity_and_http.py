@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+import json
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -19,6 +24,8 @@ from rlark_platform.identity import (
     Role,
     SignedRequest,
     VerifiedCaller,
+    _key,
+    agent_token_claims,
     issue_agent_token,
     sign_caller,
     verify_agent_token,
@@ -28,6 +35,7 @@ from rlark_platform.testing import GatewaySigned
 
 SECRET = "s3cr3t-for-tests"
 ALICE = Caller("alice", Role.USER)
+ROTATED = datetime(2026, 12, 1, 9, 30, 15, 123456, tzinfo=UTC)
 CREATE_KEY = SignedRequest("keys", "POST", "/api/v1/keys?x=1", b'{"name": "k"}')
 
 
@@ -143,15 +151,30 @@ def test_expired_nonces_are_dropped_with_their_callers() -> None:
 
 
 def test_agent_token_names_its_cluster_and_cannot_be_forged_or_reused_late() -> None:
-    token = issue_agent_token(SECRET, "gpu-a", ttl_s=60, now=1000)
+    token = issue_agent_token(SECRET, "gpu-a", ROTATED, ttl_s=60, now=1000)
     assert verify_agent_token(SECRET, token, now=1030) == "gpu-a"
     with pytest.raises(IdentityError, match="expired"):
         verify_agent_token(SECRET, token, now=1061)
-    forged = issue_agent_token("attacker", "gpu-a", now=1000)
+    forged = issue_agent_token("attacker", "gpu-a", ROTATED, now=1000)
     with pytest.raises(IdentityError):
         verify_agent_token(SECRET, forged, now=1000)
     with pytest.raises(IdentityError, match="malformed"):
         verify_agent_token(SECRET, "garbage", now=1000)
+
+
+def test_agent_token_is_bound_to_the_credential_it_was_issued_under() -> None:
+    claims = agent_token_claims(SECRET, issue_agent_token(SECRET, "gpu-a", ROTATED, now=1000), now=1001)
+    assert claims.issued_under(ROTATED)
+    assert not claims.issued_under(ROTATED + timedelta(microseconds=1))  # a rotation a moment later
+    assert not claims.issued_under(ROTATED - timedelta(seconds=1))
+    # A token of the form before the claim existed is refused, not taken as bound to anything.
+    body = base64.urlsafe_b64encode(json.dumps({"c": "gpu-a", "exp": 2000}).encode()).decode().rstrip("=")
+    signature = hmac.new(_key(SECRET, "agent"), body.encode(), hashlib.sha256).digest()
+    old = f"{body}.{base64.urlsafe_b64encode(signature).decode().rstrip('=')}"
+    with pytest.raises(IdentityError, match="malformed"):
+        agent_token_claims(SECRET, old, now=1000)
+    with pytest.raises(ValueError, match="timezone"):
+        issue_agent_token(SECRET, "gpu-a", datetime(2026, 1, 1))
 
 
 def test_missing_internal_secret_is_a_clear_error() -> None:

@@ -82,6 +82,12 @@ class GatewaySettings(ServiceSettings):
     bootstrap_admin_password: SecretStr = Field(default=SecretStr(""))
 
     events_ping_s: float = Field(default=15.0, gt=0, description="Keep-alive interval of event streams")
+    agent_link_recheck_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often an agent's open control link is checked against its cluster's current "
+        "credential; a rotated or deleted cluster's link is closed within this time",
+    )
 
     tools_port: int | None = Field(
         default=None,

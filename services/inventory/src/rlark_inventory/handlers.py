@@ -233,18 +233,22 @@ async def open_agent_session(
         found = await repo.credential_hash_of(conn, digest)
         # The lookup is by hash, so its timing says nothing about the secret; the constant-time
         # comparison keeps the final check independent of where two hashes differ.
-        if found is None or not credentials.matches(credential, found[1]):
+        if found is None or not credentials.matches(credential, found.credential_hash):
             log.warning("agent session refused", reason="unknown credential")
             raise _refused()
-        cluster = found[0]
+        cluster = found.cluster
         async with repo.agent_kafka_lock(conn, cluster):
-            if await repo.credential_hash_of(conn, digest) is None:
+            current = await repo.credential_hash_of(conn, digest)
+            if current is None:
                 log.warning("agent session refused", cluster=cluster, reason="credential rotated meanwhile")
                 raise _refused()
             kafka_password = await provision(cluster, credentials.kafka_epoch(digest))
             await repo.record_session(conn, cluster)
     now = datetime.now(UTC)
-    token = issue_agent_token(internal_secret, cluster, ttl_s, now=now.timestamp())
+    # Bound to this credential: the gateway refuses the token once the credential is rotated (or deleted).
+    token = issue_agent_token(
+        internal_secret, cluster, current.credential_rotated_at, ttl_s, now=now.timestamp()
+    )
     log.info("agent session opened", cluster=cluster, credential=credentials.fingerprint(digest))
     return AgentSession(cluster, token, now + timedelta(seconds=ttl_s), kafka_password)
 

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 from rlark_contracts.events.inventory import ClusterState, NodeState
@@ -243,12 +243,23 @@ async def set_credential(conn: Connection, name: str, credential_hash: bytes) ->
     return _cluster(row) if row else None
 
 
-async def credential_hash_of(conn: Connection, credential_hash: bytes) -> tuple[str, bytes] | None:
-    """``(cluster name, stored hash)`` of the cluster holding this credential hash, if any."""
+class CredentialHolder(NamedTuple):
+    cluster: str
+    credential_hash: bytes
+    credential_rotated_at: datetime
+
+
+async def credential_hash_of(conn: Connection, credential_hash: bytes) -> CredentialHolder | None:
+    """The cluster holding this credential hash, if any, with the stored hash and its rotation time."""
     row = await conn.fetchrow(
-        "SELECT name, credential_hash FROM clusters WHERE credential_hash = $1", credential_hash
+        "SELECT name, credential_hash, credential_rotated_at FROM clusters WHERE credential_hash = $1",
+        credential_hash,
     )
-    return (row["name"], bytes(row["credential_hash"])) if row else None
+    return (
+        CredentialHolder(row["name"], bytes(row["credential_hash"]), row["credential_rotated_at"])
+        if row
+        else None
+    )
 
 
 @asynccontextmanager

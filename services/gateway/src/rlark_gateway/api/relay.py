@@ -35,10 +35,10 @@ from rlark_contracts.relay import (
     USER_SSH_PATH,
 )
 from rlark_platform.errors import ApiError
-from rlark_platform.identity import IdentityError, verify_agent_token
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
+from rlark_gateway.agent_tokens import agent_cluster
 from rlark_gateway.api.deps import SESSION_COOKIE
 from rlark_gateway.domain.relay import (
     AUDIT_ACTION,
@@ -105,14 +105,15 @@ async def _user(ws: WebSocket, gw: Gateway) -> Principal:
     return await gw.accounts.authenticate(_bearer(ws), ws.cookies.get(SESSION_COOKIE))
 
 
-def _agent_cluster(ws: WebSocket, gw: Gateway) -> str:
+async def _agent_cluster(ws: WebSocket, gw: Gateway) -> str:
+    """The cluster whose agent this is: its token genuine, unexpired and issued under the cluster's current
+    credential (``RelayRefused`` otherwise)."""
     token = _bearer(ws)
     if token is None:
         raise ApiError(401, "unauthenticated", "send Authorization: Bearer <agent token>")
-    try:
-        return verify_agent_token(gw.settings.internal_secret.get_secret_value(), token)
-    except IdentityError:
-        raise ApiError(401, "invalid_agent_token", "the agent token is forged or expired") from None
+    return await agent_cluster(
+        gw.settings.upstreams()["inventory"], gw.settings.internal_secret.get_secret_value(), token
+    )
 
 
 @router.websocket(USER_SSH_PATH)
@@ -264,8 +265,8 @@ async def agent_link(ws: WebSocket) -> None:
     """An agent's control link: the gateway's orders go out as JSON text; the agent reports failures."""
     gw = _gateway(ws)
     try:
-        cluster = _agent_cluster(ws, gw)
-    except ApiError as exc:
+        cluster = await _agent_cluster(ws, gw)
+    except (ApiError, RelayRefused) as exc:
         await _deny(ws, exc.status, exc.code, exc.message, exc.field)
         return
     await ws.accept()
@@ -282,10 +283,11 @@ async def agent_link(ws: WebSocket) -> None:
     hub.attach(cluster, send)
     log.info("agent link up", cluster=cluster)
     closing = asyncio.create_task(gw.proxy.closing.wait())
+    superseded = asyncio.create_task(_until_superseded(ws, gw, cluster))
     try:
         while True:
             receive = asyncio.create_task(ws.receive())
-            done, _ = await asyncio.wait({receive, closing}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({receive, closing, superseded}, return_when=asyncio.FIRST_COMPLETED)
             if receive not in done:
                 receive.cancel()
                 break
@@ -295,9 +297,26 @@ async def agent_link(ws: WebSocket) -> None:
             _agent_said(hub, cluster, message.get("text"))
     finally:
         closing.cancel()
+        superseded.cancel()
         hub.detach(cluster, send)
-        await _close(ws, 1001, "gateway shutting down")
+        if superseded.done() and not superseded.cancelled():
+            await _close(ws, 1008, "invalid_agent_token")
+        else:
+            await _close(ws, 1001, "gateway shutting down")
         log.info("agent link down", cluster=cluster)
+
+
+async def _until_superseded(ws: WebSocket, gw: Gateway, cluster: str) -> None:
+    """Return once the link's token no longer speaks for ``cluster`` (credential rotated, cluster deleted,
+    token expired); an inventory that cannot be asked keeps the link (the next check decides)."""
+    while True:
+        await asyncio.sleep(gw.settings.agent_link_recheck_s)
+        try:
+            await _agent_cluster(ws, gw)
+        except (ApiError, RelayRefused) as exc:
+            if exc.status == 401:
+                log.warning("agent link closed", cluster=cluster, reason=exc.message)
+                return
 
 
 def _agent_said(hub: RelayHub[WebSocket], cluster: str, text: str | None) -> None:
@@ -315,7 +334,7 @@ async def agent_relay(ws: WebSocket, relay_id: str) -> None:
     gw = _gateway(ws)
     hub, secret = _hub(gw), ws.headers.get(RELAY_SECRET_HEADER, "")
     try:
-        cluster = _agent_cluster(ws, gw)
+        cluster = await _agent_cluster(ws, gw)
         hub.check(relay_id, secret, cluster)
     except (ApiError, RelayRefused) as exc:
         await _deny(ws, exc.status, exc.code, exc.message, exc.field)
