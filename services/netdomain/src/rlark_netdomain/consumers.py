@@ -33,9 +33,12 @@ from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import Consumer, Handlers
 from rlark_platform.service import Runnable, ServiceContext
 
-from rlark_netdomain import handlers
 from rlark_netdomain.domain import RelayPolicy
-from rlark_netdomain.handlers import EventMeta
+from rlark_netdomain.handlers.addresses import allocate_addresses, release_addresses
+from rlark_netdomain.handlers.clusters import apply_cluster, apply_nodes_observed
+from rlark_netdomain.handlers.publishing import EventMeta
+from rlark_netdomain.handlers.tunnel_endpoints import apply_tunnel_endpoint
+from rlark_netdomain.handlers.tunnel_states import apply_tunnel_state
 from rlark_netdomain.relay_loop import RelayLoop
 from rlark_netdomain.settings import NetdomainSettings
 
@@ -45,29 +48,29 @@ def _meta(envelope: Envelope) -> EventMeta:
 
 
 async def on_cluster(conn: Connection, envelope: Envelope, payload: ClusterState) -> None:
-    await handlers.apply_cluster(conn, payload, envelope.time, _meta(envelope))
+    await apply_cluster(conn, payload, envelope.time, _meta(envelope))
 
 
 async def on_addresses_requested(conn: Connection, envelope: Envelope, payload: AddressesRequested) -> None:
-    await handlers.allocate_addresses(conn, payload, _meta(envelope))
+    await allocate_addresses(conn, payload, _meta(envelope))
 
 
 async def on_addresses_released(
     conn: Connection, envelope: Envelope, payload: AddressesReleaseRequested
 ) -> None:
-    await handlers.release_addresses(conn, payload, _meta(envelope))
+    await release_addresses(conn, payload, _meta(envelope))
 
 
 async def on_tunnel_state(conn: Connection, envelope: Envelope, payload: TunnelStateChanged) -> None:
-    await handlers.apply_tunnel_state(conn, payload, datetime.now(UTC))
+    await apply_tunnel_state(conn, payload, datetime.now(UTC))
 
 
 async def on_tunnel_endpoint(conn: Connection, envelope: Envelope, payload: TunnelEndpointAnnounced) -> None:
-    await handlers.apply_tunnel_endpoint(conn, payload, datetime.now(UTC), _meta(envelope))
+    await apply_tunnel_endpoint(conn, payload, datetime.now(UTC), _meta(envelope))
 
 
 async def on_nodes_observed(conn: Connection, envelope: Envelope, payload: NodesObserved) -> None:
-    await handlers.apply_nodes_observed(conn, payload, datetime.now(UTC), _meta(envelope))
+    await apply_nodes_observed(conn, payload, datetime.now(UTC), _meta(envelope))
 
 
 def cluster_state_events() -> list[type[ClusterState]]:

@@ -5,7 +5,7 @@ and "relayed for ``relay_retry_s``" — time passing with no event. The agents r
 on change and every 30 s with heartbeats, so deciding on reports alone would relay up to 30 s late
 and never return a pair to direct on time. Every ``relay_check_s`` the loop lists the domains
 where something may be due (a link reported down, or a pair relayed now: one indexed query, nothing
-for a healthy platform) and applies :func:`handlers.check_relays` to each.
+for a healthy platform) and applies :func:`handlers.tunnel_relays.check_relays` to each.
 
 Concurrency: every worker process runs one; they need no leader. Each domain is decided in its own
 transaction under the domain's row lock (the one allocations and releases take), and a topology is
@@ -23,9 +23,9 @@ import asyncpg
 import structlog
 from rlark_platform.messaging.consumer import TRANSIENT_ERRORS
 
-from rlark_netdomain import handlers
-from rlark_netdomain import repository as repo
 from rlark_netdomain.domain import RelayPolicy
+from rlark_netdomain.handlers.tunnel_relays import check_relays
+from rlark_netdomain.repository.tunnel_relays import relay_check_domains
 
 log = structlog.get_logger(__name__)
 
@@ -33,7 +33,7 @@ DATABASE_ERRORS: tuple[type[BaseException], ...] = (*TRANSIENT_ERRORS, asyncpg.P
 
 
 class RelayLoop:
-    """Runs :func:`handlers.check_relays` for the domains that may need it, every ``interval_s``."""
+    """Runs :func:`check_relays` for the domains that may need it, every ``interval_s``."""
 
     def __init__(
         self,
@@ -67,9 +67,9 @@ class RelayLoop:
     async def check_once(self) -> int:
         """One round over the domains that may need a decision; returns how many were republished."""
         async with self._pool.acquire() as conn:
-            domains = await repo.relay_check_domains(conn)
+            domains = await relay_check_domains(conn)
         changed = 0
         for domain in domains:
-            changed += await handlers.check_relays(self._pool, domain, self._clock(), self._policy)
+            changed += await check_relays(self._pool, domain, self._clock(), self._policy)
         self.checks += 1
         return changed

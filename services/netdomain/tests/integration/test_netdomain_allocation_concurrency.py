@@ -11,10 +11,11 @@ from ipaddress import IPv4Address, IPv4Network
 import asyncpg
 import pytest
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested, AddressRequest
-from rlark_netdomain import handlers
-from rlark_netdomain import repository as repo
 from rlark_netdomain.domain import nth_assignable
+from rlark_netdomain.handlers.addresses import allocate_addresses, release_addresses
+from rlark_netdomain.handlers.publishing import EventMeta
 from rlark_netdomain.main import DEFINITION
+from rlark_netdomain.repository import allocations, domains
 from rlark_platform.db import apply_migrations, create_pool, load_migrations, transaction
 from rlark_platform.messaging import PLATFORM_MIGRATIONS_TABLE, platform_migrations
 
@@ -32,7 +33,7 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
     await conn.close()
     pool = await create_pool(database_url, min_size=1, max_size=8)
     async with transaction(pool) as conn:
-        await repo.insert_domain(conn, "busy", NETWORK, "", "test", NETWORK.network_address + 1)
+        await domains.insert_domain(conn, "busy", NETWORK, "", "test", NETWORK.network_address + 1)
     yield pool
     await pool.close()
 
@@ -44,19 +45,19 @@ async def allocate(pool: asyncpg.Pool, job_id: str, workers: int) -> bool:
         workers=[AddressRequest(worker_id=f"{job_id}-{i}", cluster=f"c{i % 3}") for i in range(workers)],
     )
     async with transaction(pool) as conn:
-        return await handlers.allocate_addresses(conn, request, handlers.EventMeta())
+        return await allocate_addresses(conn, request, EventMeta())
 
 
 async def release(pool: asyncpg.Pool, job_id: str) -> int:
     async with transaction(pool) as conn:
-        return await handlers.release_addresses(
-            conn, AddressesReleaseRequested(job_id=job_id, domain="busy"), handlers.EventMeta()
+        return await release_addresses(
+            conn, AddressesReleaseRequested(job_id=job_id, domain="busy"), EventMeta()
         )
 
 
 async def addresses_in_use(pool: asyncpg.Pool) -> list[IPv4Address]:
     async with pool.acquire() as conn:
-        return await repo.used_addresses_from(conn, "busy", NETWORK.network_address, 10_000)
+        return await allocations.used_addresses_from(conn, "busy", NETWORK.network_address, 10_000)
 
 
 async def test_concurrent_requests_get_distinct_lowest_addresses(pool: asyncpg.Pool) -> None:
@@ -80,11 +81,11 @@ async def test_concurrent_releases_and_allocations_never_share_an_address(pool: 
     assert len(used) == len(set(used)) == 5 * 5 + 10 * 5
     async with pool.acquire() as conn:
         for n in range(10):
-            assert len(await repo.job_allocations(conn, f"new-{n}")) == 5
+            assert len(await allocations.job_allocations(conn, f"new-{n}")) == 5
         # The invariant the search relies on: below scan_from, every assignable address is
         # allocated or on the free list, never both.
-        listed = set(await repo.free_list(conn, "busy", 1000))
-        domain = await repo.get_domain(conn, "busy")
+        listed = set(await allocations.free_list(conn, "busy", 1000))
+        domain = await domains.get_domain(conn, "busy")
     assert domain is not None
     assert not listed & set(used)
     below = {a for a in (nth_assignable(NETWORK, i) for i in range(100)) if a < domain.scan_from}

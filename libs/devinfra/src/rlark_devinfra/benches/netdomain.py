@@ -25,10 +25,11 @@ from ipaddress import IPv4Address, IPv4Network
 import asyncpg
 import structlog
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested, AddressRequest
-from rlark_netdomain import handlers
-from rlark_netdomain import repository as repo
 from rlark_netdomain.domain import count_assignable, nth_assignable
+from rlark_netdomain.handlers.addresses import allocate_addresses, release_addresses
+from rlark_netdomain.handlers.publishing import EventMeta
 from rlark_netdomain.main import DEFINITION
+from rlark_netdomain.repository import domains
 from rlark_platform.db import apply_migrations, create_pool, ensure_database, load_migrations, transaction
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import PLATFORM_MIGRATIONS_TABLE, platform_migrations
@@ -84,7 +85,7 @@ async def bench_db_allocations(
     pool = await create_pool(database_url, min_size=1, max_size=2)
     try:
         async with transaction(pool) as conn:
-            await repo.insert_domain(
+            await domains.insert_domain(
                 conn, "bench", network, "benchmark", "bench", network.network_address + 1
             )
         taken = [nth_assignable(network, i) for i in rng.sample(range(capacity), n_in_use)]
@@ -100,7 +101,7 @@ async def bench_db_allocations(
             )
             began = time.perf_counter()
             async with transaction(pool) as conn:
-                assert await handlers.allocate_addresses(conn, request, handlers.EventMeta())
+                assert await allocate_addresses(conn, request, EventMeta())
             return time.perf_counter() - began
 
         fill = [await allocate(f"fill-{i}") for i in range(operations)]
@@ -109,8 +110,8 @@ async def bench_db_allocations(
         for i in range(operations):
             victim = jobs.pop(rng.randrange(len(jobs)))
             async with transaction(pool) as conn:
-                await handlers.release_addresses(
-                    conn, AddressesReleaseRequested(job_id=victim, domain="bench"), handlers.EventMeta()
+                await release_addresses(
+                    conn, AddressesReleaseRequested(job_id=victim, domain="bench"), EventMeta()
                 )
             churn.append(await allocate(f"churn-{i}"))
             jobs.append(f"churn-{i}")

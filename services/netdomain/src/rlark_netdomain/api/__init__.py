@@ -17,9 +17,9 @@ from rlark_platform.openapi import error_responses
 from rlark_platform.paging import PageNumber, PageSize
 from rlark_platform.service import ServiceContext
 
-from rlark_netdomain import handlers
 from rlark_netdomain.domain import count_assignable, full_mesh
-from rlark_netdomain.repository import Domain
+from rlark_netdomain.handlers import domains
+from rlark_netdomain.repository.domains import Domain
 from rlark_netdomain.settings import NetdomainSettings
 
 
@@ -148,7 +148,7 @@ def _out(domain: Domain, allocated: int, warnings: list[str]) -> DomainOut:
     )
 
 
-def _detail(detail: handlers.DomainDetail) -> DomainDetailOut:
+def _detail(detail: domains.DomainDetail) -> DomainDetailOut:
     base = _out(detail.domain, detail.allocated, [w.message for w in detail.warnings])
     topology = full_mesh(detail.per_cluster)
     via = {r.link: r.via for r in detail.relays}
@@ -198,7 +198,7 @@ def build_router(ctx: ServiceContext[NetdomainSettings, None]) -> APIRouter:
         page_size: PageSize = 50,
     ) -> DomainList:
         """Network domains ordered by name (the first one is a job's default domain)."""
-        result = await handlers.list_domains(pool, page=page, page_size=page_size)
+        result = await domains.list_domains(pool, page=page, page_size=page_size)
         return DomainList(
             items=[_out(s.domain, s.allocated, s.warnings) for s in result.items],
             total=result.total,
@@ -211,13 +211,13 @@ def build_router(ctx: ServiceContext[NetdomainSettings, None]) -> APIRouter:
     )
     async def create_domain(body: CreateDomainRequest, caller: AdminDep) -> DomainDetailOut:
         """Create a network domain: a private CIDR overlapping no cluster and no other domain."""
-        domain = await handlers.create_domain(pool, caller, body.name, body.cidr, body.description)
-        return _detail(await handlers.get_domain(pool, domain.name))
+        domain = await domains.create_domain(pool, caller, body.name, body.cidr, body.description)
+        return _detail(await domains.get_domain(pool, domain.name))
 
     @router.post("/domains:check", response_model=CheckOut)
     async def check_cidr(body: CheckRequest, _: CallerDep) -> CheckOut:
         """Would this CIDR be accepted for a new domain? For forms: always 200, with the reasons."""
-        result = await handlers.check_cidr(pool, body.cidr)
+        result = await domains.check_cidr(pool, body.cidr)
         error = result.error
         return CheckOut(
             ok=result.ok,
@@ -244,12 +244,12 @@ def build_router(ctx: ServiceContext[NetdomainSettings, None]) -> APIRouter:
     @router.get("/domains/{name}", response_model=DomainDetailOut, responses=error_responses(404))
     async def get_domain(name: str, _: CallerDep) -> DomainDetailOut:
         """A domain with its utilisation, tunnel topology and links' states, overlap warnings."""
-        return _detail(await handlers.get_domain(pool, name))
+        return _detail(await domains.get_domain(pool, name))
 
     @router.delete("/domains/{name}", status_code=204, responses=error_responses(403, 404, 409))
     async def delete_domain(name: str, _: AdminDep) -> Response:
         """Delete a domain; refused (409 domain_in_use) while addresses of it are allocated."""
-        await handlers.delete_domain(pool, name)
+        await domains.delete_domain(pool, name)
         return Response(status_code=204)
 
     return router
