@@ -9,7 +9,8 @@
   topic's goes to the DLQ and changes nothing.
 
 Handlers run inside the platform consumer's inbox transaction, so a redelivered event is a no-op;
-each delegates to ``handlers``.
+each delegates to a use case of ``handlers`` (``state``, ``placement``, ``reports``,
+``tunnels``).
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import Consumer, Handler, Handlers
 from rlark_platform.service import ServiceContext
 
-from rlark_scheduler import handlers
-from rlark_scheduler.handlers import Meta
+from rlark_scheduler.envelopes import Meta
+from rlark_scheduler.handlers import placement, reports, state, tunnels
 from rlark_scheduler.settings import SchedulerSettings
 
 log = structlog.get_logger(__name__)
@@ -61,37 +62,37 @@ REPORTS_CONSUMER = "scheduler-agent-reports"
 
 def state_handlers(settings: SchedulerSettings) -> Handlers:
     async def cluster(conn: Connection, envelope: Envelope, payload: ClusterState) -> None:
-        await handlers.apply_cluster_state(conn, payload, Meta.of(envelope), datetime.now(UTC))
+        await state.apply_cluster_state(conn, payload, Meta.of(envelope), datetime.now(UTC))
 
     async def node(conn: Connection, envelope: Envelope, payload: NodeState) -> None:
-        await handlers.apply_node_state(conn, payload)
+        await state.apply_node_state(conn, payload)
 
     def key(deleted: bool) -> Handler[KeyState]:
         async def apply(conn: Connection, envelope: Envelope, payload: KeyState) -> None:
-            await handlers.apply_key(conn, payload, Meta.of(envelope), deleted=deleted, now=datetime.now(UTC))
+            await state.apply_key(conn, payload, Meta.of(envelope), deleted=deleted, now=datetime.now(UTC))
 
         return apply
 
     def domain(deleted: bool) -> Handler[DomainState]:
         async def apply(conn: Connection, envelope: Envelope, payload: DomainState) -> None:
-            await handlers.apply_domain(conn, payload, deleted=deleted)
+            await state.apply_domain(conn, payload, deleted=deleted)
 
         return apply
 
     async def allocated(conn: Connection, envelope: Envelope, payload: AddressesAllocated) -> None:
-        await handlers.apply_addresses_allocated(
+        await placement.apply_addresses_allocated(
             conn, payload, envelope.causation_id, Meta.of(envelope), settings, datetime.now(UTC)
         )
 
     async def allocation_failed(
         conn: Connection, envelope: Envelope, payload: AddressAllocationFailed
     ) -> None:
-        await handlers.apply_allocation_failed(
+        await placement.apply_allocation_failed(
             conn, payload, envelope.causation_id, Meta.of(envelope), settings, datetime.now(UTC)
         )
 
     async def released(conn: Connection, envelope: Envelope, payload: AddressesReleased) -> None:
-        await handlers.apply_addresses_released(conn, payload)
+        await placement.apply_addresses_released(conn, payload)
 
     return {
         ClusterRegistered: cluster,
@@ -114,7 +115,7 @@ def state_handlers(settings: SchedulerSettings) -> Handlers:
 
 def report_handlers(settings: SchedulerSettings) -> Handlers:
     async def status(conn: Connection, envelope: Envelope, payload: WorkerStatusChanged) -> None:
-        await handlers.apply_worker_status(conn, payload, Meta.of(envelope), settings, datetime.now(UTC))
+        await reports.apply_worker_status(conn, payload, Meta.of(envelope), settings, datetime.now(UTC))
         log.info(
             "worker status",
             job_id=payload.job_id,
@@ -125,13 +126,13 @@ def report_handlers(settings: SchedulerSettings) -> Handlers:
         )
 
     async def logs(conn: Connection, envelope: Envelope, payload: WorkerLogsEmitted) -> None:
-        await handlers.apply_worker_logs(conn, payload, settings)
+        await reports.apply_worker_logs(conn, payload, settings)
 
     async def outputs(conn: Connection, envelope: Envelope, payload: WorkerOutputsListed) -> None:
-        await handlers.apply_worker_outputs(conn, payload)
+        await reports.apply_worker_outputs(conn, payload)
 
     async def tunnel(conn: Connection, envelope: Envelope, payload: TunnelStateChanged) -> None:
-        await handlers.apply_tunnel_state(conn, payload, Meta.of(envelope), settings, datetime.now(UTC))
+        await tunnels.apply_tunnel_state(conn, payload, Meta.of(envelope), settings, datetime.now(UTC))
 
     return {
         WorkerStatusChanged: status,

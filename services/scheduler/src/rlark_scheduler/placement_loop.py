@@ -27,8 +27,8 @@ Concurrency model
 - Pending reasons are written only when they change (``JobQueue.take_reason_changes``), so a round
   that changes nothing writes nothing.
 
-Each cycle also applies the tunnel rules (``handlers.judge_tunnels``), so a job whose domain link
-stays down fails when its grace ends, within about ``placement_poll_s``.
+Each cycle also applies the tunnel rules (``handlers.tunnels.judge_tunnels``), so a job whose
+domain link stays down fails when its grace ends, within about ``placement_poll_s``.
 
 Wake-ups: a NOTIFY (new job, node change, job ended ...), the earliest ``hold_until`` of a job
 waiting for network addresses, or a fallback poll (``placement_poll_s``).
@@ -46,16 +46,21 @@ import structlog
 from rlark_platform.db import transaction
 from rlark_platform.messaging.consumer import TRANSIENT_ERRORS
 
-from rlark_scheduler import handlers
-from rlark_scheduler import repository as repo
 from rlark_scheduler.domain.capacity import CapacityModel
 from rlark_scheduler.domain.jobs import JobStatus, job_request
 from rlark_scheduler.domain.placement import JobRequest, Placement
 from rlark_scheduler.domain.queue import JobQueue, schedule_round
 from rlark_scheduler.domain.spec import JobDocument
-from rlark_scheduler.repository import JobRow
+from rlark_scheduler.envelopes import Meta
+from rlark_scheduler.handlers.placement import commit_placement, store_pending_reason
+from rlark_scheduler.handlers.tunnels import judge_tunnels
+from rlark_scheduler.repository import changes as changes_repo
+from rlark_scheduler.repository import jobs as jobs_repo
+from rlark_scheduler.repository import read_models
+from rlark_scheduler.repository import workers as workers_repo
+from rlark_scheduler.repository.jobs import JobRow
+from rlark_scheduler.repository.read_models import capacity_node
 from rlark_scheduler.settings import SchedulerSettings
-from rlark_scheduler.submission import capacity_node
 
 log = structlog.get_logger(__name__)
 
@@ -99,14 +104,14 @@ class PlacementLoop:
                     await self._sleep(self._settings.placement_poll_s)
                     continue
                 self.is_leader = True
-                await conn.add_listener(repo.CHANGES_CHANNEL, self._on_notify)
+                await conn.add_listener(changes_repo.CHANGES_CHANNEL, self._on_notify)
                 log.info("placement loop is leader")
                 try:
                     await self._lead(conn)
                 finally:
                     self.is_leader = False
                     with contextlib.suppress(Exception):
-                        await conn.remove_listener(repo.CHANGES_CHANNEL, self._on_notify)
+                        await conn.remove_listener(changes_repo.CHANGES_CHANNEL, self._on_notify)
                         await conn.execute("SELECT pg_advisory_unlock($1)", _LEADER_LOCK)
             except DATABASE_ERRORS as exc:
                 log.warning("placement loop lost its database; rebuilding", error=str(exc))
@@ -157,7 +162,7 @@ class PlacementLoop:
         for placement in placements:
             try:
                 async with transaction(self._pool) as conn:
-                    ok = await handlers.commit_placement(conn, placement, self._settings, datetime.now(UTC))
+                    ok = await commit_placement(conn, placement, self._settings, datetime.now(UTC))
             except Exception as exc:
                 # The model may now hold what the database does not: rebuild before anything else.
                 log.error("placement commit failed; rebuilding", job_id=placement.job_id, error=repr(exc))
@@ -175,26 +180,26 @@ class PlacementLoop:
             async with transaction(self._pool) as conn:
                 for job_id, reason in changes:
                     rounds = self.queue.rounds_waited(job_id)
-                    await handlers.store_pending_reason(conn, job_id, reason, rounds, now)
+                    await store_pending_reason(conn, job_id, reason, rounds, now)
         async with transaction(self._pool) as conn:
             # A tunnel down past its grace fails its jobs even when no new report arrives.
-            await handlers.judge_tunnels(conn, None, self._settings, datetime.now(UTC), handlers.Meta())
+            await judge_tunnels(conn, None, self._settings, datetime.now(UTC), Meta())
         self.rounds += 1
         return committed
 
     # -- keeping the model in step ---------------------------------------------------------------
 
     async def _rebuild(self, conn: Any) -> None:
-        await repo.clear_changes(conn)
+        await changes_repo.clear_changes(conn)
         model = CapacityModel()
-        for node in await repo.all_nodes(conn):
+        for node in await read_models.all_nodes(conn):
             model.upsert_node(capacity_node(node))
-        for cluster in await repo.offline_clusters(conn):
+        for cluster in await read_models.offline_clusters(conn):
             model.set_cluster_online(cluster, False)
-        for job_id, held in (await repo.allocations(conn)).items():
+        for job_id, held in (await workers_repo.allocations(conn)).items():
             model.allocate(job_id, held)
         self.model, self.queue, self._held = model, JobQueue(), {}
-        for job in await repo.jobs_with_status(conn, [JobStatus.PENDING]):
+        for job in await jobs_repo.jobs_with_status(conn, [JobStatus.PENDING]):
             self._enqueue(job)
         self._stale = False
         log.info(
@@ -206,7 +211,7 @@ class PlacementLoop:
         )
 
     async def _apply_changes(self, conn: Any) -> int:
-        changes = await repo.pending_changes(conn, CHANGE_BATCH)
+        changes = await changes_repo.pending_changes(conn, CHANGE_BATCH)
         if not changes:
             return 0
         nodes = {tuple(c.key.split("/", 1)) for c in changes if c.kind == "node" and "/" in c.key}
@@ -217,19 +222,19 @@ class PlacementLoop:
             await self._rebuild(conn)
             return 0
         if clusters:
-            offline = set(await repo.offline_clusters(conn))
+            offline = set(await read_models.offline_clusters(conn))
             for cluster in clusters:
                 self.model.set_cluster_online(cluster, cluster not in offline)
-            for node in await repo.nodes_of_clusters(conn, sorted(clusters)):
+            for node in await read_models.nodes_of_clusters(conn, sorted(clusters)):
                 self.model.upsert_node(capacity_node(node))
         if nodes:
             keys = sorted((k[0], k[1]) for k in nodes)
-            for node in await repo.nodes_by_key(conn, keys):
+            for node in await read_models.nodes_by_key(conn, keys):
                 self.model.upsert_node(capacity_node(node))
         if jobs:
-            rows = {job.id: job for job in await repo.get_jobs(conn, sorted(jobs))}
+            rows = {job.id: job for job in await jobs_repo.get_jobs(conn, sorted(jobs))}
             held = (
-                await repo.allocations(conn)
+                await workers_repo.allocations(conn)
                 if any(r.status.holds_capacity and not self.model.held(r.id) for r in rows.values())
                 else {}
             )
@@ -237,9 +242,9 @@ class PlacementLoop:
                 self._apply_job(job_id, rows.get(job_id), held)
             # A job that ended no longer discounts its workers from the cluster's own figure: until
             # the cluster reports their pods gone, their GPUs count as used by others.
-            for node in await repo.nodes_of_jobs(conn, sorted(jobs)):
+            for node in await read_models.nodes_of_jobs(conn, sorted(jobs)):
                 self.model.upsert_node(capacity_node(node))
-        await repo.delete_changes(conn, [c.id for c in changes])
+        await changes_repo.delete_changes(conn, [c.id for c in changes])
         return len(changes)
 
     def _apply_job(

@@ -29,11 +29,10 @@ from rlark_platform.errors import ApiError
 from rlark_platform.identity import Caller
 from rlark_platform.messaging import add_events
 
-from rlark_scheduler import repository as repo
-from rlark_scheduler.domain.capacity import CapacityModel, NodeState, gpus_used_by_others
+from rlark_scheduler.domain.capacity import CapacityModel
 from rlark_scheduler.domain.idempotency import HEADER, document_fingerprint
 from rlark_scheduler.domain.jobs import JobStatus, job_request
-from rlark_scheduler.domain.reasons import PendingReason, can_ever_fit
+from rlark_scheduler.domain.reasons import PendingReason, can_ever_fit, pending_view
 from rlark_scheduler.domain.render import AgentPlan, normalized_document, plan_preview, render_yaml
 from rlark_scheduler.domain.spec import (
     MAX_REPLICAS,
@@ -44,8 +43,13 @@ from rlark_scheduler.domain.spec import (
     parse_job_document,
 )
 from rlark_scheduler.domain.validation import ClusterView, NodeView, ValidationContext, validate_job
-from rlark_scheduler.handlers import Meta, envelope, pending_view
-from rlark_scheduler.repository import JobRow, KeyRow, NodeRow
+from rlark_scheduler.envelopes import Meta, envelope
+from rlark_scheduler.repository import changes as changes_repo
+from rlark_scheduler.repository import jobs as jobs_repo
+from rlark_scheduler.repository import read_models
+from rlark_scheduler.repository import timeline as timeline_repo
+from rlark_scheduler.repository.jobs import JobRow
+from rlark_scheduler.repository.read_models import KeyRow, capacity_node, free_gpus
 
 log = structlog.get_logger(__name__)
 
@@ -53,32 +57,6 @@ log = structlog.get_logger(__name__)
 def new_job_id() -> str:
     """A system id ``job-<12 hex>``: short enough that ``<job_id>-<role>-<index>`` stays a DNS label."""
     return f"job-{secrets.token_hex(6)}"
-
-
-def used_by_others(node: NodeRow) -> int:
-    """GPUs of ``node`` that the scheduler's allocations do not account for (``gpus_used_by_others``)."""
-    return gpus_used_by_others(node.gpu_allocated, node.gpu_allocated_foreign, node.present_gpus)
-
-
-def free_gpus(node: NodeRow) -> int:
-    """GPUs a new worker could use on ``node`` now: what is left after others' usage and every
-    allocation the scheduler holds there (the scheduler's allocations are authoritative for its own
-    workers; see ``domain.capacity.gpus_used_by_others`` for the rest)."""
-    return max(node.gpu_allocatable - used_by_others(node) - node.held_gpus, 0)
-
-
-def capacity_node(node: NodeRow) -> NodeState:
-    """The capacity model's view of a stored node (see :func:`free_gpus` for the accounting)."""
-    return NodeState(
-        cluster=node.cluster,
-        name=node.name,
-        labels=node.labels,
-        ready=node.ready,
-        schedulable=node.schedulable,
-        gpu_allocatable=max(node.gpu_allocatable, 0),
-        gpu_used_external=used_by_others(node),
-        gone=node.gone,
-    )
 
 
 @dataclass
@@ -132,12 +110,12 @@ async def check(conn: Connection, owner: str, body: bytes) -> Checked:
         doc = parse_job_document(_document_text(body))
     except SpecParseError as exc:
         return Checked(doc=None, errors=list(exc.errors))
-    domains = await repo.domains(conn)
+    domains = await read_models.domains(conn)
     doc = fill_network_domain_default(doc, domains)
-    keys = await repo.keys_of(conn, owner)
+    keys = await read_models.keys_of(conn, owner)
     names = sorted({role.cluster for role in doc.spec.tasks})
-    clusters = await repo.known_clusters(conn, names)
-    nodes = [n for n in await repo.nodes_of_clusters(conn, names) if not n.gone]
+    clusters = await read_models.known_clusters(conn, names)
+    nodes = [n for n in await read_models.nodes_of_clusters(conn, names) if not n.gone]
     views = []
     for cluster in clusters:
         mine = tuple(
@@ -263,7 +241,7 @@ async def submit(
     body_fingerprint = fingerprint(body) if idempotency_key is not None else None
     async with pool.acquire() as conn:
         if idempotency_key is not None:
-            found = await repo.job_by_idempotency_key(conn, caller.user, idempotency_key)
+            found = await jobs_repo.job_by_idempotency_key(conn, caller.user, idempotency_key)
             if found is not None:
                 assert body_fingerprint is not None
                 return Submitted(_repeat(found, idempotency_key, body_fingerprint), created=False)
@@ -274,10 +252,10 @@ async def submit(
     try:
         job = await _store(pool, caller, checked, now, idempotency_key, body_fingerprint)
     except asyncpg.UniqueViolationError as exc:
-        if idempotency_key is None or exc.constraint_name != repo.IDEMPOTENCY_CONSTRAINT:
+        if idempotency_key is None or exc.constraint_name != jobs_repo.IDEMPOTENCY_CONSTRAINT:
             raise
         async with pool.acquire() as conn:
-            found = await repo.job_by_idempotency_key(conn, caller.user, idempotency_key)
+            found = await jobs_repo.job_by_idempotency_key(conn, caller.user, idempotency_key)
         assert found is not None  # the row that won the race commits before the violation is raised
         assert body_fingerprint is not None
         return Submitted(_repeat(found, idempotency_key, body_fingerprint), created=False)
@@ -305,7 +283,7 @@ async def _store(
     spec = normalized_document(doc)
     meta = Meta.from_request()
     async with transaction(pool) as conn:
-        job = await repo.insert_job(
+        job = await jobs_repo.insert_job(
             conn,
             job_id=job_id,
             owner=caller.user,
@@ -322,7 +300,7 @@ async def _store(
             idempotency_key=idempotency_key,
             idempotency_fingerprint=body_fingerprint,
         )
-        await repo.insert_event(
+        await timeline_repo.insert_event(
             conn, job_id, "status", at=now, to_status=JobStatus.PENDING.value, reason=text("job.submitted")
         )
         await add_events(
@@ -349,5 +327,5 @@ async def _store(
                 ),
             ],
         )
-        await repo.add_change(conn, "job", job_id)
+        await changes_repo.add_change(conn, "job", job_id)
     return job

@@ -22,7 +22,7 @@ from rlark_scheduler.domain.reasons import (
 from rlark_scheduler.domain.rlinf import check_rlinf_config
 from rlark_scheduler.domain.spec import parse_job_document
 from rlark_scheduler.domain.validation import ClusterView, NodeView, ValidationContext, validate_job
-from rlark_scheduler.handlers import reported_reason
+from rlark_scheduler.handlers.reports import reported_reason
 
 pytestmark = pytest.mark.unit
 

@@ -27,8 +27,7 @@ from rlark_platform.openapi import error_responses
 from rlark_platform.paging import PageNumber, PageSize, cursor
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from rlark_scheduler import handlers, submission
-from rlark_scheduler import repository as repo
+from rlark_scheduler import submission
 from rlark_scheduler.api.models import (
     EventOut,
     JobDetail,
@@ -49,7 +48,13 @@ from rlark_scheduler.domain.jobs import JobStatus
 from rlark_scheduler.domain.render import render_yaml
 from rlark_scheduler.domain.spec import SpecParseError
 from rlark_scheduler.domain.templates import TEMPLATES, Template
-from rlark_scheduler.repository import JobRow
+from rlark_scheduler.handlers.lifecycle import visible
+from rlark_scheduler.handlers.requests import cancel_job, update_job_keys
+from rlark_scheduler.repository import jobs as jobs_repo
+from rlark_scheduler.repository import read_models
+from rlark_scheduler.repository import timeline as timeline_repo
+from rlark_scheduler.repository import workers as workers_repo
+from rlark_scheduler.repository.jobs import JobRow
 from rlark_scheduler.settings import SchedulerSettings
 
 MAX_BODY_BYTES = 1_000_000
@@ -109,17 +114,17 @@ def _template_out(template: Template[Any]) -> TemplateOut:
 
 
 async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> JobDetail:
-    workers = await repo.workers_of(conn, job.id)
-    timeline = await repo.events_of(conn, job.id, kinds=["status"])
-    outputs = await repo.outputs_of(conn, job.id)
-    said = await repo.reasons_said(conn, [job.id])
-    worker_said = await repo.worker_reasons_said(conn, job.id)
+    workers = await workers_repo.workers_of(conn, job.id)
+    timeline = await timeline_repo.events_of(conn, job.id, kinds=["status"])
+    outputs = await timeline_repo.outputs_of(conn, job.id)
+    said = await timeline_repo.reasons_said(conn, [job.id])
+    worker_said = await timeline_repo.worker_reasons_said(conn, job.id)
     spec = job.spec.get("spec", {})
     header = next((w for w in workers if w.facts.is_header), None)
     address = (header.virtual_ip or header.facts.address) if header else ""
     login_users: dict[str, str] = {}
     for name in sorted({w.facts.cluster for w in workers}):
-        cluster = await repo.get_cluster(conn, name)
+        cluster = await read_models.get_cluster(conn, name)
         login_users[name] = LOCAL_WORKER_USER if cluster and cluster.runtime == "local" else settings.ssh_user
     ssh = None
     if header is not None and address and job.status.holds_capacity:
@@ -163,7 +168,7 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
 
     async def load(caller: Caller, job_id: str) -> JobRow:
         async with pool.acquire() as conn:
-            return handlers.visible(await repo.get_job(conn, job_id), caller)
+            return visible(await jobs_repo.get_job(conn, job_id), caller)
 
     async def detail(job: JobRow) -> JobDetail:
         async with pool.acquire() as conn:
@@ -272,7 +277,7 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
         if not caller.is_admin and owner and owner != caller.user:
             return JobList(items=[], total=0, page=page, page_size=page_size)
         async with pool.acquire() as conn:
-            rows, total = await repo.list_jobs(
+            rows, total = await jobs_repo.list_jobs(
                 conn,
                 owner=scope,
                 statuses=[known[s.lower()] for s in statuses],
@@ -281,7 +286,7 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
                 page=page,
                 page_size=page_size,
             )
-            said = await repo.reasons_said(conn, [r.id for r in rows])
+            said = await timeline_repo.reasons_said(conn, [r.id for r in rows])
         items = [JobSummary(**JobSummary.fields_of(r), reason_said=said.get(r.id)) for r in rows]
         return JobList(items=items, total=total, page=page, page_size=page_size)
 
@@ -294,14 +299,14 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
     async def cancel(job_id: str, caller: CallerDep) -> JobDetail:
         """Cancel a job: every worker is stopped and its capacity and addresses released."""
         async with transaction(pool) as conn:
-            job = await handlers.cancel_job(conn, caller, job_id, datetime.now(UTC))
+            job = await cancel_job(conn, caller, job_id, datetime.now(UTC))
         return await detail(job)
 
     @router.put("/jobs/{job_id}/ssh-keys", response_model=JobDetail, responses=error_responses(404, 409))
     async def set_ssh_keys(job_id: str, body: SshKeysRequest, caller: CallerDep) -> JobDetail:
         """Replace the job's SSH keys; running workers get them without a restart."""
         async with transaction(pool) as conn:
-            job = await handlers.update_job_keys(conn, caller, job_id, body.ssh_keys, datetime.now(UTC))
+            job = await update_job_keys(conn, caller, job_id, body.ssh_keys, datetime.now(UTC))
         return await detail(job)
 
     @router.get("/jobs/{job_id}/logs", response_model=None, responses=error_responses(404))
@@ -322,7 +327,7 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
         cursor = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
         if not follow:
             async with pool.acquire() as conn:
-                rows = await repo.logs_of(
+                rows = await timeline_repo.logs_of(
                     conn, job.id, worker_id=worker, since_seq=since_seq, after_cursor=cursor, limit=limit
                 )
             if format == "text":
@@ -334,7 +339,7 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
 
         async def fetch() -> tuple[list[Any], bool]:
             async with pool.acquire() as conn:
-                rows = await repo.logs_of(
+                rows = await timeline_repo.logs_of(
                     conn,
                     job.id,
                     worker_id=worker,
@@ -342,7 +347,7 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
                     after_cursor=position["cursor"],
                     limit=500,
                 )
-                current = await repo.get_job(conn, job.id)
+                current = await jobs_repo.get_job(conn, job.id)
             if rows:
                 position["cursor"] = rows[-1].cursor
             return rows, _finished(current)
@@ -370,15 +375,15 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
         start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
         if not follow:
             async with pool.acquire() as conn:
-                rows = await repo.events_of(conn, job.id, after=start)
+                rows = await timeline_repo.events_of(conn, job.id, after=start)
             return JSONResponse({"items": [EventOut.of(r).model_dump(mode="json") for r in rows]})
 
         position = {"seq": start}
 
         async def fetch() -> tuple[list[Any], bool]:
             async with pool.acquire() as conn:
-                rows = await repo.events_of(conn, job.id, after=position["seq"], limit=500)
-                current = await repo.get_job(conn, job.id)
+                rows = await timeline_repo.events_of(conn, job.id, after=position["seq"], limit=500)
+                current = await jobs_repo.get_job(conn, job.id)
             if rows:
                 position["seq"] = rows[-1].seq
             return rows, current is None or current.status.terminal
@@ -393,7 +398,7 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
 
     async def _status_of(job_id: str) -> dict[str, Any]:
         async with pool.acquire() as conn:
-            job = await repo.get_job(conn, job_id)
+            job = await jobs_repo.get_job(conn, job_id)
         if job is None:
             return {"job_id": job_id}
         return {

@@ -7,7 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlark_scheduler.repository import EventRow, JobRow, LogRow, WorkerRow
+from rlark_scheduler.repository.jobs import JobRow
+from rlark_scheduler.repository.timeline import EventRow, LogRow
+from rlark_scheduler.repository.workers import WorkerRow
 
 
 class SshKeysRequest(BaseModel):

@@ -20,7 +20,7 @@ from typing import Any
 import asyncpg
 import structlog
 
-from rlark_scheduler.repository import ACTIVITY_CHANNEL
+from rlark_scheduler.repository.changes import ACTIVITY_CHANNEL
 
 log = structlog.get_logger(__name__)
 

@@ -27,7 +27,8 @@ suggestions about other clusters are advisory and refreshed whenever the job is 
 
 Languages (ADR 0011): ``message`` is the English sentence above; :func:`pending_texts` says the same
 as catalogue sentences (``pending.*`` keys with their counts as parameters), one per clause, which
-clients render in the user's language and join with that language's separator.
+clients render in the user's language and join with that language's separator; :func:`pending_view`
+is a reason as JSON (a Pending job's ``pending`` column, and the details of a refusal).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from rlark_contracts.messages import Text, text
 
@@ -402,3 +404,48 @@ def pending_texts(reason: PendingReason) -> tuple[Text, ...]:
     for index, conflict in enumerate(reason.conflicts):
         clauses.append(conflict_text(conflict, alone=alone and index == 0))
     return tuple(clauses)
+
+
+def pending_view(reason: PendingReason) -> dict[str, Any]:
+    """A pending explanation as JSON: per-role funnel counts, gang conflicts, the sentence; each
+    sentence also as ``parts``, catalogue clauses a client says in its user's language (ADR 0011)."""
+    return {
+        "code": reason.code.value,
+        "message": reason.message,
+        "parts": [said.wire() for said in pending_texts(reason)],
+        "roles": [
+            {
+                "role": r.role,
+                "cluster": r.cluster,
+                "selector": dict(r.selector),
+                "needed": r.needed,
+                "gpus_per_worker": r.gpus_per_worker,
+                "cluster_known": r.cluster_known,
+                "cluster_online": r.cluster_online,
+                "in_cluster": r.in_cluster,
+                "matching": r.matching,
+                "ready": r.ready,
+                "schedulable": r.schedulable,
+                "enough": r.enough,
+                "gpus_allocatable": r.gpus_allocatable,
+                "gpus_used_external": r.gpus_used_external,
+                "gpus_held": r.gpus_held,
+                "code": r.code.value,
+                "message": r.message,
+                "parts": [said.wire() for said in role_texts(r)],
+                "alternatives": [{"cluster": a.cluster, "nodes": a.nodes} for a in r.alternatives],
+            }
+            for r in reason.roles
+        ],
+        "conflicts": [
+            {
+                "cluster": c.cluster,
+                "roles": list(c.roles),
+                "needed": c.needed,
+                "nodes": c.nodes,
+                "message": c.message,
+                "parts": [conflict_text(c).wire()],
+            }
+            for c in reason.conflicts
+        ],
+    }

@@ -1,0 +1,335 @@
+"""Placing a job: the placement loop's decision stored, netdomain asked for addresses and its answers
+applied, each worker's placement sent to its cluster's agent; Pending jobs' explanations.
+
+Saga steps (ARCHITECTURE §3): :func:`commit_placement` — Pending → Scheduled with the workers
+stored; a job with a network domain asks netdomain for addresses, one without gets its worker
+placements at once (→ Starting). :func:`apply_addresses_allocated` /
+:func:`apply_allocation_failed` — netdomain's answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import structlog
+from rlark_contracts.events.netdomain import AddressAllocationFailed, AddressesAllocated, AddressesReleased
+from rlark_contracts.events.scheduler import AddressesRequested, AddressRequest, Mount, WorkerPlaced
+from rlark_contracts.messages import text
+from rlark_platform.db.pool import Connection
+from rlark_platform.messaging import add_event, add_events
+
+from rlark_scheduler.domain.jobs import JobStatus, WorkerFacts, domain_capacity, worker_id
+from rlark_scheduler.domain.placement import Placement
+from rlark_scheduler.domain.reasons import PendingReason, pending_view
+from rlark_scheduler.domain.render import rlinf_config_yaml
+from rlark_scheduler.domain.spec import JobDocument, MountType
+from rlark_scheduler.domain.validation import hostpath_refusals
+from rlark_scheduler.envelopes import Meta, envelope
+from rlark_scheduler.handlers.lifecycle import back_to_pending, end_job, transition
+from rlark_scheduler.repository import changes as changes_repo
+from rlark_scheduler.repository import jobs as jobs_repo
+from rlark_scheduler.repository import read_models
+from rlark_scheduler.repository import timeline as timeline_repo
+from rlark_scheduler.repository import workers as workers_repo
+from rlark_scheduler.repository.jobs import JobRow
+from rlark_scheduler.settings import SchedulerSettings
+
+log = structlog.get_logger(__name__)
+
+
+LOCAL_RUNTIME = "local"
+FATAL_ALLOCATION_CODES = frozenset({"domain_not_found", "job_in_other_domain"})
+"""netdomain refusals that waiting cannot cure: the job fails instead of going back to Pending."""
+
+
+# ---------------------------------------------------------------------------------------- placement
+
+
+def placement_workers(job_id: str, placement: Placement, header_role: str) -> list[WorkerFacts]:
+    return [
+        WorkerFacts(
+            worker_id=worker_id(job_id, w.role, w.index),
+            role=w.role,
+            index=w.index,
+            rank=w.rank,
+            is_header=w.role == header_role,
+            cluster=w.cluster,
+            node=w.node,
+            gpus=w.gpus,
+        )
+        for w in placement.workers
+    ]
+
+
+async def commit_placement(
+    conn: Connection, placement: Placement, settings: SchedulerSettings, now: datetime
+) -> bool:
+    """Store a gang placement decided by the placement loop; False when the job is no longer Pending
+    (cancelled meanwhile): nothing is written and the caller gives the capacity back."""
+    job = await jobs_repo.get_job(conn, placement.job_id, for_update=True)
+    if job is None or job.status is not JobStatus.PENDING:
+        return False
+    doc = JobDocument.model_validate(job.spec)
+    meta = Meta(correlation_id=job.id)
+    refused = await hostpaths_refused_now(conn, doc)
+    if refused:
+        await end_job(conn, job, JobStatus.FAILED, refused, now, meta)
+        return False
+    header = doc.spec.header or ""
+    workers = placement_workers(job.id, placement, header)
+    await workers_repo.insert_workers(conn, job.id, workers, now)
+    clusters = sorted({w.cluster for w in workers})
+    details = {
+        "workers": [
+            {"worker_id": w.worker_id, "cluster": w.cluster, "node": w.node, "rank": w.rank, "gpus": w.gpus}
+            for w in workers
+        ]
+    }
+    await transition(
+        conn,
+        job,
+        JobStatus.PENDING,
+        JobStatus.SCHEDULED,
+        text("job.placed.one", clusters=", ".join(clusters))
+        if len(workers) == 1
+        else text("job.placed", workers=len(workers), clusters=", ".join(clusters)),
+        now,
+        meta,
+        details=details,
+    )
+    if job.network_domain:
+        request = envelope(
+            AddressesRequested(
+                job_id=job.id,
+                domain=job.network_domain,
+                workers=[AddressRequest(worker_id=w.worker_id, cluster=w.cluster) for w in workers],
+            ),
+            job.id,
+            meta,
+        )
+        await add_event(conn, request)
+        await jobs_repo.set_address_request(conn, job.id, request.id)
+        return True
+    await emit_placed(conn, job, doc, workers, None, None, settings, meta)
+    await transition(
+        conn,
+        job,
+        JobStatus.SCHEDULED,
+        JobStatus.STARTING,
+        text("job.placements_sent", clusters=", ".join(clusters)),
+        now,
+        meta,
+    )
+    return True
+
+
+async def hostpaths_refused_now(conn: Connection, doc: JobDocument) -> str:
+    """Why the job's hostPath mounts may no longer be placed ("" when they may): the clusters' policies
+    as stored now, which an admin may have narrowed since the job was accepted (ADR 0006)."""
+    names = sorted(
+        {role.cluster for role in doc.spec.tasks if any(m.type is MountType.HOST_PATH for m in role.mounts)}
+    )
+    if not names:
+        return ""
+    policies = {c.name: c.hostpath_allow for c in await read_models.known_clusters(conn, names)}
+    refusals = hostpath_refusals(doc.spec, policies)
+    return "; ".join(message for _, message in refusals)
+
+
+async def emit_placed(
+    conn: Connection,
+    job: JobRow,
+    doc: JobDocument,
+    workers: Sequence[WorkerFacts],
+    virtual_ips: dict[str, str] | None,
+    domain_cidr: str | None,
+    settings: SchedulerSettings,
+    meta: Meta,
+) -> None:
+    """One ``scheduler.worker.placed.v1`` per worker, in rank order (Header first, rank 0)."""
+    spec = doc.spec
+    roles = {role.name: role for role in spec.tasks}
+    header = next(w for w in workers if w.is_header)
+    if virtual_ips is not None:
+        header_address = virtual_ips[header.worker_id]
+    else:
+        cluster = await read_models.get_cluster(conn, header.cluster)
+        # On the local runtime each worker has its own address, which only the agent knows: it fills
+        # in the Header's address itself when this is empty.
+        local = cluster is not None and cluster.runtime == LOCAL_RUNTIME
+        header_address = "" if local else await read_models.node_address(conn, header.cluster, header.node)
+    # The Header waits until Ray reports the job's GPUs (RLARK_EXPECTED_GPUS), so every placement carries them.
+    total_gpus = sum(w.gpus for w in workers)
+    rlinf_config = rlinf_config_yaml(doc)
+    events = []
+    for w in sorted(workers, key=lambda w: w.rank):
+        role = roles[w.role]
+        events.append(
+            envelope(
+                WorkerPlaced(
+                    job_id=job.id,
+                    worker_id=w.worker_id,
+                    cluster=w.cluster,
+                    node=w.node,
+                    role=w.role,
+                    index=w.index,
+                    rank=w.rank,
+                    num_nodes=len(workers),
+                    is_header=w.is_header,
+                    gpus=w.gpus,
+                    image=role.image,
+                    prepare_script=role.prepare_script or "",
+                    run_script=(spec.run_script or "") if w.is_header else "",
+                    env=dict(role.env),
+                    mounts=[
+                        Mount(
+                            name=m.name,
+                            type=m.type.value,
+                            source=m.source,
+                            path=m.path,
+                            read_only=m.read_only,
+                            secret_ref=m.secret_ref,
+                        )
+                        for m in role.mounts
+                    ],
+                    ssh_public_keys=list(job.ssh_public_keys),
+                    virtual_ip=virtual_ips[w.worker_id] if virtual_ips is not None else None,
+                    domain=job.network_domain if virtual_ips is not None else None,
+                    domain_cidr=domain_cidr,
+                    header_address=header_address,
+                    ray_port=settings.ray_port,
+                    outputs=list(spec.outputs),
+                    tensorboard_dir=spec.tensorboard_dir or "",
+                    join_deadline_s=settings.join_deadline_s,
+                    total_gpus=total_gpus,
+                    rlinf_config=rlinf_config,
+                    owner=job.owner,
+                ),
+                job.id,
+                meta,
+            )
+        )
+    await add_events(conn, events)
+
+
+async def store_pending_reason(
+    conn: Connection, job_id: str, reason: PendingReason, rounds_waited: int, now: datetime
+) -> bool:
+    """Store a Pending job's explanation when it changed; the timeline gets a 'pending' row."""
+    view = pending_view(reason)
+    if not await jobs_repo.set_pending_reason(conn, job_id, view, reason.message, now):
+        return False
+    await timeline_repo.insert_event(
+        conn,
+        job_id,
+        "pending",
+        at=now,
+        to_status=JobStatus.PENDING.value,
+        reason=reason.message,
+        details={"code": reason.code.value, "rounds_waited": rounds_waited, "parts": view["parts"]},
+    )
+    await changes_repo.notify_activity(conn, job_id)
+    return True
+
+
+# ------------------------------------------------------------------------------------ network domain
+
+
+async def apply_addresses_allocated(
+    conn: Connection,
+    payload: AddressesAllocated,
+    answered: str | None,
+    meta: Meta,
+    settings: SchedulerSettings,
+    now: datetime,
+) -> None:
+    """Virtual IPs arrived: the workers get their placements (with their IPs) and the job starts.
+
+    ``answered`` is the id of the request netdomain answers (its event's causation id)."""
+    job = await _awaiting_addresses(conn, payload.job_id, answered)
+    if job is None:
+        return
+    workers = [w.facts for w in await workers_repo.workers_of(conn, job.id)]
+    addresses = {a.worker_id: a.address for a in payload.addresses}
+    missing = [w.worker_id for w in workers if w.worker_id not in addresses]
+    if missing:
+        await back_to_pending(
+            conn,
+            job,
+            f'network domain "{payload.domain}" returned no address for {", ".join(missing)}',
+            now,
+            meta,
+            hold_until=now + timedelta(seconds=settings.address_retry_s),
+            release_addresses=True,
+        )
+        return
+    await workers_repo.set_virtual_ips(conn, {w.worker_id: addresses[w.worker_id] for w in workers})
+    await jobs_repo.set_domain_cidr(conn, job.id, payload.cidr)
+    doc = JobDocument.model_validate(job.spec)
+    await emit_placed(conn, job, doc, workers, addresses, payload.cidr, settings, meta)
+    clusters = sorted({w.cluster for w in workers})
+    await transition(
+        conn,
+        job,
+        JobStatus.SCHEDULED,
+        JobStatus.STARTING,
+        text("job.placements_sent.domain", domain=payload.domain, clusters=", ".join(clusters)),
+        now,
+        meta,
+    )
+
+
+async def apply_allocation_failed(
+    conn: Connection,
+    payload: AddressAllocationFailed,
+    answered: str | None,
+    meta: Meta,
+    settings: SchedulerSettings,
+    now: datetime,
+) -> None:
+    """netdomain could not give every worker an address: wait again, or fail when waiting cannot help."""
+    job = await _awaiting_addresses(conn, payload.job_id, answered)
+    if job is None:
+        return
+    workers = await workers_repo.workers_of(conn, job.id)
+    cidr = (await read_models.domains(conn)).get(payload.domain)
+    too_big = cidr is not None and len(workers) > domain_capacity(cidr)
+    if payload.code in FATAL_ALLOCATION_CODES or too_big:
+        reason = payload.reason
+        if too_big:
+            reason = text(
+                "job.domain_too_small",
+                domain=payload.domain,
+                cidr=str(cidr),
+                workers=len(workers),
+                capacity=domain_capacity(str(cidr)),
+            )
+        await end_job(conn, job, JobStatus.FAILED, reason, now, meta, details={"code": payload.code})
+        return
+    await back_to_pending(
+        conn,
+        job,
+        payload.reason,
+        now,
+        meta,
+        hold_until=now + timedelta(seconds=settings.address_retry_s),
+        release_addresses=False,
+    )
+
+
+async def _awaiting_addresses(conn: Connection, job_id: str, answered: str | None) -> JobRow | None:
+    """The job when it is Scheduled and waiting for exactly this answer; None otherwise (stale)."""
+    job = await jobs_repo.get_job(conn, job_id, for_update=True)
+    if job is None or job.status is not JobStatus.SCHEDULED or not job.network_domain:
+        log.info("allocation answer ignored", job_id=job_id, status=job.status if job else None)
+        return None
+    if answered and job.address_request_id and answered != job.address_request_id:
+        log.info("allocation answer for an older request ignored", job_id=job_id)
+        return None
+    return job
+
+
+async def apply_addresses_released(conn: Connection, payload: AddressesReleased) -> None:
+    """Addresses came free in a domain: jobs waiting for some are tried again now."""
+    await changes_repo.add_changes(conn, "job", await jobs_repo.release_holds(conn, payload.domain))

@@ -1,0 +1,132 @@
+"""Agents' reports on workers: status (folded into the job by ``domain.jobs.fold_report``), log
+lines and output manifests. A report naming another job's or cluster's worker is a poison message."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import structlog
+from rlark_contracts.events.agent import WorkerLogsEmitted, WorkerOutputsListed, WorkerStatusChanged
+from rlark_contracts.messages import Text, catalogue
+from rlark_platform.db.pool import Connection
+from rlark_platform.messaging import PoisonMessage
+
+from rlark_scheduler.domain.jobs import JobStatus, WorkerReport, fold_report, ray_progress
+from rlark_scheduler.envelopes import Meta
+from rlark_scheduler.handlers.lifecycle import end_job, transition
+from rlark_scheduler.repository import changes as changes_repo
+from rlark_scheduler.repository import jobs as jobs_repo
+from rlark_scheduler.repository import timeline as timeline_repo
+from rlark_scheduler.repository import workers as workers_repo
+from rlark_scheduler.settings import SchedulerSettings
+
+log = structlog.get_logger(__name__)
+
+
+async def _reported_worker(
+    conn: Connection, cluster: str, job_id: str, wid: str
+) -> workers_repo.WorkerRow | None:
+    """The stored worker an agent reports on; a report naming another job's or cluster's worker is a
+    poison message (its topic proved the cluster, not the worker)."""
+    worker = await workers_repo.get_worker(conn, wid)
+    if worker is None:
+        log.info("report for an unknown worker ignored", worker_id=wid, cluster=cluster)
+        return None
+    if worker.job_id != job_id:
+        raise PoisonMessage(f"worker {wid} belongs to job {worker.job_id}, not {job_id}")
+    if worker.facts.cluster != cluster:
+        raise PoisonMessage(f"cluster {cluster} reported on worker {wid} of cluster {worker.facts.cluster}")
+    return worker
+
+
+def reported_reason(payload: WorkerStatusChanged) -> str:
+    """The agent's reason, as the catalogue sentence it named when this side says it the same way
+    (agents and the scheduler may run different catalogue versions: then the words as sent)."""
+    if payload.reason_key and payload.reason_key in catalogue("en"):
+        said = Text(payload.reason_key, payload.reason_params)
+        if said.english == payload.reason:
+            return said
+    return payload.reason
+
+
+async def apply_worker_status(
+    conn: Connection, payload: WorkerStatusChanged, meta: Meta, settings: SchedulerSettings, now: datetime
+) -> None:
+    """Fold one worker report into the worker and the job (see ``domain.jobs``)."""
+    if await _reported_worker(conn, payload.cluster, payload.job_id, payload.worker_id) is None:
+        return
+    job = await jobs_repo.get_job(conn, payload.job_id, for_update=True)
+    assert job is not None
+    workers = [w.facts for w in await workers_repo.workers_of(conn, job.id)]
+    before = next(w for w in workers if w.worker_id == payload.worker_id)
+    reason = reported_reason(payload)
+    report = WorkerReport(
+        worker_id=payload.worker_id,
+        phase=payload.phase,
+        reason=reason,
+        exit_code=payload.exit_code,
+        ray_nodes_joined=payload.ray_nodes_joined,
+        ray_nodes_expected=payload.ray_nodes_expected,
+        address=payload.address,
+    )
+    fold = fold_report(job.status, workers, report)
+    progress = ray_progress(report, before)
+    progress_changed = progress is not None and progress != (job.ray_nodes_joined, job.ray_nodes_expected)
+    if fold.changed:
+        await workers_repo.update_worker(conn, fold.worker, now, payload.at)
+    if progress is not None and progress_changed:
+        await jobs_repo.set_ray_progress(conn, job.id, *progress)
+    if fold.changed or progress_changed:
+        details: dict[str, Any] = {"exit_code": fold.worker.exit_code, "node": fold.worker.node}
+        if progress is not None:
+            details["ray_nodes_joined"], details["ray_nodes_expected"] = progress
+        await timeline_repo.insert_event(
+            conn,
+            job.id,
+            "worker",
+            at=now,
+            worker_id=payload.worker_id,
+            phase=fold.worker.phase,
+            reason=reason,
+            details=details,
+        )
+        await changes_repo.notify_activity(conn, job.id)
+    if fold.worker.present != before.present:
+        await changes_repo.add_change(conn, "node", f"{before.cluster}/{before.node}")
+    step = fold.transition
+    if step is None:
+        return
+    if step.to_status.terminal:
+        details = dict(step.details)
+        if step.to_status is JobStatus.FAILED and settings.failure_log_lines:
+            details["last_lines"] = await timeline_repo.last_lines(
+                conn, payload.worker_id, settings.failure_log_lines
+            )
+        await end_job(
+            conn, job, step.to_status, step.reason, now, meta, details=details, exit_code=step.exit_code
+        )
+    else:
+        await transition(conn, job, job.status, step.to_status, step.reason, now, meta, details=step.details)
+
+
+async def apply_worker_logs(conn: Connection, payload: WorkerLogsEmitted, settings: SchedulerSettings) -> int:
+    """Keep a batch of output lines (deduplicated by worker and line number); returns new lines."""
+    if await _reported_worker(conn, payload.cluster, payload.job_id, payload.worker_id) is None:
+        return 0
+    if payload.first_seq < 0:
+        raise PoisonMessage("first_seq must not be negative")
+    limit = settings.log_line_max_chars
+    lines = [line if len(line) <= limit else line[:limit] + " […]" for line in payload.lines]
+    added = await timeline_repo.insert_logs(conn, payload.job_id, payload.worker_id, payload.first_seq, lines)
+    if added:
+        await changes_repo.notify_activity(conn, payload.job_id)
+    return added
+
+
+async def apply_worker_outputs(conn: Connection, payload: WorkerOutputsListed) -> None:
+    if await _reported_worker(conn, payload.cluster, payload.job_id, payload.worker_id) is None:
+        return
+    files = [{"path": f.path, "size": f.size} for f in payload.files]
+    await timeline_repo.upsert_outputs(conn, payload.job_id, payload.worker_id, files, payload.truncated)
+    await changes_repo.notify_activity(conn, payload.job_id)

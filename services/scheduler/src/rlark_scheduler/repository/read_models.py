@@ -1,0 +1,344 @@
+"""Read models of other services' public state: inventory's ``clusters`` and ``nodes``, keys'
+``ssh_keys`` (public material only), netdomain's ``network_domains``.
+
+Only the ``scheduler-state`` consumer writes them (from those services' events); everything else
+reads. A node's row is joined with the GPUs of the scheduler's own workers on it, and
+:func:`capacity_node` gives the capacity model its view of a node (the one accounting both the
+placement loop and submission use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+from rlark_platform.db.pool import Connection
+
+from rlark_scheduler.domain.capacity import NodeState, gpus_used_by_others
+from rlark_scheduler.repository.jobs import HOLDING_VALUES
+
+# ------------------------------------------------------------------------------------------- clusters
+
+
+@dataclass(frozen=True)
+class ClusterRow:
+    name: str
+    runtime: str
+    online: bool
+    deleted: bool
+    hostpath_allow: tuple[str, ...] = ()
+
+
+def _cluster(row: asyncpg.Record) -> ClusterRow:
+    return ClusterRow(
+        row["name"], row["runtime"], row["online"], row["deleted"], tuple(row["hostpath_allow"])
+    )
+
+
+async def get_cluster(conn: Connection, name: str) -> ClusterRow | None:
+    row = await conn.fetchrow(
+        "SELECT name, runtime, online, deleted, hostpath_allow FROM clusters WHERE name = $1", name
+    )
+    return _cluster(row) if row else None
+
+
+async def upsert_cluster(
+    conn: Connection,
+    name: str,
+    *,
+    runtime: str,
+    online: bool,
+    pod_cidrs: Sequence[str],
+    service_cidrs: Sequence[str],
+    deleted: bool,
+    hostpath_allow: Sequence[str] = (),
+) -> ClusterRow | None:
+    """Store a cluster's state; returns the previous row (None when new)."""
+    previous = await conn.fetchrow(
+        "SELECT name, runtime, online, deleted, hostpath_allow FROM clusters WHERE name = $1 FOR UPDATE",
+        name,
+    )
+    await conn.execute(
+        """INSERT INTO clusters (name, runtime, online, pod_cidrs, service_cidrs, deleted, hostpath_allow,
+               changed_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, now())
+           ON CONFLICT (name) DO UPDATE SET runtime = EXCLUDED.runtime, online = EXCLUDED.online,
+               pod_cidrs = EXCLUDED.pod_cidrs, service_cidrs = EXCLUDED.service_cidrs,
+               deleted = EXCLUDED.deleted, hostpath_allow = EXCLUDED.hostpath_allow, changed_at = now()""",
+        name,
+        runtime,
+        online,
+        list(pod_cidrs),
+        list(service_cidrs),
+        deleted,
+        list(hostpath_allow),
+    )
+    return _cluster(previous) if previous else None
+
+
+async def offline_clusters(conn: Connection) -> list[str]:
+    rows = await conn.fetch("SELECT name FROM clusters WHERE NOT online OR deleted")
+    return [r["name"] for r in rows]
+
+
+async def known_clusters(conn: Connection, names: Sequence[str]) -> list[ClusterRow]:
+    """Clusters among ``names`` that exist (not deleted) as clusters or through their nodes.
+
+    Node and cluster events travel on different topics: a cluster whose nodes arrived first is
+    known, and online until its own state says otherwise; until then it allows no hostPath.
+    """
+    rows = await conn.fetch(
+        """SELECT c.name, c.runtime, c.online, c.deleted, c.hostpath_allow FROM clusters c
+            WHERE c.name = ANY($1::text[]) AND NOT c.deleted
+           UNION ALL
+           SELECT DISTINCT n.cluster, 'kubernetes', true, false, '{}'::text[] FROM nodes n
+            WHERE n.cluster = ANY($1::text[])
+              AND NOT EXISTS (SELECT 1 FROM clusters c WHERE c.name = n.cluster)""",
+        list(names),
+    )
+    return [_cluster(r) for r in rows]
+
+
+# ---------------------------------------------------------------------------------------------- nodes
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """A node as inventory reported it, plus the GPUs of RLark workers present on it (of jobs that
+    still hold capacity) and the GPUs the scheduler's allocations hold on it."""
+
+    cluster: str
+    name: str
+    ready: bool
+    schedulable: bool
+    gone: bool
+    gpu_allocatable: int
+    gpu_allocated: int
+    labels: dict[str, str]
+    addresses: list[str]
+    present_gpus: int
+    held_gpus: int
+    gpu_allocated_foreign: int = 0
+
+
+_NODE_SELECT = """
+    SELECT n.cluster, n.name, n.ready, n.schedulable, n.gone, n.gpu_allocatable, n.gpu_allocated,
+           n.gpu_allocated_foreign, n.labels, n.addresses,
+           COALESCE(w.present_gpus, 0) AS present_gpus, COALESCE(w.held_gpus, 0) AS held_gpus
+      FROM nodes n
+      LEFT JOIN LATERAL (
+          SELECT sum(wk.gpus) FILTER (
+                     WHERE wk.present
+                       AND (n.observed_at IS NULL OR wk.present_since IS NULL OR wk.present_since <= n.observed_at)
+                 ) AS present_gpus,
+                 sum(wk.gpus) AS held_gpus
+            FROM workers wk JOIN jobs j ON j.id = wk.job_id
+           WHERE j.status = ANY($1::text[]) AND wk.cluster = n.cluster AND wk.node = n.name
+      ) w ON true
+"""
+
+
+def _node(row: asyncpg.Record) -> NodeRow:
+    return NodeRow(
+        cluster=row["cluster"],
+        name=row["name"],
+        ready=row["ready"],
+        schedulable=row["schedulable"],
+        gone=row["gone"],
+        gpu_allocatable=row["gpu_allocatable"],
+        gpu_allocated=row["gpu_allocated"],
+        labels=dict(row["labels"]),
+        addresses=list(row["addresses"]),
+        present_gpus=int(row["present_gpus"]),
+        held_gpus=int(row["held_gpus"]),
+        gpu_allocated_foreign=row["gpu_allocated_foreign"],
+    )
+
+
+async def upsert_node(
+    conn: Connection,
+    *,
+    cluster: str,
+    name: str,
+    ready: bool,
+    schedulable: bool,
+    gone: bool,
+    gpu_count: int,
+    gpu_model: str,
+    gpu_allocatable: int,
+    gpu_allocated: int,
+    labels: Mapping[str, str],
+    addresses: Sequence[str],
+    observed_at: datetime | None = None,
+    gpu_allocated_foreign: int = 0,
+) -> None:
+    await conn.execute(
+        """INSERT INTO nodes (cluster, name, ready, schedulable, gone, gpu_count, gpu_model,
+                              gpu_allocatable, gpu_allocated, labels, addresses, changed_at, observed_at,
+                              gpu_allocated_foreign)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now(), $12, $13)
+           ON CONFLICT (cluster, name) DO UPDATE SET ready = EXCLUDED.ready,
+               schedulable = EXCLUDED.schedulable, gone = EXCLUDED.gone, gpu_count = EXCLUDED.gpu_count,
+               gpu_model = EXCLUDED.gpu_model, gpu_allocatable = EXCLUDED.gpu_allocatable,
+               gpu_allocated = EXCLUDED.gpu_allocated, gpu_allocated_foreign = EXCLUDED.gpu_allocated_foreign,
+               labels = EXCLUDED.labels, addresses = EXCLUDED.addresses, changed_at = now(),
+               observed_at = EXCLUDED.observed_at""",
+        cluster,
+        name,
+        ready,
+        schedulable,
+        gone,
+        gpu_count,
+        gpu_model,
+        gpu_allocatable,
+        gpu_allocated,
+        dict(labels),
+        list(addresses),
+        observed_at,
+        gpu_allocated_foreign,
+    )
+
+
+async def all_nodes(conn: Connection) -> list[NodeRow]:
+    return [_node(r) for r in await conn.fetch(_NODE_SELECT, HOLDING_VALUES)]
+
+
+async def nodes_of_clusters(conn: Connection, clusters: Sequence[str]) -> list[NodeRow]:
+    rows = await conn.fetch(
+        _NODE_SELECT + " WHERE n.cluster = ANY($2::text[])", HOLDING_VALUES, list(clusters)
+    )
+    return [_node(r) for r in rows]
+
+
+async def nodes_by_key(conn: Connection, keys: Sequence[tuple[str, str]]) -> list[NodeRow]:
+    rows = await conn.fetch(
+        _NODE_SELECT + " WHERE (n.cluster, n.name) IN (SELECT * FROM unnest($2::text[], $3::text[]))",  # noqa: S608
+        HOLDING_VALUES,
+        [k[0] for k in keys],
+        [k[1] for k in keys],
+    )
+    return [_node(r) for r in rows]
+
+
+async def nodes_of_jobs(conn: Connection, job_ids: Sequence[str]) -> list[NodeRow]:
+    """The nodes the workers of these jobs were placed on."""
+    rows = await conn.fetch(
+        _NODE_SELECT  # noqa: S608
+        + """ WHERE (n.cluster, n.name) IN (
+                SELECT cluster, node FROM workers WHERE job_id = ANY($2::text[]))""",
+        HOLDING_VALUES,
+        list(job_ids),
+    )
+    return [_node(r) for r in rows]
+
+
+async def node_address(conn: Connection, cluster: str, name: str) -> str:
+    """The first address inventory knows for a node ("" when none)."""
+    addresses = await conn.fetchval(
+        "SELECT addresses FROM nodes WHERE cluster = $1 AND name = $2", cluster, name
+    )
+    return str(addresses[0]) if addresses else ""
+
+
+def used_by_others(node: NodeRow) -> int:
+    """GPUs of ``node`` that the scheduler's allocations do not account for (``gpus_used_by_others``)."""
+    return gpus_used_by_others(node.gpu_allocated, node.gpu_allocated_foreign, node.present_gpus)
+
+
+def free_gpus(node: NodeRow) -> int:
+    """GPUs a new worker could use on ``node`` now: what is left after others' usage and every
+    allocation the scheduler holds there (the scheduler's allocations are authoritative for its own
+    workers; see ``domain.capacity.gpus_used_by_others`` for the rest)."""
+    return max(node.gpu_allocatable - used_by_others(node) - node.held_gpus, 0)
+
+
+def capacity_node(node: NodeRow) -> NodeState:
+    """The capacity model's view of a stored node (see :func:`free_gpus` for the accounting)."""
+    return NodeState(
+        cluster=node.cluster,
+        name=node.name,
+        labels=node.labels,
+        ready=node.ready,
+        schedulable=node.schedulable,
+        gpu_allocatable=max(node.gpu_allocatable, 0),
+        gpu_used_external=used_by_others(node),
+        gone=node.gone,
+    )
+
+
+# ------------------------------------------------------------------------------------------- ssh keys
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    key_id: str
+    owner: str
+    name: str
+    fingerprint: str
+    public_key: str
+
+
+def _key(row: asyncpg.Record) -> KeyRow:
+    return KeyRow(row["key_id"], row["owner"], row["name"], row["fingerprint"], row["public_key"])
+
+
+async def upsert_key(
+    conn: Connection,
+    *,
+    key_id: str,
+    owner: str,
+    name: str,
+    key_type: str,
+    fingerprint: str,
+    public_key: str,
+) -> None:
+    await conn.execute(
+        """INSERT INTO ssh_keys (key_id, owner, name, key_type, fingerprint, public_key)
+           VALUES ($1, $2, $3, $4, $5, $6)
+           ON CONFLICT (key_id) DO UPDATE SET owner = EXCLUDED.owner, name = EXCLUDED.name,
+               key_type = EXCLUDED.key_type, fingerprint = EXCLUDED.fingerprint,
+               public_key = EXCLUDED.public_key""",
+        key_id,
+        owner,
+        name,
+        key_type,
+        fingerprint,
+        public_key,
+    )
+
+
+async def delete_key(conn: Connection, key_id: str) -> None:
+    await conn.execute("DELETE FROM ssh_keys WHERE key_id = $1", key_id)
+
+
+async def keys_of(conn: Connection, owner: str) -> list[KeyRow]:
+    rows = await conn.fetch(
+        "SELECT key_id, owner, name, fingerprint, public_key FROM ssh_keys WHERE owner = $1 "
+        "ORDER BY name, key_id",
+        owner,
+    )
+    return [_key(r) for r in rows]
+
+
+# ---------------------------------------------------------------------------------------- net domains
+
+
+async def upsert_domain(conn: Connection, name: str, cidr: str) -> None:
+    await conn.execute(
+        """INSERT INTO network_domains (name, cidr) VALUES ($1, $2)
+           ON CONFLICT (name) DO UPDATE SET cidr = EXCLUDED.cidr""",
+        name,
+        cidr,
+    )
+
+
+async def delete_domain(conn: Connection, name: str) -> None:
+    await conn.execute("DELETE FROM network_domains WHERE name = $1", name)
+
+
+async def domains(conn: Connection) -> dict[str, str]:
+    """Network domain name → CIDR."""
+    rows = await conn.fetch("SELECT name, cidr FROM network_domains ORDER BY name")
+    return {r["name"]: r["cidr"] for r in rows}
