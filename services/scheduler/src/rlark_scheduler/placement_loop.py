@@ -58,8 +58,8 @@ from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import read_models
 from rlark_scheduler.repository import workers as workers_repo
+from rlark_scheduler.repository.capacity import capacity_model, capacity_node
 from rlark_scheduler.repository.jobs import JobRow
-from rlark_scheduler.repository.read_models import capacity_node
 from rlark_scheduler.settings import SchedulerSettings
 
 log = structlog.get_logger(__name__)
@@ -191,13 +191,7 @@ class PlacementLoop:
 
     async def _rebuild(self, conn: Any) -> None:
         await changes_repo.clear_changes(conn)
-        model = CapacityModel()
-        for node in await read_models.all_nodes(conn):
-            model.upsert_node(capacity_node(node))
-        for cluster in await read_models.offline_clusters(conn):
-            model.set_cluster_online(cluster, False)
-        for job_id, held in (await workers_repo.allocations(conn)).items():
-            model.allocate(job_id, held)
+        model = await capacity_model(conn)
         self.model, self.queue, self._held = model, JobQueue(), {}
         for job in await jobs_repo.jobs_with_status(conn, [JobStatus.PENDING]):
             self._enqueue(job)

@@ -1,10 +1,13 @@
 """Use cases behind ``POST /api/v1/jobs:preview`` and ``POST /api/v1/jobs``: read, check, store a job.
 
-The submitted text (YAML, or JSON — which YAML reads too) is parsed by ``domain.spec``; the network
-domain default is filled (the first domain by name, when the spec names none and domains exist);
-the document is validated against a :class:`ValidationContext` gathered from the read models (the
-job's clusters with their nodes and free GPUs, the owner's key names, the domain names); and a job
-that no amount of waiting could place (``reasons.can_ever_fit`` on an idealised fleet) is refused.
+The submitted text (YAML, or JSON — which YAML reads too) is parsed once per request by
+``domain.spec`` (:func:`read_document`), and the parsed form travels: the idempotency fingerprint and
+the checks both take it. The network domain default is filled (the first domain by name, when the
+spec names none and domains exist); the document is validated against a :class:`ValidationContext`
+gathered from the tables (the capacity model of the job's clusters — the one the placement loop
+decides on, ``repository.capacity``, built once per check — the known clusters with their hostPath
+policies, the owner's key names, the domain names); and a job that no amount of waiting could place
+(``reasons.can_ever_fit`` asked of the same model) is refused.
 
 Gathering reads happen before the one short write transaction: the job row, its first timeline row,
 ``scheduler.job.submitted.v1`` and the first ``scheduler.job.status_changed.v1`` in the outbox, and a
@@ -29,7 +32,6 @@ from rlark_platform.errors import ApiError
 from rlark_platform.identity import Caller
 from rlark_platform.messaging import add_events
 
-from rlark_scheduler.domain.capacity import CapacityModel
 from rlark_scheduler.domain.idempotency import HEADER, document_fingerprint
 from rlark_scheduler.domain.jobs import JobStatus, job_request
 from rlark_scheduler.domain.reasons import PendingReason, can_ever_fit, pending_view
@@ -42,14 +44,15 @@ from rlark_scheduler.domain.spec import (
     fill_network_domain_default,
     parse_job_document,
 )
-from rlark_scheduler.domain.validation import ClusterView, NodeView, ValidationContext, validate_job
+from rlark_scheduler.domain.validation import ValidationContext, validate_job
 from rlark_scheduler.envelopes import Meta, envelope
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import read_models
 from rlark_scheduler.repository import timeline as timeline_repo
+from rlark_scheduler.repository.capacity import capacity_model
 from rlark_scheduler.repository.jobs import JobRow
-from rlark_scheduler.repository.read_models import KeyRow, capacity_node, free_gpus
+from rlark_scheduler.repository.read_models import KeyRow
 
 log = structlog.get_logger(__name__)
 
@@ -104,41 +107,44 @@ def _document_text(body: bytes) -> str | bytes:
     return body
 
 
-async def check(conn: Connection, owner: str, body: bytes) -> Checked:
-    """Read ``body`` and check it against the current state; parse errors are returned, not raised."""
+@dataclass(frozen=True)
+class Received:
+    """A request's job document, read once: the text inside the body, and the parsed document or
+    why it could not be read."""
+
+    text: str | bytes
+    doc: JobDocument | None
+    errors: tuple[SpecError, ...] = ()
+
+
+def read_document(body: bytes) -> Received:
+    """Parse the job document of a request body (see :func:`_document_text`); errors are kept, not raised."""
+    text = _document_text(body)
     try:
-        doc = parse_job_document(_document_text(body))
+        return Received(text, parse_job_document(text))
     except SpecParseError as exc:
-        return Checked(doc=None, errors=list(exc.errors))
+        return Received(text, None, tuple(exc.errors))
+
+
+async def check(conn: Connection, owner: str, received: Received) -> Checked:
+    """Check a read document against the current state; a document that could not be read is
+    returned with its parse errors."""
+    if received.doc is None:
+        return Checked(doc=None, errors=list(received.errors))
     domains = await read_models.domains(conn)
-    doc = fill_network_domain_default(doc, domains)
+    doc = fill_network_domain_default(received.doc, domains)
     keys = await read_models.keys_of(conn, owner)
     names = sorted({role.cluster for role in doc.spec.tasks})
     clusters = await read_models.known_clusters(conn, names)
-    nodes = [n for n in await read_models.nodes_of_clusters(conn, names) if not n.gone]
-    views = []
-    for cluster in clusters:
-        mine = tuple(
-            NodeView(
-                name=n.name,
-                cluster=n.cluster,
-                labels=n.labels,
-                ready=n.ready,
-                schedulable=n.schedulable,
-                gpu_total=n.gpu_allocatable,
-                gpu_free=free_gpus(n),
-            )
-            for n in nodes
-            if n.cluster == cluster.name
-        )
-        views.append(ClusterView(cluster.name, cluster.online, mine, cluster.hostpath_allow))
-    ctx = ValidationContext.build(views, [k.name for k in keys], domains)
+    model = await capacity_model(conn, names)
+    ctx = ValidationContext.build(
+        model, {c.name: c.hostpath_allow for c in clusters}, [k.name for k in keys], domains
+    )
     report = validate_job(doc, ctx)
     checked = Checked(doc=doc, errors=list(report.errors), warnings=list(report.warnings), keys=keys)
     if all(1 <= role.replicas <= MAX_REPLICAS for role in doc.spec.tasks):
         checked.plan = plan_preview(doc, ctx)
     if report.ok:
-        model = CapacityModel.from_nodes(capacity_node(n) for n in nodes)
         fits, reason = can_ever_fit(model, job_request("preview", doc.spec, 0))
         if not fits:
             checked.never_fits = reason
@@ -192,14 +198,10 @@ def refusal(checked: Checked) -> ApiError:
     return ApiError(422, str(first["code"]), main, str(first["field"]) or None, details)
 
 
-def fingerprint(body: bytes) -> str:
-    """The fingerprint of the document in ``body`` that an idempotent repeat must match."""
-    text = _document_text(body)
-    try:
-        canonical: dict[str, Any] | None = normalized_document(parse_job_document(text))
-    except SpecParseError:
-        canonical = None
-    return document_fingerprint(canonical, text)
+def fingerprint(received: Received) -> str:
+    """The fingerprint of a request's document that an idempotent repeat must match."""
+    canonical = normalized_document(received.doc) if received.doc is not None else None
+    return document_fingerprint(canonical, received.text)
 
 
 def _repeat(found: tuple[JobRow, str], key: str, body_fingerprint: str) -> JobRow:
@@ -238,14 +240,15 @@ async def submit(
     concurrent first submissions with one key race on the unique constraint; the loser's transaction
     rolls back whole and it answers as a repeat.
     """
-    body_fingerprint = fingerprint(body) if idempotency_key is not None else None
+    received = read_document(body)
+    body_fingerprint = fingerprint(received) if idempotency_key is not None else None
     async with pool.acquire() as conn:
         if idempotency_key is not None:
             found = await jobs_repo.job_by_idempotency_key(conn, caller.user, idempotency_key)
             if found is not None:
                 assert body_fingerprint is not None
                 return Submitted(_repeat(found, idempotency_key, body_fingerprint), created=False)
-        checked = await check(conn, caller.user, body)
+        checked = await check(conn, caller.user, received)
     if not checked.ok:
         log.info("job refused", code=checked.error_dicts()[0]["code"], errors=len(checked.error_dicts()))
         raise refusal(checked)

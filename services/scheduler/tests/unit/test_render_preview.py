@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+from rlark_scheduler.domain.capacity import CapacityModel
 from rlark_scheduler.domain.render import AgentPlan, WorkerPlan, plan_preview, render_yaml
 from rlark_scheduler.domain.spec import parse_job_document
-from rlark_scheduler.domain.validation import ClusterView, ValidationContext
+from rlark_scheduler.domain.validation import ValidationContext
 
 SOURCE = """\
 spec:
@@ -106,7 +107,7 @@ def test_strings_that_look_like_other_yaml_types_stay_strings() -> None:
 
 
 def test_plan_preview_lists_workers_per_cluster_with_header_rank_zero() -> None:
-    ctx = ValidationContext.build([ClusterView("gpu-a"), ClusterView("gpu-b", online=False)])
+    ctx = ValidationContext.build(CapacityModel.from_nodes([], offline=["gpu-b"]), ["gpu-a", "gpu-b"])
     plans = plan_preview(_doc(), ctx)
     assert plans == [
         AgentPlan(
@@ -134,7 +135,7 @@ def test_plan_preview_marks_unknown_clusters_and_keeps_ranks_contiguous() -> Non
     data["spec"]["tasks"].append(
         {"name": "env", "cluster": "gpu-a", "image": "env:v2", "replicas": 2, "gpusPerWorker": 0}
     )
-    plans = plan_preview(parse_job_document(data), ValidationContext.build([]))
+    plans = plan_preview(parse_job_document(data), ValidationContext.build())
     assert [plan.known for plan in plans] == [False, False]
     ranks = sorted(worker.rank for plan in plans for worker in plan.workers)
     assert ranks == [0, 1, 2, 3, 4]

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from rlark_scheduler.domain.capacity import CapacityModel, NodeState
 from rlark_scheduler.domain.rlinf import (
     PlacementPart,
     RankSpan,
@@ -15,7 +16,7 @@ from rlark_scheduler.domain.rlinf import (
     parse_rank_list,
 )
 from rlark_scheduler.domain.spec import Severity, parse_job_document
-from rlark_scheduler.domain.validation import ClusterView, NodeView, ValidationContext, validate_job
+from rlark_scheduler.domain.validation import ValidationContext, validate_job
 
 # A job of 3 workers: the Header with 8 GPUs (rank 0), two rollout workers with 4 GPUs each.
 RANK_GPUS = [8, 4, 4]
@@ -259,8 +260,8 @@ def _job_with(rlinf: dict[str, Any], replicas: int = 2) -> str:
 
 
 def test_validate_job_runs_the_rlinf_checks_with_header_first_ranks() -> None:
-    nodes = tuple(NodeView(f"n{i}", "c", {}, True, True, 8, 8) for i in range(4))
-    ctx = ValidationContext.build([ClusterView("c", True, nodes)])
+    nodes = (NodeState("c", f"n{i}", gpu_allocatable=8) for i in range(4))
+    ctx = ValidationContext.build(CapacityModel.from_nodes(nodes), ["c"])
     groups = [{"label": "head", "node_ranks": "0"}, {"label": "roll", "node_ranks": "1-2"}]
     rlinf = {
         "cluster": {

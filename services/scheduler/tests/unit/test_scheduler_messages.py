@@ -21,7 +21,7 @@ from rlark_scheduler.domain.reasons import (
 )
 from rlark_scheduler.domain.rlinf import check_rlinf_config
 from rlark_scheduler.domain.spec import parse_job_document
-from rlark_scheduler.domain.validation import ClusterView, NodeView, ValidationContext, validate_job
+from rlark_scheduler.domain.validation import ValidationContext, validate_job
 from rlark_scheduler.handlers.reports import reported_reason
 
 pytestmark = pytest.mark.unit
@@ -29,11 +29,8 @@ pytestmark = pytest.mark.unit
 A100 = {"rlark.io/gpu-model": "A100"}
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 CTX = ValidationContext.build(
-    [
-        ClusterView(
-            "gpu-a", True, tuple(NodeView(f"n{i}", "gpu-a", A100, gpu_total=8, gpu_free=8) for i in range(2))
-        )
-    ],
+    CapacityModel.from_nodes(NodeState("gpu-a", f"n{i}", A100, gpu_allocatable=8) for i in range(2)),
+    ["gpu-a"],
     ssh_key_names=["laptop"],
 )
 

@@ -5,24 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from rlark_scheduler.domain.capacity import CapacityModel, NodeState
 from rlark_scheduler.domain.render import render_yaml
 from rlark_scheduler.domain.spec import JobType, SpecParseError, parse_job_document, worker_slots
 from rlark_scheduler.domain.templates import TEMPLATES
-from rlark_scheduler.domain.validation import ClusterView, NodeView, ValidationContext, validate_job
+from rlark_scheduler.domain.validation import ValidationContext, validate_job
 
 IMAGE = "registry.example.com/rlinf:v0.3.0-cuda12.4"
 
 
 def _ctx(*clusters: str, nodes: int = 4, gpus: int = 8) -> ValidationContext:
-    views = [
-        ClusterView(
-            name,
-            True,
-            tuple(NodeView(f"{name}-{i}", name, {}, True, True, gpus, gpus) for i in range(nodes)),
-        )
-        for name in clusters
-    ]
-    return ValidationContext.build(views, ["laptop"], ["dom-a"])
+    model = CapacityModel.from_nodes(
+        NodeState(name, f"{name}-{i}", gpu_allocatable=gpus) for name in clusters for i in range(nodes)
+    )
+    return ValidationContext.build(model, clusters, ["laptop"], ["dom-a"])
 
 
 def test_catalog_has_the_three_templates_with_both_languages() -> None:

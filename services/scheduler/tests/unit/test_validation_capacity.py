@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.jobs import job_request
+from rlark_scheduler.domain.reasons import can_ever_fit
 from rlark_scheduler.domain.spec import parse_job_document
 from rlark_scheduler.domain.validation import (
-    ClusterView,
-    NodeView,
     ValidationContext,
     ValidationReport,
-    count_role_nodes,
     selector_matches,
     validate_job,
 )
@@ -19,14 +20,19 @@ A100 = {"rlark.io/gpu-model": "A100"}
 H100 = {"rlark.io/gpu-model": "H100"}
 
 
-def _node(name: str, labels: dict[str, str], **state: Any) -> NodeView:
-    defaults: dict[str, Any] = {"ready": True, "schedulable": True, "gpu_total": 8, "gpu_free": 8}
-    defaults.update(state)
-    return NodeView(name, "gpu-a", labels, **defaults)
+def _node(
+    name: str, labels: dict[str, str], *, gpu_total: int = 8, gpu_free: int | None = None, **state: Any
+) -> NodeState:
+    """A node of gpu-a; the GPUs not free are used by workloads RLark did not place."""
+    free = gpu_total if gpu_free is None else gpu_free
+    return NodeState(
+        "gpu-a", name, labels, gpu_allocatable=gpu_total, gpu_used_external=gpu_total - free, **state
+    )
 
 
-def _ctx(*nodes: NodeView, online: bool = True) -> ValidationContext:
-    return ValidationContext.build([ClusterView("gpu-a", online, nodes)], ["k"], ["dom-a"])
+def _ctx(*nodes: NodeState, online: bool = True) -> ValidationContext:
+    model = CapacityModel.from_nodes(nodes, offline=() if online else ["gpu-a"])
+    return ValidationContext.build(model, ["gpu-a"], ["k"], ["dom-a"])
 
 
 def _role(name: str, selector: dict[str, str], replicas: int = 1, gpus: int = 8) -> dict[str, Any]:
@@ -59,38 +65,6 @@ def test_selector_matches_is_an_and_of_equalities() -> None:
     assert selector_matches({"zone": "z1", "rlark.io/gpu-model": "A100"}, labels)
     assert not selector_matches({"zone": "z2"}, labels)
     assert not selector_matches({"rack": ""}, labels)
-
-
-def test_count_role_nodes_gives_the_funnel_and_describes_it() -> None:
-    cluster = ClusterView(
-        "gpu-a",
-        True,
-        (
-            _node("a", A100),
-            _node("b", A100, ready=False),
-            _node("c", A100, schedulable=False),
-            _node("d", A100, gpu_free=4),
-            _node("e", A100, gpu_total=4, gpu_free=4),
-            _node("f", H100),
-        ),
-    )
-    counts = count_role_nodes(cluster, A100, 8)
-    funnel = (counts.in_cluster, counts.matching, counts.ready, counts.schedulable, counts.enough_free)
-    assert funnel == (6, 5, 4, 3, 1)
-    assert counts.gpu_capable == 4
-    assert counts.largest_gpu_total == 8
-    assert counts.now_candidates == ("a",)
-    assert counts.ever_candidates == ("a", "b", "c", "d")
-    assert counts.describe() == (
-        'cluster "gpu-a": 6 nodes, 5 match the selector, 4 ready, 3 schedulable, 1 with 8 free GPUs'
-    )
-
-
-def test_count_role_nodes_of_an_offline_or_unknown_cluster() -> None:
-    offline = count_role_nodes(ClusterView("gpu-a", False, (_node("a", A100),)), {}, 0)
-    assert offline.now_candidates == ()
-    assert offline.describe().endswith("the cluster is offline")
-    assert count_role_nodes(None, {}, 0).describe() == 'cluster "" is not known'
 
 
 def test_selector_matching_no_node_is_an_error() -> None:
@@ -180,11 +154,12 @@ def test_hall_violation_names_only_the_roles_that_cannot_all_fit() -> None:
 
 
 def test_roles_on_different_clusters_never_share_nodes() -> None:
-    nodes_a = tuple(NodeView(f"n{i}", "gpu-a", A100, True, True, 8, 8) for i in range(2))
-    nodes_b = tuple(NodeView(f"n{i}", "gpu-b", A100, True, True, 8, 8) for i in range(2))
-    ctx = ValidationContext.build(
-        [ClusterView("gpu-a", True, nodes_a), ClusterView("gpu-b", True, nodes_b)], [], ["dom-a"]
-    )
+    nodes = [
+        NodeState(cluster, f"n{i}", A100, gpu_allocatable=8)
+        for cluster in ("gpu-a", "gpu-b")
+        for i in range(2)
+    ]
+    ctx = ValidationContext.build(CapacityModel.from_nodes(nodes), ["gpu-a", "gpu-b"], [], ["dom-a"])
     roles = [_role("actor", A100), {**_role("rollout", A100, replicas=2), "cluster": "gpu-b"}]
     assert _validate(roles, ctx).errors == ()
 
@@ -200,3 +175,49 @@ def test_capacity_is_not_judged_for_roles_whose_own_fields_are_wrong() -> None:
     ctx = _ctx(_node("a", A100))
     report = _validate([_role("w", {"bad key!": "x"}, replicas=1)], ctx)
     assert {code for code, _ in _codes(report.errors)} == {"selector_key_invalid"}
+
+
+def test_gpus_the_scheduler_holds_for_other_jobs_are_not_free_now() -> None:
+    # Validation asks the placement loop's model: its allocations count, not only the cluster's figure.
+    ctx = _ctx(_node("a", A100), _node("b", A100), _node("c", H100))
+    ctx.capacity.allocate("job-other", [(("gpu-a", "a"), 8)])
+    report = _validate([_role("h", {}, gpus=0), _role("w", A100, replicas=2)], ctx)
+    assert report.ok
+    warning = next(w for w in report.warnings if w.field == "spec.tasks[1].nodeSelector")
+    assert "2 schedulable, 1 with 8 free GPUs" in warning.message
+
+
+def test_a_gone_node_counts_for_neither_tier() -> None:
+    ctx = _ctx(_node("a", A100), _node("b", A100, gone=True))
+    report = _validate([_role("w", A100)], ctx)
+    assert report.ok
+    report = _validate([_role("h", {}, gpus=0), _role("w", A100, replicas=2)], ctx)
+    assert ("selector_matches_too_few", "spec.tasks[1].replicas") in _codes(report.errors)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "roles"),
+    [
+        ([_node("a", A100)], [_role("w", A100)]),
+        ([_node("a", A100)], [_role("w", A100), _role("r", A100)]),
+        ([_node("a", A100, gpu_total=4)], [_role("w", A100)]),
+        ([_node("a", H100)], [_role("w", A100)]),
+        ([_node("a", A100, ready=False, gpu_free=0), _node("b", A100)], [_role("w", A100), _role("r", A100)]),
+        ([_node(n, A100) for n in "abc"], [_role("x", A100), _role("y", A100, replicas=3)]),
+        ([_node(n, A100) for n in "abcd"], [_role("x", A100), _role("y", A100, replicas=3)]),
+        (
+            [_node("a", {"pool": "x", "fast": "yes"}), _node("b", {"pool": "x"})],
+            [_role("x", {"pool": "x"}), _role("y", {"fast": "yes"})],
+        ),
+    ],
+)
+def test_validation_and_can_ever_fit_agree_on_what_could_ever_be_placed(
+    nodes: list[NodeState], roles: list[dict[str, Any]]
+) -> None:
+    ctx = _ctx(*nodes)
+    spec: dict[str, Any] = {"header": roles[0]["name"], "runScript": "python t.py", "tasks": roles}
+    doc = parse_job_document({"metadata": {"name": "job"}, "spec": spec})
+    report = validate_job(doc, ctx)
+    assert {e.code for e in report.errors} <= {"selector_matches_too_few", "gpus_exceed_node"}
+    fits, _ = can_ever_fit(ctx.capacity, job_request("job", doc.spec, 0))
+    assert report.ok == fits

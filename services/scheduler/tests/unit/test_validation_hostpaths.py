@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from rlark_scheduler.domain.capacity import CapacityModel, NodeState
 from rlark_scheduler.domain.spec import parse_job_document
 from rlark_scheduler.domain.validation import (
-    ClusterView,
-    NodeView,
     ValidationContext,
     ValidationReport,
     hostpath_refusals,
@@ -22,8 +21,8 @@ SOURCE_FIELD = "spec.tasks[0].mounts[1].source"
 
 
 def _ctx(allow: tuple[str, ...]) -> ValidationContext:
-    nodes = (NodeView("n1", "lab", {}, ready=True, schedulable=True, gpu_total=0, gpu_free=0),)
-    return ValidationContext.build([ClusterView("lab", True, nodes, hostpath_allow=allow)], ["k"])
+    model = CapacityModel.from_nodes([NodeState("lab", "n1")])
+    return ValidationContext.build(model, {"lab": allow}, ["k"])
 
 
 def _job(source: str, *, read_only: bool = False) -> dict[str, Any]:
@@ -84,9 +83,8 @@ def test_dot_dot_is_refused_once_as_a_path_error_not_resolved() -> None:
 
 
 def test_the_policy_of_the_role_s_own_cluster_decides() -> None:
-    nodes = (NodeView("m1", "other", {}, ready=True, schedulable=True),)
-    other = ClusterView("other", True, nodes, hostpath_allow=("/data",))
-    ctx = ValidationContext.build([*_ctx(("/srv",)).clusters.values(), other], ["k"])
+    model = CapacityModel.from_nodes([NodeState("lab", "n1"), NodeState("other", "m1")])
+    ctx = ValidationContext.build(model, {"lab": ("/srv",), "other": ("/data",)}, ["k"])
     job = _job("/data/x")
     assert {e.code for e in validate_job(parse_job_document(job), ctx).errors} == {"hostpath_not_allowed"}
     job["spec"]["tasks"][0]["cluster"] = "other"

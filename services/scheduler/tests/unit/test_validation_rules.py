@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from rlark_scheduler.domain.capacity import CapacityModel, NodeState
 from rlark_scheduler.domain.spec import MAX_REPLICAS, child_path, parse_job_document
 from rlark_scheduler.domain.validation import (
-    ClusterView,
-    NodeView,
     ValidationContext,
     ValidationReport,
     image_problem,
@@ -22,16 +21,13 @@ HOSTPATH_ALLOW = ("/a", "/b", "/mnt")
 tested in test_validation_hostpaths.py)."""
 
 
-def _cluster(name: str, count: int = 4, *, online: bool = True) -> ClusterView:
-    nodes = tuple(
-        NodeView(f"{name}-n{i}", name, A100, ready=True, schedulable=True, gpu_total=8, gpu_free=8)
-        for i in range(count)
-    )
-    return ClusterView(name, online, nodes, hostpath_allow=HOSTPATH_ALLOW)
-
-
+CLUSTERS = ("gpu-a", "gpu-b", "gpu-down")
 CTX = ValidationContext.build(
-    [_cluster("gpu-a"), _cluster("gpu-b"), _cluster("gpu-down", online=False)],
+    CapacityModel.from_nodes(
+        (NodeState(name, f"{name}-n{i}", A100, gpu_allocatable=8) for name in CLUSTERS for i in range(4)),
+        offline=["gpu-down"],
+    ),
+    dict.fromkeys(CLUSTERS, HOSTPATH_ALLOW),
     ssh_key_names=["my-workstation", "laptop"],
     network_domains=["dom-a", "dom-b"],
 )

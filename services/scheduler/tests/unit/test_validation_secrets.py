@@ -6,14 +6,16 @@ import random
 import string
 from typing import Any
 
+from rlark_scheduler.domain.capacity import CapacityModel, NodeState
 from rlark_scheduler.domain.spec import parse_job_document
-from rlark_scheduler.domain.validation import ClusterView, NodeView, ValidationContext, validate_job
+from rlark_scheduler.domain.validation import ValidationContext, validate_job
 
 RNG = random.Random(5)
 GITHUB_TOKEN = "ghp_" + "".join(RNG.choice(string.ascii_letters + string.digits) for _ in range(35)) + "7"
 HF_TOKEN = "hf_" + "".join(RNG.choice(string.ascii_letters) for _ in range(34))
 CTX = ValidationContext.build(
-    [ClusterView("gpu-a", True, (NodeView("n1", "gpu-a", {}, True, True, 8, 8),), hostpath_allow=("/mnt",))],
+    CapacityModel.from_nodes([NodeState("gpu-a", "n1", gpu_allocatable=8)]),
+    {"gpu-a": ("/mnt",)},
     ["k"],
     ["dom-a"],
 )

@@ -205,7 +205,7 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
         """
         body = await _body(request)
         async with pool.acquire() as conn:
-            checked = await submission.check(conn, caller.user, body)
+            checked = await submission.check(conn, caller.user, submission.read_document(body))
         return submission.preview_body(checked)
 
     @router.post(

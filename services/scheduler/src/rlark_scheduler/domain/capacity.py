@@ -112,6 +112,8 @@ class Survey:
     Over the ``schedulable`` nodes (0 when hypothetical): ``gpus_allocatable`` their allocatable
     GPUs, ``gpus_used_external`` those used by anything the scheduler did not place,
     ``gpus_held`` those the scheduler's own allocations hold — what a reason cites as "in use".
+    ``largest_gpus`` is the most allocatable GPUs of one matching node, ready or not (what
+    validation cites when no node could ever take a worker that big).
     """
 
     cluster: str
@@ -128,6 +130,7 @@ class Survey:
     gpus_allocatable: int = 0
     gpus_used_external: int = 0
     gpus_held: int = 0
+    largest_gpus: int = 0
 
 
 class CapacityModel:
@@ -308,12 +311,13 @@ class CapacityModel:
         online = cluster not in self._offline
         names = self.matching_names(cluster, selector)
         ready = schedulable = 0
-        allocatable = external = held_here = 0
+        allocatable = external = held_here = largest = 0
         usable: list[tuple[int, str]] = []
         nodes = self._nodes
         held = self._held
         for name in names:
             node = nodes[(cluster, name)]
+            largest = max(largest, node.gpu_allocatable)
             if hypothetical:
                 if node.gpu_allocatable >= gpus:
                     usable.append((node.gpu_allocatable, name))
@@ -350,6 +354,7 @@ class CapacityModel:
             gpus_allocatable=allocatable,
             gpus_used_external=external,
             gpus_held=held_here,
+            largest_gpus=largest,
         )
 
     def _bump(self, cluster: str) -> None:

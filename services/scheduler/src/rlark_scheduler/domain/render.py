@@ -121,12 +121,11 @@ def plan_preview(doc: JobDocument, ctx: ValidationContext) -> list[AgentPlan]:
         )
     plans: list[AgentPlan] = []
     for cluster_name, workers in per_cluster.items():
-        cluster = ctx.clusters.get(cluster_name)
         plans.append(
             AgentPlan(
                 cluster=cluster_name,
-                known=cluster is not None,
-                online=cluster is not None and cluster.online,
+                known=ctx.knows(cluster_name),
+                online=ctx.is_online(cluster_name),
                 workers=tuple(workers),
             )
         )

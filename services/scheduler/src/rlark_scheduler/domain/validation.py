@@ -9,17 +9,21 @@ Contract:
   warnings accept it (typically: it can only run later). Each problem has a stable ``code``, a
   human ``message`` naming the field and never quoting a secret, the ``field`` path
   (``spec.tasks[1].image``) and, when the document came from text, its ``line``.
-- The :class:`ValidationContext` is plain data the caller gathers first (clusters with their
-  nodes, the user's SSH key names, the network domain names): no I/O happens here. The default
-  network domain is filled by the caller (``spec.fill_network_domain_default``) beforehand.
+- The :class:`ValidationContext` is plain data the caller gathers first (the capacity model of
+  the job's clusters, the known clusters with their hostPath policies, the user's SSH key names,
+  the network domain names): no I/O happens here. The default network domain is filled by the
+  caller (``spec.fill_network_domain_default``) beforehand.
 
 Capacity rules. One worker of a job per node, so a role needs ``replicas`` distinct nodes of its
 cluster matching its selector, each with ``gpusPerWorker`` GPUs; roles of one job in one cluster
 whose selectors overlap compete for the same nodes, so feasibility is a bipartite matching
-(``placement.match_workers``, exact). Two tiers are checked:
-- *ever*: nodes that exist, match and have enough GPUs in total, regardless of readiness, cordons
-  and current usage. Failing this tier is an **error** (``selector_matches_too_few``, or
-  ``gpus_exceed_node`` when no matching node is big enough): waiting would never help.
+(``placement.match_workers``, exact). Every count comes from the :class:`CapacityModel` the
+placement loop decides on (``CapacityModel.survey``), so validation and placement cannot disagree
+about what fits. Two tiers are checked:
+- *ever* (a hypothetical survey): nodes that exist, match and have enough GPUs in total,
+  regardless of readiness, cordons and current usage. Failing this tier is an **error**
+  (``selector_matches_too_few``, or ``gpus_exceed_node`` when no matching node is big enough):
+  waiting would never help.
 - *now*: additionally ready, schedulable, with enough free GPUs, in an online cluster. Failing
   only this tier is a **warning** with the exact counts: the job stays Pending until it fits.
 
@@ -49,6 +53,7 @@ from rlark_contracts.messages import Text, text
 from rlark_secretscan import SecretFinding, scan_assignment, scan_text
 
 from rlark_scheduler.domain import selectors
+from rlark_scheduler.domain.capacity import CapacityModel, Survey
 from rlark_scheduler.domain.placement import Demand, match_workers
 from rlark_scheduler.domain.rlinf import check_rlinf_config
 from rlark_scheduler.domain.spec import (
@@ -69,14 +74,10 @@ from rlark_scheduler.domain.spec import (
 from rlark_scheduler.domain.templates import TEMPLATES
 
 __all__ = [
-    "ClusterView",
     "ImageRef",
-    "NodeView",
-    "RoleNodeCounts",
     "SpecError",
     "ValidationContext",
     "ValidationReport",
-    "count_role_nodes",
     "hostpath_refusals",
     "image_problem",
     "parse_image",
@@ -105,50 +106,48 @@ _OBJECT_URL = re.compile(r"[a-z][a-z0-9+.-]*://(?P<bucket>[^/\s@]+)(?P<prefix>/\
 # Context and report
 
 
-@dataclass(frozen=True, slots=True)
-class NodeView:
-    """A node as validation sees it (from inventory's node state)."""
-
-    name: str
-    cluster: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    ready: bool = True
-    schedulable: bool = True
-    gpu_total: int = 0
-    gpu_free: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterView:
-    """A cluster and its nodes; ``online`` is false when its agent stopped answering;
-    ``hostpath_allow`` is its hostPath policy (normalised prefixes; empty allows none)."""
-
-    name: str
-    online: bool = True
-    nodes: tuple[NodeView, ...] = ()
-    hostpath_allow: tuple[str, ...] = ()
-
-
 @dataclass(frozen=True)
 class ValidationContext:
-    """Everything outside the document that validation depends on, gathered by the caller."""
+    """Everything outside the document that validation depends on, gathered by the caller.
 
-    clusters: Mapping[str, ClusterView] = field(default_factory=dict)
+    ``capacity`` answers every question about nodes: the :class:`CapacityModel` the placement loop
+    decides on, built once per check (the job's clusters: nodes, offline flags, the scheduler's
+    allocations). ``clusters`` are the known clusters (registered, or seen through their nodes),
+    each with its hostPath policy (normalised prefixes; empty allows none).
+    """
+
+    capacity: CapacityModel = field(default_factory=CapacityModel)
+    clusters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     ssh_key_names: frozenset[str] = frozenset()
     network_domains: frozenset[str] = frozenset()
 
     @classmethod
     def build(
         cls,
-        clusters: Iterable[ClusterView] = (),
+        capacity: CapacityModel | None = None,
+        clusters: Mapping[str, Sequence[str]] | Iterable[str] = (),
         ssh_key_names: Iterable[str] = (),
         network_domains: Iterable[str] = (),
     ) -> ValidationContext:
+        """``clusters``: names (allowing no hostPath) or name → hostPath allow-list."""
+        policies = (
+            {name: tuple(allow) for name, allow in clusters.items()}
+            if isinstance(clusters, Mapping)
+            else dict.fromkeys(clusters, ())
+        )
         return cls(
-            clusters=MappingProxyType({cluster.name: cluster for cluster in clusters}),
+            capacity=capacity if capacity is not None else CapacityModel(),
+            clusters=MappingProxyType(policies),
             ssh_key_names=frozenset(ssh_key_names),
             network_domains=frozenset(network_domains),
         )
+
+    def knows(self, cluster: str) -> bool:
+        return cluster in self.clusters
+
+    def is_online(self, cluster: str) -> bool:
+        """A known cluster whose agent answers (the capacity model's flag)."""
+        return cluster in self.clusters and self.capacity.is_online(cluster)
 
 
 @dataclass(frozen=True)
@@ -174,7 +173,7 @@ class ValidationReport:
 
 
 # --------------------------------------------------------------------------------------------
-# Selectors and node counts
+# Selectors
 
 
 def selector_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
@@ -183,82 +182,13 @@ def selector_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> 
 
 
 @dataclass(frozen=True, slots=True)
-class RoleNodeCounts:
-    """How many nodes of a cluster could take one worker of a role, as a funnel.
+class _RoleFit:
+    """One role as the capacity model sees it: ``ever`` (hypothetical) and ``now`` surveys."""
 
-    ``in_cluster`` ⊇ ``matching`` ⊇ ``ready`` ⊇ ``schedulable`` ⊇ ``enough_free`` (with at least
-    ``gpus_per_worker`` free GPUs). Separately, ``gpu_capable`` counts matching nodes whose total
-    GPUs suffice, ready or not, and ``largest_gpu_total`` is the biggest matching node.
-    ``now_candidates``/``ever_candidates`` are the node names behind ``enough_free`` (empty when
-    the cluster is offline) and ``gpu_capable``.
-    """
-
-    cluster: str
-    known: bool
-    online: bool
-    gpus_per_worker: int
-    in_cluster: int
-    matching: int
-    ready: int
-    schedulable: int
-    enough_free: int
-    gpu_capable: int
-    largest_gpu_total: int
-    now_candidates: tuple[str, ...]
-    ever_candidates: tuple[str, ...]
-
-    def describe(self) -> str:
-        """One line for pending reasons, e.g. ``cluster "a": 12 nodes, 4 match the selector...``."""
-        if not self.known:
-            return f'cluster "{self.cluster}" is not known'
-        text = (
-            f'cluster "{self.cluster}": {self.in_cluster} nodes, {self.matching} match the '
-            f"selector, {self.ready} ready, {self.schedulable} schedulable, {self.enough_free} "
-            f"with {self.gpus_per_worker} free GPUs"
-        )
-        return text if self.online else f"{text}; the cluster is offline"
-
-
-def count_role_nodes(
-    cluster: ClusterView | None, selector: Mapping[str, str], gpus_per_worker: int
-) -> RoleNodeCounts:
-    """The funnel of ``cluster``'s nodes for workers with ``selector`` and ``gpus_per_worker``."""
-    if cluster is None:
-        return RoleNodeCounts("", False, False, gpus_per_worker, 0, 0, 0, 0, 0, 0, 0, (), ())
-    matching = ready = schedulable = 0
-    largest = 0
-    now: list[str] = []
-    ever: list[str] = []
-    for node in cluster.nodes:
-        if not selectors.matches(selector, node.labels):
-            continue
-        matching += 1
-        largest = max(largest, node.gpu_total)
-        if node.gpu_total >= gpus_per_worker:
-            ever.append(node.name)
-        if not node.ready:
-            continue
-        ready += 1
-        if not node.schedulable:
-            continue
-        schedulable += 1
-        if node.gpu_free >= gpus_per_worker and cluster.online:
-            now.append(node.name)
-    return RoleNodeCounts(
-        cluster=cluster.name,
-        known=True,
-        online=cluster.online,
-        gpus_per_worker=gpus_per_worker,
-        in_cluster=len(cluster.nodes),
-        matching=matching,
-        ready=ready,
-        schedulable=schedulable,
-        enough_free=len(now),
-        gpu_capable=len(ever),
-        largest_gpu_total=largest,
-        now_candidates=tuple(sorted(now)),
-        ever_candidates=tuple(sorted(ever)),
-    )
+    index: int
+    role: RoleSpec
+    ever: Survey
+    now: Survey
 
 
 # --------------------------------------------------------------------------------------------
@@ -542,14 +472,13 @@ class _Validator:
         seen.add(role.name)
 
     def role_fields(self, role: RoleSpec, path: str) -> None:
-        cluster = self.ctx.clusters.get(role.cluster)
-        if cluster is None:
+        if not self.ctx.knows(role.cluster):
             self.add(
                 "cluster_unknown",
                 text("cluster_unknown", field=f"{path}.cluster", cluster=role.cluster),
                 f"{path}.cluster",
             )
-        elif not cluster.online:
+        elif not self.ctx.is_online(role.cluster):
             self.add(
                 "cluster_offline",
                 text("cluster_offline", field=f"{path}.cluster", cluster=role.cluster),
@@ -631,10 +560,10 @@ class _Validator:
 
     def host_path(self, source_path: str, source: str, cluster_name: str) -> None:
         """A hostPath source must lie under the role's cluster's allow-list (default deny)."""
-        cluster = self.ctx.clusters.get(cluster_name)
-        if cluster is None or not source.startswith("/") or ".." in source.split("/"):
+        allow = self.ctx.clusters.get(cluster_name)
+        if allow is None or not source.startswith("/") or ".." in source.split("/"):
             return  # cluster_unknown / path_not_absolute already say what is wrong
-        decision = source_decision(source, cluster.hostpath_allow)
+        decision = source_decision(source, allow)
         if not decision.allowed:
             self.add(
                 "hostpath_not_allowed",
@@ -708,27 +637,34 @@ class _Validator:
     # -- capacity ------------------------------------------------------------------------------
 
     def capacity(self) -> None:
-        """The two-tier node checks; roles whose own fields are already wrong are skipped."""
-        eligible: list[tuple[int, RoleSpec, RoleNodeCounts]] = []
+        """The two-tier node checks, asked of the capacity model; roles whose own fields are
+        already wrong are skipped."""
+        model = self.ctx.capacity
+        eligible: list[_RoleFit] = []
         for index, role in enumerate(self.spec.tasks):
-            cluster = self.ctx.clusters.get(role.cluster)
             if (
-                cluster is None
+                not self.ctx.knows(role.cluster)
                 or not 1 <= role.replicas <= MAX_REPLICAS
                 or not 0 <= role.gpus_per_worker <= MAX_GPUS_PER_WORKER
                 or self.selector_is_invalid(role)
             ):
                 continue
-            counts = count_role_nodes(cluster, role.node_selector, role.gpus_per_worker)
-            if self.role_capacity(index, role, counts):
-                eligible.append((index, role, counts))
-        by_cluster: dict[str, list[tuple[int, RoleSpec, RoleNodeCounts]]] = {}
-        for entry in eligible:
-            by_cluster.setdefault(entry[1].cluster, []).append(entry)
+            selector, gpus = role.node_selector, role.gpus_per_worker
+            fit = _RoleFit(
+                index=index,
+                role=role,
+                ever=model.survey(role.cluster, selector, gpus, hypothetical=True),
+                now=model.survey(role.cluster, selector, gpus),
+            )
+            if self.role_capacity(fit):
+                eligible.append(fit)
+        by_cluster: dict[str, list[_RoleFit]] = {}
+        for fit in eligible:
+            by_cluster.setdefault(fit.role.cluster, []).append(fit)
         for cluster_name, members in sorted(by_cluster.items()):
             if len(members) > 1 and self.shared_nodes(cluster_name, members, ever=True):
                 continue
-            now_members = [m for m in members if len(m[2].now_candidates) >= m[1].replicas]
+            now_members = [m for m in members if len(m.now.candidates) >= m.role.replicas]
             if len(now_members) > 1:
                 self.shared_nodes(cluster_name, now_members, ever=False)
 
@@ -738,23 +674,25 @@ class _Validator:
             for key, value in role.node_selector.items()
         )
 
-    def role_capacity(self, index: int, role: RoleSpec, counts: RoleNodeCounts) -> bool:
+    def role_capacity(self, fit: _RoleFit) -> bool:
         """Report this role alone; True when it can be placed at least some day."""
-        path = child_path("spec.tasks", index)
+        role, ever, now = fit.role, fit.ever, fit.now
+        path = child_path("spec.tasks", fit.index)
         cluster = role.cluster
-        if counts.matching == 0:
+        free_now = len(now.candidates)  # none while the cluster is offline
+        if ever.matching == 0:
             self.add(
                 "selector_matches_too_few",
                 text(
                     "selector_matches_too_few.none",
                     field=f"{path}.nodeSelector",
-                    nodes=counts.in_cluster,
+                    nodes=ever.in_cluster,
                     cluster=cluster,
                 ),
                 f"{path}.nodeSelector",
             )
             return False
-        if counts.largest_gpu_total < role.gpus_per_worker:
+        if ever.largest_gpus < role.gpus_per_worker:
             self.add(
                 "gpus_exceed_node",
                 text(
@@ -762,42 +700,40 @@ class _Validator:
                     field=f"{path}.gpusPerWorker",
                     gpus=role.gpus_per_worker,
                     cluster=cluster,
-                    largest=counts.largest_gpu_total,
+                    largest=ever.largest_gpus,
                 ),
                 f"{path}.gpusPerWorker",
             )
             return False
-        if counts.gpu_capable < role.replicas:
+        if ever.enough < role.replicas:
             self.add(
                 "selector_matches_too_few",
                 text(
                     "selector_matches_too_few.capable",
                     role=role.name,
                     replicas=role.replicas,
-                    capable=counts.gpu_capable,
+                    capable=ever.enough,
                     cluster=cluster,
                     gpus=role.gpus_per_worker,
                 ),
                 f"{path}.replicas",
             )
             return False
-        if counts.enough_free < role.replicas:
+        if free_now < role.replicas:
             self.add(
                 "selector_matches_too_few",
                 text(
-                    "selector_matches_too_few.now"
-                    if counts.online
-                    else "selector_matches_too_few.now_offline",
+                    "selector_matches_too_few.now" if now.online else "selector_matches_too_few.now_offline",
                     role=role.name,
                     replicas=role.replicas,
-                    free=counts.enough_free,
+                    free=free_now,
                     cluster=cluster,
-                    in_cluster=counts.in_cluster,
-                    matching=counts.matching,
-                    ready=counts.ready,
-                    schedulable=counts.schedulable,
-                    enough=counts.enough_free,
-                    gpus=counts.gpus_per_worker,
+                    in_cluster=now.in_cluster,
+                    matching=now.matching,
+                    ready=now.ready,
+                    schedulable=now.schedulable,
+                    enough=free_now,
+                    gpus=role.gpus_per_worker,
                 ),
                 f"{path}.nodeSelector",
                 warning=True,
@@ -807,21 +743,20 @@ class _Validator:
     def shared_nodes(
         self,
         cluster_name: str,
-        members: Sequence[tuple[int, RoleSpec, RoleNodeCounts]],
+        members: Sequence[_RoleFit],
         *,
         ever: bool,
     ) -> bool:
         """Report roles of one cluster that cannot all get distinct nodes; True when reported."""
         demands = [
-            Demand(role.replicas, counts.ever_candidates if ever else counts.now_candidates)
-            for _, role, counts in members
+            Demand(m.role.replicas, tuple(sorted((m.ever if ever else m.now).candidates))) for m in members
         ]
         matching = match_workers(demands, exhaustive=True)
         if not matching.short:
             return False
         tight = matching.tight or matching.short
-        names = [members[i][1].name for i in tight]
-        needed = sum(members[i][1].replicas for i in tight)
+        names = [members[i].role.name for i in tight]
+        needed = sum(members[i].role.replicas for i in tight)
         union = {name for i in tight for name in demands[i].candidates}
         roles_text = ", ".join(f'"{name}"' for name in names)
         if ever:

@@ -2,9 +2,8 @@
 ``ssh_keys`` (public material only), netdomain's ``network_domains``.
 
 Only the ``scheduler-state`` consumer writes them (from those services' events); everything else
-reads. A node's row is joined with the GPUs of the scheduler's own workers on it, and
-:func:`capacity_node` gives the capacity model its view of a node (the one accounting both the
-placement loop and submission use).
+reads. A node's row is joined with the GPUs of the scheduler's own workers on it (the capacity
+model's view of a node is ``repository.capacity``'s).
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from datetime import datetime
 import asyncpg
 from rlark_platform.db.pool import Connection
 
-from rlark_scheduler.domain.capacity import NodeState, gpus_used_by_others
 from rlark_scheduler.repository.jobs import HOLDING_VALUES
 
 # ------------------------------------------------------------------------------------------- clusters
@@ -240,32 +238,6 @@ async def node_address(conn: Connection, cluster: str, name: str) -> str:
         "SELECT addresses FROM nodes WHERE cluster = $1 AND name = $2", cluster, name
     )
     return str(addresses[0]) if addresses else ""
-
-
-def used_by_others(node: NodeRow) -> int:
-    """GPUs of ``node`` that the scheduler's allocations do not account for (``gpus_used_by_others``)."""
-    return gpus_used_by_others(node.gpu_allocated, node.gpu_allocated_foreign, node.present_gpus)
-
-
-def free_gpus(node: NodeRow) -> int:
-    """GPUs a new worker could use on ``node`` now: what is left after others' usage and every
-    allocation the scheduler holds there (the scheduler's allocations are authoritative for its own
-    workers; see ``domain.capacity.gpus_used_by_others`` for the rest)."""
-    return max(node.gpu_allocatable - used_by_others(node) - node.held_gpus, 0)
-
-
-def capacity_node(node: NodeRow) -> NodeState:
-    """The capacity model's view of a stored node (see :func:`free_gpus` for the accounting)."""
-    return NodeState(
-        cluster=node.cluster,
-        name=node.name,
-        labels=node.labels,
-        ready=node.ready,
-        schedulable=node.schedulable,
-        gpu_allocatable=max(node.gpu_allocatable, 0),
-        gpu_used_external=used_by_others(node),
-        gone=node.gone,
-    )
 
 
 # ------------------------------------------------------------------------------------------- ssh keys

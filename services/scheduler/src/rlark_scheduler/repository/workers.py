@@ -102,12 +102,17 @@ async def delete_workers(conn: Connection, job_id: str) -> None:
     await conn.execute("DELETE FROM workers WHERE job_id = $1", job_id)
 
 
-async def allocations(conn: Connection) -> dict[str, list[tuple[tuple[str, str], int]]]:
-    """What every job that holds capacity holds: job id → [((cluster, node), gpus)]."""
+async def allocations(
+    conn: Connection, clusters: Sequence[str] | None = None
+) -> dict[str, list[tuple[tuple[str, str], int]]]:
+    """What every job that holds capacity holds: job id → [((cluster, node), gpus)]; only what it
+    holds in ``clusters`` when given."""
     rows = await conn.fetch(
         """SELECT w.job_id, w.cluster, w.node, w.gpus FROM workers w JOIN jobs j ON j.id = w.job_id
-            WHERE j.status = ANY($1::text[]) ORDER BY w.job_id, w.rank""",
+            WHERE j.status = ANY($1::text[]) AND ($2::text[] IS NULL OR w.cluster = ANY($2::text[]))
+            ORDER BY w.job_id, w.rank""",
         HOLDING_VALUES,
+        None if clusters is None else list(clusters),
     )
     held: dict[str, list[tuple[tuple[str, str], int]]] = {}
     for r in rows:
