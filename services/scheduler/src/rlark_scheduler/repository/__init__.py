@@ -15,4 +15,7 @@ Tables the scheduler owns (migrations/0001_scheduler.sql and later):
 
 :mod:`.read_models` holds the read models of other services' public state, written only from their
 events: ``clusters`` and ``nodes`` (inventory), ``ssh_keys`` (keys), ``network_domains`` (netdomain).
+
+:mod:`.capacity` builds the one ``CapacityModel`` from these tables (nodes, offline clusters, the
+allocations in ``workers``), for the placement loop and for each submission's checks alike.
 """
