@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +32,8 @@ deadline = time.monotonic() + 90
 while len([n for n in ray.nodes() if n["Alive"]]) < 3 and time.monotonic() < deadline:
     time.sleep(0.5)
 ips = sorted(n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"])
+if len(ips) < 3:
+    sys.exit(f"only {len(ips)} of 3 Ray nodes joined in 90 s: {ips}")
 
 @ray.remote(resources={"b1": 1})
 def make():
@@ -52,10 +56,12 @@ def ray_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def ray_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TunnelBed]:
+def ray_bed() -> Iterator[TunnelBed]:
     with TunnelBed(f"r{os.getpid() % 100000}") as bed:
         procs: list[subprocess.Popen[bytes]] = []
-        temp = tmp_path_factory.mktemp("ray")
+        # Short: Ray's Unix sockets live under it and a socket path has 107 bytes at most (pytest's temporary
+        # directories under xdist, ".../pytest-N/popen-gw0/ray0/a1/session_<date>_<pid>/sockets/…", pass that).
+        temp = Path(tempfile.mkdtemp(prefix="rlkray-"))
         env = ray_env()
         common = ["--block", "--num-cpus=1", "--disable-usage-stats"]
         try:
@@ -96,6 +102,7 @@ def ray_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TunnelBed]:
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
             # anything Ray left in the namespaces dies with the bed (namespace pids are killed)
+            shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_ray_nodes_on_virtual_ips_across_clusters_move_a_100_mib_object(ray_bed: TunnelBed) -> None:
