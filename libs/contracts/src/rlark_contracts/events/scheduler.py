@@ -60,9 +60,13 @@ class Mount(EventData):
     (never the credentials themselves)."""
 
 
-def worker_id_for(job_id: str, role: str, index: int) -> str:
-    """The deterministic worker id ``<job_id>-<role>-<index>`` every component derives alike."""
-    return f"{job_id}-{role}-{index}"
+def worker_id_for(job_id: str, role: str, index: int, attempt: int = 1) -> str:
+    """The deterministic worker id every component derives alike: ``<job_id>-<role>-<index>`` in a
+    job's first attempt, ``<job_id>-a<attempt>-<role>-<index>`` in a later one (a restart, ADR 0014), so
+    a late stop of an old attempt's worker can never hit a new one and logs stay per attempt."""
+    if attempt <= 1:
+        return f"{job_id}-{role}-{index}"
+    return f"{job_id}-a{attempt}-{role}-{index}"
 
 
 @event("scheduler.worker.placed.v1", "scheduler.placements")

@@ -22,8 +22,12 @@ Folding rules, while the job holds capacity:
   node is gone and nothing asked it to stop;
 - the Header reports ``Running`` (its run script started, which it does only once every Ray node
   joined), or every worker reports ``Joined``/``Running`` → Running.
-Reports for a job that no longer holds capacity (stops after the end) update the worker only.
+Reports for a job that no longer holds capacity (stops after the end), and reports on a worker of an
+earlier attempt (``WorkerFacts.attempt`` below the job's), update the worker only.
 A terminal worker phase is never replaced by a later non-terminal report.
+
+A Failed transition carries the failure's kind (``domain.restarts``); the handlers ask the job's
+restart policy whether it becomes a new attempt instead (ADR 0014).
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from rlark_contracts.events.scheduler import worker_id_for
 from rlark_contracts.messages import Text, catalogue, text
 
 from rlark_scheduler.domain.placement import JobRequest, RoleRequest
-from rlark_scheduler.domain.spec import JobSpec
+from rlark_scheduler.domain.restarts import classify_worker_failure
+from rlark_scheduler.domain.spec import JobSpec, RestartOn
 
 
 class JobStatus(StrEnum):
@@ -72,7 +77,7 @@ def is_terminal_phase(phase: str) -> bool:
 
 
 worker_id = worker_id_for
-"""The deterministic worker id (the contracts' ``worker_id_for``)."""
+"""The deterministic worker id of an attempt (the contracts' ``worker_id_for``)."""
 
 
 def job_request(job_id: str, spec: JobSpec, submitted_seq: int) -> JobRequest:
@@ -121,6 +126,7 @@ class WorkerFacts:
     ray_joined: bool = False
     present: bool = False
     address: str = ""
+    attempt: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +150,8 @@ class Transition:
     reason: str
     exit_code: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    failure: RestartOn | None = None
+    """For a Failed transition, the failure's kind (what a restart policy's ``on`` names)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +201,8 @@ def _decide(
     }
     phase = worker.phase
     if phase == WorkerPhase.FAILED:
-        return Transition(JobStatus.FAILED, _failure_reason(worker, report), worker.exit_code, details)
+        kind = classify_worker_failure(report.reason or worker.reason, worker.exit_code)
+        return Transition(JobStatus.FAILED, _failure_reason(worker, report), worker.exit_code, details, kind)
     if worker.is_header and phase == WorkerPhase.SUCCEEDED:
         code = worker.exit_code if worker.exit_code is not None else 0
         return Transition(JobStatus.SUCCEEDED, text("job.succeeded", code=code), code, details)
@@ -203,10 +212,10 @@ def _decide(
             if worker.exit_code is None
             else text("job.worker_ended", worker=worker.worker_id, code=worker.exit_code)
         )
-        return Transition(JobStatus.FAILED, reason, worker.exit_code, details)
+        return Transition(JobStatus.FAILED, reason, worker.exit_code, details, RestartOn.WORKER_LOST)
     if worker.is_header and phase == WorkerPhase.STOPPED:
         reason = text("job.header_stopped", worker=worker.worker_id)
-        return Transition(JobStatus.FAILED, reason, worker.exit_code, details)
+        return Transition(JobStatus.FAILED, reason, worker.exit_code, details, RestartOn.WORKER_LOST)
     if status is not JobStatus.RUNNING and _all_started(workers):
         joined = sum(w.ray_joined for w in workers)
         return Transition(

@@ -21,6 +21,11 @@ The document (``apiVersion`` and ``kind`` default to the values below when left 
       tensorboardDir: /data/outputs/tb   # optional absolute path
       outputs: [/data/outputs]    # absolute paths listed in the output manifest at the end
       priority: 0                 # -100..100, higher first
+      restartPolicy:              # optional; default: a failure ends the job (ADR 0014)
+        maxRestarts: 2            # 0..100 new attempts after the first
+        on: [WorkerLost, NodeGone] # failure kinds that restart (default: all but ExitCode)
+        exitCodes: [137]          # with ExitCode in on: only these codes (empty: any non-zero)
+        backoffSeconds: 30        # 0..86400 wait before the next attempt is placed
       rlinfConfig: {...}          # optional inline RLinf Hydra config, for cross-checks
       tasks:                      # one entry per role
         - name: actor             # DNS label (<= 40 characters), unique within the job
@@ -285,6 +290,31 @@ class RoleSpec(_Model):
     env: dict[str, ScalarText] = Field(default_factory=dict)
 
 
+class RestartOn(StrEnum):
+    """The kinds of failure a restart policy may name (``domain.restarts`` classifies failures)."""
+
+    WORKER_LOST = "WorkerLost"
+    NODE_GONE = "NodeGone"
+    EVICTED = "Evicted"
+    OOM_KILLED = "OOMKilled"
+    TUNNEL_DOWN = "TunnelDown"
+    STALLED = "Stalled"
+    EXIT_CODE = "ExitCode"
+
+
+DEFAULT_RESTART_ON: Final[tuple[RestartOn, ...]] = tuple(k for k in RestartOn if k is not RestartOn.EXIT_CODE)
+"""``restartPolicy.on`` when left out: every infrastructure failure, not a script's own exit code."""
+
+
+class RestartPolicy(_Model):
+    """``spec.restartPolicy``: how many new attempts a failure of the kinds in ``on`` may start."""
+
+    max_restarts: StrictInt = 0
+    on: list[RestartOn] = Field(default_factory=lambda: list(DEFAULT_RESTART_ON))
+    exit_codes: list[StrictInt] = Field(default_factory=list)
+    backoff_seconds: StrictInt = 0
+
+
 class JobType(StrEnum):
     CUSTOM = "custom"
     TEMPLATE = "template"
@@ -306,6 +336,7 @@ class JobSpec(_Model):
     tensorboard_dir: str | None = None
     outputs: list[str] = Field(default_factory=list)
     priority: StrictInt = 0
+    restart_policy: RestartPolicy | None = None
     rlinf_config: dict[str, Any] | None = None
 
     @property

@@ -36,7 +36,8 @@ selector_value_invalid, selector_matches_too_few (error or warning), mount_inval
 hostpath_not_allowed (a hostPath source outside its cluster's allow-list, ADR 0006),
 path_not_absolute, env_name_invalid, env_name_reserved, env_overridden (warning),
 output_not_on_mount (warning), ssh_key_unknown, network_domain_unknown, network_domain_missing
-(warning), secret_detected, and the ``rlinf_*`` codes of ``rlinf.py``.
+(warning), secret_detected, restart_max_out_of_range, restart_backoff_out_of_range,
+restart_exit_code_invalid, restart_exit_codes_unused (warning), and the ``rlinf_*`` codes of ``rlinf.py``.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from rlark_scheduler.domain.spec import (
     JobSpec,
     JobType,
     MountType,
+    RestartOn,
     RoleSpec,
     Severity,
     SourceInfo,
@@ -89,6 +91,8 @@ MAX_NAME_LENGTH = 128
 MAX_ROLE_NAME_LENGTH = 40
 MAX_GPUS_PER_WORKER = 64
 PRIORITY_RANGE = (-100, 100)
+MAX_RESTARTS_RANGE = (0, 100)
+BACKOFF_SECONDS_RANGE = (0, 86_400)
 RESERVED_ENV_NAMES = frozenset({"RLINF_NODE_RANK", "RAY_ADDRESS"})
 RESERVED_ENV_PREFIX = "RLARK_"
 RLINF_OVERWRITTEN_ENV = frozenset(
@@ -356,6 +360,7 @@ class _Validator:
                 text("priority_out_of_range", min=low, max=high),
                 "spec.priority",
             )
+        self.restart_policy()
         if not (spec.run_script or "").strip():
             self.add(
                 "run_script_missing",
@@ -382,6 +387,41 @@ class _Validator:
                 "network_domain_missing",
                 text("network_domain_missing", clusters=len(clusters)),
                 "spec.networkDomain",
+            )
+
+    def restart_policy(self) -> None:
+        """``spec.restartPolicy`` (ADR 0014): the kinds in ``on`` were checked by the parser."""
+        policy = self.spec.restart_policy
+        if policy is None:
+            return
+        low, high = MAX_RESTARTS_RANGE
+        if not low <= policy.max_restarts <= high:
+            self.add(
+                "restart_max_out_of_range",
+                text("restart_max_out_of_range", min=low, max=high),
+                "spec.restartPolicy.maxRestarts",
+            )
+        low, high = BACKOFF_SECONDS_RANGE
+        if not low <= policy.backoff_seconds <= high:
+            self.add(
+                "restart_backoff_out_of_range",
+                text("restart_backoff_out_of_range", min=low, max=high),
+                "spec.restartPolicy.backoffSeconds",
+            )
+        for index, code in enumerate(policy.exit_codes):
+            if not 1 <= code <= 255:
+                path = child_path("spec.restartPolicy.exitCodes", index)
+                self.add(
+                    "restart_exit_code_invalid",
+                    text("restart_exit_code_invalid", field=path, code=code),
+                    path,
+                )
+        if policy.exit_codes and RestartOn.EXIT_CODE not in policy.on:
+            self.add(
+                "restart_exit_codes_unused",
+                text("restart_exit_codes_unused"),
+                "spec.restartPolicy.exitCodes",
+                warning=True,
             )
 
     def header_role(self) -> None:
