@@ -331,9 +331,30 @@ export interface JobDocument {
     tensorboardDir?: string;
     outputs?: string[];
     priority?: number;
+    restartPolicy?: RestartPolicy;
     rlinfConfig?: Record<string, unknown>;
     tasks: RoleSpec[];
   };
+}
+
+/** The failure kinds a restart policy may name (services/scheduler/.../domain/spec.py `RestartOn`). */
+export const RESTART_KINDS = ['WorkerLost', 'NodeGone', 'Evicted', 'OOMKilled', 'TunnelDown', 'Stalled', 'ExitCode'] as const;
+export type RestartKind = (typeof RESTART_KINDS)[number];
+
+/** `spec.restartPolicy` (ADR 0014): new attempts after the failures named in `on`. */
+export interface RestartPolicy {
+  maxRestarts?: number;
+  on?: RestartKind[];
+  exitCodes?: number[];
+  backoffSeconds?: number;
+}
+
+/** One attempt of a job: each restart starts the next. */
+export interface JobAttempt {
+  number: number;
+  started_at: string;
+  ended_at?: string | null;
+  reason: string;
 }
 
 export interface SpecProblem extends ServerSaid {
@@ -476,6 +497,9 @@ export interface Job {
   scheduled_at?: string | null;
   started_at?: string | null;
   ended_at?: string | null;
+  /** The current attempt (1 until a restart) and the restarts the policy used. */
+  attempt?: number;
+  restarts?: number;
   spec?: JobDocument;
   yaml?: string;
 }
@@ -493,6 +517,8 @@ export interface JobDetail extends Job {
   warnings?: SpecProblem[];
   ray_nodes?: { joined: number; expected: number } | null;
   workers: Worker[];
+  /** Every attempt, first to current. */
+  attempts?: JobAttempt[];
   timeline: TimelineEntry[];
   outputs?: Array<WorkerOutputs | OutputFile>;
   tensorboard_dir?: string | null;

@@ -342,6 +342,13 @@ def show(job_id: JobId, output: OutputOpt = Format.table) -> None:
     out.print(f"status     [bold]{job['status']}[/]{code}: {lang.reason_of(job)}", highlight=False)
     if job.get("network_domain"):
         out.print(f"domain     {job['network_domain']}", highlight=False)
+    policy = (job.get("spec") or {}).get("spec", {}).get("restartPolicy")
+    if policy is not None or job.get("attempt", 1) > 1:
+        most = (policy or {}).get("maxRestarts", 0)
+        out.print(
+            f"attempt    {job.get('attempt', 1)} ({job.get('restarts', 0)} of {most} restarts used)",
+            highlight=False,
+        )
     if job.get("ray_nodes"):
         out.print(
             f"ray nodes  {job['ray_nodes']['joined']}/{job['ray_nodes']['expected']} joined", highlight=False
@@ -386,6 +393,19 @@ def show(job_id: JobId, output: OutputOpt = Format.table) -> None:
                 w["phase"],
                 "joined" if w["ray_joined"] else "-",
                 "-" if w["exit_code"] is None else str(w["exit_code"]),
+            )
+        out.print(table)
+    attempts = job.get("attempts") or []
+    if len(attempts) > 1:
+        table = Table(title="attempts", header_style="bold")
+        for column in ("ATTEMPT", "STARTED", "ENDED", "REASON"):
+            table.add_column(column, overflow="fold")
+        for attempt in attempts:
+            table.add_row(
+                str(attempt["number"]),
+                str(attempt["started_at"])[:19].replace("T", " "),
+                str(attempt["ended_at"] or "-")[:19].replace("T", " "),
+                attempt["reason"] or "-",
             )
         out.print(table)
     table = Table(title="timeline", header_style="bold")
@@ -477,12 +497,18 @@ def logs(
             "--worker", "-w", help="Only this worker's lines: its id, or role-index as `jobs show` lists it"
         ),
     ] = None,
+    attempt: Annotated[
+        int | None,
+        typer.Option("--attempt", "-a", min=1, help="The lines of this attempt (default: the current one)"),
+    ] = None,
     since_seq: Annotated[int | None, typer.Option("--since-seq", help="Lines after this line number")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10000)] = 1000,
 ) -> None:
-    """Print a job's output lines (kept after the workers are gone); -f follows new ones."""
+    """Print a job's output lines (kept after the workers are gone, per attempt); -f follows new ones."""
     gateway = Gateway()
     params: dict[str, Any] = {}
+    if attempt is not None:
+        params["attempt"] = attempt
     if worker:
         params["worker"] = worker if worker.startswith(f"{job_id}-") else f"{job_id}-{worker}"
     if since_seq is not None:

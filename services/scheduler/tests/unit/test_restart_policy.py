@@ -12,7 +12,7 @@ from rlark_contracts.messages import text
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
 from rlark_scheduler.domain.jobs import JobStatus, WorkerFacts, WorkerReport, fold_report
 from rlark_scheduler.domain.render import render_yaml
-from rlark_scheduler.domain.restarts import Failure, attempt_history, classify_worker_failure, decide
+from rlark_scheduler.domain.restarts import Failure, attempt_history, classify_worker_failure, decide, on_node
 from rlark_scheduler.domain.spec import (
     DEFAULT_RESTART_ON,
     RestartOn,
@@ -294,3 +294,9 @@ def test_attempts_are_listed_from_the_restarts_and_the_current_state() -> None:
 def test_a_running_jobs_current_attempt_has_not_ended() -> None:
     [only] = attempt_history(NOW, [], 1, None, "all 3 Ray nodes joined; the run script started")
     assert (only.number, only.ended_at, only.reason) == (1, None, "")
+
+
+def test_a_worker_lost_on_a_gone_or_unready_node_went_with_its_node() -> None:
+    assert on_node(RestartOn.WORKER_LOST, node_gone=True) is RestartOn.NODE_GONE
+    assert on_node(RestartOn.WORKER_LOST, node_gone=False) is RestartOn.WORKER_LOST
+    assert on_node(RestartOn.OOM_KILLED, node_gone=True) is RestartOn.OOM_KILLED

@@ -127,3 +127,21 @@ def test_template_builds_are_validated_like_any_document() -> None:
     doc = TEMPLATES["single-node"].build({"image": "rlinf:latest", "cluster": "gpu-a"})
     codes = {e.code for e in validate_job(doc, _ctx("gpu-a")).errors}
     assert codes == {"image_latest_refused"}
+
+
+def test_templates_take_max_restarts_into_the_restart_policy() -> None:
+    without = TEMPLATES["single-node"].build({"image": IMAGE, "cluster": "gpu-a"})
+    assert without.spec.restart_policy is None
+    doc = TEMPLATES["rl-actor-rollout"].build(
+        {"image": IMAGE, "actorCluster": "gpu-a", "rolloutCluster": "gpu-a", "maxRestarts": 2}
+    )
+    assert doc.spec.restart_policy is not None
+    assert doc.spec.restart_policy.max_restarts == 2
+    assert "maxRestarts" in TEMPLATES["single-node"].params_schema()["properties"]
+    assert validate_job(doc, _ctx("gpu-a")).errors == ()
+
+
+def test_max_restarts_out_of_range_is_refused_with_its_name() -> None:
+    with pytest.raises(SpecParseError) as caught:
+        TEMPLATES["single-node"].build({"image": IMAGE, "cluster": "gpu-a", "maxRestarts": 101})
+    assert [e.field for e in caught.value.errors] == ["params.maxRestarts"]

@@ -12,7 +12,7 @@ import { Link, useParams } from 'react-router-dom';
 import { jobsApi, keysApi } from '../../api/endpoints';
 import { outputFilesOf } from '../../api/normalize';
 import { outputsApi } from '../../api/outputs';
-import { TERMINAL_STATES, type JobDetail as JobDetailType, type OutputFile, type PendingRole, type ServerSaid, type TimelineEntry, type Worker } from '../../api/types';
+import { TERMINAL_STATES, type JobAttempt, type JobDetail as JobDetailType, type OutputFile, type PendingRole, type ServerSaid, type TimelineEntry, type Worker } from '../../api/types';
 import ApiErrorAlert, { errorMessage } from '../../components/ApiErrorAlert';
 import PageTitle from '../../components/PageTitle';
 import { JobStatusTag, PhaseTag } from '../../components/StatusTag';
@@ -324,6 +324,19 @@ export default function JobDetail() {
                     { key: 'start', label: t('jobDetail.startedAt'), children: formatTime(j.started_at) },
                     { key: 'fin', label: t('jobDetail.finishedAt'), children: formatTime(j.ended_at) },
                     ...(j.exit_code !== undefined && j.exit_code !== null ? [{ key: 'exit', label: t('jobDetail.exitCode'), children: j.exit_code }] : []),
+                    ...(j.spec?.spec.restartPolicy || (j.attempt ?? 1) > 1
+                      ? [
+                          {
+                            key: 'attempt',
+                            label: t('jobDetail.attempt'),
+                            children: (
+                              <span data-testid="job-attempt">
+                                {t('jobDetail.attemptOf', { attempt: j.attempt ?? 1, restarts: j.restarts ?? 0, max: j.spec?.spec.restartPolicy?.maxRestarts ?? 0 })}
+                              </span>
+                            ),
+                          },
+                        ]
+                      : []),
                     { key: 'workers', label: t('jobs.workers'), children: `${j.worker_count ?? j.workers.length} · ${t('jobDetail.gpus', { count: j.gpu_count ?? 0 })}` },
                     { key: 'header', label: t('wizard.header'), children: j.spec?.spec.header ?? header?.role ?? '—' },
                     { key: 'ray', label: t('jobDetail.rayNodes'), children: j.ray_nodes ? `${j.ray_nodes.joined}/${j.ray_nodes.expected}` : '—' },
@@ -416,6 +429,29 @@ export default function JobDetail() {
                       />
                     ),
                   },
+                  ...((j.attempts?.length ?? 0) > 1
+                    ? [
+                        {
+                          key: 'attempts',
+                          label: t('jobDetail.attempts'),
+                          children: (
+                            <Table<JobAttempt>
+                              data-testid="attempts-table"
+                              size="small"
+                              rowKey="number"
+                              pagination={false}
+                              dataSource={j.attempts}
+                              columns={[
+                                { title: t('jobDetail.attemptNumber'), dataIndex: 'number' },
+                                { title: t('jobDetail.attemptStarted'), dataIndex: 'started_at', render: (v: string) => formatTime(v) },
+                                { title: t('jobDetail.attemptEnded'), dataIndex: 'ended_at', render: (v?: string | null) => (v ? formatTime(v) : '—') },
+                                { title: t('jobDetail.attemptReason'), dataIndex: 'reason', render: (v: string) => v || '—' },
+                              ]}
+                            />
+                          ),
+                        },
+                      ]
+                    : []),
                   {
                     key: 'logs',
                     label: t('logs.title'),

@@ -12,7 +12,8 @@ from what the agents report today:
 - ``WorkerLost``: everything else that took a worker away — killed by a signal from outside
   ("killed by signal 9", the local runtime's SIGKILLed process group), its pod deleted outside RLark,
   a worker other than the Header ending while the job runs, the Header stopped, an unknown failure;
-- ``NodeGone``: the cluster holding the job's workers went offline (the job would be Lost);
+- ``NodeGone``: the cluster holding the job's workers went offline (the job would be Lost), or a worker
+  was lost on a node that inventory says is gone or not ready (:func:`on_node`);
 - ``TunnelDown``: the network domain's link stayed down past the grace (``domain.tunnels``);
 - ``Stalled``: accepted in ``on`` so the field is stable; nothing reports it yet.
 
@@ -63,6 +64,12 @@ def classify_worker_failure(reason: str, exit_code: int | None) -> RestartOn:
     if exit_code is not None and 0 < exit_code <= 128:
         return RestartOn.EXIT_CODE
     return RestartOn.WORKER_LOST
+
+
+def on_node(kind: RestartOn, *, node_gone: bool) -> RestartOn:
+    """A worker lost on a node that is gone or not ready (as inventory last said) went with its node:
+    ``NodeGone``. The agent cannot tell — its pod was deleted, its process killed — the scheduler can."""
+    return RestartOn.NODE_GONE if kind is RestartOn.WORKER_LOST and node_gone else kind
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,13 @@ class TemplateParams(BaseModel):
     run_script: str = Field(default=DEFAULT_RUN_SCRIPT, description="Run on the Header")
     prepare_script: str | None = Field(default=None, description="Run on every worker first")
     ssh_keys: list[str] = Field(default_factory=list, description="Names of SSH public keys")
+    max_restarts: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description="New attempts after a worker, node, eviction, OOM or tunnel failure "
+        "(spec.restartPolicy.maxRestarts; 0: none)",
+    )
 
 
 class SingleNodeParams(TemplateParams):
@@ -139,18 +146,18 @@ def _document(
     roles: list[dict[str, Any]],
     rlinf: dict[str, Any],
 ) -> dict[str, Any]:
-    return {
-        "metadata": {"name": params.name or title},
-        "spec": {
-            "type": JobType.TEMPLATE.value,
-            "template": template_id,
-            "header": header,
-            "sshKeys": list(params.ssh_keys),
-            "runScript": params.run_script,
-            "rlinfConfig": rlinf,
-            "tasks": roles,
-        },
+    spec: dict[str, Any] = {
+        "type": JobType.TEMPLATE.value,
+        "template": template_id,
+        "header": header,
+        "sshKeys": list(params.ssh_keys),
+        "runScript": params.run_script,
+        "rlinfConfig": rlinf,
+        "tasks": roles,
     }
+    if params.max_restarts:
+        spec["restartPolicy"] = {"maxRestarts": params.max_restarts}
+    return {"metadata": {"name": params.name or title}, "spec": spec}
 
 
 def _ranks(first: int, count: int) -> str:

@@ -9,7 +9,9 @@ import { useEffect } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link } from 'react-router-dom';
 import { domainsApi, keysApi } from '../../../api/endpoints';
+import { RESTART_KINDS, type RestartKind } from '../../../api/types';
 import { useWizard } from './context';
+import { MAX_BACKOFF_SECONDS, MAX_RESTARTS } from './model';
 
 /** `spec.networkDomain: none`: a single-cluster job stays out of the default domain (the server's rule). */
 const NO_DOMAIN = 'none';
@@ -114,6 +116,63 @@ export default function CommonStep() {
         <Col span={12}>
           <Form.Item label={t('wizard.outputs')} extra={t('wizard.outputsHint')} className={outline('spec.outputs')} {...feedback('spec.outputs')}>
             <Select mode="tags" value={state.outputs} onChange={(outputs: string[]) => set({ outputs })} placeholder="/data/outputs" aria-label={t('wizard.outputs')} tokenSeparators={[',', ' ']} />
+          </Form.Item>
+        </Col>
+      </Row>
+      <Row gutter={16}>
+        <Col span={6}>
+          <Form.Item label={t('wizard.maxRestarts')} extra={t('wizard.maxRestartsHint')} className={outline('spec.restartPolicy.maxRestarts')} {...feedback('spec.restartPolicy.maxRestarts')}>
+            <InputNumber
+              data-testid="common-max-restarts"
+              min={0}
+              max={MAX_RESTARTS}
+              precision={0}
+              value={state.maxRestarts}
+              onChange={(v) => set({ maxRestarts: typeof v === 'number' ? v : 0 })}
+              aria-label={t('wizard.maxRestarts')}
+              style={{ width: '100%' }}
+            />
+          </Form.Item>
+        </Col>
+        <Col span={10}>
+          <Form.Item label={t('wizard.restartOn')} extra={t('wizard.restartOnHint')} className={outline('spec.restartPolicy.on')} {...feedback('spec.restartPolicy.on')}>
+            <Select
+              mode="multiple"
+              data-testid="common-restart-on"
+              aria-label={t('wizard.restartOn')}
+              disabled={!state.maxRestarts}
+              value={state.restartOn}
+              onChange={(restartOn: RestartKind[]) => set({ restartOn })}
+              options={RESTART_KINDS.map((kind) => ({ value: kind, label: kind }))}
+            />
+          </Form.Item>
+        </Col>
+        <Col span={4}>
+          <Form.Item label={t('wizard.restartExitCodes')} extra={t('wizard.restartExitCodesHint')} className={outline('spec.restartPolicy.exitCodes')} {...feedback('spec.restartPolicy.exitCodes')}>
+            <Select
+              mode="tags"
+              data-testid="common-restart-exit-codes"
+              aria-label={t('wizard.restartExitCodes')}
+              disabled={!state.maxRestarts || !state.restartOn.includes('ExitCode')}
+              value={state.restartExitCodes.map(String)}
+              onChange={(codes: string[]) => set({ restartExitCodes: codes.map((c) => Number(c.trim())) })}
+              tokenSeparators={[',', ' ']}
+            />
+          </Form.Item>
+        </Col>
+        <Col span={4}>
+          <Form.Item label={t('wizard.restartBackoff')} className={outline('spec.restartPolicy.backoffSeconds')} {...feedback('spec.restartPolicy.backoffSeconds')}>
+            <InputNumber
+              data-testid="common-restart-backoff"
+              min={0}
+              max={MAX_BACKOFF_SECONDS}
+              precision={0}
+              disabled={!state.maxRestarts}
+              value={state.restartBackoffSeconds}
+              onChange={(v) => set({ restartBackoffSeconds: typeof v === 'number' ? v : 0 })}
+              aria-label={t('wizard.restartBackoff')}
+              style={{ width: '100%' }}
+            />
           </Form.Item>
         </Col>
       </Row>

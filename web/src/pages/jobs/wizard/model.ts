@@ -5,7 +5,7 @@
  * checks only stop the obvious mistakes one step earlier.
  */
 import { parse as parseYaml } from 'yaml';
-import type { JobDocument, MountSpec, RoleSpec, SpecProblem, Template } from '../../../api/types';
+import type { JobDocument, MountSpec, RestartKind, RestartPolicy, RoleSpec, SpecProblem, Template } from '../../../api/types';
 import { parseTerm, termsToMap } from '../../../lib/selector';
 import { lineOfField } from '../../../lib/yamlPath';
 import { syncedRlinfConfig } from './rlinf';
@@ -41,8 +41,18 @@ export interface WizardState {
   tensorboardDir: string;
   outputs: string[];
   priority: number;
+  /** `spec.restartPolicy`: 0 restarts (the default) leaves the field out. */
+  maxRestarts: number;
+  restartOn: RestartKind[];
+  restartExitCodes: number[];
+  restartBackoffSeconds: number;
   rlinfConfig?: Record<string, unknown>;
 }
+
+/** `restartPolicy.on` when the user does not choose: every infrastructure failure, not a script's exit code (the server's default). */
+export const DEFAULT_RESTART_ON: RestartKind[] = ['WorkerLost', 'NodeGone', 'Evicted', 'OOMKilled', 'TunnelDown', 'Stalled'];
+export const MAX_RESTARTS = 100;
+export const MAX_BACKOFF_SECONDS = 86_400;
 
 /** A problem found in the browser: `field` is the spec path, `key` an i18n key with `values`. */
 export interface LocalProblem {
@@ -84,6 +94,10 @@ export function initialState(): WizardState {
     tensorboardDir: '',
     outputs: [],
     priority: 0,
+    maxRestarts: 0,
+    restartOn: [...DEFAULT_RESTART_ON],
+    restartExitCodes: [],
+    restartBackoffSeconds: 0,
   };
 }
 
@@ -154,6 +168,17 @@ function clean<T extends object>(value: T): T {
   ) as T;
 }
 
+/** The restart policy the wizard's fields describe; none while no restart is allowed. */
+export function restartPolicyOf(state: WizardState): RestartPolicy | undefined {
+  if (!state.maxRestarts) return undefined;
+  return clean({
+    maxRestarts: state.maxRestarts,
+    on: [...state.restartOn],
+    exitCodes: state.restartOn.includes('ExitCode') && state.restartExitCodes.length ? state.restartExitCodes : undefined,
+    backoffSeconds: state.restartBackoffSeconds || undefined,
+  });
+}
+
 export function toDocument(state: WizardState): JobDocument {
   const tasks: RoleSpec[] = state.roles.map((role) => {
     const selector = termsToMap(role.selector);
@@ -180,6 +205,7 @@ export function toDocument(state: WizardState): JobDocument {
     tensorboardDir: state.tensorboardDir.trim() || undefined,
     outputs: state.outputs,
     priority: state.priority || undefined,
+    restartPolicy: restartPolicyOf(state),
     rlinfConfig: syncedRlinfConfig(state),
   });
   return { apiVersion: 'rlark.io/v1', kind: 'Job', metadata: { name: state.name.trim() }, spec: { ...spec, tasks } };
@@ -269,6 +295,17 @@ export function commonStepProblems(state: WizardState): LocalProblem[] {
     problems.push({ field: 'spec.tensorboardDir', key: 'wizard.err.absolutePath' });
   }
   if (state.outputs.some((o) => !o.startsWith('/'))) problems.push({ field: 'spec.outputs', key: 'wizard.err.absolutePath' });
+  if (!Number.isInteger(state.maxRestarts) || state.maxRestarts < 0 || state.maxRestarts > MAX_RESTARTS) {
+    problems.push({ field: 'spec.restartPolicy.maxRestarts', key: 'wizard.err.maxRestartsRange', values: { max: MAX_RESTARTS } });
+  }
+  if (!Number.isInteger(state.restartBackoffSeconds) || state.restartBackoffSeconds < 0 || state.restartBackoffSeconds > MAX_BACKOFF_SECONDS) {
+    problems.push({ field: 'spec.restartPolicy.backoffSeconds', key: 'wizard.err.backoffRange', values: { max: MAX_BACKOFF_SECONDS } });
+  }
+  state.restartExitCodes.forEach((code, i) => {
+    if (!Number.isInteger(code) || code < 1 || code > 255) {
+      problems.push({ field: `spec.restartPolicy.exitCodes[${i}]`, key: 'wizard.err.exitCodeRange', values: { code } });
+    }
+  });
   return problems;
 }
 
