@@ -13,17 +13,10 @@ from __future__ import annotations
 from datetime import datetime
 from urllib.parse import quote
 
-import httpx
-from rlark_platform.identity import (
-    Caller,
-    IdentityError,
-    Role,
-    SignedRequest,
-    agent_token_claims,
-    sign_caller,
-)
+from rlark_platform.identity import Caller, IdentityError, Role, agent_token_claims
 
 from rlark_gateway.domain.relay import RelayRefused
+from rlark_gateway.upstream_get import signed_get, unavailable
 
 LOOKUP_CALLER = Caller("rlark-gateway", Role.USER)
 
@@ -53,26 +46,14 @@ async def credential_rotated_at(
 ) -> datetime | None:
     """When ``cluster``'s agent credential was last set, or None when the cluster does not exist."""
     target = f"/api/v1/clusters/{quote(cluster, safe='')}"
-    headers = sign_caller(secret, LOOKUP_CALLER, SignedRequest("inventory", "GET", target))
-    try:
-        async with httpx.AsyncClient(base_url=inventory_url, timeout=timeout_s, trust_env=False) as client:
-            response = await client.get(target, headers=headers)
-    except httpx.HTTPError:
-        raise RelayRefused(
-            503, "service_unavailable", "the inventory service is unavailable; try again later", "inventory"
-        ) from None
+    response = await signed_get(
+        "inventory", inventory_url, secret, LOOKUP_CALLER, target, timeout_s=timeout_s
+    )
     if response.status_code == 404:
         return None
-    if response.status_code != 200:
-        raise RelayRefused(
-            503, "service_unavailable", f"the inventory answered HTTP {response.status_code}", "inventory"
-        )
     try:
         return datetime.fromisoformat(str(response.json()["credential_rotated_at"]))
     except (ValueError, KeyError, TypeError):
-        raise RelayRefused(
-            503,
-            "service_unavailable",
-            "the inventory's cluster detail has no credential_rotated_at",
-            "inventory",
+        raise unavailable(
+            "inventory", "the inventory's cluster detail has no credential_rotated_at"
         ) from None

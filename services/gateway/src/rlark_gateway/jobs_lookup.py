@@ -10,9 +10,10 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from rlark_platform.identity import Caller, SignedRequest, sign_caller
+from rlark_platform.identity import Caller
 
 from rlark_gateway.domain.relay import RelayRefused
+from rlark_gateway.upstream_get import signed_get
 
 
 async def find_job(
@@ -21,14 +22,7 @@ async def find_job(
     """The scheduler's job detail of ``job_id`` as ``caller`` sees it; ``RelayRefused`` 404 ``job_not_found``
     when the caller may not see it (or it does not exist), 503 when the scheduler cannot be asked."""
     target = f"/api/v1/jobs/{quote(job_id, safe='')}"
-    headers = sign_caller(secret, caller, SignedRequest("scheduler", "GET", target))
-    try:
-        async with httpx.AsyncClient(base_url=scheduler_url, timeout=timeout_s, trust_env=False) as client:
-            response = await client.get(target, headers=headers)
-    except httpx.HTTPError:
-        raise RelayRefused(
-            503, "service_unavailable", "the scheduler service is unavailable; try again later", "scheduler"
-        ) from None
+    response = await signed_get("scheduler", scheduler_url, secret, caller, target, timeout_s=timeout_s)
     if response.status_code == 404:
         # The scheduler's own answer, as ``GET /api/v1/jobs/{id}`` gives it: the same for a missing job.
         error = _error_of(response)
@@ -37,10 +31,6 @@ async def find_job(
             str(error.get("code") or "job_not_found"),
             str(error.get("message") or f"job {job_id} not found"),
             "job_id",
-        )
-    if response.status_code != 200:
-        raise RelayRefused(
-            503, "service_unavailable", f"the scheduler answered HTTP {response.status_code}", "scheduler"
         )
     job: dict[str, Any] = response.json()
     return job
