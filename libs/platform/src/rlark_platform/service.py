@@ -121,7 +121,12 @@ async def migrate(definition: ServiceDefinition[Any, Any], settings: ServiceSett
         finally:
             await conn.close()
     created = (
-        await ensure_topics(settings.kafka_access(), TopicNames(settings.topic_prefix), owner=definition.name)
+        await ensure_topics(
+            settings.kafka_access(),
+            TopicNames(settings.topic_prefix),
+            settings.topic_layout(),
+            owner=definition.name,
+        )
         if definition.kafka
         else []
     )
@@ -275,7 +280,7 @@ def main(definition: ServiceDefinition[S, P], argv: list[str] | None = None) -> 
                 KafkaAccess(built.kafka_bootstrap, ADMIN_PRINCIPAL, admin),
                 TopicNames(built.topic_prefix),
                 built.internal_secret.get_secret_value(),
-                partitions=built.topic_partitions,
+                layout=built.topic_layout(),
             )
         )
 

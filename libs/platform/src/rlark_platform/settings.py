@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+import json
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from rlark_contracts import TOPICS
 
 from rlark_platform.messaging.access import KafkaAccess, derive_password, service_principal
+from rlark_platform.messaging.layout import TopicLayout
 
 
 class ServiceSettings(BaseSettings):
@@ -32,7 +37,20 @@ class ServiceSettings(BaseSettings):
     )
     topic_prefix: str = Field(default="", description="Prefix for every topic (isolates test runs)")
     topic_partitions: int = Field(
-        default=3, ge=1, le=256, description="Partitions of topics `migrate` creates"
+        default=3, ge=1, le=256, description="Partitions of the topics the platform creates"
+    )
+    topic_partitions_by_family: Annotated[dict[str, int], NoDecode] = Field(
+        default_factory=dict,
+        description="Partitions of particular topic families, overriding topic_partitions "
+        "(`scheduler.jobs=6,agent.reports=12`, or a JSON object); a family's partitions cap how many "
+        "replicas of its consumers work at once",
+    )
+    topic_replication_factor: int = Field(
+        default=1,
+        ge=1,
+        le=7,
+        description="Replicas of each topic (1 for one broker; 3 on a three-broker cluster, which also sets "
+        "min.insync.replicas=2)",
     )
     internal_secret: SecretStr = Field(
         default=SecretStr(""),
@@ -58,6 +76,33 @@ class ServiceSettings(BaseSettings):
     db_pool_min: int = Field(default=1, ge=0)
     db_pool_max: int = Field(default=10, ge=1)
     relay_poll_interval_s: float = Field(default=1.0, gt=0, description="Outbox relay polling fallback")
+
+    @field_validator("topic_partitions_by_family", mode="before")
+    @classmethod
+    def _families(cls, value: Any) -> Any:
+        """``family=N,family=N`` (or a JSON object), each family one the platform has, 1..256 partitions."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("{"):
+                value = json.loads(text)
+            else:
+                pairs = [part.split("=", 1) for part in text.split(",") if part.strip()]
+                if any(len(pair) != 2 for pair in pairs):
+                    raise ValueError("write family=partitions pairs separated by commas")
+                value = {name.strip(): count.strip() for name, count in pairs}
+        if isinstance(value, dict):
+            unknown = sorted(set(value) - set(TOPICS))
+            if unknown:
+                raise ValueError(f"unknown topic families {unknown}; known: {', '.join(sorted(TOPICS))}")
+            for name, count in value.items():
+                if not str(count).isdigit() or not 1 <= int(count) <= 256:
+                    raise ValueError(f"{name}: partitions must be a whole number from 1 to 256")
+        return value
+
+    def topic_layout(self) -> TopicLayout:
+        return TopicLayout(
+            self.topic_partitions, self.topic_replication_factor, dict(self.topic_partitions_by_family)
+        )
 
     def kafka_access(self) -> KafkaAccess:
         """This service's Kafka client options: the broker and its own principal (ADR 0004)."""

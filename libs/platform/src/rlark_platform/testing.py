@@ -261,6 +261,7 @@ async def provision_test_prefix(admin: KafkaAccess, prefix: str, *, partitions: 
     (passwords derived from ``TEST_SECRET``) and their ACLs."""
     from rlark_contracts import TopicNames
 
+    from rlark_platform.messaging.layout import TopicLayout
     from rlark_platform.messaging.provision import provision_platform
 
-    await provision_platform(admin, TopicNames(prefix), TEST_SECRET, partitions=partitions)
+    await provision_platform(admin, TopicNames(prefix), TEST_SECRET, layout=TopicLayout(partitions))

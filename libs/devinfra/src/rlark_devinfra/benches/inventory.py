@@ -165,7 +165,7 @@ async def bench_ingest(
         names = await _register(env.pool, clusters)
         prefixed = TopicNames(env.settings.topic_prefix)
         for cluster in names:  # as agents' sessions do
-            await ensure_cluster_topics(kafka, prefixed, cluster, env.settings.topic_partitions)
+            await ensure_cluster_topics(kafka, prefixed, cluster, env.settings.topic_layout())
         stop = asyncio.Event()
         worker = asyncio.create_task(serve(DEFINITION, env.settings, api=False, worker=True, stop=stop))
         # The broker's admin stands in for the agents of every cluster.

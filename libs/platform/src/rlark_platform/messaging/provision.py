@@ -26,6 +26,7 @@ from rlark_platform.messaging.access import (
     service_principal,
 )
 from rlark_platform.messaging.acls import agent_acls, platform_acls, services
+from rlark_platform.messaging.layout import TopicLayout
 from rlark_platform.messaging.producer import ensure_cluster_topics, ensure_topics
 from rlark_platform.messaging.security_admin import SecurityAdmin
 
@@ -56,10 +57,10 @@ async def await_login(access: KafkaAccess, timeout_s: float = 15.0) -> None:
 
 
 async def provision_platform(
-    admin: KafkaAccess, names: TopicNames, internal_secret: str, *, partitions: int = 3
+    admin: KafkaAccess, names: TopicNames, internal_secret: str, *, layout: TopicLayout | None = None
 ) -> None:
-    """Topics, service principals and their ACLs under ``names``' prefix."""
-    await ensure_topics(admin, names, partitions=partitions)
+    """Topics (laid out by ``layout``), service principals and their ACLs under ``names``' prefix."""
+    await ensure_topics(admin, names, layout)
     passwords = {p: derive_password(internal_secret, p) for p in map(names_principal(names), services())}
     async with SecurityAdmin(admin) as security:
         await security.create_acls(platform_acls(names))
@@ -75,7 +76,7 @@ async def provision_agent(
     cluster: str,
     *,
     epoch: str,
-    partitions: int = 3,
+    layout: TopicLayout | None = None,
 ) -> str:
     """The topics of ``cluster`` and its agent's principal with its ACLs; returns the agent's password
     for ``epoch`` (derived, never stored). The topics exist before the agent subscribes to them; when this
@@ -83,7 +84,7 @@ async def provision_agent(
     new connections (connections already open end at the broker's ``connections.max.reauth.ms``)."""
     principal = agent_principal(names.prefix, cluster)
     password = derive_agent_password(internal_secret, principal, epoch)
-    await ensure_cluster_topics(access, names, cluster, partitions)
+    await ensure_cluster_topics(access, names, cluster, layout)
     async with SecurityAdmin(access, client_id="rlark-agent-provisioner") as security:
         await security.create_acls(agent_acls(names, cluster))
         await security.upsert_credentials({principal: password})

@@ -307,7 +307,7 @@ def _agent_provisioner(settings: InventorySettings) -> handlers.AgentProvisioner
             settings.internal_secret.get_secret_value(),
             cluster,
             epoch=epoch,
-            partitions=settings.topic_partitions,
+            layout=settings.topic_layout(),
         )
 
     return provision
