@@ -39,6 +39,23 @@ CREATE TABLE public.inbox (
     received_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.login_failures (
+    id bigint NOT NULL,
+    scope text NOT NULL,
+    key text NOT NULL,
+    failed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT login_failures_scope_check CHECK ((scope = ANY (ARRAY['user_address'::text, 'user'::text, 'address'::text])))
+);
+
+CREATE SEQUENCE public.login_failures_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.login_failures_id_seq OWNED BY public.login_failures.id;
+
 CREATE TABLE public.outbox (
     seq bigint NOT NULL,
     event_id text NOT NULL,
@@ -91,6 +108,8 @@ CREATE TABLE public.users (
 
 ALTER TABLE ONLY public.audit_log ALTER COLUMN id SET DEFAULT nextval('public.audit_log_id_seq'::regclass);
 
+ALTER TABLE ONLY public.login_failures ALTER COLUMN id SET DEFAULT nextval('public.login_failures_id_seq'::regclass);
+
 ALTER TABLE ONLY public.outbox ALTER COLUMN seq SET DEFAULT nextval('public.outbox_seq_seq'::regclass);
 
 ALTER TABLE ONLY public.api_tokens
@@ -104,6 +123,9 @@ ALTER TABLE ONLY public.audit_log
 
 ALTER TABLE ONLY public.inbox
     ADD CONSTRAINT inbox_pkey PRIMARY KEY (consumer, event_id);
+
+ALTER TABLE ONLY public.login_failures
+    ADD CONSTRAINT login_failures_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.outbox
     ADD CONSTRAINT outbox_event_id_key UNIQUE (event_id);
@@ -130,6 +152,10 @@ CREATE INDEX audit_log_action_at ON public.audit_log USING btree (action, at DES
 CREATE INDEX audit_log_actor_at ON public.audit_log USING btree (actor, at DESC);
 
 CREATE INDEX audit_log_at ON public.audit_log USING btree (at DESC);
+
+CREATE INDEX login_failures_failed_at ON public.login_failures USING btree (failed_at);
+
+CREATE INDEX login_failures_key ON public.login_failures USING btree (scope, key, failed_at DESC);
 
 CREATE INDEX sessions_expires_at ON public.sessions USING btree (expires_at);
 

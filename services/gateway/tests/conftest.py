@@ -184,25 +184,31 @@ async def _drop_database(server_url: str, database_url: str) -> None:
         await conn.close()
 
 
+@contextlib.asynccontextmanager
+async def gateway_database(server_url: str) -> AsyncIterator[str]:
+    """A fresh database for a test module's gateway(s) (its URL), dropped after."""
+    database_url = await _create_database(server_url)
+    try:
+        yield database_url
+    finally:
+        await _drop_database(server_url, database_url)
+
+
 @pytest.fixture(scope="module")
 async def stack(
     postgres_server_url: str, kafka_bootstrap: str, kafka_admin: KafkaAccess
 ) -> AsyncIterator[Stack]:
     """One gateway per test module (tests use their own users, so they do not interfere)."""
-    database_url = await _create_database(postgres_server_url)
     prefix = f"t{uuid.uuid4().hex[:10]}."
     await provision_test_prefix(kafka_admin, prefix)
-    try:
-        async with echo_upstream() as upstream:
-            settings = gateway_settings(
-                database_url,
-                kafka_bootstrap,
-                prefix,
-                upstream.url,
-                bootstrap_admin_username=ADMIN,
-                bootstrap_admin_password=ADMIN_PASSWORD,
-            )
-            async with running_service(DEFINITION, settings, worker=False) as service:
-                yield Stack(service.url, settings, upstream.url, database_url)
-    finally:
-        await _drop_database(postgres_server_url, database_url)
+    async with gateway_database(postgres_server_url) as database_url, echo_upstream() as upstream:
+        settings = gateway_settings(
+            database_url,
+            kafka_bootstrap,
+            prefix,
+            upstream.url,
+            bootstrap_admin_username=ADMIN,
+            bootstrap_admin_password=ADMIN_PASSWORD,
+        )
+        async with running_service(DEFINITION, settings, worker=False) as service:
+            yield Stack(service.url, settings, upstream.url, database_url)

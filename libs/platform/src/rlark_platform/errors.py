@@ -21,6 +21,8 @@ class ApiError(Exception):
         message: str | Text,
         field: str | None = None,
         details: dict[str, Any] | None = None,
+        *,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.text = message if isinstance(message, Text) else None
         self.message = str(message)
@@ -29,6 +31,8 @@ class ApiError(Exception):
         self.code = code
         self.field = field
         self.details = details or {}
+        self.headers = headers or {}
+        """Response headers beside the body (``Retry-After`` of a 429)."""
 
     def body(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message, "field": self.field}

@@ -32,7 +32,7 @@ from rlark_gateway.domain.accounts import (
     validate_username,
 )
 from rlark_gateway.domain.audit_text import storable
-from rlark_gateway.domain.throttle import LoginGuard
+from rlark_gateway.login_throttle import LoginThrottle
 from rlark_gateway.passwords import Passwords
 
 log = structlog.get_logger(__name__)
@@ -102,7 +102,7 @@ class Accounts:
         self,
         pool: asyncpg.Pool,
         passwords: Passwords,
-        throttle: LoginGuard,
+        throttle: LoginThrottle,
         *,
         session_ttl_s: int,
         password_min_length: int,
@@ -174,26 +174,28 @@ class Accounts:
     async def login(self, username: str, password: str, client: str) -> LoginResult:
         """A new console session, or 401 ``invalid_credentials`` — the same for an unknown user and a
         wrong password — or 429 after too many failures for this username from this address, or from all
-        addresses together."""
-        wait = self.throttle.retry_after(username, client)
+        addresses together, or from this address for all usernames together (shared by every replica)."""
+        wait = await self.throttle.retry_after(username, client)
         if wait is not None:
+            seconds = math.ceil(wait)
             raise ApiError(
                 429,
                 "too_many_attempts",
-                text("too_many_attempts.login", seconds=math.ceil(wait)),
-                details={"retry_after_s": math.ceil(wait)},
+                text("too_many_attempts.login", seconds=seconds),
+                details={"retry_after_s": seconds},
+                headers={"Retry-After": str(seconds)},
             )
         record = None
         if USERNAME_RE.fullmatch(username):
             async with self.pool.acquire() as conn:
                 record = await repo.get_user(conn, username)
         if not await self.passwords.verify(record.password_hash if record else None, password):
-            self.throttle.failed(username, client)
+            await self.throttle.failed(username, client)
             # Log the name only when it is a real user: a mistyped password in the name field stays out.
             log.info("login refused", user=record.username if record else None)
             raise _unauthenticated("invalid_credentials", text("invalid_credentials"))
         assert record is not None
-        self.throttle.succeeded(username, client)
+        await self.throttle.succeeded(username, client)
         rehash = (
             await self.passwords.hash(password) if self.passwords.needs_rehash(record.password_hash) else None
         )
@@ -278,8 +280,14 @@ class Accounts:
 
     async def change_own_password(self, principal: Principal, current: str, new: str, client: str) -> None:
         """Check the current password (throttled like a login), set the new one, end other sessions."""
-        if self.throttle.retry_after(principal.username, client) is not None:
-            raise ApiError(429, "too_many_attempts", text("too_many_attempts.password"))
+        wait = await self.throttle.retry_after(principal.username, client)
+        if wait is not None:
+            raise ApiError(
+                429,
+                "too_many_attempts",
+                text("too_many_attempts.password"),
+                headers={"Retry-After": str(math.ceil(wait))},
+            )
         try:
             validate_password(
                 new, username=principal.username, min_length=self.password_min_length, field="new_password"
@@ -289,7 +297,7 @@ class Accounts:
         async with self.pool.acquire() as conn:
             record = await repo.get_user(conn, principal.username)
         if record is None or not await self.passwords.verify(record.password_hash, current):
-            self.throttle.failed(principal.username, client)
+            await self.throttle.failed(principal.username, client)
             raise ApiError(403, "wrong_password", text("wrong_password"), "current_password")
         password_hash = await self.passwords.hash(new)
         keep = principal.credential_hash if principal.via == "session" else None

@@ -27,8 +27,9 @@ from rlark_gateway.api import build_api
 from rlark_gateway.api.tools import build_tools_api
 from rlark_gateway.domain.accounts import AccountError
 from rlark_gateway.domain.streams import StreamSlots
-from rlark_gateway.domain.throttle import LoginGuard, LoginThrottle
+from rlark_gateway.domain.throttle import LoginLimits
 from rlark_gateway.handlers import Accounts
+from rlark_gateway.login_throttle import LoginThrottle
 from rlark_gateway.passwords import Passwords
 from rlark_gateway.proxy import Proxy
 from rlark_gateway.settings import GatewaySettings
@@ -51,11 +52,13 @@ def _accounts(settings: GatewaySettings, pool: asyncpg.Pool) -> Accounts:
     return Accounts(
         pool,
         _passwords(settings),
-        LoginGuard(
-            LoginThrottle(settings.login_max_failures, settings.login_window_s),
-            LoginThrottle(settings.login_max_failures_per_account, settings.login_window_s),
-            LoginThrottle(
-                settings.login_max_failures_per_address, settings.login_window_s, evict_throttled=True
+        LoginThrottle(
+            pool,
+            LoginLimits(
+                per_user_address=settings.login_max_failures,
+                per_user=settings.login_max_failures_per_account,
+                per_address=settings.login_max_failures_per_address,
+                window_s=settings.login_window_s,
             ),
         ),
         session_ttl_s=settings.session_ttl_s,

@@ -1,12 +1,16 @@
-"""All SQL of the gateway: users, sessions, API tokens and the audit log. ``conn`` first, ``$n`` params."""
+"""All SQL of the gateway: users, sessions, API tokens, login failures and the audit log. ``conn`` first,
+``$n`` params."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from rlark_platform.db.pool import Connection
+
+from rlark_gateway.domain.throttle import Scope, ThrottleKey
 
 # Serialises changes that must keep at least one admin (pg_advisory_xact_lock key).
 ADMIN_LOCK_KEY = 0x524C_4741_4D49  # "RLGAMI"
@@ -217,6 +221,70 @@ async def revoke_token(conn: Connection, username: str, token_id: str) -> bool:
         username,
     )
     return status.endswith(" 1")
+
+
+@dataclass(frozen=True)
+class LoginFailures:
+    """The database's ``now`` and, per key asked, the times of its newest failures inside the window."""
+
+    now: datetime
+    times: dict[ThrottleKey, list[datetime]]
+
+
+async def recent_login_failures(
+    conn: Connection, keys: Sequence[tuple[ThrottleKey, int]], window_s: float
+) -> LoginFailures:
+    """For each (key, limit): the key's newest ``limit`` failures younger than ``window_s`` (all a
+    decision needs), read at one instant of the database's clock."""
+    rows = await conn.fetch(
+        """SELECT k.scope, k.key, now() AS now,
+                  ARRAY(SELECT f.failed_at FROM login_failures f
+                        WHERE f.scope = k.scope AND f.key = k.key
+                          AND f.failed_at > now() - make_interval(secs => $4)
+                        ORDER BY f.failed_at DESC LIMIT k.lim) AS times
+           FROM unnest($1::text[], $2::text[], $3::int[]) AS k (scope, key, lim)""",
+        [key.scope.value for key, _ in keys],
+        [key.key for key, _ in keys],
+        [limit for _, limit in keys],
+        window_s,
+    )
+    now: datetime = rows[0]["now"] if rows else await conn.fetchval("SELECT now()")
+    return LoginFailures(now, {ThrottleKey(Scope(r["scope"]), r["key"]): list(r["times"]) for r in rows})
+
+
+async def insert_login_failures(conn: Connection, keys: Sequence[ThrottleKey]) -> None:
+    """One failure of each key, at the database's ``now()``."""
+    await conn.execute(
+        "INSERT INTO login_failures (scope, key) SELECT * FROM unnest($1::text[], $2::text[])",
+        [key.scope.value for key in keys],
+        [key.key for key in keys],
+    )
+
+
+async def delete_login_failures(conn: Connection, keys: Sequence[ThrottleKey]) -> int:
+    """Forget every failure of ``keys``. Rows another transaction holds are skipped: the only row locks
+    on this table are deletes', so they are going anyway (and two deletes never wait on each other)."""
+    status: str = await conn.execute(
+        """DELETE FROM login_failures WHERE id IN (
+               SELECT f.id FROM login_failures f
+               JOIN unnest($1::text[], $2::text[]) AS k (scope, key) USING (scope, key)
+               FOR UPDATE OF f SKIP LOCKED)""",
+        [key.scope.value for key in keys],
+        [key.key for key in keys],
+    )
+    return int(status.rsplit(" ", 1)[1])
+
+
+async def sweep_login_failures(conn: Connection, window_s: float, limit: int) -> int:
+    """Delete at most ``limit`` of the oldest failures older than ``window_s`` (they decide nothing)."""
+    status: str = await conn.execute(
+        """DELETE FROM login_failures WHERE id IN (
+               SELECT id FROM login_failures WHERE failed_at <= now() - make_interval(secs => $1)
+               ORDER BY failed_at LIMIT $2 FOR UPDATE SKIP LOCKED)""",
+        window_s,
+        limit,
+    )
+    return int(status.rsplit(" ", 1)[1])
 
 
 async def insert_audit(

@@ -1,7 +1,7 @@
 """Settings of the gateway service (environment prefix ``RLARK_``).
 
-The gateway owns users, sessions, API tokens and the audit log (database ``rlark_gateway``), and knows
-where the services behind it listen. There is no default password anywhere: the first admin comes from
+The gateway owns users, sessions, API tokens, login failures and the audit log (database ``rlark_gateway``),
+and knows where the services behind it listen. There is no default password anywhere: the first admin comes from
 ``python -m rlark_gateway create-admin`` or from the bootstrap pair below, used only while no admin exists.
 """
 

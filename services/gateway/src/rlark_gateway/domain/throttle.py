@@ -1,139 +1,100 @@
-"""Login throttling per (username, client address), per username over all addresses, and per client
-address over all usernames, in memory.
+"""Login throttling rules: which keys a password check counts on, and how long a key waits. Pure: the
+failures themselves live in the gateway's database (``login_failures``, shared by every replica), read and
+written by ``login_throttle.LoginThrottle``; the times given here are the database's.
 
-After ``max_failures`` failed logins inside ``window_s`` a key is refused until the oldest failure
-leaves the window; a success clears it. One gateway process keeps its own counts — enough to stop
-password guessing through one gateway; several replicas each allow ``max_failures`` per window.
-Memory is bounded: stale entries are pruned, and at most ``max_entries`` keys are tracked. A full throttle
-makes room by forgetting its oldest entry that is *not* throttled — never one that is (spraying new keys
-must not reset a victim's throttle); full of throttled entries only, it records nothing and says so.
+A password check counts on three keys, all on the client address found after trusted-proxy handling:
+(username, address) stops one client guessing one account; the username alone (a higher limit) stops
+guessing spread over many addresses; the address alone stops one client spraying many usernames. After
+``limit`` failures of a key inside the window the key waits until the ``limit``-th newest failure leaves
+the window. A success clears the account's keys — (username, address) and username — never the
+address's: a login to one's own account must not buy more guesses at others'.
 
-``LoginGuard`` puts three throttles together: the per-(username, address) one stops one client guessing one
-account; the per-account one (a higher limit) stops guessing spread over many addresses; the per-address
-one stops one client spraying many usernames (the way to fill the other two). A failure the account
-throttles could not record (full of throttled entries) counts as the whole per-address allowance: the
-client that overflows them waits, nobody else. The per-address throttle itself forgets its oldest entries
-when full, throttled or not: they are addresses, so only their own throttles reset. The price of the
-per-account throttle: while an account is being attacked from many addresses, its owner waits out the
-window too; of the per-address one: users behind one NAT share its allowance.
+Failures are never forgotten early, so spraying new keys cannot lift a victim's throttle (the in-memory
+tables this replaces had to evict, and had to be careful about what). The price of the per-account key:
+while an account is attacked from many addresses, its owner waits out the window too; of the per-address
+key: users behind one NAT share its allowance.
 """
 
 from __future__ import annotations
 
-import time
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from rlark_gateway.domain.audit_text import storable
 
 
-class LoginThrottle:
-    def __init__(
-        self,
-        max_failures: int,
-        window_s: float,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        max_entries: int = 100_000,
-        evict_throttled: bool = False,
-    ) -> None:
-        self.max_failures = max_failures
-        self.window_s = window_s
-        self._clock = clock
-        self._max_entries = max_entries
-        self._evict_throttled = evict_throttled
-        self._failures: dict[tuple[str, str], deque[float]] = {}
-
-    @staticmethod
-    def key(username: str, client: str) -> tuple[str, str]:
-        return username.strip().lower(), client
-
-    def _recent(self, key: tuple[str, str], now: float) -> deque[float] | None:
-        failures = self._failures.get(key)
-        if failures is None:
-            return None
-        while failures and failures[0] <= now - self.window_s:
-            failures.popleft()
-        if not failures:
-            del self._failures[key]
-            return None
-        return failures
-
-    def retry_after(self, key: tuple[str, str]) -> float | None:
-        """Seconds until ``key`` may try again, or None when it may try now."""
-        now = self._clock()
-        failures = self._recent(key, now)
-        if failures is None or len(failures) < self.max_failures:
-            return None
-        return max(failures[0] + self.window_s - now, 0.001)
-
-    def failed(self, key: tuple[str, str], *, count: int = 1) -> bool:
-        """Record ``count`` failures of ``key``; False when the throttle is full of throttled entries and
-        could not (see the module docstring)."""
-        now = self._clock()
-        if key not in self._failures and len(self._failures) >= self._max_entries:
-            self._prune(now)
-            if len(self._failures) >= self._max_entries and not self._evict_one():
-                return False
-        self._failures.setdefault(key, deque(maxlen=self.max_failures)).extend([now] * count)
-        return True
-
-    def _evict_one(self) -> bool:
-        """Forget the oldest entry that is not throttled (any, with ``evict_throttled``)."""
-        for key, failures in self._failures.items():
-            if self._evict_throttled or len(failures) < self.max_failures:
-                del self._failures[key]
-                return True
-        return False
-
-    def succeeded(self, key: tuple[str, str]) -> None:
-        self._failures.pop(key, None)
-
-    def _prune(self, now: float) -> None:
-        for key in list(self._failures):
-            self._recent(key, now)
-
-    def __len__(self) -> int:
-        return len(self._failures)
+class Scope(StrEnum):
+    USER_ADDRESS = "user_address"
+    USER = "user"
+    ADDRESS = "address"
 
 
-class LoginGuard:
-    """The throttles a password check passes: per (username, address), per username, per address."""
+@dataclass(frozen=True)
+class ThrottleKey:
+    scope: Scope
+    key: str
 
-    def __init__(
-        self, per_address: LoginThrottle, per_account: LoginThrottle, per_client: LoginThrottle
-    ) -> None:
-        self.per_address = per_address
-        self.per_account = per_account
-        self.per_client = per_client
 
-    def _keys(self, username: str, client: str) -> tuple[tuple[str, str], tuple[str, str], tuple[str, str]]:
-        return (
-            self.per_address.key(username, client),
-            self.per_account.key(username, "*"),
-            ("*", client),
-        )
+@dataclass(frozen=True)
+class LoginLimits:
+    """Failures allowed per key within ``window_s`` (settings ``LOGIN_MAX_FAILURES``, ``…_PER_ACCOUNT``,
+    ``…_PER_ADDRESS``, ``LOGIN_WINDOW_S``)."""
 
-    def retry_after(self, username: str, client: str) -> float | None:
-        pair, account, address = self._keys(username, client)
-        waits = [
-            wait
-            for wait in (
-                self.per_address.retry_after(pair),
-                self.per_account.retry_after(account),
-                self.per_client.retry_after(address),
-            )
-            if wait is not None
-        ]
-        return max(waits) if waits else None
+    per_user_address: int
+    per_user: int
+    per_address: int
+    window_s: float
 
-    def failed(self, username: str, client: str) -> None:
-        pair, account, address = self._keys(username, client)
-        recorded = [self.per_address.failed(pair), self.per_account.failed(account)]
-        # Unrecorded (full of throttled accounts): the client that overflows them spends its allowance.
-        self.per_client.failed(address, count=1 if all(recorded) else self.per_client.max_failures)
+    def __post_init__(self) -> None:
+        if min(self.per_user_address, self.per_user, self.per_address) < 1 or self.window_s <= 0:
+            raise ValueError("login limits must be at least 1 and the window positive")
 
-    def succeeded(self, username: str, client: str) -> None:
-        """Clears the account's counts, not the address's: a login to one's own account must not buy more
-        guesses at others'."""
-        pair, account, _ = self._keys(username, client)
-        self.per_address.succeeded(pair)
-        self.per_account.succeeded(account)
+    def limit(self, scope: Scope) -> int:
+        return {
+            Scope.USER_ADDRESS: self.per_user_address,
+            Scope.USER: self.per_user,
+            Scope.ADDRESS: self.per_address,
+        }[scope]
+
+
+def login_keys(username: str, client: str) -> tuple[ThrottleKey, ThrottleKey, ThrottleKey]:
+    """The keys a password check of ``username`` from ``client`` counts on: (username, address), username,
+    address. Names are compared as logins compare them (trimmed, lower case); what PostgreSQL text cannot
+    hold (NUL, unpaired surrogates) is escaped. The address comes first in the pair and holds no space, so
+    two different pairs never share a key."""
+    name = storable(username.strip().lower())
+    address = storable(client.replace(" ", ""))
+    return (
+        ThrottleKey(Scope.USER_ADDRESS, f"{address} {name}"),
+        ThrottleKey(Scope.USER, name),
+        ThrottleKey(Scope.ADDRESS, address),
+    )
+
+
+def account_keys(username: str, client: str) -> tuple[ThrottleKey, ThrottleKey]:
+    """The keys a successful login clears: the account's, not the address's."""
+    pair, user, _ = login_keys(username, client)
+    return pair, user
+
+
+def wait_s(failures: Sequence[datetime], now: datetime, limit: int, window_s: float) -> float | None:
+    """Seconds until a key with these failure times may try again, or None when it may try now."""
+    window = timedelta(seconds=window_s)
+    recent = sorted((at for at in failures if at > now - window), reverse=True)
+    if len(recent) < limit:
+        return None
+    return max((recent[limit - 1] + window - now).total_seconds(), 0.001)
+
+
+def retry_after(
+    limits: LoginLimits, failures: Mapping[ThrottleKey, Sequence[datetime]], now: datetime
+) -> float | None:
+    """The longest wait of the keys in ``failures`` (their failure times), or None when none waits."""
+    waits = [
+        wait
+        for key, times in failures.items()
+        if (wait := wait_s(times, now, limits.limit(key.scope), limits.window_s)) is not None
+    ]
+    return max(waits) if waits else None
