@@ -7,6 +7,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from prometheus_client import REGISTRY
 from rlark_contracts import Envelope, TopicNames, encode
 from rlark_contracts.events.keys import KeyAdded
 from rlark_platform.messaging import Consumer, KafkaAccess, PoisonMessage
@@ -63,6 +64,9 @@ async def test_each_event_applies_once_even_when_delivered_twice(
     rows = await pool.fetch("SELECT event_id, count(*) AS n FROM effects GROUP BY event_id")
     assert {r["event_id"] for r in rows} == {e.id for e in events}
     assert all(r["n"] == 1 for r in rows)
+    # Everything read: no record behind the topic's high watermark.
+    lag = {"consumer": "test-consumer", "topic": "keys.keys"}
+    assert REGISTRY.get_sample_value("rlark_consumer_lag", lag) == 0
 
 
 async def test_replay_after_a_crash_before_the_offset_commit_changes_nothing(
@@ -99,11 +103,14 @@ async def test_poison_message_goes_to_the_dlq_with_its_error_and_the_consumer_go
     await producer.send_and_wait(topic, b"{not json at all", key=b"garbage")
     await producer.send_and_wait(topic, encode(poison), key=b"p")
     await producer.send_and_wait(topic, encode(good_after), key=b"after")
+    counted = {"consumer": "test-consumer", "topic": "keys.keys"}
+    dead_before = REGISTRY.get_sample_value("rlark_events_dead_lettered_total", counted) or 0
     await run_until(pool, make_consumer(pool, producer, names, kafka_admin), effects=2)
     applied = {r["subject"] for r in await pool.fetch("SELECT subject FROM effects")}
     assert applied == {"before", "after"}
     dead = await read_topic(kafka_admin, names.physical("keys.keys.dlq"), expect=2)
     assert len(dead) == 2
+    assert REGISTRY.get_sample_value("rlark_events_dead_lettered_total", counted) == dead_before + 2
     by_key = {key: headers for key, _, headers in dead}
     assert by_key[b"garbage"][b"rlark-error-kind".decode()] == b"malformed_envelope"
     assert b"never be applied" in by_key[b"p"]["rlark-error"]

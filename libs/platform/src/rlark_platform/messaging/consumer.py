@@ -22,6 +22,10 @@ in its headers, and the consumer carries on. A consumer whose group coordination
 to every connection at the end of its login lifetime, ``connections.max.reauth.ms``, ADR 0004) is
 replaced by a new one after a pause; it resumes from the committed offsets, and the inbox makes the
 replay a no-op.
+
+Metrics: ``rlark_events_consumed_total{consumer,result}`` per record, ``rlark_events_dead_lettered_total
+{consumer,topic}`` per record sent to a DLQ, and ``rlark_consumer_lag{consumer,topic}``: records behind
+each partition's high watermark, summed over the consumer's partitions of the topic, after every poll.
 """
 
 from __future__ import annotations
@@ -30,13 +34,14 @@ import asyncio
 import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any, TypeVar, get_type_hints
 
 import asyncpg
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 from pydantic import BaseModel, ValidationError
 from rlark_contracts import TOPICS, Envelope, TopicNames, decode
 from rlark_contracts.registry import topic_of, type_of
@@ -68,6 +73,16 @@ Handlers = Mapping[type[BaseModel], Handler[Any]]
 with a handler that takes that class (or a base of it). Others on its topics are skipped."""
 
 CONSUMED = Counter("rlark_events_consumed_total", "Records handled by consumers", ["consumer", "result"])
+DEAD_LETTERED = Counter(
+    "rlark_events_dead_lettered_total",
+    "Records a consumer sent to a DLQ, by original topic",
+    ["consumer", "topic"],
+)
+LAG = Gauge(
+    "rlark_consumer_lag",
+    "Records behind the high watermark, summed over the consumer's partitions of the topic",
+    ["consumer", "topic"],
+)
 
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
@@ -79,6 +94,21 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.AdminShutdownError,
     KafkaError,
 )
+
+
+def consumer_lag(
+    highwaters: Mapping[TopicPartition, int | None], positions: Mapping[TopicPartition, int]
+) -> dict[str, int]:
+    """Records behind per topic: each partition's high watermark minus the consumer's position in it,
+    summed over the topic's partitions. A partition without both (nothing fetched from it yet) is left
+    out; a position past the watermark (it moved meanwhile) counts as none behind."""
+    lag: dict[str, int] = {}
+    for tp, highwater in highwaters.items():
+        position = positions.get(tp)
+        if highwater is None or position is None:
+            continue
+        lag[tp.topic] = lag.get(tp.topic, 0) + max(highwater - position, 0)
+    return lag
 
 
 def describe_error(exc: BaseException) -> str:
@@ -181,6 +211,8 @@ class Consumer:
         self._stopping = asyncio.Event()
         self._processed: dict[TopicPartition, int] = {}
         self._kafka: AIOKafkaConsumer | None = None
+        self._lag_topics: AbstractSet[str] = frozenset()
+        """The topics ``rlark_consumer_lag`` was last set for: one no longer assigned loses its series."""
         self.ready = asyncio.Event()
 
     def stop(self) -> None:
@@ -241,6 +273,7 @@ class Consumer:
                         break
                     await self._handle_batch(tp, records)
                     self._processed[tp] = records[-1].offset + 1
+                await self._record_lag()
                 # Offsets trail the database by at most commit_interval_s: a replay after a crash is
                 # harmless (the inbox makes it a no-op) and committing per batch would halve throughput.
                 if loop.time() >= next_commit or not batches:
@@ -250,6 +283,25 @@ class Consumer:
             with contextlib.suppress(Exception):
                 await self._commit_processed()
             await self._kafka.stop()
+
+    async def _record_lag(self) -> None:
+        """Set ``rlark_consumer_lag`` from the partitions assigned now (positions are local once fetched)."""
+        kafka = self._kafka
+        if kafka is None:
+            return
+        highwaters = {tp: kafka.highwater(tp) for tp in kafka.assignment()}
+        positions: dict[TopicPartition, int] = {}
+        for tp, highwater in highwaters.items():
+            if highwater is not None:
+                with contextlib.suppress(KafkaError):  # unassigned meanwhile (IllegalStateError)
+                    positions[tp] = await kafka.position(tp)
+        lag = {self._names.logical(t): n for t, n in consumer_lag(highwaters, positions).items()}
+        for topic, behind in lag.items():
+            LAG.labels(self.name, topic).set(behind)
+        for gone in self._lag_topics - lag.keys():
+            with contextlib.suppress(KeyError):
+                LAG.remove(self.name, gone)
+        self._lag_topics = frozenset(lag)
 
     async def _commit_processed(self) -> None:
         if not self._processed or self._kafka is None:
@@ -364,6 +416,7 @@ class Consumer:
     ) -> None:
         CONSUMED.labels(self.name, "dead_lettered").inc()
         topic = self._names.logical(tp.topic)
+        DEAD_LETTERED.labels(self.name, topic).inc()
         # One DLQ per family: a cluster's topic ``<name>.<cluster>`` dead-letters to ``<name>.dlq``.
         family = registered(topic)
         headers = [
