@@ -88,12 +88,19 @@ async def test_a_worker_that_starts_or_stops_is_reported_at_once_with_its_nodes_
         await driver.statuses.put(WorkerStatusChanged(status=status))
         second = (await producer.wait_for(2))[1]
         assert (second.complete, second.nodes[0].gpu_allocated) == (True, 8)
+        agent.ready.set()  # its session is open: /metrics shows its workers by phase
+        view = agent.observed()
+        assert view is not None
+        assert (view.cluster, dict(view.workers)) == ("lab", {WorkerPhase.CREATED.value: 1})
 
         driver.allocated = 0  # stopped
         stopped = status.model_copy(update={"phase": WorkerPhase.STOPPED})
         await driver.statuses.put(WorkerStatusChanged(status=stopped))
         third = (await producer.wait_for(3))[2]
         assert third.nodes[0].gpu_allocated == 0
+        view = agent.observed()
+        assert view is not None
+        assert dict(view.workers) == {}  # an ended worker is no longer counted
     finally:
         agent.stop()
         for task in tasks:

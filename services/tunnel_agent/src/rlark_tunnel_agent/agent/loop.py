@@ -59,6 +59,7 @@ from rlark_platform.messaging import create_producer
 
 from rlark_tunnel_agent.agent import pod_files
 from rlark_tunnel_agent.agent.files import FilesRefused
+from rlark_tunnel_agent.agent.metrics import AGENT_METRICS, AgentView
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
 from rlark_tunnel_agent.agent.reports import ReportPublisher, with_cordons
 from rlark_tunnel_agent.agent.session import Session, SessionRefused, open_session
@@ -149,6 +150,7 @@ class Agent:
         """The session's topic names (its prefix), known once the session is open."""
         self._stopping = asyncio.Event()
         self._workers: dict[str, tuple[str, str]] = {}  # worker id → (job id, node)
+        self._phases: dict[str, str] = {}  # worker id → latest phase, while not ended (for metrics)
         self._outputs: dict[str, tuple[str, ...]] = {}  # worker id → declared output paths
         self._headers: dict[str, str] = {}  # job id → header worker id (when the Header is here)
         self._creating: dict[str, asyncio.Task[None]] = {}
@@ -164,13 +166,30 @@ class Agent:
     async def run(self) -> None:
         """Run until stopped; a new Kafka password (credential or internal secret rotated) restarts the
         agent's Kafka clients and loops with a fresh session."""
-        while True:
-            try:
-                await self._run_session()
-                return
-            except _KafkaLoginChanged:
-                log.warning("the agent's Kafka credential changed; restarting its Kafka clients")
-                self.ready.clear()
+        with AGENT_METRICS.watching(self):
+            while True:
+                try:
+                    await self._run_session()
+                    return
+                except _KafkaLoginChanged:
+                    log.warning("the agent's Kafka credential changed; restarting its Kafka clients")
+                    self.ready.clear()
+
+    def observed(self) -> AgentView | None:
+        """What ``/metrics`` shows of this agent (``agent.metrics``); None before its session is open."""
+        if not self.ready.is_set():
+            return None
+        counts: dict[str, int] = {}
+        for phase in self._phases.values():
+            counts[phase] = counts.get(phase, 0) + 1
+        states = self.tunnels.supervisor.states() if self.tunnels is not None else []
+        return AgentView(cluster=self.reports.cluster, tunnels=states, workers=counts)
+
+    def _seen(self, status: rt.WorkerStatus) -> None:
+        if status.phase.terminal:
+            self._phases.pop(status.worker_id, None)
+        else:
+            self._phases[status.worker_id] = status.phase.value
 
     async def _run_session(self) -> None:
         session = await self._open_with_retry()
@@ -239,6 +258,7 @@ class Agent:
             status = await self.driver.get_status(worker_id)
             if status is not None:
                 self._workers.setdefault(worker_id, (status.job_id, ""))
+                self._seen(status)
         tasks += [
             asyncio.create_task(self._heartbeats(), name="heartbeat"),
             asyncio.create_task(self._observe(), name="observe"),
@@ -645,6 +665,7 @@ class Agent:
             if isinstance(event, rt.WorkerStatusChanged):
                 job_id, node = self._workers.get(event.status.worker_id, (event.status.job_id, ""))
                 await self.reports.status(event.status, job_id, node)
+                self._seen(event.status)
                 self._nodes_changed.set()
             elif isinstance(event, rt.WorkerLogLine):
                 job_id, _ = self._workers.get(event.worker_id, ("", ""))
