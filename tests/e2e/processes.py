@@ -10,23 +10,15 @@ the same port, database and topics.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-from pydantic import SecretStr
 from rlark_platform.service import ServiceDefinition, migrate
-from rlark_platform.settings import ServiceSettings
+from rlark_platform.testing import ServiceProcess, environment_of
 from stack import (
     ADMIN,
     ADMIN_PASSWORD,
@@ -37,96 +29,6 @@ from stack import (
     provision_platform_prefix,
     remove_platform,
 )
-
-
-def environment_of(settings: ServiceSettings) -> dict[str, str]:
-    """``RLARK_*`` variables from which the service process rebuilds exactly ``settings``."""
-    env: dict[str, str] = {}
-    for name in type(settings).model_fields:
-        value = getattr(settings, name)
-        if value is None:
-            continue
-        if isinstance(value, SecretStr):
-            value = value.get_secret_value()
-        elif isinstance(value, bool):
-            value = "true" if value else "false"
-        env[f"RLARK_{name.upper()}"] = str(value)
-    return env
-
-
-@dataclass
-class ServiceProcess:
-    """One service's process group; ``starts`` counts how often it was started."""
-
-    name: str
-    settings: ServiceSettings
-    log_file: Path
-    process: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-
-    @property
-    def module(self) -> str:
-        return f"rlark_{self.name.replace('-', '_')}"
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.settings.http_port}"
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def start(self) -> None:
-        assert not self.running, f"{self.name} already runs"
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith("RLARK_")}
-        env = {**inherited, **environment_of(self.settings), "RLARK_LOG_JSON": "true"}
-        with self.log_file.open("ab") as log:
-            log.write(f"--- start {self.starts + 1} at {time.strftime('%H:%M:%S')}\n".encode())
-            log.flush()
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", self.module, "all"],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: kill() takes everything it started
-            )
-        self.starts += 1
-
-    def kill(self) -> None:
-        """SIGKILL the process group (no shutdown at all) and reap it."""
-        assert self.process is not None
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
-
-    def stop(self, grace_s: float = 10.0) -> None:
-        """SIGTERM (graceful), SIGKILL after ``grace_s``."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def log_tail(self, chars: int = 3000) -> str:
-        text = self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
-        return text[-chars:]
-
-    async def ready(self, timeout_s: float = 60.0) -> float:
-        """Wait for ``/readyz``; returns the seconds it took. Fails with the log when the process exits."""
-        started = time.monotonic()
-        async with httpx.AsyncClient(base_url=self.url, timeout=2) as client:
-            while time.monotonic() - started < timeout_s:
-                if not self.running:
-                    raise AssertionError(f"{self.name} exited:\n{self.log_tail()}")
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await client.get("/readyz")).status_code == 200:
-                        return time.monotonic() - started
-                await asyncio.sleep(0.1)
-        raise AssertionError(f"{self.name} not ready after {timeout_s}s:\n{self.log_tail()}")
 
 
 @dataclass

@@ -6,7 +6,8 @@
   migrations, and creates the Kafka topics the service produces. Run once per deploy, never on every API
   start.
 - ``api``: the HTTP API (writes state and outbox rows; no Kafka client).
-- ``worker``: the outbox relay plus the service's consumers and loops.
+- ``worker``: the outbox relay plus the service's consumers and loops; with ``worker_metrics_port`` set it
+  also serves ``/healthz`` and ``/metrics`` there (its consumers', relay's and loops' metrics live in it).
 - ``all``: ``api`` and ``worker`` in one process (``make run`` and tests use it to save memory).
 
 Nothing here reads the environment at import time; ``main()`` builds the settings.
@@ -31,6 +32,7 @@ from fastapi import FastAPI
 from rlark_contracts import TopicNames
 
 from rlark_platform.db import apply_migrations, create_pool, ensure_database, load_migrations
+from rlark_platform.http import create_app
 from rlark_platform.http_server import server_config
 from rlark_platform.messaging import (
     PLATFORM_MIGRATIONS_TABLE,
@@ -229,6 +231,12 @@ async def serve(
                     servers, tasks, server_config(extra, settings, port), f"http-{port}", wait=True
                 )
             await _start_server(servers, tasks, server_config(app, settings), "http")
+        elif worker and settings.worker_metrics_port:
+            # A worker alone has no API: its metrics (consumers, relay, loops) get a listener of their own.
+            bare = create_app(definition.name, internal_secret=settings.internal_secret.get_secret_value())
+            await _start_server(
+                servers, tasks, server_config(bare, settings, settings.worker_metrics_port), "metrics"
+            )
         log.info("service started", api=api, worker=worker, port=settings.http_port)
         waiter = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)

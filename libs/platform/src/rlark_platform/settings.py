@@ -71,6 +71,13 @@ class ServiceSettings(BaseSettings):
         default=1000, ge=1, description="Open connections and requests at most; beyond: 503"
     )
     max_body_bytes: int = Field(default=8 << 20, ge=1024, description="Largest request body (else 413)")
+    worker_metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="A worker-only process (`worker`) serves /healthz and /metrics on this port; 0: none "
+        "(an `api` or `all` process serves them on its API port)",
+    )
     log_level: str = "INFO"
     log_json: bool | None = Field(default=None, description="JSON logs; default: when not on a terminal")
     db_pool_min: int = Field(default=1, ge=0)
