@@ -23,7 +23,15 @@ MESSAGING = frozenset(
     }
 )
 SCHEDULER = frozenset({"rlark_jobs", "rlark_queue_length", "rlark_placement_seconds"})
-AGENT = frozenset({"rlark_tunnel_up", "rlark_tunnel_bytes_total", "rlark_agent_workers"})
+AGENT = frozenset(
+    {
+        "rlark_tunnel_up",
+        "rlark_tunnel_bytes_total",
+        "rlark_agent_workers",
+        "rlark_agent_events_consumed_total",
+        "rlark_agent_events_published_total",
+    }
+)
 
 EXPOSED: dict[str, frozenset[str]] = {
     "gateway": HTTP | MESSAGING,

@@ -3,12 +3,19 @@ from the state the agent keeps, for every agent running in the process and only 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
+from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
-from rlark_contracts import TopicNames
+from rlark_contracts import TopicNames, encode, new_envelope
+from rlark_contracts.events.scheduler import WorkerStopRequested
 from rlark_platform.service import ServiceContext
 from rlark_platform.testing import TEST_SECRET
+from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.agent.metrics import AGENT_METRICS, AgentView
+from rlark_tunnel_agent.agent.reports import ReportPublisher
+from rlark_tunnel_agent.agent.session import Session
 from rlark_tunnel_agent.api import build_api
 from rlark_tunnel_agent.settings import TunnelAgentSettings
 from rlark_tunnel_agent.tunnel import LinkState, PeerState, TunnelState
@@ -85,3 +92,54 @@ async def test_an_agent_that_stopped_is_no_longer_shown_and_one_failing_does_not
         pass
     with AGENT_METRICS.watching(Broken()):
         assert await scrape() == {}
+
+
+class Sent:
+    """Stands in for AIOKafkaProducer."""
+
+    async def send_and_wait(self, topic: str, value: bytes, **_: object) -> None:
+        return None
+
+
+def agent_events(name: str, labels: dict[str, str]) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+async def test_the_agent_counts_the_reports_it_publishes_by_type(tmp_path: Path) -> None:
+    session = Session(cluster="metrics-a", token="t", expires_at=1e12, kafka_bootstrap="", topic_prefix="p.")
+    reports = ReportPublisher(Sent(), session)  # type: ignore[arg-type]
+    labels = {"cluster": "metrics-a", "type": "agent.heartbeat.sent.v1"}
+    before = agent_events("rlark_agent_events_published_total", labels)
+    await reports.heartbeat("local", "0.1.0")
+    await reports.heartbeat("local", "0.1.0")
+    assert agent_events("rlark_agent_events_published_total", labels) == before + 2
+
+
+async def test_the_agent_counts_desired_state_records_handled_skipped_and_undecodable(
+    tmp_path: Path,
+) -> None:
+    agent = Agent(
+        gateway_url="http://unused",
+        credential="unused",
+        make_driver=lambda _: None,  # type: ignore[arg-type,return-value]
+        runtime="local",
+        state_dir=tmp_path,
+    )
+    agent.names = TopicNames("p.")
+    topic = "p.scheduler.placements.metrics-b"
+    stop = WorkerStopRequested(job_id="job-1", worker_id="w", cluster="elsewhere", reason="cancelled")
+    ours = encode(new_envelope(stop, source="scheduler", subject="job-1"))
+    forged = encode(new_envelope(stop, source="agent/metrics-b", subject="job-1"))
+
+    def counted(result: str) -> float:
+        return agent_events("rlark_agent_events_consumed_total", {"cluster": "metrics-b", "result": result})
+
+    before = {result: counted(result) for result in ("handled", "skipped", "undecodable")}
+    await agent._desired(ours, "metrics-b", topic)  # another cluster's worker: read, nothing to do
+    await agent._desired(forged, "metrics-b", topic)
+    await agent._desired(b"{not an envelope", "metrics-b", topic)
+    assert {result: counted(result) - before[result] for result in before} == {
+        "handled": 1,
+        "skipped": 1,
+        "undecodable": 1,
+    }

@@ -59,7 +59,7 @@ from rlark_platform.messaging import create_producer
 
 from rlark_tunnel_agent.agent import pod_files
 from rlark_tunnel_agent.agent.files import FilesRefused
-from rlark_tunnel_agent.agent.metrics import AGENT_METRICS, AgentView
+from rlark_tunnel_agent.agent.metrics import AGENT_METRICS, CONSUMED, AgentView
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
 from rlark_tunnel_agent.agent.reports import ReportPublisher, with_cordons
 from rlark_tunnel_agent.agent.session import Session, SessionRefused, open_session
@@ -548,11 +548,14 @@ class Agent:
         try:
             envelope = decode(raw)
             if not envelope.known or self._foreign(topic, envelope):
+                CONSUMED.labels(cluster, "skipped").inc()
                 return
             payload = envelope.payload()
         except Exception as exc:  # someone else's garbage on a shared topic: skip it, loudly
             log.warning("undecodable desired-state record skipped", error=type(exc).__name__)
+            CONSUMED.labels(cluster, "undecodable").inc()
             return
+        CONSUMED.labels(cluster, "handled").inc()
         if isinstance(payload, WorkerPlaced) and payload.cluster == cluster:
             self._on_placed(payload)
         elif isinstance(payload, WorkerStopRequested) and payload.cluster == cluster:

@@ -5,7 +5,11 @@
 - ``rlark_tunnel_bytes_total{cluster,domain,peer,direction}``: bytes ``in`` from and ``out`` to the peer
   on that link since the domain's tunnels came up here (they restart from 0 when they come up again,
   which Prometheus' ``rate`` takes as a counter reset);
-- ``rlark_agent_workers{cluster,phase}``: the workers this agent runs now, by their latest phase.
+- ``rlark_agent_workers{cluster,phase}``: the workers this agent runs now, by their latest phase;
+- ``rlark_agent_events_consumed_total{cluster,result}``: desired-state records read: ``handled`` (decoded,
+  applied when they concern this cluster), ``skipped`` (a type it does not know, or not from the topic's
+  producer), ``undecodable``;
+- ``rlark_agent_events_published_total{cluster,type}``: reports published on ``agent.reports.<cluster>``.
 
 Concurrency: ``collect`` runs on the event loop (the API's handler), as the agent's own link watcher
 does when it reads the same states; nothing here blocks beyond the supervisor's ``states()``.
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import structlog
+from prometheus_client import Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import REGISTRY, Collector
@@ -26,6 +31,13 @@ from prometheus_client.registry import REGISTRY, Collector
 from rlark_tunnel_agent.tunnel import LinkState, TunnelState
 
 log = structlog.get_logger(__name__)
+
+CONSUMED = Counter(
+    "rlark_agent_events_consumed_total", "Desired-state records the agent read", ["cluster", "result"]
+)
+PUBLISHED = Counter(
+    "rlark_agent_events_published_total", "Reports the agent published, by event type", ["cluster", "type"]
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from rlark_contracts.events.agent import (
 )
 from rlark_contracts.messages import Text
 
+from rlark_tunnel_agent.agent.metrics import PUBLISHED
 from rlark_tunnel_agent.agent.session import Session
 from rlark_tunnel_agent.runtime import driver
 
@@ -72,6 +73,7 @@ class ReportPublisher:
             encode(envelope),
             key=self.cluster.encode(),
         )
+        PUBLISHED.labels(self.cluster, envelope.type).inc()
 
     async def heartbeat(self, runtime: str, version: str, not_enforced: Sequence[str] = ()) -> None:
         await self.publish(
