@@ -93,7 +93,10 @@ CREATE TABLE public.jobs (
     tunnel_reason text,
     reason_before_tunnel text,
     idempotency_key text,
-    idempotency_fingerprint text
+    idempotency_fingerprint text,
+    attempt integer DEFAULT 1 NOT NULL,
+    restarts integer DEFAULT 0 NOT NULL,
+    restart_at timestamp with time zone
 );
 
 CREATE SEQUENCE public.jobs_submitted_seq_seq
@@ -217,7 +220,8 @@ CREATE TABLE public.workers (
     ray_joined boolean DEFAULT false NOT NULL,
     present boolean DEFAULT false NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    present_since timestamp with time zone
+    present_since timestamp with time zone,
+    attempt integer DEFAULT 1 NOT NULL
 );
 
 ALTER TABLE ONLY public.capacity_changes ALTER COLUMN id SET DEFAULT nextval('public.capacity_changes_id_seq'::regclass);
@@ -285,7 +289,7 @@ ALTER TABLE ONLY public.worker_logs
     ADD CONSTRAINT worker_logs_worker_id_seq_key UNIQUE (worker_id, seq);
 
 ALTER TABLE ONLY public.workers
-    ADD CONSTRAINT workers_job_id_role_index_key UNIQUE (job_id, role, index);
+    ADD CONSTRAINT workers_job_id_attempt_role_index_key UNIQUE (job_id, attempt, role, index);
 
 ALTER TABLE ONLY public.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (id);

@@ -62,7 +62,7 @@ REPORTS_CONSUMER = "scheduler-agent-reports"
 
 def state_handlers(settings: SchedulerSettings) -> Handlers:
     async def cluster(conn: Connection, envelope: Envelope, payload: ClusterState) -> None:
-        await state.apply_cluster_state(conn, payload, Meta.of(envelope), datetime.now(UTC))
+        await state.apply_cluster_state(conn, payload, Meta.of(envelope), datetime.now(UTC), settings)
 
     async def node(conn: Connection, envelope: Envelope, payload: NodeState) -> None:
         await state.apply_node_state(conn, payload)

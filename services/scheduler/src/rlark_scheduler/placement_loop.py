@@ -30,8 +30,9 @@ Concurrency model
 Each cycle also applies the tunnel rules (``handlers.tunnels.judge_tunnels``), so a job whose
 domain link stays down fails when its grace ends, within about ``placement_poll_s``.
 
-Wake-ups: a NOTIFY (new job, node change, job ended ...), the earliest ``hold_until`` of a job
-waiting for network addresses, or a fallback poll (``placement_poll_s``).
+Wake-ups: a NOTIFY (new job, node change, job ended ...), the earliest ``JobRow.not_before`` of a
+held job (waiting for network addresses, or a restart's backoff and teardown, ADR 0014), or a fallback
+poll (``placement_poll_s``).
 """
 
 from __future__ import annotations
@@ -258,8 +259,8 @@ class PlacementLoop:
         self.model.release(job_id)
         if job_id not in self.queue and job_id not in self._held:
             self._enqueue(job)
-        elif job_id in self._held and job.hold_until is None:
-            self._held.pop(job_id)
+        elif job_id in self._held and self._held[job_id][0] != job.not_before:
+            self._held.pop(job_id)  # its hold was lifted or moved: judged again
             self._enqueue(job)
 
     def _enqueue(self, job: JobRow) -> None:
@@ -268,8 +269,9 @@ class PlacementLoop:
         except (ValueError, AssertionError) as exc:
             log.error("stored job cannot be queued", job_id=job.id, error=str(exc))
             return
-        if job.hold_until is not None and job.hold_until > datetime.now(UTC):
-            self._held[job.id] = (job.hold_until, request)
+        not_before = job.not_before
+        if not_before is not None and not_before > datetime.now(UTC):
+            self._held[job.id] = (not_before, request)
         elif job.id not in self.queue:
             self.queue.push(request)
 

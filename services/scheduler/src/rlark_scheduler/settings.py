@@ -39,3 +39,9 @@ class SchedulerSettings(ServiceSettings):
         description="A Starting/Running job whose network-domain tunnel between two of its clusters "
         "stays down this long fails (RLARK_TUNNEL_GRACE_S)",
     )
+    restart_teardown_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="A restarting job waits at most this long for its failed attempt's workers to be "
+        "reported ended before it is placed again (ADR 0014)",
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
@@ -29,6 +30,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from rlark_scheduler import submission
 from rlark_scheduler.api.models import (
+    AttemptOut,
     EventOut,
     JobDetail,
     JobList,
@@ -46,6 +48,7 @@ from rlark_scheduler.domain.idempotency import HEADER as IDEMPOTENCY_HEADER
 from rlark_scheduler.domain.idempotency import IdempotencyKeyInvalid, check_key
 from rlark_scheduler.domain.jobs import JobStatus
 from rlark_scheduler.domain.render import render_yaml
+from rlark_scheduler.domain.restarts import attempt_history
 from rlark_scheduler.domain.spec import SpecParseError
 from rlark_scheduler.domain.templates import TEMPLATES, Template
 from rlark_scheduler.handlers.lifecycle import visible
@@ -132,6 +135,12 @@ async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> Job
     ray = None
     if job.ray_nodes_joined is not None and job.ray_nodes_expected is not None:
         ray = RayNodesOut(joined=job.ray_nodes_joined, expected=job.ray_nodes_expected)
+    restarts_seen = [
+        (e.at, int(e.details["failed_attempt"]), str(e.details.get("reason", e.reason)))
+        for e in timeline
+        if e.to_status == JobStatus.PENDING.value and "failed_attempt" in e.details
+    ]
+    attempts = attempt_history(job.created_at, restarts_seen, job.attempt, job.ended_at, job.reason)
     return JobDetail(
         **JobSummary.fields_of(job),
         reason_said=said.get(job.id),
@@ -143,6 +152,7 @@ async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> Job
             WorkerOut.of(w, login_users[w.facts.cluster], worker_said.get(w.facts.worker_id)) for w in workers
         ],
         timeline=[EventOut.of(e) for e in timeline],
+        attempts=[AttemptOut(**asdict(a)) for a in attempts],
         outputs=outputs,
         tensorboard_dir=spec.get("tensorboardDir"),
         tensorboard_url=tool_url(job.id, SERVICE_TENSORBOARD) if spec.get("tensorboardDir") else None,
@@ -314,6 +324,10 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
         job_id: str,
         caller: CallerDep,
         worker: Annotated[str | None, Query(max_length=200, description="One worker's lines")] = None,
+        attempt: Annotated[
+            int | None,
+            Query(ge=1, description="The lines of this attempt's workers (default: the current attempt)"),
+        ] = None,
         since_seq: Annotated[int | None, cursor("Lines after this line number")] = None,
         after: Annotated[int, cursor("Lines after this cursor")] = 0,
         limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
@@ -324,21 +338,39 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
         """A job's output lines, kept after its workers are gone: JSON lines, plain text, or a live
         stream with ``follow=true`` (``event: log``, id = cursor; ``event: end`` once the job ended)."""
         job = await load(caller, job_id)
+        if attempt is not None and attempt > job.attempt:
+            raise ApiError(
+                404,
+                "attempt_not_found",
+                text("attempt_not_found", attempt=attempt, attempts=job.attempt),
+                "attempt",
+            )
+        # A worker named explicitly is its own filter, whatever its attempt.
+        of_attempt = None if worker else (attempt or job.attempt)
         cursor = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
         if not follow:
             async with pool.acquire() as conn:
                 rows = await timeline_repo.logs_of(
-                    conn, job.id, worker_id=worker, since_seq=since_seq, after_cursor=cursor, limit=limit
+                    conn,
+                    job.id,
+                    worker_id=worker,
+                    since_seq=since_seq,
+                    after_cursor=cursor,
+                    limit=limit,
+                    attempt=of_attempt,
                 )
             if format == "text":
                 return PlainTextResponse("".join(f"{r.line}\n" for r in rows))
-            text = "".join(LogLineOut.of(r).model_dump_json() + "\n" for r in rows)
-            return Response(text, media_type="application/x-ndjson")
+            body = "".join(LogLineOut.of(r).model_dump_json() + "\n" for r in rows)
+            return Response(body, media_type="application/x-ndjson")
 
         position = {"cursor": cursor}
 
         async def fetch() -> tuple[list[Any], bool]:
             async with pool.acquire() as conn:
+                current = await jobs_repo.get_job(conn, job.id)
+                # Following the current attempt goes on into the next one when the job restarts.
+                following = of_attempt if attempt or worker or current is None else current.attempt
                 rows = await timeline_repo.logs_of(
                     conn,
                     job.id,
@@ -346,8 +378,8 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
                     since_seq=since_seq,
                     after_cursor=position["cursor"],
                     limit=500,
+                    attempt=following,
                 )
-                current = await jobs_repo.get_job(conn, job.id)
             if rows:
                 position["cursor"] = rows[-1].cursor
             return rows, _finished(current)

@@ -30,6 +30,7 @@ class TemplateRenderRequest(BaseModel):
 
 class WorkerOut(BaseModel):
     id: str
+    attempt: int = 1
     role: str
     index: int
     rank: int
@@ -56,6 +57,7 @@ class WorkerOut(BaseModel):
         w = row.facts
         return cls(
             id=w.worker_id,
+            attempt=w.attempt,
             role=w.role,
             index=w.index,
             rank=w.rank,
@@ -117,6 +119,13 @@ class RayNodesOut(BaseModel):
     expected: int
 
 
+class AttemptOut(BaseModel):
+    number: int = Field(description="Attempts are numbered from 1; each restart starts the next (ADR 0014)")
+    started_at: datetime = Field(description="When the attempt began: the submission, or its restart")
+    ended_at: datetime | None = Field(description="Its failure that restarted the job, or the job's end")
+    reason: str = Field(description="Why it ended")
+
+
 class JobSummary(BaseModel):
     id: str
     name: str
@@ -139,6 +148,8 @@ class JobSummary(BaseModel):
     scheduled_at: datetime | None
     started_at: datetime | None
     ended_at: datetime | None
+    attempt: int = Field(default=1, description="The current attempt (1 until a restart)")
+    restarts: int = Field(default=0, description="Restarts the job's restartPolicy used")
 
     @classmethod
     def fields_of(cls, job: JobRow) -> dict[str, Any]:
@@ -160,6 +171,8 @@ class JobSummary(BaseModel):
             "scheduled_at": job.scheduled_at,
             "started_at": job.started_at,
             "ended_at": job.ended_at,
+            "attempt": job.attempt,
+            "restarts": job.restarts,
         }
 
     @classmethod
@@ -182,7 +195,8 @@ class JobDetail(JobSummary):
     )
     warnings: list[dict[str, Any]]
     ray_nodes: RayNodesOut | None
-    workers: list[WorkerOut]
+    workers: list[WorkerOut] = Field(description="The workers of the current attempt")
+    attempts: list[AttemptOut] = Field(default_factory=list, description="Every attempt, first to current")
     timeline: list[EventOut]
     outputs: list[dict[str, Any]]
     tensorboard_dir: str | None

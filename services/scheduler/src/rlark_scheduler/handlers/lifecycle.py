@@ -1,9 +1,12 @@
 """Status changes every use case of the saga makes: the row, the timeline row and the outbox events
-of one change, in the caller's transaction (see the package docstring)."""
+of one change, in the caller's transaction (see the package docstring).
+
+A failure that would end a job goes through :func:`fail_job`, which asks the job's restart policy
+(``domain.restarts``) whether it becomes a new attempt instead (:func:`restart_job`, ADR 0014)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
@@ -19,7 +22,10 @@ from rlark_platform.errors import ApiError
 from rlark_platform.identity import Caller
 from rlark_platform.messaging import add_event, add_events
 
+from rlark_scheduler.domain import restarts
 from rlark_scheduler.domain.jobs import JobStatus
+from rlark_scheduler.domain.restarts import Failure, Restart
+from rlark_scheduler.domain.spec import JobDocument, RestartPolicy
 from rlark_scheduler.envelopes import Meta, envelope
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
@@ -104,6 +110,17 @@ async def end_job(
     await transition(
         conn, job, job.status, to_status, reason, now, meta, details=details, exit_code=exit_code
     )
+    await _stop_workers(conn, job, workers, reason, meta)
+    if job.network_domain and job.address_request_id:
+        await add_event(
+            conn, envelope(AddressesReleaseRequested(job_id=job.id, domain=job.network_domain), job.id, meta)
+        )
+    await changes_repo.add_change(conn, "job", job.id)
+
+
+async def _stop_workers(
+    conn: Connection, job: JobRow, workers: list[workers_repo.WorkerRow], reason: str, meta: Meta
+) -> None:
     stops = [
         envelope(
             WorkerStopRequested(
@@ -115,11 +132,101 @@ async def end_job(
         for w in workers
     ]
     await add_events(conn, stops)
+
+
+def restart_policy(job: JobRow) -> RestartPolicy | None:
+    """The job's ``spec.restartPolicy`` as stored (None: a failure ends the job)."""
+    return JobDocument.model_validate(job.spec).spec.restart_policy
+
+
+async def fail_job(
+    conn: Connection,
+    job: JobRow,
+    failure: Failure,
+    now: datetime,
+    meta: Meta,
+    *,
+    teardown_s: float,
+    to_status: JobStatus = JobStatus.FAILED,
+    details: dict[str, Any] | None = None,
+) -> Restart | None:
+    """A failure that would end ``job`` (as ``to_status``: Failed, or Lost for a cluster gone): a new
+    attempt when its restart policy says so (returned), else the end with the failure's reason and,
+    in the details, the attempts made."""
+    policy = restart_policy(job)
+    restart = restarts.decide(policy, job.attempt, job.restarts, failure, now)
+    if restart is not None:
+        await restart_job(conn, job, restart, failure, now, meta, teardown_s=teardown_s, details=details)
+        return restart
+    details = {**(details or {}), "attempt": job.attempt, "failure": failure.kind.value}
+    if restarts.out_of_restarts(policy, job.restarts, failure):
+        details["restarts"] = job.restarts
+        details["out_of_restarts"] = True
+    await end_job(
+        conn, job, to_status, failure.reason, now, meta, details=details, exit_code=failure.exit_code
+    )
+    return None
+
+
+async def restart_job(
+    conn: Connection,
+    job: JobRow,
+    restart: Restart,
+    failure: Failure,
+    now: datetime,
+    meta: Meta,
+    *,
+    teardown_s: float,
+    details: dict[str, Any] | None = None,
+) -> None:
+    """Start a new attempt (ADR 0014): every worker of the failed attempt is asked to stop, the job is
+    Pending again under its next attempt number, not placed before the policy's backoff has passed
+    nor — up to ``teardown_s`` — before every old worker has been reported ended (``hold_until``,
+    cleared by :func:`earlier_attempt_ended`). The old attempt's addresses stay allocated until then,
+    so a new worker never gets an address an old one still uses; they are released at the end of
+    the teardown and asked for again at the next placement (netdomain hands out its lowest free
+    addresses, so the same ones come back unless another job took them)."""
+    workers = await workers_repo.workers_of(conn, job.id)
+    restart_details = {
+        **(details or {}),
+        "attempt": restart.attempt,
+        "failed_attempt": job.attempt,
+        "reason": str(failure.reason),
+        "failure": failure.kind.value,
+        "exit_code": failure.exit_code,
+        "restarts": restart.restarts,
+    }
+    await transition(
+        conn, job, job.status, JobStatus.PENDING, restart.reason, now, meta, details=restart_details
+    )
+    await _stop_workers(conn, job, workers, restart.reason, meta)
+    still_up = any(w.facts.present for w in workers)
+    await jobs_repo.start_attempt(conn, job.id, restart.attempt, restart.restarts, restart.not_before)
+    if still_up:
+        await jobs_repo.set_hold(conn, job.id, now + timedelta(seconds=teardown_s))
+    else:
+        await _release_addresses(conn, job, meta)
+        await jobs_repo.set_hold(conn, job.id, None)
+    await changes_repo.add_change(conn, "job", job.id)
+    log.info("job restarting", job_id=job.id, attempt=restart.attempt, failure=failure.kind.value)
+
+
+async def earlier_attempt_ended(conn: Connection, job: JobRow, meta: Meta) -> None:
+    """A worker of an earlier attempt was reported ended: once none is left, a restarting (Pending)
+    job gives its old addresses back and may be placed (after its backoff)."""
+    if job.status is not JobStatus.PENDING or await workers_repo.earlier_attempts_present(conn, job.id):
+        return
+    await _release_addresses(conn, job, meta)
+    await jobs_repo.set_hold(conn, job.id, None)
+    await changes_repo.add_change(conn, "job", job.id)
+
+
+async def _release_addresses(conn: Connection, job: JobRow, meta: Meta) -> None:
     if job.network_domain and job.address_request_id:
         await add_event(
             conn, envelope(AddressesReleaseRequested(job_id=job.id, domain=job.network_domain), job.id, meta)
         )
-    await changes_repo.add_change(conn, "job", job.id)
+        await jobs_repo.set_address_request(conn, job.id, None)
 
 
 async def back_to_pending(

@@ -14,7 +14,13 @@ from datetime import datetime, timedelta
 
 import structlog
 from rlark_contracts.events.netdomain import AddressAllocationFailed, AddressesAllocated, AddressesReleased
-from rlark_contracts.events.scheduler import AddressesRequested, AddressRequest, Mount, WorkerPlaced
+from rlark_contracts.events.scheduler import (
+    AddressesReleaseRequested,
+    AddressesRequested,
+    AddressRequest,
+    Mount,
+    WorkerPlaced,
+)
 from rlark_contracts.messages import text
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import add_event, add_events
@@ -46,10 +52,12 @@ FATAL_ALLOCATION_CODES = frozenset({"domain_not_found", "job_in_other_domain"})
 # ---------------------------------------------------------------------------------------- placement
 
 
-def placement_workers(job_id: str, placement: Placement, header_role: str) -> list[WorkerFacts]:
+def placement_workers(
+    job_id: str, placement: Placement, header_role: str, attempt: int = 1
+) -> list[WorkerFacts]:
     return [
         WorkerFacts(
-            worker_id=worker_id(job_id, w.role, w.index),
+            worker_id=worker_id(job_id, w.role, w.index, attempt),
             role=w.role,
             index=w.index,
             rank=w.rank,
@@ -57,6 +65,7 @@ def placement_workers(job_id: str, placement: Placement, header_role: str) -> li
             cluster=w.cluster,
             node=w.node,
             gpus=w.gpus,
+            attempt=attempt,
         )
         for w in placement.workers
     ]
@@ -77,7 +86,7 @@ async def commit_placement(
         await end_job(conn, job, JobStatus.FAILED, refused, now, meta)
         return False
     header = doc.spec.header or ""
-    workers = placement_workers(job.id, placement, header)
+    workers = placement_workers(job.id, placement, header, job.attempt)
     await workers_repo.insert_workers(conn, job.id, workers, now)
     clusters = sorted({w.cluster for w in workers})
     details = {
@@ -99,6 +108,13 @@ async def commit_placement(
         details=details,
     )
     if job.network_domain:
+        if job.address_request_id:
+            # An earlier attempt's addresses, kept while its workers were torn down and not given back
+            # because that took too long (ADR 0014): released first, on the same ordered topic.
+            await add_event(
+                conn,
+                envelope(AddressesReleaseRequested(job_id=job.id, domain=job.network_domain), job.id, meta),
+            )
         request = envelope(
             AddressesRequested(
                 job_id=job.id,

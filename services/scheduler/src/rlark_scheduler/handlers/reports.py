@@ -1,5 +1,9 @@
 """Agents' reports on workers: status (folded into the job by ``domain.jobs.fold_report``), log
-lines and output manifests. A report naming another job's or cluster's worker is a poison message."""
+lines and output manifests. A report naming another job's or cluster's worker is a poison message.
+
+A report on a worker of an earlier attempt (ADR 0014) updates that worker and never moves the job;
+once every such worker has ended, a restarting job may be placed again. A failure that would end the
+job goes through ``lifecycle.fail_job`` (the restart policy)."""
 
 from __future__ import annotations
 
@@ -12,11 +16,14 @@ from rlark_contracts.messages import Text, catalogue
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import PoisonMessage
 
-from rlark_scheduler.domain.jobs import JobStatus, WorkerReport, fold_report, ray_progress
+from rlark_scheduler.domain.jobs import Fold, JobStatus, WorkerReport, apply_report, fold_report, ray_progress
+from rlark_scheduler.domain.restarts import Failure, on_node
+from rlark_scheduler.domain.spec import RestartOn
 from rlark_scheduler.envelopes import Meta
-from rlark_scheduler.handlers.lifecycle import end_job, transition
+from rlark_scheduler.handlers.lifecycle import earlier_attempt_ended, end_job, fail_job, transition
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
+from rlark_scheduler.repository import read_models
 from rlark_scheduler.repository import timeline as timeline_repo
 from rlark_scheduler.repository import workers as workers_repo
 from rlark_scheduler.settings import SchedulerSettings
@@ -54,11 +61,13 @@ async def apply_worker_status(
     conn: Connection, payload: WorkerStatusChanged, meta: Meta, settings: SchedulerSettings, now: datetime
 ) -> None:
     """Fold one worker report into the worker and the job (see ``domain.jobs``)."""
-    if await _reported_worker(conn, payload.cluster, payload.job_id, payload.worker_id) is None:
+    stored = await _reported_worker(conn, payload.cluster, payload.job_id, payload.worker_id)
+    if stored is None:
         return
     job = await jobs_repo.get_job(conn, payload.job_id, for_update=True)
     assert job is not None
-    workers = [w.facts for w in await workers_repo.workers_of(conn, job.id)]
+    earlier = stored.facts.attempt != job.attempt
+    workers = [stored.facts] if earlier else [w.facts for w in await workers_repo.workers_of(conn, job.id)]
     before = next(w for w in workers if w.worker_id == payload.worker_id)
     reason = reported_reason(payload)
     report = WorkerReport(
@@ -70,8 +79,12 @@ async def apply_worker_status(
         ray_nodes_expected=payload.ray_nodes_expected,
         address=payload.address,
     )
-    fold = fold_report(job.status, workers, report)
-    progress = ray_progress(report, before)
+    if earlier:  # an old attempt's worker: its own row only, never the job (ADR 0014)
+        updated = apply_report(before, report)
+        fold = Fold(updated, updated != before, None)
+    else:
+        fold = fold_report(job.status, workers, report)
+    progress = None if earlier else ray_progress(report, before)
     progress_changed = progress is not None and progress != (job.ray_nodes_joined, job.ray_nodes_expected)
     if fold.changed:
         await workers_repo.update_worker(conn, fold.worker, now, payload.at)
@@ -94,17 +107,26 @@ async def apply_worker_status(
         await changes_repo.notify_activity(conn, job.id)
     if fold.worker.present != before.present:
         await changes_repo.add_change(conn, "node", f"{before.cluster}/{before.node}")
+        if earlier and not fold.worker.present:
+            await earlier_attempt_ended(conn, job, meta)
     step = fold.transition
     if step is None:
         return
-    if step.to_status.terminal:
+    if step.to_status is JobStatus.FAILED:
         details = dict(step.details)
-        if step.to_status is JobStatus.FAILED and settings.failure_log_lines:
+        if settings.failure_log_lines:
             details["last_lines"] = await timeline_repo.last_lines(
                 conn, payload.worker_id, settings.failure_log_lines
             )
+        kind = step.failure or RestartOn.WORKER_LOST
+        if kind is RestartOn.WORKER_LOST:
+            nodes = await read_models.nodes_by_key(conn, [(before.cluster, before.node)])
+            kind = on_node(kind, node_gone=any(n.gone or not n.ready for n in nodes))
+        failure = Failure(kind, step.reason, step.exit_code)
+        await fail_job(conn, job, failure, now, meta, teardown_s=settings.restart_teardown_s, details=details)
+    elif step.to_status.terminal:
         await end_job(
-            conn, job, step.to_status, step.reason, now, meta, details=details, exit_code=step.exit_code
+            conn, job, step.to_status, step.reason, now, meta, details=step.details, exit_code=step.exit_code
         )
     else:
         await transition(conn, job, job.status, step.to_status, step.reason, now, meta, details=step.details)

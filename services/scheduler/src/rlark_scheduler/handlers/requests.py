@@ -13,8 +13,7 @@ from rlark_platform.identity import Caller
 
 from rlark_scheduler.domain.jobs import JobStatus
 from rlark_scheduler.envelopes import Meta
-from rlark_scheduler.handlers.lifecycle import end_job, set_job_keys, transition, visible
-from rlark_scheduler.repository import changes as changes_repo
+from rlark_scheduler.handlers.lifecycle import end_job, set_job_keys, visible
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import read_models
 from rlark_scheduler.repository.jobs import JobRow
@@ -34,11 +33,9 @@ async def cancel_job(conn: Connection, caller: Caller, job_id: str, now: datetim
         raise ApiError(
             409, "job_already_ended", text("job_already_ended", job=job.id, status=job.status.value), "job_id"
         )
-    if job.status is JobStatus.PENDING:
-        await transition(conn, job, job.status, JobStatus.CANCELLED, reason, now, meta)
-        await changes_repo.add_change(conn, "job", job.id)
-    else:
-        await end_job(conn, job, JobStatus.CANCELLED, reason, now, meta)
+    # A Pending job has no workers of its attempt; a restarting one may still hold its failed
+    # attempt's addresses (ADR 0014), which ending it gives back.
+    await end_job(conn, job, JobStatus.CANCELLED, reason, now, meta)
     updated = await jobs_repo.get_job(conn, job.id)
     assert updated is not None
     return updated

@@ -13,17 +13,23 @@ from rlark_contracts.events.netdomain import DomainState
 from rlark_platform.db.pool import Connection
 
 from rlark_scheduler.domain.jobs import JobStatus
+from rlark_scheduler.domain.restarts import Failure
+from rlark_scheduler.domain.spec import RestartOn
 from rlark_scheduler.envelopes import Meta
-from rlark_scheduler.handlers.lifecycle import back_to_pending, end_job, set_job_keys
+from rlark_scheduler.handlers.lifecycle import back_to_pending, fail_job, set_job_keys
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import read_models
+from rlark_scheduler.settings import SchedulerSettings
 
 log = structlog.get_logger(__name__)
 
 
-async def apply_cluster_state(conn: Connection, state: ClusterState, meta: Meta, now: datetime) -> None:
-    """Store a cluster's state; when it is offline (or deleted), its running jobs are Lost."""
+async def apply_cluster_state(
+    conn: Connection, state: ClusterState, meta: Meta, now: datetime, settings: SchedulerSettings
+) -> None:
+    """Store a cluster's state; when it is offline (or deleted), its running jobs are Lost — or start
+    a new attempt when their restart policy names ``NodeGone`` (ADR 0014)."""
     await read_models.upsert_cluster(
         conn,
         state.name,
@@ -49,13 +55,17 @@ async def apply_cluster_state(conn: Connection, state: ClusterState, meta: Meta,
                 release_addresses=True,
             )
         else:
-            await end_job(
+            failure = Failure(
+                RestartOn.NODE_GONE, f"cluster {state.name} went offline while the job's workers were running"
+            )
+            await fail_job(
                 conn,
                 job,
-                JobStatus.LOST,
-                f"cluster {state.name} went offline while the job's workers were running",
+                failure,
                 now,
                 meta,
+                teardown_s=settings.restart_teardown_s,
+                to_status=JobStatus.LOST,
                 details={"cluster": state.name},
             )
 

@@ -12,10 +12,11 @@ from rlark_contracts.events.agent import LINK_CLOSED, TunnelStateChanged
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import PoisonMessage
 
-from rlark_scheduler.domain.jobs import JobStatus
+from rlark_scheduler.domain.restarts import Failure
+from rlark_scheduler.domain.spec import RestartOn
 from rlark_scheduler.domain.tunnels import Action, LinkObservation, decide, job_outage
 from rlark_scheduler.envelopes import Meta
-from rlark_scheduler.handlers.lifecycle import end_job
+from rlark_scheduler.handlers.lifecycle import fail_job
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import timeline as timeline_repo
@@ -84,7 +85,10 @@ async def judge_tunnels(
                 "grace_s": settings.tunnel_grace_s,
             }
         if decision.action is Action.FAIL:
-            await end_job(conn, job, JobStatus.FAILED, decision.reason, now, meta, details=details)
+            failure = Failure(RestartOn.TUNNEL_DOWN, decision.reason)
+            await fail_job(
+                conn, job, failure, now, meta, teardown_s=settings.restart_teardown_s, details=details
+            )
         elif decision.action is Action.MARK:
             await tunnels_repo.mark_tunnel_reason(conn, job.id, decision.reason, now)
             await _tunnel_event(conn, job, decision.reason, now, details)

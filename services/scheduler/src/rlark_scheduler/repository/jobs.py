@@ -45,12 +45,22 @@ class JobRow:
     scheduled_at: datetime | None
     started_at: datetime | None
     ended_at: datetime | None
+    attempt: int = 1
+    restarts: int = 0
+    restart_at: datetime | None = None
+
+    @property
+    def not_before(self) -> datetime | None:
+        """When the placement loop may place this Pending job: the later of its address hold and its
+        restart's wait (ADR 0014); None: now."""
+        holds = [t for t in (self.hold_until, self.restart_at) if t is not None]
+        return max(holds) if holds else None
 
 
 _JOB_COLUMNS = """id, owner, name, spec, spec_yaml, warnings, status, reason, details, priority,
     submitted_seq, network_domain, domain_cidr, address_request_id, hold_until, pending, ssh_key_ids,
     ssh_key_names, ssh_public_keys, exit_code, ray_nodes_joined, ray_nodes_expected, created_at,
-    updated_at, scheduled_at, started_at, ended_at"""
+    updated_at, scheduled_at, started_at, ended_at, attempt, restarts, restart_at"""
 
 
 def _job(row: asyncpg.Record | Mapping[str, Any]) -> JobRow:
@@ -242,11 +252,32 @@ async def set_hold(conn: Connection, job_id: str, until: datetime | None) -> Non
     await conn.execute("UPDATE jobs SET hold_until = $2 WHERE id = $1", job_id, until)
 
 
+async def start_attempt(
+    conn: Connection, job_id: str, attempt: int, restarts: int, restart_at: datetime | None
+) -> None:
+    """The job's current attempt is now ``attempt`` (``restarts`` used), not placed before ``restart_at``."""
+    await conn.execute(
+        "UPDATE jobs SET attempt = $2, restarts = $3, restart_at = $4, ray_nodes_joined = NULL,"
+        " ray_nodes_expected = NULL WHERE id = $1",
+        job_id,
+        attempt,
+        restarts,
+        restart_at,
+    )
+
+
+async def set_restart_at(conn: Connection, job_id: str, restart_at: datetime | None) -> None:
+    await conn.execute("UPDATE jobs SET restart_at = $2 WHERE id = $1", job_id, restart_at)
+
+
 async def release_holds(conn: Connection, domain: str) -> list[str]:
-    """Pending jobs of ``domain`` waiting for free addresses: no longer held; returns their ids."""
+    """Pending jobs of ``domain`` waiting for free addresses: no longer held; returns their ids. A
+    restarting job still waiting for its earlier attempt's workers to end keeps its hold (ADR 0014)."""
     rows = await conn.fetch(
         """UPDATE jobs SET hold_until = NULL
             WHERE status = 'Pending' AND network_domain = $1 AND hold_until IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM workers w
+                               WHERE w.job_id = jobs.id AND w.attempt < jobs.attempt AND w.present)
            RETURNING id""",
         domain,
     )
@@ -296,7 +327,8 @@ async def holding_jobs_on_cluster(conn: Connection, cluster: str) -> list[JobRow
     rows = await conn.fetch(
         f"""SELECT {_JOB_COLUMNS} FROM jobs
              WHERE status = ANY($2::text[])
-               AND EXISTS (SELECT 1 FROM workers w WHERE w.job_id = jobs.id AND w.cluster = $1)
+               AND EXISTS (SELECT 1 FROM workers w WHERE w.job_id = jobs.id AND w.attempt = jobs.attempt
+                                                     AND w.cluster = $1)
              ORDER BY submitted_seq FOR UPDATE""",  # noqa: S608
         cluster,
         HOLDING_VALUES,

@@ -133,7 +133,8 @@ _NODE_SELECT = """
                  ) AS present_gpus,
                  sum(wk.gpus) AS held_gpus
             FROM workers wk JOIN jobs j ON j.id = wk.job_id
-           WHERE j.status = ANY($1::text[]) AND wk.cluster = n.cluster AND wk.node = n.name
+           WHERE j.status = ANY($1::text[]) AND wk.attempt = j.attempt
+             AND wk.cluster = n.cluster AND wk.node = n.name
       ) w ON true
 """
 

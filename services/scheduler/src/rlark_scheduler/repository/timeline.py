@@ -142,17 +142,22 @@ async def logs_of(
     since_seq: int | None,
     after_cursor: int,
     limit: int,
+    attempt: int | None = None,
 ) -> list[LogRow]:
+    """A job's lines in cursor order; of one worker, and/or of the workers of one attempt."""
     rows = await conn.fetch(
         """SELECT cursor, worker_id, seq, line FROM worker_logs
             WHERE job_id = $1 AND ($2::text IS NULL OR worker_id = $2)
               AND ($3::bigint IS NULL OR seq > $3) AND cursor > $4
+              AND ($6::integer IS NULL OR worker_id IN (
+                      SELECT id FROM workers WHERE job_id = $1 AND attempt = $6))
             ORDER BY cursor LIMIT $5""",
         job_id,
         worker_id,
         since_seq,
         after_cursor,
         limit,
+        attempt,
     )
     return [LogRow(r["cursor"], r["worker_id"], r["seq"], r["line"]) for r in rows]
 

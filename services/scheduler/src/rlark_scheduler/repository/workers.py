@@ -1,5 +1,8 @@
 """The ``workers`` table: each placed worker and what its agent reported; the allocations that every
-job holding capacity holds (what the placement loop's model is rebuilt from)."""
+job holding capacity holds (what the placement loop's model is rebuilt from).
+
+Every attempt's workers stay (ADR 0014); "a job's workers" are those of its current attempt
+(``jobs.attempt``) unless a function says otherwise."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ class WorkerRow:
 
 
 _WORKER_COLUMNS = """id, job_id, role, index, rank, is_header, cluster, node, gpus, virtual_ip, address,
-    phase, exit_code, reason, ray_joined, present, updated_at"""
+    phase, exit_code, reason, ray_joined, present, updated_at, attempt"""
 
 
 def _worker(row: asyncpg.Record) -> WorkerFacts:
@@ -42,6 +45,7 @@ def _worker(row: asyncpg.Record) -> WorkerFacts:
         ray_joined=row["ray_joined"],
         present=row["present"],
         address=row["address"],
+        attempt=row["attempt"],
     )
 
 
@@ -49,26 +53,58 @@ async def insert_workers(
     conn: Connection, job_id: str, workers: Sequence[WorkerFacts], now: datetime
 ) -> None:
     await conn.executemany(
-        """INSERT INTO workers (id, job_id, role, index, rank, is_header, cluster, node, gpus, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)""",
+        """INSERT INTO workers (id, job_id, role, index, rank, is_header, cluster, node, gpus, updated_at,
+                               attempt)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)""",
         [
-            (w.worker_id, job_id, w.role, w.index, w.rank, w.is_header, w.cluster, w.node, w.gpus, now)
+            (
+                w.worker_id,
+                job_id,
+                w.role,
+                w.index,
+                w.rank,
+                w.is_header,
+                w.cluster,
+                w.node,
+                w.gpus,
+                now,
+                w.attempt,
+            )
             for w in workers
         ],
     )
 
 
-async def workers_of(conn: Connection, job_id: str) -> list[WorkerRow]:
+def _row(r: asyncpg.Record) -> WorkerRow:
+    return WorkerRow(_worker(r), r["job_id"], r["virtual_ip"], r["updated_at"])
+
+
+async def workers_of(conn: Connection, job_id: str, attempt: int | None = None) -> list[WorkerRow]:
+    """The workers of ``attempt`` of the job (its current attempt when None), in rank order."""
     rows = await conn.fetch(
-        f"SELECT {_WORKER_COLUMNS} FROM workers WHERE job_id = $1 ORDER BY rank",  # noqa: S608
+        f"""SELECT {_WORKER_COLUMNS} FROM workers
+             WHERE job_id = $1
+               AND attempt = COALESCE($2::integer, (SELECT attempt FROM jobs WHERE id = $1))
+             ORDER BY rank""",  # noqa: S608
+        job_id,
+        attempt,
+    )
+    return [_row(r) for r in rows]
+
+
+async def earlier_attempts_present(conn: Connection, job_id: str) -> int:
+    """Workers of the job's earlier attempts that their agent has not reported ended yet."""
+    count = await conn.fetchval(
+        """SELECT count(*) FROM workers w JOIN jobs j ON j.id = w.job_id
+            WHERE w.job_id = $1 AND w.attempt < j.attempt AND w.present""",
         job_id,
     )
-    return [WorkerRow(_worker(r), r["job_id"], r["virtual_ip"], r["updated_at"]) for r in rows]
+    return int(count)
 
 
 async def get_worker(conn: Connection, worker_id: str) -> WorkerRow | None:
     row = await conn.fetchrow(f"SELECT {_WORKER_COLUMNS} FROM workers WHERE id = $1", worker_id)  # noqa: S608
-    return WorkerRow(_worker(row), row["job_id"], row["virtual_ip"], row["updated_at"]) if row else None
+    return _row(row) if row else None
 
 
 async def update_worker(
@@ -99,7 +135,10 @@ async def set_virtual_ips(conn: Connection, addresses: Mapping[str, str]) -> Non
 
 
 async def delete_workers(conn: Connection, job_id: str) -> None:
-    await conn.execute("DELETE FROM workers WHERE job_id = $1", job_id)
+    """Forget the current attempt's workers (never created: the placement is given back)."""
+    await conn.execute(
+        "DELETE FROM workers WHERE job_id = $1 AND attempt = (SELECT attempt FROM jobs WHERE id = $1)", job_id
+    )
 
 
 async def allocations(
@@ -109,7 +148,7 @@ async def allocations(
     holds in ``clusters`` when given."""
     rows = await conn.fetch(
         """SELECT w.job_id, w.cluster, w.node, w.gpus FROM workers w JOIN jobs j ON j.id = w.job_id
-            WHERE j.status = ANY($1::text[]) AND ($2::text[] IS NULL OR w.cluster = ANY($2::text[]))
+            WHERE j.status = ANY($1::text[]) AND w.attempt = j.attempt AND ($2::text[] IS NULL OR w.cluster = ANY($2::text[]))
             ORDER BY w.job_id, w.rank""",
         HOLDING_VALUES,
         None if clusters is None else list(clusters),
