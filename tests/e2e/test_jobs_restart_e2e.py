@@ -1,0 +1,155 @@
+"""Restart attempts end to end (issue 17 item 1, ADR 0014): through the gateway, with real Kafka,
+PostgreSQL and Ray on the local runtime. One worker's process group of a running 3-worker job is
+SIGKILLed: with ``restartPolicy: {maxRestarts: 1, on: [WorkerLost]}`` every worker of attempt 1 is torn
+down, attempt 2 places the whole gang again under new worker ids, and the job Succeeds; with
+``maxRestarts: 0`` the same kill fails the job, naming the worker. Logs stay per attempt and nothing
+of either attempt is left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import local_agent, write_cluster_file
+from jobs import document, job, role, submit, wait_placeable, wait_status
+from rlark_tunnel_agent.runtime.local.driver import LocalDriver
+from stack import Stack, eventually
+from test_jobs_failures_e2e import NODES, driver_of, no_process_left
+
+pytestmark = pytest.mark.e2e
+
+RUN = """
+python - <<'PY'
+import os, ray
+ray.init(address=os.environ["RAY_ADDRESS"])
+alive = [n for n in ray.nodes() if n["Alive"]]
+print(f"ALIVE_NODES={len(alive)} on {os.environ['RLARK_WORKER_ID']}", flush=True)
+PY
+case "$RLARK_WORKER_ID" in
+  *-a2-*) echo "attempt 2 finished training"; exit 0 ;;
+esac
+echo "attempt 1 training"
+sleep 600
+"""
+"""Attempt 1's Header trains until it is stopped; attempt 2's (its worker id carries ``-a2-``) finishes."""
+
+
+async def attempt_logs(stack: Stack, job_id: str, attempt: int | None = None) -> list[str]:
+    params = {"limit": "10000", **({"attempt": str(attempt)} if attempt else {})}
+    async with stack.client() as client:
+        response = await client.get(f"/api/v1/jobs/{job_id}/logs", params=params)
+    assert response.status_code == 200, response.text
+    return [json.loads(line)["line"] for line in response.text.splitlines() if line.strip()]
+
+
+async def events(stack: Stack, job_id: str) -> list[dict[str, Any]]:
+    async with stack.client() as client:
+        response = await client.get(f"/api/v1/jobs/{job_id}/events")
+    assert response.status_code == 200, response.text
+    return response.json()["items"]  # type: ignore[no-any-return]
+
+
+async def running_mid_run(
+    stack: Stack, driver: LocalDriver, restart_policy: dict[str, Any]
+) -> tuple[str, str]:
+    """Submit the 3-worker job, wait until attempt 1's run script trains, SIGKILL the process group of
+    one rollout worker; returns the job id and that worker's id."""
+    doc = document("restarts", [role("actor", 1), role("rollout", 2)], RUN, restartPolicy=restart_policy)
+    await wait_placeable(stack, doc)
+    submitted = await submit(stack, doc)
+    job_id = submitted["id"]
+    await wait_status(stack, job_id, {"Running"})
+
+    async def training() -> bool:
+        return "attempt 1 training" in await attempt_logs(stack, job_id)
+
+    await eventually(training, timeout_s=120, what="attempt 1's run script training")
+    victim = f"{job_id}-rollout-1"
+    record = driver.record(victim)
+    assert record is not None
+    assert record.pid is not None
+    os.killpg(record.pid, signal.SIGKILL)
+    return job_id, victim
+
+
+async def test_a_sigkilled_worker_restarts_the_job_and_attempt_2_succeeds(
+    stack: Stack, tmp_path: Path
+) -> None:
+    credential = await stack.register_cluster("lab")
+    cluster_file = write_cluster_file(tmp_path / "lab.yaml", "lab", NODES)
+    async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent") as agent:
+        driver = driver_of(agent)
+        job_id, victim = await running_mid_run(stack, driver, {"maxRestarts": 1, "on": ["WorkerLost"]})
+        final = await wait_status(stack, job_id, {"Succeeded"}, timeout_s=300)
+
+        assert (final["attempt"], final["restarts"]) == (2, 1)
+        assert final["reason"] == "run script exited with 0"
+        assert [w["id"] for w in final["workers"]] == [
+            f"{job_id}-a2-actor-0",
+            f"{job_id}-a2-rollout-0",
+            f"{job_id}-a2-rollout-1",
+        ]
+        assert {w["node"] for w in final["workers"]} == {"cpu-0", "cpu-1", "cpu-2"}
+        first, second = final["attempts"]
+        assert first["number"] == 1
+        assert second["number"] == 2
+        assert first["reason"] == f"worker {victim}: killed by signal 9"
+        assert second["reason"] == "run script exited with 0"
+
+        timeline = await events(stack, job_id)
+        restart = next(
+            e for e in timeline if e["kind"] == "status" and e["details"].get("failed_attempt") == 1
+        )
+        assert (restart["from_status"], restart["to_status"]) == ("Running", "Pending")
+        assert restart["reason"] == f"attempt 2 starts after WorkerLost: worker {victim}: killed by signal 9"
+        assert restart["details"]["attempt"] == 2
+        # Attempt 1 was completely torn down before attempt 2 was placed: every one of its workers reported
+        # its end before the job was Scheduled again.
+        placed_again = next(
+            e
+            for e in timeline
+            if e["kind"] == "status" and e["to_status"] == "Scheduled" and e["seq"] > restart["seq"]
+        )
+        ended: dict[str, int] = {}
+        for e in timeline:  # each old worker's first report of its end
+            old = e["kind"] == "worker" and "-a2-" not in e["worker_id"]
+            if old and e["phase"] in {"Failed", "Stopped", "Succeeded"}:
+                ended.setdefault(e["worker_id"], e["seq"])
+        assert set(ended) == {f"{job_id}-actor-0", f"{job_id}-rollout-0", victim}
+        assert max(ended.values()) < placed_again["seq"]
+
+        first_lines = "\n".join(await attempt_logs(stack, job_id, 1))
+        current_lines = "\n".join(await attempt_logs(stack, job_id))
+        assert "attempt 1 training" in first_lines
+        assert "attempt 2 finished training" not in first_lines
+        assert "attempt 2 finished training" in current_lines
+        assert f"ALIVE_NODES=3 on {job_id}-a2-actor-0" in current_lines
+        assert "attempt 1 training" not in current_lines
+
+        await no_process_left(driver)
+    refreshed = await job(stack, job_id)
+    assert refreshed["status"] == "Succeeded"
+
+
+async def test_without_restarts_left_the_same_kill_fails_the_job_naming_the_worker(
+    stack: Stack, tmp_path: Path
+) -> None:
+    credential = await stack.register_cluster("lab")
+    cluster_file = write_cluster_file(tmp_path / "lab.yaml", "lab", NODES)
+    async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent") as agent:
+        driver = driver_of(agent)
+        job_id, victim = await running_mid_run(stack, driver, {"maxRestarts": 0, "on": ["WorkerLost"]})
+        final = await wait_status(stack, job_id, {"Failed"}, timeout_s=120)
+
+        assert final["reason"] == f"worker {victim}: killed by signal 9"
+        assert final["exit_code"] == 137
+        assert (final["attempt"], final["restarts"]) == (1, 0)
+        assert final["details"]["worker_id"] == victim
+        assert final["details"]["failure"] == "WorkerLost"
+        assert [a["number"] for a in final["attempts"]] == [1]
+        assert not [w for w in final["workers"] if "-a2-" in w["id"]]
+        await no_process_left(driver)
