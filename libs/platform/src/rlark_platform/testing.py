@@ -35,13 +35,43 @@ S = TypeVar("S", bound=ServiceSettings)
 TEST_SECRET = "test-internal-secret-not-for-production"  # noqa: S105 (tests only)
 
 
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on, for a server a test starts a moment later.
+
+    Not the kernel's ``bind(0)`` pick: that comes from the ephemeral range, where every outgoing connection
+    (Kafka, PostgreSQL and HTTP clients, by the thousand in an e2e run) also takes its local port, so one could
+    take the port before the server binds it — and two calls in a row may answer the same port. So: a random
+    port below the ephemeral range, checked free, never handed out twice by this process.
+    """
+    import random
     import socket
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
+    high = min(_ephemeral_low(), 65536) - 1
+    low = max(1024, high - 12000)
+    if len(_HANDED_OUT) > (high - low) // 2:
+        _HANDED_OUT.clear()  # long sessions: the earliest servers are long gone
+    for _ in range(500):
+        port = random.randint(low, high)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
         return port
+    raise RuntimeError(f"no free TCP port in {low}-{high} on 127.0.0.1")
 
 
 class GatewaySigned(httpx.Auth):

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import random
 import secrets
-import socket
 import statistics
 import time
 from collections.abc import AsyncIterator, Callable
@@ -42,7 +41,7 @@ from rlark_platform.messaging.producer import delete_topics_with_prefix, ensure_
 from rlark_platform.messaging.provision import provision_platform
 from rlark_platform.observability import configure_logging
 from rlark_platform.service import migrate, serve
-from rlark_platform.testing import GatewaySigned
+from rlark_platform.testing import GatewaySigned, free_port
 
 INGEST_TARGET_PER_S = 5000
 LIST_TARGET_P99_MS = 50.0
@@ -53,13 +52,6 @@ GPU_MODELS = ("A100", "H100", "L40S", "T4")
 class _Bench:
     settings: InventorySettings
     pool: asyncpg.Pool
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.asynccontextmanager
@@ -252,7 +244,7 @@ async def bench_node_list(
 ) -> dict[str, Any]:
     """Latency of selector-filtered node lists over HTTP at ``nodes`` nodes (p50/p99/max in ms)."""
     rng = random.Random(11)
-    async with _environment(database_url, kafka, http_port=_free_port()) as env:
+    async with _environment(database_url, kafka, http_port=free_port()) as env:
         names = await _register(env.pool, clusters)
         per_cluster = nodes // clusters
         now = datetime.now(UTC)
