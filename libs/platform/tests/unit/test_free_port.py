@@ -13,4 +13,3 @@ def test_ports_are_free_distinct_and_below_the_ephemeral_range() -> None:
     assert all(1024 <= port < _ephemeral_low() for port in ports)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", ports[-1]))  # really free
-
