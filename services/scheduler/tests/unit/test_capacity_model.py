@@ -6,45 +6,20 @@ import dataclasses
 
 import pytest
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState, gpus_used_by_others
+from scheduler_fleet import A100, H100, gpu_node
 
 pytestmark = pytest.mark.unit
 
-A100 = {"rlark.io/gpu-model": "A100"}
-H100 = {"rlark.io/gpu-model": "H100"}
-
-
-def gpu_node(
-    name: str,
-    cluster: str = "gpu-a",
-    gpus: int = 8,
-    labels: dict[str, str] | None = None,
-    *,
-    ready: bool = True,
-    schedulable: bool = True,
-    gpu_used_external: int = 0,
-    gone: bool = False,
-) -> NodeState:
-    return NodeState(
-        cluster=cluster,
-        name=name,
-        labels=A100 if labels is None else labels,
-        ready=ready,
-        schedulable=schedulable,
-        gpu_allocatable=gpus,
-        gpu_used_external=gpu_used_external,
-        gone=gone,
-    )
-
 
 def test_free_gpus_subtract_external_use_and_own_allocations() -> None:
-    model = CapacityModel.from_nodes([gpu_node("n1", gpus=8, gpu_used_external=2)])
+    model = CapacityModel.from_nodes([gpu_node("n1", gpus=8, used=2)])
     assert model.free_gpus(("gpu-a", "n1")) == 6
     model.allocate("job-1", [(("gpu-a", "n1"), 4)])
     assert model.free_gpus(("gpu-a", "n1")) == 2
 
 
 def test_free_gpus_never_go_below_zero_and_unknown_nodes_have_none() -> None:
-    model = CapacityModel.from_nodes([gpu_node("n1", gpus=4, gpu_used_external=3)])
+    model = CapacityModel.from_nodes([gpu_node("n1", gpus=4, used=3)])
     model.allocate("job-1", [(("gpu-a", "n1"), 4)])  # recorded fact, even over capacity
     assert model.free_gpus(("gpu-a", "n1")) == 0
     assert model.free_gpus(("gpu-a", "nope")) == 0
@@ -115,7 +90,7 @@ def test_survey_funnel_counts_each_stage_and_orders_candidates_best_fit_first() 
             gpu_node("big", gpus=8),
             gpu_node("small", gpus=4),
             gpu_node("tiny", gpus=2),
-            gpu_node("mid", gpus=8, gpu_used_external=3),
+            gpu_node("mid", gpus=8, used=3),
             gpu_node("down", ready=False),
             gpu_node("cordoned", schedulable=False),
             gpu_node("other-model", labels=H100),
@@ -137,7 +112,7 @@ def test_hypothetical_survey_ignores_readiness_cordons_and_usage_but_not_gone() 
         [
             gpu_node("down", ready=False),
             gpu_node("cordoned", schedulable=False),
-            gpu_node("busy", gpu_used_external=8),
+            gpu_node("busy", used=8),
             gpu_node("small", gpus=4),
             gpu_node("gone", gone=True),
         ],
@@ -186,7 +161,7 @@ def test_identical_observation_changes_nothing() -> None:
 def test_memoised_survey_is_refreshed_after_a_change() -> None:
     model = CapacityModel.from_nodes([gpu_node("n1")])
     assert model.survey("gpu-a", A100, 8).enough == 1
-    model.upsert_node(gpu_node("n1", gpu_used_external=1))
+    model.upsert_node(gpu_node("n1", used=1))
     assert model.survey("gpu-a", A100, 8).enough == 0
 
 

@@ -14,32 +14,11 @@ from rlark_scheduler.domain.placement import (
     match_workers,
     place,
 )
+from scheduler_fleet import A100, gpu_node
 
 pytestmark = pytest.mark.unit
 
-A100 = {"rlark.io/gpu-model": "A100"}
 H100 = {"rlark.io/gpu-model": "H100"}
-
-
-def gpu_node(
-    name: str,
-    cluster: str = "gpu-a",
-    gpus: int = 8,
-    labels: dict[str, str] | None = None,
-    *,
-    ready: bool = True,
-    schedulable: bool = True,
-    gone: bool = False,
-) -> NodeState:
-    return NodeState(
-        cluster=cluster,
-        name=name,
-        labels=A100 if labels is None else labels,
-        ready=ready,
-        schedulable=schedulable,
-        gpu_allocatable=gpus,
-        gone=gone,
-    )
 
 
 def job(*roles: RoleRequest, job_id: str = "job-1", header: str | None = None) -> JobRequest:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
+import scheduler_fleet
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
 from rlark_scheduler.domain.placement import JobRequest, RoleRequest
 from rlark_scheduler.domain.queue import JobQueue, schedule_round
@@ -10,9 +13,7 @@ from rlark_scheduler.domain.reasons import PendingCode
 
 pytestmark = pytest.mark.unit
 
-
-def gpu_node(name: str, cluster: str = "gpu-a", *, schedulable: bool = True) -> NodeState:
-    return NodeState(cluster=cluster, name=name, gpu_allocatable=8, schedulable=schedulable)
+gpu_node = functools.partial(scheduler_fleet.gpu_node, labels={})
 
 
 def job(job_id: str, workers: int, *, priority: int = 0, seq: int = 0, cluster: str = "gpu-a") -> JobRequest:

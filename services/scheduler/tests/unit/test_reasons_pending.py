@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
+import scheduler_fleet
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
 from rlark_scheduler.domain.placement import JobRequest, RoleRequest
 from rlark_scheduler.domain.reasons import (
@@ -11,34 +14,11 @@ from rlark_scheduler.domain.reasons import (
     can_ever_fit,
     explain_pending,
 )
+from scheduler_fleet import A100, H100
 
 pytestmark = pytest.mark.unit
 
-A100 = {"rlark.io/gpu-model": "A100"}
-H100 = {"rlark.io/gpu-model": "H100"}
-
-
-def gpu_node(
-    name: str,
-    cluster: str = "gpu-b",
-    gpus: int = 8,
-    labels: dict[str, str] | None = None,
-    *,
-    used: int = 0,
-    ready: bool = True,
-    schedulable: bool = True,
-    gone: bool = False,
-) -> NodeState:
-    return NodeState(
-        cluster=cluster,
-        name=name,
-        labels=A100 if labels is None else labels,
-        ready=ready,
-        schedulable=schedulable,
-        gpu_allocatable=gpus,
-        gpu_used_external=used,
-        gone=gone,
-    )
+gpu_node = functools.partial(scheduler_fleet.gpu_node, cluster="gpu-b")
 
 
 def single_role_job(

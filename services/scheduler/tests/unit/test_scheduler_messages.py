@@ -3,10 +3,12 @@ key and params travel with each problem, and the Chinese rendering carries the s
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import scheduler_fleet
 from rlark_contracts.events.agent import WorkerStatusChanged
 from rlark_contracts.messages import LANGUAGES, Text, catalogue, render
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
@@ -26,7 +28,8 @@ from rlark_scheduler.handlers.reports import reported_reason
 
 pytestmark = pytest.mark.unit
 
-A100 = {"rlark.io/gpu-model": "A100"}
+A100 = scheduler_fleet.A100
+gpu_node = functools.partial(scheduler_fleet.gpu_node, cluster="gpu-b")
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 CTX = ValidationContext.build(
     CapacityModel.from_nodes(NodeState("gpu-a", f"n{i}", A100, gpu_allocatable=8) for i in range(2)),
@@ -45,12 +48,6 @@ def _role(name: str = "actor", **fields: Any) -> dict[str, Any]:
 def _job(tasks: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"header": "actor", "runScript": "python train.py\n", "tasks": tasks, **spec}
     return {"apiVersion": "rlark.io/v1", "kind": "Job", "metadata": {"name": "grpo"}, "spec": body}
-
-
-def gpu_node(name: str, *, used: int = 0, ready: bool = True) -> NodeState:
-    return NodeState(
-        "gpu-b", name, A100, ready=ready, schedulable=True, gpu_allocatable=8, gpu_used_external=used
-    )
 
 
 def single_role_job(replicas: int) -> JobRequest:

@@ -15,8 +15,8 @@ from rlark_scheduler.domain.validation import (
     selector_matches,
     validate_job,
 )
+from scheduler_fleet import A100, gpu_node
 
-A100 = {"rlark.io/gpu-model": "A100"}
 H100 = {"rlark.io/gpu-model": "H100"}
 
 
@@ -25,9 +25,7 @@ def _node(
 ) -> NodeState:
     """A node of gpu-a; the GPUs not free are used by workloads RLark did not place."""
     free = gpu_total if gpu_free is None else gpu_free
-    return NodeState(
-        "gpu-a", name, labels, gpu_allocatable=gpu_total, gpu_used_external=gpu_total - free, **state
-    )
+    return gpu_node(name, labels=labels, gpus=gpu_total, used=gpu_total - free, **state)
 
 
 def _ctx(*nodes: NodeState, online: bool = True) -> ValidationContext:

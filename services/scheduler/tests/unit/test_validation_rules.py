@@ -14,8 +14,8 @@ from rlark_scheduler.domain.validation import (
     parse_image,
     validate_job,
 )
+from scheduler_fleet import A100
 
-A100 = {"rlark.io/gpu-model": "A100"}
 HOSTPATH_ALLOW = ("/a", "/b", "/mnt")
 """The clusters' hostPath policy: the host directories these tests mount (the policy's own rules are
 tested in test_validation_hostpaths.py)."""
