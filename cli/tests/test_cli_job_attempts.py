@@ -34,6 +34,10 @@ JOB = {
             "started_at": "2026-12-01T10:00:00Z",
             "ended_at": "2026-12-01T10:05:00Z",
             "reason": "worker job-1-rollout-1: killed by signal 9",
+            "reason_said": {
+                "message_key": "job.failed.reported.worker",
+                "params": {"worker": "job-1-rollout-1", "reason": "killed by signal 9"},
+            },
         },
         {"number": 2, "started_at": "2026-12-01T10:05:00Z", "ended_at": None, "reason": ""},
     ],
@@ -75,6 +79,8 @@ def test_jobs_show_lists_the_attempts_and_the_restarts_used(requests: list[httpx
     assert "attempts" in result.output
     assert "worker job-1-rollout-1: killed by signal 9" in result.output
     assert "2026-12-01 10:05:00" in result.output
+    chinese = CliRunner().invoke(app, ["--lang", "zh-CN", "jobs", "show", "job-1"], env={"COLUMNS": "200"})
+    assert "工作节点 job-1-rollout-1：killed by signal 9" in chinese.output
 
 
 def test_jobs_logs_attempt_asks_for_that_attempts_lines(requests: list[httpx.Request]) -> None:

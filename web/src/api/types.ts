@@ -355,6 +355,8 @@ export interface JobAttempt {
   started_at: string;
   ended_at?: string | null;
   reason: string;
+  /** The reason as the server keyed it (ADR 0011). */
+  reason_said?: ServerSaid | null;
 }
 
 export interface SpecProblem extends ServerSaid {

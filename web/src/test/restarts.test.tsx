@@ -89,7 +89,13 @@ const RESTARTED = {
   attempt: 2,
   restarts: 1,
   attempts: [
-    { number: 1, started_at: '2026-11-29T10:00:00Z', ended_at: '2026-11-29T10:05:00Z', reason: 'worker job-1-rollout-1: killed by signal 9' },
+    {
+      number: 1,
+      started_at: '2026-11-29T10:00:00Z',
+      ended_at: '2026-11-29T10:05:00Z',
+      reason: 'worker job-1-rollout-1: killed by signal 9',
+      reason_said: { message_key: 'job.failed.reported.worker', params: { worker: 'job-1-rollout-1', reason: 'killed by signal 9' } },
+    },
     { number: 2, started_at: '2026-11-29T10:05:00Z', ended_at: null, reason: '' },
   ],
   details: {},
@@ -115,7 +121,7 @@ describe('job detail attempts', () => {
     expect(await screen.findByTestId('job-attempt')).toHaveTextContent('第 2 次（已用 1/3 次重启）'); // the console starts in Chinese
     fireEvent.click(screen.getByRole('tab', { name: '尝试记录' }));
     const table = await screen.findByTestId('attempts-table');
-    expect(table).toHaveTextContent('worker job-1-rollout-1: killed by signal 9');
+    expect(table).toHaveTextContent('工作节点 job-1-rollout-1：killed by signal 9'); // said from its key, in Chinese
     expect(table.querySelectorAll('tbody tr')).toHaveLength(2);
   });
 

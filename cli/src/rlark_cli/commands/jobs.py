@@ -405,7 +405,7 @@ def show(job_id: JobId, output: OutputOpt = Format.table) -> None:
                 str(attempt["number"]),
                 str(attempt["started_at"])[:19].replace("T", " "),
                 str(attempt["ended_at"] or "-")[:19].replace("T", " "),
-                attempt["reason"] or "-",
+                lang.reason_of(attempt) or "-",
             )
         out.print(table)
     table = Table(title="timeline", header_style="bold")

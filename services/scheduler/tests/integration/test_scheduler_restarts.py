@@ -161,6 +161,9 @@ async def test_a_named_failure_restarts_the_whole_gang_under_new_worker_ids_once
         (1, f"worker {first[2]['worker_id']}: killed by signal 9"),
         (2, "run script exited with 0"),
     ]
+    # ... each also as its catalogue sentence, to be said in the user's language
+    assert attempts[0]["reason_said"]["message_key"] == "job.failed.reported.worker"
+    assert attempts[1]["reason_said"]["message_key"] == "job.succeeded"
     assert attempts[0]["ended_at"] == attempts[1]["started_at"]
     assert attempts[1]["ended_at"] == done["ended_at"]
 

@@ -445,7 +445,7 @@ export default function JobDetail() {
                                 { title: t('jobDetail.attemptNumber'), dataIndex: 'number' },
                                 { title: t('jobDetail.attemptStarted'), dataIndex: 'started_at', render: (v: string) => formatTime(v) },
                                 { title: t('jobDetail.attemptEnded'), dataIndex: 'ended_at', render: (v?: string | null) => (v ? formatTime(v) : '—') },
-                                { title: t('jobDetail.attemptReason'), dataIndex: 'reason', render: (v: string) => v || '—' },
+                                { title: t('jobDetail.attemptReason'), render: (_: unknown, a: JobAttempt) => (a.reason ? sayReason(a) : '—') },
                               ]}
                             />
                           ),

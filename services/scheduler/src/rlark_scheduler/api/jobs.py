@@ -135,12 +135,18 @@ async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> Job
     ray = None
     if job.ray_nodes_joined is not None and job.ray_nodes_expected is not None:
         ray = RayNodesOut(joined=job.ray_nodes_joined, expected=job.ray_nodes_expected)
+    restart_rows = [
+        e for e in timeline if e.to_status == JobStatus.PENDING.value and "failed_attempt" in e.details
+    ]
     restarts_seen = [
-        (e.at, int(e.details["failed_attempt"]), str(e.details.get("reason", e.reason)))
-        for e in timeline
-        if e.to_status == JobStatus.PENDING.value and "failed_attempt" in e.details
+        (e.at, int(e.details["failed_attempt"]), str(e.details.get("reason", e.reason))) for e in restart_rows
     ]
     attempts = attempt_history(job.created_at, restarts_seen, job.attempt, job.ended_at, job.reason)
+    # How each attempt's end can be said in another language (ADR 0011): its failure's key, kept by the
+    # restart row; the job's own reason for an attempt that ended the job.
+    attempt_said = {int(e.details["failed_attempt"]): e.details.get("reason_said") for e in restart_rows}
+    if job.ended_at is not None:
+        attempt_said[job.attempt] = said.get(job.id)
     return JobDetail(
         **JobSummary.fields_of(job),
         reason_said=said.get(job.id),
@@ -152,7 +158,7 @@ async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> Job
             WorkerOut.of(w, login_users[w.facts.cluster], worker_said.get(w.facts.worker_id)) for w in workers
         ],
         timeline=[EventOut.of(e) for e in timeline],
-        attempts=[AttemptOut(**asdict(a)) for a in attempts],
+        attempts=[AttemptOut(**asdict(a), reason_said=attempt_said.get(a.number)) for a in attempts],
         outputs=outputs,
         tensorboard_dir=spec.get("tensorboardDir"),
         tensorboard_url=tool_url(job.id, SERVICE_TENSORBOARD) if spec.get("tensorboardDir") else None,

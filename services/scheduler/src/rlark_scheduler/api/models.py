@@ -124,6 +124,9 @@ class AttemptOut(BaseModel):
     started_at: datetime = Field(description="When the attempt began: the submission, or its restart")
     ended_at: datetime | None = Field(description="Its failure that restarted the job, or the job's end")
     reason: str = Field(description="Why it ended")
+    reason_said: dict[str, Any] | None = Field(
+        default=None, description="The reason as a catalogue sentence (message_key, params; ADR 0011)"
+    )
 
 
 class JobSummary(BaseModel):

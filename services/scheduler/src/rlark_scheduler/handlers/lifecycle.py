@@ -16,7 +16,7 @@ from rlark_contracts.events.scheduler import (
     JobStatusChanged,
     WorkerStopRequested,
 )
-from rlark_contracts.messages import text
+from rlark_contracts.messages import Text, text
 from rlark_platform.db.pool import Connection
 from rlark_platform.errors import ApiError
 from rlark_platform.identity import Caller
@@ -192,6 +192,7 @@ async def restart_job(
         "attempt": restart.attempt,
         "failed_attempt": job.attempt,
         "reason": str(failure.reason),
+        "reason_said": failure.reason.wire() if isinstance(failure.reason, Text) else None,
         "failure": failure.kind.value,
         "exit_code": failure.exit_code,
         "restarts": restart.restarts,
