@@ -103,7 +103,7 @@ const RESTARTED = {
   warnings: [],
   ray_nodes: null,
   workers: [
-    { id: 'job-1-a2-actor-0', attempt: 2, role: 'actor', index: 0, rank: 0, is_header: true, cluster: 'lab', node: 'n1', address: '', virtual_ip: null, gpus: 0, phase: 'Running', ray_joined: true, exit_code: null, reason: '', updated_at: '2026-11-29T10:09:00Z' },
+    { id: 'job-1-actor-0-a2', attempt: 2, role: 'actor', index: 0, rank: 0, is_header: true, cluster: 'lab', node: 'n1', address: '', virtual_ip: null, gpus: 0, phase: 'Running', ray_joined: true, exit_code: null, reason: '', updated_at: '2026-11-29T10:09:00Z' },
   ],
   timeline: [],
   outputs: [],

@@ -56,8 +56,8 @@ async def start(
 
 
 def attempt_of(job_id: str, worker_id: str) -> int:
-    """The attempt a worker id belongs to (``<job>-a<K>-<role>-<index>`` from attempt 2 on)."""
-    later = re.match(rf"{re.escape(job_id)}-a(\d+)-", worker_id)
+    """The attempt a worker id belongs to (``<job>-<role>-<index>-a<K>`` from attempt 2 on)."""
+    later = re.fullmatch(rf"{re.escape(job_id)}-.+-\d+-a(\d+)", worker_id)
     return int(later.group(1)) if later else 1
 
 
@@ -133,9 +133,9 @@ async def test_a_named_failure_restarts_the_whole_gang_under_new_worker_ids_once
     await placements.until(placed_count(job["id"], 6))
     second = attempt_placements(placements, job["id"], 2)
     assert [p["worker_id"] for p in second] == [
-        f"{job['id']}-a2-actor-0",
-        f"{job['id']}-a2-rollout-0",
-        f"{job['id']}-a2-rollout-1",
+        f"{job['id']}-actor-0-a2",
+        f"{job['id']}-rollout-0-a2",
+        f"{job['id']}-rollout-1-a2",
     ]
     assert sorted(p["node"] for p in second) == ["n0", "n1", "n2"]  # the whole gang again
 
@@ -261,8 +261,8 @@ async def test_a_restarting_domain_job_keeps_its_addresses_until_the_old_workers
     )
     again = job_topic.envelopes("scheduler.job.addresses_requested.v1", job["id"])[1]
     assert sorted(w["worker_id"] for w in again.data["workers"]) == [
-        f"{job['id']}-a2-actor-0",
-        f"{job['id']}-a2-rollout-0",
+        f"{job['id']}-actor-0-a2",
+        f"{job['id']}-rollout-0-a2",
     ]
     await world.allocate(again, "10.100.0.0/24")  # netdomain's lowest free: the same addresses
     await placements.until(placed_count(job["id"], 4))
@@ -294,7 +294,7 @@ async def test_a_cluster_gone_offline_restarts_a_job_whose_policy_names_node_gon
         await world.worker(p, "Stopped", exit_code=143)
     await placements.until(placed_count(job["id"], 6))
     assert [p["worker_id"] for p in attempt_placements(placements, job["id"], 2)] == [
-        f"{job['id']}-a2-actor-0",
-        f"{job['id']}-a2-rollout-0",
-        f"{job['id']}-a2-rollout-1",
+        f"{job['id']}-actor-0-a2",
+        f"{job['id']}-rollout-0-a2",
+        f"{job['id']}-rollout-1-a2",
     ]

@@ -164,12 +164,14 @@ async def test_a_link_down_past_the_grace_restarts_a_job_whose_policy_names_tunn
     )
     again = job_topic.envelopes("scheduler.job.addresses_requested.v1", job["id"])[1]
     assert sorted(w["worker_id"] for w in again.data["workers"]) == [
-        f"{job['id']}-a2-actor-0",
-        f"{job['id']}-a2-rollout-0",
+        f"{job['id']}-actor-0-a2",
+        f"{job['id']}-rollout-0-a2",
     ]
     await world.allocate(again, "10.100.0.0/16")
     await placements.until(placed_count(job["id"], 4))
-    second = [p for p in placements.of("scheduler.worker.placed.v1", job["id"]) if "-a2-" in p["worker_id"]]
+    second = [
+        p for p in placements.of("scheduler.worker.placed.v1", job["id"]) if p["worker_id"].endswith("-a2")
+    ]
     await world.bring_up(second)
     running = await job_status(scheduler, job["id"], "Running")
     assert (running["attempt"], running["restarts"]) == (2, 1)

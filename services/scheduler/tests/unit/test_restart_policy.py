@@ -37,9 +37,18 @@ def policy(**fields: Any) -> RestartPolicy:
 def test_the_first_attempt_keeps_the_plain_worker_id_and_later_ones_get_their_own() -> None:
     assert worker_id_for("job-1", "rollout", 2) == "job-1-rollout-2"
     assert worker_id_for("job-1", "rollout", 2, 1) == "job-1-rollout-2"
-    assert worker_id_for("job-1", "rollout", 2, 3) == "job-1-a3-rollout-2"
+    assert worker_id_for("job-1", "rollout", 2, 3) == "job-1-rollout-2-a3"
     ids = {worker_id_for("job-1", "rollout", 2, attempt) for attempt in range(1, 6)}
     assert len(ids) == 5
+
+
+def test_no_role_name_makes_a_later_attempts_worker_id_equal_another_workers() -> None:
+    # Role names are DNS labels and may look like an attempt marker: "a2-b" in attempt 1, "b" in attempt 2.
+    assert worker_id_for("job-1", "a2-b", 0, 1) != worker_id_for("job-1", "b", 0, 2)
+    assert worker_id_for("job-1", "b-0", 1, 1) != worker_id_for("job-1", "b", 0, 2)
+    roles = ["b", "a2-b", "b-0-a2", "x"]
+    ids = [worker_id_for("job-1", r, i, a) for r in roles for i in range(3) for a in range(1, 4)]
+    assert len(set(ids)) == len(ids)
 
 
 # ---------------------------------------------------------------------------------- classification

@@ -62,11 +62,13 @@ class Mount(EventData):
 
 def worker_id_for(job_id: str, role: str, index: int, attempt: int = 1) -> str:
     """The deterministic worker id every component derives alike: ``<job_id>-<role>-<index>`` in a
-    job's first attempt, ``<job_id>-a<attempt>-<role>-<index>`` in a later one (a restart, ADR 0014), so
-    a late stop of an old attempt's worker can never hit a new one and logs stay per attempt."""
+    job's first attempt, ``<job_id>-<role>-<index>-a<attempt>`` in a later one (a restart, ADR 0014), so
+    a late stop of an old attempt's worker can never hit a new one and logs stay per attempt. The
+    attempt goes last: a first-attempt id ends in the index's digits, so no role name (DNS labels may
+    hold ``-a2-``) can make two workers of a job share an id."""
     if attempt <= 1:
         return f"{job_id}-{role}-{index}"
-    return f"{job_id}-a{attempt}-{role}-{index}"
+    return f"{job_id}-{role}-{index}-a{attempt}"
 
 
 @event("scheduler.worker.placed.v1", "scheduler.placements")
