@@ -51,13 +51,16 @@ def free_port() -> int:
     Not the kernel's ``bind(0)`` pick: that comes from the ephemeral range, where every outgoing connection
     (Kafka, PostgreSQL and HTTP clients, by the thousand in an e2e run) also takes its local port, so one could
     take the port before the server binds it — and two calls in a row may answer the same port. So: a random
-    port below the ephemeral range, checked free, never handed out twice by this process.
+    port below the ephemeral range and the local runtime's port blocks, checked free, never handed out twice
+    by this process.
     """
     import random
     import socket
 
-    high = min(_ephemeral_low(), 65536) - 1
-    low = max(1024, high - 12000)
+    # 12000-19999: below the ephemeral range, and below the port blocks (20000 up to that range) the local
+    # runtime hands its workers, which bind on the host when the runtime runs without namespaces.
+    high = min(_ephemeral_low() - 1, 19999)
+    low = min(12000, high - 1000)
     if len(_HANDED_OUT) > (high - low) // 2:
         _HANDED_OUT.clear()  # long sessions: the earliest servers are long gone
     for _ in range(500):
