@@ -27,7 +27,7 @@ from rlark_contracts.events.netdomain import (
     DomainCreated,
     WorkerAddress,
 )
-from rlark_platform.testing import RunningService
+from rlark_platform.testing import RunningService, TopicReader
 
 T = TypeVar("T")
 
@@ -344,6 +344,37 @@ def has_event(event_type: str, job_id: str, **fields: Any) -> Callable[[list[Env
         )
 
     return check
+
+
+async def start_job(
+    scheduler: RunningService,
+    world: World,
+    placements: TopicReader,
+    database_url: str,
+    *,
+    rollouts: int = 2,
+    nodes: int = 3,
+    **spec: Any,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A cluster with ``nodes`` nodes and a placed job: an actor Header plus ``rollouts`` workers."""
+    await world.cluster("gpu-a")
+    for i in range(nodes):
+        await world.node("gpu-a", f"n{i}")
+    await nodes_synced(database_url, "gpu-a", nodes)
+    doc = job_doc(
+        role("actor", "gpu-a", gpusPerWorker=8),
+        role("rollout", "gpu-a", replicas=rollouts, gpusPerWorker=8),
+        header="actor",
+        **spec,
+    )
+    job = await submitted(scheduler, doc)
+    await placements.until(placed_count(job["id"], rollouts + 1))
+    placed = sorted(placements.of("scheduler.worker.placed.v1", job["id"]), key=lambda p: p["rank"])
+    return job, placed
+
+
+def stops_for(placements: TopicReader, job_id: str) -> set[str]:
+    return {s["worker_id"] for s in placements.of("scheduler.worker.stop_requested.v1", job_id)}
 
 
 def sse_events(text: str) -> list[dict[str, Any]]:

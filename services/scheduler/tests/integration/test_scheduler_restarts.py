@@ -21,6 +21,8 @@ from scheduler_it_support import (
     nodes_synced,
     placed_count,
     role,
+    start_job,
+    stops_for,
     submitted,
     synced,
 )
@@ -39,20 +41,7 @@ async def start(
     **spec: Any,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Three nodes and a placed 3-worker job (an actor Header and two rollouts) with ``restart_policy``."""
-    await world.cluster("gpu-a")
-    for i in range(3):
-        await world.node("gpu-a", f"n{i}")
-    await nodes_synced(database_url, "gpu-a", 3)
-    doc = job_doc(
-        role("actor", "gpu-a", gpusPerWorker=8),
-        role("rollout", "gpu-a", replicas=2, gpusPerWorker=8),
-        header="actor",
-        restartPolicy=restart_policy,
-        **spec,
-    )
-    job = await submitted(scheduler, doc)
-    await placements.until(placed_count(job["id"], 3))
-    return job, attempt_placements(placements, job["id"], 1)
+    return await start_job(scheduler, world, placements, database_url, restartPolicy=restart_policy, **spec)
 
 
 def attempt_of(job_id: str, worker_id: str) -> int:
@@ -68,10 +57,6 @@ def attempt_placements(placements: TopicReader, job_id: str, attempt: int) -> li
         if attempt_of(job_id, p["worker_id"]) == attempt
     ]
     return sorted(found, key=lambda p: p["rank"])
-
-
-def stops_for(placements: TopicReader, job_id: str) -> set[str]:
-    return {s["worker_id"] for s in placements.of("scheduler.worker.stop_requested.v1", job_id)}
 
 
 async def test_a_named_failure_restarts_the_whole_gang_under_new_worker_ids_once_the_old_one_is_gone(

@@ -24,6 +24,8 @@ from scheduler_it_support import (
     placed_count,
     role,
     sse_events,
+    start_job,
+    stops_for,
     submitted,
     synced,
 )
@@ -33,37 +35,6 @@ pytestmark = pytest.mark.integration
 OTHER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHn0yQ1vZ6h8Wb2pR3xK9mT4sLq7uD5cF1gE0aJ2kN8o alice@desktop"
 
 
-async def start(
-    scheduler: RunningService,
-    world: World,
-    placements: TopicReader,
-    database_url: str,
-    *,
-    rollouts: int = 2,
-    nodes: int = 3,
-    **spec: Any,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """A cluster with ``nodes`` nodes and a placed job: an actor Header plus ``rollouts`` workers."""
-    await world.cluster("gpu-a")
-    for i in range(nodes):
-        await world.node("gpu-a", f"n{i}")
-    await nodes_synced(database_url, "gpu-a", nodes)
-    doc = job_doc(
-        role("actor", "gpu-a", gpusPerWorker=8),
-        role("rollout", "gpu-a", replicas=rollouts, gpusPerWorker=8),
-        header="actor",
-        **spec,
-    )
-    job = await submitted(scheduler, doc)
-    await placements.until(placed_count(job["id"], rollouts + 1))
-    placed = sorted(placements.of("scheduler.worker.placed.v1", job["id"]), key=lambda p: p["rank"])
-    return job, placed
-
-
-def stops_for(placements: TopicReader, job_id: str) -> set[str]:
-    return {s["worker_id"] for s in placements.of("scheduler.worker.stop_requested.v1", job_id)}
-
-
 async def test_header_exit_0_succeeds_and_every_worker_is_stopped(
     scheduler: RunningService,
     world: World,
@@ -71,7 +42,7 @@ async def test_header_exit_0_succeeds_and_every_worker_is_stopped(
     job_topic: TopicReader,
     database_url: str,
 ) -> None:
-    job, placed = await start(scheduler, world, placements, database_url)
+    job, placed = await start_job(scheduler, world, placements, database_url)
     header = placed[0]
     for p in placed:
         await world.worker(p, "Created")
@@ -118,7 +89,7 @@ async def test_header_exit_0_succeeds_and_every_worker_is_stopped(
 async def test_header_exit_3_fails_with_the_run_script_exit_code(
     scheduler: RunningService, world: World, placements: TopicReader, database_url: str
 ) -> None:
-    job, placed = await start(scheduler, world, placements, database_url, rollouts=1)
+    job, placed = await start_job(scheduler, world, placements, database_url, rollouts=1)
     await world.bring_up(placed)
     await job_status(scheduler, job["id"], "Running")
     await world.worker(placed[0], "Failed", exit_code=3, reason="run script exited with 3")
@@ -132,7 +103,7 @@ async def test_header_exit_3_fails_with_the_run_script_exit_code(
 async def test_prepare_failure_fails_the_job_with_that_workers_code_reason_and_last_lines(
     scheduler: RunningService, world: World, placements: TopicReader, database_url: str
 ) -> None:
-    job, placed = await start(scheduler, world, placements, database_url)
+    job, placed = await start_job(scheduler, world, placements, database_url)
     rollout = placed[2]
     await world.worker(placed[0], "Preparing")
     await world.logs(rollout, 1, ["pip install flash-attn", "ERROR: could not build wheels", "exit 2"])
@@ -167,7 +138,7 @@ async def test_prepare_failure_fails_the_job_with_that_workers_code_reason_and_l
 async def test_join_timeout_fails_the_job_with_the_joined_count(
     scheduler: RunningService, world: World, placements: TopicReader, database_url: str
 ) -> None:
-    job, placed = await start(scheduler, world, placements, database_url)
+    job, placed = await start_job(scheduler, world, placements, database_url)
     for p in placed:
         await world.worker(p, "Created")
     await world.worker(placed[1], "Joined")
@@ -192,7 +163,7 @@ async def test_cancel_stops_every_worker_releases_capacity_and_a_queued_job_is_p
     job_topic: TopicReader,
     database_url: str,
 ) -> None:
-    job, placed = await start(scheduler, world, placements, database_url, rollouts=1, nodes=2)
+    job, placed = await start_job(scheduler, world, placements, database_url, rollouts=1, nodes=2)
     await world.bring_up(placed)
     await job_status(scheduler, job["id"], "Running")
     queued = await submitted(
@@ -242,7 +213,7 @@ async def test_cancelling_a_pending_job_takes_it_out_of_the_queue(
 async def test_a_cluster_going_offline_loses_its_running_jobs(
     scheduler: RunningService, world: World, placements: TopicReader, database_url: str
 ) -> None:
-    job, placed = await start(scheduler, world, placements, database_url, rollouts=1)
+    job, placed = await start_job(scheduler, world, placements, database_url, rollouts=1)
     await world.bring_up(placed)
     await job_status(scheduler, job["id"], "Running")
     await world.cluster("gpu-a", online=False)
@@ -260,7 +231,7 @@ async def test_a_cluster_going_offline_loses_its_running_jobs(
 async def test_logs_are_kept_after_the_job_ended_and_can_be_followed(
     scheduler: RunningService, world: World, placements: TopicReader, database_url: str
 ) -> None:
-    job, placed = await start(scheduler, world, placements, database_url, rollouts=1)
+    job, placed = await start_job(scheduler, world, placements, database_url, rollouts=1)
     header, rollout = placed
     await world.bring_up(placed)
     await world.logs(header, 1, ["step 1", "step 2"])
@@ -325,7 +296,7 @@ async def test_logs_are_kept_after_the_job_ended_and_can_be_followed(
 async def test_events_stream_follows_the_job_until_it_ends(
     scheduler: RunningService, world: World, placements: TopicReader, database_url: str
 ) -> None:
-    job, placed = await start(scheduler, world, placements, database_url, rollouts=1)
+    job, placed = await start_job(scheduler, world, placements, database_url, rollouts=1)
     url = f"/api/v1/jobs/{job['id']}/events?follow=true"
     async with scheduler.client(timeout=30) as client, client.stream("GET", url) as stream:
         received = ""
@@ -348,7 +319,7 @@ async def test_ssh_keys_rotate_on_running_workers_without_a_restart(
     await world.key("alice", "laptop")
     await world.key("alice", "desktop", OTHER_KEY)
     await synced(database_url, "SELECT count(*) FROM ssh_keys WHERE owner = 'alice'", expect=2)
-    job, placed = await start(scheduler, world, placements, database_url, rollouts=1, sshKeys=["laptop"])
+    job, placed = await start_job(scheduler, world, placements, database_url, rollouts=1, sshKeys=["laptop"])
     assert {tuple(p["ssh_public_keys"]) for p in placed} == {(PUBLIC_KEY,)}
     await world.bring_up(placed)
     await job_status(scheduler, job["id"], "Running")
@@ -388,7 +359,7 @@ async def test_reports_on_another_clusters_topic_or_about_its_workers_change_not
 ) -> None:
     """gpu-b's agent is the only writer of gpu-b's reports topic (the broker's ACLs, ADR 0004); nothing
     it writes there finishes a worker of gpu-a."""
-    job, placed = await start(scheduler, world, placements, database_url, rollouts=1)
+    job, placed = await start_job(scheduler, world, placements, database_url, rollouts=1)
     header = placed[0]
     assert header["cluster"] == "gpu-a"
     # On gpu-b's topic: as gpu-a's agent, about gpu-a as gpu-b's agent, and about gpu-a's worker as gpu-b.
