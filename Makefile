@@ -3,9 +3,9 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 UV := uv
 PYTEST_ARGS ?=
-# pytest-xdist workers for `make test` (0: one process, the default until the tunnel Ray test passes beside a
-# second process; 2: about 28 min instead of 36-40). Host-touching tests stay in one worker (xdist_group).
-TEST_WORKERS ?= 0
+# pytest-xdist workers for `make test` (2: about 28 min on 2 cores instead of 36-43 in one process; 0: one
+# process). Host-touching tests stay in one worker, one after the other (xdist_group "host").
+TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 
 .PHONY: help setup prereqs run stop status test test-web test-fast screenshots lint format bench clean

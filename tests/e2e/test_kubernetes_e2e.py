@@ -232,7 +232,7 @@ async def test_kubernetes_clusters_report_nodes_run_a_cross_cluster_job_survive_
         ready = [n for n in items if n["ready"]]
         return items if len(ready) == 5 else None
 
-    nodes = await eventually(my_nodes, timeout_s=60, what="5 ready test nodes in inventory")
+    nodes = await eventually(my_nodes, timeout_s=180, what="5 ready test nodes in inventory")
     by_cluster = {c: sorted(n["name"] for n in nodes if n["cluster"] == c) for c in bed.clusters}
     assert by_cluster == {c: sorted(bed.nodes[c]) for c in bed.clusters}
     for node in nodes:
