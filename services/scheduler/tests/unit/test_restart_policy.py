@@ -61,6 +61,7 @@ def test_no_role_name_makes_a_later_attempts_worker_id_equal_another_workers() -
         ("pod deleted outside RLark", None, RestartOn.WORKER_LOST),
         ("OOMKilled: the worker exceeded its memory limit", 137, RestartOn.OOM_KILLED),
         ("Evicted: The node was low on resource: memory.", None, RestartOn.EVICTED),
+        ("NodeGone: node gpu-b1 was deleted from the cluster", None, RestartOn.NODE_GONE),
         (text("worker.run_failed", code=3), 3, RestartOn.EXIT_CODE),
         (text("worker.prepare_failed", code=7), 7, RestartOn.EXIT_CODE),
         ("worker exited with 2", 2, RestartOn.EXIT_CODE),
@@ -99,6 +100,19 @@ def test_a_sigkilled_worker_fails_the_job_as_worker_lost_naming_the_worker() -> 
     assert step is not None
     assert (step.to_status, step.failure) == (JobStatus.FAILED, RestartOn.WORKER_LOST)
     assert workers[2].worker_id in step.reason
+
+
+def test_a_worker_whose_node_was_deleted_fails_the_job_as_node_gone_naming_the_worker_and_node() -> None:
+    """The Kubernetes driver says so in the report (it saw the Node go): no inventory record needed."""
+    workers = crew()
+    reason = "NodeGone: node n2 was deleted from the cluster"
+    step = fold_report(
+        JobStatus.RUNNING, workers, WorkerReport(workers[2].worker_id, "Failed", reason)
+    ).transition
+    assert step is not None
+    assert (step.to_status, step.failure) == (JobStatus.FAILED, RestartOn.NODE_GONE)
+    assert workers[2].worker_id in step.reason
+    assert "node n2 was deleted" in step.reason
 
 
 def test_a_worker_ending_while_the_job_runs_is_worker_lost() -> None:

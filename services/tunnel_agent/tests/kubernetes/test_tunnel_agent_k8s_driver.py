@@ -303,6 +303,49 @@ async def test_a_pod_deleted_while_the_agent_was_down_is_detected_at_start(
         await second.close()
 
 
+async def test_a_node_deleted_under_a_running_worker_fails_it_as_node_gone_and_its_stop_removes_the_pod(
+    driver: KubernetesDriver, k8s_cluster: testbed.Cluster, admin_kube: Kube, namespace: str
+) -> None:
+    """KWOK stops simulating a deleted Node and the test bed has no pod garbage collector: the pod stays
+    bound to a node that no longer exists. The driver fails the worker naming the node, and stopping it
+    deletes the pod at once (no kubelet is left to finish a graceful deletion)."""
+    doomed = testbed.GpuNode(name=f"doomed-{uuid.uuid4().hex[:6]}", gpus=8)
+    testbed.create_gpu_nodes(k8s_cluster, [doomed])
+    try:
+        spec = worker_spec("job-nodegone", doomed.name, 0)
+        await eventually(
+            lambda: asyncio.to_thread(testbed.node_ready, k8s_cluster, doomed.name), 30, "node Ready"
+        )
+        await driver.ensure_worker(spec)
+
+        async def phase() -> WorkerPhase | None:
+            status = await driver.get_status(spec.worker_id)
+            return None if status is None else status.phase
+
+        await eventually(lambda: _is(phase, WorkerPhase.STARTING), 30, "worker Starting")
+        testbed.delete_nodes(k8s_cluster, [doomed.name])
+
+        await eventually(lambda: _is(phase, WorkerPhase.FAILED), 30, "worker failed after its node went")
+        status = await driver.get_status(spec.worker_id)
+        assert status is not None
+        assert status.reason == f"NodeGone: node {doomed.name} was deleted from the cluster"
+        assert doomed.name not in {n.name for n in await driver.observe_nodes()}
+        pod = await _pod(admin_kube, namespace, spec.worker_id)
+        assert pod is not None, "the pod outlives its node here (no pod garbage collector)"
+
+        await driver.stop_worker(spec.worker_id)
+        assert await _pod(admin_kube, namespace, spec.worker_id) is None
+        status = await driver.get_status(spec.worker_id)
+        assert status is not None
+        assert status.phase == WorkerPhase.FAILED  # a failure stays the failure it was
+    finally:
+        testbed.delete_nodes(k8s_cluster, [doomed.name])
+
+
+async def _is(read: Any, phase: WorkerPhase) -> bool:
+    return bool(await read() == phase)
+
+
 async def test_resync_repairs_a_deleted_service_and_removes_a_pod_without_its_record(
     driver: KubernetesDriver, gpu_nodes: list[str], admin_kube: Kube, namespace: str
 ) -> None:

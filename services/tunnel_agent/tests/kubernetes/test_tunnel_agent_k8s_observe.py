@@ -12,12 +12,14 @@ from rlark_tunnel_agent.runtime.driver import WorkerPhase, WorkerStatus
 from rlark_tunnel_agent.runtime.kubernetes.kube import Kube
 from rlark_tunnel_agent.runtime.kubernetes.observe import (
     DELETED_OUTSIDE,
+    NODE_GONE,
     RUNNING_WITHOUT_MARKERS,
     NodeUsage,
     PodUsage,
     deleted_outside,
     fold_pod,
     node_facts,
+    node_gone,
     node_usage,
     pod_gpus,
     pod_requests,
@@ -118,6 +120,15 @@ def test_terminal_statuses_never_move_again() -> None:
     assert fold_pod(done, pod("Failed", {"terminated": {"exitCode": 1}}), stopping=False) == done
     assert deleted_outside(done) == done
     assert deleted_outside(CREATED).reason == DELETED_OUTSIDE
+    assert node_gone(done, "gpu-1") == done
+
+
+def test_a_worker_on_a_deleted_node_fails_naming_the_node_in_words_the_restart_policy_reads() -> None:
+    running = CREATED.model_copy(update={"phase": WorkerPhase.JOINED})
+    failed = node_gone(running, "gpu-1")
+    assert failed.phase == WorkerPhase.FAILED
+    assert failed.reason == "NodeGone: node gpu-1 was deleted from the cluster"
+    assert failed.reason.startswith(NODE_GONE)
 
 
 def test_node_facts_read_gpus_model_readiness_cordon_and_addresses() -> None:

@@ -12,8 +12,9 @@ from what the agents report today:
 - ``WorkerLost``: everything else that took a worker away — killed by a signal from outside
   ("killed by signal 9", the local runtime's SIGKILLed process group), its pod deleted outside RLark,
   a worker other than the Header ending while the job runs, the Header stopped, an unknown failure;
-- ``NodeGone``: the cluster holding the job's workers went offline (the job would be Lost), or a worker
-  was lost on a node that inventory says is gone or not ready (:func:`on_node`);
+- ``NodeGone``: the reason starts with ``NodeGone`` (the Kubernetes driver saw the pod's Node deleted
+  from the cluster), the cluster holding the job's workers went offline (the job would be Lost), or a
+  worker was lost on a node that inventory says is gone or not ready (:func:`on_node`);
 - ``TunnelDown``: the network domain's link stayed down past the grace (``domain.tunnels``);
 - ``Stalled``: accepted in ``on`` so the field is stable; nothing reports it yet.
 
@@ -46,6 +47,9 @@ EXIT_CODE_KEYS = frozenset(
 SIGNAL_PREFIX = "killed by signal "
 """The agents' reason for a worker process that died by a signal nobody in it sent (``markers.apply_exit``)."""
 POD_DELETED = "pod deleted outside RLark"
+NODE_GONE_PREFIX = "NodeGone"
+"""The Kubernetes driver's reason for a worker whose pod's Node was deleted (``observe.node_gone``): said
+by the agent, which saw the Node go, so the kind does not depend on inventory having recorded it yet."""
 
 
 def classify_worker_failure(reason: str, exit_code: int | None) -> RestartOn:
@@ -57,6 +61,8 @@ def classify_worker_failure(reason: str, exit_code: int | None) -> RestartOn:
         return RestartOn.OOM_KILLED
     if said.startswith("Evicted"):
         return RestartOn.EVICTED
+    if said.startswith(NODE_GONE_PREFIX):
+        return RestartOn.NODE_GONE
     if said.startswith(SIGNAL_PREFIX) or said.startswith(POD_DELETED):
         return RestartOn.WORKER_LOST
     if isinstance(reason, Text) and reason.key in EXIT_CODE_KEYS:

@@ -14,6 +14,10 @@ Drift policy (the resync loop, every ``resync_interval_s``, plus the pod watch):
 - a pod that disappears without a stop request fails its worker with "pod deleted outside RLark".
   It is not recreated: a fresh pod would be a new Ray node with none of the run's state in the
   middle of a gang; the scheduler decides (it fails the job and stops the other workers);
+- a pod bound to a node that was deleted (the Node watch, a relist, or a pod seen after its node went)
+  fails its worker with "NodeGone: node <name> was deleted from the cluster" (`observe.node_gone`):
+  nothing will ever run or report that pod again. Stopping such a worker deletes its pod at once
+  (grace period 0): no kubelet is left to finish a graceful deletion;
 - a worker ConfigMap whose pod was never created (the agent died in between) gets its pod;
 - a pod without its worker ConfigMap (a stop interrupted half-way) is deleted;
 - a job whose Service or ConfigMap was deleted while it has workers gets them back; job objects
@@ -108,6 +112,7 @@ from rlark_tunnel_agent.runtime.kubernetes.observe import (
     deleted_outside,
     fold_pod,
     node_facts,
+    node_gone,
     node_usage,
     pod_usage,
     pulling_image,
@@ -222,6 +227,8 @@ class KubernetesDriver:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._events: asyncio.Queue[RuntimeEvent] = asyncio.Queue()
         self._nodes: dict[str, NodeFacts] = {}
+        self._nodes_listed = False
+        """Whether ``_nodes`` holds the cluster's nodes yet (a node missing before that is not gone)."""
         self._usage: dict[str, PodUsage] = {}
         """What pods of every namespace hold on their nodes, by pod uid (the assigned-pod watch)."""
         self._nodes_changed = asyncio.Event()
@@ -398,18 +405,37 @@ class KubernetesDriver:
 
     def _replace_nodes(self, nodes: Sequence[Obj]) -> None:
         self._nodes = {facts.name: facts for facts in map(node_facts, nodes)}
+        self._nodes_listed = True
         self._nodes_changed.set()
+        self._fail_workers_on_gone_nodes()
 
     def _on_node_event(self, kind: str, node: Obj) -> None:
         name = node["metadata"]["name"]
         if kind == "DELETED":
             self._nodes.pop(name, None)
-        else:
-            facts = node_facts(node)
-            if self._nodes.get(name) == facts:
-                return
-            self._nodes[name] = facts
+            self._nodes_changed.set()
+            self._fail_workers_on_gone_nodes()
+            return
+        facts = node_facts(node)
+        if self._nodes.get(name) == facts:
+            return
+        self._nodes[name] = facts
         self._nodes_changed.set()
+
+    def _gone_node(self, pod: Obj) -> str | None:
+        """The node ``pod`` is bound to when that node no longer exists in the cluster."""
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or not self._nodes_listed or node in self._nodes:
+            return None
+        return str(node)
+
+    def _fail_workers_on_gone_nodes(self) -> None:
+        """Fail every worker (not being stopped) whose pod is bound to a node that is gone."""
+        for wid, pod in list(self._pods.items()):
+            node = self._gone_node(pod)
+            if node is not None and wid not in self._stopping:
+                job_id = _annotation(pod, names.JOB_ANNOTATION) or ""
+                self._set_status(node_gone(self._base_status(wid, job_id), node))
 
     async def observe_nodes(self) -> list[NodeObservation]:
         """Every node with what every pod bound to it holds (see observe.py): this driver's worker pods
@@ -578,6 +604,8 @@ class KubernetesDriver:
             stopping=wid in self._stopping,
             markers=not self.config.running_without_markers,
         )
+        if (node := self._gone_node(pod)) is not None and wid not in self._stopping:
+            new = node_gone(new, node)
         if pulling_image(new):
             self._pull_since.setdefault(wid, time.monotonic())
         else:
@@ -898,17 +926,17 @@ class KubernetesDriver:
             job_id = await self._job_of(worker_id)
             namespaces = self._namespaces_of(worker_id)
             deleted = False
+            pod = self._pods.get(worker_id)
+            # A pod whose node is gone has no kubelet to finish a graceful deletion: delete it at once.
+            gone = pod is not None and self._gone_node(pod) is not None
+            grace = 0 if gone else self.config.termination_grace_period_s
             for namespace in namespaces:
                 await self._call(
                     self.kube.delete, "config_map", namespace, names.worker_config_name(worker_id)
                 )
             for namespace in namespaces:
                 deleted |= await self._call(
-                    self.kube.delete,
-                    "pod",
-                    namespace,
-                    names.pod_name(worker_id),
-                    self.config.termination_grace_period_s,
+                    self.kube.delete, "pod", namespace, names.pod_name(worker_id), grace
                 )
             spec = self._specs.pop(worker_id, None)
             self._pod_created.discard(worker_id)

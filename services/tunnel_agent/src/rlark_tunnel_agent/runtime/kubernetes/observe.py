@@ -13,7 +13,8 @@ scheduler subtracts its own workers by itself (services/scheduler/README.md, "GP
 Pod → worker status keeps Kubernetes' own reasons so a user sees why a worker is not running:
 ``ContainerCreating``, ``ImagePullBackOff``/``ErrImagePull`` (with the kubelet's message),
 ``OOMKilled``, ``Evicted``, admission failures such as ``OutOfnvidia.com/gpu``, and the container's
-exit code. The pod only moves a worker up to "the container runs" (Starting); the finer phases
+exit code. A pod bound to a node that was deleted from the cluster fails its worker with
+``NodeGone: node <name> was deleted from the cluster`` (`node_gone`). The pod only moves a worker up to "the container runs" (Starting); the finer phases
 (Preparing, RayHeadUp, Joined, Running) come from the bootstrap's marker lines in the log, and the
 container's exit code is authoritative at the end (`markers.apply_exit`).
 """
@@ -36,6 +37,8 @@ GPU_MODEL_LABELS = ("rlark.io/gpu-model", "nvidia.com/gpu.product")
 IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull"})
 FATAL_WAITING_REASONS = frozenset({"InvalidImageName", "ErrImageNeverPull", "CreateContainerError"})
 DELETED_OUTSIDE = "pod deleted outside RLark"
+NODE_GONE = "NodeGone"
+"""The start of the reason of a worker whose pod's node was deleted from the cluster (`node_gone`)."""
 RUNNING_WITHOUT_MARKERS = "container running; this cluster reports no bootstrap markers"
 
 Obj = Mapping[str, Any]
@@ -309,3 +312,18 @@ def deleted_outside(status: WorkerStatus) -> WorkerStatus:
     if status.phase.terminal:
         return status
     return status.model_copy(update={"phase": WorkerPhase.FAILED, "reason": DELETED_OUTSIDE})
+
+
+def node_gone(status: WorkerStatus, node: str) -> WorkerStatus:
+    """The policy for a worker whose pod is bound to a node that no longer exists: the worker failed.
+
+    Nothing runs such a pod any more (no kubelet reports it; a real cluster's pod garbage collector
+    deletes it later, a cluster without one never does), so waiting for the pod would leave the job
+    running without the worker. The reason starts with `NODE_GONE`, which the scheduler's restart
+    policy reads as the ``NodeGone`` kind: the agent saw the Node go, and saying so in the report
+    itself does not race the inventory's own record of the node (ADR 0014).
+    """
+    if status.phase.terminal:
+        return status
+    reason = f"{NODE_GONE}: node {node} was deleted from the cluster"
+    return status.model_copy(update={"phase": WorkerPhase.FAILED, "reason": reason})
