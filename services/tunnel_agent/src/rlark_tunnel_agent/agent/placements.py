@@ -1,12 +1,24 @@
-"""Pure translation of a worker placement event into the runtime's `WorkerSpec`."""
+"""Pure translation of a worker placement event into the runtime's `WorkerSpec`.
+
+Every field of `WorkerPlaced` travels into `WorkerSpec` under its own name, as is; only the fields in
+`TRANSLATED` are stated here, each because the runtime reads it in another name or form. So a field added
+to the placement reaches the runtime without a third statement of it, and `WorkerSpec` (``extra="forbid"``)
+refuses one it does not declare: it cannot be dropped on the way without a test failing
+(`tests/agent/test_agent_placement_fields.py`).
+"""
 
 from __future__ import annotations
 
 from ipaddress import IPv4Network
+from typing import Final
 
+from rlark_contracts.events.scheduler import Mount as PlacedMount
 from rlark_contracts.events.scheduler import WorkerPlaced
 
 from rlark_tunnel_agent.runtime.driver import Mount, MountType, WorkerSpec
+
+TRANSLATED: Final = frozenset({"node", "mounts", "run_script", "header_address", "domain", "domain_cidr"})
+"""The placement's fields `to_worker_spec` states itself; every other one is carried by name."""
 
 
 class UnsupportedPlacement(ValueError):
@@ -14,48 +26,24 @@ class UnsupportedPlacement(ValueError):
 
 
 def to_worker_spec(placed: WorkerPlaced, header_address: str) -> WorkerSpec:
-    mounts = []
-    known = {t.value for t in MountType}
-    for mount in placed.mounts:
-        if mount.type not in known:
-            raise UnsupportedPlacement(f"mount {mount.name!r} has an unknown type {mount.type!r}")
-        mounts.append(
-            Mount(
-                type=MountType(mount.type),
-                source=mount.source,
-                target=mount.path,
-                read_only=mount.read_only,
-                secret_ref=mount.secret_ref,
-            )
-        )
     # A domain counts only as a whole (name, CIDR, virtual IP), as ``DomainTunnels.placed`` reads it.
     domain = placed.domain if placed.domain and placed.domain_cidr and placed.virtual_ip else ""
-    return WorkerSpec(
-        job_id=placed.job_id,
-        worker_id=placed.worker_id,
-        cluster=placed.cluster,
-        role=placed.role,
-        index=placed.index,
-        rank=placed.rank,
-        num_nodes=placed.num_nodes,
-        is_header=placed.is_header,
-        node_name=placed.node,
-        gpus=placed.gpus,
-        total_gpus=placed.total_gpus,
-        image=placed.image,
-        prepare_script=placed.prepare_script,
-        run_script=placed.run_script if placed.is_header else "",
-        env=dict(placed.env),
-        mounts=tuple(mounts),
-        ssh_public_keys=tuple(placed.ssh_public_keys),
-        header_address="" if placed.is_header else header_address,
-        ray_port=placed.ray_port,
-        virtual_ip=placed.virtual_ip,
-        domain=domain,
-        domain_cidr=IPv4Network(placed.domain_cidr, strict=False) if domain else None,
-        outputs=tuple(placed.outputs),
-        tensorboard_dir=placed.tensorboard_dir,
-        join_deadline_s=float(placed.join_deadline_s),
-        rlinf_config=placed.rlinf_config,
-        owner=placed.owner,
+    return WorkerSpec.model_validate(
+        {
+            **placed.model_dump(exclude=set(TRANSLATED)),
+            "node_name": placed.node,
+            "mounts": tuple(_mount(mount) for mount in placed.mounts),
+            "run_script": placed.run_script if placed.is_header else "",
+            "header_address": "" if placed.is_header else header_address,
+            "domain": domain,
+            "domain_cidr": IPv4Network(placed.domain_cidr, strict=False) if domain else None,
+        }
     )
+
+
+def _mount(mount: PlacedMount) -> Mount:
+    """The runtime's mount: the placement's by name, its ``path`` as the ``target`` (its ``name`` only
+    labels it in the job's document)."""
+    if mount.type not in {t.value for t in MountType}:
+        raise UnsupportedPlacement(f"mount {mount.name!r} has an unknown type {mount.type!r}")
+    return Mount.model_validate({**mount.model_dump(exclude={"name", "path"}), "target": mount.path})
