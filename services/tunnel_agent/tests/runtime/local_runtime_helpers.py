@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from ipaddress import IPv4Network
 from pathlib import Path
 
 from rlark_tunnel_agent.runtime.driver import (
@@ -76,11 +75,12 @@ class Recorder:
 
 
 def make_options(state_dir: Path, **overrides: object) -> LocalDriverOptions:
+    """A driver's options on a private state dir and bridge; the subnet is left to the driver, which takes a
+    free one under the machine-wide networks lock (an explicit one could clash with a concurrent test run's)."""
     n = (os.getpid() * 7 + next(_counter)) % 200 + 20
     values: dict[str, object] = {
         "state_dir": state_dir,
         "bridge": f"rlkt{os.getpid() % 100000}x{n}"[:15],
-        "subnet": IPv4Network(f"10.254.{n}.0/24"),
         "stop_grace_s": 8.0,
         "poll_interval_s": 0.1,
         "port_base": 21000 + (n % 5) * 2000,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from ipaddress import IPv4Network
 from pathlib import Path
 
 import pytest
@@ -134,7 +135,7 @@ async def test_nodes_are_observed_as_declared_without_real_gpus(tmp_path: Path) 
 
 
 async def test_every_node_reports_the_clusters_bridge_subnet_as_its_pod_network(tmp_path: Path) -> None:
-    options = make_options(tmp_path / "state", use_netns=True)
+    options = make_options(tmp_path / "state", use_netns=True, subnet=IPv4Network("10.254.7.0/24"))
     nodes = await LocalDriver(CLUSTER, options).observe_nodes()
     assert {n.name: n.pod_cidrs for n in nodes} == {
         n: [str(options.subnet)] for n in ("node-a", "node-b", "node-c")
