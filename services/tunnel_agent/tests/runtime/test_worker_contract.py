@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from local_runtime_helpers import CLUSTER, make_options, plain_spec, process_env
 from rlark_contracts.samples import worker_placed
 from rlark_tunnel_agent.agent.placements import to_worker_spec
@@ -279,3 +280,31 @@ def test_the_jobs_inline_rlinf_config_is_a_hydra_file_on_both_runtimes(tmp_path:
     plain = _placed(1)
     assert "RLARK_RLINF_CONFIG" not in driver.worker_env(_local_record(driver, plain))
     assert "rlinf.yaml" not in manifests.worker_config_map(plain, "ns", OWNER)["data"]
+
+
+def test_a_resuming_header_gets_its_checkpoint_as_a_variable_and_in_its_rlinf_config_on_both_runtimes(
+    tmp_path: Path,
+) -> None:
+    config = "cluster:\n  num_nodes: 2\nrunner:\n  save_interval: 10\n  lr: ${actor.lr}\nactor:\n  lr: 1.0e-05\n"
+    chosen = "/data/outputs/exp/checkpoints/global_step_8"
+    spec = _placed(0, rlinf_config=config).model_copy(
+        update={"resume_checkpoints_dir": "/data/outputs/exp/checkpoints", "resume_dir": chosen}
+    )
+    driver = LocalDriver(CLUSTER, make_options(tmp_path / "state", use_netns=True))
+    record = _local_record(driver, spec)
+    assert driver.worker_env(record)["RLARK_RESUME_DIR"] == chosen
+    assert _pod_env(spec)["RLARK_RESUME_DIR"] == chosen
+    for rendered in (
+        driver.worker_contract(record).files["rlinf.yaml"],
+        manifests.worker_config_map(spec, "ns", OWNER)["data"]["rlinf.yaml"],
+    ):
+        assert yaml.safe_load(rendered) == {
+            "cluster": {"num_nodes": 2},
+            "runner": {"save_interval": 10, "lr": "${actor.lr}", "resume_dir": chosen},
+            "actor": {"lr": 1.0e-05},
+        }
+    # Starting fresh: no variable, the config as the scheduler checked it.
+    fresh = spec.model_copy(update={"resume_dir": ""})
+    assert "RLARK_RESUME_DIR" not in driver.worker_env(_local_record(driver, fresh))
+    assert "RLARK_RESUME_DIR" not in _pod_env(fresh)
+    assert driver.worker_contract(_local_record(driver, fresh)).files["rlinf.yaml"] == config

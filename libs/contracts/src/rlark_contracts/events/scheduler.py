@@ -108,6 +108,11 @@ class WorkerPlaced(EventData):
     owner: str = ""
     """The job's owner (user name): the local runtime runs every worker of one owner as one unprivileged
     uid, so re-runs and resumed jobs write the same outputs ("" in placements made before it: a uid per job)."""
+    resume_checkpoints_dir: str = ""
+    """``spec.resume``'s directory as a container path (``spec.resume.dir`` under the first output), on the
+    Header's placement only: before the Header starts, the agent picks the newest complete RLinf checkpoint
+    there and gives it to the run script (``RLARK_RESUME_DIR``) and the inline config (``runner.resume_dir``)
+    (ADR 0015). "" without ``spec.resume``."""
 
 
 @event("scheduler.worker.stop_requested.v1", "scheduler.placements")

@@ -26,6 +26,9 @@ The document (``apiVersion`` and ``kind`` default to the values below when left 
         on: [WorkerLost, NodeGone] # failure kinds that restart (default: all but ExitCode)
         exitCodes: [137]          # with ExitCode in on: only these codes (empty: any non-zero)
         backoffSeconds: 30        # 0..86400 wait before the next attempt is placed
+      resume:                     # optional; each attempt resumes from the newest complete checkpoint (ADR 0015)
+        from: latestCheckpoint    # the only source so far
+        dir: rlinf/checkpoints    # relative to spec.outputs[0]: where the global_step_N directories are
       rlinfConfig: {...}          # optional inline RLinf Hydra config, for cross-checks
       tasks:                      # one entry per role
         - name: actor             # DNS label (<= 40 characters), unique within the job
@@ -315,6 +318,26 @@ class RestartPolicy(_Model):
     backoff_seconds: StrictInt = 0
 
 
+class ResumeFrom(StrEnum):
+    """Where an attempt resumes from (``spec.resume.from``)."""
+
+    LATEST_CHECKPOINT = "latestCheckpoint"
+
+
+class Resume(_Model):
+    """``spec.resume`` (ADR 0015): before each attempt the newest complete RLinf checkpoint under
+    ``dir`` (relative to the job's first output) is handed to the run script and the inline config."""
+
+    from_: ResumeFrom = Field(alias="from")
+    dir: str
+
+    def checkpoints_dir(self, outputs: list[str]) -> str:
+        """The container path searched: ``dir`` under the first output ("" without outputs)."""
+        if not outputs:
+            return ""
+        return f"{outputs[0].rstrip('/')}/{self.dir.strip('/')}".rstrip("/")
+
+
 class JobType(StrEnum):
     CUSTOM = "custom"
     TEMPLATE = "template"
@@ -337,6 +360,7 @@ class JobSpec(_Model):
     outputs: list[str] = Field(default_factory=list)
     priority: StrictInt = 0
     restart_policy: RestartPolicy | None = None
+    resume: Resume | None = None
     rlinf_config: dict[str, Any] | None = None
 
     @property

@@ -37,7 +37,8 @@ hostpath_not_allowed (a hostPath source outside its cluster's allow-list, ADR 00
 path_not_absolute, env_name_invalid, env_name_reserved, env_overridden (warning),
 output_not_on_mount (warning), ssh_key_unknown, network_domain_unknown, network_domain_missing
 (warning), secret_detected, restart_max_out_of_range, restart_backoff_out_of_range,
-restart_exit_code_invalid, restart_exit_codes_unused (warning), and the ``rlinf_*`` codes of ``rlinf.py``.
+restart_exit_code_invalid, restart_exit_codes_unused (warning), resume_dir_invalid, resume_outputs_missing,
+resume_dir_not_on_mount (warning), and the ``rlinf_*`` codes of ``rlinf.py``.
 """
 
 from __future__ import annotations
@@ -361,6 +362,7 @@ class _Validator:
                 "spec.priority",
             )
         self.restart_policy()
+        self.resume()
         if not (spec.run_script or "").strip():
             self.add(
                 "run_script_missing",
@@ -421,6 +423,37 @@ class _Validator:
                 "restart_exit_codes_unused",
                 text("restart_exit_codes_unused"),
                 "spec.restartPolicy.exitCodes",
+                warning=True,
+            )
+
+    def resume(self) -> None:
+        """``spec.resume`` (ADR 0015): ``from`` was checked by the parser; ``dir`` is a relative path under the
+        first output, and checkpoints only outlive an attempt on a volume."""
+        resume = self.spec.resume
+        if resume is None:
+            return
+        field_path = "spec.resume.dir"
+        parts = resume.dir.split("/")
+        if (
+            not resume.dir.strip()
+            or resume.dir.startswith("/")
+            or ".." in parts
+            or "\\" in resume.dir
+            or _CONTROL.search(resume.dir)
+        ):
+            self.add("resume_dir_invalid", text("resume_dir_invalid", field=field_path), field_path)
+            return
+        if not self.spec.outputs:
+            self.add("resume_outputs_missing", text("resume_outputs_missing"), field_path)
+            return
+        searched = resume.checkpoints_dir(self.spec.outputs)
+        header = self.spec.role(self.spec.header)
+        volumes = [m.path for m in header.mounts if not m.read_only] if header is not None else []
+        if self.spec.outputs[0].startswith("/") and not any(_under(searched, v) for v in volumes):
+            self.add(
+                "resume_dir_not_on_mount",
+                text("resume_dir_not_on_mount", field=field_path, path=searched),
+                field_path,
                 warning=True,
             )
 

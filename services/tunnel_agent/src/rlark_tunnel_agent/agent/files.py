@@ -112,7 +112,7 @@ def locate(roots: list[OutputRoot], path: str) -> Located:
     return best
 
 
-def _open_below(
+def open_below(
     fd: int, parts: tuple[str, ...], shown: str, reader: Reader = None, checked_from: int = 0
 ) -> int:
     """Open ``parts`` below directory ``fd`` one component at a time, never following a link, and from
@@ -156,7 +156,7 @@ def open_output(located: Located, shown: str) -> int:
         raise FilesRefused(404, "output_not_found", f"{shown}: the output does not exist (yet)") from None
     root = located.root
     try:
-        fd = _open_below(anchor, (*root.parts, *located.below), shown, root.reader, len(root.parts) - 1)
+        fd = open_below(anchor, (*root.parts, *located.below), shown, root.reader, len(root.parts) - 1)
     finally:
         os.close(anchor)
     mode = os.fstat(fd).st_mode

@@ -57,7 +57,7 @@ from rlark_contracts.events.scheduler import JobKeysUpdated, WorkerPlaced, Worke
 from rlark_contracts.relay import SERVICE_RAY_DASHBOARD, SERVICE_TENSORBOARD
 from rlark_platform.messaging import create_producer
 
-from rlark_tunnel_agent.agent import pod_files
+from rlark_tunnel_agent.agent import checkpoints, pod_files
 from rlark_tunnel_agent.agent.files import FilesRefused
 from rlark_tunnel_agent.agent.metrics import AGENT_METRICS, CONSUMED, AgentView
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
@@ -596,6 +596,8 @@ class Agent:
             if not placed.is_header and not header_address:
                 header_address = await self._header_address(placed)
             spec = to_worker_spec(placed, header_address)
+            if placed.is_header and placed.resume_checkpoints_dir:
+                spec = await self._resume(placed, spec)
             while True:
                 try:
                     await self.driver.ensure_worker(spec)
@@ -617,6 +619,22 @@ class Agent:
             log.info("worker ensured", worker_id=placed.worker_id, job_id=placed.job_id, node=placed.node)
         except (UnsupportedPlacement, HeaderUnavailable, WorkerNotCreated, ValueError) as exc:
             await self._report_failure(placed, str(exc))
+
+    async def _resume(self, placed: WorkerPlaced, spec: rt.WorkerSpec) -> rt.WorkerSpec:
+        """The Header's spec with the checkpoint its attempt resumes from (ADR 0015): the newest complete one
+        where the Header will find `spec.resume.dir`, said on the timeline as the worker's reason (chosen step,
+        half-written ones skipped, or a fresh start) before the worker is created."""
+        where = placed.resume_checkpoints_dir
+        spec = spec.model_copy(update={"resume_checkpoints_dir": where})
+        search = None
+        if isinstance(self.driver, rt.LocatesOutputs):
+            search = await asyncio.to_thread(checkpoints.find_in, self.driver.output_location(spec, where))
+        reason = checkpoints.said(search, where)
+        log.info("resume checkpoint looked up", worker_id=placed.worker_id, reason=str(reason))
+        await self._report_waiting(placed, reason)
+        if search is None or search.chosen is None:
+            return spec
+        return spec.model_copy(update={"resume_dir": f"{where.rstrip('/')}/{search.chosen}"})
 
     async def _header_address(self, placed: WorkerPlaced) -> str:
         """The Header's address when the scheduler could not know it (local runtime, no network domain)."""
@@ -650,9 +668,10 @@ class Agent:
 
     async def _report_waiting(self, placed: WorkerPlaced, reason: str) -> None:
         status = rt.WorkerStatus(
-            worker_id=placed.worker_id, job_id=placed.job_id, phase=rt.WorkerPhase.CREATED, reason=reason
+            worker_id=placed.worker_id, job_id=placed.job_id, phase=rt.WorkerPhase.CREATED
         )
-        await self.reports.status(status, placed.job_id, placed.node)
+        # model_copy keeps a catalogue Text (validation would make it a plain str), so it travels keyed.
+        await self.reports.status(status.model_copy(update={"reason": reason}), placed.job_id, placed.node)
 
     async def _on_stop(self, stop: WorkerStopRequested) -> None:
         self._state.stopped.add(stop.worker_id)

@@ -4,7 +4,8 @@ Role: `worker_contract(spec, facts)` maps a placed worker (`WorkerSpec`) and the
 knows (`RuntimeFacts`: the worker's address, the Header's address, the interface carrying that address, the
 Ray ports, where home, scripts and keys live inside the worker) to what the worker gets: its environment, the
 files its bootstrap reads (scripts, `authorized_keys`, the job's inline RLinf config as `rlinf.yaml` at
-`$RLARK_RLINF_CONFIG`) and the ports it listens on. The local driver
+`$RLARK_RLINF_CONFIG`, with `runner.resume_dir` set when the attempt resumes, ADR 0015) and the ports it
+listens on; a resuming Header also gets `RLARK_RESUME_DIR`. The local driver
 (`local/driver.py`) and the Kubernetes manifests (`kubernetes/manifests.py`) both render it; neither sets a
 platform variable of its own. A runtime may add only the variables `RUNTIME_PRIVATE` lists for it, through
 `compose_env`, which refuses any other. `tests/runtime/test_worker_contract.py` renders one placement through
@@ -34,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlark_tunnel_agent.runtime.driver import RayPorts, WorkerSpec
@@ -147,6 +149,20 @@ def comm_device_env(job_env: Mapping[str, str], device: str) -> dict[str, str]:
     return {name: chosen for name in COMM_DEVICE_VARIABLES if name not in job_env}
 
 
+def with_resume_dir(config: str, resume_dir: str) -> str:
+    """The inline RLinf config with `runner.resume_dir` set to the checkpoint the attempt resumes from (ADR
+    0015); unchanged when it starts fresh. The scheduler wrote the config from a validated mapping, so it
+    loads as one; its Hydra interpolations are strings and survive the round trip."""
+    if not resume_dir:
+        return config
+    data = yaml.safe_load(config)
+    if not isinstance(data, dict):
+        return config
+    runner = data.get("runner")
+    data["runner"] = {**(runner if isinstance(runner, dict) else {}), "resume_dir": resume_dir}
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
 def worker_files(spec: WorkerSpec) -> dict[str, str]:
     """The files the bootstrap reads (name → content): `authorized_keys`, and the scripts it has."""
     files = {KEYS_FILE: authorized_keys_text(spec.ssh_public_keys)}
@@ -155,7 +171,7 @@ def worker_files(spec: WorkerSpec) -> dict[str, str]:
     if spec.run_script:
         files[RUN_FILE] = _script(spec.run_script)
     if spec.rlinf_config:
-        files[RLINF_CONFIG_FILE] = _script(spec.rlinf_config)
+        files[RLINF_CONFIG_FILE] = _script(with_resume_dir(spec.rlinf_config, spec.resume_dir))
     return dict(sorted(files.items()))
 
 
@@ -192,6 +208,8 @@ def worker_contract(spec: WorkerSpec, facts: RuntimeFacts) -> WorkerContract:
         env["RLARK_RUN_SCRIPT"] = f"{files_dir}/{RUN_FILE}"
     if RLINF_CONFIG_FILE in files:
         env["RLARK_RLINF_CONFIG"] = f"{files_dir}/{RLINF_CONFIG_FILE}"
+    if spec.resume_dir:
+        env["RLARK_RESUME_DIR"] = spec.resume_dir
     if spec.virtual_ip is not None:
         env["RLARK_VIRTUAL_IP"] = str(spec.virtual_ip)
     if facts.tun_device is not None and spec.virtual_ip is not None:

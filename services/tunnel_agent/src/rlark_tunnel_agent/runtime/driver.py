@@ -159,6 +159,12 @@ class WorkerSpec(BaseModel):
     """The job's inline RLinf config (Hydra YAML, "" without one), shipped as `$RLARK_RLINF_CONFIG`."""
     owner: str = ""
     """The job's owner; on the local runtime all workers of one owner share one uid ("" → a uid per job)."""
+    resume_checkpoints_dir: str = ""
+    """The Header's: the container path where the job's `global_step_N` checkpoints are (`spec.resume`, ADR 0015;
+    "" without resume). The agent looks there before the Header starts and sets `resume_dir`."""
+    resume_dir: str = ""
+    """The checkpoint the attempt resumes from (a container path below `resume_checkpoints_dir`; "": fresh):
+    the run script's `RLARK_RESUME_DIR` and the inline RLinf config's `runner.resume_dir`."""
 
     @field_validator("worker_id", "job_id")
     @classmethod
@@ -348,6 +354,16 @@ class ServesOutputs(Protocol):
 
     def output_roots(self, worker_id: str) -> list[OutputRoot] | None:
         """The worker's declared outputs, or None when this runtime does not know the worker."""
+        ...
+
+
+@runtime_checkable
+class LocatesOutputs(Protocol):
+    """A runtime that can say, before a worker starts, where the worker will find one of its output paths on
+    the agent's machine: the agent then looks for the checkpoint the worker resumes from (ADR 0015)."""
+
+    def output_location(self, spec: WorkerSpec, path: str) -> OutputRoot:
+        """Where `path` (a container path under the spec's outputs or mounts) lies for a worker of `spec`."""
         ...
 
 

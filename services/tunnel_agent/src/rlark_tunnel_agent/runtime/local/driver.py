@@ -582,6 +582,11 @@ class LocalDriver:
             for path in spec.outputs
         ]
 
+    def output_location(self, spec: WorkerSpec, path: str) -> OutputRoot:
+        """Where a worker of `spec` will find `path` on this machine (`pod.host_location`), before it starts: a
+        hostPath mount's source is shared by every attempt; anything else lies in the worker's own directory."""
+        return host_location(spec, self.worker_dir(spec.worker_id), path, namespaced=self.use_netns)
+
     def tensorboard_command(self, worker_id: str, server_args: Sequence[str]) -> list[str] | None:
         """TensorBoard over the worker's `tensorboardDir`, as the job could read it (ADR 0007): as root, in new
         mount, UTS, IPC and pid namespaces built by `pod_init.py` like the worker's — the interpreter and
