@@ -37,15 +37,32 @@ def make_consumer(pool: asyncpg.Pool, producer: Any, names: TopicNames, access: 
     )
 
 
-async def run_until(pool: asyncpg.Pool, consumer: Consumer, effects: int, timeout_s: float = 30) -> None:
+RESULTS = ("applied", "duplicate", "skipped", "dead_lettered")
+
+
+def handled(result: str | None = None) -> float:
+    """Records the test consumer has handled so far (every result, or one): the counter only grows."""
+    return sum(
+        REGISTRY.get_sample_value("rlark_events_consumed_total", {"consumer": "test-consumer", "result": r})
+        or 0
+        for r in RESULTS
+        if result in (None, r)
+    )
+
+
+async def run_until(pool: asyncpg.Pool, consumer: Consumer, records: int, timeout_s: float = 60) -> None:
+    """Run `consumer` until it has handled `records` more records — applied, duplicate, skipped or dead
+    letter — so a test checks what a consumer did with every record it was given, never after a guess."""
+    target = handled() + records
     task = asyncio.create_task(consumer.run())
     try:
         deadline = asyncio.get_running_loop().time() + timeout_s
-        while asyncio.get_running_loop().time() < deadline:
-            if await pool.fetchval("SELECT count(*) FROM effects") >= effects:
-                break
-            await asyncio.sleep(0.1)
-        await asyncio.sleep(0.5)  # let duplicates, if any, arrive and be (not) applied
+        while handled() < target:
+            if task.done() or asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(
+                    f"the consumer handled {handled() - target + records:g} of {records} records"
+                )
+            await asyncio.sleep(0.05)
     finally:
         consumer.stop()
         await task
@@ -60,7 +77,9 @@ async def test_each_event_applies_once_even_when_delivered_twice(
         await producer.send_and_wait(topic, encode(e), key=e.subject.encode())
     for e in events[:10]:  # Kafka delivers these a second time
         await producer.send_and_wait(topic, encode(e), key=e.subject.encode())
-    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), effects=30)
+    duplicates = handled("duplicate")
+    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), records=40)
+    assert handled("duplicate") == duplicates + 10  # the second deliveries were read, and not applied
     rows = await pool.fetch("SELECT event_id, count(*) AS n FROM effects GROUP BY event_id")
     assert {r["event_id"] for r in rows} == {e.id for e in events}
     assert all(r["n"] == 1 for r in rows)
@@ -75,7 +94,7 @@ async def test_replay_after_a_crash_before_the_offset_commit_changes_nothing(
     events = [sample_event(f"k{i}") for i in range(10)]
     for e in events:
         await producer.send_and_wait(names.physical("keys.keys"), encode(e), key=e.subject.encode())
-    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), effects=10)
+    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), records=10)
     # A fresh consumer group has no committed offsets, as after a crash between the database commit and
     # the offset commit: the same consumer (same inbox name) replays the whole topic.
     again = Consumer(
@@ -88,7 +107,9 @@ async def test_replay_after_a_crash_before_the_offset_commit_changes_nothing(
         dlq_producer=producer,
         group_id=names.prefix + "replay",
     )
-    await run_until(pool, again, effects=11, timeout_s=5)
+    duplicates = handled("duplicate")
+    await run_until(pool, again, records=10)
+    assert handled("duplicate") == duplicates + 10  # all ten replayed records were read again
     assert await pool.fetchval("SELECT count(*) FROM effects") == 10
     assert await pool.fetchval("SELECT count(*) FROM inbox WHERE consumer = 'test-consumer'") == 10
 
@@ -105,7 +126,7 @@ async def test_poison_message_goes_to_the_dlq_with_its_error_and_the_consumer_go
     await producer.send_and_wait(topic, encode(good_after), key=b"after")
     counted = {"consumer": "test-consumer", "topic": "keys.keys"}
     dead_before = REGISTRY.get_sample_value("rlark_events_dead_lettered_total", counted) or 0
-    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), effects=2)
+    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), records=4)
     applied = {r["subject"] for r in await pool.fetch("SELECT subject FROM effects")}
     assert applied == {"before", "after"}
     dead = await read_topic(kafka_admin, names.physical("keys.keys.dlq"), expect=2)
@@ -142,7 +163,7 @@ async def test_transient_errors_are_retried_not_dead_lettered(
         dlq_producer=producer,
         retry_initial_s=0.01,
     )
-    await run_until(pool, consumer, effects=1)
+    await run_until(pool, consumer, records=1)
     assert failures["left"] == 0
     assert await pool.fetchval("SELECT count(*) FROM effects") == 1
     assert await read_topic(kafka_admin, names.physical("keys.keys.dlq"), expect=0, timeout_s=1) == []
@@ -156,7 +177,7 @@ async def test_an_event_whose_source_is_not_the_topics_producer_goes_to_the_dlq_
     after = sample_event("after")
     await producer.send_and_wait(topic, encode(forged), key=b"forged")
     await producer.send_and_wait(topic, encode(after), key=b"after")
-    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), effects=1)
+    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), records=2)
     assert {r["subject"] for r in await pool.fetch("SELECT subject FROM effects")} == {"after"}
     dead = await read_topic(kafka_admin, names.physical("keys.keys.dlq"), expect=1)
     assert [(key, headers["rlark-error-kind"]) for key, _, headers in dead] == [

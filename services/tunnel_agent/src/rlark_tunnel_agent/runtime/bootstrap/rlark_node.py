@@ -148,6 +148,8 @@ class Outcome(NamedTuple):
     target: Target
     connect_ms: float | None
     error: str
+    attempts: int = 1
+    """Connections tried, the answering one included."""
 
 
 def _error_text(exc: BaseException) -> str:
@@ -164,7 +166,9 @@ def _error_text(exc: BaseException) -> str:
 async def _connect_until(target: Target, end: float, retry_s: float, attempt_s: float) -> Outcome:
     # Tried at least once. Each attempt is bounded on its own: a SYN lost while a tunnel comes up
     # is sent again by a fresh attempt at once instead of after the kernel's growing back-off.
+    attempts = 0
     while True:
+        attempts += 1
         left = end - time.monotonic()
         started = time.monotonic()
         try:
@@ -179,10 +183,10 @@ async def _connect_until(target: Target, end: float, retry_s: float, attempt_s: 
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
-            return Outcome(target, round(connect_ms, 2), "")
+            return Outcome(target, round(connect_ms, 2), "", attempts)
         pause = min(retry_s, end - time.monotonic())
         if pause <= 0:
-            return Outcome(target, None, error)
+            return Outcome(target, None, error, attempts)
         await asyncio.sleep(pause)
 
 
