@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -42,7 +42,7 @@ from rlark_contracts.events.agent import TERMINAL_WORKER_PHASES, WorkerPhase
 from rlark_contracts.events.scheduler import worker_id_for
 from rlark_contracts.messages import Text, catalogue, text
 
-from rlark_scheduler.domain.placement import JobRequest, RoleRequest
+from rlark_scheduler.domain.placement import JobRequest, Placement, RoleRequest, WorkerPlacement
 from rlark_scheduler.domain.restarts import classify_worker_failure
 from rlark_scheduler.domain.spec import JobSpec, RestartOn
 
@@ -96,6 +96,16 @@ def job_request(job_id: str, spec: JobSpec, submitted_seq: int) -> JobRequest:
     return JobRequest(job_id, spec.priority, submitted_seq, roles, spec.header)
 
 
+def placed_workers(placement: Placement, attempt: int = 1) -> list[WorkerFacts]:
+    """The workers of a gang placement as stored, in rank order: each placement with its id in ``attempt``."""
+    return [
+        WorkerFacts(
+            **asdict(w), worker_id=worker_id(placement.job_id, w.role, w.index, attempt), attempt=attempt
+        )
+        for w in placement.workers
+    ]
+
+
 def domain_capacity(cidr: str) -> int:
     """Virtual IPs a domain can hand out: every host address that does not end in .0 or .255."""
     network = ipaddress.ip_network(cidr, strict=False)
@@ -109,17 +119,11 @@ def domain_capacity(cidr: str) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class WorkerFacts:
-    """A worker as stored: where it was placed and what its agent last said."""
+class WorkerFacts(WorkerPlacement):
+    """A worker as stored: where it was placed (the placement loop's decision, every field of it), its id
+    in its attempt, and what its agent last said."""
 
     worker_id: str
-    role: str
-    index: int
-    rank: int
-    is_header: bool
-    cluster: str
-    node: str
-    gpus: int
     phase: str = WorkerPhase.PLACED.value
     exit_code: int | None = None
     reason: str = ""

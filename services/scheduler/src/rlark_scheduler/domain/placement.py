@@ -96,7 +96,10 @@ class JobRequest:
 
 @dataclass(frozen=True, slots=True)
 class WorkerPlacement:
-    """Where one worker goes. Ranks are contiguous from 0, the header role's worker(s) first."""
+    """Where one worker goes. Ranks are contiguous from 0, the header role's worker(s) first.
+
+    The stored worker (``jobs.WorkerFacts``) extends it, so every field decided here is stored as is.
+    """
 
     role: str
     index: int
@@ -104,6 +107,7 @@ class WorkerPlacement:
     cluster: str
     node: str
     gpus: int
+    is_header: bool
 
     @property
     def node_key(self) -> NodeKey:
@@ -286,6 +290,7 @@ def place(model: CapacityModel, job: JobRequest) -> Placement | Unplaceable:
                     cluster=role.cluster,
                     node=node,
                     gpus=role.gpus_per_worker,
+                    is_header=role.name == job.header_role,
                 )
             )
     return Placement(job.job_id, tuple(workers))

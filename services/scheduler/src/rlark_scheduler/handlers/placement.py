@@ -14,21 +14,15 @@ from datetime import datetime, timedelta
 
 import structlog
 from rlark_contracts.events.netdomain import AddressAllocationFailed, AddressesAllocated, AddressesReleased
-from rlark_contracts.events.scheduler import (
-    AddressesReleaseRequested,
-    AddressesRequested,
-    AddressRequest,
-    Mount,
-    WorkerPlaced,
-)
+from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested, AddressRequest
 from rlark_contracts.messages import text
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import add_event, add_events
 
-from rlark_scheduler.domain.jobs import JobStatus, WorkerFacts, domain_capacity, worker_id
+from rlark_scheduler.domain.jobs import JobStatus, WorkerFacts, domain_capacity, placed_workers
+from rlark_scheduler.domain.placed import DomainAddresses, PlacedJob, worker_placements
 from rlark_scheduler.domain.placement import Placement
 from rlark_scheduler.domain.reasons import PendingReason, pending_view
-from rlark_scheduler.domain.render import rlinf_config_yaml
 from rlark_scheduler.domain.spec import JobDocument, MountType
 from rlark_scheduler.domain.validation import hostpath_refusals
 from rlark_scheduler.envelopes import Meta, envelope
@@ -52,25 +46,6 @@ FATAL_ALLOCATION_CODES = frozenset({"domain_not_found", "job_in_other_domain"})
 # ---------------------------------------------------------------------------------------- placement
 
 
-def placement_workers(
-    job_id: str, placement: Placement, header_role: str, attempt: int = 1
-) -> list[WorkerFacts]:
-    return [
-        WorkerFacts(
-            worker_id=worker_id(job_id, w.role, w.index, attempt),
-            role=w.role,
-            index=w.index,
-            rank=w.rank,
-            is_header=w.role == header_role,
-            cluster=w.cluster,
-            node=w.node,
-            gpus=w.gpus,
-            attempt=attempt,
-        )
-        for w in placement.workers
-    ]
-
-
 async def commit_placement(
     conn: Connection, placement: Placement, settings: SchedulerSettings, now: datetime
 ) -> bool:
@@ -85,8 +60,7 @@ async def commit_placement(
     if refused:
         await end_job(conn, job, JobStatus.FAILED, refused, now, meta)
         return False
-    header = doc.spec.header or ""
-    workers = placement_workers(job.id, placement, header, job.attempt)
+    workers = placed_workers(placement, job.attempt)
     await workers_repo.insert_workers(conn, job.id, workers, now)
     clusters = sorted({w.cluster for w in workers})
     details = {
@@ -127,7 +101,7 @@ async def commit_placement(
         await add_event(conn, request)
         await jobs_repo.set_address_request(conn, job.id, request.id)
         return True
-    await emit_placed(conn, job, doc, workers, None, None, settings, meta)
+    await emit_placed(conn, job, doc, workers, None, settings, meta)
     await transition(
         conn,
         job,
@@ -158,75 +132,31 @@ async def emit_placed(
     job: JobRow,
     doc: JobDocument,
     workers: Sequence[WorkerFacts],
-    virtual_ips: dict[str, str] | None,
-    domain_cidr: str | None,
+    addresses: DomainAddresses | None,
     settings: SchedulerSettings,
     meta: Meta,
 ) -> None:
-    """One ``scheduler.worker.placed.v1`` per worker, in rank order (Header first, rank 0)."""
-    spec = doc.spec
-    roles = {role.name: role for role in spec.tasks}
+    """One ``scheduler.worker.placed.v1`` per worker, in rank order (``domain/placed.py`` builds them)."""
     header = next(w for w in workers if w.is_header)
-    if virtual_ips is not None:
-        header_address = virtual_ips[header.worker_id]
+    if addresses is not None:
+        header_address = addresses.virtual_ips[header.worker_id]
     else:
         cluster = await read_models.get_cluster(conn, header.cluster)
         # On the local runtime each worker has its own address, which only the agent knows: it fills
         # in the Header's address itself when this is empty.
         local = cluster is not None and cluster.runtime == LOCAL_RUNTIME
         header_address = "" if local else await read_models.node_address(conn, header.cluster, header.node)
-    # The Header waits until Ray reports the job's GPUs (RLARK_EXPECTED_GPUS), so every placement carries them.
-    total_gpus = sum(w.gpus for w in workers)
-    rlinf_config = rlinf_config_yaml(doc)
-    events = []
-    for w in sorted(workers, key=lambda w: w.rank):
-        role = roles[w.role]
-        events.append(
-            envelope(
-                WorkerPlaced(
-                    job_id=job.id,
-                    worker_id=w.worker_id,
-                    cluster=w.cluster,
-                    node=w.node,
-                    role=w.role,
-                    index=w.index,
-                    rank=w.rank,
-                    num_nodes=len(workers),
-                    is_header=w.is_header,
-                    gpus=w.gpus,
-                    image=role.image,
-                    prepare_script=role.prepare_script or "",
-                    run_script=(spec.run_script or "") if w.is_header else "",
-                    env=dict(role.env),
-                    mounts=[
-                        Mount(
-                            name=m.name,
-                            type=m.type.value,
-                            source=m.source,
-                            path=m.path,
-                            read_only=m.read_only,
-                            secret_ref=m.secret_ref,
-                        )
-                        for m in role.mounts
-                    ],
-                    ssh_public_keys=list(job.ssh_public_keys),
-                    virtual_ip=virtual_ips[w.worker_id] if virtual_ips is not None else None,
-                    domain=job.network_domain if virtual_ips is not None else None,
-                    domain_cidr=domain_cidr,
-                    header_address=header_address,
-                    ray_port=settings.ray_port,
-                    outputs=list(spec.outputs),
-                    tensorboard_dir=spec.tensorboard_dir or "",
-                    join_deadline_s=settings.join_deadline_s,
-                    total_gpus=total_gpus,
-                    rlinf_config=rlinf_config,
-                    owner=job.owner,
-                ),
-                job.id,
-                meta,
-            )
-        )
-    await add_events(conn, events)
+    placed_job = PlacedJob(
+        job_id=job.id,
+        owner=job.owner,
+        ssh_public_keys=job.ssh_public_keys,
+        header_address=header_address,
+        addresses=addresses,
+        ray_port=settings.ray_port,
+        join_deadline_s=settings.join_deadline_s,
+    )
+    placed = worker_placements(placed_job, doc, workers)
+    await add_events(conn, [envelope(event, job.id, meta) for event in placed])
 
 
 async def store_pending_reason(
@@ -283,7 +213,8 @@ async def apply_addresses_allocated(
     await workers_repo.set_virtual_ips(conn, {w.worker_id: addresses[w.worker_id] for w in workers})
     await jobs_repo.set_domain_cidr(conn, job.id, payload.cidr)
     doc = JobDocument.model_validate(job.spec)
-    await emit_placed(conn, job, doc, workers, addresses, payload.cidr, settings, meta)
+    domain = DomainAddresses(job.network_domain or payload.domain, payload.cidr, addresses)
+    await emit_placed(conn, job, doc, workers, domain, settings, meta)
     clusters = sorted({w.cluster for w in workers})
     await transition(
         conn,
