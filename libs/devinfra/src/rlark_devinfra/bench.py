@@ -1,7 +1,7 @@
 """``make bench``: every benchmark of the project in one run, printed against its baseline and target.
 
 Role: the one entry point for the benchmarks in ``rlark_devinfra.benches`` (messaging, inventory,
-netdomain, scheduler, the local and Kubernetes runtimes, the tunnel; one module each, outside the
+netdomain, scheduler, the local and Kubernetes runtimes, restarts, the tunnel; one module each, outside the
 packages they measure so no service image carries them) and ``bench_ssh_relay``. It starts (or reuses)
 this checkout's PostgreSQL and Kafka, runs each selected benchmark in a child process of its own and
 prints one table: measure, value, baseline or target, and a verdict (PASS, MISS, ``info`` where no
@@ -575,6 +575,53 @@ async def _ssh_relay(ctx: Context) -> Outcome:
     )
 
 
+async def _restart(ctx: Context) -> Outcome:
+    run = _load("rlark_devinfra.benches.restart", "run")
+    if os.geteuid() != 0:
+        raise NotAvailable("needs root: the local runtime's workers run in network namespaces")
+    work = _bench_dir() / "restart"
+    shutil.rmtree(work, ignore_errors=True)
+    r: dict[str, Any] = await run(ctx.postgres(), ctx.kafka(), work, max(5, ctx.options.rounds))
+    n, load = r["rounds"], f"load {r['load_before'][0]:.1f} → {r['load_after'][0]:.1f}"
+    settings = f"the job's settings: backoffSeconds {r['backoff_s']}, teardown ≤ restart_teardown_s (60 s)"
+    return Outcome(
+        [
+            Row(
+                f"resubmitted by hand, once noticed: submit → {r['workers']} workers running "
+                f"(→ Ray nodes joined), median of {n}",
+                f"{r['submit_to_running_s']:.1f} s ({r['submit_to_ray_joined_s']:.1f} s)",
+                load,
+                BASELINE,
+            ),
+            Row(
+                f"SIGKILLed worker → restart decided (detected: attempt 2 Pending), median of {n}",
+                f"{r['kill_to_detected_s']:.2f} s",
+                settings,
+                INFO,
+            ),
+            Row(
+                f"SIGKILLed worker → attempt 2 placed (attempt 1 torn down), median of {n}",
+                f"{r['kill_to_placed_s']:.1f} s",
+                "no fixed target",
+                INFO,
+            ),
+            Row(
+                f"SIGKILLed worker → every worker of attempt 2 running, median of {n}",
+                f"{r['kill_to_running_s']:.1f} s",
+                f"≤ {r['target_running_s']:.0f} s",
+                _verdict(bool(r["meets_target"])),
+            ),
+            Row(
+                f"SIGKILLed worker → attempt 2's {r['workers']} Ray nodes joined (Header's report), median of {n}",
+                f"{r['kill_to_ray_joined_s']:.1f} s",
+                "no fixed target",
+                INFO,
+            ),
+        ],
+        r,
+    )
+
+
 def _which(tool: str) -> str | None:
     return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
 
@@ -635,6 +682,14 @@ BENCHES: list[Bench] = [
         lambda o: 900,
         True,
         _ssh_relay,
+    ),
+    Bench(
+        "restart",
+        "a 3-worker job with restartPolicy on the local runtime, one worker SIGKILLed → attempt 2 running, × 5",
+        "≈ 60 s per round",
+        lambda o: 120 + 150 * max(5, o.rounds),
+        True,
+        _restart,
     ),
     Bench(
         "tunnel",
