@@ -256,7 +256,9 @@ async def test_kill_9_of_each_service_during_a_burst_loses_and_duplicates_nothin
             assert len(burst.ids) == JOBS
             assert [k.service for k in kills] == ORDER * 2
             assert all(kill.answered_before < JOBS for kill in kills), "a kill came after the burst"
-            assert all(kill.in_flight >= 2 for kill in kills), "a kill found fewer than two submissions in flight"
+            assert all(kill.in_flight >= 2 for kill in kills), (
+                "a kill found fewer than two submissions in flight"
+            )
 
             settle_started = time.monotonic()
             final = await eventually(
