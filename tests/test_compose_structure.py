@@ -24,6 +24,7 @@ SETTINGS = {
     "rlark_inventory": "rlark_inventory.settings:InventorySettings",
     "rlark_keys": "rlark_keys.settings:KeysSettings",
     "rlark_netdomain": "rlark_netdomain.settings:NetdomainSettings",
+    "rlark_notifier": "rlark_notifier.settings:NotifierSettings",
     "rlark_scheduler": "rlark_scheduler.settings:SchedulerSettings",
     "rlark_tunnel_agent": "rlark_tunnel_agent.settings:TunnelAgentSettings",
 }

@@ -106,6 +106,7 @@ def gateway_settings(
         "keys_url": f"{upstream_url}/keys",
         "netdomain_url": f"{upstream_url}/netdomain",
         "scheduler_url": f"{upstream_url}/scheduler",
+        "notifier_url": f"{upstream_url}/notifier",
         "tools_port": free_port(),  # not the default API port + 1, which another test's server may hold
         **FAST_HASH,
         **extra,

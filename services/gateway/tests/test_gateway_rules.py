@@ -91,6 +91,10 @@ def test_users_cannot_widen_lists_to_other_users_data() -> None:
     assert by_owner.field == "owner"
     assert denial(ALICE, "GET", "/api/v1/jobs", [("owner", "alice")]) is None
     assert denial(ROOT, "GET", "/api/v1/keys", [("all", "true")]) is None
+    endpoints = denial(ALICE, "GET", "/api/v1/notifications/endpoints", [("all", "true")])
+    assert endpoints is not None
+    assert endpoints.field == "all"
+    assert denial(ROOT, "GET", "/api/v1/notifications/endpoints", [("all", "true")]) is None
     assert denial(ROOT, "POST", "/api/v1/clusters", []) is None
     assert denial(ALICE, "POST", "/api/v1/clusters", []) is not None
 

@@ -102,7 +102,12 @@ TOPICS: dict[str, Topic] = {
             ("tunnel-agent",),
         ),
         Topic(
-            "scheduler.jobs", "job id", False, "Job lifecycle events", "scheduler", ("netdomain", "gateway")
+            "scheduler.jobs",
+            "job id",
+            False,
+            "Job lifecycle events",
+            "scheduler",
+            ("netdomain", "gateway", "notifier"),
         ),
         Topic(
             "scheduler.placements",

@@ -23,7 +23,7 @@ from rlark_platform.messaging import PLATFORM_MIGRATIONS_TABLE, platform_migrati
 from rlark_devinfra.databases import scratch_database
 from rlark_devinfra.paths import repo_root
 
-SERVICES = ("gateway", "inventory", "keys", "netdomain", "scheduler")
+SERVICES = ("gateway", "inventory", "keys", "netdomain", "notifier", "scheduler")
 
 
 def migrations_dir(service: str) -> Path:

@@ -8,7 +8,7 @@ worker in one process to save memory on a laptop) in its own process group, logg
 
 Ports: the gateway listens on 8080 (and its tools origin, jobs' TensorBoard and Ray dashboard, on the
 gateway's port + 1, 8081, or ``RLARK_TOOLS_PORT``), inventory, keys, netdomain and scheduler on 8101-8104, the
-agent on 8105; ``RLARK_<NAME>_PORT`` (``RLARK_GATEWAY_PORT``, ``RLARK_TUNNEL_AGENT_PORT``, ...) moves one, so a second
+agent on 8105, the notifier on 8106; ``RLARK_<NAME>_PORT`` (``RLARK_GATEWAY_PORT``, ``RLARK_TUNNEL_AGENT_PORT``, ...) moves one, so a second
 checkout can run beside the first (with its own ``RLARK_STATE_DIR``).
 
 The tunnel-agent of the local cluster is started by ``rlark_devinfra.demo`` (it needs the cluster's
@@ -65,6 +65,7 @@ SERVICES = [
     ServiceProcess("keys", "rlark_keys", 8102),
     ServiceProcess("netdomain", "rlark_netdomain", 8103),
     ServiceProcess("scheduler", "rlark_scheduler", 8104),
+    ServiceProcess("notifier", "rlark_notifier", 8106),
     ServiceProcess("gateway", "rlark_gateway", 8080),
 ]
 GATEWAY = SERVICES[-1]

@@ -30,6 +30,7 @@ class GatewaySettings(ServiceSettings):
     keys_url: str = Field(default="http://127.0.0.1:8102", description="Keys service base URL")
     netdomain_url: str = Field(default="http://127.0.0.1:8103", description="Netdomain service base URL")
     scheduler_url: str = Field(default="http://127.0.0.1:8104", description="Scheduler service base URL")
+    notifier_url: str = Field(default="http://127.0.0.1:8106", description="Notifier service base URL")
     upstream_connect_timeout_s: float = Field(default=5.0, gt=0)
     upstream_timeout_s: float = Field(
         default=60.0, gt=0, description="Read timeout of proxied requests (not of event streams)"
@@ -165,4 +166,5 @@ class GatewaySettings(ServiceSettings):
             "keys": self.keys_url.rstrip("/"),
             "netdomain": self.netdomain_url.rstrip("/"),
             "scheduler": self.scheduler_url.rstrip("/"),
+            "notifier": self.notifier_url.rstrip("/"),
         }

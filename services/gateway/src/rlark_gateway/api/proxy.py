@@ -1,5 +1,6 @@
 """Routes forwarded to the services: ``/api/v1/{clusters,nodes,labels,agent}`` → inventory, ``keys`` →
-keys, ``domains`` → netdomain, ``{jobs,templates}`` → scheduler (``domain.access.PROXY_ROUTES``).
+keys, ``domains`` → netdomain, ``{jobs,templates}`` → scheduler, ``notifications`` → notifier
+(``domain.access.PROXY_ROUTES``).
 
 Each request is authenticated and authorised here (role rules in ``domain.access``) before it is forwarded
 with the signed caller; ``POST /api/v1/agent/session`` is forwarded without a user identity because

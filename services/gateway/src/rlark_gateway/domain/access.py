@@ -2,7 +2,7 @@
 
 The gateway authorises by role before forwarding; the owning services check ownership again with the
 signed caller (defence in depth). Admins manage clusters (and their nodes), network domains and users;
-users read everything public and manage their own keys and jobs.
+users read everything public and manage their own keys, jobs and notification endpoints.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ PROXY_ROUTES: tuple[ProxyRoute, ...] = (
     ProxyRoute("domains", "netdomain", "Network domains and CIDR checks"),
     ProxyRoute("jobs", "scheduler", "Jobs: preview, submit, status, logs, events, cancel"),
     ProxyRoute("templates", "scheduler", "Job templates"),
+    ProxyRoute("notifications", "notifier", "Webhooks for job state changes and their delivery logs"),
 )
 _BY_RESOURCE = {route.resource: route for route in PROXY_ROUTES}
 
@@ -113,6 +114,8 @@ def denial(caller: Identity, method: str, path: str, query: Iterable[tuple[str, 
     for key, value in query:
         if resource == "keys" and key == "all" and value.lower() in _TRUE:
             return Denial("forbidden", "only admins list every user's keys", "all")
+        if resource == "notifications" and key == "all" and value.lower() in _TRUE:
+            return Denial("forbidden", "only admins list every user's notification endpoints", "all")
         if resource == "jobs" and key == "owner" and value not in ("", caller.user):
             return Denial("forbidden", "users see only their own jobs", "owner")
     return None

@@ -1,0 +1,1 @@
+"""The notifier service: job state changes delivered to users' webhooks (Feishu, DingTalk, Slack, JSON)."""

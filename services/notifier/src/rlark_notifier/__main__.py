@@ -1,0 +1,3 @@
+from rlark_notifier.main import run
+
+run()

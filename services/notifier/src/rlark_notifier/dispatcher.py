@@ -1,0 +1,220 @@
+"""The delivery dispatcher: sends queued deliveries to their webhooks, retrying with backoff.
+
+Concurrency model: one asyncio task leads, by a session-level advisory lock held on a dedicated
+connection (like the outbox relay), so several worker replicas may run and exactly one sends. It keeps up to
+``concurrency`` endpoints in flight, each with one delivery at a time — the oldest pending one of that
+endpoint — so an endpoint receives its notifications in the order they were queued (a job's lifecycle in
+order) and a slow receiver holds back only itself. It wakes on NOTIFY (a delivery was queued), when a
+send finishes, and when the next retry falls due, polling as a fallback.
+
+No network I/O inside a transaction: a round reads the due heads, sends without one, then records the
+attempt in a short transaction guarded by the attempt number. A leader that dies mid-send leaves the
+delivery pending: the next leader sends it again (at-least-once; receivers dedupe on
+``X-RLark-Delivery``, the event id).
+
+Metrics: ``rlark_notifier_deliveries_total{kind,result}`` (delivered, retried, failed per attempt's end),
+``rlark_notifier_delivery_seconds`` (the job change's time to its delivery) and
+``rlark_notifier_pending`` (pending deliveries at the last round).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import structlog
+from prometheus_client import Counter, Gauge, Histogram
+from rlark_platform.db import transaction
+from rlark_platform.db.pool import Connection
+
+from rlark_notifier import repository as repo
+from rlark_notifier.domain import Backoff, Kind, Language, SealError, SecretBox, outcome, render
+from rlark_notifier.repository import NOTIFY_CHANNEL, DueDelivery
+from rlark_notifier.sender import HttpSender, Sent
+
+log = structlog.get_logger(__name__)
+
+_LEADER_LOCK = 0x4E4F54494659  # "NOTIFY"
+
+DELIVERIES = Counter(
+    "rlark_notifier_deliveries_total", "Webhook delivery attempts by how they ended", ["kind", "result"]
+)
+DELIVERY_SECONDS = Histogram(
+    "rlark_notifier_delivery_seconds",
+    "From a job's state change to its notification delivered",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+PENDING = Gauge("rlark_notifier_pending", "Pending deliveries seen by the dispatcher's last round")
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        box: SecretBox,
+        sender: HttpSender,
+        backoff: Backoff,
+        *,
+        concurrency: int = 32,
+        poll_interval_s: float = 1.0,
+    ) -> None:
+        self._pool = pool
+        self._box = box
+        self._sender = sender
+        self._backoff = backoff
+        self._concurrency = concurrency
+        self._poll_interval_s = poll_interval_s
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._in_flight: dict[uuid.UUID, asyncio.Task[None]] = {}
+        self.is_leader = False
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+
+    async def run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                conn = await self._pool.acquire()
+                try:
+                    if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _LEADER_LOCK):
+                        await self._sleep(self._poll_interval_s * 2)
+                        continue
+                    self.is_leader = True
+                    log.info("notifier dispatcher is leader")
+                    await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+                    try:
+                        await self._lead(conn)
+                    finally:
+                        self.is_leader = False
+                        await self._drain()
+                        with contextlib.suppress(Exception):
+                            await conn.remove_listener(NOTIFY_CHANNEL, self._on_notify)
+                            await conn.execute("SELECT pg_advisory_unlock($1)", _LEADER_LOCK)
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                    log.warning("notifier dispatcher lost its database; retrying", error=str(exc))
+                    await self._sleep(1.0)
+                finally:
+                    await self._pool.release(conn)
+        finally:
+            await self._sender.aclose()
+
+    def _on_notify(self, *_: Any) -> None:
+        self._wake.set()
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()
+
+    async def _drain(self) -> None:
+        if self._in_flight:
+            await asyncio.wait(list(self._in_flight.values()), timeout=30)
+
+    async def _lead(self, conn: Connection) -> None:
+        while not self._stopping.is_set():
+            self._wake.clear()
+            # The leadership lock lives on ``conn``'s session: if it dropped, another dispatcher may lead.
+            await conn.fetchval("SELECT 1")
+            await self.start_due()
+            wait = self._poll_interval_s
+            if not self._in_flight:
+                async with self._pool.acquire() as reader:
+                    due_in = await repo.seconds_to_next_due(reader)
+                if due_in is not None:
+                    wait = min(wait, max(due_in, 0.005))
+            await self._sleep(wait)
+
+    async def start_due(self) -> int:
+        """Start sending the due head of every endpoint not in flight, up to the concurrency."""
+        free = self._concurrency - len(self._in_flight)
+        if free <= 0:
+            return 0
+        async with self._pool.acquire() as conn:
+            heads = await repo.due_heads(conn, free, list(self._in_flight))
+            PENDING.set(await repo.pending_count(conn))
+        for head in heads:
+            self._in_flight[head.endpoint_id] = asyncio.create_task(self._deliver(head))
+        return len(heads)
+
+    async def _deliver(self, head: DueDelivery) -> None:
+        try:
+            await self._attempt(head)
+        except Exception as exc:  # one delivery's failure must not stop the others
+            log.error("delivery attempt failed", delivery_id=head.id, error=repr(exc))
+        finally:
+            self._in_flight.pop(head.endpoint_id, None)
+            self._wake.set()
+
+    async def _attempt(self, head: DueDelivery) -> None:
+        attempt = head.attempts + 1
+        kind = Kind(head.kind)
+        try:
+            secret = self._box.open(head.secret_sealed, str(head.endpoint_id)) if head.secret_sealed else None
+        except SealError:
+            sent = Sent(None, "", "the endpoint's secret cannot be opened: set it again", 0)
+            await self._record(head, attempt, kind, sent, delivered=False, retry=False)
+            return
+        request = render(
+            kind,
+            head.url,
+            head.notification,
+            secret=secret,
+            now=datetime.now(UTC),
+            language=Language(head.language),
+        )
+        sent = await self._sender.send(request)
+        if sent.status_code is None:
+            await self._record(head, attempt, kind, sent, delivered=False, retry=True)
+            return
+        result = outcome(kind, sent.status_code, sent.body)
+        await self._record(
+            head,
+            attempt,
+            kind,
+            Sent(sent.status_code, "", result.error, sent.duration_ms),
+            delivered=result.delivered,
+            retry=result.retry,
+        )
+
+    async def _record(
+        self, head: DueDelivery, attempt: int, kind: Kind, sent: Sent, *, delivered: bool, retry: bool
+    ) -> None:
+        if delivered:
+            status, retry_in, result = "delivered", 0.0, "delivered"
+        elif retry and not self._backoff.gives_up_after(attempt):
+            status, retry_in, result = "pending", self._backoff.delay_after(attempt), "retried"
+        else:
+            status, retry_in, result = "failed", 0.0, "failed"
+        async with transaction(self._pool) as conn:
+            recorded = await repo.record_attempt(
+                conn,
+                head.id,
+                attempt,
+                status_code=sent.status_code,
+                error=sent.error,
+                duration_ms=sent.duration_ms,
+                status=status,
+                retry_in_s=retry_in,
+            )
+        if not recorded:
+            return
+        DELIVERIES.labels(kind.value, result).inc()
+        if delivered:
+            DELIVERY_SECONDS.observe(max((datetime.now(UTC) - head.event_at).total_seconds(), 0.0))
+        log.info(
+            "delivery attempt",
+            delivery_id=head.id,
+            endpoint_id=str(head.endpoint_id),
+            event_id=head.notification.event_id,
+            attempt=attempt,
+            result=result,
+            status_code=sent.status_code,
+            error=sent.error or None,
+            retry_in_s=retry_in or None,
+        )

@@ -1,0 +1,96 @@
+"""Job events from Kafka to a real HTTP receiver: in order, signed, retried, queued once."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import asyncpg
+from notifier_it_support import LIFECYCLE, Scheduler, signature_ok
+from rlark_devinfra.webhook_receiver import WebhookReceiver
+from rlark_platform.messaging import KafkaAccess
+from rlark_platform.testing import RunningService
+
+SECRET = "whsec-integration-secret"
+
+
+async def register(service: RunningService, user: str, url: str, **fields: object) -> dict[str, object]:
+    async with service.client(user) as client:
+        response = await client.post(
+            "/api/v1/notifications/endpoints", json={"name": "mine", "kind": "json", "url": url, **fields}
+        )
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+async def test_a_jobs_lifecycle_arrives_in_order_signed_and_a_redelivered_event_is_sent_once(
+    service: RunningService, receiver: WebhookReceiver, kafka_admin: KafkaAccess
+) -> None:
+    await register(service, "alice", receiver.url(), secret=SECRET)
+    async with Scheduler(kafka_admin, service.settings.topic_prefix) as scheduler:
+        job = await scheduler.submit("alice")
+        other = await scheduler.submit("bob")
+        await scheduler.lifecycle(other, "bob")  # not alice's: not for her endpoint
+        first = scheduler.change(job, "alice", "", "Pending")
+        await scheduler.send(first)
+        await scheduler.send(first)  # Kafka may deliver an event twice
+        for before, after in itertools.pairwise(LIFECYCLE):
+            await scheduler.send(scheduler.change(job, "alice", before, after))
+    await receiver.wait_for(lambda: len(receiver.requests) >= len(LIFECYCLE), what="alice's lifecycle")
+    bodies = [json.loads(r.body) for r in receiver.requests]
+    assert [b["to_status"] for b in bodies] == LIFECYCLE
+    assert {b["job_id"] for b in bodies} == {job}
+    assert bodies[0]["job_name"] == "train"
+    assert all(signature_ok(SECRET, r) for r in receiver.requests)
+    assert not signature_ok("another-secret", receiver.requests[0])
+
+
+async def test_a_receiver_answering_500_twice_gets_the_event_on_the_third_try(
+    service: RunningService, receiver: WebhookReceiver, kafka_admin: KafkaAccess
+) -> None:
+    endpoint = await register(service, "alice", receiver.url("/flaky"), states=["Running"])
+    receiver.fail("/flaky", 500, times=2)
+    async with Scheduler(kafka_admin, service.settings.topic_prefix) as scheduler:
+        job = await scheduler.submit("alice")
+        await scheduler.lifecycle(job, "alice")
+    await receiver.wait_for(lambda: any(r.status == 200 for r in receiver.to("/flaky")), what="the third try")
+    assert [r.status for r in receiver.to("/flaky")] == [500, 500, 200]
+    assert {json.loads(r.body)["to_status"] for r in receiver.to("/flaky")} == {"Running"}
+    async with service.client("alice") as client:
+        log = (await client.get(f"/api/v1/notifications/endpoints/{endpoint['id']}/deliveries")).json()
+    [delivery] = log["items"]
+    assert delivery["status"] == "delivered"
+    assert delivery["attempts"] == 3
+    assert [a["status_code"] for a in delivery["log"]] == [500, 500, 200]
+    assert "500" in delivery["log"][0]["error"]
+
+
+async def test_a_delivery_gives_up_after_max_attempts_and_the_next_one_goes_out(
+    service: RunningService, receiver: WebhookReceiver, kafka_admin: KafkaAccess
+) -> None:
+    await register(service, "alice", receiver.url("/gone"), states=["Pending", "Scheduled"])
+    receiver.fail("/gone", 404, times=1)  # a 4xx other than 408/429 is final at once
+    async with Scheduler(kafka_admin, service.settings.topic_prefix) as scheduler:
+        job = await scheduler.submit("alice")
+        await scheduler.lifecycle(job, "alice")
+    await receiver.wait_for(lambda: len(receiver.to("/gone")) >= 2, what="the next delivery")
+    assert [(json.loads(r.body)["to_status"], r.status) for r in receiver.to("/gone")] == [
+        ("Pending", 404),
+        ("Scheduled", 200),
+    ]
+
+
+async def test_secrets_are_stored_sealed_and_never_returned(
+    service: RunningService, receiver: WebhookReceiver
+) -> None:
+    created = await register(service, "alice", receiver.url(), secret=SECRET)
+    assert created["has_secret"] is True
+    assert "secret" not in created
+    conn = await asyncpg.connect(service.settings.own_database_url())
+    try:
+        stored = await conn.fetchval("SELECT secret_sealed FROM endpoints")
+        dump = await conn.fetchval("SELECT string_agg(t::text, ' ') FROM endpoints t")
+    finally:
+        await conn.close()
+    assert SECRET.encode() not in bytes(stored)
+    assert SECRET not in dump
