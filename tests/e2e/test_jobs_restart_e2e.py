@@ -37,6 +37,51 @@ sleep 600
 """
 """Attempt 1's Header trains until it is stopped; attempt 2's (its worker id ends in ``-a2``) finishes."""
 
+STEPS, SAVE_EVERY = 12, 3
+CHECKPOINTS = "/ckpt/run/checkpoints"
+RESUMING_RUN = f"""
+python - <<'PY'
+import os, pathlib, time, ray
+ray.init(address=os.environ["RAY_ADDRESS"])
+
+@ray.remote(num_cpus=0)
+def shard(step):
+    return step
+
+root = pathlib.Path("{CHECKPOINTS}")
+resume = os.environ.get("RLARK_RESUME_DIR", "")
+start = int(resume.split("global_step_")[-1]) if resume else 0
+if resume:
+    saved = int((pathlib.Path(resume) / "actor" / "dcp_checkpoint" / "__0_0.distcp").read_text())
+    assert saved == start, (saved, start)
+    print(f"resumed from step {{start}} on {{os.environ['RLARK_WORKER_ID']}}", flush=True)
+else:
+    print("starting fresh", flush=True)
+
+def save(step, *, finished=True):
+    # RLinf's FSDP layout: each rank's DCP shard, then the coordinator's .metadata last.
+    dcp = root / f"global_step_{{step}}" / "actor" / "dcp_checkpoint"
+    dcp.mkdir(parents=True, exist_ok=True)
+    for rank in range(3):
+        (dcp / f"__{{rank}}_0.distcp").write_text(str(step))
+    if finished:
+        (dcp / ".metadata").write_text("done")
+
+for step in range(start + 1, {STEPS} + 1):
+    assert ray.get([shard.remote(step) for _ in range(3)]) == [step] * 3
+    print(f"trained step {{step}}", flush=True)
+    if step % {SAVE_EVERY} == 0:
+        if step == 9 and not resume:  # attempt 1 is killed while saving step 9
+            save(step, finished=False)
+            print("attempt 1 training", flush=True)
+            time.sleep(600)
+        save(step)
+print(f"finished {STEPS} steps", flush=True)
+PY
+"""
+"""A 3-worker job that checkpoints every 3 steps in RLinf's layout and resumes from ``$RLARK_RESUME_DIR``:
+attempt 1 trains steps 1-9, saves 3 and 6, and hangs half-way through saving 9 until it is killed."""
+
 
 async def attempt_logs(stack: Stack, job_id: str, attempt: int | None = None) -> list[str]:
     params = {"limit": "10000", **({"attempt": str(attempt)} if attempt else {})}
@@ -53,12 +98,29 @@ async def events(stack: Stack, job_id: str) -> list[dict[str, Any]]:
     return response.json()["items"]  # type: ignore[no-any-return]
 
 
-async def running_mid_run(
-    stack: Stack, driver: LocalDriver, restart_policy: dict[str, Any]
-) -> tuple[str, str]:
-    """Submit the 3-worker job, wait until attempt 1's run script trains, SIGKILL the process group of
+RESTART_ONCE = {"maxRestarts": 1, "on": ["WorkerLost"]}
+
+
+def checkpointing(tmp_path: Path, restart_policy: dict[str, Any]) -> dict[str, Any]:
+    """The job of ``RESUMING_RUN``: every worker mounts ``tmp_path/ckpt`` (a hostPath all attempts share) at
+    ``/ckpt``, its first output, under which ``spec.resume.dir`` names the checkpoints."""
+    shared = tmp_path / "ckpt"
+    shared.mkdir()
+    shared.chmod(0o1777)  # written by the job's unprivileged workers, as an admin would set it up
+    mounts = [{"name": "ckpt", "type": "hostPath", "source": str(shared), "path": "/ckpt"}]
+    return document(
+        "resumes",
+        [role("actor", 1, mounts=mounts), role("rollout", 2, mounts=mounts)],
+        RESUMING_RUN,
+        outputs=["/ckpt"],
+        resume={"from": "latestCheckpoint", "dir": "run/checkpoints"},
+        restartPolicy=restart_policy,
+    )
+
+
+async def running_mid_run(stack: Stack, driver: LocalDriver, doc: dict[str, Any]) -> tuple[str, str]:
+    """Submit the 3-worker job ``doc``, wait until attempt 1's run script trains, SIGKILL the process group of
     one rollout worker; returns the job id and that worker's id."""
-    doc = document("restarts", [role("actor", 1), role("rollout", 2)], RUN, restartPolicy=restart_policy)
     await wait_placeable(stack, doc)
     submitted = await submit(stack, doc)
     job_id = submitted["id"]
@@ -83,7 +145,8 @@ async def test_a_sigkilled_worker_restarts_the_job_and_attempt_2_succeeds(
     cluster_file = write_cluster_file(tmp_path / "lab.yaml", "lab", NODES)
     async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent") as agent:
         driver = driver_of(agent)
-        job_id, victim = await running_mid_run(stack, driver, {"maxRestarts": 1, "on": ["WorkerLost"]})
+        doc = document("restarts", [role("actor", 1), role("rollout", 2)], RUN, restartPolicy=RESTART_ONCE)
+        job_id, victim = await running_mid_run(stack, driver, doc)
         final = await wait_status(stack, job_id, {"Succeeded"}, timeout_s=300)
 
         assert (final["attempt"], final["restarts"]) == (2, 1)
@@ -135,14 +198,64 @@ async def test_a_sigkilled_worker_restarts_the_job_and_attempt_2_succeeds(
     assert refreshed["status"] == "Succeeded"
 
 
+def resume_rows(timeline: list[dict[str, Any]], worker_id: str) -> list[str]:
+    """What the agent said about worker ``worker_id``'s resume (its Created reports before it started)."""
+    return [
+        e["reason"]
+        for e in timeline
+        if e["kind"] == "worker"
+        and e["worker_id"] == worker_id
+        and e["reason"].startswith(("resuming", "starting"))
+    ]
+
+
+async def test_attempt_2_resumes_from_the_newest_complete_checkpoint_and_finishes_every_step(
+    stack: Stack, tmp_path: Path
+) -> None:
+    credential = await stack.register_cluster("lab", hostpath_allow=[str(tmp_path / "ckpt")])
+    cluster_file = write_cluster_file(tmp_path / "lab.yaml", "lab", NODES)
+    doc = checkpointing(tmp_path, RESTART_ONCE)
+    async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent") as agent:
+        driver = driver_of(agent)
+        job_id, victim = await running_mid_run(stack, driver, doc)
+        final = await wait_status(stack, job_id, {"Succeeded"}, timeout_s=300)
+        await no_process_left(driver)
+
+    assert (final["attempt"], final["restarts"]) == (2, 1)
+    assert final["attempts"][0]["reason"] == f"worker {victim}: killed by signal 9"
+    timeline = await events(stack, job_id)
+    # Attempt 1 found nothing; attempt 2's agent chose step 6 and skipped the half-written step 9.
+    assert resume_rows(timeline, f"{job_id}-actor-0") == [
+        f"starting fresh: no complete checkpoint under {CHECKPOINTS}"
+    ]
+    assert resume_rows(timeline, f"{job_id}-actor-0-a2") == [
+        f"resuming from {CHECKPOINTS}/global_step_6 (step 6); skipped half-written: global_step_9"
+    ]
+    first = await attempt_logs(stack, job_id, 1)
+    second = await attempt_logs(stack, job_id)
+    assert "starting fresh" in first
+    assert [line for line in first if line.startswith("trained step")] == [
+        f"trained step {s}" for s in range(1, 10)
+    ]
+    assert f"resumed from step 6 on {job_id}-actor-0-a2" in second
+    assert [line for line in second if line.startswith("trained step")] == [
+        f"trained step {s}" for s in range(7, STEPS + 1)
+    ]
+    assert f"finished {STEPS} steps" in second
+    saved = tmp_path / "ckpt" / "run" / "checkpoints"
+    for step in range(SAVE_EVERY, STEPS + 1, SAVE_EVERY):  # step 9 written again, whole, by attempt 2
+        assert (saved / f"global_step_{step}" / "actor" / "dcp_checkpoint" / ".metadata").is_file(), step
+
+
 async def test_without_restarts_left_the_same_kill_fails_the_job_naming_the_worker(
     stack: Stack, tmp_path: Path
 ) -> None:
-    credential = await stack.register_cluster("lab")
+    credential = await stack.register_cluster("lab", hostpath_allow=[str(tmp_path / "ckpt")])
     cluster_file = write_cluster_file(tmp_path / "lab.yaml", "lab", NODES)
+    doc = checkpointing(tmp_path, {"maxRestarts": 0, "on": ["WorkerLost"]})
     async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent") as agent:
         driver = driver_of(agent)
-        job_id, victim = await running_mid_run(stack, driver, {"maxRestarts": 0, "on": ["WorkerLost"]})
+        job_id, victim = await running_mid_run(stack, driver, doc)
         final = await wait_status(stack, job_id, {"Failed"}, timeout_s=120)
 
         assert final["reason"] == f"worker {victim}: killed by signal 9"

@@ -69,6 +69,7 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
         outputs=["/data/out"],
         tensorboardDir="/data/out/tb",
         rlinfConfig={"cluster": {"num_nodes": 4}, "runner": {"save_interval": 10, "output_dir": "/data/out"}},
+        resume={"from": "latestCheckpoint", "dir": "exp/checkpoints"},
     )
     job = await submitted(scheduler, doc)
     assert job["status"] == "Pending"
@@ -93,6 +94,9 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
         "cluster": {"num_nodes": 4},
         "runner": {"save_interval": 10, "output_dir": "/data/out"},
     }
+    # Only the Header's agent looks for the checkpoint to resume from: spec.resume.dir under the first output.
+    assert header["resume_checkpoints_dir"] == "/data/out/exp/checkpoints"
+    assert {p["resume_checkpoints_dir"] for p in placed.values() if not p["is_header"]} == {""}
     assert header["cluster"] == "gpu-a"
     assert header["node"] in ("a1", "a2", "a3", "a4")
     assert header["gpus"] == 8
