@@ -36,8 +36,15 @@ ADMIN, ADMIN_PASSWORD = "root", "correct-horse-battery-staple"
 
 QUICK_OVERRIDES: dict[str, dict[str, Any]] = {
     "inventory": {"agent_timeout_s": 2.0, "agent_check_interval_s": 0.25},
+    "notifier": {
+        "notifier_allow_http": True,
+        "notifier_allow_private": True,
+        "notifier_backoff_initial_s": 0.2,
+        "notifier_poll_interval_s": 0.2,
+    },
 }
-"""Settings every end-to-end platform starts with: a stopped agent's cluster goes offline in seconds."""
+"""Settings every end-to-end platform starts with: a stopped agent's cluster goes offline in seconds; the
+notifier calls the tests' receivers on 127.0.0.1 over http and retries after 0.2 s, 0.4 s, ..."""
 
 
 def definitions() -> dict[str, ServiceDefinition]:
@@ -45,6 +52,7 @@ def definitions() -> dict[str, ServiceDefinition]:
     from rlark_inventory.main import DEFINITION as inventory
     from rlark_keys.main import DEFINITION as keys
     from rlark_netdomain.main import DEFINITION as netdomain
+    from rlark_notifier.main import DEFINITION as notifier
     from rlark_scheduler.main import DEFINITION as scheduler
 
     return {
@@ -52,6 +60,7 @@ def definitions() -> dict[str, ServiceDefinition]:
         "keys": keys,
         "netdomain": netdomain,
         "scheduler": scheduler,
+        "notifier": notifier,
         "gateway": gateway,
     }
 
@@ -163,6 +172,7 @@ def platform_settings(
             "keys_url": urls["keys"],
             "netdomain_url": urls["netdomain"],
             "scheduler_url": urls["scheduler"],
+            "notifier_url": urls["notifier"],
             "tools_port": free_port(),
             "bootstrap_admin_username": ADMIN,
             "bootstrap_admin_password": ADMIN_PASSWORD,

@@ -46,6 +46,7 @@ COMMAND_MODULES: list[tuple[str, str | None]] = [
     ("domains", "domains"),
     ("jobs", "jobs"),
     ("users", "users"),
+    ("notify", "notify"),
     ("ssh", None),
 ]
 
