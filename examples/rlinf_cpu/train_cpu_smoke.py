@@ -5,9 +5,11 @@ Three actor processes, one per node, train a linear model data-parallel: every s
 gradient on its own shard, the gradients are averaged with a Gloo all-reduce over all ranks
 (torch.distributed, initialised from the variables RLinf sets in each worker), and a token is passed round
 the ranks with RLinf's point-to-point `send`/`recv`. The driver logs the loss to TensorBoard and every
-`runner.save_interval` steps each rank saves its shard of the checkpoint under
-`<runner.output_dir>/<experiment_name>/checkpoints/global_step_N/actor/`. Nothing here knows about the
-platform that runs it.
+`runner.save_interval` steps the ranks save the checkpoint with torch DCP, as RLinf's FSDP actor does, under
+`<runner.output_dir>/<experiment_name>/checkpoints/global_step_N/actor/dcp_checkpoint/` (DCP's `.metadata`
+last). With `runner.resume_dir` set (RLinf's key) it loads `<resume_dir>/actor` and goes on from step N, parsed
+from the directory's name as RLinf's runners do. `runner.step_delay_s` (default 0) paces the steps, so a test
+can stop a run midway. Nothing here knows about the platform that runs it.
 
     python train_cpu_smoke.py --config-path config --config-name cpu_smoke
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from pathlib import Path
 
 import hydra
@@ -25,6 +28,10 @@ from omegaconf import DictConfig
 from rlinf.scheduler import Cluster, Worker
 from rlinf.utils.metric_logger import MetricLogger
 from rlinf.utils.placement import HybridComponentPlacement
+from torch.distributed import checkpoint as dcp
+
+DCP_DIR = "dcp_checkpoint"
+"""The directory RLinf's FSDP strategy saves into below `actor/` (`hybrid_engines/fsdp/strategy/base.py`)."""
 
 
 class ActorWorker(Worker):
@@ -68,13 +75,20 @@ class ActorWorker(Worker):
         return token
 
     def save_checkpoint(self, step: int) -> str:
+        """Every rank takes part (DCP plans the save collectively); DCP's coordinator writes `.metadata` last."""
         runner = self.cfg.runner
         folder = (
             Path(runner.output_dir) / runner.experiment_name / "checkpoints" / f"global_step_{step}" / "actor"
         )
         folder.mkdir(parents=True, exist_ok=True)
-        torch.save({"weights": self.weights, "step": step}, folder / f"model_rank_{self._rank}.pt")
+        dcp.save({"weights": self.weights, "step": torch.tensor(step)}, checkpoint_id=str(folder / DCP_DIR))
         return str(folder)
+
+    def load_checkpoint(self, folder: str) -> int:
+        state = {"weights": torch.zeros_like(self.weights), "step": torch.tensor(0)}
+        dcp.load(state, checkpoint_id=str(Path(folder) / DCP_DIR))
+        self.weights = state["weights"]
+        return int(state["step"])
 
 
 @hydra.main(version_base="1.1")
@@ -90,10 +104,21 @@ def main(cfg: DictConfig) -> None:
     if len(hosts) != cfg.cluster.num_nodes:
         raise SystemExit(f"expected one actor per node, got hosts {sorted(hosts)}")
 
+    start = 0
+    resume_dir = cfg.runner.get("resume_dir", None)
+    if resume_dir:  # as RLinf's runners resume: <resume_dir>/actor, the step from the directory's name
+        start = int(str(resume_dir).split("global_step_")[-1])
+        loaded = actor.load_checkpoint(os.path.join(resume_dir, "actor")).wait()
+        if {int(s) for s in loaded} != {start}:
+            raise SystemExit(f"{resume_dir} holds steps {sorted(loaded)}, not {start}")
+        print(f"resumed from step {start} ({resume_dir})", flush=True)
+
     logger = MetricLogger(cfg)
     first_loss = last_loss = None
     world = len(ranks)
-    for step in range(1, cfg.runner.max_steps + 1):
+    delay = float(cfg.runner.get("step_delay_s", 0) or 0)
+    for step in range(start + 1, cfg.runner.max_steps + 1):
+        time.sleep(delay)
         results = actor.train_step(step).wait()
         loss = sum(r["loss"] for r in results) / len(results)
         expected_token = step + sum(range(2, world + 1)) if world > 1 else step
@@ -106,6 +131,8 @@ def main(cfg: DictConfig) -> None:
         if step % cfg.runner.save_interval == 0:
             print(f"saved {actor.save_checkpoint(step).wait()[0]}", flush=True)
     logger.finish()
+    if first_loss is None or last_loss is None:
+        raise SystemExit(f"no step left to train after step {start}")
     if not last_loss < first_loss:
         raise SystemExit(f"the loss did not fall: {first_loss} -> {last_loss}")
     print(f"done: loss {first_loss:.4f} -> {last_loss:.4f} on {world} ranks, pid {os.getpid()}", flush=True)

@@ -9,13 +9,21 @@ picking the interface that carries Ray, and the Header waiting for every node.
 
 (a) three workers on the local runtime; (b) the same job across two clusters in one network domain (Gloo and
 RLinf's point-to-point traffic over the tunnel); (c) its config given inline as `spec.rlinfConfig`: the
-config the server checked is the file every worker runs (`$RLARK_RLINF_CONFIG`, Hydra's `--config-path`).
+config the server checked is the file every worker runs (`$RLARK_RLINF_CONFIG`, Hydra's `--config-path`);
+(d) that inline job with `spec.resume` and a restart policy: one worker SIGKILLed mid-run, attempt 2 resumes
+through `runner.resume_dir` from the newest complete checkpoint and trains the remaining steps (ADR 0015); with
+`maxRestarts: 0` the same kill fails the job naming the worker.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import re
+import signal
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +31,11 @@ import pytest
 import yaml
 from agents import local_agent, nodes, write_cluster_file
 from jobs import job, logs, submit, wait_placeable, wait_status
+from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
 from stack import Stack, eventually
+from test_jobs_failures_e2e import driver_of, no_process_left
+from test_jobs_restart_e2e import attempt_logs, events, resume_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -55,23 +66,28 @@ def example(outputs: Path, clusters: dict[str, str], **spec: Any) -> dict[str, A
     return doc
 
 
-async def manifest(stack: Stack, job_id: str) -> set[str]:
+async def manifest(stack: Stack, job_id: str, needle: str = "global_step_") -> set[str]:
+    """The job's listed output files once one of them holds ``needle`` (a restarted job's first attempt lists
+    its own checkpoints before the last attempt's list arrives)."""
+
     async def listed() -> set[str] | None:
         files = {f["path"] for o in (await job(stack, job_id))["outputs"] for f in o["files"]}
-        return files if any("global_step_" in f for f in files) else None
+        return files if any(needle in f for f in files) else None
 
     found: set[str] = await eventually(listed, timeout_s=60, what="checkpoints in the output manifest")
     return found
 
 
-def check_training(text: str, files: set[str], outputs: Path, experiment: str = EXPERIMENT) -> None:
+def check_training(
+    text: str, files: set[str], outputs: Path, experiment: str = EXPERIMENT, steps: int = STEPS
+) -> None:
     assert "done: loss" in text, text[-4000:]
     assert "on 3 ranks" in text
-    for step in range(SAVE_EVERY, STEPS + 1, SAVE_EVERY):
-        for rank in range(RANKS):
-            relative = f"rlinf/{experiment}/checkpoints/global_step_{step}/actor/model_rank_{rank}.pt"
-            assert (outputs / relative).is_file(), relative  # on the host, through the mount
-            assert f"/outputs/{relative}" in files, sorted(files)[:20]
+    for step in range(SAVE_EVERY, steps + 1, SAVE_EVERY):
+        dcp = f"rlinf/{experiment}/checkpoints/global_step_{step}/actor/dcp_checkpoint"
+        assert (outputs / dcp / ".metadata").is_file(), dcp  # on the host, through the mount; written last
+        shards = [f for f in files if f.startswith(f"/outputs/{dcp}/__") and f.endswith(".distcp")]
+        assert shards, sorted(files)[:20]
     events = [f for f in files if f.startswith("/outputs/rlinf/logs/tensorboard/") and ".tfevents." in f]
     assert events, sorted(files)[:40]
 
@@ -145,3 +161,95 @@ async def test_an_inline_rlinf_config_is_the_file_every_worker_runs(stack: Stack
     text = "\n".join(entry["line"] for entry in await logs(stack, submitted["id"]))
     check_training(text, files, outputs, experiment="inline-config")
     assert not (outputs / "rlinf" / EXPERIMENT).exists()
+
+
+RESUME_STEPS = 24
+INLINE_RUN = 'cd /code\npython train_cpu_smoke.py --config-path "$(dirname "$RLARK_RLINF_CONFIG")" --config-name rlinf\n'
+
+
+CHECKPOINTS = "/outputs/rlinf/resumed/checkpoints"
+
+
+@contextlib.asynccontextmanager
+async def rlinf_killed_mid_run(
+    stack: Stack, tmp_path: Path, max_restarts: int
+) -> AsyncIterator[tuple[Agent, str, str]]:
+    """The inline RLinf job with ``spec.resume`` and ``maxRestarts``, paced at a second a step, run on three
+    local workers until attempt 1 saved step 8; then one worker's process group is SIGKILLed. Yields the agent,
+    the job id and the killed worker's id, inside the agent's lifetime."""
+    credential = await stack.register_cluster("local", hostpath_allow=host_paths(tmp_path))
+    cluster_file = write_cluster_file(tmp_path / "local.yaml", "local", nodes("local", 3))
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    outputs.chmod(0o1777)  # shared by the job's unprivileged workers, as an admin would set it up
+    config: dict[str, Any] = yaml.safe_load((REPO / "examples/rlinf_cpu/config/cpu_smoke.yaml").read_text())
+    config["runner"].update(experiment_name="resumed", max_steps=RESUME_STEPS, step_delay_s=1.0)
+    async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent") as agent:
+        doc = example(
+            outputs,
+            {"header": "local", "worker": "local"},
+            rlinfConfig=config,
+            runScript=INLINE_RUN,
+            restartPolicy={"maxRestarts": max_restarts, "on": ["WorkerLost"]},
+            resume={"from": "latestCheckpoint", "dir": "resumed/checkpoints"},
+        )
+        await wait_placeable(stack, doc)
+        job_id = (await submit(stack, doc))["id"]
+
+        async def saved_step_8() -> bool:
+            return any(
+                f"{CHECKPOINTS}/global_step_8/actor" in line for line in await attempt_logs(stack, job_id)
+            )
+
+        await eventually(saved_step_8, timeout_s=400, what="attempt 1 saving step 8")
+        victim = f"{job_id}-worker-1"
+        record = driver_of(agent).record(victim)
+        assert record is not None
+        assert record.pid is not None
+        os.killpg(record.pid, signal.SIGKILL)
+        yield agent, job_id, victim
+
+
+async def test_an_rlinf_job_killed_mid_run_resumes_from_its_newest_checkpoint_through_runner_resume_dir(
+    stack: Stack, tmp_path: Path
+) -> None:
+    async with rlinf_killed_mid_run(stack, tmp_path, 1) as (agent, job_id, victim):
+        final = await wait_status(stack, job_id, {"Succeeded"}, timeout_s=600)
+        files = await manifest(stack, job_id, f"global_step_{RESUME_STEPS}/")
+        await no_process_left(driver_of(agent))
+
+    assert (final["attempt"], final["restarts"]) == (2, 1)
+    assert final["attempts"][0]["reason"] == f"worker {victim}: killed by signal 9"
+    timeline = await events(stack, job_id)
+    assert resume_rows(timeline, f"{job_id}-header-0") == [
+        f"starting fresh: no complete checkpoint under {CHECKPOINTS}"
+    ]
+    [said] = resume_rows(timeline, f"{job_id}-header-0-a2")
+    chosen = re.fullmatch(
+        rf"resuming from {CHECKPOINTS}/global_step_(\d+) \(step \1\)(; skipped half-written: .*)?", said
+    )
+    assert chosen is not None, said
+    step = int(chosen.group(1))
+    assert step >= 8
+    assert step % SAVE_EVERY == 0
+    second = "\n".join(await attempt_logs(stack, job_id))
+    # The example resumes as RLinf's runners do, from runner.resume_dir in the config it was given.
+    assert f"resumed from step {step} ({CHECKPOINTS}/global_step_{step})" in second
+    trained = [int(m) for m in re.findall(r"^step (\d+) loss", second, re.MULTILINE)]
+    assert trained == list(range(step + 1, RESUME_STEPS + 1))
+    check_training(second, files, tmp_path / "outputs", experiment="resumed", steps=RESUME_STEPS)
+
+
+async def test_without_restarts_left_the_same_kill_fails_the_rlinf_job_naming_the_worker(
+    stack: Stack, tmp_path: Path
+) -> None:
+    async with rlinf_killed_mid_run(stack, tmp_path, 0) as (agent, job_id, victim):
+        final = await wait_status(stack, job_id, {"Failed"}, timeout_s=300)
+        await no_process_left(driver_of(agent))
+
+    assert final["reason"] == f"worker {victim}: killed by signal 9"
+    assert (final["attempt"], final["restarts"]) == (1, 0)
+    assert final["details"]["worker_id"] == victim
+    assert final["details"]["failure"] == "WorkerLost"
+    assert not [w for w in final["workers"] if w["id"].endswith("-a2")]
+    assert "resumed from step" not in "\n".join(await attempt_logs(stack, job_id))
