@@ -332,6 +332,7 @@ export interface JobDocument {
     outputs?: string[];
     priority?: number;
     restartPolicy?: RestartPolicy;
+    resume?: Resume;
     rlinfConfig?: Record<string, unknown>;
     tasks: RoleSpec[];
   };
@@ -347,6 +348,12 @@ export interface RestartPolicy {
   on?: RestartKind[];
   exitCodes?: number[];
   backoffSeconds?: number;
+}
+
+/** `spec.resume` (ADR 0015): each attempt resumes from the newest complete checkpoint under `dir` (relative to the first output). */
+export interface Resume {
+  from: 'latestCheckpoint';
+  dir: string;
 }
 
 /** One attempt of a job: each restart starts the next. */

@@ -12,6 +12,25 @@ function solo(extra: Partial<WizardState> = {}): WizardState {
   return { ...state, name: 'solo', roles: [{ ...state.roles[0], cluster: 'gpu-a', image: 'r/rlinf:v1' }], ...extra };
 }
 
+describe('wizard resume (ADR 0015)', () => {
+  it('writes spec.resume from the checkpoints directory and leaves it out when empty', () => {
+    expect(toDocument(solo()).spec.resume).toBeUndefined();
+    const doc = toDocument(solo({ outputs: ['/outputs'], resumeDir: ' exp/checkpoints ' }));
+    expect(doc.spec.resume).toEqual({ from: 'latestCheckpoint', dir: 'exp/checkpoints' });
+  });
+
+  it('names spec.resume.dir for an absolute or escaping path, or without an output', () => {
+    for (const resumeDir of ['/outputs/ckpt', 'exp/../../etc']) {
+      expect(commonStepProblems(solo({ outputs: ['/outputs'], resumeDir })).map((p) => [p.field, p.key])).toEqual([
+        ['spec.resume.dir', 'wizard.err.resumeDir'],
+      ]);
+    }
+    expect(commonStepProblems(solo({ resumeDir: 'ckpt' })).map((p) => p.key)).toEqual(['wizard.err.resumeNeedsOutputs']);
+    expect(commonStepProblems(solo({ outputs: ['/outputs'], resumeDir: 'exp/checkpoints' }))).toEqual([]);
+    expect(stepForField('spec.resume.dir')).toBe(2);
+  });
+});
+
 describe('wizard restart policy', () => {
   it('leaves restartPolicy out while no restart is allowed', () => {
     expect(toDocument(solo()).spec.restartPolicy).toBeUndefined();

@@ -176,6 +176,16 @@ export default function CommonStep() {
           </Form.Item>
         </Col>
       </Row>
+      <Form.Item label={t('wizard.resumeDir')} extra={t('wizard.resumeDirHint')} className={outline('spec.resume.dir')} {...feedback('spec.resume.dir')}>
+        <Input
+          className="mono"
+          data-testid="common-resume-dir"
+          value={state.resumeDir}
+          onChange={(e) => set({ resumeDir: e.target.value })}
+          placeholder="my-experiment/checkpoints"
+          aria-label={t('wizard.resumeDir')}
+        />
+      </Form.Item>
       <Alert type="warning" showIcon title={t('wizard.noSecrets')} />
     </Form>
   );

@@ -46,6 +46,8 @@ export interface WizardState {
   restartOn: RestartKind[];
   restartExitCodes: number[];
   restartBackoffSeconds: number;
+  /** `spec.resume.dir` (relative to the first output); empty leaves `spec.resume` out. */
+  resumeDir: string;
   rlinfConfig?: Record<string, unknown>;
 }
 
@@ -98,6 +100,7 @@ export function initialState(): WizardState {
     restartOn: [...DEFAULT_RESTART_ON],
     restartExitCodes: [],
     restartBackoffSeconds: 0,
+    resumeDir: '',
   };
 }
 
@@ -206,6 +209,7 @@ export function toDocument(state: WizardState): JobDocument {
     outputs: state.outputs,
     priority: state.priority || undefined,
     restartPolicy: restartPolicyOf(state),
+    resume: state.resumeDir.trim() ? { from: 'latestCheckpoint' as const, dir: state.resumeDir.trim() } : undefined,
     rlinfConfig: syncedRlinfConfig(state),
   });
   return { apiVersion: 'rlark.io/v1', kind: 'Job', metadata: { name: state.name.trim() }, spec: { ...spec, tasks } };
@@ -300,6 +304,12 @@ export function commonStepProblems(state: WizardState): LocalProblem[] {
   }
   if (!Number.isInteger(state.restartBackoffSeconds) || state.restartBackoffSeconds < 0 || state.restartBackoffSeconds > MAX_BACKOFF_SECONDS) {
     problems.push({ field: 'spec.restartPolicy.backoffSeconds', key: 'wizard.err.backoffRange', values: { max: MAX_BACKOFF_SECONDS } });
+  }
+  const resumeDir = state.resumeDir.trim();
+  if (resumeDir && (resumeDir.startsWith('/') || resumeDir.split('/').includes('..') || resumeDir.includes('\\'))) {
+    problems.push({ field: 'spec.resume.dir', key: 'wizard.err.resumeDir' });
+  } else if (resumeDir && !state.outputs.length) {
+    problems.push({ field: 'spec.resume.dir', key: 'wizard.err.resumeNeedsOutputs' });
   }
   state.restartExitCodes.forEach((code, i) => {
     if (!Number.isInteger(code) || code < 1 || code > 255) {
