@@ -91,6 +91,7 @@ OTHER_JOB: dict[str, Any] = {
     "outputs": ["/data/out2"],
     "rlinf_config": {"runner": {"max_epochs": 2}},
     "resume": {"from": "latestCheckpoint", "dir": "rlinf/checkpoints"},
+    "progress_deadline_seconds": 600,
 }
 """Another value for every field of ``spec`` that reaches the workers from the document."""
 

@@ -58,6 +58,7 @@ WORKER: dict[str, Any] = {
     "rlinf_config": "runner: {max_epochs: 1}\n",
     "owner": "alice",
     "resume_checkpoints_dir": "/data/out/rlinf/checkpoints",
+    "progress_deadline_s": 1800,
 }
 HEADER = {**WORKER, "worker_id": "job-f-actor-0", "role": "actor", "index": 0, "rank": 0, "is_header": True}
 
@@ -90,6 +91,7 @@ OTHER: dict[str, Any] = {
     "rlinf_config": "runner: {max_epochs: 2}\n",
     "owner": "bob",
     "resume_checkpoints_dir": "/data/out/ckpt",
+    "progress_deadline_s": 600,
 }
 """Another value for every field of a placement, each a valid placement in place of one sample's at least."""
 
@@ -100,6 +102,7 @@ RUNTIME_READS = {
     "domain": "the network domain whose tunnels the worker's TUN device joins (kept for adoption)",
     "domain_cidr": "the route of the worker's TUN device",
     "resume_checkpoints_dir": "where the agent looks for the checkpoint the Header resumes from (agent/checkpoints.py)",
+    "progress_deadline_s": "the agent's stall watch over the Header (agent/progress.py); also RLARK_PROGRESS_DEADLINE_S",
 }
 """Fields of `WorkerSpec` the agent or a runtime driver reads itself, not through the worker contract."""
 

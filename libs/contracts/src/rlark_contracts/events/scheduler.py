@@ -113,6 +113,10 @@ class WorkerPlaced(EventData):
     Header's placement only: before the Header starts, the agent picks the newest complete RLinf checkpoint
     there and gives it to the run script (``RLARK_RESUME_DIR``) and the inline config (``runner.resume_dir``)
     (ADR 0015). "" without ``spec.resume``."""
+    progress_deadline_s: int = 0
+    """``spec.progressDeadlineSeconds``, on the Header's placement only (0: none): once its run script runs,
+    the Header must print an output line or write a new TensorBoard step at least this often, or its agent
+    reports it Failed as stalled (ADR 0014)."""
 
 
 @event("scheduler.worker.stop_requested.v1", "scheduler.placements")

@@ -91,6 +91,7 @@ def worker_placements(job: PlacedJob, doc: JobDocument, workers: Sequence[Worker
                 rlinf_config=rlinf_config,
                 owner=job.owner,
                 resume_checkpoints_dir=resume_dir if w.is_header else "",
+                progress_deadline_s=(spec.progress_deadline_seconds or 0) if w.is_header else 0,
             )
         )
     return placed

@@ -16,7 +16,9 @@ from what the agents report today:
   from the cluster), the cluster holding the job's workers went offline (the job would be Lost), or a
   worker was lost on a node that inventory says is gone or not ready (:func:`on_node`);
 - ``TunnelDown``: the network domain's link stayed down past the grace (``domain.tunnels``);
-- ``Stalled``: accepted in ``on`` so the field is stable; nothing reports it yet.
+- ``Stalled``: the Header's agent saw neither an output line nor a new TensorBoard step for
+  ``spec.progressDeadlineSeconds`` while the run script ran (reasons ``worker.stalled`` and
+  ``worker.stalled_no_step``, ``agent/progress.py``).
 
 :func:`decide` then answers: restart (attempt + 1, after ``backoffSeconds``) when the kind is in
 ``on`` (for ``ExitCode``, and the code in ``exitCodes`` when that list is not empty) and restarts
@@ -52,6 +54,10 @@ NODE_GONE_PREFIX = "NodeGone"
 by the agent, which saw the Node go, so the kind does not depend on inventory having recorded it yet."""
 
 
+STALLED_KEYS = frozenset({"worker.stalled", "worker.stalled_no_step"})
+"""The reasons a Header's agent gives when it saw no progress for ``spec.progressDeadlineSeconds``."""
+
+
 def classify_worker_failure(reason: str, exit_code: int | None) -> RestartOn:
     """The kind of a worker's ``Failed`` report from the agent's raw reason (before the scheduler
     names the worker in it) and exit code. (A worker that *ended* while the job ran, or a stopped
@@ -65,6 +71,8 @@ def classify_worker_failure(reason: str, exit_code: int | None) -> RestartOn:
         return RestartOn.NODE_GONE
     if said.startswith(SIGNAL_PREFIX) or said.startswith(POD_DELETED):
         return RestartOn.WORKER_LOST
+    if isinstance(reason, Text) and reason.key in STALLED_KEYS:
+        return RestartOn.STALLED
     if isinstance(reason, Text) and reason.key in EXIT_CODE_KEYS:
         return RestartOn.EXIT_CODE
     if exit_code is not None and 0 < exit_code <= 128:

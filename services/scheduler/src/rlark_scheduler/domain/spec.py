@@ -26,6 +26,8 @@ The document (``apiVersion`` and ``kind`` default to the values below when left 
         on: [WorkerLost, NodeGone] # failure kinds that restart (default: all but ExitCode)
         exitCodes: [137]          # with ExitCode in on: only these codes (empty: any non-zero)
         backoffSeconds: 30        # 0..86400 wait before the next attempt is placed
+      progressDeadlineSeconds: 1800  # optional, 10..604800: once the run script runs, the Header must print a
+                                  # line or write a new TensorBoard step this often, else it fails as Stalled
       resume:                     # optional; each attempt resumes from the newest complete checkpoint (ADR 0015)
         from: latestCheckpoint    # the only source so far
         dir: rlinf/checkpoints    # relative to spec.outputs[0]: where the global_step_N directories are
@@ -360,6 +362,9 @@ class JobSpec(_Model):
     outputs: list[str] = Field(default_factory=list)
     priority: StrictInt = 0
     restart_policy: RestartPolicy | None = None
+    progress_deadline_seconds: StrictInt | None = None
+    """Stall detection (ADR 0014): the Header's agent fails it as ``Stalled`` after this long without a new
+    output line or TensorBoard step while its run script runs; None: never."""
     resume: Resume | None = None
     rlinf_config: dict[str, Any] | None = None
 

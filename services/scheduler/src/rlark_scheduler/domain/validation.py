@@ -37,7 +37,7 @@ hostpath_not_allowed (a hostPath source outside its cluster's allow-list, ADR 00
 path_not_absolute, env_name_invalid, env_name_reserved, env_overridden (warning),
 output_not_on_mount (warning), ssh_key_unknown, network_domain_unknown, network_domain_missing
 (warning), secret_detected, restart_max_out_of_range, restart_backoff_out_of_range,
-restart_exit_code_invalid, restart_exit_codes_unused (warning), resume_dir_invalid, resume_outputs_missing,
+restart_exit_code_invalid, restart_exit_codes_unused (warning), progress_deadline_out_of_range, resume_dir_invalid, resume_outputs_missing,
 resume_dir_not_on_mount (warning), and the ``rlinf_*`` codes of ``rlinf.py``.
 """
 
@@ -94,6 +94,8 @@ MAX_GPUS_PER_WORKER = 64
 PRIORITY_RANGE = (-100, 100)
 MAX_RESTARTS_RANGE = (0, 100)
 BACKOFF_SECONDS_RANGE = (0, 86_400)
+PROGRESS_DEADLINE_RANGE = (10, 604_800)
+"""``spec.progressDeadlineSeconds``: ten seconds to a week."""
 RESERVED_ENV_NAMES = frozenset({"RLINF_NODE_RANK", "RAY_ADDRESS"})
 RESERVED_ENV_PREFIX = "RLARK_"
 RLINF_OVERWRITTEN_ENV = frozenset(
@@ -362,6 +364,14 @@ class _Validator:
                 "spec.priority",
             )
         self.restart_policy()
+        deadline = spec.progress_deadline_seconds
+        low, high = PROGRESS_DEADLINE_RANGE
+        if deadline is not None and not low <= deadline <= high:
+            self.add(
+                "progress_deadline_out_of_range",
+                text("progress_deadline_out_of_range", min=low, max=high),
+                "spec.progressDeadlineSeconds",
+            )
         self.resume()
         if not (spec.run_script or "").strip():
             self.add(

@@ -61,6 +61,7 @@ from rlark_tunnel_agent.agent import checkpoints, pod_files
 from rlark_tunnel_agent.agent.files import FilesRefused
 from rlark_tunnel_agent.agent.metrics import AGENT_METRICS, CONSUMED, AgentView
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
+from rlark_tunnel_agent.agent.progress import ProgressWatch
 from rlark_tunnel_agent.agent.reports import ReportPublisher, with_cordons
 from rlark_tunnel_agent.agent.session import Session, SessionRefused, open_session
 from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions, token_key_from_credential
@@ -68,7 +69,7 @@ from rlark_tunnel_agent.agent.ssh_link import Connected, SshLink
 from rlark_tunnel_agent.agent.tensorboards import TensorBoards
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
 from rlark_tunnel_agent.runtime import driver as rt
-from rlark_tunnel_agent.runtime.markers import Marker, OutputManifest
+from rlark_tunnel_agent.runtime.markers import Marker, OutputManifest, RunStarted, TensorBoardStep
 
 log = structlog.get_logger(__name__)
 
@@ -154,6 +155,8 @@ class Agent:
         self._outputs: dict[str, tuple[str, ...]] = {}  # worker id → declared output paths
         self._headers: dict[str, str] = {}  # job id → header worker id (when the Header is here)
         self._creating: dict[str, asyncio.Task[None]] = {}
+        self.progress = ProgressWatch()
+        """The Headers with a progress deadline here, and when each last showed progress (stall detection)."""
         self._nodes_changed = asyncio.Event()
         """Set when a worker came or went: its node's allocation changed, report without waiting."""
         self._reported_nodes: list[NodeObservation] | None = None
@@ -264,6 +267,7 @@ class Agent:
             asyncio.create_task(self._observe(), name="observe"),
             asyncio.create_task(self._consume(consumer), name="desired-state"),
             asyncio.create_task(self._pump(), name="runtime-events"),
+            asyncio.create_task(self._watch_progress(), name="progress"),
             asyncio.create_task(self.reports.run_log_flusher(), name="log-flusher"),
         ]
         self.ssh_link = SshLink(
@@ -581,6 +585,8 @@ class Agent:
             self.tunnels.placed(placed)
         self._workers[placed.worker_id] = (placed.job_id, placed.node)
         self._outputs[placed.worker_id] = tuple(placed.outputs)
+        if placed.is_header:
+            self.progress.watch(placed.worker_id, placed.job_id, placed.node, placed.progress_deadline_s)
         task = asyncio.create_task(self._create(placed), name=f"create {placed.worker_id}")
         self._creating[placed.worker_id] = task
         task.add_done_callback(lambda _: self._creating.pop(placed.worker_id, None))
@@ -674,6 +680,7 @@ class Agent:
         await self.reports.status(status.model_copy(update={"reason": reason}), placed.job_id, placed.node)
 
     async def _on_stop(self, stop: WorkerStopRequested) -> None:
+        self.progress.forget(stop.worker_id)
         self._state.stopped.add(stop.worker_id)
         self._state.save()
         task = self._creating.pop(stop.worker_id, None)
@@ -688,14 +695,37 @@ class Agent:
                 job_id, node = self._workers.get(event.status.worker_id, (event.status.job_id, ""))
                 await self.reports.status(event.status, job_id, node)
                 self._seen(event.status)
+                if event.status.phase.terminal:
+                    self.progress.forget(event.status.worker_id)
                 self._nodes_changed.set()
             elif isinstance(event, rt.WorkerLogLine):
                 job_id, _ = self._workers.get(event.worker_id, ("", ""))
                 self.reports.add_log(job_id, event)
+                self.progress.output(event.worker_id, event.text, time.monotonic())
             elif isinstance(event, rt.WorkerMarkerSeen):
+                if isinstance(event.marker, RunStarted):
+                    self.progress.run_started(event.worker_id, time.monotonic())
+                elif isinstance(event.marker, TensorBoardStep):
+                    self.progress.step(event.worker_id, event.marker.step, time.monotonic())
                 await self._marker(event.worker_id, event.marker)
             if self._stopping.is_set():
                 return
+
+    async def _watch_progress(self) -> None:
+        """Report a Header silent past its job's progress deadline as Failed (``Stalled``), then stop it: the
+        scheduler restarts or ends the job (ADR 0014); the worker must not keep its GPUs meanwhile."""
+        while not self._stopping.is_set():
+            await self._sleep(self.progress.poll_s())
+            for stall in self.progress.overdue(time.monotonic()):
+                log.warning("worker stalled", worker_id=stall.worker_id, reason=str(stall.reason))
+                status = rt.WorkerStatus(
+                    worker_id=stall.worker_id, job_id=stall.job_id, phase=rt.WorkerPhase.FAILED
+                )
+                # model_copy keeps the catalogue Text (validation would make it a plain str).
+                await self.reports.status(
+                    status.model_copy(update={"reason": stall.reason}), stall.job_id, stall.node
+                )
+                await self.driver.stop_worker(stall.worker_id)
 
     async def _marker(self, worker_id: str, marker: Marker) -> None:
         if not isinstance(marker, OutputManifest):

@@ -210,6 +210,10 @@ def worker_contract(spec: WorkerSpec, facts: RuntimeFacts) -> WorkerContract:
         env["RLARK_RLINF_CONFIG"] = f"{files_dir}/{RLINF_CONFIG_FILE}"
     if spec.resume_dir:
         env["RLARK_RESUME_DIR"] = spec.resume_dir
+    if spec.is_header and spec.progress_deadline_s > 0:
+        # The bootstrap reads new TensorBoard steps a few times per deadline (`tensorboard-steps`).
+        env["RLARK_PROGRESS_DEADLINE_S"] = str(spec.progress_deadline_s)
+        env["RLARK_PROGRESS_POLL_S"] = str(min(30, max(2, spec.progress_deadline_s // 10)))
     if spec.virtual_ip is not None:
         env["RLARK_VIRTUAL_IP"] = str(spec.virtual_ip)
     if facts.tun_device is not None and spec.virtual_ip is not None:

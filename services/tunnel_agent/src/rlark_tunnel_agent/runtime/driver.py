@@ -165,6 +165,9 @@ class WorkerSpec(BaseModel):
     resume_dir: str = ""
     """The checkpoint the attempt resumes from (a container path below `resume_checkpoints_dir`; "": fresh):
     the run script's `RLARK_RESUME_DIR` and the inline RLinf config's `runner.resume_dir`."""
+    progress_deadline_s: int = 0
+    """The Header's progress deadline (0: none): the agent watches its output and TensorBoard steps
+    (`agent/progress.py`); the bootstrap reports the steps (`RLARK_PROGRESS_DEADLINE_S`)."""
 
     @field_validator("worker_id", "job_id")
     @classmethod

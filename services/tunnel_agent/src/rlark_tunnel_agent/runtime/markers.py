@@ -165,6 +165,13 @@ class Stopping(_MarkerBase):
     signal: str = ""
 
 
+class TensorBoardStep(_MarkerBase):
+    """The newest step in the Header's TensorBoard event files grew (the job has a progress deadline)."""
+
+    event: Literal["tensorboard_step"]
+    step: int
+
+
 class ManifestFile(_MarkerBase):
     output: str
     """The declared output path this file lies under."""
@@ -201,6 +208,7 @@ Marker = Annotated[
     | RunExited
     | RayNodeLost
     | Stopping
+    | TensorBoardStep
     | OutputManifest,
     Field(discriminator="event"),
 ]

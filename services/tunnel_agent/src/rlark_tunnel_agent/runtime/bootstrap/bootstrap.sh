@@ -38,6 +38,8 @@
 # RLARK_RAY (the `ray` executable), RLARK_START_SSHD (1), RLARK_SSH_PORT (22),
 # RLARK_HEAD_WAIT_S (0: wait for the head's port without limit),
 # RLARK_STOP_GRACE_S (2), RLARK_MANIFEST_MAX_FILES (10000), RLARK_STATUS_FILE (exit status JSON),
+# RLARK_PROGRESS_DEADLINE_S and RLARK_PROGRESS_POLL_S (the Header reports new TensorBoard steps under
+# RLARK_TENSORBOARD_DIR, else the outputs, every POLL seconds),
 # RLARK_BOOTSTRAP_TOKEN (default: generated), RLARK_SSH_HOST_KEY (sshd runs as this user with that host
 # key and reads RLARK_AUTHORIZED_KEYS_FILE: the local runtime's unprivileged workers).
 #
@@ -313,6 +315,13 @@ if [[ $IS_HEADER == 1 ]]; then
   if [[ -z ${RLARK_RUN_SCRIPT:-} ]]; then
     log "the Header has no run script"
     finish 64
+  fi
+  step_dirs=${RLARK_TENSORBOARD_DIR:-${RLARK_OUTPUTS:-}}
+  if [[ -n ${RLARK_PROGRESS_DEADLINE_S:-} && -n $step_dirs ]]; then
+    # The job has a progress deadline: new TensorBoard steps count as progress (the agent watches for
+    # them beside the Header's output lines). In our process group, so `reap` ends it with the rest.
+    IFS=: read -r -a step_outs <<<"$step_dirs"
+    "$PY" "$HELPER" tensorboard-steps --interval "${RLARK_PROGRESS_POLL_S:-10}" "${step_outs[@]}" &
   fi
   marker '{"event":"run_started"}'
   run_child bash -e -o pipefail "$RLARK_RUN_SCRIPT"

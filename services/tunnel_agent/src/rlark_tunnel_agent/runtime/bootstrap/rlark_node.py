@@ -22,6 +22,10 @@ Subcommands:
   (EX_UNAVAILABLE).
 - `manifest --limit N [--hash-max-bytes B] PATH...`: print one `output_manifest` marker listing
   files under the declared output paths (relative path and size; sha256 for small files).
+- `tensorboard-steps --interval S PATH...`: run by the Header beside its run script when the job has a
+  progress deadline: every S seconds read the TensorBoard event files (`*tfevents*`) under the output
+  paths from where it left off and print `tensorboard_step` whenever the newest step grows. Runs until
+  stopped.
 - `reap --token T --group-of PID --match DIR [--grace S] [--keep PID]...`: SIGTERM, then
   SIGKILL after the grace, every process of this worker (see `Ours`) except this helper, its
   parent (the bootstrap) and the kept pids. `ray stop` would stop every Ray node on the host;
@@ -341,6 +345,101 @@ def manifest(outputs: Sequence[str], limit: int, hash_max_bytes: int) -> int:
     return 0
 
 
+TFEVENTS_MAX_FILES = 2_000
+"""Event files followed at most (a scan walks at most ten times as many entries)."""
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+
+
+def event_step(record: bytes) -> int | None:
+    """The ``step`` (field 2, a varint) of a serialized ``tensorflow.Event``; None when it has none or
+    the bytes are not one. Hand-read: the worker's image may lack protobuf, and this is the one field."""
+    at = 0
+    try:
+        while at < len(record):
+            key, at = _varint(record, at)
+            field, wire = key >> 3, key & 7
+            if wire == 0:
+                value, at = _varint(record, at)
+                if field == 2:
+                    return value
+            elif wire == 1:
+                at += 8
+            elif wire == 2:
+                size, at = _varint(record, at)
+                at += size
+            elif wire == 5:
+                at += 4
+            else:
+                return None
+    except IndexError:
+        return None
+    return None
+
+
+def read_event_steps(path: str, offset: int) -> tuple[list[int], int]:
+    """Steps of the whole TFRecords in ``path`` from ``offset`` (length, its CRC, the data, its CRC), and the
+    offset after the last whole one: a record still being written is read on a later call."""
+    steps: list[int] = []
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        while True:
+            header = handle.read(12)
+            if len(header) < 12:
+                return steps, offset
+            size = int.from_bytes(header[:8], "little")
+            data = handle.read(size + 4)
+            if len(data) < size + 4:
+                return steps, offset
+            offset += 12 + size + 4
+            step = event_step(data[:size])
+            if step is not None:
+                steps.append(step)
+
+
+def event_files(outputs: Sequence[str], limit: int = TFEVENTS_MAX_FILES) -> list[str]:
+    found: list[str] = []
+    seen = 0
+    for output in outputs:
+        for root, dirs, names in os.walk(output):
+            dirs.sort()
+            seen += len(names) + len(dirs)
+            found.extend(os.path.join(root, n) for n in sorted(names) if "tfevents" in n)
+            if len(found) >= limit or seen >= limit * 10:
+                return found[:limit]
+    return found
+
+
+def tensorboard_steps(outputs: Sequence[str], interval_s: float, rounds: int = 0) -> int:
+    """Print ``tensorboard_step`` whenever the newest step in the outputs' event files grows (``rounds``
+    scans, 0: until stopped)."""
+    offsets: dict[str, int] = {}
+    newest = -1
+    done = 0
+    while True:
+        for path in event_files(outputs):
+            with contextlib.suppress(OSError):
+                if os.path.getsize(path) < offsets.get(path, 0):
+                    offsets[path] = 0  # rewritten from the start
+                steps, offsets[path] = read_event_steps(path, offsets.get(path, 0))
+                if steps and max(steps) > newest:
+                    newest = max(steps)
+                    emit("tensorboard_step", step=newest)
+        done += 1
+        if rounds and done >= rounds:
+            return 0
+        time.sleep(interval_s)
+
+
 def proc_stat(pid: str) -> tuple[str, int] | None:
     """(command name, process group) of a live, non-zombie process."""
     try:
@@ -444,6 +543,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_manifest.add_argument("outputs", nargs="*")
     p_manifest.add_argument("--limit", type=int, default=10_000)
     p_manifest.add_argument("--hash-max-bytes", type=int, default=1 << 20)
+    p_steps = sub.add_parser("tensorboard-steps")
+    p_steps.add_argument("outputs", nargs="*")
+    p_steps.add_argument("--interval", type=float, default=10.0)
+    p_steps.add_argument("--rounds", type=int, default=0)
     p_reap = sub.add_parser("reap")
     p_pid = sub.add_parser("pid-of")
     for sub_parser in (p_reap, p_pid):
@@ -463,6 +566,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return reach(args.address, args.deadline)
     if args.command == "manifest":
         return manifest(args.outputs, args.limit, args.hash_max_bytes)
+    if args.command == "tensorboard-steps":
+        return tensorboard_steps(args.outputs, args.interval, args.rounds)
     group = Ours.group_led_by(args.group_of) if args.group_of is not None else None
     ours = Ours(args.token, group, args.match)
     if args.command == "reap":
