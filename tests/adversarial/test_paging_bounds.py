@@ -13,7 +13,7 @@ import httpx
 import pytest
 from stack import Stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.services_only]
 
 HUGE = "99999999999999999999"
 LIST_ROUTES = [

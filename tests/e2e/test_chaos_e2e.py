@@ -45,7 +45,7 @@ from rlark_tunnel_agent.agent.reports import ReportPublisher
 from rlark_tunnel_agent.agent.session import open_session
 from stack import Stack, eventually
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.services_only]
 
 JOBS = 200
 CLIENTS = 4
