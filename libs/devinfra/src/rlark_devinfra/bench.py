@@ -1,7 +1,7 @@
 """``make bench``: every benchmark of the project in one run, printed against its baseline and target.
 
 Role: the one entry point for the benchmarks in ``rlark_devinfra.benches`` (messaging, inventory,
-netdomain, scheduler, the local and Kubernetes runtimes, restarts, the tunnel; one module each, outside the
+netdomain, scheduler, the notifier, the local and Kubernetes runtimes, restarts, the tunnel; one module each, outside the
 packages they measure so no service image carries them) and ``bench_ssh_relay``. It starts (or reuses)
 this checkout's PostgreSQL and Kafka, runs each selected benchmark in a child process of its own and
 prints one table: measure, value, baseline or target, and a verdict (PASS, MISS, ``info`` where no
@@ -622,6 +622,39 @@ async def _restart(ctx: Context) -> Outcome:
     )
 
 
+async def _notifier(ctx: Context) -> Outcome:
+    run = _load("rlark_devinfra.benches.notifier", "run")
+    async with ctx.database("rlark_bench_notifier") as database:
+        r: dict[str, Any] = await run(database, ctx.kafka())
+    checks = f"{r['duplicates']} duplicates, {r['jobs_out_of_order']} jobs out of order"
+    return Outcome(
+        [
+            Row(
+                f"job change → signed webhook delivered at {r['rate_per_s']:.0f} changes/s "
+                f"({_n(r['changes'])} changes, {r['endpoints']} endpoints), p50 / p99",
+                f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms",
+                f"p50 ≤ {r['target_p50_ms']:.0f} ms, p99 ≤ {r['target_p99_ms']:.0f} ms; exactly once, in order",
+                _verdict(bool(r["meets_target"])),
+            ),
+            Row(
+                "of which change → queued (consumer) / queued → delivered (dispatcher, receiver), p50",
+                f"{r['queued_p50_ms']:.1f} / {r['sent_p50_ms']:.1f} ms "
+                f"(p99 {r['queued_p99_ms']:.1f} / {r['sent_p99_ms']:.1f} ms)",
+                "",
+                INFO,
+            ),
+            Row("every change delivered once, each job's in order", checks, "", INFO),
+            Row(
+                "the notifier process's CPU per change (consume, queue, sign, send, log)",
+                f"{r['notifier_cpu_ms_per_change']:.2f} ms ({r['notifier_cpu_share']:.0%} of a core at this rate)",
+                "",
+                INFO,
+            ),
+        ],
+        r,
+    )
+
+
 def _which(tool: str) -> str | None:
     return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
 
@@ -658,6 +691,14 @@ BENCHES: list[Bench] = [
         lambda o: 240,
         True,
         _scheduler,
+    ),
+    Bench(
+        "notifier",
+        "job state changes on scheduler.jobs at 100/s → the notifier → signed JSON webhooks on a local receiver",
+        "≈ 45 s",
+        lambda o: 240,
+        True,
+        _notifier,
     ),
     Bench(
         "local-runtime",

@@ -3,8 +3,9 @@
 Concurrency model: one asyncio task leads, by a session-level advisory lock held on a dedicated
 connection (like the outbox relay), so several worker replicas may run and exactly one sends. It keeps up to
 ``concurrency`` endpoints in flight, each with one delivery at a time — the oldest pending one of that
-endpoint — so an endpoint receives its notifications in the order they were queued (a job's lifecycle in
-order) and a slow receiver holds back only itself. It wakes on NOTIFY (a delivery was queued), when a
+endpoint, then its next due one back to back, until one waits for a retry — so an endpoint receives its
+notifications in the order they were queued (a job's lifecycle in order) and a slow receiver holds back
+only itself. It wakes on NOTIFY (a delivery was queued), when a
 send finishes, and when the next retry falls due, polling as a fallback.
 
 No network I/O inside a transaction: a round reads the due heads, sends without one, then records the
@@ -28,7 +29,6 @@ from typing import Any
 import asyncpg
 import structlog
 from prometheus_client import Counter, Gauge, Histogram
-from rlark_platform.db import transaction
 from rlark_platform.db.pool import Connection
 
 from rlark_notifier import repository as repo
@@ -39,6 +39,8 @@ from rlark_notifier.sender import HttpSender, Sent
 log = structlog.get_logger(__name__)
 
 _LEADER_LOCK = 0x4E4F54494659  # "NOTIFY"
+_COUNT_EVERY_S = 5.0
+"""How often the leader counts pending deliveries for ``rlark_notifier_pending``."""
 
 DELIVERIES = Counter(
     "rlark_notifier_deliveries_total", "Webhook delivery attempts by how they ended", ["kind", "result"]
@@ -71,6 +73,7 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
         self._in_flight: dict[uuid.UUID, asyncio.Task[None]] = {}
+        self._next_count = 0.0
         self.is_leader = False
 
     def stop(self) -> None:
@@ -137,29 +140,40 @@ class Dispatcher:
             return 0
         async with self._pool.acquire() as conn:
             heads = await repo.due_heads(conn, free, list(self._in_flight))
-            PENDING.set(await repo.pending_count(conn))
+            now = asyncio.get_running_loop().time()
+            if now >= self._next_count:
+                PENDING.set(await repo.pending_count(conn))
+                self._next_count = now + _COUNT_EVERY_S
         for head in heads:
-            self._in_flight[head.endpoint_id] = asyncio.create_task(self._deliver(head))
+            self._in_flight[head.endpoint_id] = asyncio.create_task(self._serve(head))
         return len(heads)
 
-    async def _deliver(self, head: DueDelivery) -> None:
+    async def _serve(self, head: DueDelivery) -> None:
+        """Send ``head``, then the endpoint's next due deliveries one after another, until one waits for
+        a retry or none is due: a busy endpoint does not go back through the round for each."""
+        endpoint_id = head.endpoint_id
         try:
-            await self._attempt(head)
-        except Exception as exc:  # one delivery's failure must not stop the others
-            log.error("delivery attempt failed", delivery_id=head.id, error=repr(exc))
+            current: DueDelivery | None = head
+            while current is not None and not self._stopping.is_set():
+                if not await self._attempt(current):
+                    break
+                async with self._pool.acquire() as conn:
+                    current = await repo.due_head_of(conn, endpoint_id)
+        except Exception as exc:  # one endpoint's failure must not stop the others
+            log.error("delivery attempt failed", endpoint_id=str(endpoint_id), error=repr(exc))
         finally:
-            self._in_flight.pop(head.endpoint_id, None)
+            self._in_flight.pop(endpoint_id, None)
             self._wake.set()
 
-    async def _attempt(self, head: DueDelivery) -> None:
+    async def _attempt(self, head: DueDelivery) -> bool:
+        """One attempt at ``head``; True when the delivery is done with (delivered or given up)."""
         attempt = head.attempts + 1
         kind = Kind(head.kind)
         try:
             secret = self._box.open(head.secret_sealed, str(head.endpoint_id)) if head.secret_sealed else None
         except SealError:
             sent = Sent(None, "", "the endpoint's secret cannot be opened: set it again", 0)
-            await self._record(head, attempt, kind, sent, delivered=False, retry=False)
-            return
+            return await self._record(head, attempt, kind, sent, delivered=False, retry=False)
         request = render(
             kind,
             head.url,
@@ -170,10 +184,9 @@ class Dispatcher:
         )
         sent = await self._sender.send(request)
         if sent.status_code is None:
-            await self._record(head, attempt, kind, sent, delivered=False, retry=True)
-            return
+            return await self._record(head, attempt, kind, sent, delivered=False, retry=True)
         result = outcome(kind, sent.status_code, sent.body)
-        await self._record(
+        return await self._record(
             head,
             attempt,
             kind,
@@ -184,14 +197,15 @@ class Dispatcher:
 
     async def _record(
         self, head: DueDelivery, attempt: int, kind: Kind, sent: Sent, *, delivered: bool, retry: bool
-    ) -> None:
+    ) -> bool:
+        """Record the attempt; True when the delivery is done with (delivered or failed for good)."""
         if delivered:
             status, retry_in, result = "delivered", 0.0, "delivered"
         elif retry and not self._backoff.gives_up_after(attempt):
             status, retry_in, result = "pending", self._backoff.delay_after(attempt), "retried"
         else:
             status, retry_in, result = "failed", 0.0, "failed"
-        async with transaction(self._pool) as conn:
+        async with self._pool.acquire() as conn:
             recorded = await repo.record_attempt(
                 conn,
                 head.id,
@@ -203,7 +217,7 @@ class Dispatcher:
                 retry_in_s=retry_in,
             )
         if not recorded:
-            return
+            return False
         DELIVERIES.labels(kind.value, result).inc()
         if delivered:
             DELIVERY_SECONDS.observe(max((datetime.now(UTC) - head.event_at).total_seconds(), 0.0))
@@ -218,3 +232,4 @@ class Dispatcher:
             error=sent.error or None,
             retry_in_s=retry_in or None,
         )
+        return status != "pending"

@@ -229,14 +229,10 @@ async def apply_job_submitted(conn: Connection, payload: JobSubmitted) -> None:
 async def apply_status_changed(conn: Connection, envelope: Envelope, payload: JobStatusChanged) -> int:
     """Queue the change for every endpoint whose scope and filters want it; returns how many. Runs in the
     consumer's inbox transaction: a redelivered event queues nothing twice."""
-    await repo.remember_job(conn, payload.job_id, payload.owner, None)
-    endpoints = await repo.matching_endpoints(conn, payload.owner, payload.job_id, payload.to_status)
-    if not endpoints:
-        return 0
     notification = Notification(
         event_id=envelope.id,
         job_id=payload.job_id,
-        job_name=await repo.job_name(conn, payload.job_id),
+        job_name="",  # the job's name as the notifier knows it is filled in by the query
         owner=payload.owner,
         from_status=payload.from_status,
         to_status=payload.to_status,
@@ -244,4 +240,4 @@ async def apply_status_changed(conn: Connection, envelope: Envelope, payload: Jo
         at=payload.at,
         details=dict(payload.details),
     )
-    return await repo.enqueue(conn, endpoints, notification, payload.at)
+    return await repo.queue_change(conn, notification, payload.at)

@@ -46,6 +46,13 @@ class HttpSender:
         parts = urlsplit(url)
         host = parts.hostname or ""
         try:
+            literal = ipaddress.ip_address(host)
+        except ValueError:
+            pass
+        else:  # nothing to resolve
+            why = address_allowed(literal, self._policy)
+            return f"{host} is a refused address: {why}" if why else None
+        try:
             infos = await asyncio.get_running_loop().getaddrinfo(
                 host, parts.port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
             )
