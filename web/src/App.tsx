@@ -16,6 +16,7 @@ const NodeDetail = lazy(() => import('./pages/NodeDetail'));
 const Keys = lazy(() => import('./pages/Keys'));
 const Tokens = lazy(() => import('./pages/Tokens'));
 const Domains = lazy(() => import('./pages/Domains'));
+const Notifications = lazy(() => import('./pages/Notifications'));
 const Jobs = lazy(() => import('./pages/jobs/Jobs'));
 const JobWizard = lazy(() => import('./pages/jobs/JobWizard'));
 const JobYaml = lazy(() => import('./pages/jobs/JobYaml'));
@@ -76,6 +77,7 @@ export default function App() {
       <Route path="/keys" element={page(<Keys />)} />
       <Route path="/tokens" element={page(<Tokens />)} />
       <Route path="/domains" element={page(<Domains />)} />
+      <Route path="/notifications" element={page(<Notifications />)} />
       <Route path="/jobs" element={page(<Jobs />)} />
       <Route path="/jobs/new" element={page(<JobWizard />)} />
       <Route path="/jobs/new/yaml" element={page(<JobYaml />)} />

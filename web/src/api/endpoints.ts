@@ -7,6 +7,7 @@ import type {
   ClusterCreated,
   ClusterNode,
   ClusterPage,
+  Delivery,
   Domain,
   HostPathPolicy,
   DomainCheck,
@@ -16,6 +17,8 @@ import type {
   JobQuery,
   LabelKey,
   MatchResult,
+  NotifyEndpoint,
+  NotifyEndpointCreate,
   NodeQuery,
   Page,
   PreviewResult,
@@ -96,6 +99,16 @@ export const keysApi = {
   rename: (id: string, name: string) => api.patch<SshKey>(`/keys/${enc(id)}`, { name }),
   /** 409 `key_in_use` (its `extra.jobs`) while pending or running jobs use the key, unless `force`. */
   remove: (id: string, force = false) => api.del<void>(`/keys/${enc(id)}`, force ? { force: true } : undefined),
+};
+
+export const notifyApi = {
+  list: async (all = false) =>
+    pageOf(await api.get<Page<NotifyEndpoint>>('/notifications/endpoints', { page_size: 500, ...(all ? { all: true } : {}) })),
+  create: (body: NotifyEndpointCreate) => api.post<NotifyEndpoint>('/notifications/endpoints', body),
+  remove: (id: string) => api.del<void>(`/notifications/endpoints/${enc(id)}`),
+  test: (id: string) => api.post<{ event_id: string }>(`/notifications/endpoints/${enc(id)}:test`),
+  deliveries: async (id: string) =>
+    pageOf(await api.get<Page<Delivery>>(`/notifications/endpoints/${enc(id)}/deliveries`, { page_size: 50 })),
 };
 
 export const domainsApi = {

@@ -573,3 +573,56 @@ export interface ApiToken {
   created_at?: string;
   last_used_at?: string | null;
 }
+
+// ----------------------------------------------------------------------------------------------
+// Notifications (the notifier service)
+
+export type EndpointKind = 'json' | 'slack' | 'feishu' | 'dingtalk';
+
+export interface NotifyEndpoint {
+  id: string;
+  name: string;
+  owner: string;
+  kind: EndpointKind;
+  url: string;
+  has_secret: boolean;
+  scope: 'own' | 'all';
+  states: string[];
+  job_ids: string[];
+  language: 'en' | 'zh-CN';
+  created_at: string;
+}
+
+export interface NotifyEndpointCreate {
+  name: string;
+  kind: EndpointKind;
+  url: string;
+  secret?: string;
+  scope: 'own' | 'all';
+  states: string[];
+  job_ids: string[];
+  language: 'en' | 'zh-CN';
+}
+
+export interface DeliveryAttempt {
+  attempt: number;
+  at: string;
+  status_code: number | null;
+  error: string;
+  duration_ms: number;
+}
+
+export interface Delivery {
+  id: number;
+  event_id: string;
+  job_id: string;
+  to_status: string;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  next_attempt_at: string | null;
+  last_status_code: number | null;
+  last_error: string;
+  created_at: string;
+  finished_at: string | null;
+  log: DeliveryAttempt[];
+}

@@ -5,6 +5,7 @@
 import { Badge, Button, Dropdown, Layout, Menu, Segmented, Space, Tooltip, Typography } from 'antd';
 import {
   ApartmentOutlined,
+  BellOutlined,
   ApiOutlined,
   ClusterOutlined,
   DashboardOutlined,
@@ -56,6 +57,7 @@ export default function AppShell({ children, live }: { children: ReactNode; live
     { key: '/jobs', icon: <DeploymentUnitOutlined />, label: <Link to="/jobs">{t('nav.jobs')}</Link> },
     { key: '/keys', icon: <KeyOutlined />, label: <Link to="/keys">{t('nav.keys')}</Link> },
     { key: '/domains', icon: <ApartmentOutlined />, label: <Link to="/domains">{t('nav.domains')}</Link> },
+    { key: '/notifications', icon: <BellOutlined />, label: <Link to="/notifications">{t('nav.notifications')}</Link> },
     ...(isAdmin
       ? [{ key: '/admin', icon: <SettingOutlined />, label: <Link to="/admin">{t('nav.admin')}</Link> }]
       : []),
