@@ -285,7 +285,9 @@ def test_the_jobs_inline_rlinf_config_is_a_hydra_file_on_both_runtimes(tmp_path:
 def test_a_resuming_header_gets_its_checkpoint_as_a_variable_and_in_its_rlinf_config_on_both_runtimes(
     tmp_path: Path,
 ) -> None:
-    config = "cluster:\n  num_nodes: 2\nrunner:\n  save_interval: 10\n  lr: ${actor.lr}\nactor:\n  lr: 1.0e-05\n"
+    config = (
+        "cluster:\n  num_nodes: 2\nrunner:\n  save_interval: 10\n  lr: ${actor.lr}\nactor:\n  lr: 1.0e-05\n"
+    )
     chosen = "/data/outputs/exp/checkpoints/global_step_8"
     spec = _placed(0, rlinf_config=config).model_copy(
         update={"resume_checkpoints_dir": "/data/outputs/exp/checkpoints", "resume_dir": chosen}
