@@ -23,6 +23,9 @@ MESSAGING = frozenset(
     }
 )
 SCHEDULER = frozenset({"rlark_jobs", "rlark_queue_length", "rlark_placement_seconds"})
+NOTIFIER = frozenset(
+    {"rlark_notifier_deliveries_total", "rlark_notifier_delivery_seconds", "rlark_notifier_pending"}
+)
 AGENT = frozenset(
     {
         "rlark_tunnel_up",
@@ -39,13 +42,16 @@ EXPOSED: dict[str, frozenset[str]] = {
     "keys": HTTP | MESSAGING,
     "netdomain": HTTP | MESSAGING,
     "scheduler": HTTP | MESSAGING | SCHEDULER,
+    "notifier": HTTP | MESSAGING | NOTIFIER,
     "tunnel-agent": HTTP | AGENT,
 }
 """What each component's process must expose (it may expose more of the platform's, never another
 service's own)."""
 
 ALL = frozenset().union(*EXPOSED.values())
-HISTOGRAMS = frozenset({"rlark_http_request_seconds", "rlark_placement_seconds"})
+HISTOGRAMS = frozenset(
+    {"rlark_http_request_seconds", "rlark_placement_seconds", "rlark_notifier_delivery_seconds"}
+)
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "rlark-dashboard.json"
 

@@ -16,6 +16,7 @@ from rlark_gateway.main import DEFINITION as GATEWAY
 from rlark_inventory.main import DEFINITION as INVENTORY
 from rlark_keys.main import DEFINITION as KEYS
 from rlark_netdomain.main import DEFINITION as NETDOMAIN
+from rlark_notifier.main import DEFINITION as NOTIFIER
 from rlark_platform.service import ServiceDefinition, migrate
 from rlark_platform.testing import ServiceProcess, free_port, settings_for
 from rlark_scheduler.main import DEFINITION as SCHEDULER
@@ -30,6 +31,7 @@ SERVICES: dict[str, tuple[ServiceDefinition[Any, Any], dict[str, Any]]] = {
     "keys": (KEYS, {}),
     "netdomain": (NETDOMAIN, {}),
     "scheduler": (SCHEDULER, {}),
+    "notifier": (NOTIFIER, {}),
 }
 
 
