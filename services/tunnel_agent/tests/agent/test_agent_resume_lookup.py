@@ -34,6 +34,11 @@ class BlindRuntime:
     async def ensure_worker(self, spec: rt.WorkerSpec) -> None:
         self.created.append(spec)
 
+    async def get_status(self, worker_id: str) -> rt.WorkerStatus | None:
+        if not any(spec.worker_id == worker_id for spec in self.created):
+            return None
+        return rt.WorkerStatus(worker_id=worker_id, job_id="job-1", phase=rt.WorkerPhase.RUNNING)
+
 
 class HostRuntime(BlindRuntime):
     """A runtime whose workers' outputs lie on the agent's machine, below ``root`` (the local runtime)."""
@@ -114,3 +119,16 @@ async def test_without_resume_nothing_is_looked_up_or_reported(tmp_path: Path) -
     assert runtime.asked == []
     assert reports.statuses == []
     assert runtime.created[0].resume_dir == ""
+
+
+async def test_a_redelivered_placement_of_a_header_that_exists_is_not_looked_at_again(tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    runtime = HostRuntime(host)
+    agent, reports = agent_with(runtime, tmp_path)
+    await agent._create(worker_placed(resume_checkpoints_dir=WHERE))
+    checkpoint(host, 4)  # written by the running Header since
+    await agent._create(worker_placed(resume_checkpoints_dir=WHERE))
+    assert len(runtime.asked) == 1
+    assert [str(s.reason) for s in reports.statuses] == [
+        f"starting fresh: no complete checkpoint under {WHERE}"
+    ]

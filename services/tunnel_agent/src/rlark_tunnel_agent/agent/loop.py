@@ -602,7 +602,10 @@ class Agent:
             if not placed.is_header and not header_address:
                 header_address = await self._header_address(placed)
             spec = to_worker_spec(placed, header_address)
-            if placed.is_header and placed.resume_checkpoints_dir:
+            # A redelivered placement of a Header that exists already is not looked at again: its report would
+            # say a choice that is not the one it runs with.
+            resuming = placed.is_header and bool(placed.resume_checkpoints_dir)
+            if resuming and await self.driver.get_status(placed.worker_id) is None:
                 spec = await self._resume(placed, spec)
             while True:
                 try:
