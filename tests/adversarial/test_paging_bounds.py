@@ -2,7 +2,8 @@
 parameter on every list route, never a 500.
 
 Through the real gateway, as an admin (who may list everything) and as a user: each list route of the
-gateway (users, audit, API tokens) and of every service behind it (keys, domains, jobs, clusters, nodes),
+gateway (users, audit, API tokens) and of every service behind it (keys, domains, jobs, clusters, nodes,
+notification endpoints),
 and the cursors of a job's logs and events. Before the bound, the huge page overflowed PostgreSQL's
 ``bigint`` OFFSET and answered 500 on keys, users, audit, domains and jobs.
 """
@@ -25,8 +26,16 @@ LIST_ROUTES = [
     "/api/v1/jobs",
     "/api/v1/clusters",
     "/api/v1/nodes",
+    "/api/v1/notifications/endpoints",
 ]
-USER_ROUTES = ["/api/v1/auth/tokens", "/api/v1/keys", "/api/v1/domains", "/api/v1/jobs", "/api/v1/nodes"]
+USER_ROUTES = [
+    "/api/v1/auth/tokens",
+    "/api/v1/keys",
+    "/api/v1/domains",
+    "/api/v1/jobs",
+    "/api/v1/nodes",
+    "/api/v1/notifications/endpoints",
+]
 OUT_OF_BOUNDS: list[tuple[str, str]] = [
     ("page", HUGE),
     ("page", "1000001"),
