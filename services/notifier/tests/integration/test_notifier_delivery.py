@@ -6,6 +6,7 @@ import itertools
 import json
 
 import asyncpg
+import pytest
 from notifier_it_support import LIFECYCLE, Scheduler, signature_ok
 from rlark_devinfra.webhook_receiver import WebhookReceiver
 from rlark_platform.messaging import KafkaAccess
@@ -80,8 +81,38 @@ async def test_a_delivery_gives_up_after_max_attempts_and_the_next_one_goes_out(
     ]
 
 
-async def test_secrets_are_stored_sealed_and_never_returned(
-    service: RunningService, receiver: WebhookReceiver
+async def test_an_admins_scope_all_endpoint_hears_every_users_jobs_and_a_users_hears_only_hers(
+    service: RunningService, receiver: WebhookReceiver, kafka_admin: KafkaAccess
+) -> None:
+    async with service.client("root", "admin") as admin:
+        created = await admin.post(
+            "/api/v1/notifications/endpoints",
+            json={
+                "name": "ops",
+                "kind": "slack",
+                "url": receiver.url("/ops"),
+                "scope": "all",
+                "states": ["Failed"],
+            },
+        )
+        assert created.status_code == 201, created.text
+    await register(service, "alice", receiver.url("/alice"), states=["Failed"])
+    async with Scheduler(kafka_admin, service.settings.topic_prefix) as scheduler:
+        for owner in ("alice", "bob"):
+            job = await scheduler.submit(owner, name=f"{owner}-job")
+            await scheduler.send(scheduler.change(job, owner, "", "Pending"))
+            await scheduler.send(scheduler.change(job, owner, "Pending", "Failed"))
+    await receiver.wait_for(
+        lambda: len(receiver.to("/ops")) >= 2 and receiver.to("/alice"), what="both jobs' end"
+    )
+    ops = sorted(json.loads(r.body)["text"] for r in receiver.to("/ops"))
+    assert [("alice-job" in t, "bob-job" in t) for t in ops] == [(True, False), (False, True)]
+    assert all("→ Failed" in t for t in ops)
+    assert [json.loads(r.body)["job_name"] for r in receiver.to("/alice")] == ["alice-job"]
+
+
+async def test_secrets_are_stored_sealed_and_never_returned_nor_logged(
+    service: RunningService, receiver: WebhookReceiver, capfd: pytest.CaptureFixture[str]
 ) -> None:
     created = await register(service, "alice", receiver.url(), secret=SECRET)
     assert created["has_secret"] is True
@@ -94,3 +125,12 @@ async def test_secrets_are_stored_sealed_and_never_returned(
         await conn.close()
     assert SECRET.encode() not in bytes(stored)
     assert SECRET not in dump
+    async with service.client("alice") as client:
+        tested = await client.post(f"/api/v1/notifications/endpoints/{created['id']}:test")
+        assert tested.status_code == 202, tested.text
+    await receiver.wait_for(lambda: bool(receiver.requests), what="the test notification")
+    assert signature_ok(SECRET, receiver.requests[0])
+    assert json.loads(receiver.requests[0].body)["type"] == "rlark.endpoint.test"
+    out, err = capfd.readouterr()
+    assert "endpoint registered" in out + err  # the service's log lines were captured
+    assert SECRET not in out + err
