@@ -477,6 +477,18 @@ def cancel(job_id: JobId, output: OutputOpt = Format.table) -> None:
     out.print(f"{job['id']}: {job['status']} ({job['reason']})", highlight=False)
 
 
+@app.command("requeue")
+def requeue(job_id: JobId, output: OutputOpt = Format.table) -> None:
+    """Stop a running job's attempt on purpose and queue its next one: the Header's run script gets SIGTERM
+    and spec.terminationGracePeriodSeconds to save a checkpoint; the next attempt resumes per spec.resume.
+    Uses up no restart of the job's restartPolicy."""
+    job = Gateway().post(f"/api/v1/jobs/{job_id}:requeue")
+    if output is not Format.table:
+        emit(job, output)
+        return
+    out.print(f"{job['id']}: {job['status']}, attempt {job['attempt']} ({job['reason']})", highlight=False)
+
+
 @app.command("set-keys")
 def set_keys(
     job_id: JobId,

@@ -92,6 +92,7 @@ OTHER_JOB: dict[str, Any] = {
     "rlinf_config": {"runner": {"max_epochs": 2}},
     "resume": {"from": "latestCheckpoint", "dir": "rlinf/checkpoints"},
     "progress_deadline_seconds": 600,
+    "termination_grace_period_seconds": 90,
 }
 """Another value for every field of ``spec`` that reaches the workers from the document."""
 

@@ -59,6 +59,7 @@ WORKER: dict[str, Any] = {
     "owner": "alice",
     "resume_checkpoints_dir": "/data/out/rlinf/checkpoints",
     "progress_deadline_s": 1800,
+    "termination_grace_s": 120,
 }
 HEADER = {**WORKER, "worker_id": "job-f-actor-0", "role": "actor", "index": 0, "rank": 0, "is_header": True}
 
@@ -92,6 +93,7 @@ OTHER: dict[str, Any] = {
     "owner": "bob",
     "resume_checkpoints_dir": "/data/out/ckpt",
     "progress_deadline_s": 600,
+    "termination_grace_s": 30,
 }
 """Another value for every field of a placement, each a valid placement in place of one sample's at least."""
 
@@ -102,6 +104,7 @@ RUNTIME_READS = {
     "domain": "the network domain whose tunnels the worker's TUN device joins (kept for adoption)",
     "domain_cidr": "the route of the worker's TUN device",
     "resume_checkpoints_dir": "where the agent looks for the checkpoint the Header resumes from (agent/checkpoints.py)",
+    "termination_grace_s": "the runtime's wait before killing a stopping worker; also RLARK_TERMINATION_GRACE_S",
     "progress_deadline_s": "the agent's stall watch over the Header (agent/progress.py); also RLARK_PROGRESS_DEADLINE_S",
 }
 """Fields of `WorkerSpec` the agent or a runtime driver reads itself, not through the worker contract."""

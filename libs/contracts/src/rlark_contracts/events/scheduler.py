@@ -117,6 +117,10 @@ class WorkerPlaced(EventData):
     """``spec.progressDeadlineSeconds``, on the Header's placement only (0: none): once its run script runs,
     the Header must print an output line or write a new TensorBoard step at least this often, or its agent
     reports it Failed as stalled (ADR 0014)."""
+    termination_grace_s: int = 0
+    """``spec.terminationGracePeriodSeconds``, on the Header's placement only (0: the runtime's default): when
+    the worker is stopped, its run script gets SIGTERM and this long to checkpoint and exit before the rest
+    of the worker is stopped (ADR 0014)."""
 
 
 @event("scheduler.worker.stop_requested.v1", "scheduler.placements")

@@ -52,7 +52,7 @@ from rlark_scheduler.domain.restarts import attempt_history
 from rlark_scheduler.domain.spec import SpecParseError
 from rlark_scheduler.domain.templates import TEMPLATES, Template
 from rlark_scheduler.handlers.lifecycle import visible
-from rlark_scheduler.handlers.requests import cancel_job, update_job_keys
+from rlark_scheduler.handlers.requests import cancel_job, requeue_job, update_job_keys
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import read_models
 from rlark_scheduler.repository import timeline as timeline_repo
@@ -316,6 +316,14 @@ def build_router(pool: asyncpg.Pool, settings: SchedulerSettings, activity: JobA
         """Cancel a job: every worker is stopped and its capacity and addresses released."""
         async with transaction(pool) as conn:
             job = await cancel_job(conn, caller, job_id, datetime.now(UTC))
+        return await detail(job)
+
+    @router.post("/jobs/{job_id}:requeue", response_model=JobDetail, responses=error_responses(404, 409))
+    async def requeue(job_id: str, caller: CallerDep) -> JobDetail:
+        """Stop the job's running attempt on purpose and place its next one (the run script gets SIGTERM and
+        its termination grace to checkpoint; the next attempt resumes per ``spec.resume``)."""
+        async with transaction(pool) as conn:
+            job = await requeue_job(conn, caller, job_id, datetime.now(UTC), settings.restart_teardown_s)
         return await detail(job)
 
     @router.put("/jobs/{job_id}/ssh-keys", response_model=JobDetail, responses=error_responses(404, 409))

@@ -92,6 +92,7 @@ def worker_placements(job: PlacedJob, doc: JobDocument, workers: Sequence[Worker
                 owner=job.owner,
                 resume_checkpoints_dir=resume_dir if w.is_header else "",
                 progress_deadline_s=(spec.progress_deadline_seconds or 0) if w.is_header else 0,
+                termination_grace_s=(spec.termination_grace_period_seconds or 0) if w.is_header else 0,
             )
         )
     return placed

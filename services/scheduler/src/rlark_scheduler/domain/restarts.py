@@ -95,6 +95,19 @@ class Failure:
     exit_code: int | None = None
 
 
+REQUEUED = "Requeued"
+"""The cause a requeued attempt's timeline names (not a failure kind: a policy cannot name it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Requeued:
+    """An attempt stopped on purpose (``POST /jobs/{id}:requeue``; preemption later): not a failure, so it
+    uses up no restart; the next attempt resumes like any other (``spec.resume``)."""
+
+    reason: str
+    exit_code: None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Restart:
     """Start attempt ``attempt`` (the failed one is ``attempt - 1``) once ``not_before`` has passed."""

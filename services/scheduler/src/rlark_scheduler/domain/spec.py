@@ -28,6 +28,8 @@ The document (``apiVersion`` and ``kind`` default to the values below when left 
         backoffSeconds: 30        # 0..86400 wait before the next attempt is placed
       progressDeadlineSeconds: 1800  # optional, 10..604800: once the run script runs, the Header must print a
                                   # line or write a new TensorBoard step this often, else it fails as Stalled
+      terminationGracePeriodSeconds: 120  # optional, 0..3600: when the job is stopped (cancel, restart,
+                                  # requeue) the Header's run script gets SIGTERM and this long to checkpoint
       resume:                     # optional; each attempt resumes from the newest complete checkpoint (ADR 0015)
         from: latestCheckpoint    # the only source so far
         dir: rlinf/checkpoints    # relative to spec.outputs[0]: where the global_step_N directories are
@@ -363,6 +365,9 @@ class JobSpec(_Model):
     priority: StrictInt = 0
     restart_policy: RestartPolicy | None = None
     progress_deadline_seconds: StrictInt | None = None
+    termination_grace_period_seconds: StrictInt | None = None
+    """How long the Header's run script has, after SIGTERM, to save a checkpoint and exit when the job's
+    workers are stopped (cancel, restart, requeue; ADR 0014); None: the runtime's short default."""
     """Stall detection (ADR 0014): the Header's agent fails it as ``Stalled`` after this long without a new
     output line or TensorBoard step while its run script runs; None: never."""
     resume: Resume | None = None

@@ -37,7 +37,7 @@ hostpath_not_allowed (a hostPath source outside its cluster's allow-list, ADR 00
 path_not_absolute, env_name_invalid, env_name_reserved, env_overridden (warning),
 output_not_on_mount (warning), ssh_key_unknown, network_domain_unknown, network_domain_missing
 (warning), secret_detected, restart_max_out_of_range, restart_backoff_out_of_range,
-restart_exit_code_invalid, restart_exit_codes_unused (warning), progress_deadline_out_of_range, resume_dir_invalid, resume_outputs_missing,
+restart_exit_code_invalid, restart_exit_codes_unused (warning), progress_deadline_out_of_range, termination_grace_out_of_range, resume_dir_invalid, resume_outputs_missing,
 resume_dir_not_on_mount (warning), and the ``rlinf_*`` codes of ``rlinf.py``.
 """
 
@@ -96,6 +96,8 @@ MAX_RESTARTS_RANGE = (0, 100)
 BACKOFF_SECONDS_RANGE = (0, 86_400)
 PROGRESS_DEADLINE_RANGE = (10, 604_800)
 """``spec.progressDeadlineSeconds``: ten seconds to a week."""
+TERMINATION_GRACE_RANGE = (0, 3_600)
+"""``spec.terminationGracePeriodSeconds``: up to an hour."""
 RESERVED_ENV_NAMES = frozenset({"RLINF_NODE_RANK", "RAY_ADDRESS"})
 RESERVED_ENV_PREFIX = "RLARK_"
 RLINF_OVERWRITTEN_ENV = frozenset(
@@ -371,6 +373,14 @@ class _Validator:
                 "progress_deadline_out_of_range",
                 text("progress_deadline_out_of_range", min=low, max=high),
                 "spec.progressDeadlineSeconds",
+            )
+        grace = spec.termination_grace_period_seconds
+        low, high = TERMINATION_GRACE_RANGE
+        if grace is not None and not low <= grace <= high:
+            self.add(
+                "termination_grace_out_of_range",
+                text("termination_grace_out_of_range", min=low, max=high),
+                "spec.terminationGracePeriodSeconds",
             )
         self.resume()
         if not (spec.run_script or "").strip():

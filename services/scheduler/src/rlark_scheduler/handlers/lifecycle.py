@@ -24,7 +24,7 @@ from rlark_platform.messaging import add_event, add_events
 
 from rlark_scheduler.domain import restarts
 from rlark_scheduler.domain.jobs import JobStatus
-from rlark_scheduler.domain.restarts import Failure, Restart
+from rlark_scheduler.domain.restarts import REQUEUED, Failure, Requeued, Restart
 from rlark_scheduler.domain.spec import JobDocument, RestartPolicy
 from rlark_scheduler.envelopes import Meta, envelope
 from rlark_scheduler.repository import changes as changes_repo
@@ -172,7 +172,7 @@ async def restart_job(
     conn: Connection,
     job: JobRow,
     restart: Restart,
-    failure: Failure,
+    failure: Failure | Requeued,
     now: datetime,
     meta: Meta,
     *,
@@ -187,13 +187,17 @@ async def restart_job(
     the teardown and asked for again at the next placement (netdomain hands out its lowest free
     addresses, so the same ones come back unless another job took them)."""
     workers = await workers_repo.workers_of(conn, job.id)
+    cause = failure.kind.value if isinstance(failure, Failure) else REQUEUED
+    # The Header's run script may take its termination grace to checkpoint before its worker ends.
+    grace = JobDocument.model_validate(job.spec).spec.termination_grace_period_seconds or 0
+    teardown_s = max(teardown_s, grace + teardown_s / 2)
     restart_details = {
         **(details or {}),
         "attempt": restart.attempt,
         "failed_attempt": job.attempt,
         "reason": str(failure.reason),
         "reason_said": failure.reason.wire() if isinstance(failure.reason, Text) else None,
-        "failure": failure.kind.value,
+        "failure": cause,
         "exit_code": failure.exit_code,
         "restarts": restart.restarts,
     }
@@ -209,7 +213,7 @@ async def restart_job(
         await _release_addresses(conn, job, meta)
         await jobs_repo.set_hold(conn, job.id, None)
     await changes_repo.add_change(conn, "job", job.id)
-    log.info("job restarting", job_id=job.id, attempt=restart.attempt, failure=failure.kind.value)
+    log.info("job restarting", job_id=job.id, attempt=restart.attempt, failure=cause)
 
 
 async def earlier_attempt_ended(conn: Connection, job: JobRow, meta: Meta) -> None:

@@ -1,4 +1,4 @@
-"""Users' requests on a job: cancel it, replace its SSH keys."""
+"""Users' requests on a job: cancel it, requeue it, replace its SSH keys."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from rlark_platform.errors import ApiError
 from rlark_platform.identity import Caller
 
 from rlark_scheduler.domain.jobs import JobStatus
+from rlark_scheduler.domain.restarts import Requeued, Restart
 from rlark_scheduler.envelopes import Meta
-from rlark_scheduler.handlers.lifecycle import end_job, set_job_keys, visible
+from rlark_scheduler.handlers.lifecycle import end_job, restart_job, set_job_keys, visible
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import read_models
 from rlark_scheduler.repository.jobs import JobRow
@@ -36,6 +37,30 @@ async def cancel_job(conn: Connection, caller: Caller, job_id: str, now: datetim
     # A Pending job has no workers of its attempt; a restarting one may still hold its failed
     # attempt's addresses (ADR 0014), which ending it gives back.
     await end_job(conn, job, JobStatus.CANCELLED, reason, now, meta)
+    updated = await jobs_repo.get_job(conn, job.id)
+    assert updated is not None
+    return updated
+
+
+PLACED = (JobStatus.SCHEDULED, JobStatus.STARTING, JobStatus.RUNNING)
+
+
+async def requeue_job(
+    conn: Connection, caller: Caller, job_id: str, now: datetime, teardown_s: float
+) -> JobRow:
+    """Stop a placed job's attempt on purpose and queue its next one (ADR 0014): its workers are stopped
+    (the Header's run script gets SIGTERM and ``spec.terminationGracePeriodSeconds`` to checkpoint), and the
+    whole gang is placed again once they are gone, resuming per ``spec.resume``. Not a failure: it uses up
+    no restart of the policy. A job that is not placed is refused (409)."""
+    job = visible(await jobs_repo.get_job(conn, job_id, for_update=True), caller)
+    if job.status not in PLACED:
+        raise ApiError(
+            409, "job_not_placed", text("job_not_placed", job=job.id, status=job.status.value), "job_id"
+        )
+    attempt = job.attempt + 1
+    reason = text("job.requeued", attempt=attempt, user=caller.user)
+    restart = Restart(attempt=attempt, restarts=job.restarts, not_before=now, reason=reason)
+    await restart_job(conn, job, restart, Requeued(reason), now, Meta.from_request(), teardown_s=teardown_s)
     updated = await jobs_repo.get_job(conn, job.id)
     assert updated is not None
     return updated

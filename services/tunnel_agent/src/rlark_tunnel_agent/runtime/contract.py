@@ -214,6 +214,8 @@ def worker_contract(spec: WorkerSpec, facts: RuntimeFacts) -> WorkerContract:
         # The bootstrap reads new TensorBoard steps a few times per deadline (`tensorboard-steps`).
         env["RLARK_PROGRESS_DEADLINE_S"] = str(spec.progress_deadline_s)
         env["RLARK_PROGRESS_POLL_S"] = str(min(30, max(2, spec.progress_deadline_s // 10)))
+    if spec.is_header and spec.termination_grace_s > 0:
+        env["RLARK_TERMINATION_GRACE_S"] = str(spec.termination_grace_s)
     if spec.virtual_ip is not None:
         env["RLARK_VIRTUAL_IP"] = str(spec.virtual_ip)
     if facts.tun_device is not None and spec.virtual_ip is not None:

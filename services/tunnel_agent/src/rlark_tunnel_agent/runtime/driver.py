@@ -168,6 +168,9 @@ class WorkerSpec(BaseModel):
     progress_deadline_s: int = 0
     """The Header's progress deadline (0: none): the agent watches its output and TensorBoard steps
     (`agent/progress.py`); the bootstrap reports the steps (`RLARK_PROGRESS_DEADLINE_S`)."""
+    termination_grace_s: int = 0
+    """The Header's: seconds its run script has after SIGTERM when the worker stops (`RLARK_TERMINATION_GRACE_S`);
+    runtimes wait that much longer before killing the worker."""
 
     @field_validator("worker_id", "job_id")
     @classmethod

@@ -38,6 +38,7 @@
 # RLARK_RAY (the `ray` executable), RLARK_START_SSHD (1), RLARK_SSH_PORT (22),
 # RLARK_HEAD_WAIT_S (0: wait for the head's port without limit),
 # RLARK_STOP_GRACE_S (2), RLARK_MANIFEST_MAX_FILES (10000), RLARK_STATUS_FILE (exit status JSON),
+# RLARK_TERMINATION_GRACE_S (the Header's run script's time after SIGTERM before the rest is stopped),
 # RLARK_PROGRESS_DEADLINE_S and RLARK_PROGRESS_POLL_S (the Header reports new TensorBoard steps under
 # RLARK_TENSORBOARD_DIR, else the outputs, every POLL seconds),
 # RLARK_BOOTSTRAP_TOKEN (default: generated), RLARK_SSH_HOST_KEY (sshd runs as this user with that host
@@ -126,6 +127,7 @@ find_python
 
 # --- exit: stop our processes, list outputs, report -------------------------------------------
 CHILD=
+RUN_TOKEN=
 SSHD_PID=
 FINAL_RC=
 
@@ -172,6 +174,11 @@ on_exit() {
 on_signal() { # $1 name, $2 number
   marker "{\"event\":\"stopping\",\"signal\":\"$1\"}"
   FINAL_RC=$((128 + $2))
+  if [[ -n $RUN_TOKEN && ${RLARK_TERMINATION_GRACE_S:-0} -gt 0 ]]; then
+    # The job's termination grace: the run script gets SIGTERM and this long to save a checkpoint and
+    # exit before the rest of the worker (Ray) is stopped.
+    "$PY" "$HELPER" term-run-script "$RUN_TOKEN" --grace "$RLARK_TERMINATION_GRACE_S" >&2
+  fi
   exit "$FINAL_RC"
 }
 
@@ -324,8 +331,12 @@ if [[ $IS_HEADER == 1 ]]; then
     "$PY" "$HELPER" tensorboard-steps --interval "${RLARK_PROGRESS_POLL_S:-10}" "${step_outs[@]}" &
   fi
   marker '{"event":"run_started"}'
-  run_child bash -e -o pipefail "$RLARK_RUN_SCRIPT"
+  RUN_TOKEN="run.$$.${RANDOM}${RANDOM}"
+  RLARK_RUN_TOKEN=$RUN_TOKEN bash -e -o pipefail "$RLARK_RUN_SCRIPT" &
+  CHILD=$!
+  wait "$CHILD"
   rc=$?
+  CHILD=
   marker "{\"event\":\"run_exited\",\"exit_code\":$rc}"
   finish "$rc"
 fi

@@ -26,6 +26,9 @@ Subcommands:
   progress deadline: every S seconds read the TensorBoard event files (`*tfevents*`) under the output
   paths from where it left off and print `tensorboard_step` whenever the newest step grows. Runs until
   stopped.
+- `term-run-script TOKEN --grace S`: SIGTERM every process of the run script (`RLARK_RUN_TOKEN=TOKEN` in
+  its environment), then wait until they have all exited or S seconds passed (the Header's termination
+  grace, to save a checkpoint).
 - `reap --token T --group-of PID --match DIR [--grace S] [--keep PID]...`: SIGTERM, then
   SIGKILL after the grace, every process of this worker (see `Ours`) except this helper, its
   parent (the bootstrap) and the kept pids. `ray stop` would stop every Ray node on the host;
@@ -455,6 +458,35 @@ def proc_stat(pid: str) -> tuple[str, int] | None:
     return name, int(fields[2])
 
 
+def run_script_processes(token: str) -> list[int]:
+    """Live processes started by the run script: ``RLARK_RUN_TOKEN=<token>`` in their environment, which the
+    bootstrap gives the run script only (Ray's daemons and workers do not descend from it)."""
+    mark = f"RLARK_RUN_TOKEN={token}".encode()
+    return [
+        int(entry)
+        for entry in os.listdir("/proc")
+        if entry.isdigit()
+        and entry != str(os.getpid())
+        and proc_stat(entry) is not None
+        and mark in read_proc(f"/proc/{entry}/environ").split(b"\0")
+    ]
+
+
+def term_run_script(token: str, grace_s: float) -> int:
+    """SIGTERM the run script's processes, then wait up to ``grace_s`` for them to be gone (exit 0 when they
+    are). By environment, not by parent: the run script's shell may die of the same signal first, and its
+    children then belong to nobody's tree."""
+    for pid in run_script_processes(token):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not run_script_processes(token):
+            return 0
+        time.sleep(0.2)
+    return 1
+
+
 def read_proc(path: str) -> bytes:
     try:
         with open(path, "rb") as handle:
@@ -547,6 +579,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_steps.add_argument("outputs", nargs="*")
     p_steps.add_argument("--interval", type=float, default=10.0)
     p_steps.add_argument("--rounds", type=int, default=0)
+    p_term = sub.add_parser("term-run-script")
+    p_term.add_argument("token")
+    p_term.add_argument("--grace", type=float, required=True)
     p_reap = sub.add_parser("reap")
     p_pid = sub.add_parser("pid-of")
     for sub_parser in (p_reap, p_pid):
@@ -568,6 +603,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return manifest(args.outputs, args.limit, args.hash_max_bytes)
     if args.command == "tensorboard-steps":
         return tensorboard_steps(args.outputs, args.interval, args.rounds)
+    if args.command == "term-run-script":
+        return term_run_script(args.token, args.grace)
     group = Ours.group_led_by(args.group_of) if args.group_of is not None else None
     ours = Ours(args.token, group, args.match)
     if args.command == "reap":

@@ -929,7 +929,9 @@ class KubernetesDriver:
             pod = self._pods.get(worker_id)
             # A pod whose node is gone has no kubelet to finish a graceful deletion: delete it at once.
             gone = pod is not None and self._gone_node(pod) is not None
-            grace = 0 if gone else self.config.termination_grace_period_s
+            # The pod's own grace: the config's plus the Header's termination grace (manifests.py).
+            own = (pod or {}).get("spec", {}).get("terminationGracePeriodSeconds")
+            grace = 0 if gone else int(own) if own is not None else self.config.termination_grace_period_s
             for namespace in namespaces:
                 await self._call(
                     self.kube.delete, "config_map", namespace, names.worker_config_name(worker_id)

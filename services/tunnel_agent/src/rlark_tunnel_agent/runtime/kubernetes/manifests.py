@@ -554,7 +554,7 @@ def worker_pod(
         "subdomain": names.service_name(spec.job_id),
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": config.termination_grace_period_s,
+        "terminationGracePeriodSeconds": config.termination_grace_period_s + spec.termination_grace_s,
         "securityContext": pod_security,
         "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [container],

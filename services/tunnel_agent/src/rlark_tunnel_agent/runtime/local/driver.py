@@ -512,7 +512,8 @@ class LocalDriver:
                 worker.stop_requested = True
                 self._signal_group(worker, signal.SIGTERM)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(worker.exited.wait(), self.options.stop_grace_s)
+                    grace = self.options.stop_grace_s + worker.record.spec.termination_grace_s
+                    await asyncio.wait_for(worker.exited.wait(), grace)
             await self._teardown(worker)
             await worker.exited.wait()
             async with self._lock:
