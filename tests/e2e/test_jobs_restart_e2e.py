@@ -250,9 +250,9 @@ async def test_attempt_2_resumes_from_the_newest_complete_checkpoint_and_finishe
 async def test_without_restarts_left_the_same_kill_fails_the_job_naming_the_worker(
     stack: Stack, tmp_path: Path
 ) -> None:
-    credential = await stack.register_cluster("lab", hostpath_allow=[str(tmp_path / "ckpt")])
+    credential = await stack.register_cluster("lab")
     cluster_file = write_cluster_file(tmp_path / "lab.yaml", "lab", NODES)
-    doc = checkpointing(tmp_path, {"maxRestarts": 0, "on": ["WorkerLost"]})
+    doc = document("restarts", [role("actor", 1), role("rollout", 2)], RUN, restartPolicy={"maxRestarts": 0})
     async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent") as agent:
         driver = driver_of(agent)
         job_id, victim = await running_mid_run(stack, driver, doc)

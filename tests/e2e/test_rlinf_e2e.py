@@ -8,11 +8,12 @@ the outputs at `/outputs` (container paths) inside every worker, workers resolvi
 picking the interface that carries Ray, and the Header waiting for every node.
 
 (a) three workers on the local runtime; (b) the same job across two clusters in one network domain (Gloo and
-RLinf's point-to-point traffic over the tunnel); (c) its config given inline as `spec.rlinfConfig`: the
-config the server checked is the file every worker runs (`$RLARK_RLINF_CONFIG`, Hydra's `--config-path`);
-(d) that inline job with `spec.resume` and a restart policy: one worker SIGKILLed mid-run, attempt 2 resumes
-through `runner.resume_dir` from the newest complete checkpoint and trains the remaining steps (ADR 0015); with
-`maxRestarts: 0` the same kill fails the job naming the worker.
+RLinf's point-to-point traffic over the tunnel); (c) its config given inline as `spec.rlinfConfig` — the
+config the server checked is the file every worker runs (`$RLARK_RLINF_CONFIG`, Hydra's `--config-path`) —
+with `spec.resume` and a restart policy: one worker SIGKILLed mid-run, attempt 2 resumes through
+`runner.resume_dir` from the newest complete checkpoint and trains the remaining steps (ADR 0015). That a kill
+with no restart left fails the job naming the worker is the platform's, not RLinf's: the plain-Ray restart
+tests show it (`test_jobs_restart_e2e.py`), at a fraction of an RLinf run's cost.
 """
 
 from __future__ import annotations
@@ -139,30 +140,6 @@ async def test_the_rlinf_example_runs_across_two_clusters_of_a_network_domain(
     check_training("\n".join(entry["line"] for entry in await logs(stack, submitted["id"])), files, outputs)
 
 
-async def test_an_inline_rlinf_config_is_the_file_every_worker_runs(stack: Stack, tmp_path: Path) -> None:
-    credential = await stack.register_cluster("local", hostpath_allow=host_paths(tmp_path))
-    cluster_file = write_cluster_file(tmp_path / "local.yaml", "local", nodes("local", 3))
-    outputs = tmp_path / "outputs"
-    outputs.mkdir()
-    outputs.chmod(0o1777)  # shared by the job's unprivileged workers, as an admin would set it up
-    config: dict[str, Any] = yaml.safe_load((REPO / "examples/rlinf_cpu/config/cpu_smoke.yaml").read_text())
-    config["runner"]["experiment_name"] = "inline-config"  # only the checked config says so
-    run = (
-        "cd /code\n"
-        'python train_cpu_smoke.py --config-path "$(dirname "$RLARK_RLINF_CONFIG")" --config-name rlinf\n'
-    )
-    async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent"):
-        doc = example(outputs, {"header": "local", "worker": "local"}, rlinfConfig=config, runScript=run)
-        await wait_placeable(stack, doc)
-        submitted = await submit(stack, doc)
-        await wait_status(stack, submitted["id"], {"Succeeded"}, timeout_s=600)
-        files = await manifest(stack, submitted["id"])
-
-    text = "\n".join(entry["line"] for entry in await logs(stack, submitted["id"]))
-    check_training(text, files, outputs, experiment="inline-config")
-    assert not (outputs / "rlinf" / EXPERIMENT).exists()
-
-
 RESUME_STEPS = 24
 INLINE_RUN = 'cd /code\npython train_cpu_smoke.py --config-path "$(dirname "$RLARK_RLINF_CONFIG")" --config-name rlinf\n'
 
@@ -238,18 +215,6 @@ async def test_an_rlinf_job_killed_mid_run_resumes_from_its_newest_checkpoint_th
     trained = [int(m) for m in re.findall(r"^step (\d+) loss", second, re.MULTILINE)]
     assert trained == list(range(step + 1, RESUME_STEPS + 1))
     check_training(second, files, tmp_path / "outputs", experiment="resumed", steps=RESUME_STEPS)
-
-
-async def test_without_restarts_left_the_same_kill_fails_the_rlinf_job_naming_the_worker(
-    stack: Stack, tmp_path: Path
-) -> None:
-    async with rlinf_killed_mid_run(stack, tmp_path, 0) as (agent, job_id, victim):
-        final = await wait_status(stack, job_id, {"Failed"}, timeout_s=300)
-        await no_process_left(driver_of(agent))
-
-    assert final["reason"] == f"worker {victim}: killed by signal 9"
-    assert (final["attempt"], final["restarts"]) == (1, 0)
-    assert final["details"]["worker_id"] == victim
-    assert final["details"]["failure"] == "WorkerLost"
-    assert not [w for w in final["workers"] if w["id"].endswith("-a2")]
-    assert "resumed from step" not in "\n".join(await attempt_logs(stack, job_id))
+    # The inline config the server checked is the file every worker ran (Hydra's --config-path): its
+    # experiment name, not the shipped example's, named the outputs.
+    assert not (tmp_path / "outputs" / "rlinf" / EXPERIMENT).exists()
