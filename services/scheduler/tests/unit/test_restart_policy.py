@@ -64,6 +64,8 @@ def test_no_role_name_makes_a_later_attempts_worker_id_equal_another_workers() -
         ("NodeGone: node gpu-b1 was deleted from the cluster", None, RestartOn.NODE_GONE),
         (text("worker.run_failed", code=3), 3, RestartOn.EXIT_CODE),
         (text("worker.prepare_failed", code=7), 7, RestartOn.EXIT_CODE),
+        (text("worker.stalled", worker="j-actor-0", seconds=60, step=12), None, RestartOn.STALLED),
+        (text("worker.stalled_no_step", worker="j-actor-0", seconds=60), None, RestartOn.STALLED),
         ("worker exited with 2", 2, RestartOn.EXIT_CODE),
         ("", None, RestartOn.WORKER_LOST),
         ("", 139, RestartOn.WORKER_LOST),
