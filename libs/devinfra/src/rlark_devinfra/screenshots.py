@@ -393,6 +393,7 @@ def tour(seed: Seed, keys: Sequence[str]) -> list[Shot]:
         Shot("node-detail", "node-resources", path=f"/clusters/{seed.cluster}/nodes/{seed.node}"),
         Shot("keys", "keys-table", path="/keys"),
         Shot("domains", "domains-table", path="/domains"),
+        Shot("notifications", "notify-table", path="/notifications"),
         Shot("jobs", "jobs-table", path="/jobs"),
         Shot("wizard-1-roles", "roles-table", steps=(open_wizard,)),
         Shot("wizard-2-workers", "match-line", steps=(to_workers,)),
