@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 
@@ -134,3 +135,27 @@ async def test_secrets_are_stored_sealed_and_never_returned_nor_logged(
     out, err = capfd.readouterr()
     assert "endpoint registered" in out + err  # the service's log lines were captured
     assert SECRET not in out + err
+
+
+async def test_a_job_filter_lets_through_only_that_jobs_changes(
+    service: RunningService, receiver: WebhookReceiver, kafka_admin: KafkaAccess
+) -> None:
+    async with Scheduler(kafka_admin, service.settings.topic_prefix) as scheduler:
+        followed = await scheduler.submit("alice", name="followed")
+        other = await scheduler.submit("alice", name="other")
+        async with service.client("alice") as client:
+            body = {"name": "one", "kind": "json", "url": receiver.url("/one"), "job_ids": [followed]}
+            for _ in range(150):  # until the notifier has seen the job
+                answer = await client.post("/api/v1/notifications/endpoints", json=body)
+                if answer.status_code != 404:
+                    break
+                await asyncio.sleep(0.2)
+            assert answer.status_code == 201, answer.text
+        await scheduler.lifecycle(other, "alice")
+        await scheduler.lifecycle(followed, "alice")
+    await receiver.wait_for(
+        lambda: len(receiver.to("/one")) >= len(LIFECYCLE), what="the followed job's lifecycle"
+    )
+    bodies = [json.loads(r.body) for r in receiver.to("/one")]
+    assert {b["job_id"] for b in bodies} == {followed}
+    assert [b["to_status"] for b in bodies] == LIFECYCLE
