@@ -132,6 +132,8 @@ export const jobsApi = {
   list: async (query: JobQuery) => pageOf(await api.get<Page<Job>>('/jobs', { ...query })),
   get: async (id: string) => normalizeJob(await api.get<JobDetail>(`/jobs/${enc(id)}`)),
   cancel: (id: string) => api.post<Job>(`/jobs/${enc(id)}:cancel`),
+  /** Stops the placed attempt and queues the next, which resumes per spec.resume; 409 `job_not_placed` otherwise (ADR 0014). */
+  requeue: (id: string) => api.post<JobDetail>(`/jobs/${enc(id)}:requeue`),
   setSshKeys: (id: string, names: string[]) => api.put<Job>(`/jobs/${enc(id)}/ssh-keys`, { ssh_keys: names }),
   logs: (id: string, worker: string, limit = 2000) =>
     request<string>('GET', `/jobs/${enc(id)}/logs`, { query: { worker, limit }, text: true }),

@@ -332,6 +332,10 @@ export interface JobDocument {
     outputs?: string[];
     priority?: number;
     restartPolicy?: RestartPolicy;
+    /** 10..604800 s: the Header prints a line or writes a TensorBoard step this often, else the job fails as Stalled (ADR 0014). */
+    progressDeadlineSeconds?: number;
+    /** 0..3600 s: on any stop (cancel, restart, requeue) the run script gets SIGTERM and this long to checkpoint (ADR 0014). */
+    terminationGracePeriodSeconds?: number;
     resume?: Resume;
     rlinfConfig?: Record<string, unknown>;
     tasks: RoleSpec[];

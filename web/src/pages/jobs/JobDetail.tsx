@@ -1,15 +1,17 @@
 /**
  * One job: state and reason, the pending explanation (per-role funnel counts and suggestions),
  * the status timeline, workers (node, address, GPUs, phase, Ray joined, SSH command), live logs,
- * outputs, TensorBoard, SSH-key rotation without restart, and cancel.
+ * outputs, TensorBoard, SSH-key rotation without restart, cancel, and requeue (stop the placed attempt
+ * on purpose and start the next one, which resumes per spec.resume and uses up no restart; ADR 0014).
  */
 import { Alert, App, Button, Card, Col, Descriptions, Empty, Form, Modal, Popconfirm, Row, Select, Space, Table, Tabs, Tag, Timeline, Typography } from 'antd';
-import { DownloadOutlined, ExportOutlined, StopOutlined } from '@ant-design/icons';
+import { DownloadOutlined, ExportOutlined, RedoOutlined, StopOutlined } from '@ant-design/icons';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link, useParams } from 'react-router-dom';
 import { jobsApi, keysApi } from '../../api/endpoints';
+import { useSession } from '../../auth';
 import { outputFilesOf } from '../../api/normalize';
 import { outputsApi } from '../../api/outputs';
 import { TERMINAL_STATES, type JobAttempt, type JobDetail as JobDetailType, type OutputFile, type PendingRole, type ServerSaid, type TimelineEntry, type Worker } from '../../api/types';
@@ -22,6 +24,9 @@ import LogViewer from './LogViewer';
 
 /** An output file as listed: the manifest's fields, and its time where the worker's agent answered. */
 type OutputRow = OutputFile & { mtime?: number | null };
+
+/** The states a requeue accepts (the scheduler's `job_not_placed` refuses the rest). */
+const PLACED_STATES: readonly string[] = ['Scheduled', 'Starting', 'Running'];
 
 /**
  * The SSH command for one worker of a running job: `rlark ssh JOB/ROLE-INDEX`, through the platform (the
@@ -206,7 +211,18 @@ export default function JobDetail() {
     },
     onError: (err) => void message.error(errorMessage(err)),
   });
+  const requeue = useMutation({
+    mutationFn: () => jobsApi.requeue(id),
+    onSuccess: () => {
+      void message.info(t('jobDetail.requeueRequested'));
+      void client.invalidateQueries({ queryKey: ['job', id] });
+      void client.invalidateQueries({ queryKey: ['jobs'] });
+    },
+    onError: (err) => void message.error(errorMessage(err)),
+  });
+  const { user, isAdmin } = useSession();
   const j = job.data;
+  const mayControl = Boolean(j) && (isAdmin || user?.username === j?.owner);
   const terminal = j ? TERMINAL_STATES.includes(j.status) : true;
   const declaredOutputs = j?.spec?.spec.outputs ?? [];
   const listing = useQuery({
@@ -269,6 +285,17 @@ export default function JobDetail() {
                 <Button onClick={() => setKeysOpen(true)} data-testid="update-keys">
                   {t('jobDetail.updateKeys')}
                 </Button>
+              )}
+              {mayControl && PLACED_STATES.includes(j.status) && (
+                <Popconfirm
+                  title={t('jobDetail.requeueConfirm')}
+                  description={<div style={{ maxWidth: 360 }}>{t('jobDetail.requeueConfirmHint')}</div>}
+                  onConfirm={() => requeue.mutate()}
+                >
+                  <Button icon={<RedoOutlined />} loading={requeue.isPending} data-testid="requeue-job">
+                    {t('jobDetail.requeue')}
+                  </Button>
+                </Popconfirm>
               )}
               {!terminal && (
                 <Popconfirm title={t('jobDetail.cancelConfirm')} onConfirm={() => cancel.mutate()} okButtonProps={{ danger: true }}>

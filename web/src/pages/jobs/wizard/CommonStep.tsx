@@ -11,7 +11,7 @@ import { Link } from 'react-router-dom';
 import { domainsApi, keysApi } from '../../../api/endpoints';
 import { RESTART_KINDS, type RestartKind } from '../../../api/types';
 import { useWizard } from './context';
-import { MAX_BACKOFF_SECONDS, MAX_RESTARTS } from './model';
+import { MAX_BACKOFF_SECONDS, MAX_PROGRESS_DEADLINE_SECONDS, MAX_RESTARTS, MAX_TERMINATION_GRACE_SECONDS, MIN_PROGRESS_DEADLINE_SECONDS } from './model';
 
 /** `spec.networkDomain: none`: a single-cluster job stays out of the default domain (the server's rule). */
 const NO_DOMAIN = 'none';
@@ -171,6 +171,38 @@ export default function CommonStep() {
               value={state.restartBackoffSeconds}
               onChange={(v) => set({ restartBackoffSeconds: typeof v === 'number' ? v : 0 })}
               aria-label={t('wizard.restartBackoff')}
+              style={{ width: '100%' }}
+            />
+          </Form.Item>
+        </Col>
+      </Row>
+      <Row gutter={16}>
+        <Col span={12}>
+          <Form.Item label={t('wizard.progressDeadline')} extra={t('wizard.progressDeadlineHint')} className={outline('spec.progressDeadlineSeconds')} {...feedback('spec.progressDeadlineSeconds')}>
+            <InputNumber
+              data-testid="common-progress-deadline"
+              min={MIN_PROGRESS_DEADLINE_SECONDS}
+              max={MAX_PROGRESS_DEADLINE_SECONDS}
+              precision={0}
+              value={state.progressDeadlineSeconds}
+              onChange={(v) => set({ progressDeadlineSeconds: typeof v === 'number' ? v : null })}
+              placeholder={t('wizard.notSet')}
+              aria-label={t('wizard.progressDeadline')}
+              style={{ width: '100%' }}
+            />
+          </Form.Item>
+        </Col>
+        <Col span={12}>
+          <Form.Item label={t('wizard.terminationGrace')} extra={t('wizard.terminationGraceHint')} className={outline('spec.terminationGracePeriodSeconds')} {...feedback('spec.terminationGracePeriodSeconds')}>
+            <InputNumber
+              data-testid="common-termination-grace"
+              min={0}
+              max={MAX_TERMINATION_GRACE_SECONDS}
+              precision={0}
+              value={state.terminationGracePeriodSeconds}
+              onChange={(v) => set({ terminationGracePeriodSeconds: typeof v === 'number' ? v : null })}
+              placeholder={t('wizard.notSet')}
+              aria-label={t('wizard.terminationGrace')}
               style={{ width: '100%' }}
             />
           </Form.Item>

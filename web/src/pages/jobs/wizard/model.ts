@@ -48,6 +48,10 @@ export interface WizardState {
   restartBackoffSeconds: number;
   /** `spec.resume.dir` (relative to the first output); empty leaves `spec.resume` out. */
   resumeDir: string;
+  /** `spec.progressDeadlineSeconds`; null leaves it out (no stall detection). */
+  progressDeadlineSeconds: number | null;
+  /** `spec.terminationGracePeriodSeconds`; null leaves it out (the runtime's short default). 0 is a value. */
+  terminationGracePeriodSeconds: number | null;
   rlinfConfig?: Record<string, unknown>;
 }
 
@@ -55,6 +59,10 @@ export interface WizardState {
 export const DEFAULT_RESTART_ON: RestartKind[] = ['WorkerLost', 'NodeGone', 'Evicted', 'OOMKilled', 'TunnelDown', 'Stalled'];
 export const MAX_RESTARTS = 100;
 export const MAX_BACKOFF_SECONDS = 86_400;
+/** The server's ranges for the stall deadline and the stop grace (services/scheduler/.../domain/validation.py). */
+export const MIN_PROGRESS_DEADLINE_SECONDS = 10;
+export const MAX_PROGRESS_DEADLINE_SECONDS = 604_800;
+export const MAX_TERMINATION_GRACE_SECONDS = 3600;
 
 /** A problem found in the browser: `field` is the spec path, `key` an i18n key with `values`. */
 export interface LocalProblem {
@@ -101,6 +109,8 @@ export function initialState(): WizardState {
     restartExitCodes: [],
     restartBackoffSeconds: 0,
     resumeDir: '',
+    progressDeadlineSeconds: null,
+    terminationGracePeriodSeconds: null,
   };
 }
 
@@ -209,6 +219,8 @@ export function toDocument(state: WizardState): JobDocument {
     outputs: state.outputs,
     priority: state.priority || undefined,
     restartPolicy: restartPolicyOf(state),
+    progressDeadlineSeconds: state.progressDeadlineSeconds ?? undefined,
+    terminationGracePeriodSeconds: state.terminationGracePeriodSeconds ?? undefined,
     resume: state.resumeDir.trim() ? { from: 'latestCheckpoint' as const, dir: state.resumeDir.trim() } : undefined,
     rlinfConfig: syncedRlinfConfig(state),
   });
@@ -292,7 +304,7 @@ export function workerStepProblems(state: WizardState): LocalProblem[] {
   return problems;
 }
 
-/** Step 3: absolute TensorBoard and output paths. */
+/** Step 3: absolute TensorBoard and output paths, the restart policy's, deadline's and grace's ranges, a relative resume directory. */
 export function commonStepProblems(state: WizardState): LocalProblem[] {
   const problems: LocalProblem[] = [];
   if (state.tensorboardDir.trim() && !state.tensorboardDir.trim().startsWith('/')) {
@@ -304,6 +316,14 @@ export function commonStepProblems(state: WizardState): LocalProblem[] {
   }
   if (!Number.isInteger(state.restartBackoffSeconds) || state.restartBackoffSeconds < 0 || state.restartBackoffSeconds > MAX_BACKOFF_SECONDS) {
     problems.push({ field: 'spec.restartPolicy.backoffSeconds', key: 'wizard.err.backoffRange', values: { max: MAX_BACKOFF_SECONDS } });
+  }
+  const deadline = state.progressDeadlineSeconds;
+  if (deadline !== null && (!Number.isInteger(deadline) || deadline < MIN_PROGRESS_DEADLINE_SECONDS || deadline > MAX_PROGRESS_DEADLINE_SECONDS)) {
+    problems.push({ field: 'spec.progressDeadlineSeconds', key: 'wizard.err.secondsRange', values: { min: MIN_PROGRESS_DEADLINE_SECONDS, max: MAX_PROGRESS_DEADLINE_SECONDS } });
+  }
+  const grace = state.terminationGracePeriodSeconds;
+  if (grace !== null && (!Number.isInteger(grace) || grace < 0 || grace > MAX_TERMINATION_GRACE_SECONDS)) {
+    problems.push({ field: 'spec.terminationGracePeriodSeconds', key: 'wizard.err.secondsRange', values: { min: 0, max: MAX_TERMINATION_GRACE_SECONDS } });
   }
   const resumeDir = state.resumeDir.trim();
   if (resumeDir && (resumeDir.startsWith('/') || resumeDir.split('/').includes('..') || resumeDir.includes('\\'))) {
