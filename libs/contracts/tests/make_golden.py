@@ -35,6 +35,8 @@ def sample(annotation: Any, name: str) -> Any:
         return True
     if annotation is int:
         return 2
+    if annotation is float:
+        return 2.5
     if annotation is datetime:
         return WHEN.isoformat()
     if annotation is str:

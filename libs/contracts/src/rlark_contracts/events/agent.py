@@ -189,3 +189,34 @@ class TunnelStateChanged(EventData):
     bytes_received: int = 0
     last_error: str = ""
     at: datetime
+
+
+class GpuUsage(EventData):
+    """One GPU a worker holds, as its agent sampled it (``index`` is the device's index on its node)."""
+
+    index: int
+    util_pct: float
+    memory_used_bytes: int
+    memory_total_bytes: int
+
+
+class WorkerUsage(EventData):
+    """One worker's use of its node at ``at``: CPU in cores (averaged since the agent's previous sample of
+    it; 0 on its first), resident memory, and its GPUs (empty when it holds none or the agent cannot see
+    them)."""
+
+    worker_id: str
+    job_id: str
+    at: datetime
+    cpu_cores_used: float = 0.0
+    memory_bytes: int = 0
+    gpus: list[GpuUsage] = []
+
+
+@event("agent.worker.usage_sampled.v1", "agent.reports")
+class WorkerUsageSampled(EventData):
+    """One sampling round of this cluster's agent: a sample for each of its live workers it could measure
+    (every ``usage_interval_s``, issue 19). Batched so that 64 workers cost one event, not 64."""
+
+    cluster: str
+    samples: list[WorkerUsage]
