@@ -71,6 +71,7 @@ def build_workers(ctx: ServiceContext[TunnelAgentSettings, None]) -> list[Runnab
             heartbeat_interval_s=settings.heartbeat_interval_s,
             observe_interval_s=settings.observe_interval_s,
             tensorboard_idle_s=settings.tensorboard_idle_s,
+            usage_interval_s=settings.usage_interval_s,
             tunnels=TunnelOptions(
                 listen_host=settings.tunnel_listen_host,
                 advertise_host=settings.tunnel_advertise_host,

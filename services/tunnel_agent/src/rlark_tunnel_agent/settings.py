@@ -95,6 +95,9 @@ class TunnelAgentSettings(ServiceSettings):
     )
     heartbeat_interval_s: float = Field(default=5.0, gt=0)
     observe_interval_s: float = Field(default=10.0, gt=0)
+    usage_interval_s: float = Field(
+        default=15.0, ge=1, le=3600, description="Each worker's CPU, memory and GPU use is sampled this often"
+    )
     tensorboard_idle_s: float = Field(
         default=600.0, gt=0, description="A job's TensorBoard server nobody asked for this long is stopped"
     )

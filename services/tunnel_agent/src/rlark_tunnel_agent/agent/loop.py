@@ -46,7 +46,7 @@ import structlog
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 from rlark_contracts import Envelope, TopicNames, decode
-from rlark_contracts.events.agent import NodeObservation
+from rlark_contracts.events.agent import NodeObservation, WorkerUsageSampled
 from rlark_contracts.events.inventory import NodeCordonRequested
 from rlark_contracts.events.netdomain import (
     AddressesAllocated,
@@ -132,6 +132,7 @@ class Agent:
         tunnels: TunnelOptions | None = None,
         sidecars: SidecarOptions | None = None,
         tensorboard_idle_s: float = 600.0,
+        usage_interval_s: float = 15.0,
     ) -> None:
         self._gateway_url = gateway_url
         self._credential = credential
@@ -140,6 +141,7 @@ class Agent:
         self._state_dir = state_dir
         self._heartbeat_interval_s = heartbeat_interval_s
         self._observe_interval_s = observe_interval_s
+        self._usage_interval_s = usage_interval_s
         self._open_session = open_session_fn
         self._tunnel_options = tunnels
         self._sidecar_options = sidecars
@@ -269,6 +271,7 @@ class Agent:
             asyncio.create_task(self._pump(), name="runtime-events"),
             asyncio.create_task(self._watch_progress(), name="progress"),
             asyncio.create_task(self.reports.run_log_flusher(), name="log-flusher"),
+            asyncio.create_task(self._sample_usage(), name="usage"),
         ]
         self.ssh_link = SshLink(
             self._gateway_url,
@@ -495,6 +498,27 @@ class Agent:
                 due = time.monotonic() + self._observe_interval_s
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._nodes_changed.wait(), NODE_POLL_S)
+
+    async def _sample_usage(self) -> None:
+        """Every ``usage_interval_s``, one ``WorkerUsageSampled`` for the live workers the runtime can measure
+        (issue 19 item 1); nothing when the runtime cannot sample or runs no worker."""
+        driver = self.driver
+        if not isinstance(driver, rt.SamplesUsage):
+            return
+        while not self._stopping.is_set():
+            try:
+                samples = await driver.sample_usage()
+            except Exception as exc:  # a runtime that cannot measure this round: jobs run on regardless
+                log.warning("usage not sampled", error=repr(exc))
+                samples = []
+            if samples:
+                try:
+                    await self.reports.publish(
+                        WorkerUsageSampled(cluster=self.reports.cluster, samples=samples)
+                    )
+                except KafkaError as exc:  # a sample is not worth a retry: the next round replaces it
+                    log.warning("usage samples not sent", error=repr(exc))
+            await self._sleep(self._usage_interval_s)
 
     async def _consume(self, consumer: AIOKafkaConsumer) -> None:
         cluster = self.reports.cluster

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 # The contracts' own definitions, re-exported for the runtimes.
 from rlark_contracts.events.agent import NodeObservation as NodeObservation
 from rlark_contracts.events.agent import WorkerPhase as WorkerPhase
+from rlark_contracts.events.agent import WorkerUsage as WorkerUsage
 from rlark_contracts.events.scheduler import worker_id_for as worker_id_for
 
 from rlark_tunnel_agent.runtime.markers import Marker
@@ -341,6 +342,15 @@ class OutputRoot:
     anchor: str
     parts: tuple[str, ...]
     reader: tuple[int, int] | None = None
+
+
+@runtime_checkable
+class SamplesUsage(Protocol):
+    """A runtime that can say what each of its live workers uses of its node (issue 19 item 1, `worker_usage.py`)."""
+
+    async def sample_usage(self) -> list[WorkerUsage]:
+        """One sample per live worker it can measure; a call also moves each worker's CPU rate window."""
+        ...
 
 
 @runtime_checkable

@@ -87,15 +87,18 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 from typing import Protocol
 
 import structlog
 from pydantic import BaseModel, ConfigDict
+from rlark_tunnel_agent.runtime import worker_usage
 from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_DIR, BOOTSTRAP_FILES, BOOTSTRAP_SCRIPT
 from rlark_tunnel_agent.runtime.bootstrap.rlark_node import Ours, proc_stat, read_proc
 from rlark_tunnel_agent.runtime.contract import (
@@ -120,6 +123,7 @@ from rlark_tunnel_agent.runtime.driver import (
     WorkerSpec,
     WorkerStatus,
     WorkerStatusChanged,
+    WorkerUsage,
     validate_authorized_key_lines,
 )
 from rlark_tunnel_agent.runtime.hostnames import worker_hostname
@@ -305,6 +309,7 @@ class LocalDriver:
         self._lock = asyncio.Lock()
         self._started = False
         self._cgroups: cgroups.CgroupProbe = cgroups.CgroupProbe(None)
+        self._cpu_rates = worker_usage.CpuRates()
         self.not_enforced: tuple[str, ...] = ()
         """What this cluster cannot enforce on its workers, one sentence each (settled by `start()`)."""
         self.virtual_ip_hooks: VirtualIpHooks | None = None
@@ -650,6 +655,32 @@ class LocalDriver:
         worker = self._workers[worker_id]
         await worker.exited.wait()
         return worker.status
+
+    async def sample_usage(self) -> list[WorkerUsage]:
+        """Each live worker's CPU and memory (its cgroup, else its processes') and its own GPUs' rows of one
+        `nvidia-smi` query (none when it holds no GPU or the machine has no `nvidia-smi`)."""
+        live = [w.record for w in self._workers.values() if not w.status.phase.terminal]
+        with_gpus = any(record.gpu_indices for record in live)
+        machine = worker_usage.parse_nvidia_smi(await worker_usage.query_nvidia_smi()) if with_gpus else {}
+        readings = await asyncio.to_thread(lambda: [self._reading(record) for record in live])
+        now, at = time.monotonic(), datetime.now(UTC)
+        self._cpu_rates.keep_only(record.spec.worker_id for record in live)
+        return [
+            WorkerUsage(
+                worker_id=record.spec.worker_id,
+                job_id=record.spec.job_id,
+                at=at,
+                cpu_cores_used=self._cpu_rates.cores(record.spec.worker_id, reading.cpu_usec, now),
+                memory_bytes=reading.memory_bytes,
+                gpus=worker_usage.gpus_of(machine, record.gpu_indices),
+            )
+            for record, reading in zip(live, readings, strict=True)
+        ]
+
+    def _reading(self, record: WorkerRecord) -> worker_usage.Reading:
+        if record.cgroup and (reading := worker_usage.cgroup_reading(Path(record.cgroup))) is not None:
+            return reading
+        return worker_usage.proc_reading(self._scan_ours(record))
 
     def our_processes(self, worker_id: str) -> set[int]:
         """Live processes of a worker by group, token and Ray temp dir (not by namespace)."""
