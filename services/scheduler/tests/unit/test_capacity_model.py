@@ -36,6 +36,22 @@ def test_release_frees_the_gpus_and_is_idempotent() -> None:
     assert model.allocated_jobs() == []
 
 
+def test_cpu_only_workers_sharing_a_node_are_released_without_error() -> None:
+    # Zero-GPU workers sharing a node (two of one job, or of two jobs): releasing the first once
+    # dropped the node's held total and the next release failed the placement loop with a KeyError
+    # — found by the chaos test with restarts (each restart releases its job's allocation).
+    model = CapacityModel.from_nodes([gpu_node("n1"), gpu_node("n2")])
+    model.allocate("job-1", [(("gpu-a", "n1"), 0), (("gpu-a", "n1"), 0)])
+    model.allocate("job-2", [(("gpu-a", "n2"), 0), (("gpu-a", "n2"), 3)])
+    model.allocate("job-3", [(("gpu-a", "n2"), 0)])
+    assert model.release("job-1") == ((("gpu-a", "n1"), 0), (("gpu-a", "n1"), 0))
+    assert model.release("job-3") == ((("gpu-a", "n2"), 0),)
+    assert model.free_gpus(("gpu-a", "n2")) == 5
+    assert model.release("job-2") == ((("gpu-a", "n2"), 0), (("gpu-a", "n2"), 3))
+    assert (model.free_gpus(("gpu-a", "n1")), model.free_gpus(("gpu-a", "n2"))) == (8, 8)
+    assert model.allocated_jobs() == []
+
+
 def test_a_job_cannot_hold_two_allocations() -> None:
     model = CapacityModel.from_nodes([gpu_node("n1")])
     model.allocate("job-1", [(("gpu-a", "n1"), 1)])

@@ -204,7 +204,8 @@ class CapacityModel:
                 raise ValueError(f"job {job_id}: negative GPU count on {key[0]}/{key[1]}")
         self._allocations[job_id] = held
         for key, gpus in held:
-            self._held[key] = self._held.get(key, 0) + gpus
+            if gpus:  # _held keeps positive totals only: a CPU-only worker holds nothing to free
+                self._held[key] = self._held.get(key, 0) + gpus
         for cluster in {key[0] for key, _ in held}:
             self._bump(cluster)
 
@@ -212,6 +213,8 @@ class CapacityModel:
         """Free what ``job_id`` holds and return it; releasing an unknown job returns nothing."""
         held = self._allocations.pop(job_id, ())
         for key, gpus in held:
+            if not gpus:
+                continue
             left = self._held[key] - gpus
             if left:
                 self._held[key] = left
