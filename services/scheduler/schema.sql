@@ -96,7 +96,8 @@ CREATE TABLE public.jobs (
     idempotency_fingerprint text,
     attempt integer DEFAULT 1 NOT NULL,
     restarts integer DEFAULT 0 NOT NULL,
-    restart_at timestamp with time zone
+    restart_at timestamp with time zone,
+    gpus_idle_since timestamp with time zone
 );
 
 CREATE SEQUENCE public.jobs_submitted_seq_seq
@@ -202,6 +203,21 @@ CREATE SEQUENCE public.worker_logs_cursor_seq
 
 ALTER SEQUENCE public.worker_logs_cursor_seq OWNED BY public.worker_logs.cursor;
 
+CREATE TABLE public.worker_usage (
+    worker_id text NOT NULL,
+    step_s integer NOT NULL,
+    at timestamp with time zone NOT NULL,
+    job_id text NOT NULL,
+    cpu_cores_used real NOT NULL,
+    memory_bytes bigint NOT NULL,
+    gpu_count integer DEFAULT 0 NOT NULL,
+    gpu_util_pct real,
+    gpu_memory_used_bytes bigint DEFAULT 0 NOT NULL,
+    gpu_memory_total_bytes bigint DEFAULT 0 NOT NULL,
+    gpus jsonb DEFAULT '[]'::jsonb NOT NULL,
+    samples integer DEFAULT 1 NOT NULL
+);
+
 CREATE TABLE public.workers (
     id text NOT NULL,
     job_id text NOT NULL,
@@ -288,6 +304,9 @@ ALTER TABLE ONLY public.worker_logs
 ALTER TABLE ONLY public.worker_logs
     ADD CONSTRAINT worker_logs_worker_id_seq_key UNIQUE (worker_id, seq);
 
+ALTER TABLE ONLY public.worker_usage
+    ADD CONSTRAINT worker_usage_pkey PRIMARY KEY (worker_id, step_s, at);
+
 ALTER TABLE ONLY public.workers
     ADD CONSTRAINT workers_job_id_attempt_role_index_key UNIQUE (job_id, attempt, role, index);
 
@@ -303,6 +322,10 @@ CREATE INDEX jobs_status ON public.jobs USING btree (status);
 CREATE INDEX ssh_keys_owner_name ON public.ssh_keys USING btree (owner, name);
 
 CREATE INDEX worker_logs_job ON public.worker_logs USING btree (job_id, cursor);
+
+CREATE INDEX worker_usage_job_at ON public.worker_usage USING btree (job_id, at);
+
+CREATE INDEX worker_usage_step_at ON public.worker_usage USING btree (step_s, at);
 
 CREATE INDEX workers_node ON public.workers USING btree (cluster, node);
 

@@ -2,8 +2,8 @@
 
 - ``scheduler-state`` reads ``inventory.clusters``, ``inventory.nodes``, ``keys.keys``,
   ``netdomain.domains`` and ``netdomain.allocations``.
-- ``scheduler-agent-reports`` reads ``agent.reports`` (worker status, logs, output manifests, tunnel
-  link states; node observations and heartbeats are the inventory's business and are skipped): every
+- ``scheduler-agent-reports`` reads ``agent.reports`` (worker status, logs, output manifests, usage samples,
+  tunnel link states; node observations and heartbeats are the inventory's business and are skipped): every
   cluster's topic ``agent.reports.<cluster>``, by pattern. Provenance first: only a cluster's agent may
   write its topic (ADR 0004), and a report whose ``source`` or data names another cluster than its
   topic's goes to the DLQ and changes nothing.
@@ -25,6 +25,7 @@ from rlark_contracts.events.agent import (
     WorkerLogsEmitted,
     WorkerOutputsListed,
     WorkerStatusChanged,
+    WorkerUsageSampled,
 )
 from rlark_contracts.events.inventory import (
     ClusterDeleted,
@@ -131,6 +132,9 @@ def report_handlers(settings: SchedulerSettings) -> Handlers:
     async def outputs(conn: Connection, envelope: Envelope, payload: WorkerOutputsListed) -> None:
         await reports.apply_worker_outputs(conn, payload)
 
+    async def usage(conn: Connection, envelope: Envelope, payload: WorkerUsageSampled) -> None:
+        await reports.apply_usage_sampled(conn, payload, settings, datetime.now(UTC))
+
     async def tunnel(conn: Connection, envelope: Envelope, payload: TunnelStateChanged) -> None:
         await tunnels.apply_tunnel_state(conn, payload, Meta.of(envelope), settings, datetime.now(UTC))
 
@@ -139,6 +143,7 @@ def report_handlers(settings: SchedulerSettings) -> Handlers:
         TunnelStateChanged: tunnel,
         WorkerLogsEmitted: logs,
         WorkerOutputsListed: outputs,
+        WorkerUsageSampled: usage,
     }
 
 

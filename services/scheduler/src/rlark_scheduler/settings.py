@@ -39,6 +39,20 @@ class SchedulerSettings(ServiceSettings):
         description="A Starting/Running job whose network-domain tunnel between two of its clusters "
         "stays down this long fails (RLARK_TUNNEL_GRACE_S)",
     )
+    idle_gpu_threshold_pct: float = Field(
+        default=10.0, ge=0, le=100, description="A Running job's GPUs averaging below this are idle"
+    )
+    idle_gpu_window_s: float = Field(
+        default=1800.0, ge=60, le=86400, description="...over this long: one 'idle GPUs' timeline warning"
+    )
+    usage_raw_retention_s: float = Field(
+        default=3600.0,
+        ge=60,
+        description="Workers' usage samples are kept as sent this long, then per minute",
+    )
+    usage_retention_s: float = Field(
+        default=7 * 86400.0, ge=3600, description="Workers' per-minute usage is kept this long"
+    )
     restart_teardown_s: float = Field(
         default=60.0,
         gt=0,

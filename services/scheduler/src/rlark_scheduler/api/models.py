@@ -79,7 +79,7 @@ class WorkerOut(BaseModel):
 
 class EventOut(BaseModel):
     seq: int
-    kind: str = Field(description="status | worker | pending | keys")
+    kind: str = Field(description="status | worker | pending | keys | usage (idle GPUs, and their end)")
     from_status: str
     to_status: str
     worker_id: str | None

@@ -7,24 +7,32 @@ job goes through ``lifecycle.fail_job`` (the restart policy)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from rlark_contracts.events.agent import WorkerLogsEmitted, WorkerOutputsListed, WorkerStatusChanged
-from rlark_contracts.messages import Text, catalogue
+from rlark_contracts.events.agent import (
+    WorkerLogsEmitted,
+    WorkerOutputsListed,
+    WorkerStatusChanged,
+    WorkerUsage,
+    WorkerUsageSampled,
+)
+from rlark_contracts.messages import Text, catalogue, text
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import PoisonMessage
 
 from rlark_scheduler.domain.jobs import Fold, JobStatus, WorkerReport, apply_report, fold_report, ray_progress
 from rlark_scheduler.domain.restarts import Failure, on_node
 from rlark_scheduler.domain.spec import RestartOn
+from rlark_scheduler.domain.usage import IdleVerdict, idle_gpus
 from rlark_scheduler.envelopes import Meta
 from rlark_scheduler.handlers.lifecycle import earlier_attempt_ended, end_job, fail_job, transition
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import read_models
 from rlark_scheduler.repository import timeline as timeline_repo
+from rlark_scheduler.repository import usage as usage_repo
 from rlark_scheduler.repository import workers as workers_repo
 from rlark_scheduler.settings import SchedulerSettings
 
@@ -152,3 +160,67 @@ async def apply_worker_outputs(conn: Connection, payload: WorkerOutputsListed) -
     files = [{"path": f.path, "size": f.size} for f in payload.files]
     await timeline_repo.upsert_outputs(conn, payload.job_id, payload.worker_id, files, payload.truncated)
     await changes_repo.notify_activity(conn, payload.job_id)
+
+
+async def apply_usage_sampled(
+    conn: Connection, payload: WorkerUsageSampled, settings: SchedulerSettings, now: datetime
+) -> int:
+    """Keep an agent's sampling round (samples of unknown workers are dropped; one naming another job's or
+    cluster's worker makes the whole event a poison message), compact old samples, and apply the idle-GPU
+    rule to each job sampled (``domain.usage``). Returns the samples kept."""
+    known: list[WorkerUsage] = []
+    for sample in payload.samples:
+        if await _reported_worker(conn, payload.cluster, sample.job_id, sample.worker_id) is not None:
+            known.append(sample)
+    added = await usage_repo.insert_samples(conn, known)
+    await usage_repo.compact(
+        conn,
+        raw_before=now - timedelta(seconds=settings.usage_raw_retention_s),
+        keep_after=now - timedelta(seconds=settings.usage_retention_s),
+    )
+    latest: dict[str, datetime] = {}
+    for sample in known:
+        latest[sample.job_id] = max(sample.at, latest.get(sample.job_id, sample.at))
+    for job_id, at in sorted(latest.items()):
+        await _check_idle_gpus(conn, job_id, at, settings)
+    return added
+
+
+async def _check_idle_gpus(conn: Connection, job_id: str, at: datetime, settings: SchedulerSettings) -> None:
+    job = await jobs_repo.get_job(conn, job_id)
+    if job is None:
+        return
+    warned = await usage_repo.gpus_idle_since(conn, job_id) is not None
+    running = job.status == JobStatus.RUNNING
+    if not running and not warned:
+        return
+    window = await usage_repo.gpu_window(
+        conn, job_id, job.attempt, at - timedelta(seconds=settings.idle_gpu_window_s)
+    )
+    verdict = idle_gpus(
+        window,
+        now=at,
+        window_s=settings.idle_gpu_window_s,
+        threshold_pct=settings.idle_gpu_threshold_pct,
+        warned=warned,
+        running=running,
+    )
+    if verdict is None:
+        return
+    util = round(window.mean_util_pct or 0.0, 1)
+    said = f"{util:g}"
+    if verdict is IdleVerdict.WARN:
+        reason = text(
+            "job.gpus_idle",
+            util_pct=said,
+            window_min=round(settings.idle_gpu_window_s / 60),
+            threshold_pct=f"{settings.idle_gpu_threshold_pct:g}",
+        )
+        await usage_repo.set_gpus_idle_since(conn, job_id, at)
+    else:
+        reason = text("job.gpus_busy_again", util_pct=said)
+        await usage_repo.set_gpus_idle_since(conn, job_id, None)
+    details = {"gpu_util_pct": util, "level": "warning" if verdict is IdleVerdict.WARN else "info"}
+    await timeline_repo.insert_event(conn, job_id, "usage", at=at, reason=reason, details=details)
+    await changes_repo.notify_activity(conn, job_id)
+    log.info("idle gpus", job_id=job_id, verdict=verdict.value, gpu_util_pct=util)
