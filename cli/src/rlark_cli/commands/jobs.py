@@ -26,7 +26,7 @@ from rlark_contracts.relay import SERVICE_RAY_DASHBOARD, SERVICE_TENSORBOARD
 
 from rlark_cli import lang
 from rlark_cli.client import EXIT_REFUSED, Gateway, RetryPolicy, err, fail
-from rlark_cli.commands import job_files
+from rlark_cli.commands import job_files, job_usage
 from rlark_cli.output import Column, Format, OutputOpt, emit, out
 from rlark_cli.template_params import ParamError, params_from
 
@@ -425,6 +425,20 @@ def show(job_id: JobId, output: OutputOpt = Format.table) -> None:
 def outputs(job_id: JobId, output: OutputOpt = Format.table) -> None:
     """List the files in a job's outputs (path, size, time, worker), from the workers' cluster agents."""
     job_files.outputs(job_id, output)
+
+
+@app.command("top")
+def top(
+    job_id: JobId,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Redraw until Ctrl-C")] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=1.0, max=3600.0, help="Seconds between redraws with --watch")
+    ] = 5.0,
+    output: OutputOpt = Format.table,
+) -> None:
+    """Show what each worker uses now: CPU cores, memory, GPU utilization and GPU memory (the latest sample
+    of the last 5 minutes), and the job's "idle GPUs" warning if it stands."""
+    job_usage.top(job_id, watch=watch, interval_s=interval, output=output)
 
 
 @app.command("download")
