@@ -77,11 +77,12 @@ def usage_view(job: Mapping[str, Any], usage: Mapping[str, Any]) -> Group:
         table.add_column(_word(key), justify="left" if key in ("worker", "at") else "right")
     for worker_id, p in latest_points(usage):
         gpus = p["gpu_count"]
+        measured = p["memory_bytes"] > 0  # Kubernetes samples carry GPU figures only (ADR 0017)
         table.add_row(
             worker_id.removeprefix(f"{job['id']}-"),
             str(p["at"])[11:19],
-            f"{p['cpu_cores_used']:.2f}",
-            _gib(p["memory_bytes"]),
+            f"{p['cpu_cores_used']:.2f}" if measured else "-",
+            _gib(p["memory_bytes"]) if measured else "-",
             str(gpus),
             "-" if p["gpu_util_pct"] is None else f"{p['gpu_util_pct']:.0f}%",
             f"{_gib(p['gpu_memory_used_bytes'])} / {_gib(p['gpu_memory_total_bytes'])}" if gpus else "-",

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 from rlark_tunnel_agent.runtime import worker_usage as usage
+from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
 
 pytestmark = pytest.mark.unit
 
@@ -86,3 +89,27 @@ def test_cpu_rate_is_cores_between_readings_and_zero_when_a_counter_restarts() -
 
 async def test_a_machine_without_nvidia_smi_answers_nothing(tmp_path: Path) -> None:
     assert await usage.query_nvidia_smi((str(tmp_path / "nvidia-smi"),)) == ""
+
+
+def test_kubernetes_workers_get_the_gpus_the_exporter_attributes_to_their_pods() -> None:
+    pods = usage.parse_dcgm((FIXTURES / "dcgm-exporter.prom").read_text())
+    at = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    workers = [
+        usage.PodWorker("job-7f3c-actor-0", "job-7f3c", "rlark-workers", "rlark-job-7f3c-actor-0"),
+        usage.PodWorker("job-7f3c-env-0", "job-7f3c", "rlark-workers", "rlark-job-7f3c-env-0"),
+    ]
+    (sample,) = usage.dcgm_samples(pods, workers, at)
+    assert (sample.worker_id, sample.job_id, sample.at) == ("job-7f3c-actor-0", "job-7f3c", at)
+    assert [g.util_pct for g in sample.gpus] == [88]
+    assert (sample.cpu_cores_used, sample.memory_bytes) == (0.0, 0)  # not measured on Kubernetes
+
+
+def test_the_dcgm_url_setting_takes_http_urls_only() -> None:
+    assert KubernetesDriverConfig(dcgm_url="http://dcgm-exporter.gpu-operator:9400/metrics").dcgm_url
+    assert KubernetesDriverConfig().dcgm_url == ""
+    with pytest.raises(ValidationError, match="dcgm_url"):
+        KubernetesDriverConfig(dcgm_url="file:///etc/passwd")
+
+
+async def test_an_unreachable_exporter_reads_as_nothing() -> None:
+    assert await usage.fetch_text("http://127.0.0.1:9/metrics", timeout_s=2.0) == ""

@@ -19,11 +19,13 @@ import asyncio
 import contextlib
 import os
 import re
+import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
-from rlark_contracts.events.agent import GpuUsage
+from rlark_contracts.events.agent import GpuUsage, WorkerUsage
 
 MIB = 1024 * 1024
 NVIDIA_SMI_QUERY = (
@@ -169,3 +171,39 @@ async def query_nvidia_smi(command: tuple[str, ...] = NVIDIA_SMI_QUERY, timeout_
         await process.wait()
         return ""
     return out.decode(errors="replace") if process.returncode == 0 else ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodWorker:
+    """A live worker as a DCGM exporter names it: its pod's namespace and name."""
+
+    worker_id: str
+    job_id: str
+    namespace: str
+    pod: str
+
+
+def dcgm_samples(
+    pods: Mapping[tuple[str, str], list[GpuUsage]], workers: Iterable[PodWorker], at: datetime
+) -> list[WorkerUsage]:
+    """A sample for each worker whose pod the exporter attributes GPUs to: GPU figures only (CPU and memory
+    read 0: not measured on Kubernetes, ADR 0017)."""
+    return [
+        WorkerUsage(worker_id=w.worker_id, job_id=w.job_id, at=at, gpus=pods[(w.namespace, w.pod)])
+        for w in workers
+        if (w.namespace, w.pod) in pods
+    ]
+
+
+def _get(url: str, timeout_s: float) -> str:
+    with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - http(s) checked by settings
+        body: bytes = response.read(16 << 20)
+    return body.decode(errors="replace")
+
+
+async def fetch_text(url: str, timeout_s: float = 5.0) -> str:
+    """The body at ``url`` (a DCGM exporter's ``/metrics``), or "" when it cannot be read."""
+    try:
+        return await asyncio.to_thread(_get, url, timeout_s)
+    except (OSError, ValueError):
+        return ""

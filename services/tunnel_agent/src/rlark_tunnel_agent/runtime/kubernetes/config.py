@@ -58,6 +58,10 @@ class KubernetesDriverConfig(BaseSettings):
     shm_size: str | None = None
     """Size limit of the memory-backed /dev/shm (NCCL and Ray's object store need more than 64Mi)."""
     cpu_request: str | None = None
+    dcgm_url: str = Field(default="", pattern=r"^(https?://\S+)?$", max_length=2000)
+    """A DCGM exporter's metrics URL (``http://dcgm-exporter.gpu-operator:9400/metrics``): the workers' GPU
+    utilization and memory are read there every sampling round; unset: Kubernetes workers' usage is not
+    sampled (ADR 0017)."""
     memory_request: str | None = None
     memory_limit: str | None = None
     image_pull_policy: str = Field(default="IfNotPresent", pattern="^(Always|IfNotPresent|Never)$")

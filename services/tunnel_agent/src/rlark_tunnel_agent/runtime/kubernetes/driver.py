@@ -85,6 +85,7 @@ import structlog
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from rlark_tunnel_agent.runtime import worker_usage
 from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_FILES
 from rlark_tunnel_agent.runtime.contract import authorized_keys_text
 from rlark_tunnel_agent.runtime.driver import (
@@ -100,6 +101,7 @@ from rlark_tunnel_agent.runtime.driver import (
     WorkerSpec,
     WorkerStatus,
     WorkerStatusChanged,
+    WorkerUsage,
     validate_authorized_key_lines,
 )
 from rlark_tunnel_agent.runtime.kubernetes import manifests, names
@@ -742,6 +744,19 @@ class KubernetesDriver:
 
     def _read_log(self, namespace: str, pod_name: str) -> list[str]:
         return list(self.kube.pod_log_lines(namespace, pod_name, manifests.WORKER_CONTAINER, False))
+
+    async def sample_usage(self) -> list[WorkerUsage]:
+        """The live workers' GPU use as the DCGM exporter at ``dcgm_url`` attributes it to their pods; none
+        when unset or unreadable (CPU and memory are not sampled on Kubernetes, ADR 0017)."""
+        if not self.config.dcgm_url:
+            return []
+        pods = worker_usage.parse_dcgm(await worker_usage.fetch_text(self.config.dcgm_url))
+        live = [
+            worker_usage.PodWorker(wid, spec.job_id, self._namespace_of(wid), names.pod_name(wid))
+            for wid, spec in self._specs.items()
+            if not ((status := self._status.get(wid)) is not None and status.phase.terminal)
+        ]
+        return worker_usage.dcgm_samples(pods, live, datetime.now(UTC))
 
     def _namespace_of(self, worker_id: str) -> str:
         """Where the worker's objects are: where they were found or created, else where its spec goes."""
