@@ -1,8 +1,8 @@
 """``GET /api/v1/jobs/{id}/usage``: each worker's CPU, memory and GPU use over time (issue 19 item 1).
 
 Visible like the job itself (its owner and admins; anyone else 404). ``since`` and ``step`` are bounded
-seconds (out of bounds: 422 naming the field); each worker's samples are averaged into ``step``-second
-buckets, newest data first kept raw for the raw retention and per minute after it (ADR 0017).
+seconds (out of bounds: 422 naming the field); each worker's samples — raw within the raw retention,
+minute averages before it (ADR 0017) — are averaged into ``step``-second buckets.
 """
 
 from __future__ import annotations
