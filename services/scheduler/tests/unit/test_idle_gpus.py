@@ -40,9 +40,13 @@ def test_a_standing_warning_is_not_repeated_while_still_idle() -> None:
     assert verdict(2.0, 90, warned=True) is None
 
 
-def test_a_standing_warning_ends_when_the_gpus_are_busy_again_or_the_job_stops_running() -> None:
+def test_a_standing_warning_ends_when_the_gpus_are_busy_again() -> None:
     assert verdict(55.0, 90, warned=True) is IdleVerdict.RECOVERED
-    assert verdict(2.0, 90, warned=True, running=False) is IdleVerdict.RECOVERED
+
+
+def test_a_standing_warning_is_dropped_without_a_row_once_the_job_stops_running() -> None:
+    assert verdict(2.0, 90, warned=True, running=False) is IdleVerdict.DROPPED
+    assert verdict(80.0, 90, warned=True, running=False) is IdleVerdict.DROPPED
 
 
 def test_a_job_that_is_not_running_is_never_warned_of() -> None:

@@ -3,7 +3,8 @@
 A job holding GPUs that it does not use costs everyone waiting for them. The rule: a Running job whose GPU
 samples reach back over the whole window (``idle_gpu_window_s``) and average below ``idle_gpu_threshold_pct``
 gets one "idle GPUs" warning in its timeline; no other until its average is back at or above the threshold,
-which ends the warning (a "GPUs busy again" row), so a job idling on and off is told once per idle spell.
+which ends the warning (a "GPUs busy again" row), so a job idling on and off is told once per idle spell;
+a job that stops running (ends, or restarts) drops its warning silently.
 Pure: the caller measures the window and keeps whether a warning stands (``jobs.gpus_idle_since``).
 """
 
@@ -55,6 +56,9 @@ class IdleVerdict(StrEnum):
     """The GPUs have idled through the window: write the warning."""
     RECOVERED = "recovered"
     """A standing warning ends: they are busy again."""
+    DROPPED = "dropped"
+    """A standing warning is forgotten without a row: the job is no longer Running (ended, or restarting —
+    a later attempt that idles is warned of afresh)."""
 
 
 def idle_gpus(
@@ -65,6 +69,8 @@ def idle_gpus(
         return None
     busy = window.mean_util_pct >= threshold_pct
     if warned:
-        return IdleVerdict.RECOVERED if busy or not running else None
+        if not running:
+            return IdleVerdict.DROPPED
+        return IdleVerdict.RECOVERED if busy else None
     covered = window.first_sample_at <= now - timedelta(seconds=window_s)
     return IdleVerdict.WARN if running and covered and not busy else None

@@ -207,6 +207,9 @@ async def _check_idle_gpus(conn: Connection, job_id: str, at: datetime, settings
     )
     if verdict is None:
         return
+    if verdict is IdleVerdict.DROPPED:
+        await usage_repo.set_gpus_idle_since(conn, job_id, None)
+        return
     util = round(window.mean_util_pct or 0.0, 1)
     said = f"{util:g}"
     if verdict is IdleVerdict.WARN:
