@@ -3,8 +3,8 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 UV := uv
 PYTEST_ARGS ?=
-# pytest-xdist workers for `make test` (2: about 28 min on 2 cores instead of 36-43 in one process; 0: one
-# process). Host-touching tests stay in one worker, one after the other (xdist_group "host").
+# pytest-xdist workers for `make test` (2 on 2 cores; 0: one process). Tests are spread over both, host-touching
+# ones included: each takes its own bridge, subnet, ports, namespaces and users (see README, "Tests").
 TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 
@@ -29,7 +29,7 @@ status: ## Show what runs
 	@$(UV) run python -m rlark_devinfra.stack status
 
 test: setup prereqs test-web ## Run every test: the console's component tests, then pytest against real PostgreSQL, Kafka and Chromium (the README's second command)
-	@$(UV) run pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	@$(UV) run pytest -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
 test-web: prereqs ## Run the web console's component tests (Vitest)
 	@cd web && npm test

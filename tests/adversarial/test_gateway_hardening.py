@@ -42,7 +42,7 @@ from rlark_platform.settings import ServiceSettings
 from rlark_platform.testing import free_port
 from stack import ADMIN, ADMIN_PASSWORD, QUICK_OVERRIDES, Stack, platform
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services_only]
+pytestmark = pytest.mark.e2e
 
 PROXY = "127.0.0.2"
 METRICS_TOKEN = "metrics-" + uuid.uuid4().hex

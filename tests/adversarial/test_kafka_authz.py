@@ -35,7 +35,7 @@ if str(E2E) not in sys.path:
 
 from stack import QUICK_OVERRIDES, Stack, eventually, platform  # noqa: E402
 
-pytestmark = [pytest.mark.integration, pytest.mark.services_only]
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from stack import Stack
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services_only]
+pytestmark = pytest.mark.e2e
 
 HUGE = "99999999999999999999"
 LIST_ROUTES = [

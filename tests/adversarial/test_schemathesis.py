@@ -28,7 +28,7 @@ from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import status_code_conformance
 from stack import Stack
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services_only, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 MAX_EXAMPLES = 20
 SKIPPED = {

@@ -18,7 +18,7 @@ import pytest
 from jobs import document, make_public_key, role
 from stack import Stack
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services_only]
+pytestmark = pytest.mark.e2e
 
 # Fake but well-formed: shapes the scanner knows, random bodies no service ever issued.
 GITHUB_TOKEN = "ghp_" + "Qx7vN2pL5xR7tY1wK4mB9cD3aE6fG0hJ2kM4"

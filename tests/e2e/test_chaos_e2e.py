@@ -57,7 +57,7 @@ from rlark_tunnel_agent.agent.session import open_session
 from rlark_tunnel_agent.runtime.driver import WorkerStatus
 from stack import Stack, eventually
 
-pytestmark = [pytest.mark.e2e, pytest.mark.services_only]
+pytestmark = pytest.mark.e2e
 
 JOBS = 200
 CLIENTS = 4

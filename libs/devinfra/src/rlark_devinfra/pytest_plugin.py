@@ -33,14 +33,6 @@ os.environ.setdefault("COLUMNS", "200")
 from rlark_devinfra.k8s.fixtures import k8s_cluster, k8s_testbed  # noqa: F401 - registered fixtures
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "services_only: starts platform services of its own (databases, topics, processes on free ports) but "
-        "no worker, namespace, bridge or test bed: under xdist it runs beside the host-touching tests",
-    )
-
-
 def pytest_sessionstart(session: pytest.Session) -> None:
     test_sessions.register()
 
@@ -55,26 +47,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             "k8s": lambda parts: testbed.down(only=parts),
         }
     )
-
-
-HOST_MARKERS = ("e2e", "netns", "k8s")
-HOST_PATHS = ("tests/e2e/", "tests/adversarial/", "services/tunnel_agent/tests/", "libs/devinfra/tests/")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With pytest-xdist (``make test``: ``-n 2 --dist loadgroup``), every test that touches the host —
-    network namespaces and bridges, local workers, the Kubernetes test bed, platforms running jobs — runs in
-    one worker, one after the other, as without xdist (such tests count namespaces and processes and share
-    the local runtime's port blocks); the rest spreads over both workers. ``services_only`` tests (a
-    platform without workers) are of the rest: the other lane would otherwise wait while the host lane
-    runs them too."""
-    root = paths.repo_root()
-    for item in items:
-        if item.get_closest_marker("services_only"):
-            continue
-        where = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
-        if where.startswith(HOST_PATHS) or any(item.get_closest_marker(m) for m in HOST_MARKERS):
-            item.add_marker(pytest.mark.xdist_group("host"))
 
 
 def docker_engine_answers() -> bool:
