@@ -46,7 +46,7 @@ async def test_a_broken_kafka_consumer_is_replaced_and_the_events_still_apply_on
     events = [sample_event(f"k{i}") for i in range(5)]
     for e in events:
         await producer.send_and_wait(names.physical("keys.keys"), encode(e), key=e.subject.encode())
-    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), effects=5)
+    await run_until(pool, make_consumer(pool, producer, names, kafka_admin), records=5)
     assert BreaksOnce.started == 2  # the broken one, then its replacement
     rows = await pool.fetch("SELECT event_id, count(*) AS n FROM effects GROUP BY event_id")
     assert {r["event_id"] for r in rows} == {e.id for e in events}
