@@ -14,6 +14,7 @@ import type {
   Job,
   JobDetail,
   JobDocument,
+  JobUsage,
   JobQuery,
   LabelKey,
   MatchResult,
@@ -134,6 +135,8 @@ export const jobsApi = {
   cancel: (id: string) => api.post<Job>(`/jobs/${enc(id)}:cancel`),
   /** Stops the placed attempt and queues the next, which resumes per spec.resume; 409 `job_not_placed` otherwise (ADR 0014). */
   requeue: (id: string) => api.post<JobDetail>(`/jobs/${enc(id)}:requeue`),
+  /** Each worker's CPU, memory and GPU use over the last `since` seconds in `step`-second points (ADR 0017). */
+  usage: (id: string, since = 3600, step = 60) => api.get<JobUsage>(`/jobs/${enc(id)}/usage`, { since, step }),
   setSshKeys: (id: string, names: string[]) => api.put<Job>(`/jobs/${enc(id)}/ssh-keys`, { ssh_keys: names }),
   logs: (id: string, worker: string, limit = 2000) =>
     request<string>('GET', `/jobs/${enc(id)}/logs`, { query: { worker, limit }, text: true }),

@@ -630,3 +630,30 @@ export interface Delivery {
   finished_at: string | null;
   log: DeliveryAttempt[];
 }
+
+/** One averaged point of a worker's use (`GET /jobs/{id}/usage`, ADR 0017). */
+export interface UsagePoint {
+  at: string;
+  cpu_cores_used: number;
+  memory_bytes: number;
+  gpu_count: number;
+  /** Mean over the worker's GPUs; null when it holds none (or its agent cannot see them). */
+  gpu_util_pct: number | null;
+  gpu_memory_used_bytes: number;
+  gpu_memory_total_bytes: number;
+}
+
+export interface WorkerUsageSeries {
+  worker_id: string;
+  role: string;
+  index: number;
+  attempt: number;
+  points: UsagePoint[];
+}
+
+export interface JobUsage {
+  job_id: string;
+  since: string;
+  step_s: number;
+  workers: WorkerUsageSeries[];
+}

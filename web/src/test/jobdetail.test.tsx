@@ -1,45 +1,8 @@
 import { fireEvent, screen, waitFor, within } from '@testing-library/react';
 import { describe, expect, it } from 'vitest';
 import JobDetail, { sshCommandOf, sshConfigCommandOf } from '../pages/jobs/JobDetail';
+import { RUNNING } from './fixtures/job';
 import { mockApi, renderPage } from './helpers';
-
-/** A job detail as the scheduler's API returns it (services/scheduler/.../api/models.py). */
-const RUNNING = {
-  id: 'job-1',
-  name: 'grpo',
-  owner: 'alice',
-  status: 'Running',
-  reason: 'all Ray nodes joined; run script started',
-  priority: 0,
-  network_domain: 'dom-a',
-  clusters: ['gpu-a', 'gpu-b'],
-  worker_count: 2,
-  gpu_count: 16,
-  exit_code: null,
-  created_at: '2026-11-29T10:00:00Z',
-  updated_at: '2026-11-29T10:05:00Z',
-  scheduled_at: '2026-11-29T10:00:01Z',
-  started_at: '2026-11-29T10:01:00Z',
-  ended_at: null,
-  details: {},
-  pending: null,
-  warnings: [],
-  ray_nodes: { joined: 2, expected: 2 },
-  workers: [
-    { id: 'w-0', role: 'actor', index: 0, rank: 0, is_header: true, cluster: 'gpu-a', node: 'n1', address: '10.100.0.2', virtual_ip: '10.100.0.2', gpus: 8, phase: 'running', ray_joined: true, exit_code: null, reason: '', updated_at: '2026-11-29T10:05:00Z' },
-    { id: 'w-1', role: 'rollout', index: 0, rank: 1, is_header: false, cluster: 'gpu-b', node: 'n7', address: '10.100.0.3', virtual_ip: '10.100.0.3', gpus: 8, phase: 'running', ray_joined: true, exit_code: null, reason: '', updated_at: '2026-11-29T10:05:00Z' },
-  ],
-  timeline: [
-    { seq: 1, kind: 'status', from_status: '', to_status: 'Pending', worker_id: null, phase: null, reason: 'submitted', details: {}, at: '2026-11-29T10:00:00Z' },
-    { seq: 4, kind: 'status', from_status: 'Starting', to_status: 'Running', worker_id: null, phase: null, reason: 'all Ray nodes joined', details: {}, at: '2026-11-29T10:01:00Z' },
-  ],
-  outputs: [{ worker_id: 'w-0', files: [{ path: '/data/outputs/ckpt-100.pt', size: 2048 }], truncated: false }],
-  tensorboard_dir: '/data/outputs/tb',
-  ssh_keys: ['laptop'],
-  ssh_command: 'ssh rlark@10.100.0.2',
-  spec: { apiVersion: 'rlark.io/v1', kind: 'Job', metadata: { name: 'grpo' }, spec: { header: 'actor', tasks: [] } },
-  yaml: 'apiVersion: rlark.io/v1\n',
-};
 
 describe('job detail', () => {
   it('shows workers, Ray joins, SSH commands, outputs and the timeline from the scheduler', async () => {

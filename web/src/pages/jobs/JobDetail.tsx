@@ -21,6 +21,7 @@ import { JobStatusTag, PhaseTag } from '../../components/StatusTag';
 import { useServerText } from '../../i18n/server';
 import { formatBytes, formatTime } from '../../lib/format';
 import LogViewer from './LogViewer';
+import UsageTab from './UsageTab';
 
 /** An output file as listed: the manifest's fields, and its time where the worker's agent answered. */
 type OutputRow = OutputFile & { mtime?: number | null };
@@ -483,6 +484,11 @@ export default function JobDetail() {
                     key: 'logs',
                     label: t('logs.title'),
                     children: <LogViewer jobId={j.id} workers={j.workers} active={!terminal} />,
+                  },
+                  {
+                    key: 'usage',
+                    label: t('usage.title'),
+                    children: <UsageTab jobId={j.id} active={!terminal} />,
                   },
                   {
                     key: 'outputs',
