@@ -64,10 +64,13 @@ async def test_tensorboard_steps_keep_a_quiet_job_alive_past_its_deadline(
         assert final["attempt"] == 1
         lines = await attempt_logs(stack, job_id)
         assert "done training" in lines
-        # The Header's bootstrap reported the steps it read (marker lines in its log), the last one 7.
-        steps = [line for line in lines if '"event":"tensorboard_step"' in line]
-        assert steps
-        assert steps[-1].endswith('"step":7}')
+        # The Header's bootstrap reported the steps it read (marker lines in its log), each newer than the last;
+        # the newest ones, written while stdout was silent, are what kept the job alive.
+        steps = [
+            int(line.rsplit(":", 1)[1].rstrip("}")) for line in lines if '"event":"tensorboard_step"' in line
+        ]
+        assert steps == sorted(set(steps))
+        assert len(steps) >= 4
         await no_process_left(driver_of(agent))
 
 
