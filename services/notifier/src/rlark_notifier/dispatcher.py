@@ -21,14 +21,13 @@ Metrics: ``rlark_notifier_deliveries_total{kind,result}`` (delivered, retried, f
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from datetime import UTC, datetime
-from typing import Any
 
 import asyncpg
 import structlog
 from prometheus_client import Counter, Gauge, Histogram
+from rlark_platform.db.leader import AdvisoryLeaderLoop
 from rlark_platform.db.pool import Connection
 
 from rlark_notifier import repository as repo
@@ -53,7 +52,7 @@ DELIVERY_SECONDS = Histogram(
 PENDING = Gauge("rlark_notifier_pending", "Pending deliveries seen by the dispatcher's last round")
 
 
-class Dispatcher:
+class Dispatcher(AdvisoryLeaderLoop):
     def __init__(
         self,
         pool: asyncpg.Pool,
@@ -64,56 +63,25 @@ class Dispatcher:
         concurrency: int = 32,
         poll_interval_s: float = 1.0,
     ) -> None:
-        self._pool = pool
+        super().__init__(
+            pool, lock_key=_LEADER_LOCK, channel=NOTIFY_CHANNEL, name="notifier dispatcher",
+            poll_interval_s=poll_interval_s,
+        )  # fmt: skip
         self._box = box
         self._sender = sender
         self._backoff = backoff
         self._concurrency = concurrency
-        self._poll_interval_s = poll_interval_s
-        self._wake = asyncio.Event()
-        self._stopping = asyncio.Event()
         self._in_flight: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._next_count = 0.0
-        self.is_leader = False
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._wake.set()
 
     async def run(self) -> None:
         try:
-            while not self._stopping.is_set():
-                conn = await self._pool.acquire()
-                try:
-                    if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _LEADER_LOCK):
-                        await self._sleep(self._poll_interval_s * 2)
-                        continue
-                    self.is_leader = True
-                    log.info("notifier dispatcher is leader")
-                    await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
-                    try:
-                        await self._lead(conn)
-                    finally:
-                        self.is_leader = False
-                        await self._drain()
-                        with contextlib.suppress(Exception):
-                            await conn.remove_listener(NOTIFY_CHANNEL, self._on_notify)
-                            await conn.execute("SELECT pg_advisory_unlock($1)", _LEADER_LOCK)
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                    log.warning("notifier dispatcher lost its database; retrying", error=str(exc))
-                    await self._sleep(1.0)
-                finally:
-                    await self._pool.release(conn)
+            await super().run()
         finally:
             await self._sender.aclose()
 
-    def _on_notify(self, *_: Any) -> None:
-        self._wake.set()
-
-    async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
-        self._wake.clear()
+    async def _stepped_down(self) -> None:
+        await self._drain()
 
     async def _drain(self) -> None:
         if self._in_flight:

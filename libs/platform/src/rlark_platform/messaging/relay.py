@@ -11,8 +11,6 @@ mark republishes them: consumers dedupe on the event id.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from typing import Any
 
 import asyncpg
 import structlog
@@ -20,6 +18,7 @@ from aiokafka import AIOKafkaProducer
 from prometheus_client import Counter, Gauge
 from rlark_contracts import TopicNames
 
+from rlark_platform.db.leader import AdvisoryLeaderLoop
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging.outbox import NOTIFY_CHANNEL
 
@@ -31,7 +30,7 @@ PUBLISHED = Counter("rlark_outbox_published_total", "Outbox events published to 
 PENDING = Gauge("rlark_outbox_pending", "Unpublished outbox rows seen by the last relay round", ["service"])
 
 
-class OutboxRelay:
+class OutboxRelay(AdvisoryLeaderLoop):
     def __init__(
         self,
         pool: asyncpg.Pool,
@@ -42,51 +41,14 @@ class OutboxRelay:
         batch_size: int = 1000,
         poll_interval_s: float = 1.0,
     ) -> None:
-        self._pool = pool
+        super().__init__(
+            pool, lock_key=_LEADER_LOCK, channel=NOTIFY_CHANNEL, name=f"{service} outbox relay",
+            poll_interval_s=poll_interval_s,
+        )  # fmt: skip
         self._producer = producer
         self._names = names
         self._service = service
         self._batch_size = batch_size
-        self._poll_interval_s = poll_interval_s
-        self._wake = asyncio.Event()
-        self._stopping = asyncio.Event()
-        self.is_leader = False
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._wake.set()
-
-    async def run(self) -> None:
-        """Run until ``stop()``; stands by while another relay of this service holds leadership."""
-        while not self._stopping.is_set():
-            conn = await self._pool.acquire()
-            try:
-                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _LEADER_LOCK):
-                    await self._sleep(self._poll_interval_s * 2)
-                    continue
-                self.is_leader = True
-                log.info("outbox relay is leader", service=self._service)
-                await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
-                try:
-                    await self._lead(conn)
-                finally:
-                    self.is_leader = False
-                    with contextlib.suppress(Exception):
-                        await conn.remove_listener(NOTIFY_CHANNEL, self._on_notify)
-                        await conn.execute("SELECT pg_advisory_unlock($1)", _LEADER_LOCK)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                log.warning("outbox relay lost its database; retrying", error=str(exc))
-                await self._sleep(1.0)
-            finally:
-                await self._pool.release(conn)
-
-    def _on_notify(self, *_: Any) -> None:
-        self._wake.set()
-
-    async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
-        self._wake.clear()
 
     async def _lead(self, conn: Connection) -> None:
         while not self._stopping.is_set():
