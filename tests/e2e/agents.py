@@ -39,12 +39,14 @@ async def local_agent(
     *,
     stop_workers: bool = True,
     tunnels: TunnelOptions | None = None,
+    usage_interval_s: float = 15.0,
     **options: Any,
 ) -> AsyncIterator[Agent]:
     """The real agent with the local driver. On exit the agent stops; with ``stop_workers`` its workers are
     stopped first (an agent's own stop leaves workers running, as a restart must), then its bridge is
     removed. ``tunnels`` turns on network-domain tunnels — on the Go data path (``make prereqs`` builds
-    it) unless they name another; ``options`` are LocalDriverOptions. Each agent
+    it) unless they name another; ``usage_interval_s`` is the agent's ``USAGE_INTERVAL_S`` (its default
+    unless a test needs samples sooner); ``options`` are LocalDriverOptions. Each agent
     gets a bridge and subnet of its own from the driver (derived from its state dir, a /24 no other
     interface of the machine uses), so no other cluster's namespaces can hold its addresses."""
     declared = load_cluster(cluster_file)
@@ -64,6 +66,7 @@ async def local_agent(
         heartbeat_interval_s=0.5,
         observe_interval_s=1.0,
         tunnels=tunnels,
+        usage_interval_s=usage_interval_s,
     )
     task = asyncio.create_task(agent.run())
     try:
