@@ -38,6 +38,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
@@ -655,6 +656,30 @@ async def _notifier(ctx: Context) -> Outcome:
     )
 
 
+async def _agent_sampling(ctx: Context) -> Outcome:
+    run = _load("rlark_devinfra.benches.agent_sampling", "run")
+    with tempfile.TemporaryDirectory(prefix="rlark-bench-sampling-") as tmp:
+        r: dict[str, Any] = await run(Path(tmp))
+    return Outcome(
+        [
+            Row(
+                f"agent's usage sampling, {r['workers']} local workers ({r['processes']} processes, "
+                f"{r['processes_on_machine']} on the machine): CPU per round, p50 of {r['rounds']}",
+                f"{r['cpu_ms_per_round_p50']:.0f} ms (max {r['cpu_ms_per_round_max']:.0f} ms)",
+                "",
+                INFO,
+            ),
+            Row(
+                f"  … as a share of one core every {r['interval_s']:.0f} s (USAGE_INTERVAL_S default)",
+                f"{r['core_pct_at_interval']:.2f} %",
+                f"≤ {r['target_core_pct']:.0f} %",
+                _verdict(bool(r["meets_target"])),
+            ),
+        ],
+        r,
+    )
+
+
 def _which(tool: str) -> str | None:
     return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
 
@@ -699,6 +724,14 @@ BENCHES: list[Bench] = [
         lambda o: 240,
         True,
         _notifier,
+    ),
+    Bench(
+        "agent-sampling",
+        "the agent's usage sampling over 64 local workers' process trees: CPU time per round, share of a core",
+        "≈ 30 s",
+        lambda o: 180,
+        False,
+        _agent_sampling,
     ),
     Bench(
         "local-runtime",

@@ -518,19 +518,53 @@ class Ours:
 
     def scan(self) -> Iterator[tuple[int, str]]:
         """(pid, command name) of our live processes."""
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            stat = proc_stat(entry)
-            if stat is None:
-                continue
-            name, pgid = stat
-            if (
-                (self.group is not None and pgid == self.group)
-                or (self.token is not None and self.token in read_proc(f"/proc/{entry}/environ").split(b"\0"))
-                or (self.match is not None and self.match in read_proc(f"/proc/{entry}/cmdline"))
-            ):
-                yield int(entry), name
+        for pid, name, _ in scan_all({"": self}):
+            yield pid, name
+
+    def owns(self, pgid: int, process: _ProcessFiles) -> bool:
+        """Whether a process of group ``pgid`` is ours (its environment and command line read when needed)."""
+        return (
+            (self.group is not None and pgid == self.group)
+            or (self.token is not None and self.token in process.environ())
+            or (self.match is not None and self.match in process.cmdline())
+        )
+
+
+class _ProcessFiles:
+    """One process's environment and command line, each read at most once."""
+
+    def __init__(self, pid: str) -> None:
+        self.pid = pid
+        self._environ: list[bytes] | None = None
+        self._cmdline: bytes | None = None
+
+    def environ(self) -> list[bytes]:
+        if self._environ is None:
+            self._environ = read_proc(f"/proc/{self.pid}/environ").split(b"\0")
+        return self._environ
+
+    def cmdline(self) -> bytes:
+        if self._cmdline is None:
+            self._cmdline = read_proc(f"/proc/{self.pid}/cmdline")
+        return self._cmdline
+
+
+def scan_all(owners: dict[str, Ours]) -> Iterator[tuple[int, str, str]]:
+    """(pid, command name, owner's key) of every live process one of ``owners`` owns, in one pass over /proc
+    (each process read once however many owners ask: the agent samples all its workers this way). A process
+    more than one would own goes to the first."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = proc_stat(entry)
+        if stat is None:
+            continue
+        name, pgid = stat
+        process = _ProcessFiles(entry)
+        for key, ours in owners.items():
+            if ours.owns(pgid, process):
+                yield int(entry), name, key
+                break
 
 
 def reap(ours: Ours, grace_s: float, keep: Sequence[int]) -> int:

@@ -100,7 +100,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict
 from rlark_tunnel_agent.runtime import worker_usage
 from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_DIR, BOOTSTRAP_FILES, BOOTSTRAP_SCRIPT
-from rlark_tunnel_agent.runtime.bootstrap.rlark_node import Ours, proc_stat, read_proc
+from rlark_tunnel_agent.runtime.bootstrap.rlark_node import Ours, proc_stat, read_proc, scan_all
 from rlark_tunnel_agent.runtime.contract import (
     KEYS_FILE,
     LOCAL,
@@ -662,7 +662,7 @@ class LocalDriver:
         live = [w.record for w in self._workers.values() if not w.status.phase.terminal]
         with_gpus = any(record.gpu_indices for record in live)
         machine = worker_usage.parse_nvidia_smi(await worker_usage.query_nvidia_smi()) if with_gpus else {}
-        readings = await asyncio.to_thread(lambda: [self._reading(record) for record in live])
+        readings = await asyncio.to_thread(self._readings, live)
         now, at = time.monotonic(), datetime.now(UTC)
         self._cpu_rates.keep_only(record.spec.worker_id for record in live)
         return [
@@ -677,10 +677,20 @@ class LocalDriver:
             for record, reading in zip(live, readings, strict=True)
         ]
 
-    def _reading(self, record: WorkerRecord) -> worker_usage.Reading:
-        if record.cgroup and (reading := worker_usage.cgroup_reading(Path(record.cgroup))) is not None:
-            return reading
-        return worker_usage.proc_reading(self._scan_ours(record))
+    def _readings(self, records: list[WorkerRecord]) -> list[worker_usage.Reading]:
+        """Each worker's reading: its cgroup's where it has one, else its processes' — found for all those
+        workers in one pass over /proc (a pass per worker cost 13 % of a core at 64 workers every 15 s;
+        ``make bench agent-sampling``)."""
+        by_cgroup = {
+            record.spec.worker_id: reading
+            for record in records
+            if record.cgroup and (reading := worker_usage.cgroup_reading(Path(record.cgroup))) is not None
+        }
+        pids = self._scan_all([r for r in records if r.spec.worker_id not in by_cgroup])
+        return [
+            by_cgroup.get(record.spec.worker_id) or worker_usage.proc_reading(pids[record.spec.worker_id])
+            for record in records
+        ]
 
     def our_processes(self, worker_id: str) -> set[int]:
         """Live processes of a worker by group, token and Ray temp dir (not by namespace)."""
@@ -1200,17 +1210,24 @@ class LocalDriver:
     # --- stopping and reaping ------------------------------------------------------------------
 
     def _scan_ours(self, record: WorkerRecord) -> set[int]:
+        return self._scan_all([record])[record.spec.worker_id]
+
+    def _scan_all(self, records: Sequence[WorkerRecord]) -> dict[str, set[int]]:
+        """Each worker's live processes (by group, token and Ray temp dir), all in one pass over /proc."""
+        owners = {record.spec.worker_id: self._ours(record) for record in records}
+        found: dict[str, set[int]] = {worker_id: set() for worker_id in owners}
+        for pid, _, worker_id in scan_all(owners) if owners else ():
+            if pid not in (os.getpid(), 1):
+                found[worker_id].add(pid)
+        return found
+
+    def _ours(self, record: WorkerRecord) -> Ours:
         group = record.pid
         # A living leader counts only if it is still our bootstrap (pids get reused); a dead
         # leader's group id cannot be reused while any member of the group lives.
         if group is not None and proc_stat(str(group)) is not None and not self._bootstrap_alive(record):
             group = None
-        ours = Ours(
-            token=f"{self.tag}/{record.spec.worker_id}",
-            group=group,
-            match=record.ray_temp_dir + "/",
-        )
-        return {pid for pid, _ in ours.scan() if pid not in (os.getpid(), 1)}
+        return Ours(token=f"{self.tag}/{record.spec.worker_id}", group=group, match=record.ray_temp_dir + "/")
 
     def _signal_group(self, worker: _Worker, sig: signal.Signals) -> None:
         if worker.record.pid is None:
