@@ -1,3 +1,10 @@
+CREATE TABLE public.agent_leases (
+    cluster text NOT NULL,
+    holder text NOT NULL,
+    epoch bigint NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE public.clusters (
     name text NOT NULL,
     display_name text DEFAULT ''::text NOT NULL,
@@ -98,6 +105,9 @@ CREATE TABLE public.workers (
 
 ALTER TABLE ONLY public.outbox ALTER COLUMN seq SET DEFAULT nextval('public.outbox_seq_seq'::regclass);
 
+ALTER TABLE ONLY public.agent_leases
+    ADD CONSTRAINT agent_leases_pkey PRIMARY KEY (cluster);
+
 ALTER TABLE ONLY public.clusters
     ADD CONSTRAINT clusters_credential_hash_key UNIQUE (credential_hash);
 
@@ -134,6 +144,9 @@ CREATE INDEX nodes_name ON public.nodes USING btree (name);
 CREATE INDEX workers_active_node ON public.workers USING btree (cluster, node) WHERE active;
 
 CREATE INDEX workers_inactive_reported ON public.workers USING btree (reported_at) WHERE (NOT active);
+
+ALTER TABLE ONLY public.agent_leases
+    ADD CONSTRAINT agent_leases_cluster_fkey FOREIGN KEY (cluster) REFERENCES public.clusters(name) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.workers
     ADD CONSTRAINT workers_cluster_fkey FOREIGN KEY (cluster) REFERENCES public.clusters(name) ON DELETE CASCADE;

@@ -61,6 +61,8 @@ def test_gateway_paths_and_foreign_paths_are_not_proxied(path: str) -> None:
     ("method", "path", "access"),
     [
         ("POST", "/api/v1/agent/session", Access.PUBLIC),
+        ("POST", "/api/v1/agent/lease", Access.PUBLIC),
+        ("GET", "/api/v1/agent/lease", Access.ADMIN),
         ("GET", "/api/v1/agent/session", Access.ADMIN),
         ("POST", "/api/v1/agent/other", Access.ADMIN),
         ("GET", "/api/v1/clusters", Access.USER),

@@ -37,7 +37,7 @@ from rlark_contracts.registry import type_of
 from rlark_platform.db import transaction
 from rlark_platform.db.pool import Connection
 from rlark_platform.errors import ApiError, conflict, invalid, not_found
-from rlark_platform.identity import Caller, issue_agent_token
+from rlark_platform.identity import Caller, IdentityError, agent_token_claims, issue_agent_token
 from rlark_platform.messaging import PoisonMessage, add_events
 
 from rlark_inventory import repository as repo
@@ -251,6 +251,32 @@ async def open_agent_session(
     )
     log.info("agent session opened", cluster=cluster, credential=credentials.fingerprint(digest))
     return AgentSession(cluster, token, now + timedelta(seconds=ttl_s), kafka_password)
+
+
+async def agent_lease(
+    pool: asyncpg.Pool, token: str, holder: str, *, internal_secret: str, ttl_s: float, release: bool = False
+) -> repo.LeaseGrant:
+    """Take, renew or (``release``) end the lease of the cluster the agent token names, for the agent
+    process ``holder`` (ADR 0018). The token must be genuine, unexpired and issued under the cluster's
+    current credential, so a host whose credential was rotated away cannot take its cluster back."""
+    try:
+        claims = agent_token_claims(internal_secret, token)
+    except IdentityError as exc:
+        log.warning("agent lease refused", reason=str(exc))
+        raise _refused() from None
+    async with pool.acquire() as conn:
+        cluster = await repo.get_cluster(conn, claims.cluster)
+        if cluster is None or not claims.issued_under(cluster.credential_rotated_at):
+            log.warning(
+                "agent lease refused", cluster=claims.cluster, reason="credential rotated or cluster gone"
+            )
+            raise _refused()
+        if not release:
+            return await repo.take_agent_lease(conn, claims.cluster, holder, ttl_s)
+        released = await repo.release_agent_lease(conn, claims.cluster, holder)
+        log.info("agent lease released", cluster=claims.cluster, holder=holder, released=released)
+        found = await repo.agent_lease_of(conn, claims.cluster, holder)
+    return found if found is not None else repo.LeaseGrant(claims.cluster, False, "", 0, 0.0)
 
 
 # ------------------------------------------------------------------------------------- cordon (admin)

@@ -279,6 +279,67 @@ async def record_session(conn: Connection, name: str) -> None:
     await conn.execute("UPDATE clusters SET last_session_at = now() WHERE name = $1", name)
 
 
+class LeaseGrant(NamedTuple):
+    """A cluster's agent lease after an attempt to take or renew it: who holds it, its epoch, and how long
+    it has left by the database's clock (``held`` says whether the asking holder is the one)."""
+
+    cluster: str
+    held: bool
+    holder: str
+    epoch: int
+    expires_in_s: float
+
+
+async def take_agent_lease(conn: Connection, cluster: str, holder: str, ttl_s: float) -> LeaseGrant:
+    """Take or renew ``cluster``'s agent lease for ``holder`` for ``ttl_s`` seconds (ADR 0018).
+
+    One statement, so two agents racing for it are serialised by the row: a renewal by the holder keeps
+    the epoch; a lease that expired (``now()`` of this database, never an agent's clock) goes to the asker
+    with the epoch plus one; a live lease of another holder is left alone and returned."""
+    row = await conn.fetchrow(
+        """INSERT INTO agent_leases AS l (cluster, holder, epoch, expires_at)
+           VALUES ($1, $2, 1, now() + make_interval(secs => $3))
+           ON CONFLICT (cluster) DO UPDATE SET
+               epoch = CASE WHEN l.holder = EXCLUDED.holder THEN l.epoch ELSE l.epoch + 1 END,
+               holder = EXCLUDED.holder,
+               expires_at = EXCLUDED.expires_at
+           WHERE l.holder = EXCLUDED.holder OR l.expires_at <= now()
+           RETURNING holder, epoch, extract(epoch FROM expires_at - now())::float8 AS left_s""",
+        cluster,
+        holder,
+        ttl_s,
+    )
+    if row is None:  # another holder's lease is live
+        found = await agent_lease_of(conn, cluster, holder)
+        assert found is not None  # the conflicting row exists; clusters are deleted with their leases
+        return found
+    return LeaseGrant(cluster, row["holder"] == holder, row["holder"], row["epoch"], max(row["left_s"], 0.0))
+
+
+async def agent_lease_of(conn: Connection, cluster: str, asker: str) -> LeaseGrant | None:
+    """``cluster``'s agent lease as it stands (``held``: live and held by ``asker``); None when never taken."""
+    row = await conn.fetchrow(
+        """SELECT holder, epoch, extract(epoch FROM expires_at - now())::float8 AS left_s
+           FROM agent_leases WHERE cluster = $1""",
+        cluster,
+    )
+    if row is None:
+        return None
+    left = max(row["left_s"], 0.0)
+    return LeaseGrant(cluster, row["holder"] == asker and left > 0, row["holder"], row["epoch"], left)
+
+
+async def release_agent_lease(conn: Connection, cluster: str, holder: str) -> bool:
+    """End ``holder``'s lease now (an agent stopping cleanly), so a standby takes over at its next poll;
+    the epoch stays (the next holder's is one more). False when ``holder`` did not hold it."""
+    done = await conn.execute(
+        "UPDATE agent_leases SET expires_at = now() WHERE cluster = $1 AND holder = $2 AND expires_at > now()",
+        cluster,
+        holder,
+    )
+    return done.endswith(" 1")
+
+
 async def record_heartbeat(
     conn: Connection,
     name: str,

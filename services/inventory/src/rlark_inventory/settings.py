@@ -20,6 +20,12 @@ class InventorySettings(ServiceSettings):
     agent_token_ttl_s: int = Field(
         default=3600, ge=60, le=86400, description="Lifetime of the agent tokens issued by agent sessions"
     )
+    agent_lease_ttl_s: float = Field(
+        default=10.0,
+        ge=1,
+        le=300,
+        description="An agent's cluster lease lasts this long unless renewed; a standby takes over after it",
+    )
     agent_kafka_bootstrap: str = Field(
         default="",
         description="Kafka bootstrap servers handed to agents; empty means the service's kafka_bootstrap",

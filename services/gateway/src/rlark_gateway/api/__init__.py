@@ -26,7 +26,7 @@ from rlark_gateway.api.docs import add_docs_routes
 from rlark_gateway.api.guards import RequestGuard, document_guard_answers
 from rlark_gateway.api.openapi import add_openapi_route
 from rlark_gateway.api.proxy import add_fallback_route, add_proxy_routes
-from rlark_gateway.domain.access import CHANGE_METHODS, PROXY_ROUTES, audit_action
+from rlark_gateway.domain.access import AGENT_LEASE_PATH, CHANGE_METHODS, PROXY_ROUTES, audit_action
 from rlark_gateway.settings import GatewaySettings
 from rlark_gateway.wiring import Gateway
 
@@ -96,6 +96,8 @@ def build_api(ctx: ServiceContext[GatewaySettings, Gateway]) -> FastAPI:
         note = AuditNote()
         request.state.audit = note
         response = await call_next(request)
+        if path == AGENT_LEASE_PATH and response.status_code < 400:
+            return response  # a lease renewal every few seconds per cluster: refusals only are audited
         default_action, default_target = audit_action(request.method, request.url.path)
         try:
             await gw.accounts.record_audit(

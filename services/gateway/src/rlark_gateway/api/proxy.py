@@ -3,9 +3,9 @@ keys, ``domains`` → netdomain, ``{jobs,templates}`` → scheduler, ``notificat
 (``domain.access.PROXY_ROUTES``).
 
 Each request is authenticated and authorised here (role rules in ``domain.access``) before it is forwarded
-with the signed caller; ``POST /api/v1/agent/session`` is forwarded without a user identity because
-inventory checks the agent's own credential. A streaming request (``?follow=true``, ``Accept:
-text/event-stream``) takes one of the caller's stream places (``RLARK_EVENTS_MAX_STREAMS_PER_USER``, shared
+with the signed caller; ``POST /api/v1/agent/session`` and ``POST /api/v1/agent/lease`` are forwarded
+without a user identity because inventory checks the agent's own credential (its session token, for the
+lease). A streaming request (``?follow=true``, ``Accept: text/event-stream``) takes one of the caller's stream places (``RLARK_EVENTS_MAX_STREAMS_PER_USER``, shared
 with ``GET /api/v1/events``) until its response is over. The services' own OpenAPI documents describe the bodies.
 """
 

@@ -18,6 +18,10 @@ READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 CHANGE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 PROXY_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 AGENT_SESSION_PATH = f"{API_PREFIX}/agent/session"
+AGENT_LEASE_PATH = f"{API_PREFIX}/agent/lease"
+"""An agent's cluster lease (ADR 0018), renewed every few seconds: public like the session (inventory checks
+the agent token), and a granted renewal is a keep-alive, not a change worth an audit row."""
+AGENT_PUBLIC_PATHS = frozenset({AGENT_SESSION_PATH, AGENT_LEASE_PATH})
 
 _METHOD_VERB = {"POST": "create", "PUT": "replace", "PATCH": "update", "DELETE": "delete"}
 _TRUE = {"1", "true", "yes", "on"}
@@ -92,7 +96,7 @@ def required_access(method: str, path: str) -> Access:
     resource, verb = _resource(segments[0]) if segments else ("", None)
     if resource == "agent":
         # Agents authenticate to inventory with their own credential; nothing else there is public.
-        return Access.PUBLIC if (method == "POST" and path == AGENT_SESSION_PATH) else Access.ADMIN
+        return Access.PUBLIC if (method == "POST" and path in AGENT_PUBLIC_PATHS) else Access.ADMIN
     if method in READ_METHODS:
         return Access.USER
     if resource == "clusters":

@@ -24,6 +24,8 @@ from rlark_platform.service import ServiceContext
 from rlark_inventory import handlers
 from rlark_inventory import repository as repo
 from rlark_inventory.api.models import (
+    AgentLeaseIn,
+    AgentLeaseOut,
     AgentSessionOut,
     ClusterCreate,
     ClusterList,
@@ -292,6 +294,37 @@ async def agent_session(
         kafka_username=agent_principal(settings.topic_prefix, session.cluster),
         kafka_password=session.kafka_password,
         topic_prefix=settings.topic_prefix,
+    )
+
+
+@router.post("/agent/lease", response_model=AgentLeaseOut)
+async def agent_lease(
+    request: Request,
+    body: AgentLeaseIn,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> AgentLeaseOut:
+    """Take, renew or release the agent lease of the cluster named by the agent token
+    (``Authorization: Bearer <token from /agent/session>``): one active agent per cluster (ADR 0018)."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(401, "invalid_credential", text("invalid_credential.header"))
+    settings = _settings(request)
+    ttl_s = settings.agent_lease_ttl_s
+    grant = await handlers.agent_lease(
+        _pool(request),
+        token.strip(),
+        body.holder,
+        internal_secret=settings.internal_secret.get_secret_value(),
+        ttl_s=ttl_s,
+        release=body.release,
+    )
+    return AgentLeaseOut(
+        cluster=grant.cluster,
+        held=grant.held,
+        holder=grant.holder,
+        epoch=grant.epoch,
+        expires_in_s=grant.expires_in_s,
+        ttl_s=ttl_s,
     )
 
 

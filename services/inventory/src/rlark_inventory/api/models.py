@@ -331,3 +331,26 @@ class AgentSessionOut(BaseModel):
     kafka_username: str = Field(description="The agent's SASL/SCRAM-SHA-512 principal on the broker")
     kafka_password: str = Field(description="Its password; keep it in memory only")
     topic_prefix: str
+
+
+class AgentLeaseIn(BaseModel):
+    """An agent process asking for its cluster's lease (ADR 0018); the cluster is the agent token's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    holder: str = Field(
+        min_length=8,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9_.:@-]+$",
+        description="This agent process's identity, new on every start (not a secret)",
+    )
+    release: bool = Field(default=False, description="End this holder's lease now (a clean stop)")
+
+
+class AgentLeaseOut(BaseModel):
+    cluster: str
+    held: bool = Field(description="Whether the asking holder is now the cluster's active agent")
+    holder: str = Field(description="The process holding the lease")
+    epoch: int = Field(description="The lease's epoch: reports must carry it; older ones are refused")
+    expires_in_s: float = Field(description="Seconds left by the control plane's clock")
+    ttl_s: float = Field(description="How long a renewal lasts; renew well within it")
