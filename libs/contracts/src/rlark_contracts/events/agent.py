@@ -3,6 +3,9 @@
 Each cluster's agent publishes on its own topic, ``agent.reports.<cluster>``, which only that agent's Kafka
 principal may write (ADR 0004); consumers believe a report only when the topic's cluster, its ``source``
 (``agent/<cluster>``) and its data's ``cluster`` agree.
+
+Every report is an :class:`AgentReport`: it also carries the sender's cluster lease epoch (ADR 0018), and
+consumers refuse a report whose epoch is older than the newest they have seen for its cluster.
 """
 
 from __future__ import annotations
@@ -12,6 +15,17 @@ from enum import StrEnum
 
 from rlark_contracts.events._base import EventData
 from rlark_contracts.registry import event
+
+
+class AgentReport(EventData):
+    """What every report of a cluster's agent carries: the cluster, and the agent's lease epoch."""
+
+    cluster: str
+    lease_epoch: int | None = None
+    """The epoch of the cluster lease its agent held when it sent this (ADR 0018): one more each time
+    another agent process takes the cluster over. Consumers refuse a report with an epoch older than the
+    newest they have seen for the cluster (the deposed agent's). None (agents before ADR 0018): not fenced.
+    Added additively."""
 
 
 class WorkerPhase(StrEnum):
@@ -75,10 +89,9 @@ class NodeObservation(EventData):
 
 
 @event("agent.nodes.observed.v1", "agent.reports")
-class NodesObserved(EventData):
+class NodesObserved(AgentReport):
     """A snapshot of nodes. With ``complete`` the list is every node: the rest are gone."""
 
-    cluster: str
     nodes: list[NodeObservation]
     complete: bool = True
     observed_at: datetime
@@ -88,8 +101,7 @@ class NodesObserved(EventData):
 
 
 @event("agent.heartbeat.sent.v1", "agent.reports")
-class HeartbeatSent(EventData):
-    cluster: str
+class HeartbeatSent(AgentReport):
     agent_version: str = ""
     runtime: str = ""
     sent_at: datetime
@@ -99,8 +111,7 @@ class HeartbeatSent(EventData):
 
 
 @event("agent.worker.status_changed.v1", "agent.reports")
-class WorkerStatusChanged(EventData):
-    cluster: str
+class WorkerStatusChanged(AgentReport):
     job_id: str
     worker_id: str
     phase: str
@@ -120,8 +131,7 @@ class WorkerStatusChanged(EventData):
 
 
 @event("agent.worker.logs_emitted.v1", "agent.reports")
-class WorkerLogsEmitted(EventData):
-    cluster: str
+class WorkerLogsEmitted(AgentReport):
     job_id: str
     worker_id: str
     first_seq: int
@@ -136,8 +146,7 @@ class OutputFile(EventData):
 
 
 @event("agent.worker.outputs_listed.v1", "agent.reports")
-class WorkerOutputsListed(EventData):
-    cluster: str
+class WorkerOutputsListed(AgentReport):
     job_id: str
     worker_id: str
     files: list[OutputFile]
@@ -145,7 +154,7 @@ class WorkerOutputsListed(EventData):
 
 
 @event("agent.tunnel.endpoint_announced.v1", "agent.reports")
-class TunnelEndpointAnnounced(EventData):
+class TunnelEndpointAnnounced(AgentReport):
     """Where this cluster's agent accepts the SSH tunnels of one network domain, and its public key.
 
     Published when the domain's tunnels come up in the cluster (its first worker of the domain lands).
@@ -154,7 +163,6 @@ class TunnelEndpointAnnounced(EventData):
     (domain, cluster); the private half never leaves the agent.
     """
 
-    cluster: str
     domain: str
     host: str
     port: int
@@ -167,7 +175,7 @@ LINK_CLOSED = "closed"
 
 
 @event("agent.tunnel.state_changed.v1", "agent.reports")
-class TunnelStateChanged(EventData):
+class TunnelStateChanged(AgentReport):
     """One link of a network domain, as this cluster's agent sees it: up or down, and its figures.
 
     Published when the link to ``peer`` changes state (the agent polls its forwarders about once a
@@ -180,7 +188,6 @@ class TunnelStateChanged(EventData):
     domain's tunnels came up here. The scheduler fails a job whose link stays down past its grace.
     """
 
-    cluster: str
     domain: str
     peer: str
     state: str
@@ -214,9 +221,8 @@ class WorkerUsage(EventData):
 
 
 @event("agent.worker.usage_sampled.v1", "agent.reports")
-class WorkerUsageSampled(EventData):
+class WorkerUsageSampled(AgentReport):
     """One sampling round of this cluster's agent: a sample for each of its live workers it could measure
     (every ``usage_interval_s``, issue 19). Batched so that 64 workers cost one event, not 64."""
 
-    cluster: str
     samples: list[WorkerUsage]
