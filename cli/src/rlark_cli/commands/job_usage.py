@@ -77,7 +77,7 @@ def usage_view(job: Mapping[str, Any], usage: Mapping[str, Any]) -> Group:
         table.add_column(_word(key), justify="left" if key in ("worker", "at") else "right")
     for worker_id, p in latest_points(usage):
         gpus = p["gpu_count"]
-        measured = p["memory_bytes"] > 0  # Kubernetes samples carry GPU figures only (ADR 0017)
+        measured = p["memory_bytes"] > 0  # 0 where only a DCGM exporter saw the worker (ADR 0017)
         table.add_row(
             worker_id.removeprefix(f"{job['id']}-"),
             str(p["at"])[11:19],

@@ -1,4 +1,5 @@
-"""Composition root of the tunnel-agent: `python -m rlark_tunnel_agent all` (one agent per cluster).
+"""Composition root of the tunnel-agent: `python -m rlark_tunnel_agent all` (one active agent per cluster:
+a second one stands by until the cluster's lease frees, ADR 0018).
 
 The agent has no database (its desired state comes from Kafka and its runtime; see ADR 0001), so
 `migrate` only checks the settings. The HTTP API serves health and metrics.
@@ -6,8 +7,11 @@ The agent has no database (its desired state comes from Kafka and its runtime; s
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rlark_platform.service import Runnable, ServiceContext, ServiceDefinition, main
 
+from rlark_tunnel_agent.agent.durable import DurableStore, SecretStore
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.agent.sidecars import SidecarOptions, files_secrets
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
@@ -59,44 +63,64 @@ def make_driver_factory(settings: TunnelAgentSettings):  # type: ignore[no-untyp
     return make
 
 
-def build_workers(ctx: ServiceContext[TunnelAgentSettings, None]) -> list[Runnable]:
-    settings = ctx.settings
-    return [
-        Agent(
-            gateway_url=settings.gateway_url,
-            credential=settings.agent_credential.get_secret_value(),
-            make_driver=make_driver_factory(settings),
-            runtime=settings.runtime,
-            state_dir=settings.state_dir,
-            heartbeat_interval_s=settings.heartbeat_interval_s,
-            observe_interval_s=settings.observe_interval_s,
-            tensorboard_idle_s=settings.tensorboard_idle_s,
-            usage_interval_s=settings.usage_interval_s,
-            tunnels=TunnelOptions(
-                listen_host=settings.tunnel_listen_host,
-                advertise_host=settings.tunnel_advertise_host,
-                listen_port=settings.tunnel_listen_port,
-                listen_ports=settings.tunnel_listen_ports,
-                netns=settings.tunnel_netns,
-                dataplane=settings.tunnel_dataplane,
-                profile_dir=settings.tunnel_profile_dir,
-                ping_interval_s=settings.tunnel_ping_interval_s,
-                dead_after_s=settings.tunnel_dead_after_s,
-                backoff_max_s=settings.tunnel_backoff_max_s,
-            )
-            if settings.tunnels
-            else None,
-            # Only the Kubernetes driver takes sidecar hooks: its workers' TUNs live in their pods.
-            sidecars=SidecarOptions(
-                listen_host=settings.tunnel_sidecar_listen_host,
-                listen_port=settings.tunnel_sidecar_listen_port,
-                advertise_host=settings.tunnel_sidecar_advertise_host,
-                advertise_port=settings.tunnel_sidecar_advertise_port,
-            )
-            if settings.tunnels and settings.runtime == "kubernetes"
-            else None,
+def make_durable_store(settings: TunnelAgentSettings) -> Callable[[str], DurableStore] | None:
+    """Where the agent keeps its tunnel host keys (ADR 0018): the Secret ``RLARK_STATE_SECRET`` on
+    Kubernetes when set, else None (the state directory)."""
+    if settings.runtime != "kubernetes" or settings.state_secret is None:
+        return None
+    from rlark_tunnel_agent.runtime.kubernetes.kube import Kube, load_api_client
+
+    secret = settings.state_secret
+    kube = Kube(load_api_client(settings.kubeconfig))
+    return lambda _cluster: SecretStore(kube, settings.state_secret_namespace, secret, prefix="tunnel-key.")
+
+
+def build_agent(settings: TunnelAgentSettings) -> Agent:
+    """The cluster's agent, as the settings describe it (no I/O until it runs)."""
+    return Agent(
+        gateway_url=settings.gateway_url,
+        credential=settings.agent_credential.get_secret_value(),
+        make_driver=make_driver_factory(settings),
+        runtime=settings.runtime,
+        state_dir=settings.state_dir,
+        heartbeat_interval_s=settings.heartbeat_interval_s,
+        observe_interval_s=settings.observe_interval_s,
+        tensorboard_idle_s=settings.tensorboard_idle_s,
+        usage_interval_s=settings.usage_interval_s,
+        durable=make_durable_store(settings),
+        tunnels=TunnelOptions(
+            listen_host=settings.tunnel_listen_host,
+            advertise_host=settings.tunnel_advertise_host,
+            listen_port=settings.tunnel_listen_port,
+            listen_ports=settings.tunnel_listen_ports,
+            netns=settings.tunnel_netns,
+            dataplane=settings.tunnel_dataplane,
+            profile_dir=settings.tunnel_profile_dir,
+            ping_interval_s=settings.tunnel_ping_interval_s,
+            dead_after_s=settings.tunnel_dead_after_s,
+            backoff_max_s=settings.tunnel_backoff_max_s,
         )
-    ]
+        if settings.tunnels
+        else None,
+        # Only the Kubernetes driver takes sidecar hooks: its workers' TUNs live in their pods.
+        sidecars=SidecarOptions(
+            listen_host=settings.tunnel_sidecar_listen_host,
+            listen_port=settings.tunnel_sidecar_listen_port,
+            advertise_host=settings.tunnel_sidecar_advertise_host,
+            advertise_port=settings.tunnel_sidecar_advertise_port,
+        )
+        if settings.tunnels and settings.runtime == "kubernetes"
+        else None,
+    )
+
+
+async def start(ctx: ServiceContext[TunnelAgentSettings, None]) -> Agent:
+    """The process's one agent, shared by its worker part and its readiness check."""
+    return build_agent(ctx.settings)
+
+
+def build_workers(ctx: ServiceContext[TunnelAgentSettings, Agent]) -> list[Runnable]:
+    return [ctx.parts]
 
 
 DEFINITION = ServiceDefinition(
@@ -105,6 +129,7 @@ DEFINITION = ServiceDefinition(
     migrations=None,
     build_api=build_api,
     build_workers=build_workers,
+    on_start=start,
     needs_database=False,
     relay=False,
     kafka=False,

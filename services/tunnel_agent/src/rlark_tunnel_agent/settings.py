@@ -31,6 +31,18 @@ class TunnelAgentSettings(ServiceSettings):
         ),
     )
     state_dir: Path = Field(default=Path(".state/agent"), description="Local runtime workers and agent state")
+    state_secret: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$",
+        description=(
+            "Kubernetes: the Secret (in RLARK_STATE_SECRET_NAMESPACE, created by the manifests) that keeps "
+            "the agent's durable state — its tunnel host keys — across restarts and replacements; unset: "
+            "the state directory"
+        ),
+    )
+    state_secret_namespace: str = Field(
+        default="rlark-agent", description="Kubernetes: the namespace of RLARK_STATE_SECRET (the agent's own)"
+    )
     local_netns: bool = Field(
         default=True,
         description="Local runtime as root: workers in network namespaces; false: plain processes on 127.0.0.1",

@@ -203,10 +203,10 @@ async def mesh(tmp_path: Path) -> AsyncIterator[Mesh]:
                 backoff_max_s=0.2,
                 connect_timeout_s=1.0,
             )
-            forwarder = TunnelForwarder(config, tunnels._key("d1"))
+            forwarder = TunnelForwarder(config, await tunnels.domain_key("d1"))
             mesh.forwarders[cluster] = forwarder
             port = await forwarder.start()
-            mesh.endpoints.append(endpoint(cluster, port, public_line(tunnels._key("d1"))))
+            mesh.endpoints.append(endpoint(cluster, port, public_line(await tunnels.domain_key("d1"))))
             await tunnels.on_allocated(allocated)
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             ours.setblocking(False)  # the forwarder reads until EAGAIN, as from a TUN fd

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from rlark_contracts import TopicNames
-from rlark_platform.service import ServiceContext
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.agent.sidecars import SidecarOptions
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
-from rlark_tunnel_agent.main import build_workers
+from rlark_tunnel_agent.main import build_agent
 from rlark_tunnel_agent.settings import TunnelAgentSettings
 
 pytestmark = pytest.mark.unit
@@ -18,9 +16,7 @@ def _agent(monkeypatch: pytest.MonkeyPatch, **env: str) -> Agent:
     for name, value in env.items():
         monkeypatch.setenv(f"RLARK_{name}", value)
     settings = TunnelAgentSettings()
-    (agent,) = build_workers(ServiceContext(settings=settings, names=TopicNames(""), parts=None))
-    assert isinstance(agent, Agent)
-    return agent
+    return build_agent(settings)
 
 
 def test_tunnel_namespace_and_link_timing_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -140,6 +140,7 @@ def test_the_agent_role_grants_what_the_driver_needs_and_nothing_more(admin_kube
     assert not _allowed(admin_kube, "create", "servicecidrs", group="networking.k8s.io")
     assert not _allowed(admin_kube, "create", "secrets", "rlark-agent")
     assert not _allowed(admin_kube, "create", "pods", "default")
+    assert not _allowed(admin_kube, "list", "pods", "kube-system", group="metrics.k8s.io")
     assert not _allowed(admin_kube, "get", "pods", "kube-system", "log")
     for verb in ("create", "delete", "patch", "update"):
         assert not _allowed(admin_kube, verb, "pods", "kube-system"), verb
@@ -156,6 +157,9 @@ def test_the_agent_role_grants_what_the_driver_needs_and_nothing_more(admin_kube
         assert _allowed(admin_kube, "delete", "secrets", workers)
         for verb in ("get", "list", "watch", "patch", "update"):
             assert not _allowed(admin_kube, verb, "secrets", workers), (verb, workers)
+        # Workers' CPU and memory (ADR 0017): their pods' metrics, listed; nothing else of the metrics API.
+        assert _allowed(admin_kube, "list", "pods", workers, group="metrics.k8s.io")
+        assert not _allowed(admin_kube, "list", "nodes", group="metrics.k8s.io")
         assert not _allowed(admin_kube, "create", "pods", workers, "exec")
         assert not _allowed(admin_kube, "create", "roles", workers)
         assert not _allowed(admin_kube, "update", "pods", workers)

@@ -1,9 +1,11 @@
 """Per-worker usage readers (issue 19 item 1): GPUs from recorded `nvidia-smi` and DCGM exporter output
 (hand-written fixtures, `usage_fixtures/README.md`: this machine has no GPU), CPU and memory from a live
-process's real `/proc` accounting and from a cgroup v2 directory laid out as the kernel does."""
+process's real `/proc` accounting, from a cgroup v2 directory laid out as the kernel does, and on Kubernetes
+from the metrics API's PodMetrics (a fixture in metrics-server's format)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 from rlark_tunnel_agent.runtime import worker_usage as usage
+from rlark_tunnel_agent.runtime.kubernetes import pod_metrics
 from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
 
 pytestmark = pytest.mark.unit
@@ -98,10 +101,49 @@ def test_kubernetes_workers_get_the_gpus_the_exporter_attributes_to_their_pods()
         usage.PodWorker("job-7f3c-actor-0", "job-7f3c", "rlark-workers", "rlark-job-7f3c-actor-0"),
         usage.PodWorker("job-7f3c-env-0", "job-7f3c", "rlark-workers", "rlark-job-7f3c-env-0"),
     ]
-    (sample,) = usage.dcgm_samples(pods, workers, at)
+    (sample,) = usage.pod_samples(workers, at, usage={}, gpus=pods)
     assert (sample.worker_id, sample.job_id, sample.at) == ("job-7f3c-actor-0", "job-7f3c", at)
     assert [g.util_pct for g in sample.gpus] == [88]
-    assert (sample.cpu_cores_used, sample.memory_bytes) == (0.0, 0)  # not measured on Kubernetes
+    assert (sample.cpu_cores_used, sample.memory_bytes) == (0.0, 0)  # no metrics API: not measured
+
+
+def test_pod_metrics_give_each_pod_its_containers_summed_cpu_and_memory() -> None:
+    items = json.loads((FIXTURES / "pod-metrics.json").read_text())["items"]
+    pods = pod_metrics.parse_pod_metrics(items)
+    assert set(pods) == {
+        ("rlark-workers", "rlark-job-7f3c-actor-0"),
+        ("rlark-workers-privileged", "rlark-job-7f3c-env-0"),
+    }  # the item without a name is left out
+    actor = pods[("rlark-workers", "rlark-job-7f3c-actor-0")]
+    assert actor.cpu_cores == pytest.approx(3.512734891 + 0.001208431)  # nanocores, worker + files sidecar
+    assert actor.memory_bytes == (8418304 + 23460) * 1024
+    env = pods[("rlark-workers-privileged", "rlark-job-7f3c-env-0")]
+    assert env.cpu_cores == pytest.approx(0.25)
+    assert env.memory_bytes == 1 << 30  # the sidecar's unparseable memory counts 0
+
+
+def test_kubernetes_samples_join_pod_metrics_and_dcgm_gpus_per_pod() -> None:
+    measured = pod_metrics.parse_pod_metrics(json.loads((FIXTURES / "pod-metrics.json").read_text())["items"])
+    gpus = usage.parse_dcgm((FIXTURES / "dcgm-exporter.prom").read_text())
+    at = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+    workers = [
+        usage.PodWorker("job-7f3c-actor-0", "job-7f3c", "rlark-workers", "rlark-job-7f3c-actor-0"),
+        usage.PodWorker("job-7f3c-env-0", "job-7f3c", "rlark-workers-privileged", "rlark-job-7f3c-env-0"),
+        usage.PodWorker("job-7f3c-env-1", "job-7f3c", "rlark-workers", "rlark-job-7f3c-env-1"),  # neither
+    ]
+    actor, env = usage.pod_samples(workers, at, usage=measured, gpus=gpus)
+    assert (actor.worker_id, actor.cpu_cores_used, actor.memory_bytes) == (
+        "job-7f3c-actor-0",
+        3.514,
+        (8418304 + 23460) * 1024,
+    )
+    assert [g.util_pct for g in actor.gpus] == [88]
+    assert (env.worker_id, env.cpu_cores_used, env.memory_bytes, env.gpus) == (
+        "job-7f3c-env-0",
+        0.25,
+        1 << 30,
+        [],
+    )
 
 
 def test_the_dcgm_url_setting_takes_http_urls_only() -> None:

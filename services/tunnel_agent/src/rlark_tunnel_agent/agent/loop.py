@@ -25,6 +25,13 @@ down) makes the agent open a new session: a different password restarts the Kafk
 refused credential (rotated, cluster deleted) is said in the log as an error and retried slowly
 (``REFUSED_RETRY_MAX_S``) until the agent is stopped, without ending the process.
 
+One active agent per cluster (``lease.py``, ADR 0018): after opening its session and before it touches the
+runtime or reads placements, the agent takes its cluster's lease from the control plane; while another
+process holds it, this one stands by (``standing_by`` set, logged once per holder) and polls. The active
+agent renews the lease in a task of its own and stamps its epoch on every report; once the lease is lost
+(another holder, or not renewed before it may have expired) every loop stops and the agent stands by
+again. A clean stop releases the lease, so a standby takes over at its next poll rather than after the TTL.
+
 SSH through the platform (``ssh_link.py``, ADR 0010): one more task keeps a WebSocket control link to the
 gateway and connects the relays it is asked for to workers' sshd, resolved by the driver (``ReachesSshd``).
 Outputs and TensorBoard are read on this machine where the runtime keeps them here (local: ``ServesOutputs``,
@@ -58,7 +65,9 @@ from rlark_contracts.relay import SERVICE_RAY_DASHBOARD, SERVICE_TENSORBOARD
 from rlark_platform.messaging import create_producer
 
 from rlark_tunnel_agent.agent import checkpoints, pod_files
+from rlark_tunnel_agent.agent.durable import DurableStore
 from rlark_tunnel_agent.agent.files import FilesRefused
+from rlark_tunnel_agent.agent.lease import LeaseAnswer, LeaseTerm, holder_id, poll_interval, request_lease
 from rlark_tunnel_agent.agent.metrics import AGENT_METRICS, CONSUMED, AgentView
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
 from rlark_tunnel_agent.agent.progress import ProgressWatch
@@ -79,6 +88,14 @@ REFUSED_RETRY_MAX_S = 300.0
 
 class _KafkaLoginChanged(Exception):
     """A new session's Kafka credential differs from the one the agent's Kafka clients use."""
+
+
+class _LeaseLost(Exception):
+    """Another agent process holds the cluster's lease now, or this one could not renew it in time."""
+
+
+TakeLease = Callable[[str, str, bool], Awaitable[LeaseAnswer]]
+"""``take_lease(agent token, holder, release)``: the control plane's answer about the cluster's lease."""
 
 
 AGENT_VERSION = "0.1.0"
@@ -133,6 +150,8 @@ class Agent:
         sidecars: SidecarOptions | None = None,
         tensorboard_idle_s: float = 600.0,
         usage_interval_s: float = 15.0,
+        take_lease: TakeLease | None = None,
+        durable: Callable[[str], DurableStore] | None = None,
     ) -> None:
         self._gateway_url = gateway_url
         self._credential = credential
@@ -143,6 +162,17 @@ class Agent:
         self._observe_interval_s = observe_interval_s
         self._usage_interval_s = usage_interval_s
         self._open_session = open_session_fn
+        self._take_lease: TakeLease = take_lease or (
+            lambda token, holder, release: request_lease(gateway_url, token, holder, release=release)
+        )
+        self._durable = durable
+        """The cluster's durable store (tunnel host keys: ``durable.py``); None: its state directory."""
+        self.holder = holder_id()
+        """This process's identity for the cluster lease (ADR 0018)."""
+        self.lease: LeaseTerm | None = None
+        """The cluster lease while this agent is active; None while it stands by."""
+        self.standing_by = asyncio.Event()
+        """Set while another agent holds the cluster's lease and this one waits for it."""
         self._tunnel_options = tunnels
         self._sidecar_options = sidecars
         self.tensorboards = TensorBoards(tensorboard_idle_s)
@@ -179,6 +209,12 @@ class Agent:
                 except _KafkaLoginChanged:
                     log.warning("the agent's Kafka credential changed; restarting its Kafka clients")
                     self.ready.clear()
+                except _LeaseLost as exc:
+                    log.warning("cluster lease lost; this agent stops acting and stands by", reason=str(exc))
+                    self.ready.clear()
+                    self.lease = None
+                    for known in (self._workers, self._phases, self._outputs, self._headers):
+                        known.clear()
 
     def observed(self) -> AgentView | None:
         """What ``/metrics`` shows of this agent (``agent.metrics``); None before its session is open."""
@@ -197,15 +233,19 @@ class Agent:
             self._phases[status.worker_id] = status.phase.value
 
     async def _run_session(self) -> None:
-        session = await self._open_with_retry()
-        if session is None:  # stopped before the control plane answered
+        opened = await self._open_with_retry()
+        if opened is None:  # stopped before the control plane answered
             return
+        structlog.contextvars.bind_contextvars(cluster=opened.cluster)
+        leased = await self._await_lease(opened)
+        if leased is None:  # stopped while standing by
+            return
+        session, self.lease = leased
         cluster = session.cluster
-        structlog.contextvars.bind_contextvars(cluster=cluster)
         self._state = AgentState(self._state_dir / f"{cluster}.json")
         self.driver = self._make_driver(cluster)
         producer = await create_producer(session.kafka_access(), f"agent-{cluster}")
-        self.reports = ReportPublisher(producer, session)
+        self.reports = ReportPublisher(producer, session, lease_epoch=self.lease.epoch)
         names = self.names = TopicNames(session.topic_prefix)
         consumer = AIOKafkaConsumer(
             names.for_cluster("scheduler.placements", cluster),
@@ -220,7 +260,11 @@ class Agent:
         tasks: list[asyncio.Task[None]] = []
         if self._tunnel_options is not None and hasattr(self.driver, "virtual_ip_hooks"):
             self.tunnels = DomainTunnels(
-                cluster, self._state_dir / cluster, self.reports.publish, self._tunnel_options
+                cluster,
+                self._state_dir / cluster,
+                self.reports.publish,
+                self._tunnel_options,
+                keys=self._durable(cluster) if self._durable is not None else None,
             )
             self.driver.virtual_ip_hooks = self.tunnels
         elif (
@@ -235,6 +279,7 @@ class Agent:
                 self._tunnel_options,
                 self._sidecar_options,
                 token_key=token_key_from_credential(self._credential),
+                keys=self._durable(cluster) if self._durable is not None else None,
             )
             self.tunnels = self.sidecars.tunnels
             await self.sidecars.start()
@@ -265,6 +310,7 @@ class Agent:
                 self._workers.setdefault(worker_id, (status.job_id, ""))
                 self._seen(status)
         tasks += [
+            asyncio.create_task(self._keep_lease(self.lease), name="lease"),
             asyncio.create_task(self._heartbeats(), name="heartbeat"),
             asyncio.create_task(self._observe(), name="observe"),
             asyncio.create_task(self._consume(consumer), name="desired-state"),
@@ -286,15 +332,17 @@ class Agent:
         )
         tasks.append(asyncio.create_task(self.ssh_link.run(self._stopping), name="ssh-link"))
         tasks.append(asyncio.create_task(self.tensorboards.reap(self._stopping), name="tensorboards"))
-        log.info("agent started", runtime=self._runtime, workers=len(self._workers))
+        log.info(
+            "agent started", runtime=self._runtime, workers=len(self._workers), lease_epoch=self.lease.epoch
+        )
         self.ready.set()
         try:
             waiter = asyncio.create_task(self._stopping.wait())
             done, _ = await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
             for task in done:
-                if task is not waiter and isinstance(task.exception(), _KafkaLoginChanged):
-                    raise _KafkaLoginChanged
+                if task is not waiter and isinstance(task.exception(), _KafkaLoginChanged | _LeaseLost):
+                    raise task.exception()  # type: ignore[misc]
                 if task is not waiter and task.exception() is not None:
                     log.error("agent loop failed", loop=task.get_name(), error=repr(task.exception()))
         finally:
@@ -312,7 +360,82 @@ class Agent:
                 await self.tunnels.close()
             await producer.stop()
             await self.driver.close()
+            if self._stopping.is_set():
+                # A clean stop hands the cluster over at once; a Kafka restart keeps it (same holder, epoch).
+                await self._release_lease()
             log.info("agent stopped")
+
+    async def _await_lease(self, session: Session) -> tuple[Session, LeaseTerm] | None:
+        """The cluster's lease for this process (with the session current when it was granted), standing by
+        while another holds it; None once the agent is stopped."""
+        said: tuple[str, int] | None = None
+        delay = 1.0
+        while not self._stopping.is_set():
+            if session.needs_renewal():
+                renewed = await self._open_with_retry(running=True)
+                if renewed is None:
+                    return None
+                session = renewed
+            asked_at = time.monotonic()
+            try:
+                answer = await self._take_lease(session.token, self.holder, False)
+            except SessionRefused:  # the token predates a rotation: a new session, then ask again
+                renewed = await self._open_with_retry(running=True)
+                if renewed is None:
+                    return None
+                session = renewed
+                continue
+            except Exception as exc:  # the control plane is unreachable: no lease, so do nothing yet
+                log.warning("cluster lease not asked; retrying", error=repr(exc), retry_in_s=delay)
+                await self._sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            delay = 1.0
+            if answer.held:
+                self.standing_by.clear()
+                log.info("cluster lease taken: this agent is active", holder=self.holder, epoch=answer.epoch)
+                return session, LeaseTerm.granted(answer, asked_at)
+            if said != (answer.holder, answer.epoch):
+                said = (answer.holder, answer.epoch)
+                log.info(
+                    "standby: another agent holds the cluster's lease",
+                    holder=self.holder,
+                    active=answer.holder,
+                    epoch=answer.epoch,
+                    expires_in_s=round(answer.expires_in_s, 1),
+                )
+            self.standing_by.set()
+            await self._sleep(poll_interval(answer))
+        return None
+
+    async def _keep_lease(self, term: LeaseTerm) -> None:
+        """Renew the cluster's lease every third of its TTL; ``_LeaseLost`` once another holds it or it may
+        have expired at the control plane before a renewal got through."""
+        while not self._stopping.is_set():
+            await self._sleep(max(0.1, term.renew_in(time.monotonic())))
+            if self._stopping.is_set():
+                return
+            asked_at = time.monotonic()
+            try:
+                answer = await self._take_lease(self.reports.session.token, self.holder, False)
+            except Exception as exc:
+                if term.lapsed(time.monotonic()):
+                    raise _LeaseLost(f"not renewed before it could expire ({exc!r})") from None
+                log.warning("cluster lease not renewed yet; retrying", error=repr(exc))
+                continue
+            if not term.renewed(answer, asked_at):
+                raise _LeaseLost(f"now held by {answer.holder} (epoch {answer.epoch})")
+
+    async def _release_lease(self) -> None:
+        """Give the cluster's lease up (a clean stop), so a standby takes over at its next poll."""
+        if self.lease is None:
+            return
+        try:
+            await self._take_lease(self.reports.session.token, self.holder, True)
+            log.info("cluster lease released", holder=self.holder, epoch=self.lease.epoch)
+        except Exception as exc:  # the standby takes over when the lease expires instead
+            log.warning("cluster lease not released; it expires by itself", error=repr(exc))
+        self.lease = None
 
     async def _open_with_retry(self, *, running: bool = False) -> Session | None:
         """A new session, retried while the control plane is unreachable; None once the agent is stopped.

@@ -3,7 +3,8 @@
 Only this agent's Kafka principal may write that topic (ADR 0004): the topic itself says which cluster
 reported, and every event names it again (`source` `agent/<cluster>`, data `cluster`). Log lines are batched per worker
 and stream (at most `flush_interval_s` old, at most `max_lines` per event) so a chatty worker costs a few
-events per second, not one per line. A worker's status is published only after the log lines read before
+events per second, not one per line. Every report carries the agent's cluster lease epoch (ADR 0018), so
+the control plane refuses what a deposed agent still sends. A worker's status is published only after the log lines read before
 it (`status` flushes first): the control plane keeps a failed worker's last lines when it applies the
 failure, so those lines must already be there.
 """
@@ -21,6 +22,7 @@ from aiokafka import AIOKafkaProducer
 from pydantic import BaseModel
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.agent import (
+    AgentReport,
     HeartbeatSent,
     NodeObservation,
     NodesObserved,
@@ -51,9 +53,12 @@ class ReportPublisher:
         *,
         flush_interval_s: float = 0.2,
         max_lines: int = 500,
+        lease_epoch: int | None = None,
     ) -> None:
         self._producer = producer
         self.session = session
+        self.lease_epoch = lease_epoch
+        """The epoch of the cluster lease this agent holds (ADR 0018), stamped on every report."""
         self._names = TopicNames(session.topic_prefix)
         self._flush_interval_s = flush_interval_s
         self._max_lines = max_lines
@@ -67,6 +72,8 @@ class ReportPublisher:
         return self.session.cluster
 
     async def publish(self, data: BaseModel) -> None:
+        if isinstance(data, AgentReport) and self.lease_epoch is not None:
+            data = data.model_copy(update={"lease_epoch": self.lease_epoch})
         envelope = new_envelope(data, source=f"agent/{self.cluster}", subject=self.cluster)
         await self._producer.send_and_wait(
             self._names.for_cluster("agent.reports", self.cluster),

@@ -52,6 +52,7 @@ import asyncssh
 import structlog
 from rlark_contracts.events.agent import TunnelEndpointAnnounced
 
+from rlark_tunnel_agent.agent.durable import DurableStore
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
 from rlark_tunnel_agent.runtime.driver import WorkerSpec
 from rlark_tunnel_agent.runtime.kubernetes.network import SidecarAccess
@@ -162,13 +163,20 @@ class PodSidecars:
         options: SidecarOptions | None = None,
         *,
         token_key: bytes,
+        keys: DurableStore | None = None,
     ) -> None:
-        """``token_key``: from ``token_key_from_credential`` (the module doc says why)."""
+        """``token_key``: from ``token_key_from_credential`` (the module doc says why); ``keys``: where the
+        domains' tunnel keys are kept (``DomainTunnels``)."""
         self.options = options or SidecarOptions()
         self._token_key = token_key
         self.server = SidecarServer()
         self.tunnels = DomainTunnels(
-            cluster, state_dir, announce, tunnel_options, supervisor=TunnelSupervisor(self._new_forwarder)
+            cluster,
+            state_dir,
+            announce,
+            tunnel_options,
+            supervisor=TunnelSupervisor(self._new_forwarder),
+            keys=keys,
         )
         self._port: int | None = None
         self._specs: dict[str, WorkerSpec] = {}

@@ -7,7 +7,8 @@ of a DCGM exporter's Prometheus text, and the CPU rate between two readings.
 - GPUs on the local runtime: one `nvidia-smi --query-gpu=...` per sampling round for the whole machine, each
   worker given the rows of its own indices (`WorkerRecord.gpu_indices`).
 - GPUs on Kubernetes: a DCGM exporter's `DCGM_FI_DEV_GPU_UTIL`, `DCGM_FI_DEV_FB_USED` and
-  `DCGM_FI_DEV_FB_FREE` (MiB), attributed to a pod by their `namespace`/`pod` labels.
+  `DCGM_FI_DEV_FB_FREE` (MiB), attributed to a pod by their `namespace`/`pod` labels; CPU and memory there
+  from the metrics API's PodMetrics (parsed in `kubernetes/pod_metrics.py`), joined per pod by `pod_samples`.
 
 Parsers are pure and take text, so they are tested on recorded output; readers take their paths as
 parameters. `CpuRates` is the only state: the previous reading per worker, kept by the sampling loop.
@@ -175,7 +176,7 @@ async def query_nvidia_smi(command: tuple[str, ...] = NVIDIA_SMI_QUERY, timeout_
 
 @dataclass(frozen=True, slots=True)
 class PodWorker:
-    """A live worker as a DCGM exporter names it: its pod's namespace and name."""
+    """A live worker as the metrics API and a DCGM exporter name it: its pod's namespace and name."""
 
     worker_id: str
     job_id: str
@@ -183,16 +184,40 @@ class PodWorker:
     pod: str
 
 
-def dcgm_samples(
-    pods: Mapping[tuple[str, str], list[GpuUsage]], workers: Iterable[PodWorker], at: datetime
+@dataclass(frozen=True, slots=True)
+class PodMeasured:
+    """A pod's CPU cores and memory as the metrics API last measured them (its containers' summed)."""
+
+    cpu_cores: float
+    memory_bytes: int
+
+
+def pod_samples(
+    workers: Iterable[PodWorker],
+    at: datetime,
+    *,
+    usage: Mapping[tuple[str, str], PodMeasured],
+    gpus: Mapping[tuple[str, str], list[GpuUsage]],
 ) -> list[WorkerUsage]:
-    """A sample for each worker whose pod the exporter attributes GPUs to: GPU figures only (CPU and memory
-    read 0: not measured on Kubernetes, ADR 0017)."""
-    return [
-        WorkerUsage(worker_id=w.worker_id, job_id=w.job_id, at=at, gpus=pods[(w.namespace, w.pod)])
-        for w in workers
-        if (w.namespace, w.pod) in pods
-    ]
+    """A sample for each worker whose pod the metrics API measured or the DCGM exporter attributes GPUs to
+    (by (namespace, pod)); what neither source has reads 0 or no GPUs (ADR 0017)."""
+    samples = []
+    for w in workers:
+        key = (w.namespace, w.pod)
+        if key not in usage and key not in gpus:
+            continue
+        measured = usage.get(key, PodMeasured(0.0, 0))
+        samples.append(
+            WorkerUsage(
+                worker_id=w.worker_id,
+                job_id=w.job_id,
+                at=at,
+                cpu_cores_used=round(measured.cpu_cores, 3),
+                memory_bytes=measured.memory_bytes,
+                gpus=gpus.get(key, []),
+            )
+        )
+    return samples
 
 
 def _get(url: str, timeout_s: float) -> str:

@@ -104,7 +104,7 @@ from rlark_tunnel_agent.runtime.driver import (
     WorkerUsage,
     validate_authorized_key_lines,
 )
-from rlark_tunnel_agent.runtime.kubernetes import manifests, names
+from rlark_tunnel_agent.runtime.kubernetes import manifests, names, pod_metrics
 from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
 from rlark_tunnel_agent.runtime.kubernetes.kube import Kube, Obj, WatchExpired, load_api_client
 from rlark_tunnel_agent.runtime.kubernetes.network import NetworkSidecarHooks
@@ -237,6 +237,8 @@ class KubernetesDriver:
         self._service_cidrs: tuple[str, ...] = ()
         self._service_cidrs_at: float | None = None
         self._service_cidrs_unserved = False
+        self._pod_metrics_unserved = False
+        """Whether the last round found no metrics API (so its absence is logged once)."""
         self._specs: dict[str, WorkerSpec] = {}
         self._status: dict[str, WorkerStatus] = {}
         self._pods: dict[str, Obj] = {}
@@ -746,17 +748,52 @@ class KubernetesDriver:
         return list(self.kube.pod_log_lines(namespace, pod_name, manifests.WORKER_CONTAINER, False))
 
     async def sample_usage(self) -> list[WorkerUsage]:
-        """The live workers' GPU use as the DCGM exporter at ``dcgm_url`` attributes it to their pods; none
-        when unset or unreadable (CPU and memory are not sampled on Kubernetes, ADR 0017)."""
-        if not self.config.dcgm_url:
-            return []
-        pods = worker_usage.parse_dcgm(await worker_usage.fetch_text(self.config.dcgm_url))
+        """The live workers' CPU and memory from the metrics API (their pods' PodMetrics, where the cluster
+        serves ``metrics.k8s.io``) and GPU use from the DCGM exporter at ``dcgm_url`` (where set); a worker
+        neither source measures is left out (ADR 0017)."""
         live = [
             worker_usage.PodWorker(wid, spec.job_id, self._namespace_of(wid), names.pod_name(wid))
             for wid, spec in self._specs.items()
             if not ((status := self._status.get(wid)) is not None and status.phase.terminal)
         ]
-        return worker_usage.dcgm_samples(pods, live, datetime.now(UTC))
+        if not live:
+            return []
+        gpus = (
+            worker_usage.parse_dcgm(await worker_usage.fetch_text(self.config.dcgm_url))
+            if self.config.dcgm_url
+            else {}
+        )
+        measured = await self._pod_metrics(sorted({w.namespace for w in live}))
+        return worker_usage.pod_samples(live, datetime.now(UTC), usage=measured, gpus=gpus)
+
+    async def _pod_metrics(
+        self, namespaces: Sequence[str]
+    ) -> dict[tuple[str, str], worker_usage.PodMeasured]:
+        """The workers' pods' PodMetrics in ``namespaces``; where the metrics API is not served (or not to the
+        agent) nothing, said once in the log until it is served again."""
+        found: dict[tuple[str, str], worker_usage.PodMeasured] = {}
+        for namespace in namespaces:
+            try:
+                items = await self._call(self.kube.list_pod_metrics, namespace, names.managed_selector())
+            except (ApiException, OSError, urllib3.exceptions.HTTPError) as exc:
+                log.debug("pod metrics not read this round", namespace=namespace, error=str(exc)[:300])
+                continue
+            if items is None:
+                if not self._pod_metrics_unserved:
+                    log.warning(
+                        "workers' CPU and memory not sampled: the cluster does not serve the metrics API "
+                        "(metrics.k8s.io/v1beta1 pods) or the agent may not list it (deploy/agent/rbac.yaml)",
+                        namespace=namespace,
+                    )
+                self._pod_metrics_unserved = True
+                continue
+            if self._pod_metrics_unserved:
+                log.info(
+                    "the metrics API serves pod metrics: workers' CPU and memory sampled", namespace=namespace
+                )
+                self._pod_metrics_unserved = False
+            found.update(pod_metrics.parse_pod_metrics(items))
+        return found
 
     def _namespace_of(self, worker_id: str) -> str:
         """Where the worker's objects are: where they were found or created, else where its spec goes."""

@@ -168,6 +168,28 @@ class Kube:
             cidrs += [c for c in (item.get("spec") or {}).get("cidrs") or [] if c not in cidrs]
         return cidrs
 
+    def list_pod_metrics(self, namespace: str, selector: str) -> list[Obj] | None:
+        """The ``metrics.k8s.io/v1beta1`` PodMetrics of the namespace's pods matching ``selector``; None when
+        the cluster does not serve the metrics API (404, or 503 while its aggregated server is down) or the
+        agent may not list it there (403)."""
+        try:
+            result = _json(
+                k8s_client.CustomObjectsApi(self.api_client).list_namespaced_custom_object(
+                    "metrics.k8s.io",
+                    "v1beta1",
+                    namespace,
+                    "pods",
+                    label_selector=selector,
+                    _preload_content=False,
+                    _request_timeout=self._timeout,
+                )
+            )
+        except ApiException as exc:
+            if exc.status in (403, 404, 503):
+                return None
+            raise
+        return list(result.get("items") or [])
+
     def patch_node(self, name: str, body: Obj) -> Obj:
         patched: Obj = _json(
             self.core.patch_node(name, body, _preload_content=False, _request_timeout=self._timeout)

@@ -45,7 +45,9 @@ Obj = Mapping[str, Any]
 _parse: Callable[[Any], Any] = _parse_quantity
 
 
-def _quantity(resources: Obj, name: str) -> Decimal:
+def quantity(resources: Obj, name: str) -> Decimal:
+    """``resources[name]`` as a number (a Kubernetes quantity: "250m", "4Gi", "1034567n"); absent or not
+    parseable: 0."""
     value = resources.get(name)
     if value is None:
         return Decimal(0)
@@ -116,13 +118,13 @@ def node_facts(node: Obj) -> NodeFacts:
         labels=labels,
         ready=ready,
         cordoned=bool(spec.get("unschedulable")),
-        gpu_capacity=int(_quantity(capacity, GPU_RESOURCE)),
-        gpu_allocatable=int(_quantity(allocatable, GPU_RESOURCE)),
+        gpu_capacity=int(quantity(capacity, GPU_RESOURCE)),
+        gpu_allocatable=int(quantity(allocatable, GPU_RESOURCE)),
         gpu_model=model,
-        cpu_capacity_millis=int(_quantity(capacity, "cpu") * 1000),
-        cpu_allocatable_millis=int(_quantity(allocatable, "cpu") * 1000),
-        memory_capacity_bytes=int(_quantity(capacity, "memory")),
-        memory_allocatable_bytes=int(_quantity(allocatable, "memory")),
+        cpu_capacity_millis=int(quantity(capacity, "cpu") * 1000),
+        cpu_allocatable_millis=int(quantity(allocatable, "cpu") * 1000),
+        memory_capacity_bytes=int(quantity(capacity, "memory")),
+        memory_allocatable_bytes=int(quantity(allocatable, "memory")),
         addresses=addresses,
         pod_cidrs=pod_cidrs,
     )
@@ -136,7 +138,7 @@ def _requests(container: Obj) -> dict[str, Decimal]:
     resources = container.get("resources") or {}
     requests = resources.get("requests") or {}
     limits = resources.get("limits") or {}
-    return {name: _quantity(requests if name in requests else limits, name) for name in _USAGE_RESOURCES}
+    return {name: quantity(requests if name in requests else limits, name) for name in _USAGE_RESOURCES}
 
 
 def _add(a: dict[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
@@ -162,7 +164,7 @@ def pod_requests(pod: Obj) -> dict[str, Decimal]:
         running = _add(running, _requests(container))
     effective = {name: max(running[name], init_peak[name]) for name in _USAGE_RESOURCES}
     overhead = spec.get("overhead") or {}
-    return {name: effective[name] + _quantity(overhead, name) for name in _USAGE_RESOURCES}
+    return {name: effective[name] + quantity(overhead, name) for name in _USAGE_RESOURCES}
 
 
 def pod_gpus(pod: Obj) -> int:
