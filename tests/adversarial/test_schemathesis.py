@@ -30,7 +30,9 @@ from stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-MAX_EXAMPLES = 20
+MAX_EXAMPLES = 12
+"""Per operation and role: about 1,300 requests over the gateway's 59 operations (``derandomize``: the same
+cases every run). The requests are the run's time (80% of it); 20 examples made 2,200 of them."""
 SKIPPED = {
     ("GET", "/api/v1/events"),
     ("POST", "/api/v1/auth/login"),
