@@ -87,11 +87,18 @@ def test_control_plane_has_migrate_jobs_api_deployments_and_services_for_every_s
 
 
 def _allowed(
-    kube: Kube, verb: str, resource: str, namespace: str = "", subresource: str = "", group: str = ""
+    kube: Kube,
+    verb: str,
+    resource: str,
+    namespace: str = "",
+    subresource: str = "",
+    group: str = "",
+    name: str = "",
 ) -> bool:
     attributes = k8s_client.V1ResourceAttributes(
         verb=verb,
         resource=resource,
+        name=name or None,
         namespace=namespace or None,
         subresource=subresource or None,
         group=group or None,
@@ -139,6 +146,12 @@ def test_the_agent_role_grants_what_the_driver_needs_and_nothing_more(admin_kube
     assert _allowed(admin_kube, "list", "servicecidrs", group="networking.k8s.io")
     assert not _allowed(admin_kube, "create", "servicecidrs", group="networking.k8s.io")
     assert not _allowed(admin_kube, "create", "secrets", "rlark-agent")
+    # Its durable state (tunnel host keys, ADR 0018): get and patch that one Secret, by name, nothing more.
+    for verb in ("get", "patch"):
+        assert _allowed(admin_kube, verb, "secrets", "rlark-agent", name="rlark-tunnel-agent-state"), verb
+        assert not _allowed(admin_kube, verb, "secrets", "rlark-agent", name="rlark-agent-credential"), verb
+    for verb in ("list", "watch", "delete"):
+        assert not _allowed(admin_kube, verb, "secrets", "rlark-agent"), verb
     assert not _allowed(admin_kube, "create", "pods", "default")
     assert not _allowed(admin_kube, "list", "pods", "kube-system", group="metrics.k8s.io")
     assert not _allowed(admin_kube, "get", "pods", "kube-system", "log")
@@ -195,6 +208,11 @@ def test_the_agent_gets_the_gateway_url_and_its_credential_only_from_a_secret() 
     }
     assert "value" not in env["RLARK_AGENT_CREDENTIAL"]
     assert env["RLARK_RUNTIME"]["value"] == "kubernetes"
+    # Tunnel host keys outlive the pod: in the Secret the manifests create, not on the emptyDir.
+    (state,) = [d for d in docs if d["kind"] == "Secret"]
+    assert env["RLARK_STATE_SECRET"]["value"] == state["metadata"]["name"] == "rlark-tunnel-agent-state"
+    assert env["RLARK_STATE_SECRET_NAMESPACE"]["value"] == state["metadata"]["namespace"]
+    assert "data" not in state  # the agent fills it; apply never overwrites what it wrote
     security = container["securityContext"]
     assert security["privileged"] is False
     assert security["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN"]}
