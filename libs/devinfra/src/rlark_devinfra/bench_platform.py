@@ -41,7 +41,7 @@ def _definitions() -> dict[str, Any]:
     }
 
 
-async def _test_admin(kafka: Any) -> Any:
+async def test_admin(kafka: Any) -> Any:
     """The broker's admin as the services here need it: they run with the tests' internal secret
     (``rlark_platform.testing.settings_for``), so their principals are provisioned as the tests' are — with
     the tests' admin when this broker takes it (the tests started it), else with ``kafka``."""
@@ -71,7 +71,7 @@ async def platform(postgres_url: str, kafka: Any) -> AsyncIterator[str]:
     from rlark_platform.testing import free_port, provision_test_prefix, running_service, settings_for
 
     defs = _definitions()
-    kafka = await _test_admin(kafka)
+    kafka = await test_admin(kafka)
     prefix = f"b{uuid.uuid4().hex[:8]}."
     server = postgres_url.rsplit("/", 1)[0]
     databases = {name: f"{server}/bench_{name}_{uuid.uuid4().hex[:8]}" for name in defs}

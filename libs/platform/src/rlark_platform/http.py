@@ -1,8 +1,8 @@
 """The FastAPI application every service API starts from.
 
-Adds: request ids bound into logs, one log line per request, uniform JSON errors (never a 500 for bad
-input), ``/healthz`` (process alive), ``/readyz`` (dependencies answer), ``/metrics`` (Prometheus; on a
-public app only with its bearer token), and the ``caller`` dependency that accepts only requests the
+Adds: request ids bound into logs, one log line per request and NUL refused (``request_context``),
+uniform JSON errors (never a 500 for bad input), ``/healthz`` (process alive), ``/readyz`` (dependencies
+answer), ``/metrics`` (Prometheus; on a public app only with its bearer token), and the ``caller`` dependency that accepts only requests the
 gateway signed — for this service, this method, target and body, once (``identity.ReplayGuard``, one per
 app). The body limit and the HTTP server's own limits are ``body_limit`` and ``http_server``.
 """
@@ -10,16 +10,14 @@ app). The body limit and the HTTP server's own limits are ``body_limit`` and ``h
 from __future__ import annotations
 
 import hmac
-import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import structlog
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Histogram, generate_latest
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from rlark_contracts.messages import Text, text
 
 from rlark_platform.errors import ApiError
@@ -31,16 +29,9 @@ from rlark_platform.identity import (
     SignedRequest,
     verify_caller,
 )
+from rlark_platform.request_context import RequestContext
 
 log = structlog.get_logger(__name__)
-
-REQUESTS = Counter("rlark_http_requests_total", "HTTP requests", ["service", "method", "status"])
-LATENCY = Histogram(
-    "rlark_http_request_seconds",
-    "HTTP request latency",
-    ["service"],
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
-)
 
 ReadyCheck = Callable[[], Awaitable[None]]
 
@@ -59,15 +50,6 @@ def field_of(loc: Any) -> str:
     for part in parts:
         out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
     return out
-
-
-def nul_in(path: str, query: str) -> str | None:
-    """``"path"`` or ``"query"`` when the decoded path, or the query, holds a NUL character; else None."""
-    if "\x00" in path:
-        return "path"
-    if "%00" in query or "\x00" in query:
-        return "query"
-    return None
 
 
 def create_app(
@@ -90,42 +72,7 @@ def create_app(
     app.state.replay_guard = ReplayGuard()
     checks = ready_checks or []
 
-    @app.middleware("http")
-    async def request_context(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
-        structlog.contextvars.bind_contextvars(request_id=request_id)
-        started = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-            response.headers["X-Request-Id"] = request_id
-            return response
-        finally:
-            elapsed = time.perf_counter() - started
-            REQUESTS.labels(service, request.method, str(status)).inc()
-            LATENCY.labels(service).observe(elapsed)
-            if request.url.path not in ("/healthz", "/readyz", "/metrics"):
-                log.info(
-                    "request",
-                    method=request.method,
-                    path=request.url.path,
-                    status=status,
-                    ms=round(elapsed * 1000, 2),
-                )
-            structlog.contextvars.unbind_contextvars("request_id")
-
-    @app.middleware("http")
-    async def refuse_nul(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        # NUL is valid in a URL but never in a name, id or filter, and PostgreSQL text cannot hold it: one
-        # reaching SQL was a 500 (and left the service slow to answer). Refused here, for every route.
-        where = nul_in(request.url.path, request.url.query)
-        if where is not None:
-            message = text("invalid_request.nul", field=where)
-            return JSONResponse(ApiError(422, "invalid_request", message, where).body(), status_code=422)
-        return await call_next(request)
+    app.add_middleware(RequestContext, service=service)
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
