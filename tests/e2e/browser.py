@@ -2,8 +2,9 @@
 
 ``seeded_console`` runs the whole platform (real PostgreSQL, Kafka, every service in this event loop) with a
 registered local cluster and its real agent (plus a registered cluster whose agent never came), and fills it
-as a team would: users, SSH keys, a finished Ray job with its logs and outputs, a failed and a cancelled job,
-a job held Pending with its reason, a network domain. The console tests and ``make screenshots`` use it.
+as a team would: users, SSH keys, a finished Ray job with its logs and outputs, a job still running (busy, its
+usage sampled every 2 s), a failed and a cancelled job, a job held Pending with its reason, a network domain.
+The console tests and ``make screenshots`` use it.
 Browser driving (Chromium launch, Ant Design inputs, texts of both languages) lives in
 ``rlark_devinfra.screenshots``.
 """
@@ -48,6 +49,21 @@ NODES = [
 ]
 CPU_SELECTOR = {"rlark.io/pool": "cpu"}
 MAINTENANCE_SELECTOR = {"rlark.io/pool": "maintenance"}
+
+BUSY_RUN = """
+python - <<'PY'
+import time
+held = [bytearray(64 << 20) for _ in range(4)]  # 256 MiB, touched
+print("rollout: generating", flush=True)
+end = time.monotonic() + 3600
+while time.monotonic() < end:  # busy, with a short rest every few seconds: a line that moves
+    busy_until = time.monotonic() + 4
+    while time.monotonic() < busy_until:
+        sum(range(10_000))
+    time.sleep(1)
+PY
+"""
+"""The running job's script: a core kept mostly busy and 256 MiB held until its workers are stopped."""
 
 SMOKE_RUN = """
 python - <<'PY'
@@ -113,6 +129,16 @@ async def _seed(stack: Stack, tmp: Path) -> Seed:
             return len(response.json()["items"]) == len(NODES)
 
     await eventually(nodes_known, timeout_s=60, what=f"{len(NODES)} nodes of {CLUSTER}")
+
+    # First, so its Usage tab has a minute or more of samples when the tour reaches it.
+    busy = document(
+        "grpo rollout (running)",
+        [role("trainer", 1, CLUSTER, nodeSelector=CPU_SELECTOR, image=IMAGE)],
+        BUSY_RUN,
+        sshKeys=["laptop"],
+    )
+    await wait_placeable(stack, busy)
+    running = await submit(stack, busy)
 
     outputs = tmp / "outputs"
     outputs.mkdir()
@@ -192,6 +218,7 @@ async def _seed(stack: Stack, tmp: Path) -> Seed:
         return detail["status"] == "Pending" and bool((detail.get("pending") or {}).get("roles"))
 
     await eventually(explained, timeout_s=60, what="the pending job's explanation")
+    await wait_status(stack, running["id"], {"Running"})
 
     async with stack.client() as admin:
         created = await admin.post(
@@ -205,6 +232,7 @@ async def _seed(stack: Stack, tmp: Path) -> Seed:
         finished_job=finished["id"],
         failed_job=failed["id"],
         pending_job=pending["id"],
+        running_job=running["id"],
         wizard_cluster=CLUSTER,
         wizard_selector="rlark.io/pool=cpu",
         image=IMAGE,
@@ -235,5 +263,6 @@ async def seeded_console(server_url: str, kafka_bootstrap: str, tmp: Path) -> As
             service_cidrs=["10.97.0.0/16"],
         )
         cluster_file = write_cluster_file(tmp / f"{CLUSTER}.yaml", CLUSTER, NODES)
-        async with local_agent(stack.url, credential, cluster_file, tmp / "agent"):
+        # Usage sampled every 2 s, so the running job's Usage tab fills within the seed and the tour.
+        async with local_agent(stack.url, credential, cluster_file, tmp / "agent", usage_interval_s=2.0):
             yield Console(stack, await _seed(stack, tmp), tmp)

@@ -50,6 +50,8 @@ LANGUAGES = ("zh-CN", "en")
 LANGUAGE_STORAGE_KEY = "rlark.lang"
 VIEWPORT = ViewportSize(width=1440, height=900)
 TIMEOUT_MS = 30_000
+USAGE_WAIT_S = 180
+"""How long the tour waits for a running job's usage line (two one-minute points) before it gives up."""
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _BROKEN = re.compile(r"^(undefined|null|NaN|\[object Object\])$|\{\{|\}\}")
@@ -267,6 +269,8 @@ class Seed:
     finished_job: str
     failed_job: str
     pending_job: str
+    running_job: str
+    """A job that keeps running, busy, while the pages are taken (its Usage tab)."""
     wizard_cluster: str
     wizard_selector: str
     image: str = "python:3.11-slim"
@@ -385,6 +389,21 @@ def tour(seed: Seed, keys: Sequence[str]) -> list[Shot]:
         await view.wait_for()
         await view.evaluate("(el) => { el.scrollTop = el.scrollHeight; }")  # the run script's lines
 
+    async def usage_tab(page: Page) -> None:
+        # The running job's Usage tab once its CPU line has two points at least (its samples fall into the
+        # tab's one-minute buckets; the tab refetches every 30 s, a reload asks at once).
+        await page.goto(f"/jobs/{seed.running_job}")
+        await by_test_id(page, "workers-table").wait_for()
+        for _ in range(USAGE_WAIT_S // 5):
+            await page.locator('.ant-tabs-tab[data-node-key="usage"]').click()
+            line = page.locator('[data-testid="usage-table"] [data-testid^="usage-cpu-"] polyline').first
+            if await line.count() and len((await line.get_attribute("points") or "").split()) >= 2:
+                return
+            await page.wait_for_timeout(5_000)
+            await page.reload()
+            await by_test_id(page, "workers-table").wait_for()
+        raise ScreenshotError(f"the usage of {seed.running_job} has no line after {USAGE_WAIT_S} s")
+
     return [
         Shot("login", "login-card", path="/login", anonymous=True),
         Shot("overview", "jobs-by-state", path="/"),
@@ -405,6 +424,7 @@ def tour(seed: Seed, keys: Sequence[str]) -> list[Shot]:
         Shot("job-logs", "log-view", steps=(logs_tab,)),
         Shot("job-failed", "job-reason", path=f"/jobs/{seed.failed_job}"),
         Shot("job-pending", "pending-explanation", path=f"/jobs/{seed.pending_job}"),
+        Shot("job-usage", "usage-table", steps=(usage_tab,)),
         Shot("admin", "register-cluster-form", path="/admin/clusters"),
         Shot("admin-users", "users-table", path="/admin/users"),
         Shot("admin-audit", "audit-table", path="/admin/audit"),
