@@ -2,35 +2,30 @@
 
 Order matters: the API docs, the gateway's routes and the proxied prefixes first, then ``/api/...`` (401 or
 404 as JSON), then the console's catch-all. ``guards.RequestGuard`` wraps it all (origins, body types,
-security headers). The audit middleware records every POST/PUT/PATCH/DELETE under ``/api``
-after it is answered — who, action, target, status — never a body.
+security headers). The audit middleware (``audit_trail``) records every POST/PUT/PATCH/DELETE under ``/api``
+as it is answered — who, action, target, status — never a body.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-import structlog
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from rlark_platform.errors import ApiError
 from rlark_platform.http import create_app, database_ready
 from rlark_platform.service import ServiceContext
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import Response
 
 from rlark_gateway.api import audit, auth, events, keys, outputs, relay, tool_tickets, users
+from rlark_gateway.api.audit_trail import AuditChanges
 from rlark_gateway.api.console import add_console_routes
-from rlark_gateway.api.deps import AuditNote, client_address
 from rlark_gateway.api.docs import add_docs_routes
 from rlark_gateway.api.guards import RequestGuard, document_guard_answers
 from rlark_gateway.api.openapi import add_openapi_route
 from rlark_gateway.api.proxy import add_fallback_route, add_proxy_routes
-from rlark_gateway.domain.access import AGENT_LEASE_PATH, CHANGE_METHODS, PROXY_ROUTES, audit_action
+from rlark_gateway.domain.access import PROXY_ROUTES
 from rlark_gateway.settings import GatewaySettings
 from rlark_gateway.wiring import Gateway
 
-log = structlog.get_logger(__name__)
 
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 
@@ -86,34 +81,7 @@ def build_api(ctx: ServiceContext[GatewaySettings, Gateway]) -> FastAPI:
             headers=getattr(exc, "headers", None),
         )
 
-    @app.middleware("http")
-    async def audit_changes(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        path = request.url.path
-        if request.method not in CHANGE_METHODS or not path.startswith("/api/"):
-            return await call_next(request)
-        note = AuditNote()
-        request.state.audit = note
-        response = await call_next(request)
-        if path == AGENT_LEASE_PATH and response.status_code < 400:
-            return response  # a lease renewal every few seconds per cluster: refusals only are audited
-        default_action, default_target = audit_action(request.method, request.url.path)
-        try:
-            await gw.accounts.record_audit(
-                actor=note.actor or "anonymous",
-                role=note.role,
-                action=note.action or default_action,
-                target=note.target if note.target is not None else default_target,
-                method=request.method,
-                path=request.url.path,
-                status=response.status_code,
-                client_ip=client_address(request),
-                request_id=response.headers.get("x-request-id"),
-            )
-        except Exception as exc:
-            log.error("audit entry not written", error=type(exc).__name__, path=request.url.path)
-        return response
+    app.add_middleware(AuditChanges, accounts=gw.accounts)
 
     # Outermost of the gateway's own middleware: foreign origins and odd bodies never reach the audit.
     app.add_middleware(
