@@ -26,7 +26,6 @@ from rlark_gateway.domain.access import PROXY_ROUTES
 from rlark_gateway.settings import GatewaySettings
 from rlark_gateway.wiring import Gateway
 
-
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 
 
