@@ -39,6 +39,14 @@ CREATE TABLE public.inbox (
     received_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.leases (
+    name text NOT NULL,
+    holder text NOT NULL,
+    epoch bigint NOT NULL,
+    acquired_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE public.login_failures (
     id bigint NOT NULL,
     scope text NOT NULL,
@@ -123,6 +131,9 @@ ALTER TABLE ONLY public.audit_log
 
 ALTER TABLE ONLY public.inbox
     ADD CONSTRAINT inbox_pkey PRIMARY KEY (consumer, event_id);
+
+ALTER TABLE ONLY public.leases
+    ADD CONSTRAINT leases_pkey PRIMARY KEY (name);
 
 ALTER TABLE ONLY public.login_failures
     ADD CONSTRAINT login_failures_pkey PRIMARY KEY (id);

@@ -35,6 +35,14 @@ CREATE TABLE public.inbox (
     received_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.leases (
+    name text NOT NULL,
+    holder text NOT NULL,
+    epoch bigint NOT NULL,
+    acquired_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE public.nodes (
     cluster text NOT NULL,
     name text NOT NULL,
@@ -116,6 +124,9 @@ ALTER TABLE ONLY public.clusters
 
 ALTER TABLE ONLY public.inbox
     ADD CONSTRAINT inbox_pkey PRIMARY KEY (consumer, event_id);
+
+ALTER TABLE ONLY public.leases
+    ADD CONSTRAINT leases_pkey PRIMARY KEY (name);
 
 ALTER TABLE ONLY public.nodes
     ADD CONSTRAINT nodes_pkey PRIMARY KEY (cluster, name);

@@ -40,6 +40,14 @@ CREATE TABLE public.inbox (
     received_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.leases (
+    name text NOT NULL,
+    holder text NOT NULL,
+    epoch bigint NOT NULL,
+    acquired_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE public.outbox (
     seq bigint NOT NULL,
     event_id text NOT NULL,
@@ -136,6 +144,9 @@ ALTER TABLE ONLY public.free_addresses
 
 ALTER TABLE ONLY public.inbox
     ADD CONSTRAINT inbox_pkey PRIMARY KEY (consumer, event_id);
+
+ALTER TABLE ONLY public.leases
+    ADD CONSTRAINT leases_pkey PRIMARY KEY (name);
 
 ALTER TABLE ONLY public.outbox
     ADD CONSTRAINT outbox_event_id_key UNIQUE (event_id);

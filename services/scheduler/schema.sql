@@ -109,6 +109,14 @@ CREATE SEQUENCE public.jobs_submitted_seq_seq
 
 ALTER SEQUENCE public.jobs_submitted_seq_seq OWNED BY public.jobs.submitted_seq;
 
+CREATE TABLE public.leases (
+    name text NOT NULL,
+    holder text NOT NULL,
+    epoch bigint NOT NULL,
+    acquired_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE public.network_domains (
     name text NOT NULL,
     cidr text NOT NULL
@@ -273,6 +281,9 @@ ALTER TABLE ONLY public.jobs
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_submitted_seq_key UNIQUE (submitted_seq);
+
+ALTER TABLE ONLY public.leases
+    ADD CONSTRAINT leases_pkey PRIMARY KEY (name);
 
 ALTER TABLE ONLY public.network_domains
     ADD CONSTRAINT network_domains_pkey PRIMARY KEY (name);

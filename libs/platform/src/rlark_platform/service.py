@@ -140,7 +140,10 @@ async def _context(definition: ServiceDefinition[S, P], settings: S, *, kafka: b
     names = TopicNames(settings.topic_prefix)
     pool = (
         await create_pool(
-            settings.own_database_url(), min_size=settings.db_pool_min, max_size=settings.db_pool_max
+            settings.own_database_url(),
+            min_size=settings.db_pool_min,
+            max_size=settings.db_pool_max,
+            limits=settings.session_limits(),
         )
         if definition.needs_database
         else None
@@ -172,6 +175,7 @@ def _workers(definition: ServiceDefinition[S, P], ctx: ServiceContext[S, P]) -> 
                 ctx.names,
                 service=definition.name,
                 poll_interval_s=ctx.settings.relay_poll_interval_s,
+                lease_ttl_s=ctx.settings.leader_lease_ttl_s,
             )
         )
     if definition.build_workers is not None:

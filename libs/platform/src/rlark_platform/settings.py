@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from rlark_contracts import TOPICS
 
+from rlark_platform.db.pool import SessionLimits
 from rlark_platform.messaging.access import KafkaAccess, derive_password, service_principal
 from rlark_platform.messaging.layout import TopicLayout
 
@@ -82,6 +83,30 @@ class ServiceSettings(BaseSettings):
     log_json: bool | None = Field(default=None, description="JSON logs; default: when not on a terminal")
     db_pool_min: int = Field(default=1, ge=0)
     db_pool_max: int = Field(default=10, ge=1)
+    db_statement_timeout_s: float = Field(
+        default=30.0, gt=0, le=3600, description="The server cancels a statement running longer"
+    )
+    db_idle_in_transaction_s: float = Field(
+        default=15.0,
+        gt=0,
+        le=3600,
+        description="The server ends a session idle inside a transaction this long (its locks go with it)",
+    )
+    db_keepalive_idle_s: int = Field(
+        default=5, ge=1, le=3600, description="TCP keepalive: idle seconds before the server probes a session"
+    )
+    db_keepalive_interval_s: int = Field(default=2, ge=1, le=600, description="TCP keepalive: between probes")
+    db_keepalive_count: int = Field(
+        default=3, ge=1, le=100, description="TCP keepalive: unanswered probes before the session is dropped"
+    )
+    leader_lease_ttl_s: float = Field(
+        default=10.0,
+        ge=1.0,
+        le=300,
+        description="Lease of a singleton loop (placement, outbox relay, dispatcher): a leader that cannot "
+        "renew steps down within 3/4 of it; a stalled or unreachable leader is replaced within about this "
+        "plus 1 s (a killed one at once, when the database sees its session end)",
+    )
     relay_poll_interval_s: float = Field(default=1.0, gt=0, description="Outbox relay polling fallback")
 
     @field_validator("topic_partitions_by_family", mode="before")
@@ -118,6 +143,16 @@ class ServiceSettings(BaseSettings):
             self.internal_secret.get_secret_value(), username
         )
         return KafkaAccess(self.kafka_bootstrap, username, password)
+
+    def session_limits(self) -> SessionLimits:
+        """The bounds on this service's database sessions (``db.pool.SessionLimits``)."""
+        return SessionLimits(
+            statement_timeout_s=self.db_statement_timeout_s,
+            idle_in_transaction_s=self.db_idle_in_transaction_s,
+            keepalive_idle_s=self.db_keepalive_idle_s,
+            keepalive_interval_s=self.db_keepalive_interval_s,
+            keepalive_count=self.db_keepalive_count,
+        )
 
     def own_database_url(self) -> str:
         """The URL of this service's own database on the configured server."""

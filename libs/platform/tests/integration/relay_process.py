@@ -15,7 +15,13 @@ async def main(database_url: str, bootstrap: str, prefix: str, batch: int) -> No
     # The tests' broker admin: this process stands in for any service's relay.
     producer = await create_producer(admin_access(bootstrap, test_admin_password()), "relay-under-test")
     relay = OutboxRelay(
-        pool, producer, TopicNames(prefix), service="test", batch_size=batch, poll_interval_s=0.2
+        pool,
+        producer,
+        TopicNames(prefix),
+        service="test",
+        batch_size=batch,
+        poll_interval_s=0.2,
+        lease_ttl_s=2.0,
     )
     print("relay-started", flush=True)
     await relay.run()

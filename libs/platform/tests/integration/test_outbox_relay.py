@@ -12,6 +12,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 from rlark_contracts import TopicNames
+from rlark_platform.db import LeaseLost
 from rlark_platform.messaging import KafkaAccess, OutboxRelay, add_event, add_events
 
 from .helpers import event_ids, read_topic, sample_event
@@ -33,10 +34,39 @@ async def test_event_in_a_rolled_back_transaction_is_never_published(
     async with pool.acquire() as conn, conn.transaction():
         await add_event(conn, kept)
     relay = OutboxRelay(pool, producer, names, service="test", poll_interval_s=0.1)
+    async with pool.acquire() as conn:
+        assert await relay.lease.acquire(conn)
     assert await relay.publish_once() == 1
     records = await read_topic(kafka_admin, names.physical("keys.keys"), expect=1)
     assert event_ids(records) == [kept.id]
     assert await pool.fetchval("SELECT count(*) FROM outbox") == 0
+
+
+async def test_a_deposed_relay_cannot_delete_what_it_published(
+    pool: asyncpg.Pool,
+    producer,
+    names: TopicNames,
+    kafka_admin: KafkaAccess,  # type: ignore[no-untyped-def]
+) -> None:
+    event = sample_event("deposed")
+    async with pool.acquire() as conn, conn.transaction():
+        await add_event(conn, event)
+    old = OutboxRelay(pool, producer, names, service="test", poll_interval_s=0.1, lease_ttl_s=30)
+    new = OutboxRelay(pool, producer, names, service="test", poll_interval_s=0.1, lease_ttl_s=30)
+    async with pool.acquire() as conn:
+        assert await old.lease.acquire(conn)
+        # The old relay's lease ran out while it was paused (expired by the database's clock) ...
+        await conn.execute("UPDATE leases SET expires_at = clock_timestamp() WHERE name = 'outbox.relay'")
+        assert await new.lease.acquire(conn)
+    assert new.lease.epoch == (old.lease.epoch or 0) + 1
+    # ... and it resumes: it may publish again (consumers dedupe) but its delete is refused.
+    with pytest.raises(LeaseLost):
+        await old.publish_once()
+    assert await pool.fetchval("SELECT count(*) FROM outbox") == 1
+    assert await new.publish_once() == 1
+    assert await pool.fetchval("SELECT count(*) FROM outbox") == 0
+    records = await read_topic(kafka_admin, names.physical("keys.keys"), expect=2)
+    assert event_ids(records) == [event.id, event.id]
 
 
 async def test_outbox_write_outside_a_transaction_is_refused(pool: asyncpg.Pool) -> None:

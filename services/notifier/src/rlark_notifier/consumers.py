@@ -39,6 +39,7 @@ def build_workers(ctx: ServiceContext[NotifierSettings, None]) -> list[Runnable]
         settings.backoff(),
         concurrency=settings.notifier_concurrency,
         poll_interval_s=settings.notifier_poll_interval_s,
+        lease_ttl_s=settings.leader_lease_ttl_s,
     )
     return [
         Consumer(

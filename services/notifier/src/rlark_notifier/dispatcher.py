@@ -1,7 +1,9 @@
 """The delivery dispatcher: sends queued deliveries to their webhooks, retrying with backoff.
 
-Concurrency model: one asyncio task leads, by a session-level advisory lock held on a dedicated
-connection (like the outbox relay), so several worker replicas may run and exactly one sends. It keeps up to
+Concurrency model: one asyncio task leads, by the fenced lease ``notifier.dispatcher`` (``db.leader``,
+like the outbox relay), so several worker replicas may run and one sends; each attempt is recorded with
+the lease's epoch checked in the same transaction, so a deposed dispatcher's records are refused and it
+steps down. It keeps up to
 ``concurrency`` endpoints in flight, each with one delivery at a time — the oldest pending one of that
 endpoint, then its next due one back to back, until one waits for a retry — so an endpoint receives its
 notifications in the order they were queued (a job's lifecycle in order) and a slow receiver holds back
@@ -27,8 +29,9 @@ from datetime import UTC, datetime
 import asyncpg
 import structlog
 from prometheus_client import Counter, Gauge, Histogram
-from rlark_platform.db.leader import AdvisoryLeaderLoop
-from rlark_platform.db.pool import Connection
+from rlark_platform.db.leader import DEFAULT_LEASE_TTL_S, LeaderLoop
+from rlark_platform.db.lease import LeaseLost
+from rlark_platform.db.pool import Connection, transaction
 
 from rlark_notifier import repository as repo
 from rlark_notifier.domain import Backoff, Kind, Language, SealError, SecretBox, outcome, render
@@ -37,7 +40,7 @@ from rlark_notifier.sender import HttpSender, Sent
 
 log = structlog.get_logger(__name__)
 
-_LEADER_LOCK = 0x4E4F54494659  # "NOTIFY"
+LEASE_NAME = "notifier.dispatcher"
 _COUNT_EVERY_S = 5.0
 """How often the leader counts pending deliveries for ``rlark_notifier_pending``."""
 
@@ -52,7 +55,7 @@ DELIVERY_SECONDS = Histogram(
 PENDING = Gauge("rlark_notifier_pending", "Pending deliveries seen by the dispatcher's last round")
 
 
-class Dispatcher(AdvisoryLeaderLoop):
+class Dispatcher(LeaderLoop):
     def __init__(
         self,
         pool: asyncpg.Pool,
@@ -62,10 +65,11 @@ class Dispatcher(AdvisoryLeaderLoop):
         *,
         concurrency: int = 32,
         poll_interval_s: float = 1.0,
+        lease_ttl_s: float = DEFAULT_LEASE_TTL_S,
     ) -> None:
         super().__init__(
-            pool, lock_key=_LEADER_LOCK, channel=NOTIFY_CHANNEL, name="notifier dispatcher",
-            poll_interval_s=poll_interval_s,
+            pool, lease_name=LEASE_NAME, channel=NOTIFY_CHANNEL, name="notifier dispatcher",
+            poll_interval_s=poll_interval_s, lease_ttl_s=lease_ttl_s,
         )  # fmt: skip
         self._box = box
         self._sender = sender
@@ -73,6 +77,7 @@ class Dispatcher(AdvisoryLeaderLoop):
         self._concurrency = concurrency
         self._in_flight: dict[uuid.UUID, asyncio.Task[None]] = {}
         self._next_count = 0.0
+        self._deposed: LeaseLost | None = None
 
     async def run(self) -> None:
         try:
@@ -82,6 +87,7 @@ class Dispatcher(AdvisoryLeaderLoop):
 
     async def _stepped_down(self) -> None:
         await self._drain()
+        self._deposed = None
 
     async def _drain(self) -> None:
         if self._in_flight:
@@ -90,7 +96,9 @@ class Dispatcher(AdvisoryLeaderLoop):
     async def _lead(self, conn: Connection) -> None:
         while not self._stopping.is_set():
             self._wake.clear()
-            # The leadership lock lives on ``conn``'s session: if it dropped, another dispatcher may lead.
+            if self._deposed is not None:
+                raise self._deposed  # a fenced record was refused: another dispatcher leads
+            # The LISTEN lives on ``conn``'s session: a dead one ends leading (and the loop starts again).
             await conn.fetchval("SELECT 1")
             await self.start_due()
             wait = self._poll_interval_s
@@ -127,6 +135,8 @@ class Dispatcher(AdvisoryLeaderLoop):
                     break
                 async with self._pool.acquire() as conn:
                     current = await repo.due_head_of(conn, endpoint_id)
+        except LeaseLost as exc:
+            self._deposed = exc
         except Exception as exc:  # one endpoint's failure must not stop the others
             log.error("delivery attempt failed", endpoint_id=str(endpoint_id), error=repr(exc))
         finally:
@@ -173,7 +183,8 @@ class Dispatcher(AdvisoryLeaderLoop):
             status, retry_in, result = "pending", self._backoff.delay_after(attempt), "retried"
         else:
             status, retry_in, result = "failed", 0.0, "failed"
-        async with self._pool.acquire() as conn:
+        async with transaction(self._pool) as conn:
+            await self.lease.fence(conn)
             recorded = await repo.record_attempt(
                 conn,
                 head.id,

@@ -58,8 +58,13 @@ async def test_a_receiver_answering_500_twice_gets_the_event_on_the_third_try(
     await receiver.wait_for(lambda: any(r.status == 200 for r in receiver.to("/flaky")), what="the third try")
     assert [r.status for r in receiver.to("/flaky")] == [500, 500, 200]
     assert {json.loads(r.body)["to_status"] for r in receiver.to("/flaky")} == {"Running"}
+    # The receiver answered before the dispatcher recorded the attempt: wait for the record.
     async with service.client("alice") as client:
-        log = (await client.get(f"/api/v1/notifications/endpoints/{endpoint['id']}/deliveries")).json()
+        for _ in range(200):
+            log = (await client.get(f"/api/v1/notifications/endpoints/{endpoint['id']}/deliveries")).json()
+            if log["items"] and log["items"][0]["status"] != "pending":
+                break
+            await asyncio.sleep(0.05)
     [delivery] = log["items"]
     assert delivery["status"] == "delivered"
     assert delivery["attempts"] == 3

@@ -1,10 +1,11 @@
-"""Connection pool and the transaction helper every repository call runs inside."""
+"""Connection pool (with bounded sessions) and the transaction helper every repository call runs inside."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
@@ -18,8 +19,53 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
-async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
-    pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, init=_init_connection)
+@dataclass(frozen=True)
+class SessionLimits:
+    """How long a pool's sessions may hang, so a dead or stalled process's hold is bounded (seconds).
+
+    - ``statement_timeout_s``: the server cancels a statement running longer (``statement_timeout``); the
+      client gives up on it ``CLIENT_GRACE_S`` later (asyncpg's ``command_timeout``), so a vanished server
+      does not hang a caller either;
+    - ``idle_in_transaction_s``: the server ends a session idle inside a transaction that long
+      (``idle_in_transaction_session_timeout``), releasing its locks (a killed leader's fenced write);
+    - ``keepalive_idle_s`` / ``keepalive_interval_s`` / ``keepalive_count``: the server's TCP keepalives
+      on the session (``tcp_keepalives_*``): a peer that vanished without closing (a host lost, a
+      partition) is noticed after about idle + interval × count instead of the kernel's two hours.
+      (They do not apply over a Unix socket, where a dead peer is seen at once.)
+    """
+
+    statement_timeout_s: float = 30.0
+    idle_in_transaction_s: float = 15.0
+    keepalive_idle_s: int = 5
+    keepalive_interval_s: int = 2
+    keepalive_count: int = 3
+
+    def server_settings(self) -> dict[str, str]:
+        return {
+            "statement_timeout": str(int(self.statement_timeout_s * 1000)),
+            "idle_in_transaction_session_timeout": str(int(self.idle_in_transaction_s * 1000)),
+            "tcp_keepalives_idle": str(self.keepalive_idle_s),
+            "tcp_keepalives_interval": str(self.keepalive_interval_s),
+            "tcp_keepalives_count": str(self.keepalive_count),
+        }
+
+
+CLIENT_GRACE_S = 5.0
+
+
+async def create_pool(
+    url: str, *, min_size: int = 1, max_size: int = 10, limits: SessionLimits | None = None
+) -> asyncpg.Pool:
+    """A pool whose sessions carry ``limits`` (default: ``SessionLimits()``)."""
+    limits = limits or SessionLimits()
+    pool = await asyncpg.create_pool(
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        init=_init_connection,
+        server_settings=limits.server_settings(),
+        command_timeout=limits.statement_timeout_s + CLIENT_GRACE_S,
+    )
     assert pool is not None
     return pool
 

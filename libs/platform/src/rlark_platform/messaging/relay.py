@@ -1,11 +1,12 @@
 """The outbox relay: publishes committed outbox rows to Kafka, one active relay per service database.
 
-Concurrency model: one asyncio task. Leadership is a session-level advisory lock held on a dedicated
-connection; a relay that does not get it stands by and retries, so several replicas of a service can run
-and exactly one publishes. The relay wakes on NOTIFY (sent at commit by ``add_events``) and polls as a
-fallback. Each round publishes the oldest unpublished rows in ``seq`` order, waits for the broker's acks
-(acks=all, idempotent producer), then deletes exactly those rows. A crash between the ack and the
-mark republishes them: consumers dedupe on the event id.
+Concurrency model: one asyncio task. Leadership is the fenced lease ``outbox.relay`` (``db.leader``);
+a relay that does not hold it stands by and retries, so several replicas of a service can run and one
+publishes. A deposed relay that resumes may publish a batch again (consumers dedupe on the event id), but
+its delete is fenced by the lease's epoch and refused. The relay wakes on NOTIFY (sent at commit by
+``add_events``) and polls as a fallback. Each round publishes the oldest unpublished rows in ``seq`` order,
+waits for the broker's acks (acks=all, idempotent producer), then deletes exactly those rows. A crash
+between the ack and the mark republishes them: consumers dedupe on the event id.
 """
 
 from __future__ import annotations
@@ -18,19 +19,19 @@ from aiokafka import AIOKafkaProducer
 from prometheus_client import Counter, Gauge
 from rlark_contracts import TopicNames
 
-from rlark_platform.db.leader import AdvisoryLeaderLoop
-from rlark_platform.db.pool import Connection
+from rlark_platform.db.leader import DEFAULT_LEASE_TTL_S, LeaderLoop
+from rlark_platform.db.pool import Connection, transaction
 from rlark_platform.messaging.outbox import NOTIFY_CHANNEL
 
 log = structlog.get_logger(__name__)
 
-_LEADER_LOCK = 0x52454C4159  # "RELAY"
+LEASE_NAME = "outbox.relay"
 
 PUBLISHED = Counter("rlark_outbox_published_total", "Outbox events published to Kafka", ["service"])
 PENDING = Gauge("rlark_outbox_pending", "Unpublished outbox rows seen by the last relay round", ["service"])
 
 
-class OutboxRelay(AdvisoryLeaderLoop):
+class OutboxRelay(LeaderLoop):
     def __init__(
         self,
         pool: asyncpg.Pool,
@@ -40,10 +41,11 @@ class OutboxRelay(AdvisoryLeaderLoop):
         service: str,
         batch_size: int = 1000,
         poll_interval_s: float = 1.0,
+        lease_ttl_s: float = DEFAULT_LEASE_TTL_S,
     ) -> None:
         super().__init__(
-            pool, lock_key=_LEADER_LOCK, channel=NOTIFY_CHANNEL, name=f"{service} outbox relay",
-            poll_interval_s=poll_interval_s,
+            pool, lease_name=LEASE_NAME, channel=NOTIFY_CHANNEL, name=f"{service} outbox relay",
+            poll_interval_s=poll_interval_s, lease_ttl_s=lease_ttl_s,
         )  # fmt: skip
         self._producer = producer
         self._names = names
@@ -52,14 +54,15 @@ class OutboxRelay(AdvisoryLeaderLoop):
 
     async def _lead(self, conn: Connection) -> None:
         while not self._stopping.is_set():
-            # The leadership lock lives on ``conn``'s session: if it dropped, another relay may lead now.
+            # The LISTEN lives on ``conn``'s session: a dead one ends leading (and the loop starts again).
             await conn.fetchval("SELECT 1")
             published = await self.publish_once()
             if published < self._batch_size:
                 await self._sleep(self._poll_interval_s)
 
     async def publish_once(self) -> int:
-        """Publish one batch of unpublished rows; return how many were published."""
+        """Publish one batch of unpublished rows; return how many were published. Only the lease's holder
+        deletes what it published (``LeaseLost`` otherwise)."""
         rows = await self._pool.fetch(
             "SELECT seq, topic, key, payload, headers FROM outbox ORDER BY seq LIMIT $1",
             self._batch_size,
@@ -80,9 +83,8 @@ class OutboxRelay(AdvisoryLeaderLoop):
             )
         # Waits for every ack; an exception leaves the rows unpublished, to be retried next round.
         await asyncio.gather(*futures)
-        await self._pool.execute(
-            "DELETE FROM outbox WHERE seq = ANY($1::bigint[])",
-            [r["seq"] for r in rows],
-        )
+        async with transaction(self._pool) as conn:
+            await self.lease.fence(conn)
+            await conn.execute("DELETE FROM outbox WHERE seq = ANY($1::bigint[])", [r["seq"] for r in rows])
         PUBLISHED.labels(self._service).inc(len(rows))
         return len(rows)

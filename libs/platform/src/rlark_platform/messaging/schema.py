@@ -1,4 +1,4 @@
-"""The platform's own tables (outbox, inbox), migrated beside each service's tables."""
+"""The platform's own tables (outbox, inbox, leases), migrated beside each service's tables."""
 
 from __future__ import annotations
 

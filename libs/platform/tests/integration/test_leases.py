@@ -1,0 +1,198 @@
+"""Fenced leases (``rlark_platform.db.lease``) and the leader loop built on them, on the real PostgreSQL:
+a lease is held by one holder at a time, expiry is judged by the database's clock, every takeover bumps
+the epoch, and a deposed holder's writes are refused — also when its process was stopped and resumed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from rlark_platform.db import Lease, LeaseLost, transaction
+
+from .leader_process import TICKS_TABLE, Ticker
+
+pytestmark = pytest.mark.integration
+
+
+async def expire(pool: asyncpg.Pool, name: str) -> None:
+    """Let the lease's time run out now (by the database's clock), as a stalled holder's would."""
+    await pool.execute("UPDATE leases SET expires_at = clock_timestamp() WHERE name = $1", name)
+
+
+async def eventually(
+    check: Callable[[], Coroutine[Any, Any, bool]], what: str, timeout_s: float = 30
+) -> None:
+    for _ in range(int(timeout_s / 0.05)):
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def test_a_held_lease_is_refused_to_others_until_it_expires_and_each_takeover_bumps_the_epoch(
+    pool: asyncpg.Pool,
+) -> None:
+    first, second = Lease("test.lease", 30), Lease("test.lease", 30)
+    async with pool.acquire() as conn:
+        assert await first.acquire(conn)
+        assert first.epoch == 1
+        assert not await second.acquire(conn)
+        assert await first.renew(conn)
+        await expire(pool, "test.lease")
+        assert await second.acquire(conn)
+        assert second.epoch == 2
+        # The first holder's renewals and writes are refused from now on; the second's go through.
+        assert not await first.renew(conn)
+        async with conn.transaction():
+            await second.fence(conn)
+        await second.release(conn)
+        assert await first.acquire(conn)  # released: free at once
+        assert first.epoch == 3
+
+
+async def test_a_deposed_holders_write_is_refused_and_rolled_back(pool: asyncpg.Pool) -> None:
+    old, new = Lease("test.lease", 30), Lease("test.lease", 30)
+    await pool.execute("CREATE TABLE writes (epoch bigint NOT NULL)")
+    async with pool.acquire() as conn:
+        assert await old.acquire(conn)
+        await expire(pool, "test.lease")
+        assert await new.acquire(conn)
+    with pytest.raises(LeaseLost, match="no longer held"):
+        async with transaction(pool) as conn:
+            await old.fence(conn)
+            await conn.execute("INSERT INTO writes VALUES ($1)", old.epoch)
+    async with transaction(pool) as conn:
+        await new.fence(conn)
+        await conn.execute("INSERT INTO writes VALUES ($1)", new.epoch)
+    assert [r["epoch"] for r in await pool.fetch("SELECT epoch FROM writes")] == [new.epoch]
+
+
+async def test_an_expired_lease_fences_its_holder_even_before_anyone_takes_it(pool: asyncpg.Pool) -> None:
+    lease = Lease("test.lease", 30)
+    async with pool.acquire() as conn:
+        assert await lease.acquire(conn)
+        await expire(pool, "test.lease")
+        with pytest.raises(LeaseLost):
+            async with conn.transaction():
+                await lease.fence(conn)
+
+
+async def test_a_fence_outside_a_transaction_is_refused(pool: asyncpg.Pool) -> None:
+    lease = Lease("test.lease", 30)
+    async with pool.acquire() as conn:
+        assert await lease.acquire(conn)
+        with pytest.raises(RuntimeError, match="inside the transaction"):
+            await lease.fence(conn)
+
+
+def test_a_lease_needs_a_name_and_a_positive_ttl() -> None:
+    with pytest.raises(ValueError, match="ttl_s"):
+        Lease("x", 0)
+    with pytest.raises(ValueError, match="name"):
+        Lease("", 1)
+
+
+def start_ticker(database_url: str, ttl_s: float) -> subprocess.Popen[str]:
+    script = Path(__file__).with_name("leader_process.py")
+    return subprocess.Popen(
+        [sys.executable, str(script), database_url, str(ttl_s)],
+        env={**os.environ, "PYTHONPATH": str(script.parent)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture
+async def ticker_process(pool: asyncpg.Pool, database_url: str) -> AsyncIterator[subprocess.Popen[str]]:
+    await pool.execute(TICKS_TABLE)
+    process = start_ticker(database_url, 2)
+    try:
+        yield process
+    finally:
+        process.send_signal(signal.SIGCONT)
+        process.kill()
+        process.wait()
+
+
+async def said(process: subprocess.Popen[str], word: str) -> str:
+    """The next line the process printed that starts with ``word`` (its log lines are passed over)."""
+    assert process.stdout is not None
+    while True:
+        line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 60)
+        if not line:
+            raise AssertionError(f"the process ended before it said {word!r}")
+        if line.startswith(word):
+            return line.strip()
+
+
+async def test_a_stopped_leader_is_replaced_and_when_it_resumes_its_writes_are_refused_and_it_steps_down(
+    pool: asyncpg.Pool, ticker_process: subprocess.Popen[str]
+) -> None:
+    leading = await said(ticker_process, "leading ")
+    old_epoch = int(leading.split()[1])
+    standby = Ticker(pool, 2)
+    task = asyncio.create_task(standby.run())
+    try:
+        await eventually(
+            lambda: _ticks_of(pool, old_epoch), "the process leader wrote ticks before it was stopped"
+        )
+        ticker_process.send_signal(signal.SIGSTOP)
+        await eventually(lambda: _true(standby.is_leader), "the standby took over the stopped leader's lease")
+        assert standby.lease.epoch == old_epoch + 1
+        ticker_process.send_signal(signal.SIGCONT)
+        await said(ticker_process, "stepped-down")
+        # Nothing of the old epoch was committed once the new one was taken; the new leader writes on.
+        late = await pool.fetchval(
+            """SELECT count(*) FROM ticks
+               WHERE epoch = $1 AND at >= (SELECT acquired_at FROM leases WHERE name = 'test.ticker')""",
+            old_epoch,
+        )
+        assert late == 0
+        await eventually(lambda: _ticks_of(pool, old_epoch + 1), "the new leader writes")
+        assert standby.is_leader
+    finally:
+        standby.stop()
+        await task
+
+
+async def _ticks_of(pool: asyncpg.Pool, epoch: int) -> bool:
+    return bool(await pool.fetchval("SELECT count(*) FROM ticks WHERE epoch = $1", epoch))
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_a_killed_leaders_lease_is_taken_at_once_when_its_session_ends_not_at_expiry(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    await pool.execute(TICKS_TABLE)
+    process = start_ticker(database_url, 60)  # a lease that would outlive the test
+    standby = Ticker(pool, 60)
+    task: asyncio.Task[None] | None = None
+    try:
+        old_epoch = int((await said(process, "leading ")).split()[1])
+        task = asyncio.create_task(standby.run())
+        process.kill()
+        process.wait()
+        # No renewal after the kill: this is when the killed leader's lease would expire.
+        expiry = await pool.fetchval("SELECT expires_at FROM leases WHERE name = 'test.ticker'")
+        await eventually(lambda: _true(standby.is_leader), "the standby took over the killed leader's lease")
+        assert standby.lease.epoch == old_epoch + 1
+        taken_at = await pool.fetchval("SELECT acquired_at FROM leases WHERE name = 'test.ticker'")
+        assert taken_at < expiry, "the standby waited for the lease to expire"
+    finally:
+        standby.stop()
+        if task is not None:
+            await task
+        if process.poll() is None:
+            process.kill()
+            process.wait()
