@@ -2,9 +2,13 @@
 
 Concurrency model
 -----------------
-- **One leader.** Every worker process runs a loop, but only the one holding a session-level
-  advisory lock (on its own dedicated connection) acts; the others stand by and retry. Only the
-  leader creates allocations, so two processes can never hand out the same GPUs.
+- **One leader, fenced.** Every worker process runs a loop, but only the one holding the lease
+  ``scheduler.placement`` (``rlark_platform.db.leader``: an epoch per lease, renewed well inside
+  ``leader_lease_ttl_s``) acts; the others stand by and retry. Every write the leader makes —
+  each placement's commit, pending reasons, tunnel judgements, deleting the change rows it read —
+  checks its epoch in the same transaction (``Lease.fence``). A leader that stalled between its
+  decision and its commit (a pause, SIGSTOP, a partition) while a standby took over has its commit
+  refused (``LeaseLost``) and steps down, so two processes never hand out the same GPUs.
 - **The database is the truth; the model is a cache the leader keeps in step.** At start (and
   after any doubt: lost connection, failed commit) the leader rebuilds the whole
   :class:`CapacityModel` and :class:`JobQueue` from the tables: nodes with the GPUs of RLark
@@ -17,8 +21,8 @@ Concurrency model
   A change committed meanwhile keeps its row for the next pass, and re-reading current state makes
   applying a change twice harmless — the same shape as the outbox relay. A full rebuild deletes
   every row *before* loading, so nothing committed after the load is lost.
-- **Placements commit one job per transaction**, guarded by the job still being Pending
-  (``SELECT ... FOR UPDATE``): a job cancelled meanwhile is not placed and its capacity goes back
+- **Placements commit one job per transaction**, guarded by the lease's epoch and by the job still
+  being Pending (``SELECT ... FOR UPDATE``): a job cancelled meanwhile is not placed and its capacity goes back
   to the model at once. A commit that fails for any other reason triggers a rebuild, so the model
   never keeps an allocation the database does not have.
 - Releases need no special path: a job that ends or goes back to Pending queues a job change, and
@@ -37,15 +41,14 @@ poll (``placement_poll_s``).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 import structlog
-from rlark_platform.db import transaction
-from rlark_platform.messaging.consumer import TRANSIENT_ERRORS
+from rlark_platform.db import LeaseLost, transaction
+from rlark_platform.db.leader import LeaderLoop
+from rlark_platform.db.pool import Connection
 
 from rlark_scheduler.domain.capacity import CapacityModel
 from rlark_scheduler.domain.jobs import JobStatus, job_request
@@ -65,80 +68,37 @@ from rlark_scheduler.settings import SchedulerSettings
 
 log = structlog.get_logger(__name__)
 
-_LEADER_LOCK = 0x504C414345  # "PLACE"
+LEASE_NAME = "scheduler.placement"
 CHANGE_BATCH = 5000
-DATABASE_ERRORS: tuple[type[BaseException], ...] = (*TRANSIENT_ERRORS, asyncpg.PostgresError)
 
 
-class PlacementLoop:
+class PlacementLoop(LeaderLoop):
     """Runs rounds of gang placement whenever capacity or the queue changes (see the module doc)."""
 
     def __init__(self, pool: asyncpg.Pool, settings: SchedulerSettings) -> None:
-        self._pool = pool
+        super().__init__(
+            pool, lease_name=LEASE_NAME, channel=changes_repo.CHANGES_CHANNEL, name="placement loop",
+            poll_interval_s=settings.placement_poll_s, lease_ttl_s=settings.leader_lease_ttl_s,
+        )  # fmt: skip
         self._settings = settings
-        self._wake = asyncio.Event()
-        self._stopping = asyncio.Event()
         self.model = CapacityModel()
         self.queue = JobQueue()
         self._held: dict[str, tuple[datetime, JobRequest]] = {}
         self._stale = True
-        self.is_leader = False
         self.rounds = 0
 
-    def stop(self) -> None:
-        self._stopping.set()
-        self._wake.set()
-
-    def _on_notify(self, *_: Any) -> None:
-        self._wake.set()
-
-    async def run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                conn = await self._pool.acquire()
-            except TRANSIENT_ERRORS as exc:
-                log.warning("placement loop cannot reach its database; retrying", error=str(exc))
-                await self._sleep(1.0)
-                continue
-            try:
-                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", _LEADER_LOCK):
-                    await self._sleep(self._settings.placement_poll_s)
-                    continue
-                self.is_leader = True
-                await conn.add_listener(changes_repo.CHANGES_CHANNEL, self._on_notify)
-                log.info("placement loop is leader")
-                try:
-                    await self._lead(conn)
-                finally:
-                    self.is_leader = False
-                    with contextlib.suppress(Exception):
-                        await conn.remove_listener(changes_repo.CHANGES_CHANNEL, self._on_notify)
-                        await conn.execute("SELECT pg_advisory_unlock($1)", _LEADER_LOCK)
-            except DATABASE_ERRORS as exc:
-                log.warning("placement loop lost its database; rebuilding", error=str(exc))
-                self._stale = True
-                await self._sleep(1.0)
-            except Exception as exc:
-                # A bug must not stop placement for good: rebuild from the database and go on.
-                log.exception("placement loop failed; rebuilding", error=repr(exc))
-                self._stale = True
-                await self._sleep(1.0)
-            finally:
-                await self._pool.release(conn)
-
-    async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
-        self._wake.clear()
-
-    async def _lead(self, lock_conn: Any) -> None:
+    async def _lead(self, conn: Connection) -> None:
         self._stale = True
         while not self._stopping.is_set():
             self._wake.clear()
-            # The leadership lock lives on this session: fail fast when it is gone.
-            await lock_conn.fetchval("SELECT 1")
+            # The LISTEN lives on this session: a dead one ends leading (and the loop starts again).
+            await conn.fetchval("SELECT 1")
             await self.cycle()
             await self._sleep(self._next_timeout())
+
+    async def _stepped_down(self) -> None:
+        # Whatever this process believed may be stale now: the next time it leads it starts afresh.
+        self._stale = True
 
     def _next_timeout(self) -> float:
         timeout = self._settings.placement_poll_s
@@ -151,6 +111,10 @@ class PlacementLoop:
 
     async def cycle(self) -> list[Placement]:
         """Bring the model up to date, run one round, commit its placements and changed reasons."""
+        return await self.commit(await self.decide())
+
+    async def decide(self) -> list[Placement]:
+        """Bring the model up to date and run one round: the placements it decided (not yet stored)."""
         async with self._pool.acquire() as conn:
             if self._stale:
                 await self._rebuild(conn)
@@ -158,12 +122,21 @@ class PlacementLoop:
                 while await self._apply_changes(conn) == CHANGE_BATCH:
                     pass
         self._release_expired_holds(datetime.now(UTC))
-        placements = schedule_round(self.model, self.queue)
+        return schedule_round(self.model, self.queue)
+
+    async def commit(self, placements: list[Placement]) -> list[Placement]:
+        """Store ``placements`` one job per fenced transaction, then the changed pending reasons and the
+        tunnel rules; ``LeaseLost`` when another process leads now (nothing more is written)."""
         committed: list[Placement] = []
         for placement in placements:
             try:
                 async with transaction(self._pool) as conn:
+                    await self.lease.fence(conn)
                     ok = await commit_placement(conn, placement, self._settings, datetime.now(UTC))
+            except LeaseLost:
+                log.error("placement refused: no longer the leader", job_id=placement.job_id)
+                self._stale = True
+                raise
             except Exception as exc:
                 # The model may now hold what the database does not: rebuild before anything else.
                 log.error("placement commit failed; rebuilding", job_id=placement.job_id, error=repr(exc))
@@ -179,10 +152,12 @@ class PlacementLoop:
         if changes:
             now = datetime.now(UTC)
             async with transaction(self._pool) as conn:
+                await self.lease.fence(conn)
                 for job_id, reason in changes:
                     rounds = self.queue.rounds_waited(job_id)
                     await store_pending_reason(conn, job_id, reason, rounds, now)
         async with transaction(self._pool) as conn:
+            await self.lease.fence(conn)
             # A tunnel down past its grace fails its jobs even when no new report arrives.
             await judge_tunnels(conn, None, self._settings, datetime.now(UTC), Meta())
         self.rounds += 1
@@ -191,7 +166,9 @@ class PlacementLoop:
     # -- keeping the model in step ---------------------------------------------------------------
 
     async def _rebuild(self, conn: Any) -> None:
-        await changes_repo.clear_changes(conn)
+        async with conn.transaction():
+            await self.lease.fence(conn)
+            await changes_repo.clear_changes(conn)
         model = await capacity_model(conn)
         self.model, self.queue, self._held = model, JobQueue(), {}
         for job in await jobs_repo.jobs_with_status(conn, [JobStatus.PENDING]):
@@ -239,7 +216,9 @@ class PlacementLoop:
             # the cluster reports their pods gone, their GPUs count as used by others.
             for node in await read_models.nodes_of_jobs(conn, sorted(jobs)):
                 self.model.upsert_node(capacity_node(node))
-        await changes_repo.delete_changes(conn, [c.id for c in changes])
+        async with conn.transaction():
+            await self.lease.fence(conn)
+            await changes_repo.delete_changes(conn, [c.id for c in changes])
         return len(changes)
 
     def _apply_job(
