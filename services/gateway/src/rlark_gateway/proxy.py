@@ -8,8 +8,9 @@ end-to-end header passes unchanged — ``Content-Type``, ``Accept``, ``Last-Even
 ``Idempotency-Key`` (safe retries of ``POST /api/v1/jobs``) among them — and the service's status comes
 back as it was (201 created, 200 an idempotent repeat, 409 a reused key). Paths and query
 strings are forwarded unchanged (services serve the same ``/api/v1/...`` paths). Bodies are read whole
-(the server's body limit bounds them); responses stream back, so ``?follow=true`` logs and event streams
-pass through as they come, without a read timeout. An unreachable service gives 503 ``service_unavailable`` naming it.
+(the server's body limit bounds them). Answers to changes, and GET answers of a declared length up to
+``WHOLE_BODY_BYTES``, are read whole and answered as one response; others stream back, so ``?follow=true``
+logs and event streams pass through as they come, without a read timeout. An unreachable service gives 503 ``service_unavailable`` naming it.
 
 A relayed response ends its upstream response and its bookkeeping (requests in flight, the caller's
 ``on_close``) however it ends — relayed to the end, the client gone before or during the body, cancelled.
@@ -59,6 +60,8 @@ HOP_BY_HOP = frozenset(
 _DROP_REQUEST = HOP_BY_HOP | {"host", "content-length", "cookie", "forwarded"}
 _DROP_RESPONSE = HOP_BY_HOP | {"set-cookie", "x-request-id", "server", "date"}
 _TRUE = {"1", "true", "yes", "on"}
+WHOLE_BODY_BYTES = 1 << 20
+"""GET answers up to this size (declared by ``Content-Length``) are read whole; larger or unsized ones stream."""
 # aiohttp's own request headers, never added: the client's (or none) go upstream as they came.
 _NO_AUTO_HEADERS = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 # Printable ASCII but space: what a request target may hold as it is; any other byte is percent-encoded.
@@ -206,8 +209,9 @@ class Proxy:
             self._leave()
             raise _unavailable(service) from None
         response_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _DROP_RESPONSE}
-        if request.method != "GET" and not streaming:
-            # Changes answer small bodies; read them whole so errors surface here and audits see them.
+        if not streaming and (request.method != "GET" or _small(upstream)):
+            # Changes answer small bodies; read them whole so errors surface here and audits see them. Small
+            # reads too: one plain response costs the gateway less than relaying (a task watching the client).
             try:
                 content = await upstream.read()
             except (aiohttp.ClientError, TimeoutError):
@@ -280,6 +284,12 @@ class Proxy:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), drain_s)
         await self._client.close()
+
+
+def _small(upstream: aiohttp.ClientResponse) -> bool:
+    """A body of a declared length up to ``WHOLE_BODY_BYTES``: read whole rather than relayed."""
+    length = upstream.content_length
+    return length is not None and length <= WHOLE_BODY_BYTES
 
 
 def _unavailable(service: str) -> ApiError:
