@@ -1,7 +1,7 @@
 """``make bench``: every benchmark of the project in one run, printed against its baseline and target.
 
 Role: the one entry point for the benchmarks in ``rlark_devinfra.benches`` (messaging, inventory,
-netdomain, scheduler, the notifier, the local and Kubernetes runtimes, restarts, the tunnel; one module each, outside the
+netdomain, scheduler, placement leader failover, the notifier, the local and Kubernetes runtimes, restarts, the tunnel; one module each, outside the
 packages they measure so no service image carries them) and ``bench_ssh_relay``. It starts (or reuses)
 this checkout's PostgreSQL and Kafka, runs each selected benchmark in a child process of its own and
 prints one table: measure, value, baseline or target, and a verdict (PASS, MISS, ``info`` where no
@@ -623,6 +623,25 @@ async def _restart(ctx: Context) -> Outcome:
     )
 
 
+async def _leader_failover(ctx: Context) -> Outcome:
+    run = _load("rlark_devinfra.benches.leader_failover", "run")
+    work = _bench_dir() / "leader-failover"
+    async with ctx.database("rlark_bench_leader_failover") as database:
+        r: dict[str, Any] = await run(database, work, max(5, ctx.options.rounds))
+    return Outcome(
+        [
+            Row(
+                f"placement leader SIGKILLed → next job placed by the standby, median of {r['rounds']} "
+                f"(lease TTL {r['lease_ttl_s']:.0f} s; rounds {', '.join(f'{t:.1f}' for t in r['per_round_s'])} s)",
+                f"{r['failover_s']:.1f} s",
+                f"≤ {r['target_s']:.0f} s (TTL + 2 s)",
+                _verdict(bool(r["meets_target"])),
+            ),
+        ],
+        r,
+    )
+
+
 async def _notifier(ctx: Context) -> Outcome:
     run = _load("rlark_devinfra.benches.notifier", "run")
     async with ctx.database("rlark_bench_notifier") as database:
@@ -724,6 +743,14 @@ BENCHES: list[Bench] = [
         lambda o: 240,
         True,
         _notifier,
+    ),
+    Bench(
+        "leader-failover",
+        "two placement loops on one database: SIGKILL of the leader → first placement by the standby, × 5",
+        "≈ 5 s per round (up to 12 s)",
+        lambda o: 120 + 45 * max(5, o.rounds),
+        True,
+        _leader_failover,
     ),
     Bench(
         "agent-sampling",
