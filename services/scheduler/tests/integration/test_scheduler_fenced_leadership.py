@@ -1,6 +1,6 @@
 """Fenced placement leadership on the real PostgreSQL: two placement loops over one database, the old
 leader paused between its decision and its commit while a standby takes over and places — the old
-leader's commit is refused and no node is double-booked (issue 18, ADR 0018's lease)."""
+leader's commit is refused and no node is double-booked (issue 18, ADR 0019's lease)."""
 
 from __future__ import annotations
 

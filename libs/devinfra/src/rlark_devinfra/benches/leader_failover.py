@@ -1,5 +1,5 @@
 """``make bench leader-failover``: how long placement stops when the placement leader is SIGKILLed
-(issue 18 item 1, ADR 0018).
+(issue 18 item 1, ADR 0019).
 
 What runs: two processes, each a scheduler placement loop (``PlacementLoop``, the real fenced lease
 ``scheduler.placement``) on one fresh database with the platform's and the scheduler's migrations and a
@@ -12,7 +12,7 @@ next round. Median over the rounds (at least 5).
 Target: ≤ ``leader_lease_ttl_s`` + ``TARGET_SLACK_S`` (a killed leader's lease lives at most its TTL
 after its last renewal; the standby tries every ≤ 1 s; then one rebuild and one placement). On one host
 the database sees the killed process's session end at once, so the standby takes the lease's session
-marker and the lease on its next try (ADR 0018): expect about 1 s.
+marker and the lease on its next try (ADR 0019): expect about 1 s.
 """
 
 from __future__ import annotations
