@@ -35,6 +35,8 @@ command -v iperf3 >/dev/null 2>&1 || missing+=(iperf3)
 command -v ping >/dev/null 2>&1 || missing+=(iputils-ping)
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ps >/dev/null 2>&1 || missing+=(procps)
+# `make bench gateway` drives the real gateway with wrk.
+command -v wrk >/dev/null 2>&1 || missing+=(wrk)
 command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
 for extra in ${RLARK_SETUP_APT:-}; do
   command -v "$extra" >/dev/null 2>&1 || missing+=("$extra")

@@ -1,7 +1,7 @@
 """``make bench``: every benchmark of the project in one run, printed against its baseline and target.
 
 Role: the one entry point for the benchmarks in ``rlark_devinfra.benches`` (messaging, inventory,
-netdomain, scheduler, placement leader failover, the notifier, the local and Kubernetes runtimes, restarts, the tunnel; one module each, outside the
+netdomain, scheduler, placement leader failover, the gateway's forwarded calls, the notifier, the local and Kubernetes runtimes, restarts, the tunnel; one module each, outside the
 packages they measure so no service image carries them) and ``bench_ssh_relay``. It starts (or reuses)
 this checkout's PostgreSQL and Kafka, runs each selected benchmark in a child process of its own and
 prints one table: measure, value, baseline or target, and a verdict (PASS, MISS, ``info`` where no
@@ -675,6 +675,55 @@ async def _notifier(ctx: Context) -> Outcome:
     )
 
 
+async def _gateway(ctx: Context) -> Outcome:
+    if _which("wrk") is None:
+        raise NotAvailable("wrk is not installed (apt-get install wrk; `make setup` installs it)")
+    run = _load("rlark_devinfra.benches.gateway", "forwarded_calls")
+    services = _load("rlark_devinfra.benches.gateway", "services")()
+    from rlark_platform.messaging.producer import delete_topics_with_prefix
+    from rlark_platform.testing import provision_test_prefix
+
+    from rlark_devinfra.bench_platform import test_admin
+
+    kafka = await test_admin(ctx.kafka())
+    prefix = f"bg{os.getpid()}."
+    await provision_test_prefix(kafka, prefix)
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            databases = {
+                name: await stack.enter_async_context(ctx.database(f"rlark_bench_gateway_{name}"))
+                for name in services
+            }
+            r: dict[str, Any] = await asyncio.to_thread(run, databases, kafka, prefix)
+    finally:
+        with contextlib.suppress(Exception):
+            await delete_topics_with_prefix(kafka, prefix)
+    own = r["results"]["auth/me"]
+    rows = [
+        Row(
+            f"GET /api/v1/auth/me answered by the gateway itself, {r['connections']} connections (reference)",
+            f"{own['rps']:,.0f} req/s, p50 / p99 {own['p50_s'] * 1000:.1f} / {own['p99_s'] * 1000:.1f} ms",
+            "",
+            BASELINE,
+        )
+    ]
+    for path, service in (("nodes", "inventory"), ("jobs", "scheduler"), ("keys", "keys")):
+        got = r["results"][path]
+        ratio = got["rps"] / own["rps"] if own["rps"] else 0.0
+        ok = got["rps"] >= 1000 and got["p99_s"] <= 0.100 and ratio >= 0.7 and not got["non_2xx"]
+        rows.append(
+            Row(
+                f"GET /api/v1/{path} forwarded to {service} ({r['sizes'][path]} items), "
+                f"{r['connections']} connections",
+                f"{got['rps']:,.0f} req/s, p50 / p99 {got['p50_s'] * 1000:.1f} / {got['p99_s'] * 1000:.1f} ms, "
+                f"{ratio:.2f}× auth/me" + (f", {got['non_2xx']:.0f} non-2xx" if got["non_2xx"] else ""),
+                "≥ 1,000 req/s, p99 ≤ 100 ms, ≥ 0.7× auth/me",
+                _verdict(ok),
+            )
+        )
+    return Outcome(rows, r)
+
+
 async def _agent_sampling(ctx: Context) -> Outcome:
     run = _load("rlark_devinfra.benches.agent_sampling", "run")
     with tempfile.TemporaryDirectory(prefix="rlark-bench-sampling-") as tmp:
@@ -743,6 +792,14 @@ BENCHES: list[Bench] = [
         lambda o: 240,
         True,
         _notifier,
+    ),
+    Bench(
+        "gateway",
+        "wrk through the real gateway to each service as its own process: auth/me, then forwarded lists",
+        "≈ 60 s",
+        lambda o: 300,
+        True,
+        _gateway,
     ),
     Bench(
         "leader-failover",
