@@ -1,3 +1,9 @@
+CREATE TABLE public.agent_epochs (
+    consumer text NOT NULL,
+    cluster text NOT NULL,
+    epoch bigint NOT NULL
+);
+
 CREATE TABLE public.api_tokens (
     id text NOT NULL,
     username text NOT NULL,
@@ -119,6 +125,9 @@ ALTER TABLE ONLY public.audit_log ALTER COLUMN id SET DEFAULT nextval('public.au
 ALTER TABLE ONLY public.login_failures ALTER COLUMN id SET DEFAULT nextval('public.login_failures_id_seq'::regclass);
 
 ALTER TABLE ONLY public.outbox ALTER COLUMN seq SET DEFAULT nextval('public.outbox_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.agent_epochs
+    ADD CONSTRAINT agent_epochs_pkey PRIMARY KEY (consumer, cluster);
 
 ALTER TABLE ONLY public.api_tokens
     ADD CONSTRAINT api_tokens_pkey PRIMARY KEY (id);

@@ -1,3 +1,9 @@
+CREATE TABLE public.agent_epochs (
+    consumer text NOT NULL,
+    cluster text NOT NULL,
+    epoch bigint NOT NULL
+);
+
 CREATE TABLE public.agent_leases (
     cluster text NOT NULL,
     holder text NOT NULL,
@@ -112,6 +118,9 @@ CREATE TABLE public.workers (
 );
 
 ALTER TABLE ONLY public.outbox ALTER COLUMN seq SET DEFAULT nextval('public.outbox_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.agent_epochs
+    ADD CONSTRAINT agent_epochs_pkey PRIMARY KEY (consumer, cluster);
 
 ALTER TABLE ONLY public.agent_leases
     ADD CONSTRAINT agent_leases_pkey PRIMARY KEY (cluster);

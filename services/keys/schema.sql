@@ -1,3 +1,9 @@
+CREATE TABLE public.agent_epochs (
+    consumer text NOT NULL,
+    cluster text NOT NULL,
+    epoch bigint NOT NULL
+);
+
 CREATE TABLE public.inbox (
     consumer text NOT NULL,
     event_id text NOT NULL,
@@ -60,6 +66,9 @@ CREATE TABLE public.ssh_keys (
 );
 
 ALTER TABLE ONLY public.outbox ALTER COLUMN seq SET DEFAULT nextval('public.outbox_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.agent_epochs
+    ADD CONSTRAINT agent_epochs_pkey PRIMARY KEY (consumer, cluster);
 
 ALTER TABLE ONLY public.inbox
     ADD CONSTRAINT inbox_pkey PRIMARY KEY (consumer, event_id);

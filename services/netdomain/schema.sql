@@ -1,3 +1,9 @@
+CREATE TABLE public.agent_epochs (
+    consumer text NOT NULL,
+    cluster text NOT NULL,
+    epoch bigint NOT NULL
+);
+
 CREATE TABLE public.allocations (
     job_id text NOT NULL,
     worker_id text NOT NULL,
@@ -123,6 +129,9 @@ CREATE TABLE public.tunnel_states (
 );
 
 ALTER TABLE ONLY public.outbox ALTER COLUMN seq SET DEFAULT nextval('public.outbox_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.agent_epochs
+    ADD CONSTRAINT agent_epochs_pkey PRIMARY KEY (consumer, cluster);
 
 ALTER TABLE ONLY public.allocations
     ADD CONSTRAINT allocations_domain_address UNIQUE (domain, address);

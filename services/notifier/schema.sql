@@ -1,3 +1,9 @@
+CREATE TABLE public.agent_epochs (
+    consumer text NOT NULL,
+    cluster text NOT NULL,
+    epoch bigint NOT NULL
+);
+
 CREATE TABLE public.deliveries (
     id bigint NOT NULL,
     endpoint_id uuid NOT NULL,
@@ -120,6 +126,9 @@ ALTER TABLE ONLY public.deliveries ALTER COLUMN id SET DEFAULT nextval('public.d
 ALTER TABLE ONLY public.delivery_attempts ALTER COLUMN id SET DEFAULT nextval('public.delivery_attempts_id_seq'::regclass);
 
 ALTER TABLE ONLY public.outbox ALTER COLUMN seq SET DEFAULT nextval('public.outbox_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.agent_epochs
+    ADD CONSTRAINT agent_epochs_pkey PRIMARY KEY (consumer, cluster);
 
 ALTER TABLE ONLY public.deliveries
     ADD CONSTRAINT deliveries_endpoint_event UNIQUE (endpoint_id, event_id);

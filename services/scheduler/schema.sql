@@ -1,3 +1,9 @@
+CREATE TABLE public.agent_epochs (
+    consumer text NOT NULL,
+    cluster text NOT NULL,
+    epoch bigint NOT NULL
+);
+
 CREATE TABLE public.capacity_changes (
     id bigint NOT NULL,
     kind text NOT NULL,
@@ -257,6 +263,9 @@ ALTER TABLE ONLY public.jobs ALTER COLUMN submitted_seq SET DEFAULT nextval('pub
 ALTER TABLE ONLY public.outbox ALTER COLUMN seq SET DEFAULT nextval('public.outbox_seq_seq'::regclass);
 
 ALTER TABLE ONLY public.worker_logs ALTER COLUMN cursor SET DEFAULT nextval('public.worker_logs_cursor_seq'::regclass);
+
+ALTER TABLE ONLY public.agent_epochs
+    ADD CONSTRAINT agent_epochs_pkey PRIMARY KEY (consumer, cluster);
 
 ALTER TABLE ONLY public.capacity_changes
     ADD CONSTRAINT capacity_changes_pkey PRIMARY KEY (id);

@@ -23,6 +23,12 @@ to every connection at the end of its login lifetime, ``connections.max.reauth.m
 replaced by a new one after a pause; it resumes from the committed offsets, and the inbox makes the
 replay a no-op.
 
+Fencing (ADR 0018): an agent report (``AgentReport``) whose ``lease_epoch`` is older than the newest this
+consumer has seen for its cluster comes from a deposed agent: it is claimed in the inbox but not handed to
+the handler (logged, ``result="stale"``). Agent reports of types the consumer does not handle (a
+heartbeat) still raise the mark, without an inbox row, so the new holder's first heartbeat arms the fence. Reports of one cluster share one topic and key, so they arrive in
+the order their agents sent them.
+
 Metrics: ``rlark_events_consumed_total{consumer,result}`` per record, ``rlark_events_dead_lettered_total
 {consumer,topic}`` per record sent to a DLQ, and ``rlark_consumer_lag{consumer,topic}``: records behind
 each partition's high watermark, summed over the consumer's partitions of the topic, after every poll.
@@ -44,6 +50,7 @@ from aiokafka.errors import KafkaError
 from prometheus_client import Counter, Gauge
 from pydantic import BaseModel, ValidationError
 from rlark_contracts import TOPICS, Envelope, TopicNames, decode
+from rlark_contracts.events.agent import AgentReport
 from rlark_contracts.registry import topic_of, type_of
 from rlark_contracts.topics import registered
 
@@ -123,6 +130,11 @@ def describe_error(exc: BaseException) -> str:
 
 _Ready = tuple[Any, Envelope, BaseModel, "Handler[Any]"]
 """A record ready to apply: (Kafka record, envelope, typed payload, handler)."""
+
+
+async def _mark_epoch(conn: Connection, envelope: Envelope, payload: BaseModel) -> None:
+    """The handler of an agent report a consumer does not handle: it only raises the cluster's lease-epoch
+    mark (``Consumer._newer_epoch``), outside the inbox."""
 
 
 class _BatchRefused(Exception):
@@ -322,16 +334,14 @@ class Consumer:
             return
         if len(ready) > 1:
             try:
-                applied = await self._retrying(lambda: self._apply(ready))
+                await self._retrying(lambda: self._apply(ready))
             except _BatchRefused:
                 pass
             else:
-                CONSUMED.labels(self.name, "applied").inc(applied)
-                CONSUMED.labels(self.name, "duplicate").inc(len(ready) - applied)
                 return
         for item in ready:
             try:
-                applied = await self._retrying(lambda item=item: self._apply([item]))  # type: ignore[misc]
+                await self._retrying(lambda item=item: self._apply([item]))  # type: ignore[misc]
             except _BatchRefused as refused:
                 record, envelope = item[0], item[1]
                 error = refused.__cause__ or refused
@@ -344,7 +354,6 @@ class Consumer:
                 )
                 await self._dead_letter(tp, record, type(error).__name__, describe_error(error), envelope)
                 continue
-            CONSUMED.labels(self.name, "applied" if applied else "duplicate").inc()
 
     async def _prepare(self, tp: TopicPartition, record: Any) -> _Ready | None:
         """Decode, filter and verify one record; dead-letter it when it can never be applied."""
@@ -365,7 +374,14 @@ class Consumer:
         handler = self._handlers.get(envelope.type)
         if handler is None:
             CONSUMED.labels(self.name, "skipped").inc()
-            return None
+            # An agent report this consumer does not handle (a heartbeat, here) still says which lease epoch
+            # speaks for its cluster now: it advances the fence, so the deposed agent's next report is refused.
+            if not envelope.known or not isinstance(envelope.data.get("lease_epoch"), int):
+                return None
+            try:
+                return (record, envelope, envelope.payload(), _mark_epoch)
+            except ValidationError:
+                return None
         try:
             payload: BaseModel = envelope.payload()
         except ValidationError as exc:
@@ -390,7 +406,8 @@ class Consumer:
                 raise _BatchRefused() from exc
 
     async def _apply(self, ready: list[_Ready]) -> int:
-        """One transaction: claim every event id in the inbox at once, run handlers for new claims only."""
+        """One transaction: claim every event id in the inbox at once, run handlers for new claims only;
+        count the records' results once it committed. Returns how many were applied."""
         async with self._pool.acquire() as conn, conn.transaction():
             claimed = {
                 row["event_id"]
@@ -399,17 +416,55 @@ class Consumer:
                        SELECT $1, e.id, e.type FROM unnest($2::text[], $3::text[]) AS e(id, type)
                        ON CONFLICT DO NOTHING RETURNING event_id""",
                     self.name,
-                    [envelope.id for _, envelope, _, _ in ready],
-                    [envelope.type for _, envelope, _, _ in ready],
+                    [envelope.id for _, envelope, _, handler in ready if handler is not _mark_epoch],
+                    [envelope.type for _, envelope, _, handler in ready if handler is not _mark_epoch],
                 )
             }
-            applied = 0
+            applied = duplicates = 0
+            stale: list[tuple[Envelope, int | None, int]] = []
             for _, envelope, payload, handler in ready:
-                if envelope.id in claimed:
+                if handler is _mark_epoch:  # no inbox row: raising the mark again changes nothing
+                    await self._newer_epoch(conn, payload)
+                elif envelope.id in claimed:
                     claimed.discard(envelope.id)  # the same id twice in one batch applies once
+                    newest = await self._newer_epoch(conn, payload)
+                    if newest is not None:
+                        stale.append((envelope, getattr(payload, "lease_epoch", None), newest))
+                        continue
                     await handler(conn, envelope, payload)
                     applied += 1
-            return applied
+                else:
+                    duplicates += 1
+        # Counted once the transaction committed (a retried attempt counts nothing).
+        CONSUMED.labels(self.name, "applied").inc(applied)
+        CONSUMED.labels(self.name, "duplicate").inc(duplicates)
+        for envelope, epoch, newest in stale:
+            CONSUMED.labels(self.name, "stale").inc()
+            log.warning(
+                "report of a deposed agent refused",
+                consumer=self.name,
+                event_id=envelope.id,
+                event_type=envelope.type,
+                epoch=epoch,
+                newest_epoch=newest,
+            )
+        return applied
+
+    async def _newer_epoch(self, conn: Connection, payload: BaseModel) -> int | None:
+        """The newest lease epoch this consumer has seen for the report's cluster when it is newer than the
+        report's (a deposed agent's report: not applied, ADR 0018); None otherwise. The mark only grows and
+        is kept per consumer, in the inbox's transaction, so each consumer decides alone and replays agree."""
+        if not isinstance(payload, AgentReport) or payload.lease_epoch is None:
+            return None
+        newest: int = await conn.fetchval(
+            """INSERT INTO agent_epochs (consumer, cluster, epoch) VALUES ($1, $2, $3)
+               ON CONFLICT (consumer, cluster) DO UPDATE SET epoch = greatest(agent_epochs.epoch, EXCLUDED.epoch)
+               RETURNING epoch""",
+            self.name,
+            payload.cluster,
+            payload.lease_epoch,
+        )
+        return newest if newest > payload.lease_epoch else None
 
     async def _dead_letter(
         self, tp: TopicPartition, record: Any, kind: str, error: str, envelope: Envelope | None = None
