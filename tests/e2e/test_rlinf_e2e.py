@@ -140,7 +140,9 @@ async def test_the_rlinf_example_runs_across_two_clusters_of_a_network_domain(
     check_training("\n".join(entry["line"] for entry in await logs(stack, submitted["id"])), files, outputs)
 
 
-RESUME_STEPS = 24
+RESUME_STEPS, STEP_DELAY_S = 32, 0.5
+"""Attempt 1 is killed once it saved step 8: the 24 steps left, paced at half a second, leave it 12 s to be
+killed before it could finish."""
 INLINE_RUN = 'cd /code\npython train_cpu_smoke.py --config-path "$(dirname "$RLARK_RLINF_CONFIG")" --config-name rlinf\n'
 
 
@@ -151,16 +153,16 @@ CHECKPOINTS = "/outputs/rlinf/resumed/checkpoints"
 async def rlinf_killed_mid_run(
     stack: Stack, tmp_path: Path, max_restarts: int
 ) -> AsyncIterator[tuple[Agent, str, str]]:
-    """The inline RLinf job with ``spec.resume`` and ``maxRestarts``, paced at a second a step, run on three
-    local workers until attempt 1 saved step 8; then one worker's process group is SIGKILLed. Yields the agent,
-    the job id and the killed worker's id, inside the agent's lifetime."""
+    """The inline RLinf job with ``spec.resume`` and ``maxRestarts``, paced at ``STEP_DELAY_S`` a step, run on
+    three local workers until attempt 1 saved step 8; then one worker's process group is SIGKILLed. Yields the
+    agent, the job id and the killed worker's id, inside the agent's lifetime."""
     credential = await stack.register_cluster("local", hostpath_allow=host_paths(tmp_path))
     cluster_file = write_cluster_file(tmp_path / "local.yaml", "local", nodes("local", 3))
     outputs = tmp_path / "outputs"
     outputs.mkdir()
     outputs.chmod(0o1777)  # shared by the job's unprivileged workers, as an admin would set it up
     config: dict[str, Any] = yaml.safe_load((REPO / "examples/rlinf_cpu/config/cpu_smoke.yaml").read_text())
-    config["runner"].update(experiment_name="resumed", max_steps=RESUME_STEPS, step_delay_s=1.0)
+    config["runner"].update(experiment_name="resumed", max_steps=RESUME_STEPS, step_delay_s=STEP_DELAY_S)
     async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent") as agent:
         doc = example(
             outputs,
