@@ -9,14 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rlark_contracts import decode
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+from rlark_contracts import TopicNames, decode
 from rlark_contracts.events.agent import HeartbeatSent, TunnelStateChanged
 from rlark_contracts.events.scheduler import WorkerPlaced
+from rlark_platform.service import ServiceContext
 from rlark_tunnel_agent.agent import loop
 from rlark_tunnel_agent.agent.lease import LeaseAnswer, LeaseTerm, poll_interval
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.agent.reports import ReportPublisher
 from rlark_tunnel_agent.agent.session import Session
+from rlark_tunnel_agent.api import build_api
+from rlark_tunnel_agent.settings import TunnelAgentSettings
 from structlog.testing import capture_logs
 
 pytestmark = pytest.mark.unit
@@ -189,3 +194,19 @@ async def test_every_report_carries_the_lease_epoch_and_other_events_are_left_al
     assert isinstance(published[0], HeartbeatSent)
     assert [p.lease_epoch for p in published] == [7, 7]  # type: ignore[attr-defined]
     assert "lease_epoch" not in WorkerPlaced.model_fields  # only agents' reports are fenced
+
+
+def test_readiness_says_standing_by_until_the_agent_is_active(tmp_path: Path) -> None:
+    agent = agent_with([], tmp_path, [])
+    settings = TunnelAgentSettings(internal_secret=SecretStr("x" * 32))
+    app = build_api(ServiceContext(settings=settings, names=TopicNames(""), parts=agent))
+    with TestClient(app) as client:
+        starting = client.get("/readyz")
+        agent.standing_by.set()
+        standing_by = client.get("/readyz")
+        agent.standing_by.clear()
+        agent.ready.set()
+        active = client.get("/readyz")
+    assert (starting.status_code, standing_by.status_code, active.status_code) == (503, 503, 200)
+    assert "Starting" in starting.text
+    assert "StandingBy" in standing_by.text
