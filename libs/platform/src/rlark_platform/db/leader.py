@@ -1,23 +1,25 @@
-"""One active loop per service database among its replicas, by a fenced lease (``db.lease``).
+"""One active loop per service database among its replicas, by a fenced lease (``db.lease``, ADR 0019).
 
 Every replica runs the loop; the one holding the lease ``lease_name`` leads and the others stand by,
-trying to take it every ``standby_retry_s`` (at most 1 s). The leader also holds a session-level advisory
-lock, the lease's *session marker*, on its dedicated connection: a standby that gets the marker knows the
-leader's session has ended (a killed process: at once; a vanished host: after the keepalives, about 11 s)
-and takes the lease without waiting for it to expire. The marker only speeds failover up; safety is the
-epoch. (A leader that took an expired lease while a stalled leader's session still held the marker takes the
-marker when that session ends; a deposed leader waits one TTL before competing again, so it does not
-snatch the lease straight back.) A subclass says what the leader does
+trying to take it every ``standby_retry_s`` (at most 1 s). A subclass says what the leader does
 (``_lead``) and what stepping down undoes (``_stepped_down``); every write it makes calls
 ``self.lease.fence(conn)`` in the write's transaction, so a deposed leader's writes are refused.
 
+The session marker: the leader also holds a session-level advisory lock on its renewal connection. A
+standby that gets it knows the leader's session has ended (a killed process: at once; a vanished host:
+after the keepalives, about 11 s) and takes the lease without waiting for it to expire. The marker only
+speeds failover up; safety is the epoch. A leader that took an expired lease while a stalled leader's
+session still held the marker takes the marker when that session ends; a deposed leader waits one TTL
+before competing again, so it does not snatch the lease straight back.
+
 Concurrency model: while leading, two tasks run side by side — ``_lead`` (with a dedicated connection
 that LISTENs on ``channel`` to wake early, a poll as the fallback) and the keeper, which renews the
-lease every ``ttl_s / 4`` on its own connection (the marker's session). A renewal refused (another took the lease) or not confirmed before
-``ttl_s * 3/4`` after the last confirmed one was sent (the database unreachable, this process stalled)
-raises ``LeaseLost``: the leader steps down — before its lease can expire in the database — and stands
-by again. ``LeaseLost`` from a fenced write ends leading the same way. A graceful stop releases the
-lease so a standby takes over at once; a killed leader's lease expires after at most ``ttl_s``.
+lease every ``ttl_s / 4`` on its own connection (the marker's session). A renewal refused (another took
+the lease) or not confirmed before ``ttl_s * 3/4`` after the last confirmed one was sent (the database
+unreachable, this process stalled) raises ``LeaseLost``: the leader steps down — before its lease can
+expire in the database — and stands by again. ``LeaseLost`` from a fenced write ends leading the same
+way. A graceful stop releases the lease so a standby takes over at once; a stalled leader's lease
+expires after at most ``ttl_s``.
 """
 
 from __future__ import annotations
