@@ -49,6 +49,26 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     )
 
 
+_WEIGHT = {"e2e": 3, "k8s": 2, "netns": 2, "integration": 1}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Heaviest modules first: end-to-end, then Kubernetes and network-namespace, then integration, then
+    unit tests; each module's tests stay together and in order (module fixtures are made once).
+
+    Why: with ``pytest -n 2 --dist load`` tests are handed out in collection order, and ``testpaths`` puts
+    ``tests/`` (the end-to-end suites, up to three minutes a test) last, so the run ended with one worker
+    idle while the other finished a long test. Short tests last fill the gap instead. Deterministic, so
+    every xdist worker collects the same order."""
+    weight: dict[str, int] = {}
+    for item in items:
+        marks = {mark.name for mark in item.iter_markers()}
+        own = max((_WEIGHT[name] for name in marks if name in _WEIGHT), default=0)
+        module = item.nodeid.split("::", 1)[0]
+        weight[module] = max(weight.get(module, 0), own)
+    items.sort(key=lambda item: -weight[item.nodeid.split("::", 1)[0]])
+
+
 def docker_engine_answers() -> bool:
     if shutil.which("docker") is None:
         return False
