@@ -78,8 +78,9 @@ async def local_agent(
         yield agent
     finally:
         if stop_workers and agent.ready.is_set():
-            for worker_id in await agent.driver.list_workers():
-                await agent.driver.stop_worker(worker_id)
+            # Side by side, as the driver allows (one lock per worker): each stop waits out its worker's exit.
+            workers = await agent.driver.list_workers()
+            await asyncio.gather(*(agent.driver.stop_worker(worker_id) for worker_id in workers))
             assert isinstance(agent.driver, LocalDriver)
             await agent.driver.remove_network()
         agent.stop()
