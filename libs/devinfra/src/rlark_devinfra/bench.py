@@ -1,7 +1,7 @@
 """``make bench``: every benchmark of the project in one run, printed against its baseline and target.
 
 Role: the one entry point for the benchmarks in ``rlark_devinfra.benches`` (messaging, inventory,
-netdomain, scheduler, placement leader failover, the gateway's forwarded calls, the notifier, the local and Kubernetes runtimes, restarts, the tunnel; one module each, outside the
+netdomain, scheduler, placement leader and agent failover, the gateway's forwarded calls, the notifier, the local and Kubernetes runtimes, restarts, the tunnel; one module each, outside the
 packages they measure so no service image carries them) and ``bench_ssh_relay``. It starts (or reuses)
 this checkout's PostgreSQL and Kafka, runs each selected benchmark in a child process of its own and
 prints one table: measure, value, baseline or target, and a verdict (PASS, MISS, ``info`` where no
@@ -642,6 +642,26 @@ async def _leader_failover(ctx: Context) -> Outcome:
     )
 
 
+async def _agent_failover(ctx: Context) -> Outcome:
+    run = _load("rlark_devinfra.benches.agent_failover", "run")
+    if os.geteuid() != 0:
+        raise NotAvailable("needs root: the local runtime's agent sets up network namespaces")
+    r: dict[str, Any] = await run(ctx.postgres(), ctx.kafka(), max(5, ctx.options.rounds))
+    rounds = ", ".join(f"{t:.1f}" for t in r["rounds"])
+    return Outcome(
+        [
+            Row(
+                f"active tunnel-agent SIGKILLed → the standby active (/readyz 200), median of "
+                f"{len(r['rounds'])} (lease TTL {r['lease_ttl_s']:.0f} s; rounds {rounds} s)",
+                f"{r['median_s']:.1f} s",
+                f"≤ {r['target_s']:.1f} s (TTL + the standby's poll, TTL/3, + 2 s)",
+                _verdict(bool(r["meets_target"])),
+            ),
+        ],
+        r,
+    )
+
+
 async def _notifier(ctx: Context) -> Outcome:
     run = _load("rlark_devinfra.benches.notifier", "run")
     async with ctx.database("rlark_bench_notifier") as database:
@@ -792,6 +812,14 @@ BENCHES: list[Bench] = [
         lambda o: 240,
         True,
         _notifier,
+    ),
+    Bench(
+        "agent-failover",
+        "two tunnel-agents for one local cluster: SIGKILL of the active one → the standby active, × 5",
+        "≈ 15 s per round",
+        lambda o: 180 + 40 * max(5, o.rounds),
+        True,
+        _agent_failover,
     ),
     Bench(
         "gateway",
