@@ -2,8 +2,8 @@
 
 ``seeded_console`` runs the whole platform (real PostgreSQL, Kafka, every service in this event loop) with a
 registered local cluster and its real agent (plus a registered cluster whose agent never came), and fills it
-as a team would: users, SSH keys, a finished Ray job with its logs and outputs, a job still running (busy, its
-usage sampled every 2 s), a failed and a cancelled job, a job held Pending with its reason, a network domain.
+as a team would: users, SSH keys, a finished Ray job with its logs and outputs, a job still running (a third of a core
+busy, its usage sampled every 2 s), a failed and a cancelled job, a job held Pending with its reason, a network domain.
 The console tests and ``make screenshots`` use it.
 Browser driving (Chromium launch, Ant Design inputs, texts of both languages) lives in
 ``rlark_devinfra.screenshots``.
@@ -56,14 +56,14 @@ import time
 held = [bytearray(64 << 20) for _ in range(4)]  # 256 MiB, touched
 print("rollout: generating", flush=True)
 end = time.monotonic() + 3600
-while time.monotonic() < end:  # busy, with a short rest every few seconds: a line that moves
-    busy_until = time.monotonic() + 4
+while time.monotonic() < end:  # busy a second in three: a line that moves, and cores left for the other tests
+    busy_until = time.monotonic() + 1
     while time.monotonic() < busy_until:
         sum(range(10_000))
-    time.sleep(1)
+    time.sleep(2)
 PY
 """
-"""The running job's script: a core kept mostly busy and 256 MiB held until its workers are stopped."""
+"""The running job's script: a third of a core busy and 256 MiB held until its workers are stopped."""
 
 SMOKE_RUN = """
 python - <<'PY'
@@ -130,16 +130,6 @@ async def _seed(stack: Stack, tmp: Path) -> Seed:
 
     await eventually(nodes_known, timeout_s=60, what=f"{len(NODES)} nodes of {CLUSTER}")
 
-    # First, so its Usage tab has a minute or more of samples when the tour reaches it.
-    busy = document(
-        "grpo rollout (running)",
-        [role("trainer", 1, CLUSTER, nodeSelector=CPU_SELECTOR, image=IMAGE)],
-        BUSY_RUN,
-        sshKeys=["laptop"],
-    )
-    await wait_placeable(stack, busy)
-    running = await submit(stack, busy)
-
     outputs = tmp / "outputs"
     outputs.mkdir()
     outputs.chmod(0o1777)  # written by the job's unprivileged workers
@@ -161,6 +151,18 @@ async def _seed(stack: Stack, tmp: Path) -> Seed:
         return bool((await job(stack, finished["id"]))["outputs"])
 
     await eventually(outputs_listed, timeout_s=60, what="the finished job's output manifest")
+
+    # After the smoke job (two Ray starts at once on two shared cores are slow enough), before the rest, so its
+    # Usage tab has a minute or more of samples when the tour reaches it.
+    running = await submit(
+        stack,
+        document(
+            "grpo rollout (running)",
+            [role("trainer", 1, CLUSTER, nodeSelector=CPU_SELECTOR, image=IMAGE)],
+            BUSY_RUN,
+            sshKeys=["laptop"],
+        ),
+    )
 
     pending = await submit(
         stack,

@@ -123,6 +123,8 @@ def _publish(files: list[Path], target: Path) -> None:
         shutil.copy2(path, target / path.name)
 
 
+# ~5 min on the loaded 2-core machine, plus up to 3 min waiting for the running job's usage line.
+@pytest.mark.timeout(600)
 async def test_every_main_page_renders_in_both_languages_without_untranslated_text(
     console: Console, chromium: Browser, tmp_path: Path
 ) -> None:
