@@ -10,6 +10,7 @@ import structlog
 from rlark_contracts.events.inventory import ClusterState, NodeState
 from rlark_contracts.events.keys import KeyState
 from rlark_contracts.events.netdomain import DomainState
+from rlark_contracts.messages import text
 from rlark_platform.db.pool import Connection
 
 from rlark_scheduler.domain.jobs import JobStatus
@@ -48,7 +49,7 @@ async def apply_cluster_state(
             await back_to_pending(
                 conn,
                 job,
-                f"cluster {state.name} went offline before the workers were created",
+                text("job.cluster_offline.before_workers", cluster=state.name),
                 now,
                 meta,
                 hold_until=None,
@@ -56,7 +57,7 @@ async def apply_cluster_state(
             )
         else:
             failure = Failure(
-                RestartOn.NODE_GONE, f"cluster {state.name} went offline while the job's workers were running"
+                RestartOn.NODE_GONE, text("job.cluster_offline.while_running", cluster=state.name)
             )
             await fail_job(
                 conn,
