@@ -122,9 +122,9 @@ async def login(gateway: str, token_name: str) -> str:
     return token
 
 
-async def register_local_cluster(http: httpx.AsyncClient, name: str) -> str:
-    """Register a local-runtime cluster through the gateway; returns its agent's credential."""
-    cluster = {
+def local_cluster(name: str) -> dict[str, Any]:
+    """``POST /api/v1/clusters``'s body for a local-runtime cluster named ``name``."""
+    return {
         "name": name,
         "display_name": name,
         "category": "cloud",
@@ -134,7 +134,12 @@ async def register_local_cluster(http: httpx.AsyncClient, name: str) -> str:
         "service_cidrs": [],
         "labels": {},
     }
-    credential: str = (await http.post("/api/v1/clusters", json=cluster)).json()["agent_credential"]
+
+
+async def register_local_cluster(http: httpx.AsyncClient, name: str) -> str:
+    """Register a local-runtime cluster through the gateway; returns its agent's credential."""
+    response = await http.post("/api/v1/clusters", json=local_cluster(name))
+    credential: str = response.json()["agent_credential"]
     return credential
 
 

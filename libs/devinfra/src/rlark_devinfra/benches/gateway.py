@@ -159,24 +159,14 @@ _ADMIN, _PASSWORD = "root", "bench-" + uuid.uuid4().hex
 
 def _seed(gateway: str) -> tuple[str, dict[str, int]]:
     """A user's API token, one cluster and a few keys; returns the token and each list's size."""
+    from rlark_devinfra.bench_platform import local_cluster
+
     with httpx.Client(base_url=gateway, timeout=30) as admin:
         admin.post("/api/v1/auth/login", json={"username": _ADMIN, "password": _PASSWORD}).raise_for_status()
         admin.post(
             "/api/v1/users", json={"username": "bench", "password": _PASSWORD, "role": "user"}
         ).raise_for_status()
-        admin.post(
-            "/api/v1/clusters",
-            json={
-                "name": "bench-a",
-                "display_name": "bench-a",
-                "category": "cloud",
-                "region": "local",
-                "runtime": "local",
-                "pod_cidrs": [],
-                "service_cidrs": [],
-                "labels": {},
-            },
-        ).raise_for_status()
+        admin.post("/api/v1/clusters", json=local_cluster("bench-a")).raise_for_status()
     with httpx.Client(base_url=gateway, timeout=30) as user:
         user.post("/api/v1/auth/login", json={"username": "bench", "password": _PASSWORD}).raise_for_status()
         token = user.post("/api/v1/auth/tokens", json={"name": "bench"}).raise_for_status().json()["token"]
