@@ -19,15 +19,19 @@ def gpu_node(
     ready: bool = True,
     schedulable: bool = True,
     gone: bool = False,
+    gpu_model: str | None = None,
 ) -> NodeState:
-    """A node; ``used`` GPUs are held by workloads RLark did not place."""
+    """A node; ``used`` GPUs are held by workloads RLark did not place. Its GPU model is its
+    ``rlark.io/gpu-model`` label unless given (inventory reports that label's value)."""
+    labels = A100 if labels is None else labels
     return NodeState(
         cluster=cluster,
         name=name,
-        labels=A100 if labels is None else labels,
+        labels=labels,
         ready=ready,
         schedulable=schedulable,
         gpu_allocatable=gpus,
         gpu_used_external=used,
         gone=gone,
+        gpu_model=labels.get("rlark.io/gpu-model", "") if gpu_model is None else gpu_model,
     )

@@ -71,7 +71,9 @@ class NodeState:
 
     ``gpu_used_external`` counts GPUs used by anything the scheduler did not place. ``gone`` marks
     a node deleted from its cluster but still remembered (for example while workers on it are
-    being cleaned up); a gone node is never a candidate and is not counted.
+    being cleaned up); a gone node is never a candidate and is not counted. ``gpu_model`` is the
+    model inventory reports ("" when unknown), what per-model quotas count (``fairness``); the
+    repository does not fill it yet (ADR 0020).
     """
 
     cluster: str
@@ -82,6 +84,7 @@ class NodeState:
     gpu_allocatable: int = 0
     gpu_used_external: int = 0
     gone: bool = False
+    gpu_model: str = ""
 
     def __post_init__(self) -> None:
         if not self.cluster or not self.name:
