@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from random import Random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -183,12 +184,12 @@ def comparable(result: AdmissionRound) -> tuple[object, ...]:
 
 @EXAMPLES
 @given(worlds(), st.randoms(use_true_random=False))
-def test_equal_inputs_give_equal_rounds_whatever_the_listing_order(world: World, random: object) -> None:
+def test_equal_inputs_give_equal_rounds_whatever_the_listing_order(world: World, random: Random) -> None:
     first_model, running = world.start()
     first = admission_round(first_model, world.waiting, running, world.quotas)
     shuffled_waiting, shuffled_quotas = list(world.waiting), list(world.quotas)
-    random.shuffle(shuffled_waiting)  # type: ignore[attr-defined]
-    random.shuffle(shuffled_quotas)  # type: ignore[attr-defined]
+    random.shuffle(shuffled_waiting)
+    random.shuffle(shuffled_quotas)
     second_model, running_again = world.start()
     second = admission_round(
         second_model, shuffled_waiting, dict(reversed(running_again.items())), shuffled_quotas
