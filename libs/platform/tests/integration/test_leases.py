@@ -196,3 +196,39 @@ async def test_a_killed_leaders_lease_is_taken_at_once_when_its_session_ends_not
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+async def test_a_deposed_leader_woken_while_it_backs_off_leaves_the_lease_to_its_successor(
+    pool: asyncpg.Pool,
+) -> None:
+    """A deposed leader waits a lease's time before competing again, even when something wakes its loop
+    meanwhile (a NOTIFY delivered after a pause): otherwise it takes its own marker, freed as it stepped
+    down, and forces the lease back from the leader that replaced it (found by the replica chaos e2e)."""
+    await pool.execute(TICKS_TABLE)
+    first, second = Ticker(pool, 2), Ticker(pool, 2)
+    tasks = [asyncio.create_task(first.run())]
+    try:
+        await eventually(lambda: _true(first.is_leader), "the first loop leads")
+        tasks.append(asyncio.create_task(second.run()))
+        await expire(pool, "test.ticker")  # as a stall would: its next fenced write is refused
+        await eventually(lambda: _true(not first.is_leader), "the first loop stepped down")
+        first._wake.set()  # what a NOTIFY delivered while it was paused leaves behind
+        await eventually(lambda: _true(second.is_leader), "the second loop took over")
+        epoch = second.lease.epoch
+
+        async def led_two_leases() -> bool:  # well past the deposed loop's back-off
+            return bool(
+                await pool.fetchval(
+                    "SELECT clock_timestamp() - acquired_at > interval '4 seconds' FROM leases"
+                    " WHERE name = 'test.ticker'"
+                )
+            )
+
+        await eventually(led_two_leases, "the successor led for two leases' time")
+        assert second.is_leader
+        assert not first.is_leader
+        assert await pool.fetchval("SELECT epoch FROM leases WHERE name = 'test.ticker'") == epoch
+    finally:
+        first.stop()
+        second.stop()
+        await asyncio.gather(*tasks)

@@ -86,7 +86,7 @@ class LeaderLoop:
                 # Deposed (it stalled, or lost its database): give the new leader a lease's time to settle
                 # (and take the marker) before competing again.
                 log.warning("deposed; stepping down", loop=self._name, error=str(exc))
-                await self._sleep(self.lease.ttl_s)
+                await self._back_off(self.lease.ttl_s)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
                 log.warning("leader loop lost its database; retrying", loop=self._name, error=str(exc))
                 await self._sleep(1.0)
@@ -160,6 +160,13 @@ class LeaderLoop:
 
     def _on_notify(self, *_: Any) -> None:
         self._wake.set()
+
+    async def _back_off(self, seconds: float) -> None:
+        """Wait ``seconds`` or until stopped, whatever wakes the loop meanwhile: a NOTIFY delivered while a
+        stalled leader was paused must not cut its back-off short (it would take its own marker, freed as
+        it stepped down, and force the lease straight back from the leader that replaced it)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
