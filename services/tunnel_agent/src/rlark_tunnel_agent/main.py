@@ -35,6 +35,8 @@ def make_driver_factory(settings: TunnelAgentSettings):  # type: ignore[no-untyp
                     namespace=settings.namespace,
                     privileged_namespace=settings.privileged_namespace,
                     kubeconfig=settings.kubeconfig,
+                    # Workers report their own GPUs as often as the agent samples (where DCGM does not).
+                    gpu_sample_interval_s=settings.usage_interval_s,
                 ),
                 files_secret=files_secrets(settings.agent_credential.get_secret_value()),
             )

@@ -42,6 +42,15 @@ def test_an_output_line_is_progress_but_a_marker_line_is_not() -> None:
     )
 
 
+def test_the_workers_own_gpu_reports_are_not_progress() -> None:
+    # A Kubernetes Header holding GPUs prints one every sampling interval (ADR 0017): a stalled job must still stall.
+    watch = watching()
+    watch.run_started(HEADER, now=0)
+    for now in range(15, 75, 15):
+        watch.output(HEADER, format_marker("gpus_sampled", nvidia_smi="0, 0, 1024, 81920"), now=now)
+    assert len(watch.overdue(now=61)) == 1
+
+
 def test_a_new_tensorboard_step_is_progress_and_the_last_one_is_named() -> None:
     watch = watching()
     watch.run_started(HEADER, now=0)

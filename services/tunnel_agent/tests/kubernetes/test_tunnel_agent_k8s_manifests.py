@@ -200,6 +200,20 @@ def test_user_env_is_escaped_and_cannot_override_platform_variables() -> None:
     assert names_in_order.count("RLARK_NODE_RANK") == 1
 
 
+def test_only_a_worker_holding_gpus_is_asked_to_report_them_at_the_agents_interval() -> None:
+    config = KubernetesDriverConfig(namespace="rlark-workers", gpu_sample_interval_s=15.0)
+    owner = manifests.owner_reference(OWNER)
+    holding = _env(
+        manifests.worker_pod(header_spec("job-a", "n1", gpus=2), config, owner)["spec"]["containers"][0]
+    )
+    without = _env(
+        manifests.worker_pod(header_spec("job-a", "n1", gpus=0), config, owner)["spec"]["containers"][0]
+    )
+    # A pod without a GPU request may still see its node's GPUs (NVIDIA_VISIBLE_DEVICES=all): not its own.
+    assert holding["RLARK_GPU_SAMPLE_S"] == "15"
+    assert "RLARK_GPU_SAMPLE_S" not in without
+
+
 def test_mount_sources_map_to_host_path_pvc_csi_and_empty_dir_volumes() -> None:
     pod = manifests.worker_pod(header_spec("job-a", "n1"), CONFIG, manifests.owner_reference(OWNER))
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}

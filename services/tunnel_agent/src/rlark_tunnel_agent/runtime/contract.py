@@ -83,7 +83,12 @@ RUNTIME_PRIVATE: Mapping[str, RuntimePrivate] = {
         ),
     ),
     KUBERNETES: RuntimePrivate(
-        own=frozenset({"RLARK_KEYS_SYNC_S"}),  # entrypoint.sh's key-rotation poll
+        own=frozenset(
+            {
+                "RLARK_KEYS_SYNC_S",  # entrypoint.sh's key-rotation poll
+                "RLARK_GPU_SAMPLE_S",  # workers holding GPUs report them (the local agent reads the host's)
+            }
+        ),
     ),
 }
 

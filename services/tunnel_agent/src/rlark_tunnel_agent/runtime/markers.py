@@ -172,6 +172,19 @@ class TensorBoardStep(_MarkerBase):
     step: int
 
 
+GPU_ANSWER_MAX_CHARS = 4096
+"""The longest `nvidia-smi` answer a `gpus_sampled` marker may carry (`rlark_node.GPU_ANSWER_MAX_CHARS`)."""
+
+
+class GpusSampled(_MarkerBase):
+    """One answer of `nvidia-smi --query-gpu=...` in the worker's own container, verbatim (Kubernetes, ADR 0017):
+    the agent parses it with the local runtime's parser (`worker_usage.parse_nvidia_smi`). Anything in the job
+    can print this line: the agent takes it for that worker only, bounded (`worker_usage.own_gpus`)."""
+
+    event: Literal["gpus_sampled"]
+    nvidia_smi: str = Field(max_length=GPU_ANSWER_MAX_CHARS)
+
+
 class ManifestFile(_MarkerBase):
     output: str
     """The declared output path this file lies under."""
@@ -209,6 +222,7 @@ Marker = Annotated[
     | RayNodeLost
     | Stopping
     | TensorBoardStep
+    | GpusSampled
     | OutputManifest,
     Field(discriminator="event"),
 ]

@@ -7,17 +7,21 @@ of a DCGM exporter's Prometheus text, and the CPU rate between two readings.
 - GPUs on the local runtime: one `nvidia-smi --query-gpu=...` per sampling round for the whole machine, each
   worker given the rows of its own indices (`WorkerRecord.gpu_indices`).
 - GPUs on Kubernetes: a DCGM exporter's `DCGM_FI_DEV_GPU_UTIL`, `DCGM_FI_DEV_FB_USED` and
-  `DCGM_FI_DEV_FB_FREE` (MiB), attributed to a pod by their `namespace`/`pod` labels; CPU and memory there
+  `DCGM_FI_DEV_FB_FREE` (MiB), attributed to a pod by their `namespace`/`pod` labels; else the worker's own
+  report, the same `nvidia-smi` answer run in its container by its bootstrap and printed as a `gpus_sampled`
+  marker in its log (`own_gpus` bounds it, `ReportedGpus` keeps the latest while fresh). CPU and memory there
   from the metrics API's PodMetrics (parsed in `kubernetes/pod_metrics.py`), joined per pod by `pod_samples`.
 
 Parsers are pure and take text, so they are tested on recorded output; readers take their paths as
-parameters. `CpuRates` is the only state: the previous reading per worker, kept by the sampling loop.
+parameters. `CpuRates` and `ReportedGpus` are the only state (the previous reading, the latest report per
+worker), each kept by its one owner: the sampling loop, the Kubernetes driver's event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import re
 import urllib.request
@@ -46,9 +50,11 @@ class Reading:
 
 def _number(text: str) -> float | None:
     try:
-        return float(text.strip())
+        value = float(text.strip())
     except ValueError:  # "[N/A]", "[Not Supported]" on some boards
         return None
+    # "nan", "inf" and absurd magnitudes are no figure (their bytes, MiB x 2**20, must stay finite for int()).
+    return value if math.isfinite(value) and abs(value) < 1e15 else None
 
 
 def parse_nvidia_smi(text: str) -> dict[int, GpuUsage]:
@@ -65,6 +71,51 @@ def parse_nvidia_smi(text: str) -> dict[int, GpuUsage]:
             index=index, util_pct=util, memory_used_bytes=int(used * MIB), memory_total_bytes=int(total * MIB)
         )
     return gpus
+
+
+GPU_MEMORY_MAX_BYTES = 1 << 40
+"""No GPU has a TiB of memory: a report saying so is not one of its GPUs (and would not fit the sums)."""
+
+
+def own_gpus(text: str, held: int) -> list[GpuUsage] | None:
+    """The GPUs a worker's ``gpus_sampled`` marker reports of its own container (`parse_nvidia_smi` of its
+    answer), or None when the report cannot be its own: no GPU row, more rows than the ``held`` GPUs or an index
+    beyond them (a container sees its own GPUs as 0..held-1; one seeing its node's is not measuring itself), a
+    utilization outside 0-100 %, memory used beyond the total or a total beyond `GPU_MEMORY_MAX_BYTES`. Anything
+    in the job can print the marker: these bounds keep a forged one to plausible figures of that worker alone."""
+    gpus = parse_nvidia_smi(text)
+    if not gpus or len(gpus) > held:
+        return None
+    for gpu in gpus.values():
+        if not (
+            gpu.index < held
+            and 0.0 <= gpu.util_pct <= 100.0
+            and 0 <= gpu.memory_used_bytes <= gpu.memory_total_bytes <= GPU_MEMORY_MAX_BYTES
+        ):
+            return None
+    return [gpus[i] for i in sorted(gpus)]
+
+
+class ReportedGpus:
+    """The GPUs each worker last reported of itself (``own_gpus`` of its ``gpus_sampled`` markers), while fresh:
+    a report older than ``max_age_s`` (its sampler stopped, its container is gone) counts as none."""
+
+    def __init__(self, max_age_s: float) -> None:
+        self.max_age_s = max_age_s
+        self._latest: dict[str, tuple[float, list[GpuUsage]]] = {}
+
+    def report(self, worker_id: str, gpus: list[GpuUsage], now: float) -> None:
+        self._latest[worker_id] = (now, gpus)
+
+    def fresh(self, now: float) -> dict[str, list[GpuUsage]]:
+        """The latest report of each worker that reported within ``max_age_s`` of ``now``."""
+        return {wid: gpus for wid, (at, gpus) in self._latest.items() if now - at <= self.max_age_s}
+
+    def keep_only(self, worker_ids: Iterable[str]) -> None:
+        """Forget workers that are gone."""
+        keep = set(worker_ids)
+        for wid in [w for w in self._latest if w not in keep]:
+            del self._latest[wid]
 
 
 _SERIES = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)\{(.*)\}\s+(\S+)")
@@ -198,13 +249,16 @@ def pod_samples(
     *,
     usage: Mapping[tuple[str, str], PodMeasured],
     gpus: Mapping[tuple[str, str], list[GpuUsage]],
+    reported: Mapping[str, list[GpuUsage]] | None = None,
 ) -> list[WorkerUsage]:
-    """A sample for each worker whose pod the metrics API measured or the DCGM exporter attributes GPUs to
-    (by (namespace, pod)); what neither source has reads 0 or no GPUs (ADR 0017)."""
+    """A sample for each worker whose pod the metrics API measured, the DCGM exporter attributes GPUs to (by
+    (namespace, pod)) or that reported its own GPUs (``reported``, by worker id); the exporter's GPUs win over
+    the worker's report where both exist; what no source has reads 0 or no GPUs (ADR 0017)."""
+    reported = reported or {}
     samples = []
     for w in workers:
         key = (w.namespace, w.pod)
-        if key not in usage and key not in gpus:
+        if key not in usage and key not in gpus and w.worker_id not in reported:
             continue
         measured = usage.get(key, PodMeasured(0.0, 0))
         samples.append(
@@ -214,7 +268,7 @@ def pod_samples(
                 at=at,
                 cpu_cores_used=round(measured.cpu_cores, 3),
                 memory_bytes=measured.memory_bytes,
-                gpus=gpus.get(key, []),
+                gpus=gpus[key] if key in gpus else reported.get(w.worker_id, []),
             )
         )
     return samples

@@ -42,7 +42,9 @@
 # RLARK_PROGRESS_DEADLINE_S and RLARK_PROGRESS_POLL_S (the Header reports new TensorBoard steps under
 # RLARK_TENSORBOARD_DIR, else the outputs, every POLL seconds),
 # RLARK_BOOTSTRAP_TOKEN (default: generated), RLARK_SSH_HOST_KEY (sshd runs as this user with that host
-# key and reads RLARK_AUTHORIZED_KEYS_FILE: the local runtime's unprivileged workers).
+# key and reads RLARK_AUTHORIZED_KEYS_FILE: the local runtime's unprivileged workers), RLARK_GPU_SAMPLE_S
+# (Kubernetes, workers holding GPUs: when the container has `nvidia-smi`, print its GPUs' use every that
+# many seconds as `gpus_sampled` markers; unset, or no `nvidia-smi`: nothing starts).
 #
 # Exit codes: the prepare/run script's code; 124 when Ray nodes did not join in time; 69
 # (EX_UNAVAILABLE) when a peer's Ray ports did not answer the Header; 64 when these inputs are
@@ -275,6 +277,16 @@ if [[ -z $PY ]]; then
   finish 64
 fi
 
+# --- GPU samples --------------------------------------------------------------------------------
+# Only where the runtime asks (Kubernetes gives RLARK_GPU_SAMPLE_S to workers holding GPUs; its agent uses
+# them where no DCGM exporter measures the pod, ADR 0017) and the container can see its GPUs. In our process
+# group and with our token, so `reap` ends it with the rest.
+GPU_SAMPLER_PID=
+if [[ -n ${RLARK_GPU_SAMPLE_S:-} ]] && command -v nvidia-smi >/dev/null 2>&1; then
+  "$PY" "$HELPER" gpu-usage --interval "$RLARK_GPU_SAMPLE_S" &
+  GPU_SAMPLER_PID=$!
+fi
+
 # --- 4. Ray -------------------------------------------------------------------------------------
 ray_args=(
   --node-ip-address="$NODE_IP"
@@ -353,6 +365,7 @@ fi
 deadline=$((SECONDS + JOIN_DEADLINE))
 keep=()
 [[ -n $SSHD_PID ]] && keep=(--keep "$SSHD_PID")
+[[ -n $GPU_SAMPLER_PID ]] && keep+=(--keep "$GPU_SAMPLER_PID")
 reason="could not join the Ray head at $RAY_ADDRESS within ${JOIN_DEADLINE}s"
 while :; do
   remaining=$((deadline - SECONDS))

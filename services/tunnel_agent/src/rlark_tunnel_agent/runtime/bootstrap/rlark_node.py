@@ -26,6 +26,12 @@ Subcommands:
   progress deadline: every S seconds read the TensorBoard event files (`*tfevents*`) under the output
   paths from where it left off and print `tensorboard_step` whenever the newest step grows. Runs until
   stopped.
+- `gpu-usage --interval S`: run beside every worker of a Kubernetes cluster that holds GPUs, when its container
+  has `nvidia-smi` (the bootstrap decides): every S seconds run one `nvidia-smi --query-gpu=...`
+  (`NVIDIA_SMI_QUERY`, the local runtime's query) and print its answer verbatim in a `gpus_sampled` marker. The
+  agent parses it with the local runtime's parser (`worker_usage.parse_nvidia_smi`): this file stays a
+  courier. An answer that fails, hangs or is empty (or too long to be one node's GPUs) prints nothing. Runs
+  until stopped.
 - `term-run-script TOKEN --grace S`: SIGTERM every process of the run script (`RLARK_RUN_TOKEN=TOKEN` in
   its environment), then wait until they have all exited or S seconds passed (the Header's termination
   grace, to save a checkpoint).
@@ -46,6 +52,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -443,6 +450,45 @@ def tensorboard_steps(outputs: Sequence[str], interval_s: float, rounds: int = 0
         time.sleep(interval_s)
 
 
+NVIDIA_SMI_QUERY = (
+    "nvidia-smi",
+    "--query-gpu=index,utilization.gpu,memory.used,memory.total",
+    "--format=csv,noheader,nounits",
+)
+"""The local runtime's query (`worker_usage.NVIDIA_SMI_QUERY`; a test holds the two together)."""
+GPU_ANSWER_MAX_CHARS = 4096
+"""The longest answer sent (the agent's marker refuses longer): a node's GPUs take about 30 characters each."""
+
+
+def nvidia_smi_answer(timeout_s: float = 5.0) -> str:
+    """`nvidia-smi`'s answer to `NVIDIA_SMI_QUERY`, or "" when it fails, hangs or is not there."""
+    try:
+        done = subprocess.run(
+            NVIDIA_SMI_QUERY,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout_s,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.decode(errors="replace").strip() if done.returncode == 0 else ""
+
+
+def gpu_usage(interval_s: float, rounds: int = 0) -> int:
+    """Print ``gpus_sampled`` with each answer of ``nvidia-smi`` (``rounds`` queries, 0: until stopped)."""
+    done = 0
+    while True:
+        answer = nvidia_smi_answer()
+        if answer and len(answer) <= GPU_ANSWER_MAX_CHARS:
+            emit("gpus_sampled", nvidia_smi=answer)
+        done += 1
+        if rounds and done >= rounds:
+            return 0
+        time.sleep(interval_s)
+
+
 def proc_stat(pid: str) -> tuple[str, int] | None:
     """(command name, process group) of a live, non-zombie process."""
     try:
@@ -613,6 +659,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_steps.add_argument("outputs", nargs="*")
     p_steps.add_argument("--interval", type=float, default=10.0)
     p_steps.add_argument("--rounds", type=int, default=0)
+    p_gpus = sub.add_parser("gpu-usage")
+    p_gpus.add_argument("--interval", type=float, default=15.0)
+    p_gpus.add_argument("--rounds", type=int, default=0)
     p_term = sub.add_parser("term-run-script")
     p_term.add_argument("token")
     p_term.add_argument("--grace", type=float, required=True)
@@ -637,6 +686,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return manifest(args.outputs, args.limit, args.hash_max_bytes)
     if args.command == "tensorboard-steps":
         return tensorboard_steps(args.outputs, args.interval, args.rounds)
+    if args.command == "gpu-usage":
+        return gpu_usage(args.interval, args.rounds)
     if args.command == "term-run-script":
         return term_run_script(args.token, args.grace)
     group = Ours.group_led_by(args.group_of) if args.group_of is not None else None

@@ -60,8 +60,12 @@ class KubernetesDriverConfig(BaseSettings):
     cpu_request: str | None = None
     dcgm_url: str = Field(default="", pattern=r"^(https?://\S+)?$", max_length=2000)
     """A DCGM exporter's metrics URL (``http://dcgm-exporter.gpu-operator:9400/metrics``): the workers' GPU
-    utilization and memory are read there every sampling round; unset: Kubernetes workers' usage is not
-    sampled (ADR 0017)."""
+    utilization and memory are read there every sampling round; a worker's pod it does not measure (unset: none)
+    counts by its own ``gpus_sampled`` reports (``gpu_sample_interval_s``, ADR 0017)."""
+    gpu_sample_interval_s: Annotated[float, Field(gt=0, le=3600)] = 15.0
+    """How often a worker holding GPUs runs ``nvidia-smi`` in its container and prints the answer as a
+    ``gpus_sampled`` marker (``RLARK_GPU_SAMPLE_S``; only where its image has ``nvidia-smi``). The agent sets it
+    to its ``USAGE_INTERVAL_S``; a report older than three of these counts as none."""
     memory_request: str | None = None
     memory_limit: str | None = None
     image_pull_policy: str = Field(default="IfNotPresent", pattern="^(Always|IfNotPresent|Never)$")

@@ -64,6 +64,10 @@ and some clusters run no kube-controller-manager).
 Logs: Kubernetes merges a container's stdout and stderr into one log, so every line is reported as
 stdout. Lines are numbered from the start of the container's log, so a restarted agent that
 follows the log again emits the same ``seq`` numbers and consumers drop the repeats.
+
+Usage (``sample_usage``, ADR 0017): CPU and memory from the metrics API; GPUs from the DCGM exporter where
+``dcgm_url`` measures the worker's pod, else from the worker's own ``gpus_sampled`` markers in its followed log
+(its bootstrap runs ``nvidia-smi`` in the container every ``gpu_sample_interval_s``), the latest fresh one.
 """
 
 from __future__ import annotations
@@ -119,7 +123,7 @@ from rlark_tunnel_agent.runtime.kubernetes.observe import (
     pod_usage,
     pulling_image,
 )
-from rlark_tunnel_agent.runtime.markers import apply_marker, parse_marker_line
+from rlark_tunnel_agent.runtime.markers import GpusSampled, apply_marker, parse_marker_line
 
 log = structlog.get_logger(__name__)
 
@@ -239,6 +243,8 @@ class KubernetesDriver:
         self._service_cidrs_unserved = False
         self._pod_metrics_unserved = False
         """Whether the last round found no metrics API (so its absence is logged once)."""
+        self._reported_gpus = worker_usage.ReportedGpus(max_age_s=3 * config.gpu_sample_interval_s)
+        """Each worker's latest ``gpus_sampled`` report of its own GPUs (used where DCGM does not measure it)."""
         self._specs: dict[str, WorkerSpec] = {}
         self._status: dict[str, WorkerStatus] = {}
         self._pods: dict[str, Obj] = {}
@@ -682,10 +688,22 @@ class KubernetesDriver:
         self._events.put_nowait(line)
         marker = parse_marker_line(text)
         if marker is not None:
+            if isinstance(marker, GpusSampled):
+                self._gpus_reported(worker_id, marker)
             self._events.put_nowait(WorkerMarkerSeen(worker_id=worker_id, marker=marker))
             status = self._status.get(worker_id)
             if status is not None:
                 self._set_status(apply_marker(status, marker))
+
+    def _gpus_reported(self, worker_id: str, marker: GpusSampled) -> None:
+        """Keep a worker's report of its own GPUs, when it is plausibly its own (``worker_usage.own_gpus``)."""
+        spec = self._specs.get(worker_id)
+        gpus = worker_usage.own_gpus(marker.nvidia_smi, spec.gpus if spec is not None else 0)
+        if gpus is None:
+            # Anything in the job can print the line; a flood of bad ones must not flood the agent's log.
+            log.debug("a gpus_sampled report that is not the worker's own GPUs ignored", worker_id=worker_id)
+            return
+        self._reported_gpus.report(worker_id, gpus, time.monotonic())
 
     async def stream_logs(self, worker_id: str, follow: bool = True) -> AsyncIterator[WorkerLogLine]:
         """The worker's log lines from the first, numbered like `events()`; ends with the container."""
@@ -749,13 +767,14 @@ class KubernetesDriver:
 
     async def sample_usage(self) -> list[WorkerUsage]:
         """The live workers' CPU and memory from the metrics API (their pods' PodMetrics, where the cluster
-        serves ``metrics.k8s.io``) and GPU use from the DCGM exporter at ``dcgm_url`` (where set); a worker
-        neither source measures is left out (ADR 0017)."""
+        serves ``metrics.k8s.io``) and GPU use from the DCGM exporter at ``dcgm_url`` (where set), else from the
+        worker's own fresh ``gpus_sampled`` report; a worker no source measures is left out (ADR 0017)."""
         live = [
             worker_usage.PodWorker(wid, spec.job_id, self._namespace_of(wid), names.pod_name(wid))
             for wid, spec in self._specs.items()
             if not ((status := self._status.get(wid)) is not None and status.phase.terminal)
         ]
+        self._reported_gpus.keep_only(w.worker_id for w in live)
         if not live:
             return []
         gpus = (
@@ -764,7 +783,8 @@ class KubernetesDriver:
             else {}
         )
         measured = await self._pod_metrics(sorted({w.namespace for w in live}))
-        return worker_usage.pod_samples(live, datetime.now(UTC), usage=measured, gpus=gpus)
+        reported = self._reported_gpus.fresh(time.monotonic())
+        return worker_usage.pod_samples(live, datetime.now(UTC), usage=measured, gpus=gpus, reported=reported)
 
     async def _pod_metrics(
         self, namespaces: Sequence[str]

@@ -22,8 +22,8 @@ Pod shape (every field deliberate; a golden-file test pins it):
   /opt/rlark/worker (read-only, whole directory so key rotation propagates), an emptyDir $HOME,
   a memory-backed /dev/shm, then the role's mounts;
 - env: the worker contract (``runtime/contract.py``): the role's variables, the platform's (which
-  win), ``RLARK_KEYS_SYNC_S`` (this runtime's own) and ``RLARK_NODE_IP`` from the pod's IP outside a
-  network domain; sorted by name, every value escaped so Kubernetes' ``$(VAR)`` expansion cannot
+  win), ``RLARK_KEYS_SYNC_S`` and, for a worker holding GPUs, ``RLARK_GPU_SAMPLE_S`` (this runtime's own)
+  and ``RLARK_NODE_IP`` from the pod's IP outside a network domain; sorted by name, every value escaped so Kubernetes' ``$(VAR)`` expansion cannot
   rewrite it; the container ports are the contract's (ssh; on the Header Ray's GCS and dashboard);
 - the network sidecar (only for workers with a virtual IP, a configured sidecar image and the
   agent's ``SidecarAccess``) is the one container with a capability: NET_ADMIN, nothing else, and
@@ -228,7 +228,12 @@ def runtime_facts(spec: WorkerSpec, config: KubernetesDriverConfig, tun: bool) -
 
 def _env(spec: WorkerSpec, config: KubernetesDriverConfig, tun: bool) -> list[dict[str, Any]]:
     contract = worker_contract(spec, runtime_facts(spec, config, tun))
-    env = compose_env(contract, KUBERNETES, own={"RLARK_KEYS_SYNC_S": str(config.keys_sync_interval_s)})
+    own = {"RLARK_KEYS_SYNC_S": str(config.keys_sync_interval_s)}
+    if spec.gpus > 0:
+        # Only a worker holding GPUs: a pod without a GPU request may still see every GPU of its node
+        # (NVIDIA_VISIBLE_DEVICES=all in CUDA images), which are not its own.
+        own["RLARK_GPU_SAMPLE_S"] = f"{config.gpu_sample_interval_s:g}"
+    env = compose_env(contract, KUBERNETES, own=own)
     entries: list[dict[str, Any]] = [{"name": k, "value": _escape(v)} for k, v in sorted(env.items())]
     if "RLARK_NODE_IP" not in env:
         # Ray binds and advertises the pod's own IP.
