@@ -29,7 +29,7 @@ status: ## Show what runs
 	@$(UV) run python -m rlark_devinfra.stack status
 
 test: setup prereqs test-web ## Run every test: the console's component tests, then pytest against real PostgreSQL, Kafka and Chromium (the README's second command)
-	@$(UV) run pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	@$(UV) run pytest -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
 test-web: prereqs ## Run the web console's component tests (Vitest)
 	@cd web && npm test

@@ -49,29 +49,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     )
 
 
-_WEIGHT = {"e2e": 3, "k8s": 2, "netns": 2, "integration": 1}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Heaviest modules first: end-to-end, then Kubernetes and network-namespace, then integration, then
-    unit tests; each module's tests stay together and in order (module fixtures are made once).
-
-    Why: ``make test`` runs ``pytest -n 2 --dist loadfile --no-loadscope-reorder``: each module goes whole
-    to the next free process, in collection order, so heaviest first is longest-first scheduling and the
-    short modules at the end fill the gaps. (``testpaths`` alone put ``tests/``, the end-to-end suites of
-    up to three minutes a test, last: runs ended with one process idle beside a long test. And with
-    ``--dist load`` this order was worse: it hands each process a quarter of the collection up front, so one
-    got most end-to-end tests at once — a cold run spent its last 20 minutes on one process.)
-    Deterministic, so every xdist worker collects the same order."""
-    weight: dict[str, int] = {}
-    for item in items:
-        marks = {mark.name for mark in item.iter_markers()}
-        own = max((_WEIGHT[name] for name in marks if name in _WEIGHT), default=0)
-        module = item.nodeid.split("::", 1)[0]
-        weight[module] = max(weight.get(module, 0), own)
-    items.sort(key=lambda item: -weight[item.nodeid.split("::", 1)[0]])
-
-
 def docker_engine_answers() -> bool:
     if shutil.which("docker") is None:
         return False
