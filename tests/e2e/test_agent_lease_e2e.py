@@ -4,7 +4,8 @@ worker (not a second one), a report the deposed agent could still send is refuse
 
 Agent ``A`` runs in a child process (the real Agent and LocalDriver, as ``local_agent`` builds them) so it
 can be SIGKILLed: no goodbye, no lease release — the standby takes over once inventory's lease expires
-(``RLARK_AGENT_LEASE_TTL_S`` = 2 s here). Agent ``B`` runs in the test's process on the same cluster file
+(``RLARK_AGENT_LEASE_TTL_S`` = 6 s here: at 2 s a busy machine delayed the active agent's renewals past it
+and the standby took over before the kill). Agent ``B`` runs in the test's process on the same cluster file
 and state directory (one machine, the local runtime), so the test sees its ``standing_by`` and its lease.
 The cluster's liveness timeout stays at 30 s, far above the takeover, so the job's fate is the lease's.
 """
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.e2e
 
 CLUSTER = "solo"
 OVERRIDES = {
-    "inventory": {"agent_timeout_s": 30.0, "agent_check_interval_s": 1.0, "agent_lease_ttl_s": 2.0},
+    "inventory": {"agent_timeout_s": 30.0, "agent_check_interval_s": 1.0, "agent_lease_ttl_s": 6.0},
     "scheduler": {"placement_poll_s": 0.5},
 }
 
