@@ -49,7 +49,7 @@ DOMAIN_CIDR = "10.202.0.0/16"
 TUNNEL_PORT = 8200
 OVERRIDES = {
     # The restarted agent is a new lease holder: it waits for the SIGKILLed one's lease to expire (ADR 0018).
-    "inventory": {"agent_timeout_s": 30.0, "agent_check_interval_s": 1.0, "agent_lease_ttl_s": 3.0},
+    "inventory": {"agent_timeout_s": 30.0, "agent_check_interval_s": 1.0, "agent_lease_ttl_s": 6.0},
     "scheduler": {"placement_poll_s": 0.5},
 }
 
