@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -86,3 +88,38 @@ async def local_agent(
         agent.stop()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, 60)
+
+
+CHILD_AGENT = r"""
+import asyncio, json, os, signal
+from pathlib import Path
+from agents import local_agent
+from rlark_tunnel_agent.agent.tunnels import TunnelOptions
+
+async def main() -> None:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    tunnels = os.environ.get("AGENT_TUNNELS")
+    async with local_agent(
+        os.environ["AGENT_GATEWAY"],
+        os.environ["AGENT_CREDENTIAL"],
+        Path(os.environ["AGENT_CLUSTER_FILE"]),
+        Path(os.environ["AGENT_STATE_DIR"]),
+        stop_workers=os.environ.get("AGENT_STOP_WORKERS", "1") == "1",
+        tunnels=TunnelOptions(**json.loads(tunnels)) if tunnels else None,
+    ):
+        Path(os.environ["AGENT_READY_FILE"]).write_text(str(os.getpid()))
+        await stop.wait()  # SIGTERM: (workers, then) the agent stop; SIGKILL: nothing at all
+
+asyncio.run(main())
+"""
+"""``local_agent`` in a child process, so a test can SIGKILL it; configured by ``AGENT_*`` variables
+(``AGENT_TUNNELS``: TunnelOptions as JSON; ``AGENT_STOP_WORKERS=0`` leaves its workers running on SIGTERM)."""
+
+
+def spawn_child_agent(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``CHILD_AGENT`` with ``env``, its output appended to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-c", CHILD_AGENT], env=env, stdout=out, stderr=subprocess.STDOUT
+        )

@@ -16,15 +16,13 @@ import asyncio
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
 import pytest
-from agents import nodes, write_cluster_file
+from agents import nodes, spawn_child_agent, write_cluster_file
 from jobs import document, role, submit, wait_placeable, wait_status
 from ray_rounds import control_role_fields
 from rlark_contracts import TopicNames, encode, new_envelope
@@ -48,33 +46,6 @@ echo LEASE_JOB_STARTED
 while [ ! -e "$LEASE_CONTROL/stop" ]; do sleep 0.2; done
 echo LEASE_JOB_DONE
 """
-
-AGENT = r"""
-import asyncio, os, signal
-from pathlib import Path
-from agents import local_agent
-
-async def main() -> None:
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    async with local_agent(
-        os.environ["AGENT_GATEWAY"],
-        os.environ["AGENT_CREDENTIAL"],
-        Path(os.environ["AGENT_CLUSTER_FILE"]),
-        Path(os.environ["AGENT_STATE_DIR"]),
-        stop_workers=False,
-    ):
-        Path(os.environ["AGENT_READY_FILE"]).write_text(str(os.getpid()))
-        await stop.wait()  # SIGKILL: nothing at all
-
-asyncio.run(main())
-"""
-
-
-def spawn(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """Agent ``A`` in a child process, its output in ``log``."""
-    with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-c", AGENT], env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 async def is_set(event: asyncio.Event) -> bool:
@@ -149,9 +120,10 @@ async def test_two_agents_for_one_cluster_one_stands_by_and_takes_over_a_sigkill
             "AGENT_CLUSTER_FILE": str(cluster_file),
             "AGENT_STATE_DIR": str(state_dir),
             "AGENT_READY_FILE": str(ready_file),
+            "AGENT_STOP_WORKERS": "0",
         }
         log_path = tmp_path / "agent-a.log"
-        first = spawn(env, log_path)
+        first = spawn_child_agent(env, log_path)
         try:
 
             async def a_ready() -> bool:

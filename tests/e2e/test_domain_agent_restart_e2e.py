@@ -25,7 +25,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import local_agent, nodes, write_cluster_file
+from agents import local_agent, nodes, spawn_child_agent, write_cluster_file
 from jobs import document, job, logs, role, submit, wait_placeable, wait_status
 from namespaced import BACKOFF_MAX_S, DEAD_AFTER_S, PING_INTERVAL_S
 from ray_rounds import control_role_fields, rounds, run_script, summary, wait_rounds
@@ -54,28 +53,6 @@ OVERRIDES = {
 }
 
 RUN = run_script("RESTART_CONTROL", deadline_s=300)
-
-AGENT = r"""
-import asyncio, json, os, signal
-from pathlib import Path
-from agents import local_agent
-from rlark_tunnel_agent.agent.tunnels import TunnelOptions
-
-async def main() -> None:
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    async with local_agent(
-        os.environ["AGENT_GATEWAY"],
-        os.environ["AGENT_CREDENTIAL"],
-        Path(os.environ["AGENT_CLUSTER_FILE"]),
-        Path(os.environ["AGENT_STATE_DIR"]),
-        tunnels=TunnelOptions(**json.loads(os.environ["AGENT_TUNNELS"])),
-    ):
-        Path(os.environ["AGENT_READY_FILE"]).write_text(str(os.getpid()))
-        await stop.wait()  # SIGTERM: stop the workers, then the agent; SIGKILL: nothing at all
-
-asyncio.run(main())
-"""
 
 
 class AgentProcess:
@@ -105,10 +82,7 @@ class AgentProcess:
         return time.monotonic() - started
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        with self._log.open("ab") as out:
-            return subprocess.Popen(
-                [sys.executable, "-c", AGENT], env=self._env, stdout=out, stderr=subprocess.STDOUT
-            )
+        return spawn_child_agent(self._env, self._log)
 
     def kill(self) -> None:
         assert self.proc is not None
