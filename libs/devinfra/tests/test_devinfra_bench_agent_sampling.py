@@ -27,16 +27,4 @@ async def test_every_stand_in_worker_and_its_processes_are_sampled_and_the_cost_
     assert result["meets_target"] is (result["core_pct_at_interval"] <= agent_sampling.TARGET_CORE_PCT)
     # Nothing of the stand-ins is left running.
     assert result["stand_in_prefix"].startswith("/tmp/rlark-")
-    assert not _running_with(result["stand_in_prefix"])
-
-
-def _running_with(text: str) -> list[Path]:
-    """Live processes whose command line holds ``text``."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if text.encode() in cmdline.read_bytes():
-                found.append(cmdline)
-        except OSError:
-            continue
-    return found
+    assert not agent_sampling.running_with(result["stand_in_prefix"])

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, cast
 
@@ -74,6 +74,8 @@ class ServiceContext(Generic[S_co, P_co]):
     parts: P_co
     pool: asyncpg.Pool | None = None
     producer: AIOKafkaProducer | None = None
+    runs_workers: bool = True
+    """Whether this process runs the service's worker parts (``worker`` or ``all``; not ``api`` alone)."""
 
     def require_pool(self) -> asyncpg.Pool:
         assert self.pool is not None, "this process has no database pool"
@@ -136,7 +138,9 @@ async def migrate(definition: ServiceDefinition[Any, Any], settings: ServiceSett
     return applied
 
 
-async def _context(definition: ServiceDefinition[S, P], settings: S, *, kafka: bool) -> ServiceContext[S, P]:
+async def _context(
+    definition: ServiceDefinition[S, P], settings: S, *, kafka: bool, runs_workers: bool
+) -> ServiceContext[S, P]:
     names = TopicNames(settings.topic_prefix)
     pool = (
         await create_pool(
@@ -149,11 +153,13 @@ async def _context(definition: ServiceDefinition[S, P], settings: S, *, kafka: b
         else None
     )
     producer = await create_producer(settings.kafka_access(), f"rlark-{definition.name}") if kafka else None
-    bare = ServiceContext(settings=settings, names=names, parts=None, pool=pool, producer=producer)
+    bare = ServiceContext(
+        settings=settings, names=names, parts=None, pool=pool, producer=producer, runs_workers=runs_workers
+    )
     if definition.on_start is None:
         return cast(ServiceContext[S, P], bare)  # a service without on_start has no parts: P is None
     parts = await definition.on_start(bare)
-    return ServiceContext(settings=settings, names=names, parts=parts, pool=pool, producer=producer)
+    return replace(bare, parts=parts)  # type: ignore[arg-type]
 
 
 async def _close(ctx: ServiceContext[ServiceSettings, object]) -> None:
@@ -214,7 +220,10 @@ async def serve(
     """Run the API and/or the worker parts until ``stop`` is set (default: SIGTERM/SIGINT), then shut down
     gracefully: the HTTP server stops accepting, workers finish their unit of work, pools close."""
     ctx = await _context(
-        definition, settings, kafka=definition.kafka and (worker or definition.build_api is None)
+        definition,
+        settings,
+        kafka=definition.kafka and (worker or definition.build_api is None),
+        runs_workers=worker,
     )
     if stop is None:
         stop = asyncio.Event()

@@ -210,3 +210,12 @@ def test_readiness_says_standing_by_until_the_agent_is_active(tmp_path: Path) ->
     assert (starting.status_code, standing_by.status_code, active.status_code) == (503, 503, 200)
     assert "Starting" in starting.text
     assert "StandingBy" in standing_by.text
+
+
+def test_a_process_serving_the_api_alone_runs_no_agent_and_is_ready(tmp_path: Path) -> None:
+    """``api`` alone (health and metrics): the agent is never started there, so its lease cannot gate it."""
+    agent = agent_with([], tmp_path, [])
+    settings = TunnelAgentSettings(internal_secret=SecretStr("x" * 32))
+    context = ServiceContext(settings=settings, names=TopicNames(""), parts=agent, runs_workers=False)
+    with TestClient(build_api(context)) as client:
+        assert client.get("/readyz").status_code == 200

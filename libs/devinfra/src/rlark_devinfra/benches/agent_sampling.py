@@ -123,6 +123,7 @@ async def run(state_dir: Path, workers: int = WORKERS, rounds: int = ROUNDS) -> 
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(leader.pid, signal.SIGKILL)
             leader.wait()
+        _await_gone(prefix)
     per_round_ms = statistics.median(cpu_s) * 1000
     core_pct = per_round_ms / 1000 / INTERVAL_S * 100
     return {
@@ -140,6 +141,27 @@ async def run(state_dir: Path, workers: int = WORKERS, rounds: int = ROUNDS) -> 
         "target_core_pct": TARGET_CORE_PCT,
         "meets_target": core_pct <= TARGET_CORE_PCT,
     }
+
+
+def _await_gone(prefix: str, timeout_s: float = 10.0) -> None:
+    """Wait until no live process names ``prefix``: SIGKILL to a group is delivered to each member when it next
+    runs, and only the leader is waited for; a member may still be alive for a moment on a busy machine."""
+    deadline = time.monotonic() + timeout_s
+    while left := running_with(prefix):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"stand-in processes still running after {timeout_s}s: {left}")
+        time.sleep(0.05)
+
+
+def running_with(text: str) -> list[int]:
+    """Live processes whose command line holds ``text`` (a zombie's command line is empty)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if text.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.append(int(entry))
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,8 @@
 """HTTP surface of the tunnel-agent: health, readiness and metrics only (no user calls reach it).
 
 Ready means active: an agent standing by for its cluster's lease (ADR 0018) answers ``/readyz`` with 503,
-so the agent's Services (network sidecars, peer tunnels) send nothing to a standby replica.
+so the agent's Services (network sidecars, peer tunnels) send nothing to a standby replica. A process
+started with ``api`` alone runs no agent (health and metrics only) and has no such check.
 """
 
 from __future__ import annotations
@@ -40,5 +41,5 @@ def build_api(ctx: ServiceContext[TunnelAgentSettings, Agent]) -> FastAPI:
     return create_app(
         "tunnel-agent",
         internal_secret=ctx.settings.internal_secret.get_secret_value(),
-        ready_checks=[agent_active(ctx.parts)] if ctx.parts is not None else [],
+        ready_checks=[agent_active(ctx.parts)] if ctx.parts is not None and ctx.runs_workers else [],
     )
