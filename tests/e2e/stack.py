@@ -234,8 +234,11 @@ async def platform(
         await provision_platform_prefix(kafka_bootstrap, prefix)
         settings = platform_settings(databases, kafka_bootstrap, prefix, overrides)
         async with contextlib.AsyncExitStack() as stack:
-            for name, definition in defs.items():
-                await stack.enter_async_context(running_service(definition, settings[name]))
+            # The gateway last: it answers only once its upstreams do. The others start and stop side by side.
+            await stack.enter_async_context(
+                side_by_side([running_service(d, settings[n]) for n, d in defs.items() if n != "gateway"])
+            )
+            await stack.enter_async_context(running_service(defs["gateway"], settings["gateway"]))
             url = f"http://127.0.0.1:{settings['gateway'].http_port}"
             tools = f"http://127.0.0.1:{getattr(settings['gateway'], 'tools_port', 0)}"
             platform_stack = Stack(url, kafka_bootstrap, prefix, databases, tmp=tmp, tools_url=tools)
@@ -243,6 +246,30 @@ async def platform(
             yield platform_stack
     finally:
         await remove_platform(server_url, kafka_bootstrap, prefix, databases)
+
+
+@contextlib.asynccontextmanager
+async def side_by_side(managers: list[contextlib.AbstractAsyncContextManager[Any]]) -> AsyncIterator[None]:
+    """Enter ``managers`` concurrently and exit them concurrently. If one fails to enter, the others are
+    cancelled and those that entered are exited; an error on exit is raised once every one has exited."""
+    entered: list[contextlib.AbstractAsyncContextManager[Any]] = []
+
+    async def enter(manager: contextlib.AbstractAsyncContextManager[Any]) -> None:
+        await manager.__aenter__()
+        entered.append(manager)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for manager in managers:
+                group.create_task(enter(manager))
+        yield
+    finally:
+        results = await asyncio.gather(
+            *(manager.__aexit__(None, None, None) for manager in entered), return_exceptions=True
+        )
+        failures = [result for result in results if isinstance(result, BaseException)]
+        if failures:
+            raise failures[0]
 
 
 async def eventually(

@@ -470,32 +470,51 @@ async def capture(
     out_dir: Path,
     languages: Sequence[str] = LANGUAGES,
 ) -> list[Path]:
-    """Take ``shots`` in every language into ``out_dir``; the written files, in order.
+    """Take ``shots`` in every language into ``out_dir``; the written files, in order (language by language).
 
-    Shots without a ``path`` continue from the page the previous shot left (the wizard's steps)."""
+    Shots without a ``path`` continue from the page the previous shot left (the wizard's steps). The languages
+    are taken side by side, each in its own browser context: the shots only read, and most of a shot's time is
+    waiting for the page to settle."""
     await asyncio.to_thread(out_dir.mkdir, parents=True, exist_ok=True)
+    per_language = await asyncio.gather(
+        *(
+            _capture_language(browser, base_url, username, password, shots, out_dir, lang)
+            for lang in languages
+        )
+    )
+    return [path for paths in per_language for path in paths]
+
+
+async def _capture_language(
+    browser: Browser,
+    base_url: str,
+    username: str,
+    password: str,
+    shots: Sequence[Shot],
+    out_dir: Path,
+    language: str,
+) -> list[Path]:
     written: list[Path] = []
-    for language in languages:
-        context = await new_context(browser, base_url, language)
-        try:
-            page = await context.new_page()
-            await log_in(page, username, password)
-            for shot in shots:
-                try:
-                    if shot.anonymous:
-                        signed_out = await new_context(browser, base_url, language)
-                        try:
-                            written.append(await _take(await signed_out.new_page(), shot, language, out_dir))
-                        finally:
-                            await signed_out.close()
-                    else:
-                        written.append(await _take(page, shot, language, out_dir))
-                except ScreenshotError:
-                    raise
-                except Exception as exc:
-                    raise ScreenshotError(f"{shot.name} ({language}): {exc}") from exc
-        finally:
-            await context.close()
+    context = await new_context(browser, base_url, language)
+    try:
+        page = await context.new_page()
+        await log_in(page, username, password)
+        for shot in shots:
+            try:
+                if shot.anonymous:
+                    signed_out = await new_context(browser, base_url, language)
+                    try:
+                        written.append(await _take(await signed_out.new_page(), shot, language, out_dir))
+                    finally:
+                        await signed_out.close()
+                else:
+                    written.append(await _take(page, shot, language, out_dir))
+            except ScreenshotError:
+                raise
+            except Exception as exc:
+                raise ScreenshotError(f"{shot.name} ({language}): {exc}") from exc
+    finally:
+        await context.close()
     return written
 
 

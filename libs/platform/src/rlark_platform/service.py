@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, cast
 
@@ -159,7 +159,9 @@ async def _context(
     if definition.on_start is None:
         return cast(ServiceContext[S, P], bare)  # a service without on_start has no parts: P is None
     parts = await definition.on_start(bare)
-    return replace(bare, parts=parts)  # type: ignore[arg-type]
+    return ServiceContext(
+        settings=settings, names=names, parts=parts, pool=pool, producer=producer, runs_workers=runs_workers
+    )
 
 
 async def _close(ctx: ServiceContext[ServiceSettings, object]) -> None:

@@ -287,10 +287,16 @@ async def due_head_of(conn: Connection, endpoint_id: uuid.UUID) -> DueDelivery |
 
 
 async def seconds_to_next_due(conn: Connection) -> float | None:
-    """Seconds until the earliest pending delivery is due (0 when one is), None when none is pending."""
+    """Seconds until the earliest endpoint *head* is due (0 when one is), None when none is pending.
+
+    Heads only, as ``due_heads``: an endpoint's later deliveries wait behind its oldest pending one, so a
+    later one already due while the head waits for a retry is not work now (counting it made the
+    dispatcher poll every 5 ms until the head's retry, a busy loop of a core's tenth)."""
     value = await conn.fetchval(
-        """SELECT greatest(extract(epoch FROM min(next_attempt_at) - now()), 0)::float8
-           FROM deliveries WHERE status = 'pending'"""
+        """SELECT greatest(extract(epoch FROM min(h.next_attempt_at) - now()), 0)::float8
+           FROM (SELECT DISTINCT ON (endpoint_id) next_attempt_at
+                 FROM deliveries WHERE status = 'pending'
+                 ORDER BY endpoint_id, id) AS h"""
     )
     return None if value is None else float(value)
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import uuid
+from datetime import timedelta
 
 import asyncpg
 import pytest
 from notifier_it_support import LIFECYCLE, Scheduler, signature_ok
 from rlark_devinfra.webhook_receiver import WebhookReceiver
+from rlark_notifier import repository as repo
 from rlark_platform.messaging import KafkaAccess
 from rlark_platform.testing import RunningService
 
@@ -164,3 +167,31 @@ async def test_a_job_filter_lets_through_only_that_jobs_changes(
     bodies = [json.loads(r.body) for r in receiver.to("/one")]
     assert {b["job_id"] for b in bodies} == {followed}
     assert [b["to_status"] for b in bodies] == LIFECYCLE
+
+
+async def test_a_later_delivery_due_behind_a_head_waiting_to_retry_is_not_work_now(
+    service: RunningService,
+) -> None:
+    """The dispatcher sleeps until the next *head* is due: one endpoint's deliveries go out in order."""
+    conn = await asyncpg.connect(service.settings.own_database_url())
+    try:
+        endpoint = uuid.uuid4()
+        await conn.execute(
+            "INSERT INTO endpoints (id, owner, name, kind, url, scope) VALUES ($1, 'alice', 'e', 'json', 'x', 'own')",
+            endpoint,
+        )
+        for event, retry_in in (("first", timedelta(hours=1)), ("second", timedelta(0))):
+            await conn.execute(
+                """INSERT INTO deliveries (endpoint_id, event_id, job_id, to_status, notification, event_at,
+                                           next_attempt_at)
+                   VALUES ($1, $2, 'j', 'Running', '{}', now(), now() + $3)""",
+                endpoint,
+                event,
+                retry_in,
+            )
+        assert await repo.due_heads(conn, 10, []) == []
+        due_in = await repo.seconds_to_next_due(conn)
+    finally:
+        await conn.close()
+    assert due_in is not None
+    assert 3500 < due_in <= 3600
