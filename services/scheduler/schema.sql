@@ -171,6 +171,25 @@ CREATE TABLE public.platform_schema_migrations (
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.project_members (
+    project text NOT NULL,
+    username text NOT NULL
+);
+
+CREATE TABLE public.projects (
+    name text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    gpus integer NOT NULL,
+    clusters jsonb DEFAULT '{}'::jsonb NOT NULL,
+    models jsonb DEFAULT '{}'::jsonb NOT NULL,
+    borrowing_limit integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_by text NOT NULL,
+    CONSTRAINT projects_borrowing_limit_check CHECK ((borrowing_limit >= 0)),
+    CONSTRAINT projects_gpus_check CHECK ((gpus >= 0))
+);
+
 CREATE TABLE public.schema_migrations (
     version integer NOT NULL,
     name text NOT NULL,
@@ -309,6 +328,12 @@ ALTER TABLE ONLY public.outbox
 ALTER TABLE ONLY public.platform_schema_migrations
     ADD CONSTRAINT platform_schema_migrations_pkey PRIMARY KEY (version);
 
+ALTER TABLE ONLY public.project_members
+    ADD CONSTRAINT project_members_pkey PRIMARY KEY (project, username);
+
+ALTER TABLE ONLY public.projects
+    ADD CONSTRAINT projects_pkey PRIMARY KEY (name);
+
 ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
 
@@ -339,6 +364,8 @@ CREATE INDEX jobs_owner_created ON public.jobs USING btree (owner, created_at DE
 
 CREATE INDEX jobs_status ON public.jobs USING btree (status);
 
+CREATE INDEX project_members_username ON public.project_members USING btree (username);
+
 CREATE INDEX ssh_keys_owner_name ON public.ssh_keys USING btree (owner, name);
 
 CREATE INDEX worker_logs_job ON public.worker_logs USING btree (job_id, cursor);
@@ -354,6 +381,9 @@ ALTER TABLE ONLY public.job_events
 
 ALTER TABLE ONLY public.job_outputs
     ADD CONSTRAINT job_outputs_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.project_members
+    ADD CONSTRAINT project_members_project_fkey FOREIGN KEY (project) REFERENCES public.projects(name) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.worker_logs
     ADD CONSTRAINT worker_logs_job_id_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;

@@ -45,6 +45,7 @@ COMMAND_MODULES: list[tuple[str, str | None]] = [
     ("keys", "keys"),
     ("domains", "domains"),
     ("jobs", "jobs"),
+    ("projects", "projects"),
     ("users", "users"),
     ("notify", "notify"),
     ("ssh", None),

@@ -75,9 +75,15 @@ def test_gateway_paths_and_foreign_paths_are_not_proxied(path: str) -> None:
         ("POST", "/api/v1/keys", Access.USER),
         ("POST", "/api/v1/jobs", Access.USER),
         ("POST", "/api/v1/jobs/j1:cancel", Access.USER),
+        ("GET", "/api/v1/projects", Access.USER),
+        ("GET", "/api/v1/projects/p", Access.USER),
+        ("POST", "/api/v1/projects", Access.ADMIN),
+        ("PUT", "/api/v1/projects/p/quota", Access.ADMIN),
+        ("PUT", "/api/v1/projects/p/members", Access.ADMIN),
+        ("DELETE", "/api/v1/projects/p", Access.ADMIN),
     ],
 )
-def test_admins_manage_clusters_and_domains_users_manage_keys_and_jobs(
+def test_admins_manage_clusters_domains_and_projects_users_manage_keys_and_jobs(
     method: str, path: str, access: Access
 ) -> None:
     assert required_access(method, path) is access

@@ -1,5 +1,5 @@
 """Routes forwarded to the services: ``/api/v1/{clusters,nodes,labels,agent}`` → inventory, ``keys`` →
-keys, ``domains`` → netdomain, ``{jobs,templates}`` → scheduler, ``notifications`` → notifier
+keys, ``domains`` → netdomain, ``{jobs,templates,projects}`` → scheduler, ``notifications`` → notifier
 (``domain.access.PROXY_ROUTES``).
 
 Each request is authenticated and authorised here (role rules in ``domain.access``) before it is forwarded

@@ -51,6 +51,7 @@ PROXY_ROUTES: tuple[ProxyRoute, ...] = (
     ProxyRoute("domains", "netdomain", "Network domains and CIDR checks"),
     ProxyRoute("jobs", "scheduler", "Jobs: preview, submit, status, logs, events, cancel"),
     ProxyRoute("templates", "scheduler", "Job templates"),
+    ProxyRoute("projects", "scheduler", "Projects, their members and GPU quotas (admins change them)"),
     ProxyRoute("notifications", "notifier", "Webhooks for job state changes and their delivery logs"),
 )
 _BY_RESOURCE = {route.resource: route for route in PROXY_ROUTES}
@@ -99,7 +100,7 @@ def required_access(method: str, path: str) -> Access:
         return Access.PUBLIC if (method == "POST" and path in AGENT_PUBLIC_PATHS) else Access.ADMIN
     if method in READ_METHODS:
         return Access.USER
-    if resource == "clusters":
+    if resource in ("clusters", "projects"):
         return Access.ADMIN
     if resource == "domains":
         return Access.USER if (verb == "check" and len(segments) == 1) else Access.ADMIN

@@ -1,7 +1,8 @@
 """HTTP API of the scheduler service (reached only through the gateway, which signs the caller).
 
 Routes (docs/api.md, "Jobs"): templates, ``jobs:preview``, submit, list, show, cancel, SSH key
-rotation, logs and events (both with ``follow=true`` server-sent event streams), workers' usage.
+rotation, logs and events (both with ``follow=true`` server-sent event streams), workers' usage,
+projects and their GPU quotas.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from rlark_platform.http import create_app, database_ready
 from rlark_platform.service import ServiceContext
 
 from rlark_scheduler.api.jobs import build_router
+from rlark_scheduler.api.projects import build_projects_router
 from rlark_scheduler.api.streams import JobActivity
 from rlark_scheduler.api.usage import build_usage_router
 from rlark_scheduler.settings import SchedulerSettings
@@ -31,6 +33,7 @@ def build_api(ctx: ServiceContext[SchedulerSettings, JobActivity]) -> FastAPI:
     )
     app.include_router(build_router(pool, settings, ctx.parts))
     app.include_router(build_usage_router(pool))
+    app.include_router(build_projects_router(pool))
     return app
 
 

@@ -1,8 +1,8 @@
 """Projects' GPU quotas as values, GPU usage in pools, and the bound check (issue 20 item 1).
 
-Role: say what a project may hold and whether holding more would break it. Groundwork only: no
-table, API, CLI, console or event holds a quota yet, and the placement loop does not ask this
-module (ADR 0020). ``fairness`` is its one caller.
+Role: say what a project may hold and whether holding more would break it. Quotas are stored and
+served (``repository.projects``, ``api.projects``), but the placement loop does not ask this module
+yet (ADR 0020); ``fairness`` is its one admission caller.
 
 The model:
 

@@ -1,0 +1,175 @@
+"""``/api/v1/projects``: projects, their members and GPU quotas (issue 20 item 1, ADR 0020).
+
+Admins create, change and delete projects; a user lists and reads only the projects she belongs to (any
+other is "not found", never "forbidden"). A quota is checked by ``domain.quotas.ProjectQuota``: a refused
+one is a 422 naming each offending field (``quota.clusters["gpu-a"]``), and nothing is written. The gateway
+audits every change. Jobs do not carry a project yet, and admission does not read quotas yet (ADR 0020).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated
+
+import asyncpg
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, Field, StringConstraints
+from rlark_platform.errors import ApiError
+from rlark_platform.http import AdminDep, CallerDep
+from rlark_platform.openapi import error_responses
+
+from rlark_scheduler.domain.quotas import ProjectId, ProjectQuota, QuotaError
+from rlark_scheduler.repository import projects as repo
+
+USERNAME = r"^[a-z][a-z0-9._-]{0,63}$"
+"""The gateway's user name rule (members are named, not checked against the gateway's accounts)."""
+_USERNAME = re.compile(USERNAME)
+MAX_MEMBERS = 1000
+
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=r"^[^\x00-\x1f\x7f]+$")]
+"""A cluster or GPU model name: printable (PostgreSQL text holds no NUL), at most a DNS name long."""
+
+
+class QuotaIn(BaseModel):
+    gpus: int = Field(description="GPUs the project may hold overall, in every cluster")
+    clusters: dict[Name, int] = Field(
+        default_factory=dict, max_length=1000, description="GPUs per cluster (cluster → GPUs)"
+    )
+    models: dict[Name, int] = Field(
+        default_factory=dict, max_length=1000, description="GPUs per GPU model (model → GPUs)"
+    )
+    borrowing_limit: int = Field(0, description="GPUs beyond the quota it may use while they are idle")
+
+
+class MembersIn(BaseModel):
+    members: list[str] = Field(
+        max_length=MAX_MEMBERS, description="User names; the list replaces the old one"
+    )
+
+
+class ProjectIn(BaseModel):
+    name: str = Field(description="1-63 lower-case letters, digits and '-'")
+    description: str = Field("", max_length=500, pattern=r"^[^\x00]*$")
+    members: list[str] = Field(default_factory=list, max_length=MAX_MEMBERS)
+    quota: QuotaIn
+
+
+class ProjectOut(BaseModel):
+    name: str
+    description: str
+    members: list[str]
+    quota: QuotaIn
+    created_at: datetime
+    updated_at: datetime
+    updated_by: str
+
+
+class ProjectList(BaseModel):
+    items: list[ProjectOut]
+
+
+def _out(row: repo.ProjectRow) -> ProjectOut:
+    q = row.quota
+    return ProjectOut(
+        name=row.name,
+        description=row.description,
+        members=list(row.members),
+        quota=QuotaIn(
+            gpus=q.gpus, clusters=dict(q.clusters), models=dict(q.models), borrowing_limit=q.borrowing_limit
+        ),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        updated_by=row.updated_by,
+    )
+
+
+def _quota(name: str, body: QuotaIn, prefix: str = "quota.") -> ProjectQuota:
+    try:
+        return ProjectQuota(
+            project=ProjectId(name),
+            gpus=body.gpus,
+            clusters=body.clusters,
+            models=body.models,
+            borrowing_limit=body.borrowing_limit,
+        )
+    except QuotaError as exc:
+        first = exc.problems[0]
+        field = first.field if first.field == "project" else f"{prefix}{first.field}"
+        raise ApiError(422, "invalid_quota", str(exc), "name" if field == "project" else field) from exc
+
+
+def _members(members: list[str]) -> list[str]:
+    for index, member in enumerate(members):
+        if not _USERNAME.fullmatch(member):
+            raise ApiError(
+                422, "invalid_member", f"{member!r} is not a user name ({USERNAME})", f"members[{index}]"
+            )
+    return sorted(set(members))
+
+
+def _not_found(name: str) -> ApiError:
+    return ApiError(404, "project_not_found", f'no project "{name}"', "name")
+
+
+def build_projects_router(pool: asyncpg.Pool) -> APIRouter:
+    router = APIRouter(prefix="/api/v1", tags=["projects"], responses=error_responses(401))
+
+    @router.get("/projects", response_model=ProjectList)
+    async def list_projects(caller: CallerDep) -> ProjectList:
+        """Every project for an admin; the projects she belongs to for a user."""
+        async with pool.acquire() as conn:
+            rows = await repo.list_projects(conn, None if caller.is_admin else caller.user)
+        return ProjectList(items=[_out(r) for r in rows])
+
+    @router.get("/projects/{name}", response_model=ProjectOut, responses=error_responses(404))
+    async def show_project(name: str, caller: CallerDep) -> ProjectOut:
+        async with pool.acquire() as conn:
+            row = await repo.get_project(conn, name)
+        if row is None or not (caller.is_admin or caller.user in row.members):
+            raise _not_found(name)
+        return _out(row)
+
+    @router.post(
+        "/projects", status_code=201, response_model=ProjectOut, responses=error_responses(403, 409, 422)
+    )
+    async def create_project(body: ProjectIn, caller: AdminDep) -> ProjectOut:
+        quota, members = _quota(body.name, body.quota), _members(body.members)
+        async with pool.acquire() as conn:
+            if not await repo.create_project(conn, quota, body.description, members, caller.user):
+                raise ApiError(409, "project_exists", f'project "{body.name}" exists', "name")
+            row = await repo.get_project(conn, body.name)
+        assert row is not None
+        return _out(row)
+
+    @router.put("/projects/{name}/quota", response_model=ProjectOut, responses=error_responses(403, 404, 422))
+    async def set_quota(name: str, body: QuotaIn, caller: AdminDep) -> ProjectOut:
+        quota = _quota(name, body, prefix="")
+        async with pool.acquire() as conn:
+            if not await repo.set_quota(conn, quota, caller.user):
+                raise _not_found(name)
+            row = await repo.get_project(conn, name)
+        assert row is not None
+        return _out(row)
+
+    @router.put(
+        "/projects/{name}/members", response_model=ProjectOut, responses=error_responses(403, 404, 422)
+    )
+    async def set_members(name: str, body: MembersIn, caller: AdminDep) -> ProjectOut:
+        members = _members(body.members)
+        async with pool.acquire() as conn:
+            if not await repo.set_members(conn, name, members, caller.user):
+                raise _not_found(name)
+            row = await repo.get_project(conn, name)
+        assert row is not None
+        return _out(row)
+
+    @router.delete("/projects/{name}", status_code=204, responses=error_responses(403, 404))
+    async def delete_project(name: str, caller: AdminDep) -> Response:
+        async with pool.acquire() as conn:
+            if not await repo.delete_project(conn, name):
+                raise _not_found(name)
+        return Response(status_code=204)
+
+    return router

@@ -1,0 +1,91 @@
+"""Projects and GPU quotas (issue 20 item 1) through the real scheduler on real PostgreSQL: admins create and
+change them, a member reads only her projects, another user and a hostile member get "not found" or
+"forbidden", and every invalid quota is a 422 naming its field with nothing written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rlark_platform.testing import RunningService
+
+pytestmark = pytest.mark.integration
+
+LAB = {
+    "name": "vision-lab",
+    "description": "vision RL",
+    "members": ["alice", "bob", "alice"],
+    "quota": {"gpus": 16, "clusters": {"gpu-a": 8}, "models": {"nvidia/H100": 4}, "borrowing_limit": 8},
+}
+
+
+async def create(scheduler: RunningService, body: dict[str, Any]) -> Any:
+    async with scheduler.client("root", "admin") as admin:
+        return await admin.post("/api/v1/projects", json=body)
+
+
+async def test_an_admin_creates_a_project_and_its_members_read_only_theirs(scheduler: RunningService) -> None:
+    created = await create(scheduler, LAB)
+    assert created.status_code == 201, created.text
+    project = created.json()
+    assert project["members"] == ["alice", "bob"]
+    assert project["quota"] == LAB["quota"]
+    assert project["updated_by"] == "root"
+    assert (await create(scheduler, {**LAB, "members": []})).status_code == 409
+
+    async with scheduler.client("alice") as alice, scheduler.client("mallory") as mallory:
+        assert [p["name"] for p in (await alice.get("/api/v1/projects")).json()["items"]] == ["vision-lab"]
+        assert (await alice.get("/api/v1/projects/vision-lab")).json()["quota"]["gpus"] == 16
+        assert (await mallory.get("/api/v1/projects")).json()["items"] == []
+        hidden = await mallory.get("/api/v1/projects/vision-lab")
+        assert hidden.status_code == 404
+        assert "vision" not in hidden.text.replace("vision-lab", "")  # nothing of the project but its name
+        # A member may not raise her own quota, add herself elsewhere, or delete the project.
+        for method, path, body in (
+            ("PUT", "/api/v1/projects/vision-lab/quota", {"gpus": 1000}),
+            ("PUT", "/api/v1/projects/vision-lab/members", {"members": ["alice", "mallory"]}),
+            ("POST", "/api/v1/projects", {**LAB, "name": "alices-own"}),
+            ("DELETE", "/api/v1/projects/vision-lab", None),
+        ):
+            answer = await alice.request(method, path, json=body)
+            assert answer.status_code == 403, (method, path, answer.text)
+    async with scheduler.client("root", "admin") as admin:
+        assert (await admin.get("/api/v1/projects/vision-lab")).json()["quota"]["gpus"] == 16
+
+
+async def test_an_admin_changes_the_quota_and_members_and_deletes_the_project(
+    scheduler: RunningService,
+) -> None:
+    assert (await create(scheduler, {**LAB, "name": "nlp"})).status_code == 201
+    async with scheduler.client("root", "admin") as admin:
+        quota = await admin.put("/api/v1/projects/nlp/quota", json={"gpus": 32, "borrowing_limit": 0})
+        assert quota.status_code == 200, quota.text
+        assert quota.json()["quota"] == {"gpus": 32, "clusters": {}, "models": {}, "borrowing_limit": 0}
+        members = await admin.put("/api/v1/projects/nlp/members", json={"members": ["carol"]})
+        assert members.json()["members"] == ["carol"]
+        assert (await admin.delete("/api/v1/projects/nlp")).status_code == 204
+        assert (await admin.get("/api/v1/projects/nlp")).status_code == 404
+        assert (await admin.put("/api/v1/projects/nlp/quota", json={"gpus": 1})).status_code == 404
+        assert (await admin.delete("/api/v1/projects/nlp")).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({**LAB, "name": "Not A Name"}, "name"),
+        ({**LAB, "quota": {**LAB["quota"], "gpus": -1}}, "quota.gpus"),
+        ({**LAB, "quota": {**LAB["quota"], "borrowing_limit": 10**7}}, "quota.borrowing_limit"),
+        ({**LAB, "quota": {**LAB["quota"], "clusters": {"gpu-a": 17}}}, "quota.clusters.gpu-a"),
+        ({**LAB, "members": ["alice", "Robert'); DROP TABLE projects;--"]}, "members[1]"),
+        ({**LAB, "quota": {"gpus": "lots"}}, "gpus"),
+    ],
+)
+async def test_an_invalid_project_is_refused_naming_the_field_and_nothing_is_written(
+    scheduler: RunningService, body: dict[str, Any], field: str
+) -> None:
+    refused = await create(scheduler, body)
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert field in (error.get("field") or error["message"]), error
+    async with scheduler.client("root", "admin") as admin:
+        assert (await admin.get("/api/v1/projects")).json()["items"] == []
