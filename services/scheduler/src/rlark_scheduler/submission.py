@@ -48,6 +48,7 @@ from rlark_scheduler.domain.validation import ValidationContext, validate_job
 from rlark_scheduler.envelopes import Meta, envelope
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
+from rlark_scheduler.repository import projects as projects_repo
 from rlark_scheduler.repository import read_models
 from rlark_scheduler.repository import timeline as timeline_repo
 from rlark_scheduler.repository.capacity import capacity_model
@@ -142,6 +143,11 @@ async def check(conn: Connection, owner: str, received: Received) -> Checked:
     )
     report = validate_job(doc, ctx)
     checked = Checked(doc=doc, errors=list(report.errors), warnings=list(report.warnings), keys=keys)
+    if doc.spec.project is not None:
+        project = await projects_repo.get_project(conn, doc.spec.project)
+        if project is None or owner not in project.members:  # one answer: whether it exists is not said
+            said = text("project_not_member", project=doc.spec.project[:100])
+            checked.errors.append(SpecError("project_not_member", said, "spec.project"))
     if all(1 <= role.replicas <= MAX_REPLICAS for role in doc.spec.tasks):
         checked.plan = plan_preview(doc, ctx)
     if report.ok:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from rlark_platform.testing import RunningService
+from scheduler_it_support import job_doc, role, submit
 
 pytestmark = pytest.mark.integration
 
@@ -89,3 +90,29 @@ async def test_an_invalid_project_is_refused_naming_the_field_and_nothing_is_wri
     assert field in (error.get("field") or error["message"]), error
     async with scheduler.client("root", "admin") as admin:
         assert (await admin.get("/api/v1/projects")).json()["items"] == []
+
+
+async def test_a_job_names_only_a_project_its_owner_belongs_to(scheduler: RunningService) -> None:
+    """``spec.project``: a member's job may name it; anyone else's is refused at ``spec.project`` with one
+    answer for a project that exists and one that does not (nothing is said about which)."""
+    assert (await create(scheduler, LAB)).status_code == 201
+    problems: dict[str, list[dict[str, Any]]] = {}
+    for user, project in (("alice", "vision-lab"), ("mallory", "vision-lab"), ("mallory", "no-such")):
+        async with scheduler.client(user) as client:
+            preview = await client.post(
+                "/api/v1/jobs:preview", json=job_doc(role("actor", "lab"), project=project)
+            )
+        assert preview.status_code == 200, preview.text
+        problems[f"{user}/{project}"] = [e for e in preview.json()["errors"] if e["field"] == "spec.project"]
+    assert problems["alice/vision-lab"] == []
+    refused = [
+        (e["code"], e["message"].replace("no-such", "vision-lab")) for e in problems["mallory/no-such"]
+    ]
+    assert [(e["code"], e["message"]) for e in problems["mallory/vision-lab"]] == refused
+    assert refused == [("project_not_member", 'spec.project: you are not a member of a project "vision-lab"')]
+    async with scheduler.client("mallory") as mallory:
+        submitted = await submit(mallory, job_doc(role("actor", "lab"), project="vision-lab"))
+    assert submitted.status_code == 422
+    assert submitted.json()["error"]["field"] == "spec.project" or any(
+        e["field"] == "spec.project" for e in submitted.json()["error"]["details"]["errors"]
+    )

@@ -100,6 +100,7 @@ NOT_FROM_THE_DOCUMENT = {
     "type": "where the job came from (a template's jobs are expanded into tasks at submission)",
     "template": "the same",
     "priority": "the queue's order only",
+    "project": "admission and accounting only (ADR 0020)",
     "restart_policy": "whether a failure starts a new attempt; its workers get new ids (placed_workers' attempt)",
     "network_domain": "asks netdomain for addresses; its answer (PlacedJob.addresses) is what workers get",
     "ssh_keys": "names of keys; their public keys (PlacedJob.ssh_public_keys, from the keys service) reach workers",
