@@ -476,46 +476,33 @@ async def capture(
     are taken side by side, each in its own browser context: the shots only read, and most of a shot's time is
     waiting for the page to settle."""
     await asyncio.to_thread(out_dir.mkdir, parents=True, exist_ok=True)
-    per_language = await asyncio.gather(
-        *(
-            _capture_language(browser, base_url, username, password, shots, out_dir, lang)
-            for lang in languages
-        )
-    )
+
+    async def in_language(language: str) -> list[Path]:
+        written: list[Path] = []
+        context = await new_context(browser, base_url, language)
+        try:
+            page = await context.new_page()
+            await log_in(page, username, password)
+            for shot in shots:
+                try:
+                    if shot.anonymous:
+                        signed_out = await new_context(browser, base_url, language)
+                        try:
+                            written.append(await _take(await signed_out.new_page(), shot, language, out_dir))
+                        finally:
+                            await signed_out.close()
+                    else:
+                        written.append(await _take(page, shot, language, out_dir))
+                except ScreenshotError:
+                    raise
+                except Exception as exc:
+                    raise ScreenshotError(f"{shot.name} ({language}): {exc}") from exc
+        finally:
+            await context.close()
+        return written
+
+    per_language = await asyncio.gather(*(in_language(language) for language in languages))
     return [path for paths in per_language for path in paths]
-
-
-async def _capture_language(
-    browser: Browser,
-    base_url: str,
-    username: str,
-    password: str,
-    shots: Sequence[Shot],
-    out_dir: Path,
-    language: str,
-) -> list[Path]:
-    written: list[Path] = []
-    context = await new_context(browser, base_url, language)
-    try:
-        page = await context.new_page()
-        await log_in(page, username, password)
-        for shot in shots:
-            try:
-                if shot.anonymous:
-                    signed_out = await new_context(browser, base_url, language)
-                    try:
-                        written.append(await _take(await signed_out.new_page(), shot, language, out_dir))
-                    finally:
-                        await signed_out.close()
-                else:
-                    written.append(await _take(page, shot, language, out_dir))
-            except ScreenshotError:
-                raise
-            except Exception as exc:
-                raise ScreenshotError(f"{shot.name} ({language}): {exc}") from exc
-    finally:
-        await context.close()
-    return written
 
 
 async def _take(page: Page, shot: Shot, language: str, out_dir: Path) -> Path:
