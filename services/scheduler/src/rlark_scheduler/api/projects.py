@@ -95,9 +95,10 @@ def _quota(name: str, body: QuotaIn, prefix: str = "quota.") -> ProjectQuota:
             borrowing_limit=body.borrowing_limit,
         )
     except QuotaError as exc:
-        first = exc.problems[0]
-        field = first.field if first.field == "project" else f"{prefix}{first.field}"
-        raise ApiError(422, "invalid_quota", str(exc), "name" if field == "project" else field) from exc
+        first = exc.problems[0].field
+        raise ApiError(
+            422, "invalid_quota", str(exc), "name" if first == "project" else prefix + first
+        ) from exc
 
 
 def _members(members: list[str]) -> list[str]:
