@@ -5,6 +5,8 @@ UV := uv
 PYTEST_ARGS ?=
 # pytest-xdist workers for `make test` (2 on 2 cores; 0: one process). Tests are spread over both, host-touching
 # ones included: each takes its own bridge, subnet, ports, namespaces and users (see README, "Tests").
+# `worksteal`: each process starts with half of the tests and an idle one takes half of the other's queue, so
+# the run does not end with one process alone on the last long end-to-end tests (`load` left ~250 s of that).
 TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 
@@ -29,7 +31,7 @@ status: ## Show what runs
 	@$(UV) run python -m rlark_devinfra.stack status
 
 test: setup prereqs test-web ## Run every test: the console's component tests, then pytest against real PostgreSQL, Kafka and Chromium (the README's second command)
-	@$(UV) run pytest -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
+	@$(UV) run pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test-web: prereqs ## Run the web console's component tests (Vitest)
 	@cd web && npm test
