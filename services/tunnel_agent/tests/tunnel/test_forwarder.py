@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -180,12 +181,23 @@ async def test_a_silent_peer_is_declared_dead_and_redialed(agents: Agents) -> No
 
 
 async def test_domains_take_the_first_free_port_of_a_fixed_range_and_a_full_range_says_so() -> None:
-    def free_port() -> int:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            return int(probe.getsockname()[1])
+    def free_run(count: int) -> int:
+        """The first of ``count`` consecutive free ports, below the kernel's ephemeral range so that no
+        connection made meanwhile by another test takes one of them."""
+        for start in random.sample(range(20_000, 30_000, count), 200):
+            probes = [socket.socket() for _ in range(count)]
+            try:
+                for offset, probe in enumerate(probes):
+                    probe.bind(("127.0.0.1", start + offset))
+                return start
+            except OSError:
+                continue
+            finally:
+                for probe in probes:
+                    probe.close()
+        raise AssertionError(f"no {count} consecutive free ports in 20000-29999")
 
-    first = free_port()
+    first = free_run(3)
     taken = socket.socket()
     taken.bind(("127.0.0.1", first))  # someone else holds the range's first port
     taken.listen()
