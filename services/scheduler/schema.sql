@@ -8,7 +8,7 @@ CREATE TABLE public.capacity_changes (
     id bigint NOT NULL,
     kind text NOT NULL,
     key text NOT NULL,
-    CONSTRAINT capacity_changes_kind_check CHECK ((kind = ANY (ARRAY['node'::text, 'cluster'::text, 'job'::text, 'all'::text])))
+    CONSTRAINT capacity_changes_kind_check CHECK ((kind = ANY (ARRAY['node'::text, 'cluster'::text, 'job'::text, 'all'::text, 'quotas'::text])))
 );
 
 CREATE SEQUENCE public.capacity_changes_id_seq

@@ -16,6 +16,7 @@ const NodeDetail = lazy(() => import('./pages/NodeDetail'));
 const Keys = lazy(() => import('./pages/Keys'));
 const Tokens = lazy(() => import('./pages/Tokens'));
 const Domains = lazy(() => import('./pages/Domains'));
+const Projects = lazy(() => import('./pages/Projects'));
 const Notifications = lazy(() => import('./pages/Notifications'));
 const Jobs = lazy(() => import('./pages/jobs/Jobs'));
 const JobWizard = lazy(() => import('./pages/jobs/JobWizard'));
@@ -77,6 +78,7 @@ export default function App() {
       <Route path="/keys" element={page(<Keys />)} />
       <Route path="/tokens" element={page(<Tokens />)} />
       <Route path="/domains" element={page(<Domains />)} />
+      <Route path="/projects" element={page(<Projects />)} />
       <Route path="/notifications" element={page(<Notifications />)} />
       <Route path="/jobs" element={page(<Jobs />)} />
       <Route path="/jobs/new" element={page(<JobWizard />)} />

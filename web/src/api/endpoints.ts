@@ -23,6 +23,9 @@ import type {
   NodeQuery,
   Page,
   PreviewResult,
+  Project,
+  ProjectCreate,
+  ProjectQuota,
   Role,
   AuditEntry,
   ApiToken,
@@ -110,6 +113,14 @@ export const notifyApi = {
   test: (id: string) => api.post<{ event_id: string }>(`/notifications/endpoints/${enc(id)}:test`),
   deliveries: async (id: string) =>
     pageOf(await api.get<Page<Delivery>>(`/notifications/endpoints/${enc(id)}/deliveries`, { page_size: 50 })),
+};
+
+export const projectsApi = {
+  list: async () => pageOf(await api.get<{ items: Project[] }>('/projects')),
+  create: (body: ProjectCreate) => api.post<Project>('/projects', body),
+  setQuota: (name: string, quota: ProjectQuota) => api.put<Project>(`/projects/${enc(name)}/quota`, quota),
+  setMembers: (name: string, members: string[]) => api.put<Project>(`/projects/${enc(name)}/members`, { members }),
+  remove: (name: string) => api.del<void>(`/projects/${enc(name)}`),
 };
 
 export const domainsApi = {

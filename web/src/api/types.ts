@@ -657,3 +657,38 @@ export interface JobUsage {
   step_s: number;
   workers: WorkerUsageSeries[];
 }
+
+/** A project's GPU quota (ADR 0020): overall, per cluster and per GPU model, plus the borrowing limit. */
+export interface ProjectQuota {
+  gpus: number;
+  clusters: Record<string, number>;
+  models: Record<string, number>;
+  borrowing_limit: number;
+}
+
+/** What a project's jobs hold now, and how many of its jobs run or wait. */
+export interface ProjectUsage {
+  gpus: number;
+  clusters: Record<string, number>;
+  models: Record<string, number>;
+  running_jobs: number;
+  waiting_jobs: number;
+}
+
+export interface Project {
+  name: string;
+  description: string;
+  members: string[];
+  quota: ProjectQuota;
+  usage: ProjectUsage;
+  created_at: string;
+  updated_at: string;
+  updated_by: string;
+}
+
+export interface ProjectCreate {
+  name: string;
+  description: string;
+  members: string[];
+  quota: ProjectQuota;
+}

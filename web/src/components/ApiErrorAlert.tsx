@@ -21,12 +21,13 @@ export function formFieldFor(apiField: string, formFields: readonly string[]): s
   return prefix ?? null;
 }
 
-/** Marks the form items named by `error`; returns the messages per form field it marked. */
-export function applyApiError(form: FormInstance, error: unknown, formFields: readonly string[]): Record<string, string[]> {
+/** Marks the form items named by `error`; returns the messages per form field it marked. `nested`: the
+ *  request's object the form's fields sit in (`quota.` — `quota.clusters.gpu-a` marks `clusters`). */
+export function applyApiError(form: FormInstance, error: unknown, formFields: readonly string[], nested = ''): Record<string, string[]> {
   if (!(error instanceof ApiError)) return {};
   const byField = new Map<string, string[]>();
   for (const { field, said } of error.fieldErrors()) {
-    const name = formFieldFor(field, formFields);
+    const name = formFieldFor(nested && field.startsWith(nested) ? field.slice(nested.length) : field, formFields);
     if (!name) continue;
     byField.set(name, [...(byField.get(name) ?? []), serverText(i18n.language, said)]);
   }

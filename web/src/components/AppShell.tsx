@@ -13,6 +13,7 @@ import {
   KeyOutlined,
   LogoutOutlined,
   SettingOutlined,
+  TeamOutlined,
   UserOutlined,
 } from '@ant-design/icons';
 import type { ReactNode } from 'react';
@@ -57,6 +58,7 @@ export default function AppShell({ children, live }: { children: ReactNode; live
     { key: '/jobs', icon: <DeploymentUnitOutlined />, label: <Link to="/jobs">{t('nav.jobs')}</Link> },
     { key: '/keys', icon: <KeyOutlined />, label: <Link to="/keys">{t('nav.keys')}</Link> },
     { key: '/domains', icon: <ApartmentOutlined />, label: <Link to="/domains">{t('nav.domains')}</Link> },
+    { key: '/projects', icon: <TeamOutlined />, label: <Link to="/projects">{t('nav.projects')}</Link> },
     { key: '/notifications', icon: <BellOutlined />, label: <Link to="/notifications">{t('nav.notifications')}</Link> },
     ...(isAdmin
       ? [{ key: '/admin', icon: <SettingOutlined />, label: <Link to="/admin">{t('nav.admin')}</Link> }]

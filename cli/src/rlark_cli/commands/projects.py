@@ -39,9 +39,21 @@ def _quota_text(quota: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _usage_text(project: dict[str, Any]) -> str:
+    """What the project holds now against its quota, e.g. "12/16 GPUs, 2 running, 1 waiting"."""
+    usage = project.get("usage")
+    if not usage:
+        return "-"
+    return (
+        f"{usage['gpus']}/{project['quota']['gpus']} GPUs, "
+        f"{usage['running_jobs']} running, {usage['waiting_jobs']} waiting"
+    )
+
+
 COLUMNS: list[Column] = [
     ("NAME", "name"),
     ("QUOTA", lambda item: _quota_text(item["quota"])),
+    ("IN USE", _usage_text),
     ("MEMBERS", lambda item: ", ".join(item["members"])),
     ("DESCRIPTION", "description"),
 ]
@@ -73,6 +85,10 @@ def _print(project: dict[str, Any], output: Format) -> None:
         return
     out.print(f"[bold]{project['name']}[/]  {project['description']}", highlight=False)
     out.print(f"quota      {_quota_text(project['quota'])}", highlight=False)
+    out.print(f"in use     {_usage_text(project)}", highlight=False)
+    held = (project.get("usage") or {}).get("clusters") or {}
+    if held:
+        out.print("           " + ", ".join(f"{c}: {g}" for c, g in sorted(held.items())), highlight=False)
     out.print(f"members    {', '.join(project['members']) or '-'}", highlight=False)
     when = str(project["updated_at"])[:16].replace("T", " ")
     out.print(f"changed    {when} by {project['updated_by']}", highlight=False)

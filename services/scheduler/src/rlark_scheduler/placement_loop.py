@@ -34,6 +34,13 @@ Concurrency model
 Each cycle also applies the tunnel rules (``handlers.tunnels.judge_tunnels``), so a job whose
 domain link stays down fails when its grace ends, within about ``placement_poll_s``.
 
+Projects and quotas (ADR 0020): the leader keeps every project's quota in memory, read at rebuild and
+again whenever a quota write queues a ``quotas`` change, and the facts of every job it holds or queues
+(project, priority, when its attempt was placed). While no project has a quota a round is
+``queue.schedule_round``; otherwise ``queue.fair_round``, after which each job it left waiting for capacity
+may preempt borrowers (``domain.preemption``): the plan is committed like a placement, fenced, and the job
+is not planned for again until its victims had their grace and teardown (``_preempting``).
+
 Wake-ups: a NOTIFY (new job, node change, job ended ...), the earliest ``JobRow.not_before`` of a
 held job (waiting for network addresses, or a restart's backoff and teardown, ADR 0014), or a fallback
 poll (``placement_poll_s``).
@@ -41,7 +48,8 @@ poll (``placement_poll_s``).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import dataclasses
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -51,25 +59,33 @@ from rlark_platform.db.leader import LeaderLoop
 from rlark_platform.db.pool import Connection
 
 from rlark_scheduler.domain.capacity import CapacityModel
+from rlark_scheduler.domain.fairness import ProjectJob, project_usage
 from rlark_scheduler.domain.jobs import JobStatus, job_request
 from rlark_scheduler.domain.placement import JobRequest, Placement
-from rlark_scheduler.domain.queue import JobQueue, schedule_round
+from rlark_scheduler.domain.preemption import Preemption, RunningJob, plan_preemption
+from rlark_scheduler.domain.queue import JobQueue, fair_round, schedule_round
+from rlark_scheduler.domain.quotas import ProjectId, ProjectQuota
 from rlark_scheduler.domain.spec import JobDocument
 from rlark_scheduler.envelopes import Meta
 from rlark_scheduler.handlers.placement import commit_placement, store_pending_reason
+from rlark_scheduler.handlers.preemption import preempt
 from rlark_scheduler.handlers.tunnels import judge_tunnels
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
+from rlark_scheduler.repository import projects as projects_repo
 from rlark_scheduler.repository import read_models
 from rlark_scheduler.repository import workers as workers_repo
 from rlark_scheduler.repository.capacity import capacity_model, capacity_node
-from rlark_scheduler.repository.jobs import JobRow
+from rlark_scheduler.repository.jobs import JobFacts, JobRow
 from rlark_scheduler.settings import SchedulerSettings
 
 log = structlog.get_logger(__name__)
 
 LEASE_NAME = "scheduler.placement"
 CHANGE_BATCH = 5000
+MAX_PREEMPTIONS_PER_ROUND = 8
+"""Waiting jobs a round plans preemptions for (in queue order); the others are looked at in later rounds."""
+NO_FACTS = JobFacts("", 0, 0, None)
 
 
 class PlacementLoop(LeaderLoop):
@@ -84,6 +100,14 @@ class PlacementLoop(LeaderLoop):
         self.model = CapacityModel()
         self.queue = JobQueue()
         self._held: dict[str, tuple[datetime, JobRequest]] = {}
+        self.quotas: dict[str, ProjectQuota] = {}
+        self.quota_epoch = 0
+        self._facts: dict[str, JobFacts] = {}
+        """Every job held in the model or queued: its project, priority, order, when it was placed."""
+        self.preemptions: list[Preemption] = []
+        """The last round's plans, committed by ``commit``."""
+        self._preempting: dict[str, datetime] = {}
+        """Waiting jobs whose victims are stopping, until when they are not planned for again."""
         self._stale = True
         self.rounds = 0
 
@@ -121,8 +145,50 @@ class PlacementLoop(LeaderLoop):
             else:
                 while await self._apply_changes(conn) == CHANGE_BATCH:
                     pass
-        self._release_expired_holds(datetime.now(UTC))
-        return schedule_round(self.model, self.queue)
+        now = datetime.now(UTC)
+        self._release_expired_holds(now)
+        self.preemptions = []
+        if not self.quotas:
+            return schedule_round(self.model, self.queue)
+        running = {
+            job_id: self._facts.get(job_id, NO_FACTS).project for job_id in self.model.allocated_jobs()
+        }
+        placements = fair_round(self.model, self.queue, running, self.quotas, self.quota_epoch)
+        self.preemptions = self._plan_preemptions(now)
+        return placements
+
+    def _plan_preemptions(self, now: datetime) -> list[Preemption]:
+        """Plans for the jobs the round left waiting for capacity (not for quota), queue order first."""
+        self._preempting = {
+            j: until for j, until in self._preempting.items() if until > now and j in self.queue
+        }
+        waiting = [
+            request
+            for job_id in self.queue.retried
+            if job_id not in self._preempting
+            and (reason := self.queue.reason(job_id)) is not None
+            and reason.quota is None
+            and (request := self.queue.request(job_id)) is not None
+        ]
+        if not waiting:
+            return []
+        running = []
+        for job_id in self.model.allocated_jobs():
+            facts = self._facts.get(job_id, NO_FACTS)
+            lost = (now - facts.placed_at).total_seconds() if facts.placed_at else 0.0
+            running.append(
+                RunningJob(job_id, ProjectId(facts.project), facts.priority, facts.submitted_seq, lost)
+            )
+        usage = project_usage(self.model, {r.job_id: r.project for r in running})
+        plans: list[Preemption] = []
+        protected: set[str] = set()
+        for request in waiting[:MAX_PREEMPTIONS_PER_ROUND]:
+            job = ProjectJob(request, ProjectId(request.project))
+            plan = plan_preemption(self.model, job, running, self.quotas, usage, protected=protected)
+            if plan is not None:
+                plans.append(plan)
+                protected.update(plan.victims)
+        return plans
 
     async def commit(self, placements: list[Placement]) -> list[Placement]:
         """Store ``placements`` one job per fenced transaction, then the changed pending reasons and the
@@ -145,6 +211,8 @@ class PlacementLoop(LeaderLoop):
                 return committed
             if ok:
                 committed.append(placement)
+                facts = self._facts.get(placement.job_id, NO_FACTS)
+                self._facts[placement.job_id] = dataclasses.replace(facts, placed_at=datetime.now(UTC))
                 log.info("job placed", job_id=placement.job_id, workers=len(placement.workers))
             else:
                 self.model.release(placement.job_id)
@@ -156,6 +224,15 @@ class PlacementLoop(LeaderLoop):
                 for job_id, reason in changes:
                     rounds = self.queue.rounds_waited(job_id)
                     await store_pending_reason(conn, job_id, reason, rounds, now)
+        for plan in self.preemptions:
+            now = datetime.now(UTC)
+            async with transaction(self._pool) as conn:
+                await self.lease.fence(conn)
+                grace = await preempt(conn, plan, now, self._settings.restart_teardown_s)
+            if grace is not None:
+                wait = grace + self._settings.restart_teardown_s * 2
+                self._preempting[plan.job_id] = now + timedelta(seconds=wait)
+        self.preemptions = []
         async with transaction(self._pool) as conn:
             await self.lease.fence(conn)
             # A tunnel down past its grace fails its jobs even when no new report arrives.
@@ -171,6 +248,8 @@ class PlacementLoop(LeaderLoop):
             await changes_repo.clear_changes(conn)
         model = await capacity_model(conn)
         self.model, self.queue, self._held = model, JobQueue(), {}
+        self._facts = await jobs_repo.holding_facts(conn)
+        await self._load_quotas(conn)
         for job in await jobs_repo.jobs_with_status(conn, [JobStatus.PENDING]):
             self._enqueue(job)
         self._stale = False
@@ -180,7 +259,12 @@ class PlacementLoop(LeaderLoop):
             allocated_jobs=len(model.allocated_jobs()),
             queued=len(self.queue),
             held=len(self._held),
+            quotas=len(self.quotas),
         )
+
+    async def _load_quotas(self, conn: Any) -> None:
+        self.quotas = {row.name: row.quota for row in await projects_repo.list_projects(conn)}
+        self.quota_epoch += 1
 
     async def _apply_changes(self, conn: Any) -> int:
         changes = await changes_repo.pending_changes(conn, CHANGE_BATCH)
@@ -193,6 +277,8 @@ class PlacementLoop(LeaderLoop):
             self._stale = True
             await self._rebuild(conn)
             return 0
+        if any(c.kind == changes_repo.QUOTAS for c in changes):
+            await self._load_quotas(conn)
         if clusters:
             offline = set(await read_models.offline_clusters(conn))
             for cluster in clusters:
@@ -229,7 +315,9 @@ class PlacementLoop(LeaderLoop):
             self._held.pop(job_id, None)
         if job is None or job.status.terminal:
             self.model.release(job_id)
+            self._facts.pop(job_id, None)
             return
+        self._facts[job_id] = job.facts
         if job.status.holds_capacity:
             if not self.model.held(job_id) and job_id in held:
                 self.model.allocate(job_id, held[job_id])
@@ -243,6 +331,7 @@ class PlacementLoop(LeaderLoop):
             self._enqueue(job)
 
     def _enqueue(self, job: JobRow) -> None:
+        self._facts[job.id] = job.facts
         try:
             request = job_request(job.id, JobDocument.model_validate(job.spec).spec, job.submitted_seq)
         except (ValueError, AssertionError) as exc:

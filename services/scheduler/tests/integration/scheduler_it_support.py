@@ -94,6 +94,7 @@ class World:
         schedulable: bool = True,
         gone: bool = False,
         address: str = "",
+        gpu_model: str = "A100",
     ) -> None:
         await self.publish(
             NodeUpdated(
@@ -103,7 +104,7 @@ class World:
                 schedulable=schedulable,
                 gone=gone,
                 gpu_count=gpus,
-                gpu_model="A100",
+                gpu_model=gpu_model,
                 gpu_allocatable=gpus,
                 gpu_allocated=gpu_allocated,
                 labels=labels if labels is not None else {"rlark.io/gpu-model": "A100"},

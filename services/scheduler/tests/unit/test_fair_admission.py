@@ -189,12 +189,27 @@ def test_cpu_only_jobs_are_never_held_back_by_quota() -> None:
     assert [a.job_id for a in result.admitted] == ["cpu"]
 
 
+def test_jobs_of_a_project_without_a_quota_are_bounded_by_nothing_and_go_before_borrowers() -> None:
+    model = CapacityModel.from_nodes(fleet(4))
+    run(model, job("r", SPEECH, gpus=8))
+    result = admission_round(
+        model,
+        [job("borrows", VISION, seq=1), job("free", ProjectId(""), seq=2), job("gone", SPEECH, seq=3)],
+        {"r": SPEECH},
+        [ProjectQuota(VISION, 0, borrowing_limit=8)],
+    )
+    assert [(a.job_id, a.borrowing) for a in result.admitted] == [
+        ("free", False),
+        ("gone", False),
+        ("borrows", True),
+    ]
+    assert result.usage[SPEECH].total == 16
+
+
 @pytest.mark.parametrize(
     ("waiting", "running", "quotas", "words"),
     [
         ([job("a", VISION), job("a", VISION)], {"r": VISION}, [ProjectQuota(VISION, 8)], "listed twice: a"),
-        ([job("a", VISION)], {"r": SPEECH}, [ProjectQuota(SPEECH, 8)], 'a (project "vision")'),
-        ([], {"r": VISION}, [ProjectQuota(SPEECH, 8)], 'r (project "vision")'),
         ([], {}, [ProjectQuota(VISION, 8)], "without a project in running: r"),
         ([job("r", VISION)], {"r": VISION}, [ProjectQuota(VISION, 8)], "already hold an allocation: r"),
         (

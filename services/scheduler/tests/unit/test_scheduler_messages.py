@@ -13,12 +13,16 @@ from rlark_contracts.events.agent import WorkerStatusChanged
 from rlark_contracts.messages import LANGUAGES, Text, catalogue, render
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
 from rlark_scheduler.domain.placement import JobRequest, RoleRequest
+from rlark_scheduler.domain.quotas import Breach, Scope, ScopeKind
 from rlark_scheduler.domain.reasons import (
     PENDING_KEYS,
     PendingCode,
+    QuotaShortfall,
     can_ever_fit,
     explain_pending,
     pending_texts,
+    pending_view,
+    quota_pending,
     role_texts,
 )
 from rlark_scheduler.domain.rlinf import check_rlinf_config
@@ -61,8 +65,60 @@ def funnel_cluster() -> list[NodeState]:
 
 @pytest.mark.parametrize("code", list(PendingCode))
 def test_every_pending_code_has_a_sentence_in_every_language(code: PendingCode) -> None:
+    quota_codes = (PendingCode.QUOTA, PendingCode.BORROWING_LIMIT)
+    keys = (
+        [f"pending.{code.value}.{kind.value}" for kind in ScopeKind]
+        if code in quota_codes
+        else [PENDING_KEYS[code]]
+    )
     for lang in LANGUAGES:
-        assert PENDING_KEYS[code] in catalogue(lang)
+        assert all(key in catalogue(lang) for key in keys), keys
+
+
+@pytest.mark.parametrize(
+    ("code", "scope", "english", "chinese"),
+    [
+        (
+            PendingCode.QUOTA,
+            Scope(ScopeKind.CLUSTER, "gpu-a"),
+            'project "vision" would hold 24 GPU(s) in cluster gpu-a, beyond its quota of 16 (it holds 8, '
+            "this job asks 16); the project may not borrow",
+            "项目“vision”将在集群 gpu-a 占用 24 块 GPU，超出其配额 16（已占用 8，本作业申请 16）；该项目不允许借用",
+        ),
+        (
+            PendingCode.BORROWING_LIMIT,
+            Scope(ScopeKind.MODEL, "nvidia/H100"),
+            'project "vision" would hold 24 GPU(s) of GPU model nvidia/H100, beyond its quota plus borrowing '
+            "limit of 16 (it holds 8, this job asks 16)",
+            "项目“vision”将占用 24 块 nvidia/H100 型号的 GPU，超出其配额加借用上限 16（已占用 8，本作业申请 16）",
+        ),
+    ],
+)
+def test_a_quota_reason_says_the_project_scope_and_figures_in_both_languages(
+    code: PendingCode, scope: Scope, english: str, chinese: str
+) -> None:
+    shortfall = QuotaShortfall("vision", Breach(scope, used=8, requested=16, limit=16))
+    reason = quota_pending(single_role_job(2), code, shortfall)
+    assert (reason.code, reason.message, reason.roles) == (code, english, ())
+    (said,) = pending_texts(reason)
+    assert said.english == english
+    assert said.render("zh-CN") == chinese
+    view = pending_view(reason)
+    assert view["quota"] == {
+        "project": "vision",
+        "scope": {"kind": scope.kind.value, "name": scope.name},
+        "used": 8,
+        "requested": 16,
+        "limit": 16,
+    }
+    assert view["code"] == code.value
+    assert view["parts"] == [said.wire()]
+
+
+def test_a_quota_reason_needs_a_quota_code() -> None:
+    shortfall = QuotaShortfall("vision", Breach(Scope(ScopeKind.OVERALL), used=0, requested=8, limit=0))
+    with pytest.raises(ValueError, match="not a quota code"):
+        quota_pending(single_role_job(1), PendingCode.TOO_FEW_READY_NODES, shortfall)
 
 
 def test_every_problem_of_a_bad_document_carries_its_key_and_params() -> None:

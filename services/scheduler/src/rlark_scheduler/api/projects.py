@@ -3,14 +3,15 @@
 Admins create, change and delete projects; a user lists and reads only the projects she belongs to (any
 other is "not found", never "forbidden"). A quota is checked by ``domain.quotas.ProjectQuota``: a refused
 one is a 422 naming each offending field (``quota.clusters["gpu-a"]``), and nothing is written. The gateway
-audits every change. Jobs do not carry a project yet, and admission does not read quotas yet (ADR 0020).
+audits every change; a quota change reaches the placement loop at once (a ``quotas`` change row), whose
+admission then keeps each project within its quota plus borrowing limit (ADR 0020).
 """
 
 from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import asyncpg
 from fastapi import APIRouter, Response
@@ -56,11 +57,22 @@ class ProjectIn(BaseModel):
     quota: QuotaIn
 
 
+class UsageOut(BaseModel):
+    gpus: int = Field(description="GPUs the project's jobs hold now, in every cluster")
+    clusters: dict[str, int] = Field(description="GPUs held per cluster")
+    models: dict[str, int] = Field(description="GPUs held per GPU model, as inventory reports each node's")
+    running_jobs: int = Field(
+        description="The project's jobs holding capacity (Scheduled, Starting, Running)"
+    )
+    waiting_jobs: int = Field(description="The project's Pending jobs")
+
+
 class ProjectOut(BaseModel):
     name: str
     description: str
     members: list[str]
     quota: QuotaIn
+    usage: UsageOut
     created_at: datetime
     updated_at: datetime
     updated_by: str
@@ -70,7 +82,28 @@ class ProjectList(BaseModel):
     items: list[ProjectOut]
 
 
-def _out(row: repo.ProjectRow) -> ProjectOut:
+def _usage(load: repo.ProjectLoad) -> UsageOut:
+    clusters: dict[str, int] = {}
+    models: dict[str, int] = {}
+    for (cluster, model), gpus in load.usage.pools.items():
+        clusters[cluster] = clusters.get(cluster, 0) + gpus
+        if model:
+            models[model] = models.get(model, 0) + gpus
+    return UsageOut(
+        gpus=load.usage.total,
+        clusters=clusters,
+        models=models,
+        running_jobs=load.running_jobs,
+        waiting_jobs=load.waiting_jobs,
+    )
+
+
+async def _outs(conn: Any, rows: list[repo.ProjectRow]) -> list[ProjectOut]:
+    loads = await repo.project_loads(conn, [row.name for row in rows])
+    return [_out(row, loads[row.name]) for row in rows]
+
+
+def _out(row: repo.ProjectRow, load: repo.ProjectLoad) -> ProjectOut:
     q = row.quota
     return ProjectOut(
         name=row.name,
@@ -79,6 +112,7 @@ def _out(row: repo.ProjectRow) -> ProjectOut:
         quota=QuotaIn(
             gpus=q.gpus, clusters=dict(q.clusters), models=dict(q.models), borrowing_limit=q.borrowing_limit
         ),
+        usage=_usage(load),
         created_at=row.created_at,
         updated_at=row.updated_at,
         updated_by=row.updated_by,
@@ -122,15 +156,15 @@ def build_projects_router(pool: asyncpg.Pool) -> APIRouter:
         """Every project for an admin; the projects she belongs to for a user."""
         async with pool.acquire() as conn:
             rows = await repo.list_projects(conn, None if caller.is_admin else caller.user)
-        return ProjectList(items=[_out(r) for r in rows])
+            return ProjectList(items=await _outs(conn, rows))
 
     @router.get("/projects/{name}", response_model=ProjectOut, responses=error_responses(404))
     async def show_project(name: str, caller: CallerDep) -> ProjectOut:
         async with pool.acquire() as conn:
             row = await repo.get_project(conn, name)
-        if row is None or not (caller.is_admin or caller.user in row.members):
-            raise _not_found(name)
-        return _out(row)
+            if row is None or not (caller.is_admin or caller.user in row.members):
+                raise _not_found(name)
+            return (await _outs(conn, [row]))[0]
 
     @router.post(
         "/projects", status_code=201, response_model=ProjectOut, responses=error_responses(403, 409, 422)
@@ -141,8 +175,8 @@ def build_projects_router(pool: asyncpg.Pool) -> APIRouter:
             if not await repo.create_project(conn, quota, body.description, members, caller.user):
                 raise ApiError(409, "project_exists", f'project "{body.name}" exists', "name")
             row = await repo.get_project(conn, body.name)
-        assert row is not None
-        return _out(row)
+            assert row is not None
+            return (await _outs(conn, [row]))[0]
 
     @router.put("/projects/{name}/quota", response_model=ProjectOut, responses=error_responses(403, 404, 422))
     async def set_quota(name: str, body: QuotaIn, caller: AdminDep) -> ProjectOut:
@@ -151,8 +185,8 @@ def build_projects_router(pool: asyncpg.Pool) -> APIRouter:
             if not await repo.set_quota(conn, quota, caller.user):
                 raise _not_found(name)
             row = await repo.get_project(conn, name)
-        assert row is not None
-        return _out(row)
+            assert row is not None
+            return (await _outs(conn, [row]))[0]
 
     @router.put(
         "/projects/{name}/members", response_model=ProjectOut, responses=error_responses(403, 404, 422)
@@ -163,8 +197,8 @@ def build_projects_router(pool: asyncpg.Pool) -> APIRouter:
             if not await repo.set_members(conn, name, members, caller.user):
                 raise _not_found(name)
             row = await repo.get_project(conn, name)
-        assert row is not None
-        return _out(row)
+            assert row is not None
+            return (await _outs(conn, [row]))[0]
 
     @router.delete("/projects/{name}", status_code=204, responses=error_responses(403, 404))
     async def delete_project(name: str, caller: AdminDep) -> Response:

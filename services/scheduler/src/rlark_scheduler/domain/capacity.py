@@ -72,8 +72,7 @@ class NodeState:
     ``gpu_used_external`` counts GPUs used by anything the scheduler did not place. ``gone`` marks
     a node deleted from its cluster but still remembered (for example while workers on it are
     being cleaned up); a gone node is never a candidate and is not counted. ``gpu_model`` is the
-    model inventory reports ("" when unknown), what per-model quotas count (``fairness``); the
-    repository does not fill it yet (ADR 0020).
+    model inventory reports ("" when unknown), what per-model quotas count (``fairness``).
     """
 
     cluster: str

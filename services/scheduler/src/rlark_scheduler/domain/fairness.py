@@ -1,8 +1,8 @@
 """Fair admission: which waiting jobs start now, in which order, and why the others wait (issue 20 item 2).
 
-Role: one admission round over projects with quotas (``quotas``). Groundwork only: the placement
-loop still runs ``queue.schedule_round`` (priority, then first come, for everyone) and nothing calls
-this module yet; jobs carry no project and quotas are not stored (ADR 0020 lists what is left).
+Role: one admission round over projects with quotas (``quotas``). The placement loop runs it through
+``queue.fair_round`` whenever any project has a quota (ADR 0020); without quotas it keeps
+``queue.schedule_round`` (priority, then first come, for everyone).
 
 The round, given the capacity model (what is free, and every running job's allocation), the running
 jobs' projects, the quotas and the waiting jobs:
@@ -17,6 +17,9 @@ jobs' projects, the quotas and the waiting jobs:
 3. Then the deferred jobs *borrow*, in fair-share order: repeatedly the project with the smallest
    dominant share (ties: its oldest job, then the project id) tries its oldest deferred job, placed
    afresh; it is admitted only within its ceiling in every scope.
+
+A job charged to no quota (no project, or a project without a quota: deleted meanwhile) is bounded by
+nothing: it is always inside quota, and only its GPUs count toward its (pseudo-)project's share.
 
 Usage is what the capacity model says is held: a running job's allocation, an admitted job's
 placement, each GPU counted in its node's (cluster, GPU model) pool (``quotas.GpuUsage``) — so a job
@@ -48,7 +51,7 @@ from itertools import groupby
 
 from rlark_scheduler.domain.capacity import CapacityModel
 from rlark_scheduler.domain.placement import JobRequest, Placement, Unplaceable, place
-from rlark_scheduler.domain.quotas import Breach, GpuUsage, ProjectId, ProjectQuota, first_breach
+from rlark_scheduler.domain.quotas import NO_USAGE, Breach, GpuUsage, ProjectId, ProjectQuota, first_breach
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,32 +138,37 @@ def admission_round(
 ) -> AdmissionRound:
     """Decide which of ``waiting`` start now (see the module docstring) and allocate them in ``model``.
 
-    ``running`` maps every job holding an allocation in ``model`` to its project. Refused with a
-    ValueError before any change: a job holding capacity missing from ``running``, a waiting job that
-    already holds capacity or is listed twice, a project without a quota, two quotas for one project.
+    ``running`` maps every job holding an allocation in ``model`` to its project; a project without a
+    quota bounds nothing. Refused with a ValueError before any change: a job holding capacity missing
+    from ``running``, a waiting job that already holds capacity or is listed twice, two quotas for one
+    project.
     """
     jobs = tuple(waiting)
     quota_of = _quotas_by_project(quotas)
-    _check_inputs(model, jobs, running, quota_of)
+    _check_inputs(model, jobs, running)
     fleet = fleet_gpus(model)
-    usage = {project: GpuUsage() for project in quota_of}
-    for job_id, project in sorted(running.items()):
-        usage[project] = usage[project] + GpuUsage.of_allocations(model, model.held(job_id))
+    usage = project_usage(model, running)
+    for project in quota_of:
+        usage.setdefault(project, NO_USAGE)
+    for job in jobs:
+        usage.setdefault(job.project, NO_USAGE)
 
     admitted: list[Admitted] = []
     verdicts: dict[str, Waiting] = {}
 
     def attempt(job: ProjectJob, *, borrowing: bool) -> bool:
         """Admit ``job`` or record why it waits; False when it should be tried again to borrow."""
-        quota, used = quota_of[job.project], usage[job.project]
+        quota, used = quota_of.get(job.project), usage[job.project]
         result = place(model, job.request)
         if isinstance(result, Unplaceable):
-            breach = first_breach(quota, used, _demand(job.request), borrowing=True)
+            breach = (
+                first_breach(quota, used, _demand(job.request), borrowing=True) if quota is not None else None
+            )
             verdicts[job.job_id] = _refusal(job, quota, breach, result)
             return True
         requested = GpuUsage.of_allocations(model, result.allocations())
-        over_quota = first_breach(quota, used, requested, borrowing=False)
-        if over_quota is not None:
+        over_quota = first_breach(quota, used, requested, borrowing=False) if quota is not None else None
+        if quota is not None and over_quota is not None:
             breach = first_breach(quota, used, requested, borrowing=True)
             if breach is not None:
                 verdicts[job.job_id] = _refusal(job, quota, breach, None)
@@ -196,6 +204,14 @@ def admission_round(
     )
 
 
+def project_usage(model: CapacityModel, running: Mapping[str, ProjectId]) -> dict[ProjectId, GpuUsage]:
+    """What each project of ``running`` (job id -> project) holds in ``model``."""
+    usage: dict[ProjectId, GpuUsage] = {}
+    for job_id, project in sorted(running.items()):
+        usage[project] = usage.get(project, NO_USAGE) + GpuUsage.of_allocations(model, model.held(job_id))
+    return usage
+
+
 def _queue_key(job: ProjectJob) -> tuple[int, int, str]:
     return (-job.request.priority, job.request.submitted_seq, job.job_id)
 
@@ -210,9 +226,9 @@ def _demand(job: JobRequest) -> GpuUsage:
 
 
 def _refusal(
-    job: ProjectJob, quota: ProjectQuota, breach: Breach | None, unplaceable: Unplaceable | None
+    job: ProjectJob, quota: ProjectQuota | None, breach: Breach | None, unplaceable: Unplaceable | None
 ) -> Waiting:
-    if breach is None:
+    if quota is None or breach is None:
         return Waiting(job.job_id, job.project, WaitReason.CAPACITY, unplaceable=unplaceable)
     reason = WaitReason.BORROWING_LIMIT if quota.borrowing_limit else WaitReason.QUOTA
     return Waiting(job.job_id, job.project, reason, breach=breach)
@@ -231,7 +247,6 @@ def _check_inputs(
     model: CapacityModel,
     jobs: tuple[ProjectJob, ...],
     running: Mapping[str, ProjectId],
-    quota_of: Mapping[ProjectId, ProjectQuota],
 ) -> None:
     ids = Counter(job.job_id for job in jobs)
     twice = sorted(job_id for job_id, count in ids.items() if count > 1)
@@ -243,9 +258,3 @@ def _check_inputs(
     unknown = sorted(job_id for job_id in model.allocated_jobs() if job_id not in running)
     if unknown:
         raise ValueError(f"jobs holding an allocation without a project in running: {', '.join(unknown)}")
-    charged = [(job.job_id, job.project) for job in jobs] + sorted(running.items())
-    missing = sorted(
-        {f'{job_id} (project "{project}")' for job_id, project in charged if project not in quota_of}
-    )
-    if missing:
-        raise ValueError(f"jobs of projects without a quota: {', '.join(missing)}")

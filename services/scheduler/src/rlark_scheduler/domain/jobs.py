@@ -93,7 +93,7 @@ def job_request(job_id: str, spec: JobSpec, submitted_seq: int) -> JobRequest:
         for role in spec.tasks
     ]
     assert spec.header is not None, "a validated spec names its header"
-    return JobRequest(job_id, spec.priority, submitted_seq, roles, spec.header)
+    return JobRequest(job_id, spec.priority, submitted_seq, roles, spec.header, spec.project or "")
 
 
 def placed_workers(placement: Placement, attempt: int = 1) -> list[WorkerFacts]:

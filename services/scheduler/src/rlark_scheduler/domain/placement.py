@@ -57,6 +57,8 @@ class JobRequest:
     submitted_seq: int
     roles: tuple[RoleRequest, ...]
     header_role: str
+    project: str
+    """The project the job is charged to (its quota, ADR 0020); "" for none."""
 
     def __init__(
         self,
@@ -65,12 +67,14 @@ class JobRequest:
         submitted_seq: int,
         roles: Sequence[RoleRequest],
         header_role: str,
+        project: str = "",
     ) -> None:
         object.__setattr__(self, "job_id", job_id)
         object.__setattr__(self, "priority", priority)
         object.__setattr__(self, "submitted_seq", submitted_seq)
         object.__setattr__(self, "roles", tuple(roles))
         object.__setattr__(self, "header_role", header_role)
+        object.__setattr__(self, "project", project)
         names = [role.name for role in self.roles]
         if not names:
             raise ValueError(f"job {job_id}: at least one role is needed")

@@ -42,6 +42,7 @@ from rlark_contracts.messages import Text, text
 
 from rlark_scheduler.domain.capacity import CapacityModel, Survey
 from rlark_scheduler.domain.placement import Demand, JobRequest, RoleRequest, match_workers
+from rlark_scheduler.domain.quotas import Breach
 from rlark_scheduler.domain.selectors import LabelSelector, format_selector
 
 MAX_SUGGESTIONS_IN_TEXT = 3
@@ -58,6 +59,10 @@ class PendingCode(StrEnum):
     TOO_FEW_SCHEDULABLE_NODES = "too_few_schedulable_nodes"
     TOO_FEW_NODES_WITH_GPUS = "too_few_nodes_with_enough_gpus"
     ROLES_COMPETE_FOR_NODES = "roles_compete_for_nodes"
+    QUOTA = "quota"
+    """Its project would go beyond its GPU quota, and may not borrow (ADR 0020)."""
+    BORROWING_LIMIT = "borrowing_limit"
+    """Its project would go beyond its GPU quota plus borrowing limit (ADR 0020)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,15 +118,30 @@ class GangConflict:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaShortfall:
+    """A job kept back by its project's bound (``fairness.Waiting``): in ``breach.scope`` the project
+    holds ``breach.used`` GPUs, the job asks ``breach.requested`` more, the bound is ``breach.limit``."""
+
+    project: str
+    breach: Breach
+
+    @property
+    def total(self) -> int:
+        return self.breach.used + self.breach.requested
+
+
+@dataclass(frozen=True, slots=True)
 class PendingReason:
     """Why a job is not placed: one :class:`RoleReason` per role (request order), the gang
-    conflicts, the job-level code (first failing role's, else the conflict's) and a message."""
+    conflicts, the job-level code (first failing role's, else the conflict's) and a message.
+    A job kept back by its project's quota has no role funnels, its ``quota`` says why instead."""
 
     job_id: str
     code: PendingCode
     roles: tuple[RoleReason, ...]
     conflicts: tuple[GangConflict, ...]
     message: str
+    quota: QuotaShortfall | None = None
 
     @property
     def fits(self) -> bool:
@@ -131,6 +151,16 @@ class PendingReason:
 def explain_pending(model: CapacityModel, job: JobRequest) -> PendingReason:
     """The exact reason ``job`` cannot be placed on ``model`` now (``code`` FITS when it can)."""
     return _explain(model, job, hypothetical=False)
+
+
+def quota_pending(job: JobRequest, code: PendingCode, shortfall: QuotaShortfall) -> PendingReason:
+    """A job kept back by its project's quota (``code`` QUOTA) or quota + borrowing limit (BORROWING_LIMIT),
+    e.g. 'project "vision" would hold 24 GPU(s) in cluster gpu-a, beyond its quota of 16 (it holds 8, this
+    job asks 16); the project may not borrow' (the English of :func:`quota_text`)."""
+    if code not in (PendingCode.QUOTA, PendingCode.BORROWING_LIMIT):
+        raise ValueError(f"not a quota code: {code}")
+    message = quota_text(code, shortfall).english
+    return PendingReason(job.job_id, code, (), (), message, quota=shortfall)
 
 
 def can_ever_fit(model: CapacityModel, job: JobRequest) -> tuple[bool, PendingReason | None]:
@@ -395,10 +425,26 @@ def conflict_text(conflict: GangConflict, *, alone: bool = False) -> Text:
     return text(key, roles=roles, cluster=conflict.cluster, needed=conflict.needed, nodes=conflict.nodes)
 
 
+def quota_text(code: PendingCode, shortfall: QuotaShortfall) -> Text:
+    """A quota shortfall as a catalogue sentence: ``pending.<code>.<scope kind>``."""
+    breach = shortfall.breach
+    return text(
+        f"pending.{code.value}.{breach.scope.kind.value}",
+        project=shortfall.project,
+        name=breach.scope.name,
+        total=shortfall.total,
+        limit=breach.limit,
+        used=breach.used,
+        requested=breach.requested,
+    )
+
+
 def pending_texts(reason: PendingReason) -> tuple[Text, ...]:
     """The whole reason as catalogue sentences, clause by clause, in the order of ``message``."""
     if reason.fits:
         return (text("pending.fits"),)
+    if reason.quota is not None:
+        return (quota_text(reason.code, reason.quota),)
     clauses = [clause for role in reason.roles if not role.fits_alone for clause in role_texts(role)]
     alone = not clauses
     for index, conflict in enumerate(reason.conflicts):
@@ -448,4 +494,16 @@ def pending_view(reason: PendingReason) -> dict[str, Any]:
             }
             for c in reason.conflicts
         ],
+        "quota": None if reason.quota is None else _quota_view(reason.quota),
+    }
+
+
+def _quota_view(shortfall: QuotaShortfall) -> dict[str, Any]:
+    breach = shortfall.breach
+    return {
+        "project": shortfall.project,
+        "scope": {"kind": breach.scope.kind.value, "name": breach.scope.name},
+        "used": breach.used,
+        "requested": breach.requested,
+        "limit": breach.limit,
     }

@@ -21,7 +21,7 @@ The document (``apiVersion`` and ``kind`` default to the values below when left 
       tensorboardDir: /data/outputs/tb   # optional absolute path
       outputs: [/data/outputs]    # absolute paths listed in the output manifest at the end
       priority: 0                 # -100..100, higher first
-      project: vision-lab         # optional: a project you belong to (its GPU quota; not enforced yet, ADR 0020)
+      project: vision-lab         # optional: a project you belong to (the job counts against its GPU quota, ADR 0020)
       restartPolicy:              # optional; default: a failure ends the job (ADR 0014)
         maxRestarts: 2            # 0..100 new attempts after the first
         on: [WorkerLost, NodeGone] # failure kinds that restart (default: all but ExitCode)
@@ -366,7 +366,7 @@ class JobSpec(_Model):
     priority: StrictInt = 0
     project: str | None = None
     """The project the job is charged to (``rlark projects``): one the owner belongs to; checked at submit
-    (``submission.check``). Stored with the job; admission does not read quotas yet (ADR 0020)."""
+    (``submission.check``). Stored with the job; admission keeps its project within its quota (ADR 0020)."""
     restart_policy: RestartPolicy | None = None
     progress_deadline_seconds: StrictInt | None = None
     termination_grace_period_seconds: StrictInt | None = None

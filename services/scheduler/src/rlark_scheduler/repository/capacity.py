@@ -36,6 +36,7 @@ def capacity_node(node: NodeRow) -> NodeState:
         gpu_allocatable=max(node.gpu_allocatable, 0),
         gpu_used_external=used_by_others(node),
         gone=node.gone,
+        gpu_model=node.gpu_model,
     )
 
 

@@ -16,6 +16,9 @@ CHANGES_CHANNEL = "scheduler_changes"
 """NOTIFY channel that wakes the placement loop (payload unused)."""
 
 
+QUOTAS = "quotas"
+"""The ``kind`` of a change to any project's quota (its key: the project): the loop reloads them all."""
+
 ACTIVITY_CHANNEL = "scheduler_job_activity"
 """NOTIFY channel with a job id as payload: something a follower of that job may want happened."""
 

@@ -56,6 +56,27 @@ class JobRow:
         holds = [t for t in (self.hold_until, self.restart_at) if t is not None]
         return max(holds) if holds else None
 
+    @property
+    def project(self) -> str:
+        """The project the job is charged to (``spec.project``); "" for none."""
+        return str(self.spec.get("spec", {}).get("project") or "")
+
+    @property
+    def facts(self) -> JobFacts:
+        return JobFacts(self.project, self.priority, self.submitted_seq, self.scheduled_at)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What the placement loop keeps of each job it holds or queues (projects, fair share, preemption)."""
+
+    project: str
+    """``spec.project``; "" for none."""
+    priority: int
+    submitted_seq: int
+    placed_at: datetime | None
+    """When its current attempt was placed (``scheduled_at``); None before."""
+
 
 _JOB_COLUMNS = """id, owner, name, spec, spec_yaml, warnings, status, reason, details, priority,
     submitted_seq, network_domain, domain_cidr, address_request_id, hold_until, pending, ssh_key_ids,
@@ -334,3 +355,15 @@ async def holding_jobs_on_cluster(conn: Connection, cluster: str) -> list[JobRow
         HOLDING_VALUES,
     )
     return [_job(r) for r in rows]
+
+
+async def holding_facts(conn: Connection) -> dict[str, JobFacts]:
+    """The facts of every job that holds capacity, by job id."""
+    rows = await conn.fetch(
+        """SELECT id, coalesce(spec -> 'spec' ->> 'project', '') AS project, priority, submitted_seq, scheduled_at
+             FROM jobs WHERE status = ANY($1::text[])""",
+        HOLDING_VALUES,
+    )
+    return {
+        r["id"]: JobFacts(r["project"], r["priority"], r["submitted_seq"], r["scheduled_at"]) for r in rows
+    }

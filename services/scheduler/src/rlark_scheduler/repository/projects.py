@@ -2,7 +2,8 @@
 
 A project row holds its quota (``domain.quotas.ProjectQuota``: overall GPUs, per cluster, per GPU model, the
 borrowing limit); members are user names. Writes replace a project's quota or member list whole, in one
-transaction with the row's ``updated_at``/``updated_by``.
+transaction with the row's ``updated_at``/``updated_by``; a quota write (create, change, delete) queues a
+``quotas`` change for the placement loop in the same transaction.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Any
 
 from rlark_platform.db.pool import Connection
 
-from rlark_scheduler.domain.quotas import ProjectId, ProjectQuota
+from rlark_scheduler.domain.quotas import GpuUsage, ProjectId, ProjectQuota
+from rlark_scheduler.repository.changes import QUOTAS, add_change
+from rlark_scheduler.repository.jobs import HOLDING_VALUES
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,23 +98,28 @@ async def create_project(
         if not created:
             return False
         await _write_members(conn, str(quota.project), members)
+        await add_change(conn, QUOTAS, str(quota.project))
     return True
 
 
 async def set_quota(conn: Connection, quota: ProjectQuota, by: str) -> bool:
     """Replace a project's quota; False when there is no such project."""
-    status = await conn.execute(
-        """UPDATE projects SET gpus = $2, clusters = $3::jsonb, models = $4::jsonb, borrowing_limit = $5,
+    async with conn.transaction():
+        status = await conn.execute(
+            """UPDATE projects SET gpus = $2, clusters = $3::jsonb, models = $4::jsonb, borrowing_limit = $5,
                                updated_at = now(), updated_by = $6
            WHERE name = $1""",
-        quota.project,
-        quota.gpus,
-        json.dumps(dict(quota.clusters)),
-        json.dumps(dict(quota.models)),
-        quota.borrowing_limit,
-        by,
-    )
-    return status != "UPDATE 0"
+            quota.project,
+            quota.gpus,
+            json.dumps(dict(quota.clusters)),
+            json.dumps(dict(quota.models)),
+            quota.borrowing_limit,
+            by,
+        )
+        if status == "UPDATE 0":
+            return False
+        await add_change(conn, QUOTAS, str(quota.project))
+    return True
 
 
 async def set_members(conn: Connection, name: str, members: Sequence[str], by: str) -> bool:
@@ -128,7 +136,12 @@ async def set_members(conn: Connection, name: str, members: Sequence[str], by: s
 
 
 async def delete_project(conn: Connection, name: str) -> bool:
-    return await conn.execute("DELETE FROM projects WHERE name = $1", name) != "DELETE 0"
+    """Delete a project, its members and quota (its jobs are then bounded by no quota); False when absent."""
+    async with conn.transaction():
+        if await conn.execute("DELETE FROM projects WHERE name = $1", name) == "DELETE 0":
+            return False
+        await add_change(conn, QUOTAS, name)
+    return True
 
 
 async def _write_members(conn: Connection, name: str, members: Sequence[str]) -> None:
@@ -136,3 +149,43 @@ async def _write_members(conn: Connection, name: str, members: Sequence[str]) ->
         "INSERT INTO project_members (project, username) VALUES ($1, $2) ON CONFLICT DO NOTHING",
         [(name, member) for member in members],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectLoad:
+    """What a project's jobs hold now (each GPU in its node's (cluster, GPU model) pool, as admission counts
+    it) and how many of its jobs hold capacity or wait."""
+
+    usage: GpuUsage
+    running_jobs: int
+    waiting_jobs: int
+
+
+async def project_loads(conn: Connection, names: Sequence[str]) -> dict[str, ProjectLoad]:
+    """The load of each of ``names`` (a project without jobs holds nothing)."""
+    held = await conn.fetch(
+        """SELECT j.spec -> 'spec' ->> 'project' AS project, w.cluster, coalesce(n.gpu_model, '') AS model,
+                  sum(w.gpus)::int AS gpus
+             FROM workers w
+             JOIN jobs j ON j.id = w.job_id AND w.attempt = j.attempt
+             LEFT JOIN nodes n ON n.cluster = w.cluster AND n.name = w.node
+            WHERE j.status = ANY($1::text[]) AND j.spec -> 'spec' ->> 'project' = ANY($2::text[])
+            GROUP BY 1, 2, 3""",
+        HOLDING_VALUES,
+        list(names),
+    )
+    counts = await conn.fetch(
+        """SELECT spec -> 'spec' ->> 'project' AS project,
+                  count(*) FILTER (WHERE status = ANY($1::text[]))::int AS running,
+                  count(*) FILTER (WHERE status = 'Pending')::int AS waiting
+             FROM jobs
+            WHERE spec -> 'spec' ->> 'project' = ANY($2::text[]) AND (status = ANY($1::text[]) OR status = 'Pending')
+            GROUP BY 1""",
+        HOLDING_VALUES,
+        list(names),
+    )
+    pools: dict[str, dict[tuple[str, str], int]] = {name: {} for name in names}
+    for r in held:
+        pools[r["project"]][(r["cluster"], r["model"])] = r["gpus"]
+    jobs = {r["project"]: (r["running"], r["waiting"]) for r in counts}
+    return {name: ProjectLoad(GpuUsage(pools[name]), *jobs.get(name, (0, 0))) for name in names}

@@ -119,11 +119,12 @@ class NodeRow:
     present_gpus: int
     held_gpus: int
     gpu_allocated_foreign: int = 0
+    gpu_model: str = ""
 
 
 _NODE_SELECT = """
     SELECT n.cluster, n.name, n.ready, n.schedulable, n.gone, n.gpu_allocatable, n.gpu_allocated,
-           n.gpu_allocated_foreign, n.labels, n.addresses,
+           n.gpu_allocated_foreign, n.gpu_model, n.labels, n.addresses,
            COALESCE(w.present_gpus, 0) AS present_gpus, COALESCE(w.held_gpus, 0) AS held_gpus
       FROM nodes n
       LEFT JOIN LATERAL (
@@ -153,6 +154,7 @@ def _node(row: asyncpg.Record) -> NodeRow:
         present_gpus=int(row["present_gpus"]),
         held_gpus=int(row["held_gpus"]),
         gpu_allocated_foreign=row["gpu_allocated_foreign"],
+        gpu_model=row["gpu_model"] or "",
     )
 
 
