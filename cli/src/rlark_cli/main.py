@@ -46,6 +46,7 @@ COMMAND_MODULES: list[tuple[str, str | None]] = [
     ("domains", "domains"),
     ("jobs", "jobs"),
     ("projects", "projects"),
+    ("queue", None),
     ("users", "users"),
     ("notify", "notify"),
     ("ssh", None),

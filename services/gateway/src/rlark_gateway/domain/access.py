@@ -52,6 +52,9 @@ PROXY_ROUTES: tuple[ProxyRoute, ...] = (
     ProxyRoute("jobs", "scheduler", "Jobs: preview, submit, status, logs, events, cancel"),
     ProxyRoute("templates", "scheduler", "Job templates"),
     ProxyRoute("projects", "scheduler", "Projects, their members and GPU quotas (admins change them)"),
+    ProxyRoute(
+        "queue", "scheduler", "Waiting jobs in round order; for yours: jobs ahead, estimated start, hints"
+    ),
     ProxyRoute("notifications", "notifier", "Webhooks for job state changes and their delivery logs"),
 )
 _BY_RESOURCE = {route.resource: route for route in PROXY_ROUTES}

@@ -2,7 +2,7 @@
 
 Routes (docs/api.md, "Jobs"): templates, ``jobs:preview``, submit, list, show, cancel, SSH key
 rotation, logs and events (both with ``follow=true`` server-sent event streams), workers' usage,
-projects and their GPU quotas.
+projects and their GPU quotas, the queue (positions, estimated starts, what would make a job fit).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from rlark_platform.service import ServiceContext
 
 from rlark_scheduler.api.jobs import build_router
 from rlark_scheduler.api.projects import build_projects_router
+from rlark_scheduler.api.queue import build_queue_router
 from rlark_scheduler.api.streams import JobActivity
 from rlark_scheduler.api.usage import build_usage_router
 from rlark_scheduler.settings import SchedulerSettings
@@ -34,6 +35,7 @@ def build_api(ctx: ServiceContext[SchedulerSettings, JobActivity]) -> FastAPI:
     app.include_router(build_router(pool, settings, ctx.parts))
     app.include_router(build_usage_router(pool))
     app.include_router(build_projects_router(pool))
+    app.include_router(build_queue_router(pool))
     return app
 
 

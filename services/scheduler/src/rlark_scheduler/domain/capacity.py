@@ -226,6 +226,14 @@ class CapacityModel:
             self._bump(cluster)
         return held
 
+    def copy(self) -> CapacityModel:
+        """An independent model with the same nodes, allocations and online flags (for trials that must not
+        touch this one, e.g. ``forecast.estimate_start``). Node states are immutable and shared."""
+        twin = CapacityModel.from_nodes(self._nodes.values(), offline=self._offline)
+        for job_id, held in self._allocations.items():
+            twin.allocate(job_id, held)
+        return twin
+
     def clear_cache(self) -> None:
         """Drop memoised surveys (benchmarks use it to measure cold work; never needed for truth)."""
         self._surveys.clear()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -367,3 +367,21 @@ async def holding_facts(conn: Connection) -> dict[str, JobFacts]:
     return {
         r["id"]: JobFacts(r["project"], r["priority"], r["submitted_seq"], r["scheduled_at"]) for r in rows
     }
+
+
+async def typical_runtimes(
+    conn: Connection, recent: int = 1000
+) -> tuple[dict[str, timedelta], timedelta | None]:
+    """How long the ``recent`` last ended jobs ran once placed: the median per job name, and over all of them
+    (None without history); an estimate's basis (``domain.forecast``)."""
+    rows = await conn.fetch(
+        """WITH ended AS (
+               SELECT name, ended_at - scheduled_at AS took FROM jobs
+                WHERE ended_at IS NOT NULL AND scheduled_at IS NOT NULL AND ended_at >= scheduled_at
+                ORDER BY ended_at DESC LIMIT $1)
+           SELECT name, percentile_disc(0.5) WITHIN GROUP (ORDER BY took) AS took FROM ended GROUP BY ROLLUP (name)""",
+        recent,
+    )
+    by_name = {r["name"]: r["took"] for r in rows if r["name"] is not None}
+    overall = next((r["took"] for r in rows if r["name"] is None), None)
+    return by_name, overall
