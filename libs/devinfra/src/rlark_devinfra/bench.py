@@ -312,6 +312,35 @@ async def _scheduler(ctx: Context) -> Outcome:
     )
 
 
+async def _fairness(ctx: Context) -> Outcome:
+    bench = _load("rlark_devinfra.benches.fairness", "bench_fair_reevaluation")
+    f: dict[str, Any] = bench()
+    scale = f"{_n(f['jobs'])} waiting jobs, {f['users']} users, {f['projects']} projects, {f['clusters']} × {_n(f['nodes'] // f['clusters'])} nodes"
+    return Outcome(
+        [
+            Row(
+                f"fair round over the saturated queue, every job re-tried cold ({scale})",
+                f"{f['full_ms']:.0f} ms",
+                f"≤ {f['target_ms']:.0f} ms",
+                _verdict(f["full_ms"] <= f["target_ms"]),
+            ),
+            Row(
+                f"first round over the empty fleet: {_n(f['admitted'])} admitted (domain only, no commits)",
+                f"{f['admitted_per_s']:,} admissions/s",
+                f"≥ 10 × Kueue's {f['baseline_per_s']:.0f} workloads/s",
+                _verdict(f["admitted_per_s"] >= 10 * f["baseline_per_s"]),
+            ),
+            Row(
+                f"round with nothing changed / after one job ended ({f['after_end_tried']} re-tried)",
+                f"{f['steady_ms']:.0f} / {f['after_end_ms']:.0f} ms",
+                "",
+                INFO,
+            ),
+        ],
+        {"fair_reevaluation": f},
+    )
+
+
 async def _local_runtime(ctx: Context) -> Outcome:
     bench = _load("rlark_devinfra.benches.local_runtime", "bench")
     if shutil.which("ip") is None:
@@ -876,6 +905,14 @@ BENCHES: list[Bench] = [
         lambda o: 120 + 150 * max(5, o.rounds),
         True,
         _restart,
+    ),
+    Bench(
+        "fairness",
+        "fair admission by projects and quotas: 10,000 waiting jobs from 100 users in 10 projects, 20 × 500 nodes",
+        "≈ 15 s",
+        lambda o: 180,
+        False,
+        _fairness,
     ),
     Bench(
         "tunnel",

@@ -206,10 +206,14 @@ def admission_round(
 
 def project_usage(model: CapacityModel, running: Mapping[str, ProjectId]) -> dict[ProjectId, GpuUsage]:
     """What each project of ``running`` (job id -> project) holds in ``model``."""
-    usage: dict[ProjectId, GpuUsage] = {}
-    for job_id, project in sorted(running.items()):
-        usage[project] = usage.get(project, NO_USAGE) + GpuUsage.of_allocations(model, model.held(job_id))
-    return usage
+    pools: dict[ProjectId, dict[tuple[str, str], int]] = {}
+    for job_id, project in running.items():
+        held = pools.setdefault(project, {})
+        for (cluster, name), gpus in model.held(job_id):
+            node = model.node(cluster, name)
+            pool = (cluster, node.gpu_model if node is not None else "")
+            held[pool] = held.get(pool, 0) + gpus
+    return {project: GpuUsage(held) for project, held in sorted(pools.items())}
 
 
 def _queue_key(job: ProjectJob) -> tuple[int, int, str]:
