@@ -228,6 +228,15 @@ async def _seed(stack: Stack, tmp: Path) -> Seed:
             json={"name": "train-net", "cidr": "10.100.0.0/16", "description": "RL training across clusters"},
         )
         assert created.status_code == 201, created.text
+        me = (await admin.get("/api/v1/auth/me")).json()["username"]
+        project = {
+            "name": "rl-lab",
+            "description": "RL training of the lab",
+            "members": [me, "alice", "bob"],
+            "quota": {"gpus": 16, "clusters": {CLUSTER: 16}, "models": {}, "borrowing_limit": 8},
+        }
+        created = await admin.post("/api/v1/projects", json=project)
+        assert created.status_code == 201, created.text
     return Seed(
         cluster=CLUSTER,
         node="a100-0",

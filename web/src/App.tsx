@@ -17,6 +17,7 @@ const Keys = lazy(() => import('./pages/Keys'));
 const Tokens = lazy(() => import('./pages/Tokens'));
 const Domains = lazy(() => import('./pages/Domains'));
 const Projects = lazy(() => import('./pages/Projects'));
+const Queue = lazy(() => import('./pages/Queue'));
 const Notifications = lazy(() => import('./pages/Notifications'));
 const Jobs = lazy(() => import('./pages/jobs/Jobs'));
 const JobWizard = lazy(() => import('./pages/jobs/JobWizard'));
@@ -79,6 +80,7 @@ export default function App() {
       <Route path="/tokens" element={page(<Tokens />)} />
       <Route path="/domains" element={page(<Domains />)} />
       <Route path="/projects" element={page(<Projects />)} />
+      <Route path="/queue" element={page(<Queue />)} />
       <Route path="/notifications" element={page(<Notifications />)} />
       <Route path="/jobs" element={page(<Jobs />)} />
       <Route path="/jobs/new" element={page(<JobWizard />)} />

@@ -26,6 +26,8 @@ import type {
   Project,
   ProjectCreate,
   ProjectQuota,
+  QueueDetail,
+  QueuedJob,
   Role,
   AuditEntry,
   ApiToken,
@@ -121,6 +123,11 @@ export const projectsApi = {
   setQuota: (name: string, quota: ProjectQuota) => api.put<Project>(`/projects/${enc(name)}/quota`, quota),
   setMembers: (name: string, members: string[]) => api.put<Project>(`/projects/${enc(name)}/members`, { members }),
   remove: (name: string) => api.del<void>(`/projects/${enc(name)}`),
+};
+
+export const queueApi = {
+  list: async (mine = false) => pageOf(await api.get<{ items: QueuedJob[]; total: number }>('/queue', { mine })),
+  explain: (jobId: string) => api.get<QueueDetail>(`/queue/${enc(jobId)}`),
 };
 
 export const domainsApi = {

@@ -692,3 +692,37 @@ export interface ProjectCreate {
   members: string[];
   quota: ProjectQuota;
 }
+
+/** A waiting job in the queue (GET /queue): others' jobs come without id, name, owner or reason. */
+export interface QueuedJob {
+  position: number;
+  mine: boolean;
+  job_id: string | null;
+  name: string | null;
+  owner: string | null;
+  project: string | null;
+  priority: number;
+  gpus: number;
+  clusters: string[];
+  waiting_since: string;
+  waits_for: 'capacity' | 'quota' | 'hold';
+  ahead: number;
+  reason: string | null;
+}
+
+export interface QueueHint {
+  kind: 'cluster' | 'gpus' | 'job_ends';
+  message: string;
+  message_key: string;
+  params: Record<string, string | number>;
+}
+
+/** One of your waiting jobs explained (GET /queue/{id}). */
+export interface QueueDetail {
+  job: QueuedJob;
+  jobs_ahead: QueuedJob[];
+  estimated_start: string | null;
+  estimate_basis: string;
+  estimate_basis_said?: { message_key: string; params: Record<string, string | number> };
+  hints: QueueHint[];
+}

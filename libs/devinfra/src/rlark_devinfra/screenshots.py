@@ -414,6 +414,8 @@ def tour(seed: Seed, keys: Sequence[str]) -> list[Shot]:
         Shot("domains", "domains-table", path="/domains"),
         Shot("notifications", "notify-table", path="/notifications"),
         Shot("jobs", "jobs-table", path="/jobs"),
+        Shot("queue", "queue-table", path="/queue"),
+        Shot("projects", "projects-table", path="/projects"),
         Shot("wizard-1-roles", "roles-table", steps=(open_wizard,)),
         Shot("wizard-2-workers", "match-line", steps=(to_workers,)),
         Shot("wizard-3-common", "common-run-script", steps=(to_common,)),

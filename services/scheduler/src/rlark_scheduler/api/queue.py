@@ -83,6 +83,7 @@ class QueueDetail(BaseModel):
         "ends); null when unknown or when it waits for quota"
     )
     estimate_basis: str = Field(description="How the estimate was made, or why there is none")
+    estimate_basis_said: dict[str, Any] = Field(description="The same as message_key and params (ADR 0011)")
     hints: list[HintOut] = Field(description="What would make it fit now")
 
 
@@ -236,22 +237,20 @@ def build_queue_router(pool: asyncpg.Pool) -> APIRouter:
         running = [RunningEnd(r.id, expected_end(r.scheduled_at, typical(r.name), now)) for r in running_rows]
         me = _queued(job, request, position, ahead_count[job.id], caller, member_of, now)
         if me.waits_for == "quota":
-            estimated, basis, hints = None, "it waits for its project's quota, not for capacity", []
+            estimated, basis, hints = None, text("queue.basis.quota"), []
         else:
             plans = [Ahead(a, typical(rows_by_id[a.job_id].name)) for a in ahead]
             estimated = estimate_start(model, request, plans, running, now)
             known = sum(1 for r in running if r.expected_end is not None)
-            basis = (
-                f"{len(running)} running job(s) in its clusters ({known} with an expected end from the median run "
-                f"time of earlier jobs of the same name, else of all jobs) and {len(ahead)} waiting job(s) ahead"
-            )
+            basis = text("queue.basis", running=len(running), known=known, ahead=len(ahead))
             hints = fit_hints(model, request, running)
         owners = {r.id: r.owner for r in running_rows}
         return QueueDetail(
             job=me,
             jobs_ahead=ahead_out,
             estimated_start=estimated,
-            estimate_basis=basis,
+            estimate_basis=basis.english,
+            estimate_basis_said=basis.wire(),
             hints=[_hint(h, owners, caller) for h in hints],
         )
 
