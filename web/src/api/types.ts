@@ -331,6 +331,8 @@ export interface JobDocument {
     tensorboardDir?: string;
     outputs?: string[];
     priority?: number;
+    /** The project whose GPU quota the job counts against (ADR 0020). */
+    project?: string;
     restartPolicy?: RestartPolicy;
     /** 10..604800 s: the Header prints a line or writes a TensorBoard step this often, else the job fails as Stalled (ADR 0014). */
     progressDeadlineSeconds?: number;

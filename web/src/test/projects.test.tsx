@@ -55,3 +55,14 @@ describe('projects page', () => {
     expect(parsePairs([])).toEqual({});
   });
 });
+
+describe('wizard project', () => {
+  it('writes spec.project only when chosen, and the step goes back to it for spec.project errors', async () => {
+    const { initialState, stepForField, toDocument } = await import('../pages/jobs/wizard/model');
+    const state = initialState();
+    const solo = { ...state, name: 'solo', roles: [{ ...state.roles[0], cluster: 'gpu-a', image: 'r/rlinf:v1' }] };
+    expect('project' in toDocument(solo).spec).toBe(false);
+    expect(toDocument({ ...solo, project: 'vision' }).spec.project).toBe('vision');
+    expect(stepForField('spec.project')).toBe(stepForField('spec.priority'));
+  });
+});

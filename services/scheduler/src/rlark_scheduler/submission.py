@@ -42,6 +42,7 @@ from rlark_scheduler.domain.spec import (
     SpecError,
     SpecParseError,
     fill_network_domain_default,
+    fill_project_default,
     parse_job_document,
 )
 from rlark_scheduler.domain.validation import ValidationContext, validate_job
@@ -133,7 +134,8 @@ async def check(conn: Connection, owner: str, received: Received) -> Checked:
     if received.doc is None:
         return Checked(doc=None, errors=list(received.errors))
     domains = await read_models.domains(conn)
-    doc = fill_network_domain_default(received.doc, domains)
+    member_of = [p.name for p in await projects_repo.list_projects(conn, owner)]
+    doc = fill_project_default(fill_network_domain_default(received.doc, domains), member_of)
     keys = await read_models.keys_of(conn, owner)
     names = sorted({role.cluster for role in doc.spec.tasks})
     clusters = await read_models.known_clusters(conn, names)
@@ -148,6 +150,9 @@ async def check(conn: Connection, owner: str, received: Received) -> Checked:
         if project is None or owner not in project.members:  # one answer: whether it exists is not said
             said = text("project_not_member", project=doc.spec.project[:100])
             checked.errors.append(SpecError("project_not_member", said, "spec.project"))
+    elif len(member_of) > 1:  # a member of several projects says which one pays
+        said = text("project_required", projects=", ".join(member_of[:20]))
+        checked.errors.append(SpecError("project_required", said, "spec.project"))
     if all(1 <= role.replicas <= MAX_REPLICAS for role in doc.spec.tasks):
         checked.plan = plan_preview(doc, ctx)
     if report.ok:

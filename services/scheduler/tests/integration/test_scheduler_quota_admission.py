@@ -124,9 +124,35 @@ async def test_a_model_quota_counts_the_gpu_model_inventory_reports_for_the_node
     assert waiting["pending"]["quota"]["scope"] == {"kind": "model", "name": "nvidia/H100"}
     admitted = await submitted(scheduler, on_a100, "alice")
     await job_status(scheduler, admitted["id"], "Starting")
-    # A job without a project is bounded by no quota.
-    free = await submitted(scheduler, job_doc(role("header", "gpu-a", gpusPerWorker=8), name="free"), "alice")
-    await job_status(scheduler, free["id"], "Starting")
+    # A user in no project is bounded by no quota.
+    free = await submitted(scheduler, job_doc(role("header", "gpu-a", gpusPerWorker=8), name="free"), "carol")
+    await reaches(scheduler, free, "Starting", "carol")
+
+
+async def test_a_member_cannot_step_outside_her_quota_by_naming_no_project(
+    scheduler: RunningService, world: World, database_url: str
+) -> None:
+    await world.cluster("gpu-a")
+    await world.node("gpu-a", "n0")
+    await nodes_synced(database_url, "gpu-a", 1)
+    await project(scheduler, "vision", ["alice", "bob"], gpus=0)
+    await project(scheduler, "speech", ["bob"], gpus=8)
+
+    # One project: the job is charged to it, and waits for its quota.
+    doc = job_doc(role("header", "gpu-a", replicas=1, gpusPerWorker=8), name="unnamed")
+    unnamed = await submitted(scheduler, doc, "alice")
+    assert unnamed["spec"]["spec"]["project"] == "vision"
+    waiting = await pending_code(scheduler, unnamed["id"], "quota", "alice")
+    assert waiting["pending"]["quota"]["project"] == "vision"
+    # Several projects: she must say which one pays, naming the field.
+    async with scheduler.client("bob") as bob:
+        refused = await bob.post("/api/v1/jobs", json=doc)
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["field"]) == ("project_required", "spec.project")
+    assert error["message"] == (
+        "spec.project: you belong to several projects (speech, vision); name the one this job is charged to"
+    )
 
 
 async def test_an_inside_quota_job_preempts_the_borrower_that_loses_least_and_the_borrower_resumes_later(

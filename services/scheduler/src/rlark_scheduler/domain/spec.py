@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Final
@@ -506,6 +506,16 @@ def fill_network_domain_default(doc: JobDocument, domain_names: Iterable[str]) -
     if not names:
         return doc
     spec = doc.spec.model_copy(update={"network_domain": names[0]})
+    return doc.model_copy(update={"spec": spec}).with_source(doc.source)
+
+
+def fill_project_default(doc: JobDocument, member_of: Sequence[str]) -> JobDocument:
+    """Set ``spec.project`` to the owner's one project when the user left it out (ADR 0020): a member of a
+    project cannot step outside its quota by naming none. With several projects the user must choose
+    (``submission.check`` refuses with ``project_required``); with none the field stays absent."""
+    if doc.spec.project is not None or len(member_of) != 1:
+        return doc
+    spec = doc.spec.model_copy(update={"project": member_of[0]})
     return doc.model_copy(update={"spec": spec}).with_source(doc.source)
 
 

@@ -8,7 +8,7 @@ import { useQuery } from '@tanstack/react-query';
 import { useEffect } from 'react';
 import { useTranslation } from 'react-i18next';
 import { Link } from 'react-router-dom';
-import { domainsApi, keysApi } from '../../../api/endpoints';
+import { domainsApi, keysApi, projectsApi } from '../../../api/endpoints';
 import { RESTART_KINDS, type RestartKind } from '../../../api/types';
 import { useWizard } from './context';
 import { MAX_BACKOFF_SECONDS, MAX_PROGRESS_DEADLINE_SECONDS, MAX_RESTARTS, MAX_TERMINATION_GRACE_SECONDS, MIN_PROGRESS_DEADLINE_SECONDS } from './model';
@@ -21,6 +21,8 @@ export default function CommonStep() {
   const { state, set, feedback, focusField } = useWizard();
   const domains = useQuery({ queryKey: ['domains'], queryFn: domainsApi.list });
   const keys = useQuery({ queryKey: ['keys', false], queryFn: () => keysApi.list(false) });
+  const projects = useQuery({ queryKey: ['projects'], queryFn: projectsApi.list });
+  const projectNames = (projects.data?.items ?? []).map((p) => p.name);
   const sortedDomains = [...(domains.data?.items ?? [])].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const firstDomain = sortedDomains[0]?.name;
   useEffect(() => {
@@ -63,11 +65,26 @@ export default function CommonStep() {
             )}
           </Form.Item>
         </Col>
-        <Col span={8}>
+        <Col span={projectNames.length ? 4 : 8}>
           <Form.Item label={t('wizard.priority')} extra={t('wizard.priorityHint')} {...feedback('spec.priority')}>
             <InputNumber min={-100} max={100} precision={0} value={state.priority} onChange={(v) => set({ priority: typeof v === 'number' ? v : 0 })} aria-label={t('wizard.priority')} style={{ width: '100%' }} />
           </Form.Item>
         </Col>
+        {projectNames.length > 0 && (
+          <Col span={4}>
+            <Form.Item label={t('wizard.project')} extra={t('wizard.projectHint')} className={outline('spec.project')} {...feedback('spec.project')}>
+              <Select
+                data-testid="common-project"
+                aria-label={t('wizard.project')}
+                allowClear
+                value={state.project}
+                placeholder={projectNames.length === 1 ? projectNames[0] : undefined}
+                onChange={(project?: string) => set({ project })}
+                options={projectNames.map((name) => ({ value: name, label: name }))}
+              />
+            </Form.Item>
+          </Col>
+        )}
       </Row>
       {multiCluster && !sortedDomains.length && !domains.isLoading && (
         <Alert type="warning" showIcon style={{ marginBottom: 16 }} title={t('wizard.multiClusterNoDomain')} />

@@ -41,6 +41,8 @@ export interface WizardState {
   tensorboardDir: string;
   outputs: string[];
   priority: number;
+  /** `spec.project`: the project the job is charged to; unset lets the server choose your one project. */
+  project?: string;
   /** `spec.restartPolicy`: 0 restarts (the default) leaves the field out. */
   maxRestarts: number;
   restartOn: RestartKind[];
@@ -218,6 +220,7 @@ export function toDocument(state: WizardState): JobDocument {
     tensorboardDir: state.tensorboardDir.trim() || undefined,
     outputs: state.outputs,
     priority: state.priority || undefined,
+    project: state.project || undefined,
     restartPolicy: restartPolicyOf(state),
     progressDeadlineSeconds: state.progressDeadlineSeconds ?? undefined,
     terminationGracePeriodSeconds: state.terminationGracePeriodSeconds ?? undefined,
