@@ -57,7 +57,7 @@ async def test_an_inside_quota_job_preempts_a_borrower_that_checkpoints_and_resu
         terminationGracePeriodSeconds=30,
         project="speech",
     )
-    inside = document("inside", [role("actor", 1, gpusPerWorker=2)], "sleep 15", project="vision")
+    inside = document("inside", [role("actor", 1, gpusPerWorker=2)], "sleep 8", project="vision")
 
     async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent", detect_gpus=False):
         await wait_placeable(stack, borrower, alice_token)

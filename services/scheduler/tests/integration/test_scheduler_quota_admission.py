@@ -29,6 +29,14 @@ def one_worker(project: str, name: str) -> dict[str, Any]:
     return job_doc(role("header", "gpu-a", replicas=1, gpusPerWorker=8), name=name, project=project)
 
 
+async def nodes(world: World, database_url: str, count: int) -> None:
+    """Cluster gpu-a with ``count`` 8-GPU A100 nodes, stored by the scheduler."""
+    await world.cluster("gpu-a")
+    for i in range(count):
+        await world.node("gpu-a", f"n{i}")
+    await nodes_synced(database_url, "gpu-a", count)
+
+
 async def project(scheduler: RunningService, name: str, members: list[str], **quota: Any) -> None:
     async with scheduler.client("root", "admin") as admin:
         created = await admin.post(
@@ -57,10 +65,7 @@ async def pending_code(scheduler: RunningService, job_id: str, code: str, user: 
 async def test_quotas_keep_each_project_within_bounds_and_a_raised_quota_admits_at_once(
     scheduler: RunningService, world: World, placements: TopicReader, database_url: str
 ) -> None:
-    await world.cluster("gpu-a")
-    for i in range(4):
-        await world.node("gpu-a", f"n{i}")
-    await nodes_synced(database_url, "gpu-a", 4)
+    await nodes(world, database_url, 4)
     await project(scheduler, "vision", ["alice"], gpus=8)
     await project(scheduler, "speech", ["bob"], gpus=8, borrowing_limit=8)
 
@@ -132,9 +137,7 @@ async def test_a_model_quota_counts_the_gpu_model_inventory_reports_for_the_node
 async def test_a_member_cannot_step_outside_her_quota_by_naming_no_project(
     scheduler: RunningService, world: World, database_url: str
 ) -> None:
-    await world.cluster("gpu-a")
-    await world.node("gpu-a", "n0")
-    await nodes_synced(database_url, "gpu-a", 1)
+    await nodes(world, database_url, 1)
     await project(scheduler, "vision", ["alice", "bob"], gpus=0)
     await project(scheduler, "speech", ["bob"], gpus=8)
 
@@ -158,10 +161,7 @@ async def test_a_member_cannot_step_outside_her_quota_by_naming_no_project(
 async def test_an_inside_quota_job_preempts_the_borrower_that_loses_least_and_the_borrower_resumes_later(
     scheduler: RunningService, world: World, placements: TopicReader, database_url: str
 ) -> None:
-    await world.cluster("gpu-a")
-    for i in range(2):
-        await world.node("gpu-a", f"n{i}")
-    await nodes_synced(database_url, "gpu-a", 2)
+    await nodes(world, database_url, 2)
     await project(scheduler, "vision", ["alice"], gpus=8)
     await project(scheduler, "speech", ["bob"], gpus=0, borrowing_limit=16)
 
