@@ -21,9 +21,10 @@ Concurrency model
   A change committed meanwhile keeps its row for the next pass, and re-reading current state makes
   applying a change twice harmless — the same shape as the outbox relay. A full rebuild deletes
   every row *before* loading, so nothing committed after the load is lost.
-- **Placements commit one job per transaction**, guarded by the lease's epoch and by the job still
-  being Pending (``SELECT ... FOR UPDATE``): a job cancelled meanwhile is not placed and its capacity goes back
-  to the model at once. A commit that fails for any other reason triggers a rebuild, so the model
+- **Placements commit in batches** of up to ``COMMIT_BATCH`` jobs per transaction (a burst; one job alone
+  commits alone), guarded by the lease's epoch and by each job still being Pending (``SELECT ... FOR
+  UPDATE``): a job cancelled meanwhile is not placed and its capacity goes back to the model at once. A
+  commit that fails for any other reason (the whole batch rolls back) triggers a rebuild, so the model
   never keeps an allocation the database does not have.
 - Releases need no special path: a job that ends or goes back to Pending queues a job change, and
   applying it releases the job's allocation in the model (and re-queues a Pending job) and re-reads
@@ -83,6 +84,9 @@ log = structlog.get_logger(__name__)
 
 LEASE_NAME = "scheduler.placement"
 CHANGE_BATCH = 5000
+COMMIT_BATCH = 64
+"""Placements stored per transaction: a burst commits in batches (one fence, one commit each); a lone job
+still commits alone at once."""
 MAX_PREEMPTIONS_PER_ROUND = 8
 """Waiting jobs a round plans preemptions for (in queue order); the others are looked at in later rounds."""
 NO_FACTS = JobFacts("", 0, 0, None)
@@ -191,31 +195,36 @@ class PlacementLoop(LeaderLoop):
         return plans
 
     async def commit(self, placements: list[Placement]) -> list[Placement]:
-        """Store ``placements`` one job per fenced transaction, then the changed pending reasons and the
-        tunnel rules; ``LeaseLost`` when another process leads now (nothing more is written)."""
+        """Store ``placements`` in fenced transactions of up to ``COMMIT_BATCH`` jobs, then the changed pending
+        reasons and the tunnel rules; ``LeaseLost`` when another process leads now (nothing more is written)."""
         committed: list[Placement] = []
-        for placement in placements:
+        for start in range(0, len(placements), COMMIT_BATCH):
+            batch = placements[start : start + COMMIT_BATCH]
             try:
                 async with transaction(self._pool) as conn:
                     await self.lease.fence(conn)
-                    ok = await commit_placement(conn, placement, self._settings, datetime.now(UTC))
+                    now = datetime.now(UTC)
+                    stored = [await commit_placement(conn, p, self._settings, now) for p in batch]
             except LeaseLost:
-                log.error("placement refused: no longer the leader", job_id=placement.job_id)
+                log.error("placement refused: no longer the leader", jobs=[p.job_id for p in batch])
                 self._stale = True
                 raise
             except Exception as exc:
                 # The model may now hold what the database does not: rebuild before anything else.
-                log.error("placement commit failed; rebuilding", job_id=placement.job_id, error=repr(exc))
+                log.error(
+                    "placement commit failed; rebuilding", jobs=[p.job_id for p in batch], error=repr(exc)
+                )
                 self._stale = True
                 self._wake.set()
                 return committed
-            if ok:
-                committed.append(placement)
-                facts = self._facts.get(placement.job_id, NO_FACTS)
-                self._facts[placement.job_id] = dataclasses.replace(facts, placed_at=datetime.now(UTC))
-                log.info("job placed", job_id=placement.job_id, workers=len(placement.workers))
-            else:
-                self.model.release(placement.job_id)
+            for placement, ok in zip(batch, stored, strict=True):
+                if ok:
+                    committed.append(placement)
+                    facts = self._facts.get(placement.job_id, NO_FACTS)
+                    self._facts[placement.job_id] = dataclasses.replace(facts, placed_at=now)
+                    log.info("job placed", job_id=placement.job_id, workers=len(placement.workers))
+                else:
+                    self.model.release(placement.job_id)
         changes = self.queue.take_reason_changes()
         if changes:
             now = datetime.now(UTC)
@@ -226,9 +235,19 @@ class PlacementLoop(LeaderLoop):
                     await store_pending_reason(conn, job_id, reason, rounds, now)
         for plan in self.preemptions:
             now = datetime.now(UTC)
-            async with transaction(self._pool) as conn:
-                await self.lease.fence(conn)
-                grace = await preempt(conn, plan, now, self._settings.restart_teardown_s)
+            try:
+                async with transaction(self._pool) as conn:
+                    await self.lease.fence(conn)
+                    grace = await preempt(conn, plan, now, self._settings.restart_teardown_s)
+            except LeaseLost:
+                self._stale = True
+                raise
+            except Exception as exc:
+                # Nothing of this plan was stored: the next round plans again from what the tables say.
+                log.error("preemption failed; rebuilding", job_id=plan.job_id, error=repr(exc))
+                self._stale = True
+                self._wake.set()
+                break
             if grace is not None:
                 wait = grace + self._settings.restart_teardown_s * 2
                 self._preempting[plan.job_id] = now + timedelta(seconds=wait)

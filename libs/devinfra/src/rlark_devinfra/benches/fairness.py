@@ -151,3 +151,96 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+async def bench_admission_burst(
+    database_url: str, kafka: Any, *, jobs: int = 5000, projects: int = 10, users: int = 100
+) -> dict[str, Any]:
+    """A burst of ``jobs`` one-GPU jobs admitted through the real scheduler (API, consumers, placement loop
+    with quotas, PostgreSQL, Kafka): the jobs are submitted over HTTP while every node is cordoned, then the
+    nodes are uncordoned and the time until every job left Pending is measured. ``database_url`` names an
+    empty database; ``kafka`` is the broker's admin."""
+    import asyncio
+    import contextlib
+    import uuid
+
+    import asyncpg
+    from rlark_contracts import TopicNames
+    from rlark_platform.messaging.producer import delete_topics_with_prefix
+    from rlark_platform.testing import provision_test_prefix, running_service, settings_for
+    from rlark_scheduler.main import DEFINITION
+
+    from rlark_devinfra.benches.scheduler import _job, _publish_fleet
+
+    nodes = (jobs + 7) // 8
+    prefix = f"bench{uuid.uuid4().hex[:8]}."
+    names = TopicNames(prefix)
+    await provision_test_prefix(kafka, prefix, partitions=3)
+    settings = settings_for(
+        DEFINITION, database_url=database_url, kafka_bootstrap=kafka.bootstrap, topic_prefix=prefix
+    )
+    conn = await asyncpg.connect(database_url)
+    try:
+        async with running_service(DEFINITION, settings) as service:
+
+            async def count(sql: str) -> int:
+                return int(await conn.fetchval(sql))
+
+            async def until(sql: str, wanted: int, timeout_s: float) -> None:
+                deadline = time.monotonic() + timeout_s
+                while await count(sql) < wanted:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"{sql}: not {wanted} within {timeout_s:.0f} s")
+                    await asyncio.sleep(0.05)
+
+            await _publish_fleet(kafka, names, nodes, schedulable=False)
+            await until("SELECT count(*) FROM nodes", nodes, 120)
+            async with service.client("root", "admin") as admin:
+                for p in range(projects):
+                    members = [f"user{u:03d}" for u in range(users) if u % projects == p]
+                    body = {
+                        "name": f"project-{p:02d}",
+                        "members": members,
+                        "quota": {"gpus": jobs, "borrowing_limit": 0},
+                    }
+                    created = await admin.post("/api/v1/projects", json=body)
+                    if created.status_code != 201:
+                        raise RuntimeError(f"project refused: {created.text}")
+
+            submitted = time.perf_counter()
+
+            async def submit_as(user: int) -> None:
+                async with service.client(f"user{user:03d}", timeout=60) as client:
+                    for index in range(user, jobs, users):
+                        doc = _job(index, 1)
+                        doc["spec"]["project"] = f"project-{user % projects:02d}"
+                        response = await client.post("/api/v1/jobs", json=doc)
+                        if response.status_code != 201:
+                            raise RuntimeError(f"submission refused: {response.text}")
+
+            for start in range(0, users, 10):  # ten users at a time
+                await asyncio.gather(*(submit_as(u) for u in range(start, min(start + 10, users))))
+            submit_s = time.perf_counter() - submitted
+            await until("SELECT count(*) FROM jobs WHERE pending IS NOT NULL", jobs, 300)
+
+            burst = time.perf_counter()
+            await _publish_fleet(kafka, names, nodes, schedulable=True)
+            await until("SELECT count(*) FROM jobs WHERE status <> 'Pending'", jobs, 600)
+            burst_s = time.perf_counter() - burst
+    finally:
+        await conn.close()
+        with contextlib.suppress(Exception):
+            await delete_topics_with_prefix(kafka, prefix)
+    per_s = jobs / burst_s
+    return {
+        "jobs": jobs,
+        "projects": projects,
+        "users": users,
+        "nodes": nodes,
+        "submit_s": round(submit_s, 1),
+        "submissions_per_s": round(jobs / submit_s),
+        "burst_s": round(burst_s, 1),
+        "admitted_per_s": round(per_s),
+        "baseline_per_s": KUEUE_WORKLOADS_PER_S,
+        "meets_target": per_s >= 10 * KUEUE_WORKLOADS_PER_S,
+    }

@@ -63,7 +63,11 @@ def _job(index: int, workers: int) -> dict[str, Any]:
     }
 
 
-async def _publish_fleet(kafka: KafkaAccess, names: TopicNames, nodes: int) -> None:
+async def _publish_fleet(
+    kafka: KafkaAccess, names: TopicNames, nodes: int, *, schedulable: bool = True
+) -> None:
+    """Cluster "bench" online with ``nodes`` 8-GPU A100 nodes, as inventory publishes them (``schedulable``:
+    False publishes them cordoned, so jobs are accepted but wait)."""
     producer = await create_producer(kafka, "bench-inventory")
     try:
         now = datetime.now(UTC)
@@ -78,7 +82,7 @@ async def _publish_fleet(kafka: KafkaAccess, names: TopicNames, nodes: int) -> N
                 cluster="bench",
                 name=f"node-{i:04d}",
                 ready=True,
-                schedulable=True,
+                schedulable=schedulable,
                 gpu_count=8,
                 gpu_allocatable=8,
                 labels={"rlark.io/gpu-model": "A100"},
