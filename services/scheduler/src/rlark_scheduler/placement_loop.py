@@ -21,10 +21,9 @@ Concurrency model
   A change committed meanwhile keeps its row for the next pass, and re-reading current state makes
   applying a change twice harmless — the same shape as the outbox relay. A full rebuild deletes
   every row *before* loading, so nothing committed after the load is lost.
-- **Placements commit in batches** of up to ``COMMIT_BATCH`` jobs per transaction (a burst; one job alone
-  commits alone), guarded by the lease's epoch and by each job still being Pending (``SELECT ... FOR
-  UPDATE``): a job cancelled meanwhile is not placed and its capacity goes back to the model at once. A
-  commit that fails for any other reason (the whole batch rolls back) triggers a rebuild, so the model
+- **Placements commit one job per transaction**, guarded by the lease's epoch and by the job still
+  being Pending (``SELECT ... FOR UPDATE``): a job cancelled meanwhile is not placed and its capacity goes back
+  to the model at once. A commit that fails for any other reason triggers a rebuild, so the model
   never keeps an allocation the database does not have.
 - Releases need no special path: a job that ends or goes back to Pending queues a job change, and
   applying it releases the job's allocation in the model (and re-queues a Pending job) and re-reads
@@ -84,9 +83,6 @@ log = structlog.get_logger(__name__)
 
 LEASE_NAME = "scheduler.placement"
 CHANGE_BATCH = 5000
-COMMIT_BATCH = 64
-"""Placements stored per transaction: a burst commits in batches (one fence, one commit each); a lone job
-still commits alone at once."""
 MAX_PREEMPTIONS_PER_ROUND = 8
 """Waiting jobs a round plans preemptions for (in queue order); the others are looked at in later rounds."""
 NO_FACTS = JobFacts("", 0, 0, None)
@@ -195,36 +191,31 @@ class PlacementLoop(LeaderLoop):
         return plans
 
     async def commit(self, placements: list[Placement]) -> list[Placement]:
-        """Store ``placements`` in fenced transactions of up to ``COMMIT_BATCH`` jobs, then the changed pending
-        reasons and the tunnel rules; ``LeaseLost`` when another process leads now (nothing more is written)."""
+        """Store ``placements`` one job per fenced transaction, then the changed pending reasons and the
+        tunnel rules; ``LeaseLost`` when another process leads now (nothing more is written)."""
         committed: list[Placement] = []
-        for start in range(0, len(placements), COMMIT_BATCH):
-            batch = placements[start : start + COMMIT_BATCH]
+        for placement in placements:
             try:
                 async with transaction(self._pool) as conn:
                     await self.lease.fence(conn)
-                    now = datetime.now(UTC)
-                    stored = [await commit_placement(conn, p, self._settings, now) for p in batch]
+                    ok = await commit_placement(conn, placement, self._settings, datetime.now(UTC))
             except LeaseLost:
-                log.error("placement refused: no longer the leader", jobs=[p.job_id for p in batch])
+                log.error("placement refused: no longer the leader", job_id=placement.job_id)
                 self._stale = True
                 raise
             except Exception as exc:
                 # The model may now hold what the database does not: rebuild before anything else.
-                log.error(
-                    "placement commit failed; rebuilding", jobs=[p.job_id for p in batch], error=repr(exc)
-                )
+                log.error("placement commit failed; rebuilding", job_id=placement.job_id, error=repr(exc))
                 self._stale = True
                 self._wake.set()
                 return committed
-            for placement, ok in zip(batch, stored, strict=True):
-                if ok:
-                    committed.append(placement)
-                    facts = self._facts.get(placement.job_id, NO_FACTS)
-                    self._facts[placement.job_id] = dataclasses.replace(facts, placed_at=now)
-                    log.info("job placed", job_id=placement.job_id, workers=len(placement.workers))
-                else:
-                    self.model.release(placement.job_id)
+            if ok:
+                committed.append(placement)
+                facts = self._facts.get(placement.job_id, NO_FACTS)
+                self._facts[placement.job_id] = dataclasses.replace(facts, placed_at=datetime.now(UTC))
+                log.info("job placed", job_id=placement.job_id, workers=len(placement.workers))
+            else:
+                self.model.release(placement.job_id)
         changes = self.queue.take_reason_changes()
         if changes:
             now = datetime.now(UTC)

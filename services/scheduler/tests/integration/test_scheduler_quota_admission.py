@@ -205,6 +205,7 @@ async def test_an_inside_quota_job_preempts_the_borrower_that_loses_least_and_th
     # When the vision job ends, the borrower's next attempt is placed.
     async with scheduler.client("alice") as alice:
         assert (await alice.post(f"/api/v1/jobs/{inside['id']}:cancel")).status_code == 200
+    await placements.until(placed_count(inside["id"], 1))
     (placed,) = placements.of("scheduler.worker.placed.v1", inside["id"])
     await world.worker(placed, "Stopped", exit_code=143)
     again = await reaches(scheduler, newer, "Starting", "bob")
