@@ -232,3 +232,42 @@ async def test_a_deposed_leader_woken_while_it_backs_off_leaves_the_lease_to_its
         first.stop()
         second.stop()
         await asyncio.gather(*tasks)
+
+
+async def test_a_renewal_cut_off_by_its_deadline_ends_the_keepers_session(pool: asyncpg.Pool) -> None:
+    """A renewal still waiting at the step-down deadline is cancelled mid-query; its connection is terminated
+    rather than returned to the pool, which the process's other loops share (a CI run saw another loop get
+    such a connection with the cancelled query in flight: "another operation is in progress")."""
+    await pool.execute(TICKS_TABLE)
+    ticker = Ticker(pool, 1.0)
+    running = asyncio.create_task(ticker.run())
+    blocker = await pool.acquire()
+    try:
+        await eventually(lambda: _true(ticker.is_leader), "the ticker leads")
+        blocking = blocker.transaction()
+        await blocking.start()
+        await blocker.execute("SELECT 1 FROM leases WHERE name = 'test.ticker' FOR UPDATE")
+        keeper: list[int] = []
+
+        async def renewal_blocked() -> bool:
+            keeper[:] = [
+                r["pid"]
+                for r in await pool.fetch(
+                    """SELECT pid FROM pg_stat_activity
+                        WHERE query LIKE 'UPDATE leases SET expires_at%' AND wait_event_type = 'Lock'"""
+                )
+            ]
+            return bool(keeper)
+
+        await eventually(renewal_blocked, "the keeper's renewal waits for the row lock")
+        await eventually(lambda: _true(not ticker.is_leader), "the ticker steps down at its deadline")
+        await blocking.rollback()
+
+        async def session_ended() -> bool:
+            return not await pool.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", keeper[0])
+
+        await eventually(session_ended, "the keeper's session ended")
+    finally:
+        await pool.release(blocker)
+        ticker.stop()
+        await asyncio.wait_for(running, 30)

@@ -131,7 +131,11 @@ class LeaderLoop:
             await self._pool.release(conn)
             with contextlib.suppress(Exception):
                 async with self._pool.acquire() as release_conn:
-                    await asyncio.wait_for(self.lease.release(release_conn), 5)
+                    try:
+                        await asyncio.wait_for(self.lease.release(release_conn), 5)
+                    except TimeoutError:
+                        release_conn.terminate()  # cancelled mid-query, as above
+                        raise
 
     def _step_down_after(self) -> float:
         return self.lease.ttl_s * 3 / 4
@@ -149,6 +153,10 @@ class LeaderLoop:
                         marked = await self._mark(conn)
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
                 if time.monotonic() >= deadline:
+                    if isinstance(exc, TimeoutError):
+                        # Its renewal was cancelled mid-query: that session must not go back to the shared pool
+                        # (another loop of this process could get it with the query still in flight).
+                        conn.terminate()
                     raise LeaseLost(
                         f"lease {self.lease.name!r} not renewed in time: stepping down before it expires"
                     ) from exc
