@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import asyncpg
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field, StringConstraints
+from rlark_platform.db.pool import Connection
 from rlark_platform.errors import ApiError
 from rlark_platform.http import AdminDep, CallerDep
 from rlark_platform.openapi import error_responses
@@ -98,7 +99,7 @@ def _usage(load: repo.ProjectLoad) -> UsageOut:
     )
 
 
-async def _outs(conn: Any, rows: list[repo.ProjectRow]) -> list[ProjectOut]:
+async def _outs(conn: Connection, rows: list[repo.ProjectRow]) -> list[ProjectOut]:
     loads = await repo.project_loads(conn, [row.name for row in rows])
     return [_out(row, loads[row.name]) for row in rows]
 

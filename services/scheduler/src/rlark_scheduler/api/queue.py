@@ -17,6 +17,7 @@ import asyncpg
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 from rlark_contracts.messages import Text, text
+from rlark_platform.db.pool import Connection
 from rlark_platform.errors import ApiError
 from rlark_platform.http import CallerDep
 from rlark_platform.identity import Caller
@@ -104,7 +105,7 @@ def _waits_for(row: JobRow, now: datetime) -> str:
 
 def _order(rows: list[JobRow]) -> list[tuple[JobRow, JobRequest]]:
     pairs = [(row, request) for row in rows if (request := _request(row)) is not None]
-    return sorted(pairs, key=lambda p: (-p[1].priority, p[1].submitted_seq, p[1].job_id))
+    return sorted(pairs, key=lambda p: p[1].queue_key)
 
 
 def _ahead_counts(ordered: list[tuple[JobRow, JobRequest]]) -> dict[str, int]:
@@ -168,7 +169,7 @@ def build_queue_router(pool: asyncpg.Pool) -> APIRouter:
     router = APIRouter(prefix="/api/v1", tags=["queue"], responses=error_responses(401))
 
     async def snapshot(
-        conn: Any, caller: Caller
+        conn: Connection, caller: Caller
     ) -> tuple[list[tuple[JobRow, JobRequest]], dict[str, int], set[str]]:
         rows = await jobs_repo.jobs_with_status(conn, [JobStatus.PENDING])
         member_of = {p.name for p in await projects_repo.list_projects(conn, caller.user)}

@@ -217,7 +217,7 @@ def project_usage(model: CapacityModel, running: Mapping[str, ProjectId]) -> dic
 
 
 def _queue_key(job: ProjectJob) -> tuple[int, int, str]:
-    return (-job.request.priority, job.request.submitted_seq, job.job_id)
+    return job.request.queue_key
 
 
 def _demand(job: JobRequest) -> GpuUsage:

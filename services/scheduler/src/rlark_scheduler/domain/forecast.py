@@ -72,17 +72,14 @@ def expected_end(placed_at: datetime | None, typical: timedelta | None, now: dat
 
 def ahead_of(job: JobRequest, waiting: Iterable[JobRequest]) -> list[JobRequest]:
     """The waiting jobs tried before ``job`` that ask for one of its clusters, in queue order."""
-    key = (-job.priority, job.submitted_seq, job.job_id)
     clusters = set(job.clusters)
     return sorted(
         (
             w
             for w in waiting
-            if w.job_id != job.job_id
-            and (-w.priority, w.submitted_seq, w.job_id) < key
-            and clusters.intersection(w.clusters)
+            if w.job_id != job.job_id and w.queue_key < job.queue_key and clusters.intersection(w.clusters)
         ),
-        key=lambda w: (-w.priority, w.submitted_seq, w.job_id),
+        key=lambda w: w.queue_key,
     )
 
 

@@ -84,6 +84,11 @@ class JobRequest:
             raise ValueError(f'job {job_id}: header role "{header_role}" is not one of its roles')
 
     @property
+    def queue_key(self) -> tuple[int, int, str]:
+        """Where rounds try it: higher priority first, then first submitted (the job id breaks ties)."""
+        return (-self.priority, self.submitted_seq, self.job_id)
+
+    @property
     def clusters(self) -> tuple[str, ...]:
         """The clusters the job's roles ask for, sorted, without repeats."""
         return tuple(sorted({role.cluster for role in self.roles}))

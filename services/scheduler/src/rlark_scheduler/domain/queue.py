@@ -86,14 +86,14 @@ class JobQueue:
         if job.job_id in self._entries:
             raise ValueError(f"job {job.job_id} is already queued")
         self._entries[job.job_id] = _Entry(job, job.clusters)
-        bisect.insort(self._order, _order_key(job))
+        bisect.insort(self._order, job.queue_key)
 
     def remove(self, job_id: str) -> bool:
         """Drop a job (cancelled, or placed elsewhere); False when it was not queued."""
         entry = self._entries.pop(job_id, None)
         if entry is None:
             return False
-        key = _order_key(entry.job)
+        key = entry.job.queue_key
         index = bisect.bisect_left(self._order, key)
         del self._order[index]
         return True
@@ -250,7 +250,3 @@ def _fair_signature(
     project = entry.job.project
     held = usage.get(ProjectId(project), NO_USAGE) if project in quotas else NO_USAGE
     return (*_capacity_signature(model, entry), quota_epoch, tuple(held.pools.items()))
-
-
-def _order_key(job: JobRequest) -> _OrderKey:
-    return (-job.priority, job.submitted_seq, job.job_id)
