@@ -292,13 +292,15 @@ async def seconds_to_next_due(conn: Connection) -> float | None:
     Heads only, as ``due_heads``: an endpoint's later deliveries wait behind its oldest pending one, so a
     later one already due while the head waits for a retry is not work now (counting it made the
     dispatcher poll every 5 ms until the head's retry, a busy loop of a core's tenth)."""
+    # Clamped here, not with SQL's greatest(): greatest ignores NULLs, so the min of no rows read 0 ("due
+    # now") and an idle dispatcher polled every 5 ms.
     value = await conn.fetchval(
-        """SELECT greatest(extract(epoch FROM min(h.next_attempt_at) - now()), 0)::float8
+        """SELECT extract(epoch FROM min(h.next_attempt_at) - now())::float8
            FROM (SELECT DISTINCT ON (endpoint_id) next_attempt_at
                  FROM deliveries WHERE status = 'pending'
                  ORDER BY endpoint_id, id) AS h"""
     )
-    return None if value is None else float(value)
+    return None if value is None else max(float(value), 0.0)
 
 
 async def pending_count(conn: Connection) -> int:

@@ -169,6 +169,16 @@ async def test_a_job_filter_lets_through_only_that_jobs_changes(
     assert [b["to_status"] for b in bodies] == LIFECYCLE
 
 
+async def test_with_nothing_pending_nothing_is_due(service: RunningService) -> None:
+    """No pending delivery: no wake-up time (the dispatcher sleeps its poll interval, not 5 ms)."""
+    conn = await asyncpg.connect(service.settings.own_database_url())
+    try:
+        assert await repo.pending_count(conn) == 0
+        assert await repo.seconds_to_next_due(conn) is None
+    finally:
+        await conn.close()
+
+
 async def test_a_later_delivery_due_behind_a_head_waiting_to_retry_is_not_work_now(
     service: RunningService,
 ) -> None:

@@ -123,7 +123,7 @@ def assert_nothing_left(driver: LocalDriver, worker_ids: list[str]) -> None:
 
 
 def spec(job_id: str, role: str, index: int, rank: int, num_nodes: int, **fields: object) -> WorkerSpec:
-    """A worker spec with test defaults (outputs under /outputs, a 60 s join deadline)."""
+    """A worker spec with test defaults (outputs under /outputs, a 240 s join deadline: two Ray nodes starting at once take 40–60 s on a loaded 2-core machine)."""
     values: dict[str, object] = {
         "job_id": job_id,
         "worker_id": f"{job_id}-{role}-{index}",
@@ -136,7 +136,7 @@ def spec(job_id: str, role: str, index: int, rank: int, num_nodes: int, **fields
         "image": "rlinf/rlinf:agentic-rlinf0.3-test",
         "header_address": "" if rank == 0 else f"{job_id}-header-0",
         "outputs": ("/outputs",),
-        "join_deadline_s": 60.0,
+        "join_deadline_s": 240.0,
     }
     values.update(fields)
     return WorkerSpec.model_validate(values)
