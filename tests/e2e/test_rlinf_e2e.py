@@ -7,11 +7,14 @@ RLark-specific variable or workaround — so what must hold is on the platform's
 the outputs at `/outputs` (container paths) inside every worker, workers resolving each other's names, Gloo
 picking the interface that carries Ray, and the Header waiting for every node.
 
-(a) three workers on the local runtime; (b) the same job across two clusters in one network domain (Gloo and
-RLinf's point-to-point traffic over the tunnel); (c) its config given inline as `spec.rlinfConfig` — the
-config the server checked is the file every worker runs (`$RLARK_RLINF_CONFIG`, Hydra's `--config-path`) —
-with `spec.resume` and a restart policy: one worker SIGKILLed mid-run, attempt 2 resumes through
-`runner.resume_dir` from the newest complete checkpoint and trains the remaining steps (ADR 0015). That a kill
+(a) The shipped document, unchanged but for its clusters, across two clusters in one network domain (Gloo and
+RLinf's point-to-point traffic over the tunnel); (b) on three workers of one local cluster, its config given
+inline as `spec.rlinfConfig` — the config the server checked is the file every worker runs
+(`$RLARK_RLINF_CONFIG`, Hydra's `--config-path`) — with `spec.resume` and a restart policy: one worker
+SIGKILLed mid-run, attempt 2 resumes through `runner.resume_dir` from the newest complete checkpoint and
+trains the remaining steps (ADR 0015). Each RLinf start costs ~45 s of the two cores (torch and RLinf imported
+by the driver and each rank), so the shipped document on one local cluster is not run a third time: (a) runs
+it unchanged, (b) on one cluster's three local workers. That a kill
 with no restart left fails the job naming the worker is the platform's, not RLinf's: the plain-Ray restart
 tests show it (`test_jobs_restart_e2e.py`), at a fraction of an RLinf run's cost.
 """
@@ -91,23 +94,6 @@ def check_training(
         assert shards, sorted(files)[:20]
     events = [f for f in files if f.startswith("/outputs/rlinf/logs/tensorboard/") and ".tfevents." in f]
     assert events, sorted(files)[:40]
-
-
-async def test_the_rlinf_example_runs_unchanged_on_three_local_workers(stack: Stack, tmp_path: Path) -> None:
-    credential = await stack.register_cluster("local", hostpath_allow=host_paths(tmp_path))
-    cluster_file = write_cluster_file(tmp_path / "local.yaml", "local", nodes("local", 3))
-    outputs = tmp_path / "outputs"
-    outputs.mkdir()
-    outputs.chmod(0o1777)  # shared by the job's unprivileged workers, as an admin would set it up
-    async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent"):
-        doc = example(outputs, {"header": "local", "worker": "local"})
-        await wait_placeable(stack, doc)
-        submitted = await submit(stack, doc)
-        final = await wait_status(stack, submitted["id"], {"Succeeded"}, timeout_s=600)
-        files = await manifest(stack, submitted["id"])
-
-    assert len(final["workers"]) == 3
-    check_training("\n".join(entry["line"] for entry in await logs(stack, submitted["id"])), files, outputs)
 
 
 async def test_the_rlinf_example_runs_across_two_clusters_of_a_network_domain(
