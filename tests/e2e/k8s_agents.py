@@ -144,6 +144,9 @@ class AgentProcess:
             "RLARK_GATEWAY_URL": gateway_url,
             "RLARK_STATE_DIR": str(state_dir),
             "RLARK_HTTP_PORT": str(free_port()),
+            # The network sidecars' listener on a port of its own (the default, 8106, is one for the whole
+            # host: a replacement agent, or one in the other test process, found it taken and stopped).
+            "RLARK_TUNNEL_SIDECAR_LISTEN_PORT": "0",
             "RLARK_HEARTBEAT_INTERVAL_S": "0.5",
             "RLARK_OBSERVE_INTERVAL_S": "1.0",
             "RLARK_LOG_JSON": "false",
