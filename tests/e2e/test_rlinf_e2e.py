@@ -13,8 +13,8 @@ inline as `spec.rlinfConfig` — the config the server checked is the file every
 (`$RLARK_RLINF_CONFIG`, Hydra's `--config-path`) — with `spec.resume` and a restart policy: one worker
 SIGKILLed mid-run, attempt 2 resumes through `runner.resume_dir` from the newest complete checkpoint and
 trains the remaining steps (ADR 0015). Each RLinf start costs ~45 s of the two cores (torch and RLinf imported
-by the driver and each rank), so the shipped document on one local cluster is not run a third time: (a) runs
-it unchanged, (b) on one cluster's three local workers. That a kill
+by the driver and each rank), so the shipped document is not run a third time, unchanged on one cluster: (a)
+runs it unchanged on the local runtime, (b) runs its code on one cluster's three local workers. That a kill
 with no restart left fails the job naming the worker is the platform's, not RLinf's: the plain-Ray restart
 tests show it (`test_jobs_restart_e2e.py`), at a fraction of an RLinf run's cost.
 """

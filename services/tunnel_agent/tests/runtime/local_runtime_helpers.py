@@ -123,7 +123,8 @@ def assert_nothing_left(driver: LocalDriver, worker_ids: list[str]) -> None:
 
 
 def spec(job_id: str, role: str, index: int, rank: int, num_nodes: int, **fields: object) -> WorkerSpec:
-    """A worker spec with test defaults (outputs under /outputs, a 240 s join deadline: two Ray nodes starting at once take 40–60 s on a loaded 2-core machine)."""
+    """A worker spec with test defaults: outputs under /outputs, a 240 s join deadline (two Ray nodes starting
+    at once took over 60 s on CI's loaded 2-core machine)."""
     values: dict[str, object] = {
         "job_id": job_id,
         "worker_id": f"{job_id}-{role}-{index}",
