@@ -1,3 +1,12 @@
+CREATE FUNCTION public.notify_credential_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('rlark_credentials', TG_TABLE_NAME);
+    RETURN NULL;
+END;
+$$;
+
 CREATE TABLE public.agent_epochs (
     consumer text NOT NULL,
     cluster text NOT NULL,
@@ -180,6 +189,12 @@ CREATE INDEX login_failures_key ON public.login_failures USING btree (scope, key
 CREATE INDEX sessions_expires_at ON public.sessions USING btree (expires_at);
 
 CREATE INDEX sessions_username ON public.sessions USING btree (username);
+
+CREATE TRIGGER api_tokens_changed AFTER DELETE OR UPDATE OF username, token_hash, revoked_at ON public.api_tokens FOR EACH STATEMENT EXECUTE FUNCTION public.notify_credential_change();
+
+CREATE TRIGGER sessions_changed AFTER DELETE OR UPDATE ON public.sessions FOR EACH STATEMENT EXECUTE FUNCTION public.notify_credential_change();
+
+CREATE TRIGGER users_changed AFTER DELETE OR UPDATE ON public.users FOR EACH STATEMENT EXECUTE FUNCTION public.notify_credential_change();
 
 ALTER TABLE ONLY public.api_tokens
     ADD CONSTRAINT api_tokens_username_fkey FOREIGN KEY (username) REFERENCES public.users(username) ON UPDATE CASCADE ON DELETE CASCADE;

@@ -66,7 +66,9 @@ class ServiceSettings(BaseSettings):
         default=5, ge=1, description="Idle keep-alive connections close after this"
     )
     http_max_head_bytes: int = Field(
-        default=16 * 1024, ge=4096, description="Largest request line plus headers (h11)"
+        default=16 * 1024,
+        ge=4096,
+        description="Largest request line plus headers; beyond it 400 and the connection closed",
     )
     http_max_connections: int = Field(
         default=1000, ge=1, description="Open connections and requests at most; beyond: 503"

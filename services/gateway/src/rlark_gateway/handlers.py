@@ -20,6 +20,7 @@ from rlark_platform.identity import Caller, Role
 from rlark_platform.paging import page_window
 
 from rlark_gateway import repository as repo
+from rlark_gateway.credential_cache import CredentialCache
 from rlark_gateway.domain.accounts import (
     USERNAME_RE,
     AccountError,
@@ -106,12 +107,15 @@ class Accounts:
         *,
         session_ttl_s: int,
         password_min_length: int,
+        credentials: CredentialCache | None = None,
     ) -> None:
         self.pool = pool
         self.passwords = passwords
         self.throttle = throttle
         self.session_ttl = timedelta(seconds=session_ttl_s)
         self.password_min_length = password_min_length
+        self.credentials = credentials or CredentialCache(0)
+        """Who holds which credential, for a few seconds; without one (``ttl_s`` 0) every lookup asks."""
 
     # --- first admin -------------------------------------------------------------------------------
 
@@ -166,6 +170,7 @@ class Accounts:
                 await repo.update_user(conn, username, role=UserRole.ADMIN, password_hash=password_hash)
                 await repo.delete_sessions_of(conn, username)
                 outcome = "reset"
+        self.credentials.forget_all()
         log.info("admin account", username=username, outcome=outcome)
         return outcome
 
@@ -214,27 +219,43 @@ class Accounts:
         return LoginResult(User.of(record), session_id, expires_at)
 
     async def authenticate(self, bearer: str | None, session_id: str | None) -> Principal:
-        """Who is calling: an API token (``Authorization: Bearer``) wins over a session cookie."""
-        async with self.pool.acquire() as conn:
-            if bearer is not None:
-                token_hash = digest(bearer)
-                found = await repo.token_principal(conn, token_hash)
-                if found is None:
-                    raise _unauthenticated("invalid_token", text("invalid_token"))
-                if (
-                    found.last_used_at is None
-                    or found.last_used_at < datetime.now(UTC) - TOKEN_TOUCH_INTERVAL
-                ):
-                    assert found.token_id is not None
+        """Who is calling: an API token (``Authorization: Bearer``) wins over a session cookie. Answers
+        come from ``self.credentials`` while it holds them (``credential_cache``)."""
+        if bearer is not None:
+            token_hash = digest(bearer)
+            found = self.credentials.get(token_hash) or await self._look_up(token_hash, "token")
+            if found is None:
+                raise _unauthenticated("invalid_token", text("invalid_token"))
+            now = datetime.now(UTC)
+            if found.last_used_at is None or found.last_used_at < now - TOKEN_TOUCH_INTERVAL:
+                assert found.token_id is not None
+                async with self.pool.acquire() as conn:
                     await repo.touch_token(conn, found.token_id)
-                return Principal(found.username, UserRole(found.role), "token", token_hash, found.token_id)
-            if session_id:
-                session_hash = digest(session_id)
-                found = await repo.session_principal(conn, session_hash)
-                if found is None:
-                    raise _unauthenticated("session_expired", text("session_expired"))
-                return Principal(found.username, UserRole(found.role), "session", session_hash)
+                self.credentials.touched(token_hash, now)
+            return Principal(found.username, UserRole(found.role), "token", token_hash, found.token_id)
+        if session_id:
+            session_hash = digest(session_id)
+            found = self.credentials.get(session_hash) or await self._look_up(session_hash, "session")
+            if found is None:
+                raise _unauthenticated("session_expired", text("session_expired"))
+            return Principal(found.username, UserRole(found.role), "session", session_hash)
         raise _unauthenticated("unauthenticated", text("unauthenticated"))
+
+    async def _look_up(
+        self, credential_hash: str, via: Literal["session", "token"]
+    ) -> repo.PrincipalRecord | None:
+        generation = self.credentials.generation  # read before asking: a change meanwhile is not cached
+        async with self.pool.acquire() as conn:
+            if via == "token":
+                found = await repo.token_principal(conn, credential_hash)
+            else:
+                found = await repo.session_principal(conn, credential_hash)
+        if found is not None:
+            expires_in_s = None
+            if found.expires_at is not None:
+                expires_in_s = (found.expires_at - datetime.now(UTC)).total_seconds()
+            self.credentials.put(credential_hash, found, generation, expires_in_s=expires_in_s)
+        return found
 
     async def authenticate_digest(self, via: Literal["session", "token"], credential_hash: str) -> Principal:
         """Who holds the credential whose digest is ``credential_hash``, while it is still valid (a tools
@@ -255,6 +276,7 @@ class Accounts:
                 await repo.delete_session(conn, principal.credential_hash)
             elif principal.token_id is not None:
                 await repo.revoke_token(conn, principal.username, principal.token_id)
+        self.credentials.forget_all()
         log.info("logout", user=principal.username, via=principal.via, token_id=principal.token_id)
 
     async def create_token(self, principal: Principal, name: str) -> NewToken:
@@ -276,6 +298,7 @@ class Accounts:
         async with self.pool.acquire() as conn:
             if not await repo.revoke_token(conn, principal.username, token_id):
                 raise not_found("token", token_id)
+        self.credentials.forget_all()
         log.info("api token revoked", user=principal.username, token_id=token_id)
 
     async def change_own_password(self, principal: Principal, current: str, new: str, client: str) -> None:
@@ -304,6 +327,7 @@ class Accounts:
         async with self.pool.acquire() as conn, conn.transaction():
             await repo.update_user(conn, principal.username, role=None, password_hash=password_hash)
             await repo.delete_sessions_of(conn, principal.username, keep=keep)
+        self.credentials.forget_all()
         log.info("password changed", user=principal.username)
 
     # --- users (admin) -----------------------------------------------------------------------------
@@ -371,6 +395,7 @@ class Accounts:
                     actor.credential_hash if (actor.username == username and actor.via == "session") else None
                 )
                 await repo.delete_sessions_of(conn, username, keep=keep)
+        self.credentials.forget_all()
         log.info(
             "user updated",
             user=username,
@@ -391,6 +416,7 @@ class Accounts:
             if current.role == UserRole.ADMIN and await repo.count_admins(conn) <= 1:
                 raise conflict("last_admin", text("last_admin.delete"), "username")
             await repo.delete_user(conn, username)
+        self.credentials.forget_all()
         log.info("user deleted", user=username, by=actor.username)
 
     # --- audit -------------------------------------------------------------------------------------

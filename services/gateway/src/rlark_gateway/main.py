@@ -25,6 +25,7 @@ from rlark_platform.service import ServiceContext, ServiceDefinition, main
 
 from rlark_gateway.api import build_api
 from rlark_gateway.api.tools import build_tools_api
+from rlark_gateway.credential_cache import CredentialCache
 from rlark_gateway.domain.accounts import AccountError
 from rlark_gateway.domain.streams import StreamSlots
 from rlark_gateway.domain.throttle import LoginLimits
@@ -63,6 +64,7 @@ def _accounts(settings: GatewaySettings, pool: asyncpg.Pool) -> Accounts:
         ),
         session_ttl_s=settings.session_ttl_s,
         password_min_length=settings.password_min_length,
+        credentials=CredentialCache(settings.credential_cache_s),
     )
 
 
@@ -77,6 +79,10 @@ async def on_start(ctx: ServiceContext[GatewaySettings, None]) -> Gateway:
         read_timeout_s=settings.upstream_timeout_s,
     )
     gateway = Gateway(settings, accounts, proxy, ctx.names, StreamSlots(settings.events_max_streams_per_user))
+    if settings.credential_cache_s > 0:
+        gateway.background.append(
+            asyncio.create_task(accounts.credentials.listen(settings.own_database_url()))
+        )
     username = settings.bootstrap_admin_username
     password = settings.bootstrap_admin_password.get_secret_value()
     if username or password:
@@ -91,6 +97,9 @@ async def on_start(ctx: ServiceContext[GatewaySettings, None]) -> Gateway:
 
 
 async def on_stop(ctx: ServiceContext[GatewaySettings, Gateway]) -> None:
+    for task in ctx.parts.background:
+        task.cancel()
+    await asyncio.gather(*ctx.parts.background, return_exceptions=True)
     await ctx.parts.proxy.close()
 
 

@@ -32,6 +32,8 @@ class PrincipalRecord:
     role: str
     token_id: str | None = None
     last_used_at: datetime | None = None
+    expires_at: datetime | None = None
+    """A session's end (None for a token)."""
 
 
 @dataclass(frozen=True)
@@ -146,11 +148,11 @@ async def insert_session(conn: Connection, id_hash: str, username: str, expires_
 
 async def session_principal(conn: Connection, id_hash: str) -> PrincipalRecord | None:
     row = await conn.fetchrow(
-        """SELECT u.username, u.role FROM sessions s JOIN users u USING (username)
+        """SELECT u.username, u.role, s.expires_at FROM sessions s JOIN users u USING (username)
            WHERE s.id_hash = $1 AND s.expires_at > now()""",
         id_hash,
     )
-    return PrincipalRecord(row["username"], row["role"]) if row else None
+    return PrincipalRecord(row["username"], row["role"], expires_at=row["expires_at"]) if row else None
 
 
 async def delete_session(conn: Connection, id_hash: str) -> bool:

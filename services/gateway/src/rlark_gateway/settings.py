@@ -41,6 +41,13 @@ class GatewaySettings(ServiceSettings):
     )
 
     session_ttl_s: int = Field(default=12 * 3600, ge=60, description="Console session lifetime")
+    credential_cache_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=300,
+        description="How long a replica may answer who holds a token or session without asking the database"
+        " (changes reach every replica at once through NOTIFY; 0 asks every time)",
+    )
     cookie_secure: bool = Field(
         default=False,
         description="Always mark the session cookie Secure; it is anyway when the request came over HTTPS",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,3 +27,5 @@ class Gateway:
     """Agents' control links and SSH relays waiting for their agent (ADR 0010)."""
     used_tickets: UsedTickets = field(default_factory=UsedTickets)
     """Tool tickets already exchanged on the tools origin (ADR 0012)."""
+    background: list[asyncio.Task[None]] = field(default_factory=list)
+    """The process's own tasks (the credential cache's listener), cancelled on stop."""

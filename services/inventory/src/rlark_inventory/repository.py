@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import asyncpg
 from rlark_contracts.events.inventory import ClusterState, NodeState
-from rlark_platform.db.pool import Connection
+from rlark_platform.db.pool import Connection, mark_session_state
 
 from rlark_inventory.domain.clusters import ClusterSpec
 from rlark_inventory.domain.nodes import STATE_FIELDS, MatchedNode, NodeDocument, search_text
@@ -268,6 +268,7 @@ async def agent_kafka_lock(conn: Connection, cluster: str) -> AsyncIterator[None
     inventory's replicas: a session-level advisory lock, held without a transaction while the caller
     talks to the broker. (The pool's reset on release also unlocks, should ``finally`` never run.)"""
     key = f"rlark-inventory-agent-kafka:{cluster}"
+    mark_session_state(conn)  # the pool's reset unlocks it on release, should ``finally`` never run
     await conn.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", key)
     try:
         yield

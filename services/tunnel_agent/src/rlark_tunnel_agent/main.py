@@ -135,6 +135,7 @@ DEFINITION = ServiceDefinition(
     needs_database=False,
     relay=False,
     kafka=False,
+    uvloop=False,  # its TUN devices, namespaces and child processes are driven on asyncio's loop
 )
 
 

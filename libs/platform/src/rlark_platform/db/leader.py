@@ -33,7 +33,7 @@ import asyncpg
 import structlog
 
 from rlark_platform.db.lease import Lease, LeaseLost
-from rlark_platform.db.pool import Connection
+from rlark_platform.db.pool import Connection, mark_session_state
 
 log = structlog.get_logger(__name__)
 
@@ -97,6 +97,7 @@ class LeaderLoop:
 
     async def _mark(self, conn: Connection) -> bool:
         """Try the session marker on ``conn``: True when no live session of a leader holds it."""
+        mark_session_state(conn)  # the pool's reset on release unlocks it
         return bool(
             await conn.fetchval(
                 "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", f"rlark-lease:{self.lease.name}"
