@@ -186,8 +186,10 @@ CREATE TABLE public.projects (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_by text NOT NULL,
+    max_priority integer,
     CONSTRAINT projects_borrowing_limit_check CHECK ((borrowing_limit >= 0)),
-    CONSTRAINT projects_gpus_check CHECK ((gpus >= 0))
+    CONSTRAINT projects_gpus_check CHECK ((gpus >= 0)),
+    CONSTRAINT projects_max_priority_check CHECK (((max_priority >= '-100'::integer) AND (max_priority <= 100)))
 );
 
 CREATE TABLE public.schema_migrations (

@@ -21,7 +21,8 @@ async def test_an_admin_sets_a_projects_quota_with_the_cli_members_see_it_and_ot
 
     created = await stack.cli(
         "projects", "create", "--name", "vision", "--gpus", "16", "--cluster", "gpu-a=8",
-        "--model", "nvidia/H100=4", "--borrowing-limit", "8", "--member", member, "-o", "json",
+        "--model", "nvidia/H100=4", "--borrowing-limit", "8", "--max-priority", "10", "--member", member,
+        "-o", "json",
     )  # fmt: skip
     assert created.returncode == 0, created.stderr
     assert json.loads(created.stdout)["quota"] == {
@@ -29,7 +30,11 @@ async def test_an_admin_sets_a_projects_quota_with_the_cli_members_see_it_and_ot
         "clusters": {"gpu-a": 8},
         "models": {"nvidia/H100": 4},
         "borrowing_limit": 8,
+        "max_priority": 10,
     }
+    out_of_range = await stack.cli("projects", "set-quota", "vision", "--gpus", "4", "--max-priority", "101")
+    assert out_of_range.returncode != 0
+    assert "--max-priority" in out_of_range.stderr + out_of_range.stdout
     bad = await stack.cli("projects", "set-quota", "vision", "--gpus", "4", "--cluster", "gpu-a=9")
     assert bad.returncode != 0
     assert "clusters.gpu-a" in bad.stderr + bad.stdout
@@ -38,6 +43,8 @@ async def test_an_admin_sets_a_projects_quota_with_the_cli_members_see_it_and_ot
     assert listed.returncode == 0, listed.stderr
     assert "vision" in listed.stdout
     assert "16 GPUs" in listed.stdout
+    theirs = await stack.cli("projects", "list", "-o", "json", token=member_token)
+    assert [p["quota"]["max_priority"] for p in json.loads(theirs.stdout)["items"]] == [10]
 
     mine = await stack.cli("projects", "list", "-o", "json", token=mallory_token)
     assert json.loads(mine.stdout)["items"] == []

@@ -666,6 +666,8 @@ export interface ProjectQuota {
   clusters: Record<string, number>;
   models: Record<string, number>;
   borrowing_limit: number;
+  /** The highest spec.priority the project's jobs may ask; null: no cap. */
+  max_priority?: number | null;
 }
 
 /** What a project's jobs hold now, and how many of its jobs run or wait. */

@@ -1,6 +1,7 @@
 /**
  * Projects and GPU quotas (issue 20, ADR 0020): every project you belong to (all of them for an admin)
- * with its quota — overall, per cluster, per GPU model, plus the borrowing limit — what its jobs hold now
+ * with its quota — overall, per cluster, per GPU model, plus the borrowing limit and the highest priority its
+ * jobs may ask — what its jobs hold now
  * and how many run or wait. Admins create projects, change quotas and members, and delete projects; the
  * server checks every figure and names the offending field (`quota.clusters.gpu-a`).
  */
@@ -21,6 +22,7 @@ interface QuotaValues {
   borrowing_limit: number;
   clusters: string[];
   models: string[];
+  max_priority?: number | null;
 }
 
 const PAIR = /^(.+)=(\d+)$/;
@@ -46,6 +48,7 @@ function quotaOf(values: QuotaValues): ProjectQuota {
     borrowing_limit: values.borrowing_limit ?? 0,
     clusters: parsePairs(values.clusters) ?? {},
     models: parsePairs(values.models) ?? {},
+    max_priority: values.max_priority ?? null,
   };
 }
 
@@ -75,11 +78,16 @@ function QuotaFields() {
           <Select mode="tags" tokenSeparators={[',', ' ']} placeholder="nvidia/H100=4" open={false} data-testid="project-models" aria-label={t('projects.perModel')} />
         </Form.Item>
       </Col>
+      <Col span={6}>
+        <Form.Item name="max_priority" label={t('projects.maxPriority')} tooltip={t('projects.maxPriorityHelp')}>
+          <InputNumber min={-100} max={100} precision={0} style={{ width: '100%' }} placeholder={t('projects.noCap')} data-testid="project-max-priority" />
+        </Form.Item>
+      </Col>
     </Row>
   );
 }
 
-const QUOTA_FIELDS = ['gpus', 'borrowing_limit', 'clusters', 'models'] as const;
+const QUOTA_FIELDS = ['gpus', 'borrowing_limit', 'clusters', 'models', 'max_priority'] as const;
 
 export function CreateProjectForm() {
   const { t } = useTranslation();
@@ -205,6 +213,7 @@ function QuotaCell({ quota }: { quota: ProjectQuota }) {
         </Space>
       )}
       {quota.borrowing_limit > 0 && <Typography.Text type="secondary">{t('projects.borrowsUpTo', { count: quota.borrowing_limit })}</Typography.Text>}
+      {quota.max_priority != null && <Typography.Text type="secondary">{t('projects.priorityUpTo', { cap: quota.max_priority })}</Typography.Text>}
     </Space>
   );
 }

@@ -7,7 +7,7 @@ const VISION = {
   name: 'vision',
   description: 'vision RL',
   members: ['alice', 'bob'],
-  quota: { gpus: 16, clusters: { 'gpu-a': 8 }, models: {}, borrowing_limit: 8 },
+  quota: { gpus: 16, clusters: { 'gpu-a': 8 }, models: {}, borrowing_limit: 8, max_priority: 10 },
   usage: { gpus: 24, clusters: { 'gpu-a': 8, 'gpu-b': 16 }, models: { A100: 24 }, running_jobs: 3, waiting_jobs: 1 },
   created_at: '2026-12-02T10:00:00Z',
   updated_at: '2026-12-02T10:00:00Z',
@@ -23,6 +23,7 @@ describe('projects page', () => {
     expect(table).toHaveTextContent('16 块 GPU');
     expect(table).toHaveTextContent('gpu-a: 8');
     expect(table).toHaveTextContent('+ 最多借用 8 块');
+    expect(table).toHaveTextContent('优先级 ≤ 10');
     expect(screen.getByTestId('project-usage-vision')).toHaveTextContent('24 / 16 块 GPU');
     expect(screen.getByTestId('project-usage-vision')).toHaveTextContent('借用中 8 块 GPU');
     expect(table).toHaveTextContent('3 运行中 · 1 等待中');
@@ -43,7 +44,7 @@ describe('projects page', () => {
     fireEvent.click(screen.getByTestId('project-submit'));
     await waitFor(() => expect(calls.some((c) => c.method === 'POST')).toBe(true));
     const post = calls.find((c) => c.method === 'POST');
-    expect(post?.body).toEqual({ name: 'speech', description: '', members: [], quota: { gpus: 16, borrowing_limit: 0, clusters: { 'gpu-a': 32 }, models: {} } });
+    expect(post?.body).toEqual({ name: 'speech', description: '', members: [], quota: { gpus: 16, borrowing_limit: 0, clusters: { 'gpu-a': 32 }, models: {}, max_priority: null } });
     expect(await screen.findByTestId('api-error')).toHaveTextContent('32 is more than the overall quota (16)');
     await waitFor(() => expect(screen.getByTestId('project-clusters').closest('.ant-form-item')).toHaveClass('ant-form-item-has-error'));
   });

@@ -2,7 +2,8 @@
 
 Everyone lists and shows the projects they belong to; creating, changing and deleting need the admin role.
 A quota is GPUs overall, optionally per cluster (``--cluster gpu-a=8``) and per GPU model
-(``--model nvidia/H100=4``), and a borrowing limit: GPUs beyond the quota the project may use while idle.
+(``--model nvidia/H100=4``), and a borrowing limit: GPUs beyond the quota the project may use while idle;
+``--max-priority`` caps the ``spec.priority`` its jobs may ask (a job asking more is refused at submission).
 """
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ PerModel = Annotated[
 Borrowing = Annotated[
     int, typer.Option("--borrowing-limit", help="GPUs beyond the quota it may use while they are idle")
 ]
+MaxPriority = Annotated[
+    int | None,
+    typer.Option(
+        "--max-priority",
+        min=-100,
+        max=100,
+        help="The highest spec.priority the project's jobs may ask (-100..100); omitted: no cap",
+    ),
+]
 Members = Annotated[list[str] | None, typer.Option("--member", help="A member's user name (repeatable)")]
 
 
@@ -36,6 +46,8 @@ def _quota_text(quota: dict[str, Any]) -> str:
     parts += [f"{name}: {gpus}" for name, gpus in sorted(quota["models"].items())]
     if quota["borrowing_limit"]:
         parts.append(f"+{quota['borrowing_limit']} borrowing")
+    if quota.get("max_priority") is not None:
+        parts.append(f"priority ≤ {quota['max_priority']}")
     return ", ".join(parts)
 
 
@@ -70,12 +82,15 @@ def _pairs(values: list[str] | None, option: str) -> dict[str, int]:
     return pairs
 
 
-def _quota(gpus: int, cluster: list[str] | None, model: list[str] | None, borrowing: int) -> dict[str, Any]:
+def _quota(
+    gpus: int, cluster: list[str] | None, model: list[str] | None, borrowing: int, max_priority: int | None
+) -> dict[str, Any]:
     return {
         "gpus": gpus,
         "clusters": _pairs(cluster, "--cluster"),
         "models": _pairs(model, "--model"),
         "borrowing_limit": borrowing,
+        "max_priority": max_priority,
     }
 
 
@@ -113,6 +128,7 @@ def create(
     cluster: PerCluster = None,
     model: PerModel = None,
     borrowing_limit: Borrowing = 0,
+    max_priority: MaxPriority = None,
     member: Members = None,
     description: Annotated[str, typer.Option("--description", "-d", help="What the project is")] = "",
     output: OutputOpt = Format.table,
@@ -122,7 +138,7 @@ def create(
         "name": name,
         "description": description,
         "members": member or [],
-        "quota": _quota(gpus, cluster, model, borrowing_limit),
+        "quota": _quota(gpus, cluster, model, borrowing_limit, max_priority),
     }
     _print(Gateway().post("/api/v1/projects", json=body), output)
 
@@ -134,10 +150,11 @@ def set_quota(
     cluster: PerCluster = None,
     model: PerModel = None,
     borrowing_limit: Borrowing = 0,
+    max_priority: MaxPriority = None,
     output: OutputOpt = Format.table,
 ) -> None:
-    """Replace a project's quota (admin)."""
-    body = _quota(gpus, cluster, model, borrowing_limit)
+    """Replace a project's quota and priority cap (admin)."""
+    body = _quota(gpus, cluster, model, borrowing_limit, max_priority)
     _print(Gateway().put(f"/api/v1/projects/{name}/quota", json=body), output)
 
 

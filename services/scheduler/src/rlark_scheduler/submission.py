@@ -150,6 +150,14 @@ async def check(conn: Connection, owner: str, received: Received) -> Checked:
         if project is None or owner not in project.members:  # one answer: whether it exists is not said
             said = text("project_not_member", project=doc.spec.project[:100])
             checked.errors.append(SpecError("project_not_member", said, "spec.project"))
+        elif project.max_priority is not None and doc.spec.priority > project.max_priority:
+            said = text(
+                "priority_above_cap",
+                priority=doc.spec.priority,
+                project=project.name,
+                cap=project.max_priority,
+            )
+            checked.errors.append(SpecError("priority_above_cap", said, "spec.priority"))
     elif len(member_of) > 1:  # a member of several projects says which one pays
         said = text("project_required", projects=", ".join(member_of[:20]))
         checked.errors.append(SpecError("project_required", said, "spec.project"))

@@ -30,7 +30,7 @@ async def test_an_admin_creates_a_project_and_its_members_read_only_theirs(sched
     assert created.status_code == 201, created.text
     project = created.json()
     assert project["members"] == ["alice", "bob"]
-    assert project["quota"] == LAB["quota"]
+    assert project["quota"] == {**LAB["quota"], "max_priority": None}
     assert project["updated_by"] == "root"
     assert (await create(scheduler, {**LAB, "members": []})).status_code == 409
 
@@ -61,7 +61,13 @@ async def test_an_admin_changes_the_quota_and_members_and_deletes_the_project(
     async with scheduler.client("root", "admin") as admin:
         quota = await admin.put("/api/v1/projects/nlp/quota", json={"gpus": 32, "borrowing_limit": 0})
         assert quota.status_code == 200, quota.text
-        assert quota.json()["quota"] == {"gpus": 32, "clusters": {}, "models": {}, "borrowing_limit": 0}
+        assert quota.json()["quota"] == {
+            "gpus": 32,
+            "clusters": {},
+            "models": {},
+            "borrowing_limit": 0,
+            "max_priority": None,
+        }
         members = await admin.put("/api/v1/projects/nlp/members", json={"members": ["carol"]})
         assert members.json()["members"] == ["carol"]
         assert (await admin.delete("/api/v1/projects/nlp")).status_code == 204
@@ -79,6 +85,8 @@ async def test_an_admin_changes_the_quota_and_members_and_deletes_the_project(
         ({**LAB, "quota": {**LAB["quota"], "clusters": {"gpu-a": 17}}}, "quota.clusters.gpu-a"),
         ({**LAB, "members": ["alice", "Robert'); DROP TABLE projects;--"]}, "members[1]"),
         ({**LAB, "quota": {"gpus": "lots"}}, "gpus"),
+        ({**LAB, "quota": {**LAB["quota"], "max_priority": 101}}, "max_priority"),
+        ({**LAB, "quota": {**LAB["quota"], "max_priority": -101}}, "max_priority"),
     ],
 )
 async def test_an_invalid_project_is_refused_naming_the_field_and_nothing_is_written(
@@ -116,3 +124,36 @@ async def test_a_job_names_only_a_project_its_owner_belongs_to(scheduler: Runnin
     assert submitted.json()["error"]["field"] == "spec.project" or any(
         e["field"] == "spec.project" for e in submitted.json()["error"]["details"]["errors"]
     )
+
+
+async def test_a_projects_priority_cap_holds_for_every_member_whether_the_job_names_it_or_not(
+    scheduler: RunningService,
+) -> None:
+    """Without a cap a member could submit at 100 and be admitted, and preempt, ahead of everyone: with one, a
+    job asking more is refused at ``spec.priority`` (also when the project is filled in for its only
+    member), at the cap it is taken, and lifting the cap lifts the refusal."""
+    capped = {**LAB, "name": "capped", "members": ["erin"], "quota": {**LAB["quota"], "max_priority": 10}}
+    created = await create(scheduler, capped)
+    assert created.status_code == 201, created.text
+    assert created.json()["quota"]["max_priority"] == 10
+
+    async def priority_errors(priority: int, **named: str) -> list[tuple[str, str]]:
+        async with scheduler.client("erin") as erin:
+            doc = job_doc(role("actor", "lab"), priority=priority, **named)
+            preview = await erin.post("/api/v1/jobs:preview", json=doc)
+            submitted = await submit(erin, doc)
+        assert preview.status_code == 200, preview.text
+        assert submitted.status_code == 422  # the cluster "lab" is unknown here: nothing is ever created
+        found = [(e["code"], e["message"]) for e in preview.json()["errors"] if e["field"] == "spec.priority"]
+        refused = submitted.json()["error"]["details"]["errors"]
+        assert [(e["code"], e["message"]) for e in refused if e["field"] == "spec.priority"] == found
+        return found
+
+    cap_said = 'spec.priority: 100 is above the highest priority project "capped" allows (10); ask an admin, or lower it'
+    assert await priority_errors(100, project="capped") == [("priority_above_cap", cap_said)]
+    assert await priority_errors(100) == [("priority_above_cap", cap_said)]  # her one project, filled in
+    assert await priority_errors(10) == []
+    async with scheduler.client("root", "admin") as admin:
+        lifted = await admin.put("/api/v1/projects/capped/quota", json={**LAB["quota"], "max_priority": None})
+        assert lifted.json()["quota"]["max_priority"] is None
+    assert await priority_errors(100) == []

@@ -43,6 +43,13 @@ class QuotaIn(BaseModel):
         default_factory=dict, max_length=1000, description="GPUs per GPU model (model → GPUs)"
     )
     borrowing_limit: int = Field(0, description="GPUs beyond the quota it may use while they are idle")
+    max_priority: int | None = Field(
+        None,
+        ge=-100,
+        le=100,
+        description="The highest spec.priority the project's jobs may ask (-100..100); null: no cap. "
+        "A job asking more is refused at submission (422 priority_above_cap at spec.priority)",
+    )
 
 
 class MembersIn(BaseModel):
@@ -111,7 +118,11 @@ def _out(row: repo.ProjectRow, load: repo.ProjectLoad) -> ProjectOut:
         description=row.description,
         members=list(row.members),
         quota=QuotaIn(
-            gpus=q.gpus, clusters=dict(q.clusters), models=dict(q.models), borrowing_limit=q.borrowing_limit
+            gpus=q.gpus,
+            clusters=dict(q.clusters),
+            models=dict(q.models),
+            borrowing_limit=q.borrowing_limit,
+            max_priority=row.max_priority,
         ),
         usage=_usage(load),
         created_at=row.created_at,
@@ -173,7 +184,9 @@ def build_projects_router(pool: asyncpg.Pool) -> APIRouter:
     async def create_project(body: ProjectIn, caller: AdminDep) -> ProjectOut:
         quota, members = _quota(body.name, body.quota), _members(body.members)
         async with pool.acquire() as conn:
-            if not await repo.create_project(conn, quota, body.description, members, caller.user):
+            if not await repo.create_project(
+                conn, quota, body.description, members, caller.user, max_priority=body.quota.max_priority
+            ):
                 raise ApiError(409, "project_exists", f'project "{body.name}" exists', "name")
             row = await repo.get_project(conn, body.name)
             assert row is not None
@@ -183,7 +196,7 @@ def build_projects_router(pool: asyncpg.Pool) -> APIRouter:
     async def set_quota(name: str, body: QuotaIn, caller: AdminDep) -> ProjectOut:
         quota = _quota(name, body, prefix="")
         async with pool.acquire() as conn:
-            if not await repo.set_quota(conn, quota, caller.user):
+            if not await repo.set_quota(conn, quota, caller.user, max_priority=body.max_priority):
                 raise _not_found(name)
             row = await repo.get_project(conn, name)
             assert row is not None

@@ -29,6 +29,8 @@ class ProjectRow:
     created_at: datetime
     updated_at: datetime
     updated_by: str
+    max_priority: int | None = None
+    """The highest ``spec.priority`` its jobs may ask; None: no cap."""
 
     @property
     def name(self) -> str:
@@ -36,7 +38,7 @@ class ProjectRow:
 
 
 _SELECT = """SELECT p.name, p.description, p.gpus, p.clusters, p.models, p.borrowing_limit, p.created_at,
-                    p.updated_at, p.updated_by,
+                    p.updated_at, p.updated_by, p.max_priority,
                     coalesce(array_agg(m.username ORDER BY m.username) FILTER (WHERE m.username IS NOT NULL),
                              '{}') AS members
              FROM projects p LEFT JOIN project_members m ON m.project = p.name"""
@@ -57,6 +59,7 @@ def _row(record: Any) -> ProjectRow:
         created_at=record["created_at"],
         updated_at=record["updated_at"],
         updated_by=record["updated_by"],
+        max_priority=record["max_priority"],
     )
 
 
@@ -79,13 +82,20 @@ async def get_project(conn: Connection, name: str) -> ProjectRow | None:
 
 
 async def create_project(
-    conn: Connection, quota: ProjectQuota, description: str, members: Sequence[str], by: str
+    conn: Connection,
+    quota: ProjectQuota,
+    description: str,
+    members: Sequence[str],
+    by: str,
+    *,
+    max_priority: int | None = None,
 ) -> bool:
     """Insert a project with its quota and members; False when the name is taken (nothing written)."""
     async with conn.transaction():
         created = await conn.fetchval(
-            """INSERT INTO projects (name, description, gpus, clusters, models, borrowing_limit, updated_by)
-               VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6, $7)
+            """INSERT INTO projects (name, description, gpus, clusters, models, borrowing_limit, updated_by,
+                                     max_priority)
+               VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6, $7, $8)
                ON CONFLICT (name) DO NOTHING RETURNING true""",
             quota.project,
             description,
@@ -94,6 +104,7 @@ async def create_project(
             json.dumps(dict(quota.models)),
             quota.borrowing_limit,
             by,
+            max_priority,
         )
         if not created:
             return False
@@ -102,12 +113,14 @@ async def create_project(
     return True
 
 
-async def set_quota(conn: Connection, quota: ProjectQuota, by: str) -> bool:
-    """Replace a project's quota; False when there is no such project."""
+async def set_quota(
+    conn: Connection, quota: ProjectQuota, by: str, *, max_priority: int | None = None
+) -> bool:
+    """Replace a project's quota and priority cap; False when there is no such project."""
     async with conn.transaction():
         status = await conn.execute(
             """UPDATE projects SET gpus = $2, clusters = $3::jsonb, models = $4::jsonb, borrowing_limit = $5,
-                               updated_at = now(), updated_by = $6
+                               updated_at = now(), updated_by = $6, max_priority = $7
            WHERE name = $1""",
             quota.project,
             quota.gpus,
@@ -115,6 +128,7 @@ async def set_quota(conn: Connection, quota: ProjectQuota, by: str) -> bool:
             json.dumps(dict(quota.models)),
             quota.borrowing_limit,
             by,
+            max_priority,
         )
         if status == "UPDATE 0":
             return False
