@@ -1,0 +1,3 @@
+module rlark.local/pause
+
+go 1.26
