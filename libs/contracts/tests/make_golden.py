@@ -28,7 +28,9 @@ def sample(annotation: Any, name: str) -> Any:
     if origin is list:
         return [sample(args[0], name)]
     if origin is dict:
-        return {"rlark.io/gpu-model": "A100"} if args[0] is str else {}
+        if args[0] is not str:
+            return {}
+        return {"gpu-a": 8} if args[1] is int else {"rlark.io/gpu-model": "A100"}
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return {f: sample(i.annotation, f) for f, i in annotation.model_fields.items()}
     if annotation is bool:

@@ -99,7 +99,10 @@ def main() -> None:
                 "mediaType": "application/vnd.oci.image.manifest.v1+json",
                 "digest": f"sha256:{manifest_digest}",
                 "size": manifest_size,
-                "annotations": {"io.containerd.image.name": args.ref, "org.opencontainers.image.ref.name": tag},
+                "annotations": {
+                    "io.containerd.image.name": args.ref,
+                    "org.opencontainers.image.ref.name": tag,
+                },
                 "platform": {"architecture": "amd64", "os": "linux"},
             }
         ],

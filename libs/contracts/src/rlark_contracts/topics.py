@@ -110,6 +110,13 @@ TOPICS: dict[str, Topic] = {
             ("netdomain", "gateway", "notifier"),
         ),
         Topic(
+            "scheduler.projects",
+            "project name",
+            True,
+            "Projects: GPU quotas, priority caps and members, as admins change them",
+            "scheduler",
+        ),
+        Topic(
             "scheduler.placements",
             "job id",
             False,

@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rlark_platform.testing import RunningService
+from rlark_contracts import TopicNames
+from rlark_platform.messaging import KafkaAccess
+from rlark_platform.testing import RunningService, TopicReader
 from scheduler_it_support import job_doc, role, submit
 
 pytestmark = pytest.mark.integration
@@ -157,3 +159,40 @@ async def test_a_projects_priority_cap_holds_for_every_member_whether_the_job_na
         lifted = await admin.put("/api/v1/projects/capped/quota", json={**LAB["quota"], "max_priority": None})
         assert lifted.json()["quota"]["max_priority"] is None
     assert await priority_errors(100) == []
+
+
+async def test_every_project_change_is_published_as_the_project_now_is(
+    scheduler: RunningService, kafka_admin: KafkaAccess, names: TopicNames
+) -> None:
+    """``scheduler.project.changed.v1`` on ``scheduler.projects`` (keyed by project): created, quota and cap,
+    members, deleted — each the whole project after the change, with who made it; a refused change publishes
+    nothing."""
+    async with TopicReader(kafka_admin, names.physical("scheduler.projects")) as topic:
+        assert (await create(scheduler, {**LAB, "name": "pub"})).status_code == 201
+        async with scheduler.client("root", "admin") as admin:
+            quota = {"gpus": 8, "borrowing_limit": 2, "max_priority": 5}
+            assert (await admin.put("/api/v1/projects/pub/quota", json=quota)).status_code == 200
+            bad = {"gpus": 8, "clusters": {"gpu-a": 99}}
+            assert (await admin.put("/api/v1/projects/pub/quota", json=bad)).status_code == 422
+            assert (
+                await admin.put("/api/v1/projects/pub/members", json={"members": ["zoe"]})
+            ).status_code == 200
+            assert (await admin.delete("/api/v1/projects/pub")).status_code == 204
+
+        def changes(events: list[Any]) -> list[Any]:
+            return [e for e in events if e.type == "scheduler.project.changed.v1" and e.subject == "pub"]
+
+        seen = changes(await topic.until(lambda events: len(changes(events)) >= 4))
+        await topic.settle(1.0)
+        assert len(changes(topic.events)) == 4, "a refused change published something"
+    assert {e.source for e in seen} == {"scheduler"}
+    data = [e.data for e in seen]
+    assert [(d["gpus"], d["max_priority"], d["members"], d["deleted"]) for d in data] == [
+        (16, None, ["alice", "bob"], False),
+        (8, 5, ["alice", "bob"], False),
+        (8, 5, ["zoe"], False),
+        (0, None, [], True),
+    ]
+    assert (data[0]["clusters"], data[0]["models"]) == ({"gpu-a": 8}, {"nvidia/H100": 4})
+    assert (data[1]["borrowing_limit"], data[1]["clusters"]) == (2, {})
+    assert {d["by"] for d in data} == {"root"}

@@ -1,4 +1,4 @@
-"""Job lifecycle events, address requests, and worker placements addressed to clusters' agents."""
+"""Job lifecycle events, address requests, worker placements addressed to clusters' agents, and projects."""
 
 from __future__ import annotations
 
@@ -140,3 +140,21 @@ class JobKeysUpdated(EventData):
     cluster: str = ""
     """The cluster whose topic carries it (one event per cluster of the job, ADR 0004); ``clusters``
     then names only that one. Empty in events from before per-cluster topics."""
+
+
+@event("scheduler.project.changed.v1", "scheduler.projects")
+class ProjectChanged(EventData):
+    """A project as it is after an admin's change (created, quota or priority cap, members), or ``deleted``
+    (then its quota is 0 and it has no members). Keyed by project name on a compacted topic: the newest
+    event of each project is its state (ADR 0020)."""
+
+    project: str
+    gpus: int
+    clusters: dict[str, int] = {}
+    models: dict[str, int] = {}
+    borrowing_limit: int = 0
+    max_priority: int | None = None
+    members: list[str] = []
+    deleted: bool = False
+    by: str
+    at: datetime

@@ -4,7 +4,9 @@ Admins create, change and delete projects; a user lists and reads only the proje
 other is "not found", never "forbidden"). A quota is checked by ``domain.quotas.ProjectQuota``: a refused
 one is a 422 naming each offending field (``quota.clusters["gpu-a"]``), and nothing is written. The gateway
 audits every change; a quota change reaches the placement loop at once (a ``quotas`` change row), whose
-admission then keeps each project within its quota plus borrowing limit (ADR 0020).
+admission then keeps each project within its quota plus borrowing limit (ADR 0020). Each change also puts the
+project as it now is in the outbox, in the change's transaction: ``scheduler.project.changed.v1`` on
+``scheduler.projects`` (``deleted`` for a removal).
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ from typing import Annotated
 import asyncpg
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field, StringConstraints
+from rlark_contracts.events.scheduler import ProjectChanged
 from rlark_platform.db.pool import Connection
 from rlark_platform.errors import ApiError
 from rlark_platform.http import AdminDep, CallerDep
+from rlark_platform.messaging.outbox import add_event
 from rlark_platform.openapi import error_responses
 
 from rlark_scheduler.domain.quotas import ProjectId, ProjectQuota, QuotaError
+from rlark_scheduler.envelopes import Meta, envelope
 from rlark_scheduler.repository import projects as repo
 
 USERNAME = r"^[a-z][a-z0-9._-]{0,63}$"
@@ -156,6 +161,29 @@ def _members(members: list[str]) -> list[str]:
     return sorted(set(members))
 
 
+async def _published(conn: Connection, name: str, by: str) -> repo.ProjectRow | None:
+    """The project as this transaction leaves it, put in the outbox (``deleted`` when it is gone)."""
+    row = await repo.get_project(conn, name)
+    at = row.updated_at if row is not None else await conn.fetchval("SELECT now()")
+    if row is None:
+        changed = ProjectChanged(project=name, gpus=0, deleted=True, by=by, at=at)
+    else:
+        q = row.quota
+        changed = ProjectChanged(
+            project=name,
+            gpus=q.gpus,
+            clusters=dict(q.clusters),
+            models=dict(q.models),
+            borrowing_limit=q.borrowing_limit,
+            max_priority=row.max_priority,
+            members=list(row.members),
+            by=by,
+            at=at,
+        )
+    await add_event(conn, envelope(changed, name, Meta.from_request()))
+    return row
+
+
 def _not_found(name: str) -> ApiError:
     return ApiError(404, "project_not_found", f'no project "{name}"', "name")
 
@@ -184,11 +212,12 @@ def build_projects_router(pool: asyncpg.Pool) -> APIRouter:
     async def create_project(body: ProjectIn, caller: AdminDep) -> ProjectOut:
         quota, members = _quota(body.name, body.quota), _members(body.members)
         async with pool.acquire() as conn:
-            if not await repo.create_project(
-                conn, quota, body.description, members, caller.user, max_priority=body.quota.max_priority
-            ):
-                raise ApiError(409, "project_exists", f'project "{body.name}" exists', "name")
-            row = await repo.get_project(conn, body.name)
+            async with conn.transaction():
+                if not await repo.create_project(
+                    conn, quota, body.description, members, caller.user, max_priority=body.quota.max_priority
+                ):
+                    raise ApiError(409, "project_exists", f'project "{body.name}" exists', "name")
+                row = await _published(conn, body.name, caller.user)
             assert row is not None
             return (await _outs(conn, [row]))[0]
 
@@ -196,9 +225,10 @@ def build_projects_router(pool: asyncpg.Pool) -> APIRouter:
     async def set_quota(name: str, body: QuotaIn, caller: AdminDep) -> ProjectOut:
         quota = _quota(name, body, prefix="")
         async with pool.acquire() as conn:
-            if not await repo.set_quota(conn, quota, caller.user, max_priority=body.max_priority):
-                raise _not_found(name)
-            row = await repo.get_project(conn, name)
+            async with conn.transaction():
+                if not await repo.set_quota(conn, quota, caller.user, max_priority=body.max_priority):
+                    raise _not_found(name)
+                row = await _published(conn, name, caller.user)
             assert row is not None
             return (await _outs(conn, [row]))[0]
 
@@ -208,17 +238,19 @@ def build_projects_router(pool: asyncpg.Pool) -> APIRouter:
     async def set_members(name: str, body: MembersIn, caller: AdminDep) -> ProjectOut:
         members = _members(body.members)
         async with pool.acquire() as conn:
-            if not await repo.set_members(conn, name, members, caller.user):
-                raise _not_found(name)
-            row = await repo.get_project(conn, name)
+            async with conn.transaction():
+                if not await repo.set_members(conn, name, members, caller.user):
+                    raise _not_found(name)
+                row = await _published(conn, name, caller.user)
             assert row is not None
             return (await _outs(conn, [row]))[0]
 
     @router.delete("/projects/{name}", status_code=204, responses=error_responses(403, 404))
     async def delete_project(name: str, caller: AdminDep) -> Response:
-        async with pool.acquire() as conn:
+        async with pool.acquire() as conn, conn.transaction():
             if not await repo.delete_project(conn, name):
                 raise _not_found(name)
+            await _published(conn, name, caller.user)
         return Response(status_code=204)
 
     return router

@@ -3,7 +3,8 @@
 A project row holds its quota (``domain.quotas.ProjectQuota``: overall GPUs, per cluster, per GPU model, the
 borrowing limit); members are user names. Writes replace a project's quota or member list whole, in one
 transaction with the row's ``updated_at``/``updated_by``; a quota write (create, change, delete) queues a
-``quotas`` change for the placement loop in the same transaction.
+``quotas`` change for the placement loop in the same transaction. (The API publishes each change, inside an
+outer transaction of its own around these.)
 """
 
 from __future__ import annotations
