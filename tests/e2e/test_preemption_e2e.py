@@ -1,23 +1,55 @@
 """Projects, quotas and preemption end to end (issue 20's must-show) on the local runtime with real Ray: two
 projects share one 2-GPU node. Alice's project may only borrow; her job borrows the idle GPUs. Bob's job fits
 inside his project's quota, so the borrower is preempted: its run script gets SIGTERM and its grace to save a
-checkpoint, Bob's job runs, and when it ends Alice's job resumes from the checkpoint. The queue (API and
-`rlark queue`) says where each waiting job stands and why at each step, without naming the other's job."""
+checkpoint, Bob's job runs, and when it ends Alice's job resumes from the checkpoint. The queue (API,
+`rlark queue` and the console's Queue page, in English and Chinese) says where each waiting job stands and why
+at each step, without naming the other's job; Alice's job page says she was preempted. Screenshots of both
+pages in both languages (``RLARK_SCREENSHOTS_DIR`` set: copied there as ``preemption-*.png``)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import local_agent, write_cluster_file
 from jobs import document, role, submit, wait_placeable, wait_status
+from playwright.async_api import Browser, Page, async_playwright, expect
+from rlark_contracts.messages import catalogue
+from rlark_devinfra.screenshots import TIMEOUT_MS, by_test_id, launch_chromium, log_in, new_context
+from rlark_devinfra.web import build_web
 from stack import Stack, eventually
 from test_jobs_failures_e2e import GPU_NODES
 from test_jobs_requeue_e2e import RUN
 from test_jobs_restart_e2e import attempt_logs, events
 
 pytestmark = pytest.mark.e2e
+
+LANGUAGES = ("en", "zh-CN")
+
+
+@pytest.fixture(scope="module")
+def web_dist() -> Path:
+    """The console built from these sources (by `make prereqs`; never inside a test's timeout)."""
+    return build_web(build_missing=False)
+
+
+async def console_for(browser: Browser, stack: Stack, username: str, password: str, language: str) -> Page:
+    context = await new_context(browser, stack.url, language)
+    page = await context.new_page()
+    await log_in(page, username, password)
+    return page
+
+
+async def shows(page: Page, path: str, test_id: str, text: str, shot: Path) -> Path:
+    """``path`` on the console shows ``text`` in ``test_id``; a screenshot of the page at that moment."""
+    await page.goto(path)
+    await expect(by_test_id(page, test_id).first).to_contain_text(text, timeout=TIMEOUT_MS)
+    await page.screenshot(path=str(shot), full_page=True, animations="disabled")
+    return shot
 
 
 async def create_project(stack: Stack, name: str, member: str, **quota: Any) -> None:
@@ -36,14 +68,19 @@ async def queue(stack: Stack, token: str, job_id: str | None = None) -> dict[str
 
 
 async def test_an_inside_quota_job_preempts_a_borrower_that_checkpoints_and_resumes(
-    stack: Stack, tmp_path: Path
+    stack: Stack, tmp_path: Path, web_dist: Path
 ) -> None:
+    assert (web_dist / "index.html").is_file()
     credential = await stack.register_cluster("lab", hostpath_allow=[str(tmp_path / "ckpt")])
     cluster_file = write_cluster_file(tmp_path / "lab.yaml", "lab", GPU_NODES[:1])
     shared = tmp_path / "ckpt"
     shared.mkdir()
     shared.chmod(0o1777)
-    alice, alice_token = await stack.new_user()
+    alice, alice_password = f"alice{uuid.uuid4().hex[:6]}", f"pw-{uuid.uuid4().hex}"
+    async with stack.client() as admin:
+        made = await admin.post("/api/v1/users", json={"username": alice, "password": alice_password})
+        assert made.status_code == 201, made.text
+    alice_token = await stack.token_for(alice, alice_password)
     bob, bob_token = await stack.new_user()
     await create_project(stack, "speech", alice, gpus=0, borrowing_limit=2)
     await create_project(stack, "vision", bob, gpus=2)
@@ -57,9 +94,18 @@ async def test_an_inside_quota_job_preempts_a_borrower_that_checkpoints_and_resu
         terminationGracePeriodSeconds=30,
         project="speech",
     )
-    inside = document("inside", [role("actor", 1, gpusPerWorker=2)], "sleep 8", project="vision")
+    # Long enough for the console to show the borrower waiting while it runs.
+    inside = document("inside", [role("actor", 1, gpusPerWorker=2)], "sleep 20", project="vision")
+    shots: list[Path] = []
 
-    async with local_agent(stack.url, credential, cluster_file, tmp_path / "agent", detect_gpus=False):
+    async with (
+        local_agent(stack.url, credential, cluster_file, tmp_path / "agent", detect_gpus=False),
+        async_playwright() as playwright,
+    ):
+        browser = await launch_chromium(playwright)
+        consoles = {
+            lang: await console_for(browser, stack, alice, alice_password, lang) for lang in LANGUAGES
+        }
         await wait_placeable(stack, borrower, alice_token)
         borrowing = (await submit(stack, borrower, alice_token))["id"]
         await wait_status(stack, borrowing, {"Running"})
@@ -93,6 +139,9 @@ async def test_an_inside_quota_job_preempts_a_borrower_that_checkpoints_and_resu
         assert listed.returncode == 0, listed.stderr
         assert f"borrower ({borrowing})" in listed.stdout
         assert "1 job(s) waiting" in listed.stdout
+        for lang, page in consoles.items():
+            shot = tmp_path / f"preemption-queue.{lang}.png"
+            shots.append(await shows(page, "/queue", "queue-table", "borrower", shot))
 
         final = await wait_status(stack, borrowing, {"Succeeded", "Failed"}, timeout_s=240)
         assert final["status"] == "Succeeded", final["reason"]
@@ -117,3 +166,16 @@ async def test_an_inside_quota_job_preempts_a_borrower_that_checkpoints_and_resu
         assert len(said) == 1
         assert borrowing not in str(theirs)
         assert waiting not in str(mine_events)
+
+        # Alice's job page says she was preempted, in her language.
+        for lang, page in consoles.items():
+            said = catalogue(lang)["job.preempted"].split("{")[0][:30]
+            shot = tmp_path / f"preemption-job.{lang}.png"
+            shots.append(await shows(page, f"/jobs/{borrowing}", "job-timeline", said, shot))
+        await browser.close()
+
+    for shot in shots:
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", shot
+    if target := os.environ.get("RLARK_SCREENSHOTS_DIR"):
+        for shot in shots:
+            shutil.copy2(shot, Path(target) / shot.name)
