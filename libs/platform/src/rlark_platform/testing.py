@@ -247,6 +247,25 @@ def settings_for(
 
 
 @contextlib.asynccontextmanager
+async def uvicorn_serving(config: Any) -> AsyncIterator[None]:
+    """A ``uvicorn.Server`` for ``config`` on this event loop until the block ends (signals left alone)."""
+    import uvicorn
+
+    server = uvicorn.Server(config)
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    task = asyncio.create_task(server.serve())
+    for _ in range(250):  # uvicorn offers no event to wait on
+        if server.started or task.done():
+            break
+        await asyncio.sleep(0.02)
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+
+
+@contextlib.asynccontextmanager
 async def running_service(
     definition: ServiceDefinition[S, Any], settings: S, *, api: bool = True, worker: bool = True
 ) -> AsyncIterator[RunningService]:

@@ -10,11 +10,10 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from rlark_platform.http_server import HEAD_TOO_LARGE, server_config
 from rlark_platform.settings import ServiceSettings
-from rlark_platform.testing import free_port
+from rlark_platform.testing import free_port, uvicorn_serving
 
 MAX_HEAD = 8 * 1024
 DEADLINE_S = 0.5
@@ -36,18 +35,8 @@ async def port() -> AsyncIterator[int]:
     settings = ServiceSettings(
         http_port=chosen, http_max_head_bytes=MAX_HEAD, http_header_timeout_s=DEADLINE_S
     )
-    server = uvicorn.Server(server_config(hello_app(), settings))
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
-    task = asyncio.create_task(server.serve())
-    for _ in range(250):
-        if server.started:
-            break
-        await asyncio.sleep(0.02)
-    try:
+    async with uvicorn_serving(server_config(hello_app(), settings)):
         yield chosen
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
 
 
 async def exchange(port: int, parts: list[bytes]) -> bytes:

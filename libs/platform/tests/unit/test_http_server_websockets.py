@@ -4,17 +4,14 @@ deflating them only burnt the gateway's CPU), and frames keep their 1 MiB bound.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 from collections.abc import AsyncIterator
 
 import pytest
-import uvicorn
 from fastapi import FastAPI, WebSocket
 from rlark_platform.http_server import WS_MAX_FRAME_BYTES, server_config
 from rlark_platform.settings import ServiceSettings
-from rlark_platform.testing import free_port
+from rlark_platform.testing import free_port, uvicorn_serving
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -37,18 +34,8 @@ def echo_app() -> FastAPI:
 @pytest.fixture
 async def echo_url() -> AsyncIterator[str]:
     port = free_port()
-    server = uvicorn.Server(server_config(echo_app(), ServiceSettings(http_port=port)))
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
-    task = asyncio.create_task(server.serve())
-    for _ in range(250):
-        if server.started:
-            break
-        await asyncio.sleep(0.02)
-    try:
+    async with uvicorn_serving(server_config(echo_app(), ServiceSettings(http_port=port))):
         yield f"ws://127.0.0.1:{port}/echo"
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
 
 
 async def test_a_client_offering_permessage_deflate_gets_plain_frames(echo_url: str) -> None:
