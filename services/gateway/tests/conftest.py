@@ -195,6 +195,38 @@ async def gateway_database(server_url: str) -> AsyncIterator[str]:
         await _drop_database(server_url, database_url)
 
 
+@contextlib.asynccontextmanager
+async def gateway_replicas(
+    postgres_server_url: str, kafka_bootstrap: str, kafka_admin: KafkaAccess, **extra: Any
+) -> AsyncIterator[tuple[Stack, Stack]]:
+    """Two gateway processes' worth of gateway (each its own app, pool and port) on one database, in front
+    of one echo upstream, with ``extra`` settings."""
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+    await provision_test_prefix(kafka_admin, prefix)
+    async with gateway_database(postgres_server_url) as database_url, echo_upstream() as upstream:
+        settings = [
+            gateway_settings(
+                database_url,
+                kafka_bootstrap,
+                prefix,
+                upstream.url,
+                bootstrap_admin_username=ADMIN,
+                bootstrap_admin_password=ADMIN_PASSWORD,
+                **extra,
+            )
+            for _ in range(2)
+        ]
+        async with (
+            running_service(DEFINITION, settings[0], worker=False) as first,
+            running_service(DEFINITION, settings[1], worker=False) as second,
+        ):
+            assert first.url != second.url
+            yield (
+                Stack(first.url, settings[0], upstream.url, database_url),
+                Stack(second.url, settings[1], upstream.url, database_url),
+            )
+
+
 @pytest.fixture(scope="module")
 async def stack(
     postgres_server_url: str, kafka_bootstrap: str, kafka_admin: KafkaAccess

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 import asyncpg
 import pytest
-from conftest import ADMIN, ADMIN_PASSWORD, Stack, echo_upstream, gateway_database, gateway_settings
+from conftest import Stack, gateway_replicas
 from rlark_gateway.credential_cache import APPLICATION_NAME
-from rlark_gateway.main import DEFINITION
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import provision_test_prefix, running_service
 
 pytestmark = pytest.mark.integration
 
@@ -30,31 +27,11 @@ T = TypeVar("T")
 async def replicas(
     postgres_server_url: str, kafka_bootstrap: str, kafka_admin: KafkaAccess
 ) -> AsyncIterator[tuple[Stack, Stack]]:
-    prefix = f"t{uuid.uuid4().hex[:10]}."
-    await provision_test_prefix(kafka_admin, prefix)
-    async with gateway_database(postgres_server_url) as database_url, echo_upstream() as upstream:
-        settings = [
-            gateway_settings(
-                database_url,
-                kafka_bootstrap,
-                prefix,
-                upstream.url,
-                bootstrap_admin_username=ADMIN,
-                bootstrap_admin_password=ADMIN_PASSWORD,
-                credential_cache_s=KEEP_S,
-            )
-            for _ in range(2)
-        ]
-        async with (
-            running_service(DEFINITION, settings[0], worker=False) as first,
-            running_service(DEFINITION, settings[1], worker=False) as second,
-        ):
-            pair = (
-                Stack(first.url, settings[0], first.url, database_url),
-                Stack(second.url, settings[1], second.url, database_url),
-            )
-            await until(lambda: listening(pair[0]), lambda n: n == 2, "both replicas listening")
-            yield pair
+    async with gateway_replicas(
+        postgres_server_url, kafka_bootstrap, kafka_admin, credential_cache_s=KEEP_S
+    ) as pair:
+        await until(lambda: listening(pair[0]), lambda n: n == 2, "both replicas listening")
+        yield pair
 
 
 async def listening(gateway: Stack) -> int:

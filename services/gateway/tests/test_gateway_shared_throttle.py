@@ -11,10 +11,8 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from conftest import ADMIN, ADMIN_PASSWORD, Stack, echo_upstream, gateway_database, gateway_settings
-from rlark_gateway.main import DEFINITION
+from conftest import Stack, gateway_replicas
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import provision_test_prefix, running_service
 
 pytestmark = pytest.mark.integration
 
@@ -35,31 +33,8 @@ def new_address() -> str:
 async def replicas(
     postgres_server_url: str, kafka_bootstrap: str, kafka_admin: KafkaAccess
 ) -> AsyncIterator[tuple[Stack, Stack]]:
-    """Two gateway processes' worth of gateway (each its own app, pool and port) on one database."""
-    prefix = f"t{uuid.uuid4().hex[:10]}."
-    await provision_test_prefix(kafka_admin, prefix)
-    async with gateway_database(postgres_server_url) as database_url, echo_upstream() as upstream:
-        settings = [
-            gateway_settings(
-                database_url,
-                kafka_bootstrap,
-                prefix,
-                upstream.url,
-                bootstrap_admin_username=ADMIN,
-                bootstrap_admin_password=ADMIN_PASSWORD,
-                **LIMITS,
-            )
-            for _ in range(2)
-        ]
-        async with (
-            running_service(DEFINITION, settings[0], worker=False) as first,
-            running_service(DEFINITION, settings[1], worker=False) as second,
-        ):
-            assert first.url != second.url
-            yield (
-                Stack(first.url, settings[0], upstream.url, database_url),
-                Stack(second.url, settings[1], upstream.url, database_url),
-            )
+    async with gateway_replicas(postgres_server_url, kafka_bootstrap, kafka_admin, **LIMITS) as pair:
+        yield pair
 
 
 async def login(gateway: Stack, username: str, password: str, address: str) -> httpx.Response:

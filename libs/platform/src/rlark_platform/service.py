@@ -311,11 +311,11 @@ def main(definition: ServiceDefinition[S, P], argv: list[str] | None = None) -> 
             )
         )
 
-    def run_served(main: Coroutine[Any, Any, None]) -> None:
+    def run_served(coro: Coroutine[Any, Any, None]) -> None:
         if definition.uvloop:
-            uvloop.run(main)
+            uvloop.run(coro)
         else:
-            asyncio.run(main)
+            asyncio.run(coro)
 
     @app.command("api")
     def _api() -> None:
