@@ -38,6 +38,12 @@ command -v ps >/dev/null 2>&1 || missing+=(procps)
 # `make bench gateway` drives the real gateway with wrk.
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
 command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
+# The Kubernetes test bed's real nodes (ADR 0021): a container runtime and the CNI bridge per node, and
+# mmdebstrap for the worker image (`make prereqs` builds it).
+command -v containerd >/dev/null 2>&1 || missing+=(containerd)
+command -v runc >/dev/null 2>&1 || missing+=(runc)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
 for extra in ${RLARK_SETUP_APT:-}; do
   command -v "$extra" >/dev/null 2>&1 || missing+=("$extra")
 done

@@ -30,13 +30,19 @@ async def wait_placeable(
     """Wait until the preview reports no errors, as a user re-checking the form would (the scheduler learns
     about new nodes through events, a moment after the inventory shows them)."""
 
+    errors: list[Any] = []
+
     async def clean() -> bool:
         async with stack.client(token) as client:
             response = await client.post("/api/v1/jobs:preview", json=document)
             assert response.status_code == 200, response.text
-            return not response.json()["errors"]
+            errors[:] = response.json()["errors"]
+            return not errors
 
-    await eventually(clean, timeout_s=timeout_s, interval_s=0.5, what="a job preview without errors")
+    try:
+        await eventually(clean, timeout_s=timeout_s, interval_s=0.5, what="a job preview without errors")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the preview's errors: {errors}") from None
 
 
 async def submit(stack: Stack, document: dict[str, Any], token: str | None = None) -> dict[str, Any]:

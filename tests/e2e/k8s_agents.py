@@ -88,9 +88,15 @@ class InProcessAgent:
 
 @contextlib.asynccontextmanager
 async def kubernetes_agent(
-    gateway_url: str, credential: str, cluster: testbed.Cluster, namespace: str, state_dir: Path
+    gateway_url: str,
+    credential: str,
+    cluster: testbed.Cluster,
+    namespace: str,
+    state_dir: Path,
+    driver: dict[str, Any] | None = None,
 ) -> AsyncIterator[InProcessAgent]:
-    """The real agent with the Kubernetes driver in this event loop; stopped (not its pods) on exit."""
+    """The real agent with the Kubernetes driver in this event loop; stopped (not its pods) on exit.
+    ``driver``: the driver's settings beyond its namespaces and kubeconfig (default `KWOK_DRIVER`)."""
 
     def make(name: str) -> KubernetesDriver:
         assert name == cluster.name, f"the credential is {name!r}'s, the kubeconfig {cluster.name!r}'s"
@@ -98,7 +104,7 @@ async def kubernetes_agent(
             namespace=namespace,
             privileged_namespace=privileged_namespace(namespace),
             kubeconfig=cluster.kubeconfig,
-            **KWOK_DRIVER,
+            **(KWOK_DRIVER if driver is None else driver),
         )
         return KubernetesDriver(config)
 

@@ -33,7 +33,7 @@ def test_the_cache_directory_follows_rlark_cache_dir(empty_cache: Path) -> None:
 def test_starting_the_test_bed_without_binaries_fails_at_once_naming_the_build_command(
     empty_cache: Path,
 ) -> None:
-    assert build.missing() == ["etcd", "kwok", "kube-apiserver"]
+    assert build.missing() == ["etcd", "kwok", "kube-apiserver", "kubelet"]
     with pytest.raises(build.NotBuilt, match=r"make prereqs") as refused:
         testbed.up(clusters=1)
     assert "kube-apiserver" in str(refused.value)
@@ -68,7 +68,14 @@ def test_prereqs_check_lists_what_is_missing_and_builds_nothing(empty_cache: Pat
 def test_every_step_names_its_cold_cost() -> None:
     assert all(s.cold.startswith("~") for s in prereqs.STEPS)
     names = " | ".join(s.name for s in prereqs.STEPS)
-    for heavy in ("Kafka", "Kubernetes test bed", "rlark-tunnel-dp", "web console", "RLinf"):
+    for heavy in (
+        "Kafka",
+        "Kubernetes test bed",
+        "real-node images",
+        "rlark-tunnel-dp",
+        "web console",
+        "RLinf",
+    ):
         assert heavy in names
 
 

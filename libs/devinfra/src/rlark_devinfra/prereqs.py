@@ -25,6 +25,7 @@ import typer
 
 from rlark_devinfra import kafka, paths, tunnel_dp, web
 from rlark_devinfra.k8s import build as k8s_build
+from rlark_devinfra.k8s import images as k8s_images
 
 RLINF_VERSION = "0.3.0"
 """The RLinf release the end-to-end tests run (the `rlinf` dependency group of the workspace)."""
@@ -39,6 +40,8 @@ class Step:
     """Cold cost on 2 cores, printed before a build."""
     ready: Callable[[], bool]
     make: Callable[[], object]
+    unavailable: Callable[[], str | None] = lambda: None
+    """Why this machine cannot have it (say so and go on: the tests that need it fail naming the reason)."""
 
 
 def _web_ready() -> bool:
@@ -88,6 +91,14 @@ STEPS = (
         k8s_build.build,
     ),
     Step(
+        f"real-node images: pause and worker (Debian {k8s_images.DEBIAN_SUITE}, OpenSSH, Ray "
+        f"{k8s_images.ray_version()}) as OCI tarballs",
+        "~3 min",
+        k8s_images.is_built,
+        k8s_images.build,
+        k8s_images.can_build,
+    ),
+    Step(
         "network-domain data path rlark-tunnel-dp (Go; golang.org/x/crypto from the module proxy)",
         "~30 s",
         tunnel_dp.is_built,
@@ -104,7 +115,8 @@ STEPS = (
 
 
 def missing() -> list[Step]:
-    return [step for step in STEPS if not step.ready()]
+    """The steps not in place that this machine can build."""
+    return [step for step in STEPS if not step.ready() and step.unavailable() is None]
 
 
 def ensure_all(echo: Callable[[str], None]) -> float:
@@ -113,6 +125,9 @@ def ensure_all(echo: Callable[[str], None]) -> float:
     for step in STEPS:
         if step.ready():
             echo(f"prereqs: {step.name}: ready")
+            continue
+        if reason := step.unavailable():
+            echo(f"prereqs: {step.name}: cannot be built here ({reason}); the tests needing it will say so")
             continue
         echo(f"prereqs: {step.name}: not here yet, building (once per machine, {step.cold})…")
         step_started = time.monotonic()
@@ -134,7 +149,9 @@ def main(
     if check:
         absent = missing()
         for step in STEPS:
-            echo(f"prereqs: {step.name}: {'MISSING' if step in absent else 'ready'}")
+            reason = None if step.ready() else step.unavailable()
+            state = "MISSING" if step in absent else f"cannot be built here ({reason})" if reason else "ready"
+            echo(f"prereqs: {step.name}: {state}")
         raise typer.Exit(1 if absent else 0)
     try:
         spent = ensure_all(echo)

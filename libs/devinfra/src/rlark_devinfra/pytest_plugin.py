@@ -30,7 +30,7 @@ if not os.environ.get("RLARK_STATE_DIR"):
 # One terminal width for every CLI the tests run (rich reads it when a console is made, at import): the
 # output does not depend on the terminal, or on xdist's longer temporary paths, when text wraps.
 os.environ.setdefault("COLUMNS", "200")
-from rlark_devinfra.k8s.fixtures import k8s_cluster, k8s_testbed  # noqa: F401 - registered fixtures
+from rlark_devinfra.k8s.fixtures import k8s_cluster, k8s_real_nodes, k8s_testbed  # noqa: F401 - registered fixtures
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -102,7 +102,8 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
     assert header["gpus"] == 8
     assert header["run_script"] == "python train.py\n"
     assert header["env"] == {"ROLE": "actor"}
-    assert header["header_address"].startswith("192.168.10.")
+    # No domain: the Header's own address (its pod's IP) is for its agent to fill in, not its node's.
+    assert header["header_address"] == ""
     rollouts = [placed[f"{jid}-rollout-{i}"] for i in range(3)]
     assert {r["node"] for r in rollouts} == {"a1", "a2", "a3", "a4"} - {header["node"]}
     for r in rollouts:

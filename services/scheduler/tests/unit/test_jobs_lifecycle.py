@@ -7,6 +7,7 @@ from rlark_scheduler.domain.jobs import (
     JobStatus,
     WorkerFacts,
     WorkerReport,
+    apply_report,
     domain_capacity,
     fold_report,
     job_request,
@@ -44,6 +45,16 @@ def test_header_success_ends_the_job_succeeded() -> None:
         0,
     )
     assert not fold.worker.present
+
+
+def test_a_reason_lasts_while_its_phase_does_and_goes_when_the_phase_moves() -> None:
+    worker = workers()[1]
+    waiting = apply_report(worker, WorkerReport(worker.worker_id, "Created", reason="ContainerCreating"))
+    assert apply_report(waiting, WorkerReport(worker.worker_id, "Created")).reason == "ContainerCreating"
+    joined = apply_report(waiting, WorkerReport(worker.worker_id, "Joined"))
+    assert (joined.phase, joined.reason) == ("Joined", "")
+    said = apply_report(waiting, WorkerReport(worker.worker_id, "Joined", reason="node lost"))
+    assert said.reason == "node lost"
 
 
 def test_header_run_failure_keeps_the_agents_reason_and_code() -> None:

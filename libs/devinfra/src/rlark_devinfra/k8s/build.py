@@ -1,4 +1,4 @@
-"""Build the Kubernetes test-bed binaries (etcd, kube-apiserver, kwok) from Go modules.
+"""Build the Kubernetes test-bed binaries (etcd, kube-apiserver, kwok, kubelet) from Go modules.
 
 No prebuilt binaries can be downloaded on these machines, so each binary is compiled once per machine
 from the Go module proxy inside a small generated Go module under a versioned cache directory
@@ -50,6 +50,8 @@ class Binaries:
     kwok: Path
     kwok_stages: Path
     kwok_logs_crd: Path
+    kubelet: Path
+    """The real kubelet of the test bed's real nodes (`realnode`); built from the kube-apiserver's module."""
 
 
 def root() -> Path:
@@ -68,6 +70,7 @@ def binaries() -> Binaries:
         kwok=bin_dir / "kwok",
         kwok_stages=bin_dir / "kwok-stages.yaml",
         kwok_logs_crd=bin_dir / "kwok-logs-crd.yaml",
+        kubelet=bin_dir / "kubelet",
     )
 
 
@@ -167,7 +170,8 @@ def _build_etcd(target: Path) -> None:
     _go(work, "build", "-trimpath", "-o", str(target), "go.etcd.io/etcd/server/v3")
 
 
-def _build_apiserver(target: Path) -> None:
+def _kubernetes_module() -> Path:
+    """The generated module that builds ``k8s.io/kubernetes`` commands, its staging modules pinned."""
     work = root() / "src-kubernetes"
     _new_module(work, "rlark.local/kubebuild")
     kdir = _module_dir(work, "k8s.io/kubernetes", KUBERNETES_VERSION)
@@ -177,7 +181,13 @@ def _build_apiserver(target: Path) -> None:
     if "replace k8s.io/api =>" not in text:
         extra = staging_replaces(kgomod, KUBERNETES_VERSION) + godebug_lines(kgomod)
         gomod.write_text(text.rstrip() + "\n\n" + "\n".join(extra) + "\n")
-    _go(work, "get", "-tool", f"k8s.io/kubernetes/cmd/kube-apiserver@{KUBERNETES_VERSION}")
+    return work
+
+
+def _build_kubernetes_command(command: str, target: Path) -> None:
+    """``k8s.io/kubernetes/cmd/<command>`` at the pinned version, stamped with it (``--version``)."""
+    work = _kubernetes_module()
+    _go(work, "get", "-tool", f"k8s.io/kubernetes/cmd/{command}@{KUBERNETES_VERSION}")
     major_minor = KUBERNETES_VERSION.removeprefix("v").split(".")
     ldflags = " ".join(
         [
@@ -196,7 +206,7 @@ def _build_apiserver(target: Path) -> None:
         ldflags,
         "-o",
         str(target),
-        "k8s.io/kubernetes/cmd/kube-apiserver",
+        f"k8s.io/kubernetes/cmd/{command}",
     )
 
 
@@ -219,7 +229,7 @@ def _build_kwok(target: Path, stages: Path, logs_crd: Path) -> None:
 
 
 def build(only: tuple[str, ...] = ()) -> Binaries:
-    """Build what is missing (all three, or the names in ``only``) and return the paths.
+    """Build what is missing (all four, or the names in ``only``) and return the paths.
 
     Holds a lock file in the cache directory: two test sessions starting at once build once.
     """
@@ -234,7 +244,12 @@ def build(only: tuple[str, ...] = ()) -> Binaries:
 BUILD_COMMAND = "make prereqs"
 """What a person runs to build the test bed (and every other heavy test prerequisite) before the tests."""
 
-EXPECTED = {"etcd": "~3 min", "kwok": "~3 min", "kube-apiserver": "~15 min"}
+EXPECTED = {
+    "etcd": "~3 min",
+    "kwok": "~3 min",
+    "kube-apiserver": "~15 min",
+    "kubelet": "~2 min after kube-apiserver",
+}
 """Cold build times on 2 cores, printed before each build so a long silence is expected."""
 
 
@@ -248,6 +263,8 @@ def missing() -> list[str]:
         names.append("kwok")
     if not found.kube_apiserver.exists():
         names.append("kube-apiserver")
+    if not found.kubelet.exists():
+        names.append("kubelet")
     return names
 
 
@@ -266,11 +283,17 @@ def require_built() -> Binaries:
 def _build_missing(only: tuple[str, ...]) -> Binaries:
     found = binaries()
     found.etcd.parent.mkdir(parents=True, exist_ok=True)
-    versions = {"etcd": ETCD_VERSION, "kwok": KWOK_VERSION, "kube-apiserver": KUBERNETES_VERSION}
+    versions = {
+        "etcd": ETCD_VERSION,
+        "kwok": KWOK_VERSION,
+        "kube-apiserver": KUBERNETES_VERSION,
+        "kubelet": KUBERNETES_VERSION,
+    }
     builders = {
         "etcd": lambda: _build_etcd(found.etcd),
         "kwok": lambda: _build_kwok(found.kwok, found.kwok_stages, found.kwok_logs_crd),
-        "kube-apiserver": lambda: _build_apiserver(found.kube_apiserver),
+        "kube-apiserver": lambda: _build_kubernetes_command("kube-apiserver", found.kube_apiserver),
+        "kubelet": lambda: _build_kubernetes_command("kubelet", found.kubelet),
     }
     for name in missing():
         if only and name not in only:

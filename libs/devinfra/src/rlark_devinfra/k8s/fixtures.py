@@ -4,7 +4,7 @@ Registered by ``rlark_devinfra.pytest_plugin``.
 
 ``k8s_testbed`` starts what is not running (it never builds: a missing binary is an error naming
 ``make prereqs``); what it started is stopped by the last test session out (``test_sessions``), unless
-``RLARK_KEEP_SERVERS`` is set. Never a skip: when the bed cannot start, the fixture errors and the test
+``RLARK_KEEP_SERVERS`` is set; ``k8s_real_nodes`` likewise for the real nodes. Never a skip: when the bed cannot start, the fixture errors and the test
 fails.
 """
 
@@ -13,7 +13,10 @@ from __future__ import annotations
 import pytest
 
 from rlark_devinfra import test_sessions
-from rlark_devinfra.k8s import testbed
+from rlark_devinfra.k8s import images, realnode, testbed
+
+REAL_NODES = {"alpha": 3}
+"""Real nodes per cluster (ADR 0021): three in alpha, for a 3-worker job (one worker per node)."""
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +32,23 @@ def k8s_testbed() -> list[testbed.Cluster]:
 def k8s_cluster(k8s_testbed: list[testbed.Cluster]) -> testbed.Cluster:
     """The first test-bed cluster."""
     return k8s_testbed[0]
+
+
+@pytest.fixture(scope="session")
+def k8s_real_nodes(k8s_testbed: list[testbed.Cluster]) -> dict[str, list[realnode.RealNode]]:
+    """`REAL_NODES` real nodes per cluster (containerd + a real kubelet each), Ready; started for this session
+    when needed and stopped with the test bed by the last session out. Root only: elsewhere it fails
+    saying why."""
+    if reason := realnode.unavailable():
+        raise RuntimeError(f"real nodes cannot run here: {reason}")
+    images.require_built()
+    nodes: dict[str, list[realnode.RealNode]] = {}
+    started = []
+    for cluster in k8s_testbed:
+        nodes[cluster.name] = [
+            realnode.RealNode(cluster, slot) for slot in range(REAL_NODES.get(cluster.name, 0))
+        ]
+        started += [realnode.status(node).name for node in nodes[cluster.name] if realnode.up(node)]
+    if started:
+        test_sessions.own("k8s", started)
+    return nodes

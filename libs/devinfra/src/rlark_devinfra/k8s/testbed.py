@@ -103,7 +103,7 @@ def _locked() -> contextlib.AbstractContextManager[None]:
     return file_lock(home() / "lock")
 
 
-def _spawn(argv: Sequence[str], log_file: Path, pid_file: Path, cwd: Path) -> int:
+def spawn(argv: Sequence[str], log_file: Path, pid_file: Path, cwd: Path) -> int:
     """Start a detached process group with output appended to ``log_file``; record its PID."""
     with log_file.open("ab") as log:
         log.write(f"\n=== {time.strftime('%F %T')} {' '.join(argv[:1])}\n".encode())
@@ -121,11 +121,11 @@ def _spawn(argv: Sequence[str], log_file: Path, pid_file: Path, cwd: Path) -> in
 
 def _http_ok(url: str, ca_file: Path | None = None, token: str | None = None) -> bool:
     context = ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
-    request = urllib.request.Request(url)  # noqa: S310 - loopback URLs built here
+    call = urllib.request.Request(url)  # noqa: S310 - loopback URLs built here
     if token:
-        request.add_header("Authorization", f"Bearer {token}")
+        call.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=3, context=context) as response:  # noqa: S310
+        with urllib.request.urlopen(call, timeout=3, context=context) as response:  # noqa: S310
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError):
         return False
@@ -157,7 +157,7 @@ def _start_etcd(binaries: Binaries) -> str:
     client = f"http://127.0.0.1:{client_port}"
     peer = f"http://127.0.0.1:{peer_port}"
     (directory / "client_port").write_text(str(client_port))
-    _spawn(
+    spawn(
         [
             str(binaries.etcd),
             "--name=rlark",
@@ -229,7 +229,7 @@ def _start_apiserver(name: str, etcd_url: str, binaries: Binaries, pki: Pki) -> 
     port = free_port()
     (directory / "port").write_text(str(port))
     server = f"https://127.0.0.1:{port}"
-    _spawn(
+    spawn(
         [
             str(binaries.kube_apiserver),
             f"--etcd-servers={etcd_url}",
@@ -284,12 +284,13 @@ def _start_kwok(name: str, index: int, binaries: Binaries, target: Cluster) -> N
     _install_logs_crd(target, binaries)
     port = free_port()
     (directory / "kwok_port").write_text(str(port))
-    _spawn(
+    spawn(
         [
             str(binaries.kwok),
             f"--kubeconfig={directory / 'kubeconfig'}",
             f"--config={binaries.kwok_stages}",
-            "--manage-all-nodes=true",
+            # Only the fake nodes (`GpuNode` annotates them): a real node's kubelet owns its pods.
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             # Pod IPs per cluster, disjoint from the service range and from each other.
             f"--cidr=10.{64 + index}.0.1/16",
             # Every node's kubelet endpoint is this KWOK's server: it serves container logs from
@@ -310,14 +311,14 @@ def _install_logs_crd(target: Cluster, binaries: Binaries) -> None:
 
     crd = yaml.safe_load(binaries.kwok_logs_crd.read_text())
     try:
-        _request(target, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        request(target, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
     except urllib.error.HTTPError as exc:
         if exc.code != 409:
             raise
     name = crd["metadata"]["name"]
 
     def established() -> bool:
-        found = _request(target, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+        found = request(target, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
         conditions = (found.get("status") or {}).get("conditions") or []
         return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
@@ -332,10 +333,16 @@ def cluster(name: str) -> Cluster:
     current = _apiserver_status(name)
     if not current.running or current.address is None:
         raise RuntimeError(f"test-bed cluster {name!r} is not running (python -m rlark_devinfra.k8s up)")
+    return cluster_facts(name)
+
+
+def cluster_facts(name: str) -> Cluster:
+    """A cluster's connection facts as its files say, whether or not its API server runs now."""
+    current = _apiserver_status(name)
     pki = ensure_pki(home() / "pki")
     return Cluster(
         name=name,
-        server=current.address,
+        server=current.address or "",
         kubeconfig=_cluster_dir(name) / "kubeconfig",
         ca_file=pki.ca_cert,
         token=_token(name),
@@ -404,9 +411,16 @@ def up(clusters: int = 2) -> UpResult:
 
 def down(only: Sequence[str] | None = None) -> list[str]:
     """Stop the test bed's processes (all, or the components named in ``only``); return them."""
+    from rlark_devinfra.k8s import realnode
+
     stopped: list[str] = []
     with _locked():
         names = _configured_clusters()
+        # Real nodes first: their kubelets still talk to the API servers while they stop their pods.
+        for node in realnode.configured(names):
+            real = realnode.status(node).name
+            if (only is None or real in only) and realnode.down(node):
+                stopped.append(real)
         components: list[ComponentStatus] = [
             *(_kwok_status(n) for n in names),
             *(_apiserver_status(n) for n in names),
@@ -464,15 +478,18 @@ class GpuNode:
         }
 
 
-def _request(target: Cluster, method: str, path: str, body: Any = None) -> Any:
+def request(
+    target: Cluster, method: str, path: str, body: Any = None, content_type: str = "application/json"
+) -> Any:
+    """One admin call to a test-bed cluster's API server; the decoded JSON answer."""
     context = ssl.create_default_context(cafile=str(target.ca_file))
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(  # noqa: S310 - the test bed's own loopback server
+    call = urllib.request.Request(  # noqa: S310 - the test bed's own loopback server
         f"{target.server}{path}", data=data, method=method
     )
-    request.add_header("Authorization", f"Bearer {target.token}")
-    request.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(request, timeout=30, context=context) as response:  # noqa: S310
+    call.add_header("Authorization", f"Bearer {target.token}")
+    call.add_header("Content-Type", content_type)
+    with urllib.request.urlopen(call, timeout=30, context=context) as response:  # noqa: S310
         return json.loads(response.read() or b"null")
 
 
@@ -480,7 +497,7 @@ def create_gpu_nodes(target: Cluster, nodes: Sequence[GpuNode]) -> None:
     """POST the nodes (status included: the API server keeps status on create); 409 is success."""
     for node in nodes:
         try:
-            _request(target, "POST", "/api/v1/nodes", node.manifest())
+            request(target, "POST", "/api/v1/nodes", node.manifest())
         except urllib.error.HTTPError as exc:
             if exc.code != 409:
                 raise
@@ -489,14 +506,14 @@ def create_gpu_nodes(target: Cluster, nodes: Sequence[GpuNode]) -> None:
 def delete_nodes(target: Cluster, names: Sequence[str]) -> None:
     for name in names:
         try:
-            _request(target, "DELETE", f"/api/v1/nodes/{name}")
+            request(target, "DELETE", f"/api/v1/nodes/{name}")
         except urllib.error.HTTPError as exc:
             if exc.code != 404:
                 raise
 
 
 def node_ready(target: Cluster, name: str) -> bool:
-    node = _request(target, "GET", f"/api/v1/nodes/{name}")
+    node = request(target, "GET", f"/api/v1/nodes/{name}")
     conditions = node.get("status", {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
@@ -523,7 +540,7 @@ def set_pod_log(target: Cluster, namespace: str, pod: str, container: str, log_f
         "spec": {"logs": [{"containers": [container], "logsFile": str(log_file), "follow": True}]},
     }
     try:
-        _request(target, "POST", f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs", body)
+        request(target, "POST", f"/apis/kwok.x-k8s.io/v1alpha1/namespaces/{namespace}/logs", body)
     except urllib.error.HTTPError as exc:
         if exc.code != 409:
             raise

@@ -168,15 +168,18 @@ class Fold:
 
 
 def apply_report(worker: WorkerFacts, report: WorkerReport) -> WorkerFacts:
-    """The worker after ``report``; a terminal phase is never overwritten by a non-terminal one."""
+    """The worker after ``report``; a terminal phase is never overwritten by a non-terminal one. A report
+    without a reason keeps the worker's in its phase, and clears it when the phase moves (a pod's
+    "ContainerCreating" said nothing about the worker once its Ray joined)."""
     if is_terminal_phase(worker.phase) and not is_terminal_phase(report.phase):
         return worker
     phase = report.phase or worker.phase
+    moved = phase != worker.phase
     return replace(
         worker,
         phase=phase,
         exit_code=report.exit_code if report.exit_code is not None else worker.exit_code,
-        reason=report.reason or worker.reason,
+        reason=report.reason if report.reason or moved else worker.reason,
         ray_joined=worker.ray_joined or phase in RAY_UP_PHASES,
         present=not is_terminal_phase(phase),
         address=report.address or worker.address,

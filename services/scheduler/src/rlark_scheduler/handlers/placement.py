@@ -38,7 +38,6 @@ from rlark_scheduler.settings import SchedulerSettings
 log = structlog.get_logger(__name__)
 
 
-LOCAL_RUNTIME = "local"
 FATAL_ALLOCATION_CODES = frozenset({"domain_not_found", "job_in_other_domain"})
 """netdomain refusals that waiting cannot cure: the job fails instead of going back to Pending."""
 
@@ -138,14 +137,11 @@ async def emit_placed(
 ) -> None:
     """One ``scheduler.worker.placed.v1`` per worker, in rank order (``domain/placed.py`` builds them)."""
     header = next(w for w in workers if w.is_header)
-    if addresses is not None:
-        header_address = addresses.virtual_ips[header.worker_id]
-    else:
-        cluster = await read_models.get_cluster(conn, header.cluster)
-        # On the local runtime each worker has its own address, which only the agent knows: it fills
-        # in the Header's address itself when this is empty.
-        local = cluster is not None and cluster.runtime == LOCAL_RUNTIME
-        header_address = "" if local else await read_models.node_address(conn, header.cluster, header.node)
+    # In a domain the Header is reached at its virtual IP. Without one the job runs in one cluster
+    # (validation refuses more) and the Header's address is its own — a pod's IP, a local worker's
+    # address — which only that cluster's agent learns: it fills it in when this is empty. (Its node's
+    # address would not do: Ray binds the pod's IP, a real kubelet's pods are not on the node's.)
+    header_address = addresses.virtual_ips[header.worker_id] if addresses is not None else ""
     placed_job = PlacedJob(
         job_id=job.id,
         owner=job.owner,

@@ -235,14 +235,6 @@ async def nodes_of_jobs(conn: Connection, job_ids: Sequence[str]) -> list[NodeRo
     return [_node(r) for r in rows]
 
 
-async def node_address(conn: Connection, cluster: str, name: str) -> str:
-    """The first address inventory knows for a node ("" when none)."""
-    addresses = await conn.fetchval(
-        "SELECT addresses FROM nodes WHERE cluster = $1 AND name = $2", cluster, name
-    )
-    return str(addresses[0]) if addresses else ""
-
-
 # ------------------------------------------------------------------------------------------- ssh keys
 
 

@@ -793,7 +793,8 @@ class Agent:
         return spec.model_copy(update={"resume_dir": f"{where.rstrip('/')}/{search.chosen}"})
 
     async def _header_address(self, placed: WorkerPlaced) -> str:
-        """The Header's address when the scheduler could not know it (local runtime, no network domain)."""
+        """The Header's address when the scheduler could not know it (no network domain: its pod's IP, a local
+        worker's address)."""
         deadline = time.monotonic() + placed.join_deadline_s
         while time.monotonic() < deadline and not self._stopping.is_set():
             header = self._headers.get(placed.job_id)

@@ -1,3 +1,3 @@
 module rlark.local/pause
 
-go 1.26
+go 1.22

@@ -1,0 +1,538 @@
+"""Real nodes in the test bed: per cluster, a containerd and a real kubelet that run real pods (ADR 0021).
+
+KWOK plays every fake GPU node (those carrying the ``kwok.x-k8s.io/node: fake`` annotation); a real node
+is a Debian containerd (with runc and the CNI bridge plugin) and the kubelet built from the test bed's own
+Kubernetes module, registered with the cluster's API server as ``real-<cluster>``. Each has its own
+directories, socket, ports, pod subnet, bridge, cgroup parent and pod-log directory, because two kubelets
+(or two containerds) sharing any of them clean up each other's pods. Pods reach each other and the host by
+pod IP (no kube-proxy, no CoreDNS); the API server reaches the kubelet on the machine's own address for
+logs. The images come from `images` (a pause image and the worker image, imported into each containerd
+once per state directory).
+
+Needs root (containerd, cgroups, bridges): `unavailable()` says why a machine cannot run them. What only
+this machine's sandbox needs is commented where it is set (``restrict_oom_score_adj``, ``failCgroupV1``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlark_devinfra.k8s import images as images_mod
+from rlark_devinfra.k8s.build import require_built
+from rlark_devinfra.k8s.testbed import (
+    GPU_MODEL_LABEL,
+    NODE_CATEGORY_LABEL,
+    Cluster,
+    delete_nodes,
+    node_ready,
+    request,
+    spawn,
+)
+from rlark_devinfra.paths import file_lock, state_dir
+from rlark_devinfra.process import free_port, read_pid, stop_process_group, wait_until
+
+PACKAGES = {"containerd": "containerd", "runc": "runc", "/usr/lib/cni/bridge": "containernetworking-plugins"}
+"""What a real node needs from Debian (``make setup`` installs them): executable or file → package."""
+CNI_BIN_DIR = Path("/usr/lib/cni")
+REAL_NODE_LABEL = "rlark.io/real-node"
+READY_TIMEOUT_S = 60.0
+
+
+def unavailable() -> str | None:
+    """Why this machine cannot run real nodes (None when it can)."""
+    if os.geteuid() != 0:
+        return "real nodes need root (containerd, cgroups and a bridge per node); run the tests as root"
+    absent = [
+        package
+        for what, package in PACKAGES.items()
+        if not (Path(what).exists() if what.startswith("/") else shutil.which(what))
+    ]
+    if absent:
+        return f"missing Debian packages {', '.join(absent)} (`make setup` installs them)"
+    if not Path("/sys/fs/cgroup").is_dir():
+        return "no /sys/fs/cgroup on this machine"
+    return None
+
+
+def _machine_tag() -> str:
+    """Four hex digits of this checkout's state directory: names shared by the whole machine (bridges,
+    cgroups, subnets) differ between two checkouts' test beds."""
+    return hashlib.sha256(str(state_dir().resolve()).encode()).hexdigest()[:4]
+
+
+MAX_PER_CLUSTER = 5
+"""Real nodes one cluster may have (one worker per node: a 3-worker job in one cluster needs three)."""
+
+
+@dataclass(frozen=True)
+class RealNode:
+    """The names, paths and addresses of one real node (nothing is started by making one)."""
+
+    cluster: Cluster
+    slot: int = 0
+    """Its number within the cluster, 0 to ``MAX_PER_CLUSTER - 1``."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.slot < MAX_PER_CLUSTER:
+            raise ValueError(f"slot must be 0..{MAX_PER_CLUSTER - 1}")
+
+    @property
+    def index(self) -> int:
+        """The cluster's position in the test bed (0 for alpha)."""
+        from rlark_devinfra.k8s.testbed import CLUSTER_NAMES
+
+        return CLUSTER_NAMES.index(self.cluster.name)
+
+    @property
+    def name(self) -> str:
+        return f"real-{self.cluster.name}-{self.slot}"
+
+    @property
+    def directory(self) -> Path:
+        path = state_dir() / "k8s" / self.cluster.name / f"realnode-{self.slot}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def socket(self) -> Path:
+        return self.directory / "containerd" / "containerd.sock"
+
+    @property
+    def subnet(self) -> str:
+        """``10.<240+cluster>.<checkout, slot>.0/24``: clear of KWOK's pod ranges (10.64-66/16), the service
+        range (10.0.0.0/24) and the tests' domain ranges (10.200/16)."""
+        third = (int(_machine_tag(), 16) % 50) * MAX_PER_CLUSTER + self.slot + 1
+        return f"10.{240 + self.index}.{third}.0/24"
+
+    @property
+    def gateway(self) -> str:
+        return self.subnet.rsplit(".", 1)[0] + ".1"
+
+    @property
+    def bridge(self) -> str:
+        return f"rpn{_machine_tag()}{self.index}{self.slot}"
+
+    @property
+    def cgroup_root(self) -> str:
+        return f"/rlark-{_machine_tag()}-{self.cluster.name}-{self.slot}"
+
+    @property
+    def network_name(self) -> str:
+        return f"rlark-{_machine_tag()}-{self.cluster.name}-{self.slot}"
+
+
+def node_address() -> str:
+    """The machine's own address (the kubelet refuses loopback as its node IP): the source address of
+    its default route, found without sending anything."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))
+        except OSError as exc:
+            raise RuntimeError(f"no default route: a real node needs the machine's address ({exc})") from exc
+        address: str = probe.getsockname()[0]
+    return address
+
+
+# --- containerd ---------------------------------------------------------------------------------------
+
+
+def _containerd_config(node: RealNode, pause_ref: str) -> str:
+    directory = node.directory / "containerd"
+    return f"""version = 2
+root = "{directory / "root"}"
+state = "{directory / "state"}"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "{node.socket}"
+[ttrpc]
+  address = "{node.socket}.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{pause_ref}"
+  enable_cdi = false
+  netns_mounts_under_state_dir = true
+  # Root here lacks CAP_SYS_RESOURCE: runc cannot give a sandbox oom_score_adj -998 (every sandbox failed
+  # with "can't get final child's PID from pipe: EOF"); clamp containers' scores to containerd's own.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{CNI_BIN_DIR}"
+    conf_dir = "{node.directory / "cni" / "net.d"}"
+    max_conf_num = 1
+"""
+
+
+def _cni_config(node: RealNode) -> dict[str, Any]:
+    """A bridge per node with host-local addresses; no masquerade (pods talk to pods and to this machine
+    only), so nothing is written to iptables."""
+    return {
+        "cniVersion": "0.4.0",
+        "name": node.network_name,
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": node.bridge,
+                "isGateway": True,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": node.subnet, "gateway": node.gateway}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": str(node.directory / "cni" / "ipam"),
+                },
+            },
+            {"type": "loopback"},
+        ],
+    }
+
+
+def _ctr(node: RealNode, *args: str, timeout: float = 300) -> str:
+    result = subprocess.run(
+        ["ctr", "-a", str(node.socket), "-n", "k8s.io", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"ctr {' '.join(args)} failed: {result.stderr.strip()[-2000:]}")
+    return result.stdout
+
+
+def _containerd_answers(node: RealNode) -> bool:
+    if not node.socket.exists():
+        return False
+    try:
+        subprocess.run(["ctr", "-a", str(node.socket), "version"], capture_output=True, timeout=5, check=True)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        return False
+    return True
+
+
+def _start_containerd(node: RealNode, found: images_mod.Images) -> None:
+    directory = node.directory
+    (directory / "cni" / "net.d").mkdir(parents=True, exist_ok=True)
+    (directory / "containerd").mkdir(parents=True, exist_ok=True)
+    config = directory / "containerd" / "config.toml"
+    config.write_text(_containerd_config(node, found.pause_ref))
+    (directory / "cni" / "net.d" / "10-rlark.conflist").write_text(json.dumps(_cni_config(node), indent=2))
+    spawn(
+        ["containerd", "--config", str(config)],
+        directory / "containerd.log",
+        directory / "containerd.pid",
+        directory,
+    )
+    wait_until(lambda: _containerd_answers(node), 30, f"containerd of {node.name}")
+
+
+def _import_images(node: RealNode, found: images_mod.Images) -> None:
+    """Import each image tar this containerd has not imported yet (by the tar's size and time)."""
+    record = node.directory / "containerd" / "imported.json"
+    done: dict[str, str] = json.loads(record.read_text()) if record.exists() else {}
+    present = set(_ctr(node, "images", "ls", "-q").split())
+    for ref, tar in ((found.pause_ref, found.pause_tar), (found.worker_ref, found.worker_tar)):
+        stamp = f"{tar.stat().st_size}:{tar.stat().st_mtime_ns}"
+        if ref in present and done.get(ref) == stamp:
+            continue
+        _ctr(node, "images", "import", str(tar))
+        done[ref] = stamp
+        record.write_text(json.dumps(done))
+
+
+# --- kubelet ----------------------------------------------------------------------------------------------
+
+
+def _cgroup_hierarchies() -> list[Path]:
+    base = Path("/sys/fs/cgroup")
+    if (base / "cgroup.controllers").exists():  # cgroup v2: one hierarchy
+        return [base]
+    return [p for p in base.iterdir() if p.is_dir() and not p.is_symlink() and p.name != "unified"]
+
+
+def _make_cgroup_root(node: RealNode) -> None:
+    """The kubelet wants its ``cgroupRoot`` to exist in every hierarchy; cpuset needs its cpus and mems."""
+    for hierarchy in _cgroup_hierarchies():
+        path = hierarchy / node.cgroup_root.lstrip("/")
+        path.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            if (hierarchy / name).exists() and not (path / name).read_text().strip():
+                (path / name).write_text((hierarchy / name).read_text())
+
+
+def _remove_cgroup_root(node: RealNode) -> None:
+    """Deepest first; a cgroup still holding a process stays (the next start reuses it)."""
+    for hierarchy in _cgroup_hierarchies():
+        path = hierarchy / node.cgroup_root.lstrip("/")
+        if not path.is_dir():
+            continue
+        for child in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            with contextlib.suppress(OSError):
+                child.rmdir()
+        with contextlib.suppress(OSError):
+            path.rmdir()
+
+
+def _kubelet_config(node: RealNode, address: str, port: int, healthz_port: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        # These machines run cgroup v1, which kubelet 1.35+ refuses unless told.
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": node.cgroup_root,
+        "podLogsDir": str(node.directory / "pod-logs"),
+        "failSwapOn": False,
+        "address": address,
+        "port": port,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": healthz_port,
+        # The API server sends no client certificate (logs, exec): anonymous, allowed. The node's port
+        # listens on the machine's own address only.
+        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "containerRuntimeEndpoint": f"unix://{node.socket}",
+        "imageServiceEndpoint": f"unix://{node.socket}",
+        "registerNode": True,
+        "podCIDR": node.subnet,
+        "resolvConf": "/etc/resolv.conf",
+        "enforceNodeAllocatable": [],
+        "protectKernelDefaults": False,
+        "makeIPTablesUtilChains": False,
+        # Images are imported, never pulled: nothing may collect them.
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "serializeImagePulls": False,
+        "maxPods": 50,
+        "logging": {"format": "text"},
+    }
+
+
+def _start_kubelet(node: RealNode) -> None:
+    binaries = require_built()
+    directory = node.directory
+    (directory / "pod-logs").mkdir(exist_ok=True)
+    (directory / "kubelet").mkdir(exist_ok=True)
+    _make_cgroup_root(node)
+    config = directory / "kubelet" / "config.json"
+    address = node_address()
+    config.write_text(json.dumps(_kubelet_config(node, address, free_port(), free_port()), indent=2))
+    spawn(
+        [
+            str(binaries.kubelet),
+            f"--config={config}",
+            f"--kubeconfig={node.cluster.kubeconfig}",
+            f"--root-dir={directory / 'kubelet' / 'root'}",
+            f"--cert-dir={directory / 'kubelet' / 'pki'}",
+            f"--hostname-override={node.name}",
+            f"--node-ip={address}",
+            f"--node-labels={REAL_NODE_LABEL}=true",
+            "--v=1",
+        ],
+        directory / "kubelet.log",
+        directory / "kubelet.pid",
+        directory,
+    )
+
+
+# --- lifecycle --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RealNodeStatus:
+    name: str
+    containerd: int | None
+    kubelet: int | None
+    log_file: Path
+
+    @property
+    def running(self) -> bool:
+        return self.containerd is not None and self.kubelet is not None
+
+
+def status(node: RealNode) -> RealNodeStatus:
+    return RealNodeStatus(
+        f"realnode/{node.name}",
+        read_pid(node.directory / "containerd.pid"),
+        read_pid(node.directory / "kubelet.pid"),
+        node.directory / "kubelet.log",
+    )
+
+
+def configured(cluster_names: list[str]) -> list[RealNode]:
+    """Every real node the named test-bed clusters have had (their directories exist); the clusters' API
+    servers need not run (used when stopping)."""
+    from rlark_devinfra.k8s.testbed import cluster_facts
+
+    found = []
+    for name in cluster_names:
+        for slot in range(MAX_PER_CLUSTER):
+            if (state_dir() / "k8s" / name / f"realnode-{slot}").is_dir():
+                found.append(RealNode(cluster_facts(name), slot))
+    return found
+
+
+def up_all(clusters: list[Cluster], per_cluster: int = 1) -> list[RealNode]:
+    """``per_cluster`` real nodes in each cluster, started unless running (Ready when this returns)."""
+    nodes = [RealNode(target, slot) for target in clusters for slot in range(per_cluster)]
+    for node in nodes:
+        up(node)
+    return nodes
+
+
+def up(node: RealNode) -> bool:
+    """Start the node's containerd and kubelet unless running, import the images, wait until the node is
+    Ready; True when this call started something. Raises (naming why) on a machine that cannot."""
+    if reason := unavailable():
+        raise RuntimeError(f"cannot run real node {node.name}: {reason}")
+    found = images_mod.require_built()
+    started = False
+    with file_lock(node.directory / "lock"):  # two test sessions start it once
+        if read_pid(node.directory / "containerd.pid") is None or not _containerd_answers(node):
+            _start_containerd(node, found)
+            started = True
+        _import_images(node, found)
+        if read_pid(node.directory / "kubelet.pid") is None:
+            _start_kubelet(node)
+            started = True
+    wait_until(lambda: _ready(node), READY_TIMEOUT_S, f"real node {node.name} Ready (log: {node.directory})")
+    return started
+
+
+def _ready(node: RealNode) -> bool:
+    try:
+        return node_ready(node.cluster, node.name)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return False
+        raise
+
+
+def down(node: RealNode) -> bool:
+    """Stop the kubelet, every container of the node and its containerd; remove the node's bridge,
+    mounts and cgroups. True when something ran."""
+    ran = False
+    kubelet = read_pid(node.directory / "kubelet.pid")
+    if kubelet is not None:
+        stop_process_group(kubelet, grace_s=10)
+        ran = True
+    containerd = read_pid(node.directory / "containerd.pid")
+    if containerd is not None:
+        if _containerd_answers(node):
+            _remove_containers(node)
+        stop_process_group(containerd, grace_s=10)
+        ran = True
+    _kill_shims(node)
+    _unmount_under(node.directory)
+    subprocess.run(["ip", "link", "del", node.bridge], capture_output=True, check=False)
+    _remove_cgroup_root(node)
+    if ran:
+        _forget(node)
+    return ran
+
+
+def _forget(node: RealNode) -> None:
+    """Delete the Node object while its API server runs (no node controller would mark it NotReady)."""
+    if not node.cluster.server:
+        return
+    with contextlib.suppress(OSError):
+        delete_nodes(node.cluster, [node.name])
+
+
+def _remove_containers(node: RealNode) -> None:
+    """Kill and remove every task and container (pods of a stopped kubelet would run on forever)."""
+    for task in _ctr(node, "tasks", "ls", "-q").split():
+        subprocess.run(
+            ["ctr", "-a", str(node.socket), "-n", "k8s.io", "tasks", "kill", "-s", "KILL", task],
+            capture_output=True,
+            check=False,
+        )
+    deadline = time.monotonic() + 10
+    while _ctr(node, "tasks", "ls", "-q").split() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for task in _ctr(node, "tasks", "ls", "-q").split():
+        subprocess.run(
+            ["ctr", "-a", str(node.socket), "-n", "k8s.io", "tasks", "rm", "-f", task],
+            capture_output=True,
+            check=False,
+        )
+    for container in _ctr(node, "containers", "ls", "-q").split():
+        subprocess.run(
+            ["ctr", "-a", str(node.socket), "-n", "k8s.io", "containers", "rm", container],
+            capture_output=True,
+            check=False,
+        )
+
+
+def _kill_shims(node: RealNode) -> None:
+    """Shims outlive containerd by design; this node's carry its socket on their command line."""
+    marker = str(node.socket).encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"containerd-shim" in cmdline and marker in cmdline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
+def _unmount_under(directory: Path) -> None:
+    prefix = str(directory.resolve()) + "/"
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
+
+
+# --- what tests do with a real node ---------------------------------------------------------------------
+
+
+def advertise(node: RealNode, gpus: int, gpu_model: str, labels: dict[str, str]) -> None:
+    """Give the node GPUs (an extended resource in its status, as a device plugin would; Ray sees them as
+    logical GPUs), a GPU model, the category label and ``labels``: what a test's jobs select."""
+    request(
+        node.cluster,
+        "PATCH",
+        f"/api/v1/nodes/{node.name}/status",
+        {"status": {"capacity": {"nvidia.com/gpu": str(gpus)}}},
+        content_type="application/merge-patch+json",
+    )
+    request(
+        node.cluster,
+        "PATCH",
+        f"/api/v1/nodes/{node.name}",
+        {"metadata": {"labels": {GPU_MODEL_LABEL: gpu_model, NODE_CATEGORY_LABEL: "gpu", **labels}}},
+        content_type="application/merge-patch+json",
+    )
+
+    def allocatable() -> bool:
+        found = request(node.cluster, "GET", f"/api/v1/nodes/{node.name}")
+        return bool(found["status"].get("allocatable", {}).get("nvidia.com/gpu") == str(gpus))
+
+    wait_until(allocatable, 30, f"{gpus} GPUs allocatable on {node.name}")
