@@ -35,6 +35,8 @@ from kubernetes import client as k8s_client
 from rlark_devinfra.k8s import testbed
 from rlark_platform.testing import free_port
 from rlark_tunnel_agent.agent.loop import Agent
+from rlark_tunnel_agent.agent.sidecars import SidecarOptions
+from rlark_tunnel_agent.agent.tunnels import TunnelOptions
 from rlark_tunnel_agent.runtime.kubernetes import KubernetesDriver, KubernetesDriverConfig, names
 from rlark_tunnel_agent.runtime.kubernetes.kube import Kube, load_api_client
 
@@ -94,9 +96,12 @@ async def kubernetes_agent(
     namespace: str,
     state_dir: Path,
     driver: dict[str, Any] | None = None,
+    tunnels: TunnelOptions | None = None,
+    sidecars: SidecarOptions | None = None,
 ) -> AsyncIterator[InProcessAgent]:
     """The real agent with the Kubernetes driver in this event loop; stopped (not its pods) on exit.
-    ``driver``: the driver's settings beyond its namespaces and kubeconfig (default `KWOK_DRIVER`)."""
+    ``driver``: the driver's settings beyond its namespaces and kubeconfig (default `KWOK_DRIVER`);
+    ``tunnels`` and ``sidecars``: network domains' tunnels and the pods' network sidecars (default none)."""
 
     def make(name: str) -> KubernetesDriver:
         assert name == cluster.name, f"the credential is {name!r}'s, the kubeconfig {cluster.name!r}'s"
@@ -116,6 +121,8 @@ async def kubernetes_agent(
         state_dir=state_dir,
         heartbeat_interval_s=0.5,
         observe_interval_s=1.0,
+        tunnels=tunnels,
+        sidecars=sidecars,
     )
     task = asyncio.create_task(agent.run(), name=f"agent {cluster.name}")
     try:

@@ -1,8 +1,10 @@
-"""A Ray job in real pods: the test bed's real nodes (a containerd and a real kubelet per cluster, ADR 0021)
+"""Ray jobs in real pods: the test bed's real nodes (a containerd and a real kubelet per cluster, ADR 0021)
 run the worker image the project builds (Debian, Python, OpenSSH, the locked Ray), the real agent with the
 driver's production settings creates the pods (no KWOK flags: markers expected, logs followed), and the
 worker bootstrap shipped in the job's ConfigMap starts the Ray head, joins the other workers and runs the
-run script.
+run script. The second job spans two clusters in a network domain: each pod's TUN device comes from the
+real network sidecar (the sidecar image: the worker image with the agent's package), Ray binds the virtual
+IPs and its traffic crosses the agents' tunnels.
 
 What it shows, each from the real part that owns it: pod phases and container IDs from the kubelet, pod IPs
 from the CNI bridge, the worker's lines from the pod log API (through the agent's log follower into the
@@ -13,18 +15,23 @@ script's exit code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jobs import document, logs, role, submit, wait_placeable, wait_status
-from k8s_agents import admin, create_namespace, job_objects, kubernetes_agent
+from k8s_agents import admin, create_namespace, job_objects, kubernetes_agent, privileged_namespace
 from rlark_devinfra.k8s import images, realnode, testbed
+from rlark_tunnel_agent.agent.sidecars import SidecarOptions
+from rlark_tunnel_agent.agent.tunnels import TunnelOptions
 from rlark_tunnel_agent.runtime.kubernetes import names
 from rlark_tunnel_agent.runtime.kubernetes.kube import Kube
+from rlark_tunnel_agent.runtime.kubernetes.manifests import SIDECAR_CONTAINER
 from stack import Stack, eventually, platform
 
 pytestmark = [pytest.mark.k8s, pytest.mark.e2e, pytest.mark.timeout(420)]
@@ -37,6 +44,8 @@ REAL_DRIVER: dict[str, Any] = {"resync_interval_s": 2.0, "termination_grace_peri
 """The driver's production defaults otherwise: markers expected, logs followed."""
 
 RUN = """\
+echo "worker identity: uid=$(id -u) caps=$(awk '/^CapEff/ {print $2}' /proc/self/status)" \
+  "no_new_privs=$(awk '/^NoNewPrivs/ {print $2}' /proc/self/status)"
 python - <<'EOF'
 import socket
 
@@ -47,6 +56,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 ray.init(address="auto")
 alive = [node for node in ray.nodes() if node["Alive"]]
 print(f"ray nodes alive: {len(alive)}, GPUs: {ray.cluster_resources().get('GPU', 0):g}", flush=True)
+print("ray node addresses:", " ".join(sorted(node["NodeManagerAddress"] for node in alive)), flush=True)
 
 
 @ray.remote(num_gpus=1)
@@ -69,10 +79,7 @@ EOF
 """
 
 
-@pytest.fixture
-def real_nodes(k8s_real_nodes: dict[str, list[realnode.RealNode]]) -> list[realnode.RealNode]:
-    """alpha's three real nodes."""
-    return k8s_real_nodes["alpha"]
+DOMAIN_CIDR = "10.201.0.0/16"
 
 
 @pytest.fixture
@@ -82,11 +89,11 @@ async def stack(postgres_server_url: str, kafka_bootstrap: str, tmp_path: Path) 
 
 
 class PodHistory:
-    """Every state the job's pods were seen in, polled from the API server until stopped (the agent deletes
+    """Every state the job's pods were seen in, polled from the API servers until stopped (the agent deletes
     a job's pods when it ends, so their last states are only seen while it runs)."""
 
-    def __init__(self, kube: Kube, namespace: str, job_id: str) -> None:
-        self.kube, self.namespace, self.job_id = kube, namespace, job_id
+    def __init__(self, places: list[tuple[Kube, str]], job_id: str) -> None:
+        self.places, self.job_id = places, job_id
         self.seen: dict[str, list[dict[str, Any]]] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -97,12 +104,17 @@ class PodHistory:
     def last(self, pod: str, phase: str) -> dict[str, Any]:
         return next(state for state in reversed(self.seen[pod]) if state["status"].get("phase") == phase)
 
+    def _pods(self) -> list[dict[str, Any]]:
+        return [pod for kube, ns in self.places for pod in job_objects(kube, ns, self.job_id)["pod"]]
+
     async def _poll(self) -> None:
         while True:
-            pods = await asyncio.to_thread(lambda: job_objects(self.kube, self.namespace, self.job_id)["pod"])
-            for pod in pods:
+            for pod in await asyncio.to_thread(self._pods):
                 self.seen.setdefault(pod["metadata"]["name"], []).append(pod)
             await asyncio.sleep(0.2)
+
+    async def removed(self) -> bool:
+        return not await asyncio.to_thread(self._pods)
 
     def __enter__(self) -> PodHistory:
         self._task = asyncio.create_task(self._poll())
@@ -113,95 +125,186 @@ class PodHistory:
         self._task.cancel()
 
 
-async def test_a_three_worker_ray_job_runs_in_real_pods_through_the_real_bootstrap(
-    stack: Stack, real_nodes: list[realnode.RealNode], tmp_path: Path
-) -> None:
-    pool = f"real-{uuid.uuid4().hex[:8]}"
-    for node in real_nodes:
+@dataclass
+class Side:
+    """One cluster of a test: its real nodes, an admin client, the test's worker namespaces, its credential."""
+
+    nodes: list[realnode.RealNode]
+    kube: Kube
+    namespace: str
+    credential: str
+
+    @property
+    def cluster(self) -> testbed.Cluster:
+        return self.nodes[0].cluster
+
+    @property
+    def places(self) -> list[tuple[Kube, str]]:
+        return [(self.kube, self.namespace), (self.kube, privileged_namespace(self.namespace))]
+
+
+async def side(stack: Stack, nodes: list[realnode.RealNode], pool: str) -> Side:
+    """Label the nodes for ``pool`` (4 GPUs each), make the namespaces, register the cluster."""
+    for node in nodes:
         realnode.advertise(node, gpus=GPUS_PER_NODE, gpu_model="A100", labels={"rlark.io/pool": pool})
-    cluster = real_nodes[0].cluster
-    kube = admin(cluster)
+    kube = admin(nodes[0].cluster)
     namespace = create_namespace(kube, "real")
-    subnets = [ipaddress.ip_network(node.subnet) for node in real_nodes]
+    create_namespace(kube, name=privileged_namespace(namespace))
     credential = await stack.register_cluster(
-        "alpha",
+        nodes[0].cluster.name,
         runtime="kubernetes",
-        pod_cidrs=[str(s) for s in subnets],
+        pod_cidrs=[node.subnet for node in nodes],
         service_cidrs=[testbed.SERVICE_CIDR],
     )
-    worker_image = images.images().worker_ref
+    return Side(nodes, kube, namespace, credential)
+
+
+@contextlib.asynccontextmanager
+async def agent(stack: Stack, at: Side, tmp_path: Path, domains: bool = False) -> AsyncIterator[None]:
+    """The real agent of ``at``'s cluster with the driver's production settings; with ``domains``, its
+    tunnels and the network sidecars (the sidecar image; pods dial the agent at this machine's address)."""
+    driver = dict(REAL_DRIVER)
+    extra: dict[str, Any] = {}
+    if domains:
+        driver["network_sidecar_image"] = images.images().sidecar_ref
+        extra["tunnels"] = TunnelOptions(listen_host="127.0.0.1")
+        extra["sidecars"] = SidecarOptions(listen_port=0, advertise_host=realnode.node_address())
     async with kubernetes_agent(
-        stack.url, credential, cluster, namespace, tmp_path / "alpha", driver=REAL_DRIVER
+        stack.url, at.credential, at.cluster, at.namespace, tmp_path / at.cluster.name, driver=driver, **extra
     ):
-        # The real nodes in inventory, with the GPUs they advertise.
-        async def listed() -> list[dict[str, Any]] | None:
-            async with stack.client() as client:
-                response = await client.get("/api/v1/nodes", params={"selector": f"rlark.io/pool={pool}"})
-                assert response.status_code == 200, response.text
-            items: list[dict[str, Any]] = [n for n in response.json()["items"] if n["ready"]]
-            return items if len(items) == len(real_nodes) else None
+        yield
 
-        found = await eventually(listed, timeout_s=120, what="the real nodes in inventory")
-        assert sorted((n["name"], n["cluster"], n["gpu_count"]) for n in found) == [
-            (node.name, "alpha", GPUS_PER_NODE) for node in real_nodes
-        ]
 
-        selector = {"rlark.io/pool": pool}
-        doc = document(
-            "ray in real pods",
-            [
-                role("actor", 1, cluster="alpha", gpusPerWorker=1, nodeSelector=selector, image=worker_image),
-                role(
-                    "rollout", 2, cluster="alpha", gpusPerWorker=1, nodeSelector=selector, image=worker_image
-                ),
-            ],
-            RUN,
-        )
-        await wait_placeable(stack, doc, timeout_s=120)
-        job_id = (await submit(stack, doc))["id"]
-        with PodHistory(kube, namespace, job_id) as history:
-            try:
-                done = await wait_status(stack, job_id, {"Succeeded"}, timeout_s=300)
-            except AssertionError as exc:
-                tail = "\n".join(f"{e['worker_id']}: {e['line']}" for e in (await logs(stack, job_id))[-60:])
-                raise AssertionError(f"{exc}\nthe job's log ends:\n{tail}") from None
-            header = next(w for w in done["workers"] if w["is_header"])
-
-            # The job's end removes its pods: each kubelet stops the containers, the API server forgets them.
-            async def removed() -> bool:
-                return not (await asyncio.to_thread(job_objects, kube, namespace, job_id))["pod"]
-
-            await eventually(removed, timeout_s=60, what="the job's pods removed")
-
-        # The run script's own lines, streamed from the pod log API into the job's log.
-        lines = [entry["line"] for entry in await logs(stack, job_id)]
-        workers = {w["id"]: w for w in done["workers"]}
-        pods = {w: names.pod_name(w) for w in workers}
-        assert "ray nodes alive: 3, GPUs: 3" in lines, lines[-40:]
-        ran_on = next(line for line in lines if line.startswith("tasks ran on: "))
-        assert sorted(ran_on.removeprefix("tasks ran on: ").split()) == sorted(pods.values())
-
-        # Every worker's pod ran on its own real node, as its kubelet reported: Pending, then Running with
-        # containerd's container and an address from that node's bridge.
-        assert set(history.seen) == set(pods.values())
-        subnet_of = {node.name: ipaddress.ip_network(node.subnet) for node in real_nodes}
-        assert sorted(history.seen[pod][-1]["spec"]["nodeName"] for pod in pods.values()) == sorted(subnet_of)
-        for pod in pods.values():
-            assert history.phases(pod)[:2] == ["Pending", "Running"], (pod, history.phases(pod))
-            running = history.last(pod, "Running")
-            assert ipaddress.ip_address(running["status"]["podIP"]) in subnet_of[running["spec"]["nodeName"]]
-            statuses = running["status"]["containerStatuses"]
-            assert all(s["containerID"].startswith("containerd://") for s in statuses), statuses
-
-        # Each worker's phases came from the bootstrap's marker lines: the Header's Ray head, every worker
-        # joined, the Header ran the script (a container that merely runs would stop at Starting).
-        phases: dict[str, set[str]] = {w: set() for w in workers}
+async def nodes_listed(stack: Stack, pool: str, count: int) -> list[dict[str, Any]]:
+    async def listed() -> list[dict[str, Any]] | None:
         async with stack.client() as client:
-            response = await client.get(f"/api/v1/jobs/{job_id}/events")
+            response = await client.get("/api/v1/nodes", params={"selector": f"rlark.io/pool={pool}"})
             assert response.status_code == 200, response.text
-        for entry in response.json()["items"]:
-            if entry["kind"] == "worker" and entry["worker_id"] in phases:
-                phases[entry["worker_id"]].add(entry["phase"])
-        for worker_id, seen in phases.items():
-            assert "Joined" in seen, (worker_id, seen)
-        assert {"RayHeadUp", "Running", "Succeeded"} <= phases[header["id"]], phases
+        items: list[dict[str, Any]] = [n for n in response.json()["items"] if n["ready"]]
+        return items if len(items) == count else None
+
+    found: list[dict[str, Any]] = await eventually(listed, timeout_s=120, what="the real nodes in inventory")
+    return found
+
+
+async def run_to_success(
+    stack: Stack, doc: dict[str, Any], places: list[tuple[Kube, str]]
+) -> tuple[dict[str, Any], PodHistory, list[str]]:
+    """Submit ``doc`` once placeable, wait for Succeeded and for its pods to go; the job, what its pods went
+    through, and its log lines (the last 60 in the failure when it does not succeed)."""
+    await wait_placeable(stack, doc, timeout_s=120)
+    job_id = (await submit(stack, doc))["id"]
+    with PodHistory(places, job_id) as history:
+        try:
+            done = await wait_status(stack, job_id, {"Succeeded"}, timeout_s=300)
+        except AssertionError as exc:
+            tail = "\n".join(f"{e['worker_id']}: {e['line']}" for e in (await logs(stack, job_id))[-60:])
+            raise AssertionError(f"{exc}\nthe job's log ends:\n{tail}") from None
+        # The job's end removes its pods: each kubelet stops the containers, the API server forgets them.
+        await eventually(history.removed, timeout_s=60, what="the job's pods removed")
+    return done, history, [entry["line"] for entry in await logs(stack, job_id)]
+
+
+def check_pods(done: dict[str, Any], history: PodHistory, nodes: list[realnode.RealNode]) -> None:
+    """Every worker's pod ran on its own real node, as its kubelet reported: Pending, then Running with
+    containerd's containers and an address from that node's bridge."""
+    pods = {names.pod_name(w["id"]) for w in done["workers"]}
+    assert set(history.seen) == pods
+    subnet_of = {node.name: ipaddress.ip_network(node.subnet) for node in nodes}
+    placed = [history.seen[pod][-1]["spec"]["nodeName"] for pod in pods]
+    assert set(placed) <= set(subnet_of), placed
+    assert len(set(placed)) == len(pods), placed
+    for pod in pods:
+        assert history.phases(pod)[:2] == ["Pending", "Running"], (pod, history.phases(pod))
+        running = history.last(pod, "Running")
+        assert ipaddress.ip_address(running["status"]["podIP"]) in subnet_of[running["spec"]["nodeName"]]
+        statuses = running["status"]["containerStatuses"]
+        assert all(s["containerID"].startswith("containerd://") for s in statuses), statuses
+
+
+async def check_phases(stack: Stack, done: dict[str, Any]) -> None:
+    """Each worker's phases came from the bootstrap's marker lines: the Header's Ray head, every worker
+    joined, the Header ran the script (a container that merely runs would stop at Starting)."""
+    phases: dict[str, set[str]] = {w["id"]: set() for w in done["workers"]}
+    async with stack.client() as client:
+        response = await client.get(f"/api/v1/jobs/{done['id']}/events")
+        assert response.status_code == 200, response.text
+    for entry in response.json()["items"]:
+        if entry["kind"] == "worker" and entry["worker_id"] in phases:
+            phases[entry["worker_id"]].add(entry["phase"])
+    for worker_id, seen in phases.items():
+        assert "Joined" in seen, (worker_id, seen)
+    header = next(w for w in done["workers"] if w["is_header"])
+    assert {"RayHeadUp", "Running", "Succeeded"} <= phases[header["id"]], phases
+
+
+def check_ray(done: dict[str, Any], lines: list[str]) -> list[str]:
+    """The run script's own lines, streamed from the pod log API into the job's log: three Ray nodes, a
+    task on each pod; the Ray nodes' addresses."""
+    assert "ray nodes alive: 3, GPUs: 3" in lines, lines[-40:]
+    # The runtime enforced the pod's security context: the job's code is uid 1000 with no capability, and
+    # cannot gain one (what a hostile job would need to reach the node or the agent's credentials).
+    assert "worker identity: uid=1000 caps=0000000000000000 no_new_privs=1" in lines, lines[-40:]
+    ran_on = next(line for line in lines if line.startswith("tasks ran on: "))
+    assert sorted(ran_on.removeprefix("tasks ran on: ").split()) == sorted(
+        names.pod_name(w["id"]) for w in done["workers"]
+    )
+    addresses = next(line for line in lines if line.startswith("ray node addresses: "))
+    return addresses.removeprefix("ray node addresses: ").split()
+
+
+def ray_job(name: str, pool: str, rollouts_in: str, **extra: Any) -> dict[str, Any]:
+    """The job both tests run: an actor (the Header) in alpha and two rollouts, on the pool's real nodes, in the
+    project's worker image, running ``RUN``."""
+    common = {
+        "gpusPerWorker": 1,
+        "nodeSelector": {"rlark.io/pool": pool},
+        "image": images.images().worker_ref,
+    }
+    roles = [role("actor", 1, cluster="alpha", **common), role("rollout", 2, cluster=rollouts_in, **common)]
+    return document(name, roles, RUN, **extra)
+
+
+async def test_a_three_worker_ray_job_runs_in_real_pods_through_the_real_bootstrap(
+    stack: Stack, k8s_real_nodes: dict[str, list[realnode.RealNode]], tmp_path: Path
+) -> None:
+    pool = f"real-{uuid.uuid4().hex[:8]}"
+    alpha = await side(stack, k8s_real_nodes["alpha"][:3], pool)
+    async with agent(stack, alpha, tmp_path):
+        found = await nodes_listed(stack, pool, 3)
+        assert sorted((n["name"], n["cluster"], n["gpu_count"]) for n in found) == [
+            (node.name, "alpha", GPUS_PER_NODE) for node in alpha.nodes
+        ]
+        doc = ray_job("ray in real pods", pool, rollouts_in="alpha")
+        done, history, lines = await run_to_success(stack, doc, alpha.places)
+    addresses = check_ray(done, lines)
+    pod_ips = {history.last(p, "Running")["status"]["podIP"] for p in history.seen}
+    assert set(addresses) == pod_ips  # no domain: Ray binds the pods' own addresses
+    check_pods(done, history, alpha.nodes)
+    await check_phases(stack, done)
+
+
+async def test_a_job_across_two_clusters_runs_ray_over_the_network_sidecars_tun_devices(
+    stack: Stack, k8s_real_nodes: dict[str, list[realnode.RealNode]], tmp_path: Path
+) -> None:
+    pool = f"real-{uuid.uuid4().hex[:8]}"
+    alpha = await side(stack, k8s_real_nodes["alpha"][:1], pool)
+    beta = await side(stack, k8s_real_nodes["beta"][:2], pool)
+    domain = f"net-{uuid.uuid4().hex[:6]}"
+    async with stack.client() as client:
+        created = await client.post("/api/v1/domains", json={"name": domain, "cidr": DOMAIN_CIDR})
+        assert created.status_code == 201, created.text
+    async with agent(stack, alpha, tmp_path, domains=True), agent(stack, beta, tmp_path, domains=True):
+        await nodes_listed(stack, pool, 3)
+        doc = ray_job("ray across clusters in real pods", pool, rollouts_in="beta", networkDomain=domain)
+        done, history, lines = await run_to_success(stack, doc, [*alpha.places, *beta.places])
+    # Ray bound the workers' virtual IPs: every byte between the pods crossed the sidecars and the tunnels.
+    addresses = check_ray(done, lines)
+    assert sorted(addresses) == sorted(w["virtual_ip"] for w in done["workers"])
+    assert all(ipaddress.ip_address(a) in ipaddress.ip_network(DOMAIN_CIDR) for a in addresses)
+    check_pods(done, history, [*alpha.nodes, *beta.nodes])
+    for pod in history.seen:  # each pod's TUN came from its network sidecar, running beside the worker
+        running = history.last(pod, "Running")["status"]
+        sidecars = [c for c in running.get("initContainerStatuses") or [] if c["name"] == SIDECAR_CONTAINER]
+        assert [list(c["state"]) for c in sidecars] == [["running"]], running
+    await check_phases(stack, done)

@@ -117,3 +117,27 @@ def test_default_env_and_latest_tag_and_no_leftovers(tmp_path: Path) -> None:
 def test_ref_tag_ignores_a_registry_port() -> None:
     assert oci.ref_tag("localhost:5000/pause") == "latest"
     assert oci.ref_tag("localhost:5000/pause:3.10") == "3.10"
+
+
+def test_an_image_on_a_base_keeps_the_bases_layers_and_settings_below_its_own(
+    packed: tuple[str, dict[str, bytes], Path], tmp_path: Path
+) -> None:
+    _, base_members, base = packed
+    extra = tmp_path / "extra"
+    (extra / "opt").mkdir(parents=True)
+    (extra / "opt" / "tool").write_text("on top\n")
+    out = tmp_path / "on-base.tar"
+    oci.pack(extra, "rlark.local/on-base:1", out, base=base)
+    members = _members(out)
+    [entry] = json.loads(members["index.json"])["manifests"]
+    manifest = json.loads(_blob(members, entry))
+    config = json.loads(_blob(members, manifest["config"]))
+    [base_entry] = json.loads(base_members["index.json"])["manifests"]
+    [base_layer] = json.loads(_blob(base_members, base_entry))["layers"]
+    bottom, top = manifest["layers"]
+    assert bottom == base_layer  # the same blob: containerd stores it once
+    assert _blob(members, bottom) == _blob(base_members, base_layer)
+    assert config["rootfs"]["diff_ids"] == [bottom["digest"], top["digest"]]
+    assert (config["config"]["Entrypoint"], config["config"]["Env"]) == (["/bin/hello"], ["PATH=/bin", "A=b"])
+    with tarfile.open(fileobj=io.BytesIO(_blob(members, top))) as archive:
+        assert {m.name.removeprefix("./") for m in archive.getmembers()} >= {"opt/tool"}

@@ -15,8 +15,9 @@ import pytest
 from rlark_devinfra import test_sessions
 from rlark_devinfra.k8s import images, realnode, testbed
 
-REAL_NODES = {"alpha": 3}
-"""Real nodes per cluster (ADR 0021): three in alpha, for a 3-worker job (one worker per node)."""
+REAL_NODES = {"alpha": 3, "beta": 2}
+"""Real nodes per cluster (ADR 0021): three in alpha for a 3-worker job in one cluster (one worker per node),
+two in beta for a job across both."""
 
 
 @pytest.fixture(scope="session")

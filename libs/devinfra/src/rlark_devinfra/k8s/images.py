@@ -8,9 +8,12 @@ No registry can be reached from a pod here, so containerd imports both images fr
 * the worker image (:func:`worker_ref`) — Debian bookworm minbase (``mmdebstrap``) with python3, sshd and
   the networking tools, a user ``rlark`` (uid/gid 1000: pods run as 1000 and sshd needs its passwd
   entry) and a venv ``/opt/ray`` with the workspace's locked ``ray[default]``, installed by pip in a
-  chroot.
+  chroot, with what the network sidecar needs beside it (asyncssh, pydantic-settings);
+* the sidecar image (:func:`sidecar_ref`) — the worker image with ``rlark_tunnel_agent`` on top as one more
+  layer (``PYTHONPATH``): the network sidecar's TUN device and the files sidecar run from it. Keyed by the
+  package's sources, so it follows the checkout (~10 s; containerd stores the shared layer once).
 
-Both tarballs go to ``cache_dir()/realpods-images-<key>``, where the key hashes every input of the recipe
+The tarballs go to ``cache_dir()/realpods-images-<key>``, where the key hashes every input of the recipe
 (Ray version, Debian suite and packages, the pause source, :data:`RECIPE_VERSION`): a change gives a new
 directory and one build, every checkout on the machine shares the result. This is the recipe measured in
 ``libs/devinfra/realpods`` (its README), made a library.
@@ -27,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -60,7 +64,11 @@ BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PAUSE_TAR = "pause-oci.tar"
 WORKER_TAR = "worker-oci.tar"
 BUILD_COMMAND = "make prereqs"
-EXPECTED = {"pause": "~10 s", "worker": "~70 s on 2 cores: Debian ~30 s, Ray from PyPI ~30 s, packing ~5 s"}
+EXPECTED = {
+    "pause": "~10 s",
+    "worker": "~70 s on 2 cores: Debian ~30 s, Ray from PyPI ~30 s, packing ~5 s",
+    "sidecar": "~10 s: the agent's package on the worker image, again whenever its sources change",
+}
 """Cold build times, printed before each build so a long silence is expected."""
 HEARTBEAT_S = 60.0
 """How often a long step says it is still working."""
@@ -74,6 +82,8 @@ class Images:
     pause_ref: str
     worker_tar: Path
     worker_ref: str
+    sidecar_tar: Path
+    sidecar_ref: str
 
 
 def ray_version() -> str:
@@ -83,6 +93,39 @@ def ray_version() -> str:
 
 def worker_ref() -> str:
     return f"{WORKER_REPOSITORY}:{DEBIAN_SUITE}-ray{ray_version()}"
+
+
+SIDECAR_REPOSITORY = "rlark.local/rlark-sidecar"
+SIDECAR_PACKAGE = "rlark_tunnel_agent"
+SIDECAR_PYTHONPATH = "/opt/rlark/python"
+SIDECAR_DEPENDENCIES = ("asyncssh", "pydantic-settings")
+"""What ``rlark_tunnel_agent.tunnel.sidecar`` imports beyond the standard library and pydantic (Ray's): the
+worker image's venv gets them at the workspace's locked versions."""
+
+
+def _sidecar_requirements() -> str:
+    return " ".join(f'"{name}=={importlib.metadata.version(name)}"' for name in SIDECAR_DEPENDENCIES)
+
+
+def _sidecar_sources() -> Path:
+    spec = importlib.util.find_spec(SIDECAR_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise RuntimeError(f"{SIDECAR_PACKAGE} is not installed in this environment (uv sync)")
+    return Path(spec.origin).parent
+
+
+def sidecar_key() -> str:
+    """16 hex of sha256 over the agent package's Python files: the sidecar image follows the sources."""
+    digest = hashlib.sha256()
+    folder = _sidecar_sources()
+    for path in sorted(folder.rglob("*.py")):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def sidecar_ref() -> str:
+    """The network (and files) sidecar image: the worker image with the agent's package on top."""
+    return f"{SIDECAR_REPOSITORY}:{sidecar_key()}"
 
 
 def _pause_sources() -> dict[str, bytes]:
@@ -124,15 +167,16 @@ def images() -> Images:
         pause_ref=PAUSE_IMAGE,
         worker_tar=folder / WORKER_TAR,
         worker_ref=worker_ref(),
+        sidecar_tar=folder / f"sidecar-{sidecar_key()}-oci.tar",
+        sidecar_ref=sidecar_ref(),
     )
 
 
 def missing() -> list[str]:
-    """Names of the images (``pause``, ``worker``) not built yet, in build order."""
+    """Names of the images (``pause``, ``worker``, ``sidecar``) not built yet, in build order."""
     found = images()
-    return [
-        name for name, path in (("pause", found.pause_tar), ("worker", found.worker_tar)) if not path.exists()
-    ]
+    tars = (("pause", found.pause_tar), ("worker", found.worker_tar), ("sidecar", found.sidecar_tar))
+    return [name for name, path in tars if not path.exists()]
 
 
 def is_built() -> bool:
@@ -180,6 +224,7 @@ def build() -> Images:
         builders = {
             "pause": lambda: _build_pause(found, scratch),
             "worker": lambda: _build_worker(found, scratch),
+            "sidecar": lambda: _build_sidecar(found, scratch),
         }
         for name in missing():
             _log(f"building the {name} image (once per machine, {EXPECTED[name]})…")
@@ -189,7 +234,7 @@ def build() -> Images:
                 builders[name]()
             finally:
                 _remove_scratch(scratch)
-            tar = found.pause_tar if name == "pause" else found.worker_tar
+            tar = {"pause": found.pause_tar, "worker": found.worker_tar, "sidecar": found.sidecar_tar}[name]
             _log(f"{name} image built in {time.monotonic() - started:.0f} s: {tar} ({_mib(tar)})")
         return found
 
@@ -229,6 +274,24 @@ def _build_worker(found: Images, scratch: Path) -> None:
         env=[f"PATH={RAY_VENV}/bin:{BASE_PATH}"],
     )
     _log(f"packed in {time.monotonic() - started:.0f} s")
+
+
+def _build_sidecar(found: Images, scratch: Path) -> None:
+    """The agent's package as one more layer on the worker image (``PYTHONPATH``); older sidecar tarballs of
+    this directory are removed (one per source state would pile up)."""
+    layer = scratch / "sidecar-layer"
+    target = layer / SIDECAR_PYTHONPATH.lstrip("/") / SIDECAR_PACKAGE
+    shutil.copytree(_sidecar_sources(), target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    oci.pack(
+        layer,
+        found.sidecar_ref,
+        found.sidecar_tar,
+        env=[f"PATH={RAY_VENV}/bin:{BASE_PATH}", f"PYTHONPATH={SIDECAR_PYTHONPATH}"],
+        base=found.worker_tar,
+    )
+    for old in found.sidecar_tar.parent.glob("sidecar-*-oci.tar"):
+        if old != found.sidecar_tar:
+            old.unlink(missing_ok=True)
 
 
 def _mmdebstrap_command(rootfs: Path) -> list[str]:
@@ -293,7 +356,7 @@ def _ray_script() -> str:
     read-only to the pods' uid 1000), and an import as the check."""
     return (
         f"python3 -m venv {RAY_VENV} && "
-        f'{RAY_VENV}/bin/pip install --no-cache-dir -q "ray[default]=={ray_version()}" && '
+        f'{RAY_VENV}/bin/pip install --no-cache-dir -q "ray[default]=={ray_version()}" {_sidecar_requirements()} && '
         f'{RAY_VENV}/bin/python -c "import ray; print(ray.__version__)"'
     )
 

@@ -76,12 +76,15 @@ def pack(
     entrypoint: list[str] | None = None,
     cmd: list[str] | None = None,
     env: list[str] | None = None,
+    base: Path | None = None,
 ) -> str:
     """Write ``rootfs`` as the OCI image ``ref`` to the tarball ``out``; return the manifest digest.
 
-    ``env`` replaces :data:`DEFAULT_ENV` when given (so it should carry ``PATH``). The scratch blobs go to
-    a temporary directory beside ``out`` (same filesystem: the layer is moved, not copied), removed on
-    success and on failure.
+    ``env`` replaces :data:`DEFAULT_ENV` (or ``base``'s) when given (so it should carry ``PATH``). With
+    ``base`` (another tarball of this module), the image is ``base``'s layers and ``rootfs`` as one more on
+    top: containerd stores a layer it already has once, so importing the new image adds only ``rootfs``.
+    The scratch blobs go to a temporary directory beside ``out`` (same filesystem: the layer is moved, not
+    copied), removed on success and on failure.
     """
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -90,12 +93,16 @@ def pack(
         blobs = work / "blobs" / "sha256"
         blobs.mkdir(parents=True)
 
+        below: list[str] = []  # the base's layer digests, bottom first
+        inherited: dict[str, Any] = {}
+        if base is not None:
+            below, inherited = _take_layers(base, blobs)
         layer = work / "layer.tar"
         subprocess.run(
             ["tar", "--numeric-owner", "--xattrs", "--acls", "-C", str(rootfs), "-cf", str(layer), "."],
             check=True,
         )
-        layer_digest, layer_size = _sha256_file(layer), layer.stat().st_size
+        layer_digest = _sha256_file(layer)
         layer.rename(blobs / layer_digest)
 
         arch = architecture()
@@ -104,12 +111,12 @@ def pack(
             "architecture": arch,
             "os": "linux",
             "config": {
-                "Env": list(env) if env is not None else list(DEFAULT_ENV),
-                "Entrypoint": entrypoint,
-                "Cmd": cmd,
+                "Env": list(env) if env is not None else inherited.get("Env", list(DEFAULT_ENV)),
+                "Entrypoint": entrypoint if entrypoint is not None else inherited.get("Entrypoint"),
+                "Cmd": cmd if cmd is not None else inherited.get("Cmd"),
                 "WorkingDir": "/",
             },
-            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_digest}"]},
+            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{d}" for d in [*below, layer_digest]]},
             "history": [{"created_by": "rlark_devinfra.k8s.oci.pack"}],
         }
         config_digest, config_size = _put_json(blobs, config)
@@ -122,7 +129,12 @@ def pack(
                 "size": config_size,
             },
             "layers": [
-                {"mediaType": LAYER_MEDIA_TYPE, "digest": f"sha256:{layer_digest}", "size": layer_size}
+                {
+                    "mediaType": LAYER_MEDIA_TYPE,
+                    "digest": f"sha256:{digest}",
+                    "size": (blobs / digest).stat().st_size,
+                }
+                for digest in [*below, layer_digest]
             ],
         }
         manifest_digest, manifest_size = _put_json(blobs, manifest)
@@ -158,3 +170,26 @@ def pack(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return f"sha256:{manifest_digest}"
+
+
+def _take_layers(base: Path, blobs: Path) -> tuple[list[str], dict[str, Any]]:
+    """Copy ``base``'s layer blobs into ``blobs``; return their digests (bottom first) and its image config."""
+    with tarfile.open(base) as archive:
+
+        def document(name: str) -> dict[str, Any]:
+            member = archive.extractfile(name)
+            assert member is not None, f"{base}: no {name}"
+            found: dict[str, Any] = json.loads(member.read())
+            return found
+
+        manifest_digest = document("index.json")["manifests"][0]["digest"].removeprefix("sha256:")
+        manifest = document(f"blobs/sha256/{manifest_digest}")
+        config = document(f"blobs/sha256/{manifest['config']['digest'].removeprefix('sha256:')}")
+        digests = [layer["digest"].removeprefix("sha256:") for layer in manifest["layers"]]
+        for digest in digests:
+            source = archive.extractfile(f"blobs/sha256/{digest}")
+            assert source is not None
+            with source, (blobs / digest).open("wb") as target:
+                shutil.copyfileobj(source, target, 1 << 20)
+    inherited: dict[str, Any] = config.get("config") or {}
+    return digests, inherited

@@ -253,7 +253,12 @@ def _import_images(node: RealNode, found: images_mod.Images) -> None:
     record = node.directory / "containerd" / "imported.json"
     done: dict[str, str] = json.loads(record.read_text()) if record.exists() else {}
     present = set(_ctr(node, "images", "ls", "-q").split())
-    for ref, tar in ((found.pause_ref, found.pause_tar), (found.worker_ref, found.worker_tar)):
+    tars = (
+        (found.pause_ref, found.pause_tar),
+        (found.worker_ref, found.worker_tar),
+        (found.sidecar_ref, found.sidecar_tar),
+    )
+    for ref, tar in tars:
         stamp = f"{tar.stat().st_size}:{tar.stat().st_mtime_ns}"
         if ref in present and done.get(ref) == stamp:
             continue
