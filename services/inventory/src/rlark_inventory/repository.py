@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import asyncpg
 from rlark_contracts.events.inventory import ClusterState, NodeState
+from rlark_platform.db.pages import page_and_total
 from rlark_platform.db.pool import Connection, mark_session_state
 
 from rlark_inventory.domain.clusters import ClusterSpec
@@ -636,34 +637,25 @@ def _node_where(flt: NodeFilter, args: list[Any]) -> str:
 async def list_nodes(
     conn: Connection, flt: NodeFilter, *, sort: str, descending: bool, limit: int, offset: int
 ) -> tuple[list[NodeRow], int]:
-    """One page of nodes and the number matching, read from one snapshot.
+    """One page of nodes and the number matching, from one snapshot (``page_and_total``).
 
-    The page and the count are separate statements on purpose: a window ``count(*) OVER ()`` would
-    carry every matching row, wide labels and all, through the sort; this way the page query can stop
-    early (walking the primary key for the default sort) and the count touches no row data but labels.
-    """
+    The count touches no row data but labels, and the page query can stop early (walking the primary key for
+    the default sort)."""
     args: list[Any] = []
     where = _node_where(flt, args)
     direction = "DESC" if descending else "ASC"
     # Ties always break by cluster then name, ascending, so pages are stable whatever the sort.
     order = f"{NODE_SORTS[sort]} {direction}, n.cluster, n.name"
     join = "JOIN clusters c ON c.name = n.cluster"
-    async with conn.transaction(isolation="repeatable_read", readonly=True):
-        rows = await conn.fetch(
-            f"""SELECT {_NODE_COLUMNS}, c.category FROM nodes n {join}
-                WHERE {where}
-                ORDER BY {order} LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}""",
-            *args,
-            limit,
-            offset,
-        )
-        if offset == 0 and len(rows) < limit:
-            total = len(rows)
-        else:
-            count_join = join if flt.category else ""
-            total = int(
-                await conn.fetchval(f"SELECT count(*) FROM nodes n {count_join} WHERE {where}", *args)
-            )
+    rows, total = await page_and_total(
+        conn,
+        f"{_NODE_COLUMNS}, c.category",
+        f"FROM nodes n {join} WHERE {where} ORDER BY {order}",
+        f"SELECT count(*) FROM nodes n {join if flt.category else ''} WHERE {where}",
+        args,
+        limit=limit,
+        offset=offset,
+    )
     return [_node(r) for r in rows], total
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
+from rlark_platform.db.pages import page_and_total
 from rlark_platform.db.pool import Connection
 
 from rlark_keys.domain import PublicKey
@@ -112,15 +113,17 @@ async def list_keys(
 ) -> tuple[list[StoredKey], int]:
     """One page of keys ordered by owner then name (one owner's, or everyone's when ``owner`` is
     None), and the total count."""
-    rows = await conn.fetch(
-        """SELECT * FROM ssh_keys WHERE $1::text IS NULL OR owner = $1
-           ORDER BY owner, name, id LIMIT $2 OFFSET $3""",
-        owner,
-        limit,
-        offset,
+    where = "WHERE $1::text IS NULL OR owner = $1"
+    rows, total = await page_and_total(
+        conn,
+        "*",
+        f"FROM ssh_keys {where} ORDER BY owner, name, id",
+        f"SELECT count(*) FROM ssh_keys {where}",  # noqa: S608 - fixed text, values are parameters
+        [owner],
+        limit=limit,
+        offset=offset,
     )
-    total = await conn.fetchval("SELECT count(*) FROM ssh_keys WHERE $1::text IS NULL OR owner = $1", owner)
-    return [_key(r) for r in rows], int(total)
+    return [_key(r) for r in rows], total
 
 
 async def rename_key(conn: Connection, key_id: uuid.UUID, name: str) -> StoredKey:

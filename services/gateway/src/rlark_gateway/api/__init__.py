@@ -90,15 +90,19 @@ def build_api(ctx: ServiceContext[GatewaySettings, Gateway]) -> FastAPI:
     )
     add_docs_routes(app)
     add_openapi_route(app, gw)
-    app.include_router(auth.router)
-    app.include_router(users.router)
-    app.include_router(audit.router)
-    app.include_router(events.router)
-    app.include_router(relay.router)  # WebSockets: SSH relays, agents' control links (ADR 0010)
-    app.include_router(outputs.router)  # before the proxy: served from the agents (ADR 0010)
-    app.include_router(tool_tickets.router)  # jobs' tools open on the tools origin (ADR 0012)
-    app.include_router(keys.router)  # before the proxy: a key jobs use is not deleted without force
-    add_proxy_routes(app)
+    own = [
+        auth.router,
+        users.router,
+        audit.router,
+        events.router,
+        relay.router,  # WebSockets: SSH relays, agents' control links (ADR 0010)
+        outputs.router,  # before the proxy: served from the agents (ADR 0010)
+        tool_tickets.router,  # jobs' tools open on the tools origin (ADR 0012)
+        keys.router,  # before the proxy: a key jobs use is not deleted without force
+    ]
+    for router in own:
+        app.include_router(router)
+    add_proxy_routes(app, own)
     add_fallback_route(app)
     add_console_routes(app, gw.settings)
     document_guard_answers(app)

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
+from rlark_platform.db.pages import TOTAL, page_and_total
 from rlark_platform.db.pool import Connection
 
 from rlark_scheduler.domain.jobs import HOLDING, JobStatus
@@ -86,6 +87,7 @@ _JOB_COLUMNS = """id, owner, name, spec, spec_yaml, warnings, status, reason, de
 
 def _job(row: asyncpg.Record | Mapping[str, Any]) -> JobRow:
     data = dict(row)
+    data.pop(TOTAL, None)
     data["status"] = JobStatus(data["status"])
     for name in ("ssh_key_ids", "ssh_key_names", "ssh_public_keys"):
         data[name] = list(data[name])
@@ -205,14 +207,16 @@ async def list_jobs(
         params.append(ssh_key_id)
         where.append(f"${len(params)} = ANY(ssh_key_ids)")
     clause = (" WHERE " + " AND ".join(where)) if where else ""
-    total = await conn.fetchval(f"SELECT count(*) FROM jobs{clause}", *params)  # noqa: S608
-    params += [page_size, (page - 1) * page_size]
-    rows = await conn.fetch(
-        f"SELECT {_JOB_COLUMNS} FROM jobs{clause} ORDER BY created_at DESC, submitted_seq DESC "  # noqa: S608
-        f"LIMIT ${len(params) - 1} OFFSET ${len(params)}",
-        *params,
+    rows, total = await page_and_total(
+        conn,
+        _JOB_COLUMNS,
+        f"FROM jobs{clause} ORDER BY created_at DESC, submitted_seq DESC",
+        f"SELECT count(*) FROM jobs{clause}",  # noqa: S608 - fixed text, values are parameters
+        params,
+        limit=page_size,
+        offset=(page - 1) * page_size,
     )
-    return [_job(r) for r in rows], int(total)
+    return [_job(r) for r in rows], total
 
 
 async def set_status(

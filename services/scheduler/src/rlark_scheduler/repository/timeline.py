@@ -31,6 +31,8 @@ async def reasons_said(conn: Connection, job_ids: Sequence[str]) -> dict[str, di
     """How each job's current reason can be said in another language (ADR 0011): the ``said``
     (``{"message_key", "params"}``) or ``parts`` kept by the latest timeline row that wrote that
     reason; jobs whose reason no row keyed are absent."""
+    if not job_ids:
+        return {}
     rows = await conn.fetch(
         """SELECT DISTINCT ON (e.job_id) e.job_id, e.details
              FROM job_events e JOIN jobs j ON j.id = e.job_id AND e.reason = j.reason
