@@ -9,6 +9,7 @@ import pytest
 from rlark_platform.db.pages import TOTAL, page_and_total
 
 pytestmark = pytest.mark.integration
+# ruff: noqa: S608 - the table name is the test's own random one; values are parameters
 
 
 async def test_pages_totals_and_a_page_past_the_end(pool: asyncpg.Pool) -> None:
