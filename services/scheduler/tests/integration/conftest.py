@@ -13,7 +13,8 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaProducer
 from rlark_contracts import TopicNames
-from rlark_platform.messaging import KafkaAccess
+from rlark_platform.db import apply_migrations, create_pool, load_migrations
+from rlark_platform.messaging import PLATFORM_MIGRATIONS_TABLE, KafkaAccess, platform_migrations
 from rlark_platform.messaging.producer import delete_topics_with_prefix
 from rlark_platform.testing import (
     RunningService,
@@ -99,3 +100,18 @@ async def shared_scheduler(
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    """A pool on a database migrated for the scheduler and no service: for placement loops driven by hand."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await apply_migrations(conn, platform_migrations(), table=PLATFORM_MIGRATIONS_TABLE)
+        assert DEFINITION.migrations is not None
+        await apply_migrations(conn, load_migrations(DEFINITION.migrations))
+    finally:
+        await conn.close()
+    pool = await create_pool(database_url, min_size=1, max_size=8)
+    yield pool
+    await pool.close()

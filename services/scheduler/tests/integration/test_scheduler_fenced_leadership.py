@@ -5,61 +5,16 @@ leader's commit is refused and no node is double-booked (issue 18, ADR 0019's le
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 
 import asyncpg
 import pytest
-from rlark_platform.db import LeaseLost, apply_migrations, create_pool, load_migrations
-from rlark_platform.messaging import PLATFORM_MIGRATIONS_TABLE, platform_migrations
-from rlark_scheduler.domain.render import normalized_document, render_yaml
-from rlark_scheduler.domain.spec import parse_job_document
-from rlark_scheduler.main import DEFINITION
+from placement_loop_support import one_node_cluster, pending_job
+from rlark_platform.db import LeaseLost
 from rlark_scheduler.placement_loop import PlacementLoop
-from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
-from rlark_scheduler.repository import read_models
 from rlark_scheduler.settings import SchedulerSettings
-from scheduler_it_support import job_doc, role
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
-    conn = await asyncpg.connect(database_url)
-    try:
-        await apply_migrations(conn, platform_migrations(), table=PLATFORM_MIGRATIONS_TABLE)
-        assert DEFINITION.migrations is not None
-        await apply_migrations(conn, load_migrations(DEFINITION.migrations))
-    finally:
-        await conn.close()
-    pool = await create_pool(database_url, min_size=1, max_size=8)
-    yield pool
-    await pool.close()
-
-
-async def one_node_cluster(pool: asyncpg.Pool, gpus: int) -> None:
-    async with pool.acquire() as conn, conn.transaction():
-        await read_models.upsert_cluster(
-            conn, "c1", runtime="local", online=True, pod_cidrs=[], service_cidrs=[], deleted=False
-        )
-        await read_models.upsert_node(
-            conn, cluster="c1", name="n1", ready=True, schedulable=True, gone=False, gpu_count=gpus,
-            gpu_model="A100", gpu_allocatable=gpus, gpu_allocated=0, labels={}, addresses=["10.0.0.1"],
-        )  # fmt: skip
-
-
-async def pending_job(pool: asyncpg.Pool, job_id: str, gpus: int, priority: int) -> None:
-    """A Pending job as a submission stores it, its capacity change queued (the loop's wake-up)."""
-    doc = parse_job_document(job_doc(role("train", "c1", gpusPerWorker=gpus), priority=priority))
-    async with pool.acquire() as conn, conn.transaction():
-        await jobs_repo.insert_job(
-            conn, job_id=job_id, owner="alice", name=job_id, spec=normalized_document(doc),
-            spec_yaml=render_yaml(doc), warnings=[], priority=priority, network_domain=None,
-            ssh_key_ids=[], ssh_key_names=[], ssh_public_keys=[], now=datetime.now(UTC),
-        )  # fmt: skip
-        await changes_repo.add_change(conn, "job", job_id)
 
 
 async def gpus_held_per_node(pool: asyncpg.Pool) -> dict[str, int]:

@@ -6,10 +6,13 @@ A failure that would end a job goes through :func:`fail_job`, which asks the job
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
+from rlark_contracts import Envelope
 from rlark_contracts.events.scheduler import (
     AddressesReleaseRequested,
     JobKeysUpdated,
@@ -31,7 +34,8 @@ from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import timeline as timeline_repo
 from rlark_scheduler.repository import workers as workers_repo
-from rlark_scheduler.repository.jobs import JobRow
+from rlark_scheduler.repository.jobs import JobRow, NewStatus
+from rlark_scheduler.repository.timeline import NewEvent
 
 log = structlog.get_logger(__name__)
 
@@ -41,6 +45,36 @@ def visible(job: JobRow | None, caller: Caller) -> JobRow:
     if job is None or (job.owner != caller.user and not caller.is_admin):
         raise ApiError(404, "job_not_found", text("job_not_found"), "job_id")
     return job
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """One status change of a job (see :func:`transition`)."""
+
+    job: JobRow
+    from_status: JobStatus | str
+    to_status: JobStatus
+    reason: str
+    meta: Meta
+    details: dict[str, Any] = field(default_factory=dict)
+    exit_code: int | None = None
+
+    @property
+    def from_value(self) -> str:
+        return self.from_status.value if isinstance(self.from_status, JobStatus) else self.from_status
+
+    def event(self, now: datetime) -> Envelope:
+        """Its ``scheduler.job.status_changed.v1``."""
+        changed = JobStatusChanged(
+            job_id=self.job.id,
+            owner=self.job.owner,
+            from_status=self.from_value,
+            to_status=self.to_status.value,
+            reason=self.reason,
+            at=now,
+            details=self.details,
+        )
+        return envelope(changed, self.job.id, self.meta)
 
 
 async def transition(
@@ -56,37 +90,34 @@ async def transition(
     exit_code: int | None = None,
 ) -> None:
     """Record one status change: the row, the timeline, ``scheduler.job.status_changed.v1``."""
-    details = details or {}
-    from_value = from_status.value if isinstance(from_status, JobStatus) else from_status
-    await jobs_repo.set_status(conn, job.id, to_status, reason, details=details, exit_code=exit_code, now=now)
-    await timeline_repo.insert_event(
-        conn,
-        job.id,
-        "status",
-        at=now,
-        from_status=from_value,
-        to_status=to_status.value,
-        reason=reason,
-        details=details,
+    change = StatusChange(job, from_status, to_status, reason, meta, details or {}, exit_code)
+    await record_changes(conn, [change], now)
+
+
+async def record_changes(
+    conn: Connection, changes: Sequence[StatusChange], now: datetime, events: Sequence[Envelope] = ()
+) -> None:
+    """Record status changes (several of one job in the order made) as :func:`transition` does each, in
+    four statements whatever their number; ``events`` go into the outbox after their status events
+    (per job and topic, the order given is the order published)."""
+    if not changes:
+        return
+    await jobs_repo.set_statuses(
+        conn, [NewStatus(c.job.id, c.to_status, c.reason, c.details, c.exit_code) for c in changes], now
     )
-    await add_event(
+    await timeline_repo.insert_events(
         conn,
-        envelope(
-            JobStatusChanged(
-                job_id=job.id,
-                owner=job.owner,
-                from_status=from_value,
-                to_status=to_status.value,
-                reason=reason,
-                at=now,
-                details=details,
-            ),
-            job.id,
-            meta,
-        ),
+        [
+            NewEvent(
+                c.job.id, "status", now, c.from_value, c.to_status.value, reason=c.reason, details=c.details
+            )
+            for c in changes
+        ],
     )
-    await changes_repo.notify_activity(conn, job.id)
-    log.info("job status changed", job_id=job.id, from_status=from_value, to_status=to_status.value)
+    await add_events(conn, [*(c.event(now) for c in changes), *events])
+    await changes_repo.notify_activity(conn, *dict.fromkeys(c.job.id for c in changes))
+    for c in changes:
+        log.info("job status changed", job_id=c.job.id, from_status=c.from_value, to_status=c.to_status.value)
 
 
 async def end_job(

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import structlog
+from rlark_contracts import Envelope
 from rlark_contracts.events.netdomain import AddressAllocationFailed, AddressesAllocated, AddressesReleased
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested, AddressRequest
 from rlark_contracts.messages import text
 from rlark_platform.db.pool import Connection
-from rlark_platform.messaging import add_event, add_events
+from rlark_platform.messaging import add_events
 
 from rlark_scheduler.domain.jobs import JobStatus, WorkerFacts, domain_capacity, placed_workers
 from rlark_scheduler.domain.placed import DomainAddresses, PlacedJob, worker_placements
@@ -26,13 +27,20 @@ from rlark_scheduler.domain.reasons import PendingReason, pending_view
 from rlark_scheduler.domain.spec import JobDocument, MountType
 from rlark_scheduler.domain.validation import hostpath_refusals
 from rlark_scheduler.envelopes import Meta, envelope
-from rlark_scheduler.handlers.lifecycle import back_to_pending, end_job, transition
+from rlark_scheduler.handlers.lifecycle import (
+    StatusChange,
+    back_to_pending,
+    end_job,
+    record_changes,
+    transition,
+)
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import read_models
 from rlark_scheduler.repository import timeline as timeline_repo
 from rlark_scheduler.repository import workers as workers_repo
 from rlark_scheduler.repository.jobs import JobRow
+from rlark_scheduler.repository.timeline import NewEvent
 from rlark_scheduler.settings import SchedulerSettings
 
 log = structlog.get_logger(__name__)
@@ -50,67 +58,88 @@ async def commit_placement(
 ) -> bool:
     """Store a gang placement decided by the placement loop; False when the job is no longer Pending
     (cancelled meanwhile): nothing is written and the caller gives the capacity back."""
-    job = await jobs_repo.get_job(conn, placement.job_id, for_update=True)
-    if job is None or job.status is not JobStatus.PENDING:
-        return False
-    doc = JobDocument.model_validate(job.spec)
-    meta = Meta(correlation_id=job.id)
-    refused = await hostpaths_refused_now(conn, doc)
-    if refused:
-        await end_job(conn, job, JobStatus.FAILED, refused, now, meta)
-        return False
-    workers = placed_workers(placement, job.attempt)
-    await workers_repo.insert_workers(conn, job.id, workers, now)
-    clusters = sorted({w.cluster for w in workers})
-    details = {
-        "workers": [
-            {"worker_id": w.worker_id, "cluster": w.cluster, "node": w.node, "rank": w.rank, "gpus": w.gpus}
-            for w in workers
-        ]
-    }
-    await transition(
-        conn,
-        job,
-        JobStatus.PENDING,
-        JobStatus.SCHEDULED,
-        text("job.placed.one", clusters=", ".join(clusters))
-        if len(workers) == 1
-        else text("job.placed", workers=len(workers), clusters=", ".join(clusters)),
-        now,
-        meta,
-        details=details,
-    )
-    if job.network_domain:
-        if job.address_request_id:
-            # An earlier attempt's addresses, kept while its workers were torn down and not given back
-            # because that took too long (ADR 0014): released first, on the same ordered topic.
-            await add_event(
-                conn,
-                envelope(AddressesReleaseRequested(job_id=job.id, domain=job.network_domain), job.id, meta),
-            )
-        request = envelope(
-            AddressesRequested(
-                job_id=job.id,
-                domain=job.network_domain,
-                workers=[AddressRequest(worker_id=w.worker_id, cluster=w.cluster) for w in workers],
-            ),
-            job.id,
-            meta,
+    return placement.job_id in await commit_placements(conn, [placement], settings, now)
+
+
+async def commit_placements(
+    conn: Connection, placements: Sequence[Placement], settings: SchedulerSettings, now: datetime
+) -> set[str]:
+    """Store gang placements decided by the placement loop, in the caller's transaction and in a few
+    statements whatever their number: the ids of the jobs placed. A job no longer Pending (cancelled
+    meanwhile) is skipped, and so is one whose hostPath mounts its cluster no longer allows (it fails);
+    the caller gives the capacity of those back.
+
+    Each job placed: its workers stored, Pending → Scheduled; with a network domain, netdomain is asked
+    for addresses (the workers are placed when they come); without one, each worker's placement goes to
+    its cluster's agent and the job moves on to Starting."""
+    wanted = {p.job_id: p for p in placements}
+    locked = await jobs_repo.get_jobs(conn, sorted(wanted), for_update=True)
+    workers: dict[str, list[WorkerFacts]] = {}
+    changes: list[StatusChange] = []
+    events: list[Envelope] = []
+    for job in locked:
+        if job.status is not JobStatus.PENDING:
+            continue
+        doc = JobDocument.model_validate(job.spec)
+        meta = Meta(correlation_id=job.id)
+        refused = await hostpaths_refused_now(conn, doc)
+        if refused:
+            await end_job(conn, job, JobStatus.FAILED, refused, now, meta)
+            continue
+        placed = placed_workers(wanted[job.id], job.attempt)
+        workers[job.id] = placed
+        clusters = ", ".join(sorted({w.cluster for w in placed}))
+        details = {
+            "workers": [
+                {
+                    "worker_id": w.worker_id,
+                    "cluster": w.cluster,
+                    "node": w.node,
+                    "rank": w.rank,
+                    "gpus": w.gpus,
+                }
+                for w in placed
+            ]
+        }
+        reason = (
+            text("job.placed.one", clusters=clusters)
+            if len(placed) == 1
+            else text("job.placed", workers=len(placed), clusters=clusters)
         )
-        await add_event(conn, request)
-        await jobs_repo.set_address_request(conn, job.id, request.id)
-        return True
-    await emit_placed(conn, job, doc, workers, None, settings, meta)
-    await transition(
-        conn,
-        job,
-        JobStatus.SCHEDULED,
-        JobStatus.STARTING,
-        text("job.placements_sent", clusters=", ".join(clusters)),
-        now,
+        changes.append(StatusChange(job, JobStatus.PENDING, JobStatus.SCHEDULED, reason, meta, details))
+        if job.network_domain:
+            events.extend(await _request_addresses(conn, job, placed, meta))
+            continue
+        events.extend(placed_events(job, doc, placed, None, settings, meta))
+        started = text("job.placements_sent", clusters=clusters)
+        changes.append(StatusChange(job, JobStatus.SCHEDULED, JobStatus.STARTING, started, meta))
+    await workers_repo.insert_workers(conn, workers, now)
+    await record_changes(conn, changes, now, events)
+    return set(workers)
+
+
+async def _request_addresses(
+    conn: Connection, job: JobRow, workers: Sequence[WorkerFacts], meta: Meta
+) -> list[Envelope]:
+    """The events that ask netdomain for the job's addresses (remembering which request it answers)."""
+    asked: list[Envelope] = []
+    if job.address_request_id:
+        # An earlier attempt's addresses, kept while its workers were torn down and not given back
+        # because that took too long (ADR 0014): released first, on the same ordered topic.
+        released = AddressesReleaseRequested(job_id=job.id, domain=job.network_domain)
+        asked.append(envelope(released, job.id, meta))
+    request = envelope(
+        AddressesRequested(
+            job_id=job.id,
+            domain=job.network_domain,
+            workers=[AddressRequest(worker_id=w.worker_id, cluster=w.cluster) for w in workers],
+        ),
+        job.id,
         meta,
     )
-    return True
+    asked.append(request)
+    await jobs_repo.set_address_request(conn, job.id, request.id)
+    return asked
 
 
 async def hostpaths_refused_now(conn: Connection, doc: JobDocument) -> str:
@@ -135,6 +164,18 @@ async def emit_placed(
     settings: SchedulerSettings,
     meta: Meta,
 ) -> None:
+    """One ``scheduler.worker.placed.v1`` per worker into the outbox (see :func:`placed_events`)."""
+    await add_events(conn, placed_events(job, doc, workers, addresses, settings, meta))
+
+
+def placed_events(
+    job: JobRow,
+    doc: JobDocument,
+    workers: Sequence[WorkerFacts],
+    addresses: DomainAddresses | None,
+    settings: SchedulerSettings,
+    meta: Meta,
+) -> list[Envelope]:
     """One ``scheduler.worker.placed.v1`` per worker, in rank order (``domain/placed.py`` builds them)."""
     header = next(w for w in workers if w.is_header)
     # In a domain the Header is reached at its virtual IP. Without one the job runs in one cluster
@@ -151,28 +192,40 @@ async def emit_placed(
         ray_port=settings.ray_port,
         join_deadline_s=settings.join_deadline_s,
     )
-    placed = worker_placements(placed_job, doc, workers)
-    await add_events(conn, [envelope(event, job.id, meta) for event in placed])
+    return [envelope(event, job.id, meta) for event in worker_placements(placed_job, doc, workers)]
 
 
 async def store_pending_reason(
     conn: Connection, job_id: str, reason: PendingReason, rounds_waited: int, now: datetime
 ) -> bool:
     """Store a Pending job's explanation when it changed; the timeline gets a 'pending' row."""
-    view = pending_view(reason)
-    if not await jobs_repo.set_pending_reason(conn, job_id, view, reason.message, now):
-        return False
-    await timeline_repo.insert_event(
-        conn,
-        job_id,
-        "pending",
-        at=now,
-        to_status=JobStatus.PENDING.value,
-        reason=reason.message,
-        details={"code": reason.code.value, "rounds_waited": rounds_waited, "parts": view["parts"]},
+    return job_id in await store_pending_reasons(conn, [(job_id, reason, rounds_waited)], now)
+
+
+async def store_pending_reasons(
+    conn: Connection, reasons: Sequence[tuple[str, PendingReason, int]], now: datetime
+) -> set[str]:
+    """:func:`store_pending_reason` for each (job id, reason, rounds waited), in three statements: the
+    ids of the jobs whose explanation changed."""
+    views = {job_id: pending_view(reason) for job_id, reason, _ in reasons}
+    changed = await jobs_repo.set_pending_reasons(
+        conn, [(job_id, views[job_id], reason.message) for job_id, reason, _ in reasons], now
     )
-    await changes_repo.notify_activity(conn, job_id)
-    return True
+    said = [
+        NewEvent(
+            job_id,
+            "pending",
+            now,
+            to_status=JobStatus.PENDING.value,
+            reason=reason.message,
+            details={"code": reason.code.value, "rounds_waited": rounds, "parts": views[job_id]["parts"]},
+        )
+        for job_id, reason, rounds in reasons
+        if job_id in changed
+    ]
+    await timeline_repo.insert_events(conn, said)
+    await changes_repo.notify_activity(conn, *(e.job_id for e in said))
+    return changed
 
 
 # ------------------------------------------------------------------------------------ network domain

@@ -39,8 +39,14 @@ async def add_changes(conn: Connection, kind: str, keys: Iterable[str]) -> None:
     await conn.execute("SELECT pg_notify($1, '')", CHANGES_CHANNEL)
 
 
-async def notify_activity(conn: Connection, job_id: str) -> None:
-    await conn.execute("SELECT pg_notify($1, $2)", ACTIVITY_CHANNEL, job_id)
+async def notify_activity(conn: Connection, *job_ids: str) -> None:
+    """Wake the streams following these jobs (one NOTIFY each, delivered at commit)."""
+    if len(job_ids) == 1:
+        await conn.execute("SELECT pg_notify($1, $2)", ACTIVITY_CHANNEL, job_ids[0])
+    elif job_ids:
+        await conn.execute(
+            "SELECT pg_notify($1, j) FROM unnest($2::text[]) AS j", ACTIVITY_CHANNEL, list(job_ids)
+        )
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -11,7 +12,7 @@ import asyncpg
 from rlark_platform.db.pages import TOTAL, page_and_total
 from rlark_platform.db.pool import Connection
 
-from rlark_scheduler.domain.jobs import HOLDING, JobStatus
+from rlark_scheduler.domain.jobs import HOLDING, TERMINAL, JobStatus
 
 HOLDING_VALUES = [status.value for status in HOLDING]
 """The statuses of jobs that hold capacity, as stored (a query parameter)."""
@@ -165,9 +166,12 @@ async def get_job(conn: Connection, job_id: str, *, for_update: bool = False) ->
     return _job(row) if row else None
 
 
-async def get_jobs(conn: Connection, job_ids: Sequence[str]) -> list[JobRow]:
+async def get_jobs(conn: Connection, job_ids: Sequence[str], *, for_update: bool = False) -> list[JobRow]:
+    """The jobs of ``job_ids`` that exist; ``for_update`` locks their rows, in id order (as every batch
+    that locks several jobs does, so two never wait on each other)."""
+    lock = " ORDER BY id FOR UPDATE" if for_update else ""
     rows = await conn.fetch(
-        f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ANY($1::text[])",  # noqa: S608
+        f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ANY($1::text[]){lock}",  # noqa: S608
         list(job_ids),
     )
     return [_job(r) for r in rows]
@@ -219,6 +223,17 @@ async def list_jobs(
     return [_job(r) for r in rows], total
 
 
+@dataclass(frozen=True)
+class NewStatus:
+    """One status change of a job's row (see :func:`set_statuses`)."""
+
+    job_id: str
+    status: JobStatus
+    reason: str
+    details: dict[str, Any]
+    exit_code: int | None = None
+
+
 async def set_status(
     conn: Connection,
     job_id: str,
@@ -230,7 +245,17 @@ async def set_status(
     now: datetime,
 ) -> None:
     """Move a job to ``status``; the time columns of the states it enters are set once."""
-    await conn.execute(
+    await set_statuses(conn, [NewStatus(job_id, status, reason, details, exit_code)], now)
+
+
+_TERMINAL_VALUES = sorted(s.value for s in TERMINAL)
+
+
+async def set_statuses(conn: Connection, changes: Sequence[NewStatus], now: datetime) -> None:
+    """:func:`set_status` for each change, in the order given, in one pipelined round trip."""
+    if not changes:
+        return
+    await conn.executemany(
         """UPDATE jobs SET status = $2, reason = $3, details = $4,
                exit_code = COALESCE($5, exit_code), updated_at = $6,
                pending = CASE WHEN $2 = 'Pending' THEN pending ELSE NULL END,
@@ -238,13 +263,10 @@ async def set_status(
                started_at = CASE WHEN $2 = 'Running' AND started_at IS NULL THEN $6 ELSE started_at END,
                ended_at = CASE WHEN $2 = ANY($7::text[]) THEN $6 ELSE ended_at END
          WHERE id = $1""",
-        job_id,
-        status.value,
-        reason,
-        details,
-        exit_code,
-        now,
-        ["Succeeded", "Failed", "Cancelled", "Lost"],
+        [
+            (c.job_id, c.status.value, c.reason, c.details, c.exit_code, now, _TERMINAL_VALUES)
+            for c in changes
+        ],
     )
 
 
@@ -252,17 +274,28 @@ async def set_pending_reason(
     conn: Connection, job_id: str, pending: dict[str, Any], message: str, now: datetime
 ) -> bool:
     """Store a Pending job's explanation; False when the job is not Pending or nothing changed."""
-    row = await conn.fetchval(
-        """UPDATE jobs SET pending = $2, reason = $3, updated_at = $4
-            WHERE id = $1 AND status = 'Pending' AND (reason IS DISTINCT FROM $3
-                  OR pending IS DISTINCT FROM $2::jsonb)
-           RETURNING id""",
-        job_id,
-        pending,
-        message,
+    return job_id in await set_pending_reasons(conn, [(job_id, pending, message)], now)
+
+
+async def set_pending_reasons(
+    conn: Connection, reasons: Sequence[tuple[str, dict[str, Any], str]], now: datetime
+) -> set[str]:
+    """Store Pending jobs' explanations (job id, pending view, message) in one statement: the ids of the
+    jobs whose row changed (others are not Pending any more, or already said exactly that)."""
+    if not reasons:
+        return set()
+    rows = await conn.fetch(
+        """UPDATE jobs SET pending = r.pending::jsonb, reason = r.message, updated_at = $4
+             FROM unnest($1::text[], $2::text[], $3::text[]) AS r(id, pending, message)
+            WHERE jobs.id = r.id AND jobs.status = 'Pending'
+              AND (jobs.reason IS DISTINCT FROM r.message OR jobs.pending IS DISTINCT FROM r.pending::jsonb)
+           RETURNING jobs.id""",
+        [job_id for job_id, _, _ in reasons],
+        [json.dumps(pending) for _, pending, _ in reasons],
+        [message for _, _, message in reasons],
         now,
     )
-    return row is not None
+    return {row["id"] for row in rows}
 
 
 async def set_address_request(conn: Connection, job_id: str, request_id: str | None) -> None:

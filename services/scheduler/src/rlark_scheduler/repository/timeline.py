@@ -74,21 +74,51 @@ async def insert_event(
 ) -> None:
     """One timeline row. A ``reason`` that is a catalogue sentence keeps its key and params in
     ``details.said`` (``{"message_key", "params"}``, ADR 0011) so clients can say it in their language."""
-    if isinstance(reason, Text):
-        details = {**(details or {}), "said": reason.wire()}
-    await conn.execute(
+    await insert_events(
+        conn, [NewEvent(job_id, kind, at, from_status, to_status, worker_id, phase, reason, details)]
+    )
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """A timeline row to write (see :func:`insert_event`)."""
+
+    job_id: str
+    kind: str
+    at: datetime
+    from_status: str = ""
+    to_status: str = ""
+    worker_id: str | None = None
+    phase: str | None = None
+    reason: str = ""
+    details: dict[str, Any] | None = None
+
+
+async def insert_events(conn: Connection, events: Sequence[NewEvent]) -> None:
+    """Timeline rows in the order given, in one pipelined round trip (as :func:`insert_event` each)."""
+    if not events:
+        return
+    rows = []
+    for e in events:
+        details = {**(e.details or {}), "said": e.reason.wire()} if isinstance(e.reason, Text) else e.details
+        rows.append(
+            (
+                e.job_id,
+                e.kind,
+                e.from_status,
+                e.to_status,
+                e.worker_id,
+                e.phase,
+                e.reason,
+                details or {},
+                e.at,
+            )
+        )
+    await conn.executemany(
         """INSERT INTO job_events (job_id, kind, from_status, to_status, worker_id, phase, reason,
                                    details, at)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)""",
-        job_id,
-        kind,
-        from_status,
-        to_status,
-        worker_id,
-        phase,
-        reason,
-        details or {},
-        at,
+        rows,
     )
 
 

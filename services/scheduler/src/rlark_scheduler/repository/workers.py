@@ -50,8 +50,9 @@ def _worker(row: asyncpg.Record) -> WorkerFacts:
 
 
 async def insert_workers(
-    conn: Connection, job_id: str, workers: Sequence[WorkerFacts], now: datetime
+    conn: Connection, workers_by_job: Mapping[str, Sequence[WorkerFacts]], now: datetime
 ) -> None:
+    """The workers of each job (its id → its workers), in one pipelined round trip."""
     await conn.executemany(
         """INSERT INTO workers (id, job_id, role, index, rank, is_header, cluster, node, gpus, updated_at,
                                attempt)
@@ -70,6 +71,7 @@ async def insert_workers(
                 now,
                 w.attempt,
             )
+            for job_id, workers in workers_by_job.items()
             for w in workers
         ],
     )
