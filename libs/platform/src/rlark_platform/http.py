@@ -21,6 +21,7 @@ from fastapi.telemetry import TelemetryConfig
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from rlark_contracts.messages import Text, text
 
+from rlark_platform.db.errors import database_unavailable
 from rlark_platform.errors import ApiError
 from rlark_platform.identity import (
     Caller,
@@ -109,6 +110,11 @@ def create_app(
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        if database_unavailable(exc):
+            # Its transaction was rolled back by the server: nothing was written, a retry is safe.
+            log.warning("database unavailable", error_type=type(exc).__name__, error=str(exc))
+            unavailable = ApiError(503, "database_unavailable", text("database_unavailable"))
+            return JSONResponse(unavailable.body(), status_code=503, headers={"Retry-After": "1"})
         log.exception("unhandled error", error_type=type(exc).__name__)
         return JSONResponse(ApiError(500, "internal_error", text("internal_error")).body(), status_code=500)
 
