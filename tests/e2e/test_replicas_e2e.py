@@ -334,15 +334,18 @@ def print_replicas(
             f"(lease TTL {TTL_S:.0f}s)"
         )
     for process in platform.replicas["scheduler"]:
-        refused = len(log_events(process, "placement refused: no longer the leader"))
+        refused = sum(
+            e.get("jobs", 0) for e in log_events(process, "placements refused: no longer the leader")
+        )
         print(
             f"  {process.log_file.name}: {placed(process)} jobs placed, {refused} placements refused by the fence"
         )
     print(f"  rolled in: {fresh.log_file.name}")
     for processes in platform.replicas.values():  # a 500 in the burst: the exception that gave it
         for process in processes:
-            for record in log_events(process, "unhandled error"):
-                print(f"  {process.log_file.name}: unhandled error: {record}")
+            for event in ("unhandled error", "database unavailable"):  # a 503 said the latter
+                for record in log_events(process, event):
+                    print(f"  {process.log_file.name}: {event}: {record}")
     for name, balancer in platform.balancers.items():
         by_port = {p.settings.http_port: p.log_file.name for p in platform.replicas[name]}
         print(f"  {name} connections: { ({by_port[port]: n for port, n in balancer.connections.items()}) }")
