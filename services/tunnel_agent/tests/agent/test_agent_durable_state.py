@@ -4,11 +4,13 @@ makes), and ``DomainTunnels`` stores a new key before using it and reuses a stor
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import stat
 from pathlib import Path
 from typing import Any
 
+import asyncssh
 import pytest
 from rlark_tunnel_agent.agent.durable import DirectoryStore, DurableStore, SecretMissing, SecretStore
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels
@@ -98,3 +100,34 @@ async def test_without_a_store_the_keys_stay_in_the_state_directory_as_before(tm
     assert (tmp_path / "tunnel-keys" / "d1.key").exists()
     again = await DomainTunnels("lab", tmp_path, announce).domain_key("d1")
     assert public_line(again) == public_line(key)
+
+
+class SlowStore:
+    """A store whose reads take a while (a Secret read over the network): callers interleave."""
+
+    def __init__(self, inner: DurableStore) -> None:
+        self.inner = inner
+        self.saved: list[str] = []
+
+    async def load(self, name: str) -> bytes | None:
+        await asyncio.sleep(0.05)
+        return await self.inner.load(name)
+
+    async def save(self, name: str, data: bytes) -> None:
+        self.saved.append(name)
+        await self.inner.save(name, data)
+
+
+async def test_callers_asking_for_a_new_domains_key_at_once_get_one_key_made_and_stored_once(
+    store: DurableStore, tmp_path: Path
+) -> None:
+    # The topology event and a worker's address hooks ask at the same moment: each once made its own key,
+    # the later one stored over the earlier while a tunnel served the earlier, and peers refused it.
+    slow = SlowStore(store)
+    tunnels = DomainTunnels("lab", tmp_path, announce, keys=slow)
+    keys = await asyncio.gather(*(tunnels.domain_key("d1") for _ in range(3)))
+    assert len({public_line(k) for k in keys}) == 1
+    assert slow.saved == ["d1.key"]
+    stored = await store.load("d1.key")
+    assert stored is not None
+    assert public_line(asyncssh.import_private_key(stored)) == public_line(keys[0])

@@ -43,6 +43,7 @@ Concurrency: all methods run on the agent's event loop; the supervisor serialise
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections import defaultdict
@@ -138,10 +139,13 @@ class DomainTunnels:
         self._vias: dict[str, dict[str, str]] = {}
         """domain → peer cluster → the relay cluster its traffic goes through (relayed peers only)."""
         self._keys: dict[str, asyncssh.SSHKey] = {}
+        self._key_lock = asyncio.Lock()
+        """Held while a domain's key is loaded or made: two callers at once must get one key, not make two
+        (the second stored over the first while a tunnel already served the first: peers refused it)."""
         self._reported: dict[tuple[str, str], tuple[bool, float, str | None]] = {}
+        """(domain, peer) → (was up, monotonic time, relay or None) of the link's last report."""
         self._coming_up: dict[tuple[str, str], float] = {}
         """(domain, peer) → monotonic time first seen down, for links never reported yet."""
-        """(domain, peer) → (was up, monotonic time, relay or None) of the link's last report."""
 
     # --- desired state -------------------------------------------------------------------------
 
@@ -381,16 +385,20 @@ class DomainTunnels:
         """The domain's key pair: the one this cluster's agent stored before, else a new one, stored before
         it is used (a peer must never pin a key that a restart would lose)."""
         key = self._keys.get(domain)
-        if key is None:
-            name = f"{_SAFE.sub('_', domain)}.key"
-            stored = await self._key_store.load(name)
-            if stored is not None:
-                key = asyncssh.import_private_key(stored)
-            else:
-                key = generate_key()
-                await self._key_store.save(name, key.export_private_key("openssh"))
-                log.info("tunnel key generated", domain=domain, fingerprint=fingerprint(key))
-            self._keys[domain] = key
+        if key is not None:
+            return key
+        async with self._key_lock:
+            key = self._keys.get(domain)  # another caller may have loaded or made it meanwhile
+            if key is None:
+                name = f"{_SAFE.sub('_', domain)}.key"
+                stored = await self._key_store.load(name)
+                if stored is not None:
+                    key = asyncssh.import_private_key(stored)
+                else:
+                    key = generate_key()
+                    await self._key_store.save(name, key.export_private_key("openssh"))
+                    log.info("tunnel key generated", domain=domain, fingerprint=fingerprint(key))
+                self._keys[domain] = key
         return key
 
     async def close(self) -> None:
