@@ -100,10 +100,10 @@ def test_a_lease_needs_a_name_and_a_positive_ttl() -> None:
         Lease("", 1)
 
 
-def start_ticker(database_url: str, ttl_s: float) -> subprocess.Popen[str]:
+def start_ticker(database_url: str, ttl_s: float, *, stuck: bool = False) -> subprocess.Popen[str]:
     script = Path(__file__).with_name("leader_process.py")
     return subprocess.Popen(
-        [sys.executable, str(script), database_url, str(ttl_s)],
+        [sys.executable, str(script), database_url, str(ttl_s), *(["stuck"] if stuck else [])],
         env={**os.environ, "PYTHONPATH": str(script.parent)},
         stdout=subprocess.PIPE,
         text=True,
@@ -161,6 +161,38 @@ async def test_a_stopped_leader_is_replaced_and_when_it_resumes_its_writes_are_r
     finally:
         standby.stop()
         await task
+
+
+async def test_a_stopped_leader_whose_write_keeps_the_lease_row_locked_has_its_sessions_ended_and_is_replaced(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    # Seen in the replicas e2e test: the SIGSTOPped placement leader's fenced transaction kept the lease row
+    # locked for minutes (its backend busy, so neither idle_in_transaction_session_timeout nor
+    # statement_timeout ended it), and the standby's every try waited on that lock until its own
+    # statement timeout. Here the stuck statement is one no timeout cancels.
+    await pool.execute(TICKS_TABLE)
+    process = start_ticker(database_url, 2, stuck=True)
+    standby = Ticker(pool, 2)
+    task: asyncio.Task[None] | None = None
+    try:
+        old_epoch = int((await said(process, "leading ")).split()[1])
+        await said(process, "stuck")
+        process.send_signal(signal.SIGSTOP)  # it can neither renew nor step down and cancel its statement
+        task = asyncio.create_task(standby.run())
+        await eventually(lambda: _true(standby.is_leader), "the standby took over the stuck leader's lease")
+        assert standby.lease.epoch == old_epoch + 1
+        stuck = await pool.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'SELECT pg_sleep%'"
+        )
+        assert stuck == 0, "the stuck leader's session was left running"
+        await eventually(lambda: _ticks_of(pool, old_epoch + 1), "the new leader writes")
+    finally:
+        standby.stop()
+        if task is not None:
+            await task
+        process.send_signal(signal.SIGCONT)
+        process.kill()
+        process.wait()
 
 
 async def _ticks_of(pool: asyncpg.Pool, epoch: int) -> bool:

@@ -25,9 +25,10 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
+import asyncpg
 import structlog
 
-from rlark_platform.db.pool import Connection
+from rlark_platform.db.pool import Connection, process_tag
 
 log = structlog.get_logger(__name__)
 
@@ -61,22 +62,66 @@ class Lease:
         """Take the lease when it is free or expired (a new epoch); False while another holds it. With
         ``force``, take it even unexpired: the caller knows its holder's session has ended (the leader
         loop's session marker). A holder's open fenced write blocks this until it commits, and the times
-        are read after that wait."""
-        epoch = await conn.fetchval(
-            """INSERT INTO leases AS l (name, holder, epoch, acquired_at, expires_at)
-               VALUES ($1, $2, 1, clock_timestamp(), clock_timestamp() + make_interval(secs => $3))
-               ON CONFLICT (name) DO UPDATE
-                   SET holder = EXCLUDED.holder, epoch = l.epoch + 1, acquired_at = clock_timestamp(),
-                       expires_at = clock_timestamp() + make_interval(secs => $3)
-                   WHERE l.expires_at <= clock_timestamp() OR $4
-               RETURNING epoch""",
-            self.name,
-            self.holder,
-            self.ttl_s,
-            force,
-        )
+        are read after that wait — for at most ``lock_wait_s``: a holder whose lease has run out while its
+        transaction still keeps the row locked (a process stopped mid-write whose session the server
+        cannot end by its own timeouts, e.g. while it sends the process a result it never reads) has its
+        sessions ended (:meth:`_end_stalled_holder`), and the next try takes the lease."""
+        try:
+            async with conn.transaction():
+                await conn.execute(f"SET LOCAL lock_timeout = {int(self.lock_wait_s * 1000)}")
+                epoch = await conn.fetchval(
+                    """INSERT INTO leases AS l (name, holder, epoch, acquired_at, expires_at)
+                       VALUES ($1, $2, 1, clock_timestamp(), clock_timestamp() + make_interval(secs => $3))
+                       ON CONFLICT (name) DO UPDATE
+                           SET holder = EXCLUDED.holder, epoch = l.epoch + 1, acquired_at = clock_timestamp(),
+                               expires_at = clock_timestamp() + make_interval(secs => $3)
+                           WHERE l.expires_at <= clock_timestamp() OR $4
+                       RETURNING epoch""",
+                    self.name,
+                    self.holder,
+                    self.ttl_s,
+                    force,
+                )
+        except asyncpg.LockNotAvailableError:
+            await self._end_stalled_holder(conn)
+            self.epoch = None
+            return False
         self.epoch = epoch
         return epoch is not None
+
+    @property
+    def lock_wait_s(self) -> float:
+        """How long ``acquire`` waits for a holder's open write to end before it looks at that holder."""
+        return min(1.0, self.ttl_s / 4)
+
+    async def _end_stalled_holder(self, conn: Connection) -> None:
+        """The lease row stayed locked past ``lock_wait_s``: when the lease has expired by the database's
+        clock, its holder is past its lease yet still holds a transaction open on it — end every session of
+        that holder's process (``pool.process_tag``), which rolls that transaction back. Never this
+        process's own sessions, nor a holder whose lease is still valid."""
+        holder = await conn.fetchval(
+            "SELECT holder FROM leases WHERE name = $1 AND expires_at <= clock_timestamp()", self.name
+        )
+        if holder is None:
+            return
+        host, _, rest = holder.partition(":")
+        pid = rest.partition(":")[0]
+        if not pid.isdigit():
+            return
+        tag = process_tag(host, int(pid))
+        if tag == process_tag():
+            return
+        ended = await conn.fetchval(
+            """SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+                WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()""",
+            tag,
+        )
+        log.warning(
+            "lease holder stalled past its lease with the lease row locked; its sessions ended",
+            lease=self.name,
+            holder=holder,
+            sessions=ended,
+        )
 
     async def renew(self, conn: Connection) -> bool:
         """Extend the lease by ``ttl_s`` from now; False when another holder took it meanwhile."""

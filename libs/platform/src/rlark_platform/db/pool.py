@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
@@ -91,10 +94,19 @@ class SessionLimits:
 CLIENT_GRACE_S = 5.0
 
 
+def process_tag(host: str | None = None, pid: int | None = None) -> str:
+    """The ``application_name`` of every pooled session of one process (``host``/``pid``: this one's): a
+    digest, so a long host name (a pod's) still fits PostgreSQL's 63 bytes. A leader whose lease ran out
+    while one of its transactions kept the lease row locked has the sessions with its tag ended by the
+    standby (``Lease.acquire``)."""
+    where = f"{host or socket.gethostname()}:{os.getpid() if pid is None else pid}"
+    return "rlark:" + hashlib.blake2s(where.encode(), digest_size=8).hexdigest()
+
+
 async def create_pool(
     url: str, *, min_size: int = 1, max_size: int = 10, limits: SessionLimits | None = None
 ) -> asyncpg.Pool:
-    """A pool whose sessions carry ``limits`` (default: ``SessionLimits()``)."""
+    """A pool whose sessions carry ``limits`` (default: ``SessionLimits()``) and this process's tag."""
     limits = limits or SessionLimits()
     pool = await asyncpg.create_pool(
         url,
@@ -102,7 +114,7 @@ async def create_pool(
         max_size=max_size,
         init=_init_connection,
         connection_class=PooledConnection,
-        server_settings=limits.server_settings(),
+        server_settings={**limits.server_settings(), "application_name": process_tag()},
         command_timeout=limits.statement_timeout_s + CLIENT_GRACE_S,
     )
     assert pool is not None
