@@ -79,11 +79,8 @@ DEFINITION = ServiceDefinition(
 )
 
 
-@pytest.mark.timeout(120)
-async def test_database_errors_beyond_the_pool_size_leave_the_service_answering(
-    database_url: str, capfd: pytest.CaptureFixture[str]
-) -> None:
-    settings = settings_for(
+def small_pool_settings(database_url: str) -> ServiceSettings:
+    return settings_for(
         DEFINITION,
         database_url=database_url,
         kafka_bootstrap="127.0.0.1:9",  # kafka=False: never contacted
@@ -91,6 +88,13 @@ async def test_database_errors_beyond_the_pool_size_leave_the_service_answering(
         db_pool_min=1,
         db_pool_max=POOL_SIZE,
     )
+
+
+@pytest.mark.timeout(120)
+async def test_database_errors_beyond_the_pool_size_leave_the_service_answering(
+    database_url: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    settings = small_pool_settings(database_url)
     async with (
         running_service(DEFINITION, settings, worker=False) as svc,
         svc.client(
@@ -116,14 +120,7 @@ async def test_database_errors_beyond_the_pool_size_leave_the_service_answering(
 async def test_a_request_whose_session_the_database_ended_is_a_503_to_retry_and_wrote_nothing(
     database_url: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    settings = settings_for(
-        DEFINITION,
-        database_url=database_url,
-        kafka_bootstrap="127.0.0.1:9",  # kafka=False: never contacted
-        topic_prefix="unused.",
-        db_pool_min=1,
-        db_pool_max=POOL_SIZE,
-    )
+    settings = small_pool_settings(database_url)
     conn = await asyncpg.connect(database_url)
     try:
         await conn.execute("CREATE TABLE IF NOT EXISTS written (v text)")

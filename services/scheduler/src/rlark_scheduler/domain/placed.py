@@ -2,9 +2,8 @@
 
 Role: the one place where the scheduler's shapes of a worker (its role in the document, ``spec.RoleSpec``; its
 placement as stored, ``jobs.WorkerFacts``) become the event its cluster's agent reads
-(``rlark_contracts.events.scheduler.WorkerPlaced``). ``handlers/placement.py`` ``emit_placed`` gathers what
-only the database knows (the Header's address, the job's keys and owner, netdomain's answer) and writes these
-to the outbox.
+(``rlark_contracts.events.scheduler.WorkerPlaced``). ``handlers/placement.py`` ``placed_events`` gathers what
+only the database knows (the Header's address, the job's keys and owner, netdomain's answer) for the outbox.
 
 Every field of ``WorkerPlaced`` is set here explicitly, none left to its default: the defaults exist so that
 agents read older events, and a field a producer forgets would reach the worker as that default (the job's

@@ -155,19 +155,6 @@ async def hostpaths_refused_now(conn: Connection, doc: JobDocument) -> str:
     return "; ".join(message for _, message in refusals)
 
 
-async def emit_placed(
-    conn: Connection,
-    job: JobRow,
-    doc: JobDocument,
-    workers: Sequence[WorkerFacts],
-    addresses: DomainAddresses | None,
-    settings: SchedulerSettings,
-    meta: Meta,
-) -> None:
-    """One ``scheduler.worker.placed.v1`` per worker into the outbox (see :func:`placed_events`)."""
-    await add_events(conn, placed_events(job, doc, workers, addresses, settings, meta))
-
-
 def placed_events(
     job: JobRow,
     doc: JobDocument,
@@ -263,7 +250,7 @@ async def apply_addresses_allocated(
     await jobs_repo.set_domain_cidr(conn, job.id, payload.cidr)
     doc = JobDocument.model_validate(job.spec)
     domain = DomainAddresses(job.network_domain or payload.domain, payload.cidr, addresses)
-    await emit_placed(conn, job, doc, workers, domain, settings, meta)
+    await add_events(conn, placed_events(job, doc, workers, domain, settings, meta))
     clusters = sorted({w.cluster for w in workers})
     await transition(
         conn,
