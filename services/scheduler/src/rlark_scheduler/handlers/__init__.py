@@ -13,7 +13,7 @@ One module per seam; they share only :mod:`.lifecycle` (never each other):
   :func:`~.lifecycle.end_job` (the one way a job that holds capacity ends: status, stop requests
   for every worker, capacity released, addresses released), :func:`~.lifecycle.back_to_pending`,
   :func:`~.lifecycle.set_job_keys`.
-- :mod:`.placement` — saga steps of ARCHITECTURE §3: ``commit_placement`` (Pending → Scheduled with
+- :mod:`.placement` — saga steps of ARCHITECTURE §3: ``commit_placements`` (Pending → Scheduled with
   the workers stored; a job with a network domain asks netdomain for addresses, one without gets
   its worker placements at once → Starting), netdomain's answers (``apply_addresses_allocated`` /
   ``apply_allocation_failed`` / ``apply_addresses_released``), pending reasons.

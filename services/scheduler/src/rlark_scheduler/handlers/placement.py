@@ -1,7 +1,7 @@
 """Placing a job: the placement loop's decision stored, netdomain asked for addresses and its answers
 applied, each worker's placement sent to its cluster's agent; Pending jobs' explanations.
 
-Saga steps (ARCHITECTURE §3): :func:`commit_placement` — Pending → Scheduled with the workers
+Saga steps (ARCHITECTURE §3): :func:`commit_placements` — Pending → Scheduled with the workers
 stored; a job with a network domain asks netdomain for addresses, one without gets its worker
 placements at once (→ Starting). :func:`apply_addresses_allocated` /
 :func:`apply_allocation_failed` — netdomain's answer.
@@ -51,14 +51,6 @@ FATAL_ALLOCATION_CODES = frozenset({"domain_not_found", "job_in_other_domain"})
 
 
 # ---------------------------------------------------------------------------------------- placement
-
-
-async def commit_placement(
-    conn: Connection, placement: Placement, settings: SchedulerSettings, now: datetime
-) -> bool:
-    """Store a gang placement decided by the placement loop; False when the job is no longer Pending
-    (cancelled meanwhile): nothing is written and the caller gives the capacity back."""
-    return placement.job_id in await commit_placements(conn, [placement], settings, now)
 
 
 async def commit_placements(
@@ -182,18 +174,11 @@ def placed_events(
     return [envelope(event, job.id, meta) for event in worker_placements(placed_job, doc, workers)]
 
 
-async def store_pending_reason(
-    conn: Connection, job_id: str, reason: PendingReason, rounds_waited: int, now: datetime
-) -> bool:
-    """Store a Pending job's explanation when it changed; the timeline gets a 'pending' row."""
-    return job_id in await store_pending_reasons(conn, [(job_id, reason, rounds_waited)], now)
-
-
 async def store_pending_reasons(
     conn: Connection, reasons: Sequence[tuple[str, PendingReason, int]], now: datetime
 ) -> set[str]:
-    """:func:`store_pending_reason` for each (job id, reason, rounds waited), in three statements: the
-    ids of the jobs whose explanation changed."""
+    """Store Pending jobs' explanations (job id, reason, rounds waited) where they changed, each with a
+    'pending' timeline row, in three statements: the ids of the jobs whose explanation changed."""
     views = {job_id: pending_view(reason) for job_id, reason, _ in reasons}
     changed = await jobs_repo.set_pending_reasons(
         conn, [(job_id, views[job_id], reason.message) for job_id, reason, _ in reasons], now

@@ -234,25 +234,12 @@ class NewStatus:
     exit_code: int | None = None
 
 
-async def set_status(
-    conn: Connection,
-    job_id: str,
-    status: JobStatus,
-    reason: str,
-    *,
-    details: dict[str, Any],
-    exit_code: int | None,
-    now: datetime,
-) -> None:
-    """Move a job to ``status``; the time columns of the states it enters are set once."""
-    await set_statuses(conn, [NewStatus(job_id, status, reason, details, exit_code)], now)
-
-
 _TERMINAL_VALUES = sorted(s.value for s in TERMINAL)
 
 
 async def set_statuses(conn: Connection, changes: Sequence[NewStatus], now: datetime) -> None:
-    """:func:`set_status` for each change, in the order given, in one pipelined round trip."""
+    """Move each job to its status, in the order given, in one pipelined round trip; the time columns of
+    the states a job enters are set once."""
     if not changes:
         return
     await conn.executemany(
@@ -268,13 +255,6 @@ async def set_statuses(conn: Connection, changes: Sequence[NewStatus], now: date
             for c in changes
         ],
     )
-
-
-async def set_pending_reason(
-    conn: Connection, job_id: str, pending: dict[str, Any], message: str, now: datetime
-) -> bool:
-    """Store a Pending job's explanation; False when the job is not Pending or nothing changed."""
-    return job_id in await set_pending_reasons(conn, [(job_id, pending, message)], now)
 
 
 async def set_pending_reasons(
