@@ -43,13 +43,10 @@ def k8s_real_nodes(k8s_testbed: list[testbed.Cluster]) -> dict[str, list[realnod
     if reason := realnode.unavailable():
         raise RuntimeError(f"real nodes cannot run here: {reason}")
     images.require_built()
-    nodes: dict[str, list[realnode.RealNode]] = {}
-    started = []
-    for cluster in k8s_testbed:
-        nodes[cluster.name] = [
-            realnode.RealNode(cluster, slot) for slot in range(REAL_NODES.get(cluster.name, 0))
-        ]
-        started += [realnode.status(node).name for node in nodes[cluster.name] if realnode.up(node)]
-    if started:
-        test_sessions.own("k8s", started)
+    nodes = {
+        cluster.name: [realnode.RealNode(cluster, slot) for slot in range(REAL_NODES.get(cluster.name, 0))]
+        for cluster in k8s_testbed
+    }
+    if started := realnode.up_many([node for members in nodes.values() for node in members]):
+        test_sessions.own("k8s", [realnode.status(node).name for node in started])
     return nodes

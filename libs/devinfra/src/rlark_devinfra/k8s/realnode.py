@@ -15,6 +15,7 @@ this machine's sandbox needs is commented where it is set (``restrict_oom_score_
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import json
@@ -404,9 +405,17 @@ def configured(cluster_names: list[str]) -> list[RealNode]:
 def up_all(clusters: list[Cluster], per_cluster: int = 1) -> list[RealNode]:
     """``per_cluster`` real nodes in each cluster, started unless running (Ready when this returns)."""
     nodes = [RealNode(target, slot) for target in clusters for slot in range(per_cluster)]
-    for node in nodes:
-        up(node)
+    up_many(nodes)
     return nodes
+
+
+def up_many(nodes: list[RealNode]) -> list[RealNode]:
+    """:func:`up` for each node at once; the nodes this call started. Importing the images is most of a
+    cold start (~20 s a node on 2 cores, mostly waiting on the disk): five nodes take about 70 s side by
+    side against about 130 s one after another. Raises the first failure after every start has ended."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
+        started = list(pool.map(up, nodes))
+    return [node for node, did in zip(nodes, started, strict=True) if did]
 
 
 def up(node: RealNode) -> bool:
