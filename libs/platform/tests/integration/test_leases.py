@@ -5,6 +5,7 @@ the epoch, and a deposed holder's writes are refused — also when its process w
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import subprocess
@@ -303,3 +304,43 @@ async def test_a_renewal_cut_off_by_its_deadline_ends_the_keepers_session(pool: 
         await pool.release(blocker)
         ticker.stop()
         await asyncio.wait_for(running, 30)
+
+
+class _FailingTogether(Ticker):
+    """Its leading and its renewal fail in the same wake-up: a write refused, the lease lost."""
+
+    backed_off: list[float]
+
+    async def _lead(self, conn: Any) -> None:
+        raise RuntimeError("fenced write refused")
+
+    async def _keep(self, conn: Any, marked: bool, deadline: float) -> None:
+        raise LeaseLost("lease 'test.ticker' not renewed in time: stepping down before it expires")
+
+    async def _back_off(self, seconds: float) -> None:
+        self.backed_off.append(seconds)
+        self.stop()
+
+
+async def test_a_leader_whose_work_and_renewal_fail_together_backs_off_as_deposed_leaving_no_error_unread(
+    pool: asyncpg.Pool,
+) -> None:
+    """Seen in a CI run under load: the renewal's LeaseLost printed later as "Task exception was never
+    retrieved" while the loop took the leader's own failure for a database error and competed again at once
+    instead of leaving the lease to its successor for a lease's time."""
+    await pool.execute(TICKS_TABLE)
+    loop = asyncio.get_running_loop()
+    unread: list[dict[str, Any]] = []
+    before = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: unread.append(context))
+    try:
+        ticker = _FailingTogether(pool, 2)
+        ticker.backed_off = []
+        await asyncio.wait_for(ticker.run(), 30)
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(before)
+    assert ticker.backed_off == [2]
+    assert not ticker.is_leader
+    assert unread == []

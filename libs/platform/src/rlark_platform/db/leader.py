@@ -117,8 +117,12 @@ class LeaderLoop:
             lead = asyncio.create_task(self._lead(conn))
             keep = asyncio.create_task(self._keep(keeper_conn, marked, deadline))
             done, _ = await asyncio.wait({lead, keep}, return_when=asyncio.FIRST_COMPLETED)
-            for finished in done:
-                finished.result()  # LeaseLost, a database error or a bug: raised to ``run``
+            # Both may end in one wake-up (a stall ends the renewal and the leader's fenced write together):
+            # every outcome is read, so none is reported later as "never retrieved", and being deposed
+            # wins over what it caused in the leader's work, so ``run`` backs off rather than retrying.
+            failures = [error for task in done if (error := task.exception()) is not None]
+            if failures:
+                raise next((e for e in failures if isinstance(e, LeaseLost)), failures[0])
         finally:
             for task in (lead, keep):
                 if task is not None and not task.done():
