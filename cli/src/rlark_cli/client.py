@@ -88,7 +88,11 @@ class Gateway:
             field = error.get("field")
             text = f"{message} (field: {field})" if field else str(message)
             for detail in (error.get("details") or {}).get("errors", [])[1:]:
-                text += f"\n  - {detail.get('field')}: {say(detail)}"
+                said, where = say(detail), detail.get("field")
+                # Most messages start with their field already: print it once.
+                text += (
+                    f"\n  - {said}" if not where or said.startswith(f"{where}:") else f"\n  - {where}: {said}"
+                )
         except (ValueError, KeyError, TypeError, AttributeError):
             text = f"HTTP {response.status_code}: {response.text[:500]}"
         if response.status_code == 401:

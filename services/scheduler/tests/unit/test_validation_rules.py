@@ -355,6 +355,11 @@ def test_roles_across_clusters_need_a_network_domain() -> None:
     assert _warnings(one_cluster) == set()
 
 
+def test_a_misspelt_cluster_is_unknown_not_a_second_cluster_needing_a_domain() -> None:
+    data = _job([_role(), _role("rollout", cluster="gpu-aa")], networkDomain=None)
+    assert _errors(data) == {("cluster_unknown", "spec.tasks[1].cluster")}
+
+
 def test_network_domain_none_is_not_a_domain_and_needs_one_cluster() -> None:
     assert _errors(_job(networkDomain="none")) == set()
     data = _job([_role(), _role("rollout", cluster="gpu-b")], networkDomain="none")

@@ -396,7 +396,8 @@ class _Validator:
                     text("ssh_key_unknown", index=key_index, name=key),
                     child_path("spec.sshKeys", key_index),
                 )
-        clusters = {role.cluster for role in spec.tasks}
+        # Only clusters that exist: a misspelt one is cluster_unknown, not a second cluster needing a domain.
+        clusters = {role.cluster for role in spec.tasks if self.ctx.knows(role.cluster)}
         if spec.joined_domain is not None:
             if spec.joined_domain not in self.ctx.network_domains:
                 self.add(
