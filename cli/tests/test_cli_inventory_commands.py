@@ -149,6 +149,9 @@ async def test_nodes_and_labels_commands_show_what_the_agent_reported(
     assert "h1" in table.stdout
     assert "8/8 H100" in table.stdout
     assert (await rlark("nodes", "list", "--status", "asleep")).exit_code == 2
+    misspelt = await rlark("nodes", "list", "--cluster", "gpu-z")  # not an empty table: the cluster is named
+    assert misspelt.exit_code == 1
+    assert "gpu-z" in misspelt.stderr
     bad_selector = await rlark("nodes", "list", "-l", "a!=b")
     assert bad_selector.exit_code == 1
     assert "(field: selector)" in bad_selector.stderr

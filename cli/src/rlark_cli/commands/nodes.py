@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 
@@ -103,7 +104,11 @@ def list_nodes(
             params[key] = value
     if status is not None:
         params["status"] = status.value
-    emit(Gateway().get("/api/v1/nodes", params=params), output, COLUMNS)
+    gateway = Gateway()
+    found = gateway.get("/api/v1/nodes", params=params)
+    if cluster and not found.get("items"):
+        gateway.get(f"/api/v1/clusters/{quote(cluster, safe='')}")  # an unknown cluster is refused, named
+    emit(found, output, COLUMNS)
 
 
 @app.command("show")
