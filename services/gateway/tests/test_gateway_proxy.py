@@ -4,7 +4,12 @@ the gateway gives when a service is down or slow."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import re
+import time
 import uuid
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -226,3 +231,68 @@ async def test_service_down_slow_or_oversized_bodies_get_clear_errors(
             assert (big.status_code, big.json()["error"]["code"]) == (413, "payload_too_large")
             ok = await client.post("/api/v1/keys", content=b"x" * 512, headers=json_body)
             assert ok.status_code == 200
+
+
+@contextlib.asynccontextmanager
+async def closing_idle_upstream(idle_limit_s: float) -> AsyncIterator[str]:
+    """A service whose keep-alive deadline always wins the race: a request arriving on a connection idle
+    for ``idle_limit_s`` or more is not answered, the connection is closed (what a service closing an idle
+    connection does to a request already on its way). Every other request gets 200 ``[]``."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answered = time.monotonic()
+        try:
+            while True:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
+                length = re.search(r"content-length: *(\d+)", head)
+                await reader.readexactly(int(length.group(1)) if length else 0)
+                if time.monotonic() - answered >= idle_limit_s:
+                    return
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n[]"
+                )
+                await writer.drain()
+                answered = time.monotonic()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.close()
+
+
+async def test_a_connection_idle_near_the_services_keep_alive_is_not_reused(
+    database_url: str, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    """A CI run's 503: the gateway reused a connection to the scheduler idle for 4.8 s just as the scheduler
+    closed it at its 5 s keep-alive. Connections idle past ``upstream_idle_s`` are opened afresh."""
+    async with echo_upstream() as upstream, closing_idle_upstream(1.0) as scheduler:
+        password = f"pw-{uuid.uuid4().hex}"
+        settings = gateway_settings(
+            database_url,
+            kafka_bootstrap,
+            topic_prefix,
+            upstream.url,
+            scheduler_url=scheduler,
+            upstream_idle_s=0.5,
+            bootstrap_admin_username="boss",
+            bootstrap_admin_password=password,
+        )
+        async with (
+            running_service(DEFINITION, settings, worker=False) as service,
+            httpx.AsyncClient(base_url=service.url, timeout=30) as client,
+        ):
+            login = await client.post("/api/v1/auth/login", json={"username": "boss", "password": password})
+            assert login.status_code == 200
+            # POST: aiohttp retries an idempotent request cut off on a reused connection, never a submission.
+            job = {"kind": "Job"}
+            assert (await client.post("/api/v1/jobs", json=job)).status_code == 200
+            assert (await client.post("/api/v1/jobs", json=job)).status_code == 200  # the same connection
+            await asyncio.sleep(1.5)
+            again = await client.post("/api/v1/jobs", json=job)
+            assert again.status_code == 200, again.text

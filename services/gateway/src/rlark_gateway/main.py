@@ -77,6 +77,7 @@ async def on_start(ctx: ServiceContext[GatewaySettings, None]) -> Gateway:
         settings.internal_secret.get_secret_value(),
         connect_timeout_s=settings.upstream_connect_timeout_s,
         read_timeout_s=settings.upstream_timeout_s,
+        idle_s=settings.upstream_idle_s,
     )
     gateway = Gateway(settings, accounts, proxy, ctx.names, StreamSlots(settings.events_max_streams_per_user))
     if settings.credential_cache_s > 0:

@@ -15,6 +15,10 @@ logs and event streams pass through as they come, without a read timeout. An unr
 A relayed response ends its upstream response and its bookkeeping (requests in flight, the caller's
 ``on_close``) however it ends — relayed to the end, the client gone before or during the body, cancelled.
 
+Idle connections to a service are reused for ``idle_s`` only (``upstream_idle_s``), less than the services'
+own keep-alive (``http_keep_alive_s``): otherwise a request can go out on a connection its service is closing
+at that moment, and fail with 503 though the service is up.
+
 Shutdown: ``close()`` ends open streams and waits (bounded) for requests in flight, then closes the client.
 
 Why aiohttp's client and not httpx here: httpx's connection pool walks every pooled connection (asking each
@@ -125,6 +129,7 @@ class Proxy:
         *,
         connect_timeout_s: float = 5.0,
         read_timeout_s: float = 60.0,
+        idle_s: float = 2.0,
     ) -> None:
         self.upstreams = upstreams
         self._secret = internal_secret
@@ -135,7 +140,9 @@ class Proxy:
         )
         self._stream_timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s)
         self._client = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=512, limit_per_host=0, keepalive_timeout=30),
+            # Below the services' keep-alive: a service closes an idle connection after its
+            # http_keep_alive_s, and a request sent on it at that moment is lost (a CI run's 503).
+            connector=aiohttp.TCPConnector(limit=512, limit_per_host=0, keepalive_timeout=idle_s),
             cookie_jar=aiohttp.DummyCookieJar(),
             auto_decompress=False,
             skip_auto_headers=_NO_AUTO_HEADERS,

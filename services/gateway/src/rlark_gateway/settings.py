@@ -35,6 +35,13 @@ class GatewaySettings(ServiceSettings):
     upstream_timeout_s: float = Field(
         default=60.0, gt=0, description="Read timeout of proxied requests (not of event streams)"
     )
+    upstream_idle_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="A connection to a service idle longer than this is not reused; keep it below the "
+        "services' http_keep_alive_s (5 s), or a call can go out on a connection its service is closing "
+        "and fail 503",
+    )
 
     web_dir: Path | None = Field(
         default=None, description="Built web console (index.html); default web/dist of the checkout"
