@@ -8,6 +8,7 @@ import itertools
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -162,8 +163,15 @@ def start_stray_process(token: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "60"], env={"RLARK_BOOTSTRAP_TOKEN": token})
 
 
-def process_env(pid: int) -> dict[str, str]:
+def process_env(pid: int, wait_s: float = 10.0) -> dict[str, str]:
+    """The environment the process ``pid`` runs with. A process in the middle of ``execve`` shows an empty
+    ``environ`` (its new memory has no environment block yet; a loaded CI run read it there): wait, up to
+    ``wait_s``, for the block to appear."""
+    deadline = time.monotonic() + wait_s
     environ = Path(f"/proc/{pid}/environ").read_bytes()
+    while not environ and time.monotonic() < deadline:
+        time.sleep(0.05)
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
     pairs = (entry.decode().split("=", 1) for entry in environ.split(b"\0") if b"=" in entry)
     return dict(pairs)
 
