@@ -10,10 +10,12 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
 from conftest import ADMIN, Stack, echo_upstream, gateway_settings
+from pydantic import SecretStr
 from rlark_gateway.domain.access import PROXY_ROUTES
 from rlark_gateway.main import DEFINITION
 from rlark_gateway.proxy import forward_headers
@@ -197,40 +199,51 @@ async def test_paths_that_climb_out_of_a_resource_are_refused_before_forwarding(
             )
 
 
+@contextlib.asynccontextmanager
+async def logged_in_gateway(settings: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """The gateway with ``settings`` (API only) and a client logged in as its bootstrap admin."""
+    password = f"pw-{uuid.uuid4().hex}"
+    settings = settings.model_copy(
+        update={"bootstrap_admin_username": "boss", "bootstrap_admin_password": SecretStr(password)}
+    )
+    async with (
+        running_service(DEFINITION, settings, worker=False) as service,
+        httpx.AsyncClient(base_url=service.url, timeout=30) as client,
+    ):
+        login = await client.post("/api/v1/auth/login", json={"username": "boss", "password": password})
+        assert login.status_code == 200
+        yield client
+
+
 async def test_service_down_slow_or_oversized_bodies_get_clear_errors(
     database_url: str, kafka_bootstrap: str, topic_prefix: str
 ) -> None:
-    async with echo_upstream() as upstream:
-        password = f"pw-{uuid.uuid4().hex}"
-        settings = gateway_settings(
-            database_url,
-            kafka_bootstrap,
-            topic_prefix,
-            upstream.url,
-            scheduler_url=f"http://127.0.0.1:{free_port()}",
-            max_body_bytes=1024,
-            upstream_timeout_s=0.5,
-            bootstrap_admin_username="boss",
-            bootstrap_admin_password=password,
-        )
-        async with (
-            running_service(DEFINITION, settings, worker=False) as service,
-            httpx.AsyncClient(base_url=service.url, timeout=30) as client,
-        ):
-            login = await client.post("/api/v1/auth/login", json={"username": "boss", "password": password})
-            assert login.status_code == 200
-            down = await client.get("/api/v1/jobs")
-            assert down.status_code == 503
-            assert down.json()["error"]["code"] == "service_unavailable"
-            assert down.json()["error"]["field"] == "scheduler"
-            assert "scheduler" in down.json()["error"]["message"]
-            slow = await client.get("/api/v1/keys", params={"hang": "1.5"})
-            assert (slow.status_code, slow.json()["error"]["code"]) == (504, "upstream_timeout")
-            json_body = {"content-type": "application/json"}
-            big = await client.post("/api/v1/keys", content=b"x" * 2048, headers=json_body)
-            assert (big.status_code, big.json()["error"]["code"]) == (413, "payload_too_large")
-            ok = await client.post("/api/v1/keys", content=b"x" * 512, headers=json_body)
-            assert ok.status_code == 200
+    async with (
+        echo_upstream() as upstream,
+        logged_in_gateway(
+            gateway_settings(
+                database_url,
+                kafka_bootstrap,
+                topic_prefix,
+                upstream.url,
+                scheduler_url=f"http://127.0.0.1:{free_port()}",
+                max_body_bytes=1024,
+                upstream_timeout_s=0.5,
+            )
+        ) as client,
+    ):
+        down = await client.get("/api/v1/jobs")
+        assert down.status_code == 503
+        assert down.json()["error"]["code"] == "service_unavailable"
+        assert down.json()["error"]["field"] == "scheduler"
+        assert "scheduler" in down.json()["error"]["message"]
+        slow = await client.get("/api/v1/keys", params={"hang": "1.5"})
+        assert (slow.status_code, slow.json()["error"]["code"]) == (504, "upstream_timeout")
+        json_body = {"content-type": "application/json"}
+        big = await client.post("/api/v1/keys", content=b"x" * 2048, headers=json_body)
+        assert (big.status_code, big.json()["error"]["code"]) == (413, "payload_too_large")
+        ok = await client.post("/api/v1/keys", content=b"x" * 512, headers=json_body)
+        assert ok.status_code == 200
 
 
 @contextlib.asynccontextmanager
@@ -272,7 +285,6 @@ async def test_a_connection_idle_near_the_services_keep_alive_is_not_reused(
     """A CI run's 503: the gateway reused a connection to the scheduler idle for 4.8 s just as the scheduler
     closed it at its 5 s keep-alive. Connections idle past ``upstream_idle_s`` are opened afresh."""
     async with echo_upstream() as upstream, closing_idle_upstream(1.0) as scheduler:
-        password = f"pw-{uuid.uuid4().hex}"
         settings = gateway_settings(
             database_url,
             kafka_bootstrap,
@@ -280,15 +292,8 @@ async def test_a_connection_idle_near_the_services_keep_alive_is_not_reused(
             upstream.url,
             scheduler_url=scheduler,
             upstream_idle_s=0.5,
-            bootstrap_admin_username="boss",
-            bootstrap_admin_password=password,
         )
-        async with (
-            running_service(DEFINITION, settings, worker=False) as service,
-            httpx.AsyncClient(base_url=service.url, timeout=30) as client,
-        ):
-            login = await client.post("/api/v1/auth/login", json={"username": "boss", "password": password})
-            assert login.status_code == 200
+        async with logged_in_gateway(settings) as client:
             # POST: aiohttp retries an idempotent request cut off on a reused connection, never a submission.
             job = {"kind": "Job"}
             assert (await client.post("/api/v1/jobs", json=job)).status_code == 200

@@ -411,8 +411,9 @@ def up_all(clusters: list[Cluster], per_cluster: int = 1) -> list[RealNode]:
 
 def up_many(nodes: list[RealNode]) -> list[RealNode]:
     """:func:`up` for each node at once; the nodes this call started. Importing the images is most of a
-    cold start (~20 s a node on 2 cores, mostly waiting on the disk): five nodes take about 70 s side by
-    side against about 130 s one after another. Raises the first failure after every start has ended."""
+    cold start (~20 s a node on 2 cores, mostly waiting on the disk): five nodes took ~100 s side by side on
+    a quiet machine (~150 s inside a CI run) against 190–280 s one after another in CI runs. Raises the
+    first failure after every start has ended."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
         started = list(pool.map(up, nodes))
     return [node for node, did in zip(nodes, started, strict=True) if did]
