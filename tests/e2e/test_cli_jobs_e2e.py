@@ -38,6 +38,7 @@ def job_file(tmp_path: Path, name: str, **spec: object) -> Path:
     return path
 
 
+@pytest.mark.heavy
 async def test_submit_follow_shows_progress_and_exits_with_the_jobs_outcome(
     stack: Stack, tmp_path: Path
 ) -> None:

@@ -36,7 +36,7 @@ from stack import Stack, eventually, platform
 
 # The limit is the test's own: the first test of a session also starts five real nodes (one to three
 # minutes, bounded by the node's own waits), which must not eat into the job's time.
-pytestmark = [pytest.mark.k8s, pytest.mark.e2e, pytest.mark.timeout(420, func_only=True)]
+pytestmark = [pytest.mark.k8s, pytest.mark.e2e, pytest.mark.heavy, pytest.mark.timeout(420, func_only=True)]
 
 GPUS_PER_NODE = 4
 """What each real node advertises (an extended resource, as a device plugin would): Ray counts them as

@@ -26,7 +26,7 @@ from test_jobs_failures_e2e import GPU_NODES
 from test_jobs_requeue_e2e import RUN
 from test_jobs_restart_e2e import attempt_logs, events
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy]
 
 LANGUAGES = ("en", "zh-CN")
 

@@ -41,7 +41,7 @@ from stack import Stack, eventually
 from test_jobs_failures_e2e import driver_of, no_process_left
 from test_jobs_restart_e2e import attempt_logs, events, resume_rows
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.e2e, pytest.mark.heavy, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "rlinf-cpu.yaml"

@@ -15,12 +15,12 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
 import pytest
 
-from rlark_devinfra import kafka, paths, postgres, test_sessions
+from rlark_devinfra import heavy_slots, kafka, paths, postgres, test_sessions
 from rlark_devinfra.databases import scratch_database
 
 # Tests get servers of their own, apart from the ones `make run` uses in .state/, so a test run never
@@ -47,6 +47,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             "k8s": lambda parts: testbed.down(only=parts),
         }
     )
+
+
+@pytest.hookimpl(tryfirst=True, wrapper=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    """A ``heavy`` test waits for a machine-wide slot first: outside pytest-timeout's count, which this
+    wrapper encloses (``tryfirst``), so the wait never eats a test's time limit."""
+    if item.get_closest_marker("heavy") is None:
+        return (yield)
+    with heavy_slots.heavy_slot(item.nodeid) as waited:
+        item.user_properties.append(("heavy_slot_wait_s", round(waited, 1)))
+        return (yield)
 
 
 def docker_engine_answers() -> bool:

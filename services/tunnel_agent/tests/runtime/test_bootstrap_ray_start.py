@@ -30,7 +30,7 @@ RUN = 'env >"$FAKE_LOG/run.env"\n'
 PORTS = RayPorts(dashboard_port=26001, node_manager_port=26002, object_manager_port=26003)
 
 
-def _spec(rank: int) -> WorkerSpec:
+def _spec(rank: int, join_deadline_s: int = 1) -> WorkerSpec:
     return WorkerSpec(
         job_id="job-b",
         worker_id=f"job-b-w-{rank}",
@@ -45,16 +45,18 @@ def _spec(rank: int) -> WorkerSpec:
         total_gpus=4,
         run_script=RUN if rank == 0 else "",
         header_address="" if rank == 0 else "10.9.0.1",
-        join_deadline_s=1,
+        join_deadline_s=join_deadline_s,
     )
 
 
-def _bootstrap(tmp_path: Path, spec: WorkerSpec, address: str) -> tuple[int, Path]:
-    """Run the bootstrap with the contract's environment and the stand-ins; (exit code, their log dir)."""
+def _bootstrap(
+    tmp_path: Path, spec: WorkerSpec, address: str, ray: str = FAKE_RAY
+) -> subprocess.CompletedProcess[str]:
+    """Run the bootstrap with the contract's environment and the stand-ins (their log dir: ``logs``)."""
     logs, bin_dir = tmp_path / "logs", tmp_path / "bin"
     for directory in (logs, bin_dir, tmp_path / "files"):
         directory.mkdir()
-    for name, text in (("ray", FAKE_RAY), ("python3", FAKE_PYTHON)):
+    for name, text in (("ray", ray), ("python3", FAKE_PYTHON)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     facts = RuntimeFacts(
@@ -74,7 +76,7 @@ def _bootstrap(tmp_path: Path, spec: WorkerSpec, address: str) -> tuple[int, Pat
         (tmp_path / "files" / name).write_text(text)
     env = compose_env(contract, LOCAL, defaults={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
     env.update(RLARK_RAY=str(bin_dir / "ray"), RLARK_PYTHON=str(bin_dir / "python3"), FAKE_LOG=str(logs))
-    done = subprocess.run(
+    return subprocess.run(
         ["bash", str(BOOTSTRAP_DIR / "bootstrap.sh")],
         env=env,
         capture_output=True,
@@ -82,7 +84,6 @@ def _bootstrap(tmp_path: Path, spec: WorkerSpec, address: str) -> tuple[int, Pat
         timeout=60,
         check=False,
     )
-    return done.returncode, logs
 
 
 def _env(path: Path) -> dict[str, str]:
@@ -90,8 +91,8 @@ def _env(path: Path) -> dict[str, str]:
 
 
 def test_the_headers_ray_head_serves_the_dashboard_on_its_declared_port_and_address(tmp_path: Path) -> None:
-    code, logs = _bootstrap(tmp_path, _spec(0), "10.9.0.1")
-    assert code == 0
+    assert _bootstrap(tmp_path, _spec(0), "10.9.0.1").returncode == 0
+    logs = tmp_path / "logs"
     args = (logs / "ray.0.args").read_text().splitlines()
     assert args[:2] == ["start", "--head"]
     for expected in (
@@ -121,8 +122,10 @@ def test_the_headers_ray_head_serves_the_dashboard_on_its_declared_port_and_addr
 
 
 def test_a_worker_joins_without_a_dashboard_and_knows_the_headers(tmp_path: Path) -> None:
-    code, logs = _bootstrap(tmp_path, _spec(1), "10.9.0.2")
-    assert code == EXIT_TIMEOUT  # the stand-in refuses every join until the 1 s deadline
+    logs = tmp_path / "logs"
+    assert (
+        _bootstrap(tmp_path, _spec(1), "10.9.0.2").returncode == EXIT_TIMEOUT
+    )  # the stand-in refuses every join until the 1 s deadline
     args = (logs / "ray.0.args").read_text().splitlines()
     assert args[:2] == ["start", "--address=10.9.0.1:26000"]
     assert not [
@@ -135,3 +138,31 @@ def test_a_worker_joins_without_a_dashboard_and_knows_the_headers(tmp_path: Path
         "eth0",
         "1",
     )
+
+
+# A head that fails its first start, as Ray's does when its raylet misses the 30 s to register on a loaded
+# node, then starts; and one that never starts.
+FLAKY_HEAD = """#!/bin/bash
+n=$(ls "$FAKE_LOG" | grep -c '^ray\\.' || true)
+printf '%s\\n' "$@" >"$FAKE_LOG/ray.$n.args"
+((n > 0)) || { echo 'Exception: The current node timed out during startup.' >&2; exit 1; }
+"""
+BROKEN_HEAD = FAKE_RAY.replace("[[ $1 == start", "exit 1\n[[ $1 == start")
+
+
+def test_a_heads_failed_start_is_cleaned_up_and_started_again(tmp_path: Path) -> None:
+    done = _bootstrap(tmp_path, _spec(0, join_deadline_s=30), "10.9.0.1", ray=FLAKY_HEAD)
+    assert done.returncode == 0, done.stderr
+    starts = sorted((tmp_path / "logs").glob("ray.*.args"))
+    assert [p.read_text().splitlines()[:2] for p in starts] == [["start", "--head"]] * 2
+    assert "ray start --head failed with 1 (attempt 1 of 3); cleaning up and starting again" in done.stderr
+    assert '"event":"ray_head_up"' in done.stdout
+    assert "ray_start_failed" not in done.stdout
+
+
+def test_a_head_that_never_starts_fails_after_its_attempts_with_rays_exit_code(tmp_path: Path) -> None:
+    done = _bootstrap(tmp_path, _spec(0, join_deadline_s=30), "10.9.0.1", ray=BROKEN_HEAD)
+    assert done.returncode == 1
+    assert len(list((tmp_path / "logs").glob("ray.*.args"))) == 3
+    assert done.stdout.count('##rlark {"event":"ray_start_failed","exit_code":1}') == 1
+    assert "run_started" not in done.stdout

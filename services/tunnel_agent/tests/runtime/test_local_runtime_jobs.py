@@ -94,6 +94,7 @@ def read_env_file(path: Path) -> dict[str, str]:
     return dict(pairs)
 
 
+@pytest.mark.heavy
 async def test_three_worker_job_joins_runs_and_leaves_nothing_behind(
     driver: LocalDriver, recorder: Recorder, tmp_path: Path
 ) -> None:

@@ -11,7 +11,8 @@
 #      with the script's exit code;
 #   4. Header: `ray start --head` on its own address with fixed, declared ports, serving Ray's
 #      dashboard and state API on RLARK_RAY_DASHBOARD_PORT bound to that address (RLinf's failure
-#      handler and `ray list` need it; it costs the head about 200 MiB); others wait until the
+#      handler and `ray list` need it; it costs the head about 200 MiB), started again after a
+#      failure up to RLARK_HEAD_START_ATTEMPTS times (3) within the join deadline; others wait until the
 #      head's GCS port answers, then `ray start --address=<header>:<port>`, retrying until the
 #      join deadline (counted from the head's first answer). Every worker exports RAY_ADDRESS
 #      and RAY_API_SERVER_ADDRESS (http://<header>:<dashboard port>) before `ray start`;
@@ -36,7 +37,7 @@
 # RLARK_AUTHORIZED_KEYS_FILE, RLARK_OUTPUTS (':'-separated), RLARK_TENSORBOARD_DIR,
 # RLARK_WORKDIR (default $HOME/work), RLARK_RAY_TEMP_DIR (default /tmp/ray), RLARK_PYTHON,
 # RLARK_RAY (the `ray` executable), RLARK_START_SSHD (1), RLARK_SSH_PORT (22),
-# RLARK_HEAD_WAIT_S (0: wait for the head's port without limit),
+# RLARK_HEAD_WAIT_S (0: wait for the head's port without limit), RLARK_HEAD_START_ATTEMPTS (3),
 # RLARK_STOP_GRACE_S (2), RLARK_MANIFEST_MAX_FILES (10000), RLARK_STATUS_FILE (exit status JSON),
 # RLARK_TERMINATION_GRACE_S (the Header's run script's time after SIGTERM before the rest is stopped),
 # RLARK_PROGRESS_DEADLINE_S and RLARK_PROGRESS_POLL_S (the Header reports new TensorBoard steps under
@@ -304,16 +305,35 @@ ray_args=(
 )
 [[ -n ${RLARK_NUM_CPUS:-} ]] && ray_args+=(--num-cpus="$RLARK_NUM_CPUS")
 
+# What a failed `ray start` attempt's clean-up leaves running.
+keep=()
+[[ -n $SSHD_PID ]] && keep=(--keep "$SSHD_PID")
+[[ -n $GPU_SAMPLER_PID ]] && keep+=(--keep "$GPU_SAMPLER_PID")
+
 if [[ $IS_HEADER == 1 ]]; then
-  # `timeout --foreground` keeps Ray in our process group (plain `timeout` makes a new one).
-  run_child timeout --foreground -k 5 "$JOIN_DEADLINE" "$RAY_BIN" start --head \
-    --port="$RAY_PORT" --include-dashboard=true --dashboard-host="$NODE_IP" \
-    --dashboard-port="$DASHBOARD_PORT" "${ray_args[@]}"
-  rc=$?
-  if ((rc != 0)); then
-    marker "{\"event\":\"ray_start_failed\",\"exit_code\":$rc}"
-    finish "$rc"
-  fi
+  # Ray gives the head's raylet a fixed 30 s to register with its GCS: on a loaded node `ray start --head`
+  # can fail for that alone ("The current node timed out during startup"). So a failed start is cleaned up
+  # and tried again, RLARK_HEAD_START_ATTEMPTS times in all (3) within the join deadline; a start that
+  # timed out (124) is not retried. The workers keep retrying their join meanwhile.
+  attempts=${RLARK_HEAD_START_ATTEMPTS:-3}
+  deadline=$((SECONDS + JOIN_DEADLINE))
+  for ((attempt = 1; ; attempt++)); do
+    remaining=$((deadline - SECONDS))
+    ((remaining > 0)) || remaining=1
+    # `timeout --foreground` keeps Ray in our process group (plain `timeout` makes a new one).
+    run_child timeout --foreground -k 5 "$remaining" "$RAY_BIN" start --head \
+      --port="$RAY_PORT" --include-dashboard=true --dashboard-host="$NODE_IP" \
+      --dashboard-port="$DASHBOARD_PORT" "${ray_args[@]}"
+    rc=$?
+    ((rc == 0)) && break
+    if ((attempt >= attempts || rc == 124 || deadline - SECONDS <= 1)); then
+      marker "{\"event\":\"ray_start_failed\",\"exit_code\":$rc}"
+      finish "$rc"
+    fi
+    log "ray start --head failed with $rc (attempt $attempt of $attempts); cleaning up and starting again"
+    reap "${keep[@]}"
+    run_child sleep 1
+  done
   marker "{\"event\":\"ray_head_up\",\"address\":$(json_str "$RAY_ADDRESS")}"
 
   # --- 5. wait for every node, then the run script ------------------------------------------
@@ -363,9 +383,6 @@ if ! run_child "$PY" "$HELPER" probe "$RAY_ADDRESS" --deadline "${RLARK_HEAD_WAI
   finish 124
 fi
 deadline=$((SECONDS + JOIN_DEADLINE))
-keep=()
-[[ -n $SSHD_PID ]] && keep=(--keep "$SSHD_PID")
-[[ -n $GPU_SAMPLER_PID ]] && keep+=(--keep "$GPU_SAMPLER_PID")
 reason="could not join the Ray head at $RAY_ADDRESS within ${JOIN_DEADLINE}s"
 while :; do
   remaining=$((deadline - SECONDS))
