@@ -40,6 +40,7 @@ def test_each_further_problem_names_its_field_once(
         Gateway(url="http://gateway.test")._result(httpx.Response(422, json=REFUSAL))
     assert ended.value.exit_code == EXIT_REFUSED
     printed = " ".join(capsys.readouterr().err.split())
+    assert printed.startswith('error: spec.tasks[0].cluster: no cluster is named "nowhere" - ')  # field once
     assert "- spec.tasks[1].image: the image needs an explicit tag" in printed
     assert "spec.tasks[1].image: spec.tasks[1].image" not in printed
     assert "- spec.tasks[1].replicas: Input should be a valid integer" in printed

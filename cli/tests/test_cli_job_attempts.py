@@ -60,7 +60,9 @@ def requests(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list[h
         seen.append(request)
         if request.url.path.endswith("/logs"):
             return httpx.Response(
-                200, text='{"cursor": 1, "worker_id": "job-1-actor-0", "seq": 1, "line": "hi"}\n'
+                200,
+                text='{"cursor": 1, "worker_id": "job-1-actor-0", "seq": 1, "line": "hi"}\n'
+                '{"cursor": 2, "worker_id": "job-1-actor-0", "seq": 2, "line": "##rlark {\\"event\\":\\"run_started\\"}"}\n',
             )
         return httpx.Response(200, json=JOB)
 
@@ -91,6 +93,16 @@ def test_jobs_logs_attempt_asks_for_that_attempts_lines(requests: list[httpx.Req
     default = CliRunner().invoke(app, ["jobs", "logs", "job-1"])
     assert default.exit_code == 0, default.output
     assert "attempt" not in requests[-1].url.params
+
+
+def test_jobs_logs_hides_the_bootstraps_marker_lines_unless_asked(requests: list[httpx.Request]) -> None:
+    plain = CliRunner().invoke(app, ["jobs", "logs", "job-1"])
+    assert plain.output.splitlines() == ["[job-1-actor-0] hi"]
+    shown = CliRunner().invoke(app, ["jobs", "logs", "job-1", "--markers"])
+    assert shown.output.splitlines() == [
+        "[job-1-actor-0] hi",
+        '[job-1-actor-0] ##rlark {"event":"run_started"}',
+    ]
 
 
 def test_jobs_logs_refuses_attempt_0(requests: list[httpx.Request]) -> None:

@@ -60,6 +60,15 @@ def test_a_chinese_locale_gets_the_servers_sentence_in_chinese(gateway: dict[str
     assert "已存在名为 'train' 的网络域" in create(env={"LANG": "zh_CN.UTF-8"})
 
 
+def test_the_clis_own_words_around_the_sentence_follow_the_language_too(gateway: dict[str, Any]) -> None:
+    said = create("--lang", "zh-CN")
+    assert said.startswith("错误： 已存在名为 'train' 的网络域（字段：name）")
+    assert "error" not in said
+    assert "field" not in said
+    said = create("--lang", "en")
+    assert said.startswith("error: a network domain named 'train' already exists (field: name)")
+
+
 def test_lc_all_wins_over_lang(gateway: dict[str, Any]) -> None:
     assert "a network domain named 'train' already exists" in create(
         env={"LANG": "zh_CN.UTF-8", "LC_ALL": "C"}

@@ -22,7 +22,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from tenacity.wait import wait_exponential_jitter
 
 from rlark_cli.config import load
-from rlark_cli.lang import say
+from rlark_cli.lang import own, say
 
 err = Console(stderr=True)
 
@@ -57,7 +57,7 @@ def _why(response: httpx.Response) -> str:
 
 
 def fail(message: str, code: int = EXIT_REFUSED) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]{own('error')}[/] {message}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -72,7 +72,7 @@ class Gateway:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            fail(f"cannot reach the gateway at {self.url}: {exc}", EXIT_UNAVAILABLE)
+            fail(own("unreachable", url=self.url, why=exc), EXIT_UNAVAILABLE)
         return self._result(response)
 
     def _result(self, response: httpx.Response) -> Any:
@@ -86,7 +86,12 @@ class Gateway:
             error = response.json()["error"]
             message = say(error, str(error.get("message") or error.get("code")))
             field = error.get("field")
-            text = f"{message} (field: {field})" if field else str(message)
+            # A message that starts with its field names it already.
+            text = (
+                str(message)
+                if not field or str(message).startswith(f"{field}:")
+                else message + own("field", field=field)
+            )
             for detail in (error.get("details") or {}).get("errors", [])[1:]:
                 said, where = say(detail), detail.get("field")
                 # Most messages start with their field already: print it once.
@@ -96,7 +101,7 @@ class Gateway:
         except (ValueError, KeyError, TypeError, AttributeError):
             text = f"HTTP {response.status_code}: {response.text[:500]}"
         if response.status_code == 401:
-            fail(f"{text}\nlog in with: rlark login", EXIT_AUTH)
+            fail(f"{text}\n{own('log_in')}", EXIT_AUTH)
         fail(text, EXIT_UNAVAILABLE if response.status_code >= 500 else EXIT_REFUSED)
 
     def post_idempotent(
@@ -177,7 +182,7 @@ class Gateway:
         try:
             response = self._http.send(request, stream=True)
         except httpx.HTTPError as exc:
-            fail(f"cannot reach the gateway at {self.url}: {exc}", EXIT_UNAVAILABLE)
+            fail(own("unreachable", url=self.url, why=exc), EXIT_UNAVAILABLE)
         if response.status_code >= 400:
             response.read()
             self._result(response)

@@ -16,6 +16,21 @@ from typing import Any
 from rlark_contracts.messages import Language, catalogue, language_of, placeholders, render
 
 _SEPARATOR: dict[Language, str] = {"en": "; ", "zh-CN": "；"}
+# The CLI's own framing around the server's sentences (theirs come from the contracts' catalogue).
+_OWN: dict[Language, dict[str, str]] = {
+    "en": {
+        "error": "error:",
+        "field": " (field: {field})",
+        "log_in": "log in with: rlark login",
+        "unreachable": "cannot reach the gateway at {url}: {why}",
+    },
+    "zh-CN": {
+        "error": "错误：",
+        "field": "（字段：{field}）",
+        "log_in": "请先登录：rlark login",
+        "unreachable": "无法连接网关 {url}：{why}",
+    },
+}
 _chosen: Language | None = None
 
 
@@ -38,6 +53,11 @@ def current() -> Language:
         if value:
             return language_of(value)
     return "en"
+
+
+def own(key: str, **params: object) -> str:
+    """One of the CLI's own framing phrases (``error:``, the field, how to log in) in the language."""
+    return _OWN[current()][key].format(**params)
 
 
 def say(said: Mapping[str, Any] | None, fallback: str = "") -> str:

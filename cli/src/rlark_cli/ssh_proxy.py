@@ -27,6 +27,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.sync.client import ClientConnection, connect
 
 from rlark_cli.config import load
+from rlark_cli.lang import own
 
 FRAME_BYTES = 256 * 1024
 """As ``rlark_contracts.relay.RELAY_FRAME_BYTES`` (not imported: this module stays lean)."""
@@ -52,7 +53,7 @@ def _refusal(exc: InvalidStatus) -> str:
 
 
 def _fail(message: str, code: int) -> int:
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write(f"{own('error')} {message}\n")
     return code
 
 
@@ -74,11 +75,11 @@ def run(target: str) -> int:
         )
     except InvalidStatus as exc:
         status = exc.response.status_code
-        hint = "\nlog in with: rlark login" if status == 401 else ""
+        hint = f"\n{own('log_in')}" if status == 401 else ""
         code = EXIT_AUTH if status == 401 else EXIT_UNAVAILABLE if status >= 500 else EXIT_REFUSED
         return _fail(f"{_refusal(exc)}{hint}", code)
     except (OSError, InvalidHandshake, TimeoutError) as exc:
-        return _fail(f"cannot reach the gateway at {config.url}: {exc}", EXIT_UNAVAILABLE)
+        return _fail(own("unreachable", url=config.url, why=exc), EXIT_UNAVAILABLE)
     bridge(ws)
     return 0
 

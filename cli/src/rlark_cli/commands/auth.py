@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 
+from rlark_cli import lang
 from rlark_cli.client import EXIT_AUTH, EXIT_REFUSED, EXIT_UNAVAILABLE, Gateway, fail
 from rlark_cli.config import CliConfig, load, save
 from rlark_cli.output import Format, OutputOpt, emit
@@ -38,7 +39,7 @@ def _call(http: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
     try:
         response = http.request(method, path, **kwargs)
     except httpx.HTTPError as exc:
-        fail(f"cannot reach the gateway at {http.base_url}: {exc}", EXIT_UNAVAILABLE)
+        fail(lang.own("unreachable", url=http.base_url, why=exc), EXIT_UNAVAILABLE)
     if response.status_code == 401:
         fail(_error_text(response), EXIT_AUTH)
     if response.status_code >= 500:

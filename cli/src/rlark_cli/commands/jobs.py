@@ -87,7 +87,7 @@ def _problem_lines(problems: list[dict[str, Any]], label: str, style: str) -> No
 
 @app.command("templates")
 def templates(output: OutputOpt = Format.table) -> None:
-    """List the job templates ``rlark jobs init`` can start from."""
+    """List the job templates `rlark jobs init` can start from."""
     result = Gateway().get("/api/v1/templates")
     if output is not Format.table:
         emit(result, output)
@@ -241,13 +241,16 @@ def submit(
 
 def _follow_progress(gateway: Gateway, job_id: str, *, quiet: bool) -> None:
     final: dict[str, Any] = {}
+    last = None
     for event, data in _sse(gateway, f"/api/v1/jobs/{job_id}/events", {"follow": "true"}):
         if event == "end":
             final = data
             break
         line = _progress_line(event, data)
-        if line and not quiet:
+        # Every worker reports the same count once all have joined: say it once.
+        if line and line != last and not quiet:
             out.print(line, highlight=False)
+            last = line
     status = final.get("status") or gateway.get(f"/api/v1/jobs/{job_id}")["status"]
     code = final.get("exit_code")
     suffix = f" (exit code {code})" if code is not None else ""
@@ -529,6 +532,13 @@ def logs(
     ] = None,
     since_seq: Annotated[int | None, typer.Option("--since-seq", help="Lines after this line number")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10000)] = 1000,
+    markers: Annotated[
+        bool,
+        typer.Option(
+            "--markers",
+            help="Also print the worker bootstrap's `##rlark {...}` lines, which the platform reads",
+        ),
+    ] = False,
 ) -> None:
     """Print a job's output lines (kept after the workers are gone, per attempt); -f follows new ones."""
     gateway = Gateway()
@@ -540,13 +550,21 @@ def logs(
     if since_seq is not None:
         params["since_seq"] = since_seq
     if follow:
-        for event, line in _sse(gateway, f"/api/v1/jobs/{job_id}/logs", {**params, "follow": "true"}):
-            if event == "log":
-                typer.echo(_log_text(line, prefix=worker is None))
-        return
-    text = gateway.get(f"/api/v1/jobs/{job_id}/logs", params={**params, "limit": limit})
-    for raw in (text or "").splitlines():
-        typer.echo(_log_text(json.loads(raw), prefix=worker is None))
+        lines = (
+            line
+            for event, line in _sse(gateway, f"/api/v1/jobs/{job_id}/logs", {**params, "follow": "true"})
+            if event == "log"
+        )
+    else:
+        text = gateway.get(f"/api/v1/jobs/{job_id}/logs", params={**params, "limit": limit})
+        lines = (json.loads(raw) for raw in (text or "").splitlines())
+    for line in lines:
+        if markers or not str(line["line"]).startswith(MARKER_PREFIX):
+            typer.echo(_log_text(line, prefix=worker is None))
+
+
+MARKER_PREFIX = "##rlark "
+"""The bootstrap's lines for the platform (ARCHITECTURE §6: worker phases, the output manifest)."""
 
 
 def _log_text(line: dict[str, Any], *, prefix: bool) -> str:
