@@ -109,3 +109,18 @@ def test_jobs_logs_refuses_attempt_0(requests: list[httpx.Request]) -> None:
     result = CliRunner().invoke(app, ["jobs", "logs", "job-1", "--attempt", "0"])
     assert result.exit_code == 2
     assert requests == []
+
+
+def test_jobs_show_names_the_signal_behind_an_exit_code(
+    requests: list[httpx.Request], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = {"rank": 1, "cluster": "lab", "node": "n1", "address": None, "gpus": 0, "ray_joined": True}
+    workers = [
+        {**worker, "id": "job-1-rollout-0", "phase": "Stopped", "exit_code": 143},
+        {**worker, "id": "job-1-actor-0", "phase": "Succeeded", "exit_code": 0},
+    ]
+    monkeypatch.setitem(JOB, "workers", workers)
+    result = CliRunner().invoke(app, ["--lang", "en", "jobs", "show", "job-1"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "143 (SIGTERM)" in result.output
+    assert "0 (" not in result.output

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from rlark_devinfra.process import pid_alive, stop_process_group
-from rlark_devinfra.stack import AGENT, GATEWAY, spawn_detached
+from rlark_devinfra.stack import AGENT, GATEWAY, down, spawn_detached
 
 
 def parent_of(pid: int) -> int:
@@ -38,3 +38,16 @@ def test_ports_move_with_their_variables(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("RLARK_GATEWAY_PORT", "18080")
     monkeypatch.setenv("RLARK_TUNNEL_AGENT_PORT", "18105")
     assert (GATEWAY.url, AGENT.port) == ("http://127.0.0.1:18080", 18105)
+
+
+def test_down_stops_what_runs_and_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLARK_STATE_DIR", str(tmp_path))
+    pid = spawn_detached(["sleep", "30"], dict(os.environ), tmp_path / "sleep.log")
+    try:
+        (tmp_path / "pids").mkdir()
+        (tmp_path / "pids" / f"{GATEWAY.name}.pid").write_text(str(pid))
+        assert down() == [GATEWAY.name]
+        assert not pid_alive(pid)
+        assert down() == []  # nothing left: `make stop` says "nothing was running"
+    finally:
+        stop_process_group(pid, grace_s=5)

@@ -14,6 +14,7 @@ success (Failed, Cancelled or Lost).
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import uuid
 from collections.abc import Iterator
@@ -395,7 +396,7 @@ def show(job_id: JobId, output: OutputOpt = Format.table) -> None:
                 str(w["gpus"]),
                 w["phase"],
                 "joined" if w["ray_joined"] else "-",
-                "-" if w["exit_code"] is None else str(w["exit_code"]),
+                _exit_text(w["exit_code"]),
             )
         out.print(table)
     attempts = job.get("attempts") or []
@@ -565,6 +566,18 @@ def logs(
 
 MARKER_PREFIX = "##rlark "
 """The bootstrap's lines for the platform (ARCHITECTURE §6: worker phases, the output manifest)."""
+
+
+def _exit_text(code: int | None) -> str:
+    """An exit code, with the signal named when it is 128 + N: a worker the platform stopped when its job
+    ended shows ``143 (SIGTERM)``."""
+    if code is None:
+        return "-"
+    name = _SIGNAL_NAMES.get(code - 128)
+    return f"{code} ({name})" if name else str(code)
+
+
+_SIGNAL_NAMES = {sig.value: sig.name for sig in signal.Signals}
 
 
 def _log_text(line: dict[str, Any], *, prefix: bool) -> str:

@@ -264,12 +264,14 @@ def start_agent(cluster_file: Path, credential: str, gateway_url: str) -> int:
     return start_service(AGENT, env)
 
 
-def stop_agent() -> None:
+def stop_agent() -> bool:
+    """Stop the local agent; whether one ran."""
     _, pids = _dirs()
     pid = read_pid(pids / f"{AGENT.name}.pid")
     if pid is not None:
         stop_process_group(pid, grace_s=20)
     (pids / f"{AGENT.name}.pid").unlink(missing_ok=True)
+    return pid is not None
 
 
 def stop_local_workers() -> list[str]:
@@ -303,17 +305,20 @@ def stop_local_workers() -> list[str]:
     return asyncio.run(stop_all())
 
 
-def down() -> None:
-    stop_agent()
-    stopped = stop_local_workers()
-    if stopped:
-        typer.echo(f"stopped {len(stopped)} local worker(s): {', '.join(stopped)}")
+def down() -> list[str]:
+    """Stop the local agent, its workers and every service; the names of what ran."""
+    stopped = ["the local agent"] if stop_agent() else []
+    workers = stop_local_workers()
+    if workers:
+        typer.echo(f"stopped {len(workers)} local worker(s): {', '.join(workers)}")
     _, pids = _dirs()
     for service in reversed(SERVICES):
         pid = read_pid(pids / f"{service.name}.pid")
         if pid is not None:
             stop_process_group(pid, grace_s=20)
+            stopped.append(service.name)
         (pids / f"{service.name}.pid").unlink(missing_ok=True)
+    return stopped
 
 
 @app.command("up")
@@ -330,10 +335,16 @@ def up_command() -> None:
 @app.command("down")
 def down_command(infra: bool = typer.Option(True, help="Also stop PostgreSQL and Kafka")) -> None:
     """Stop the local agent and its workers, every service (and the infrastructure)."""
-    down()
+    stopped = down()
     if infra:
+        if kafka.status().running:
+            stopped.append("Kafka")
         kafka.stop()
+        if postgres.status().running:
+            stopped.append("PostgreSQL")
         postgres.stop()
+    typer.echo(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    typer.echo(f"the data stays in {state_dir()}: `make run` starts again from it")
 
 
 @app.command("status")
