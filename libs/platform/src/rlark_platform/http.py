@@ -19,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.telemetry import TelemetryConfig
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from rlark_contracts.messages import Text, text
+from rlark_contracts.messages import text, validation_text
 
 from rlark_platform.db.errors import database_unavailable
 from rlark_platform.errors import ApiError
@@ -145,38 +145,6 @@ def create_app(
         return PlainTextResponse(generate_latest().decode(), media_type=CONTENT_TYPE_LATEST)
 
     return app
-
-
-_PYDANTIC_KEYS = frozenset(
-    {
-        "missing",
-        "extra_forbidden",
-        "string_type",
-        "string_too_long",
-        "string_too_short",
-        "int_type",
-        "int_parsing",
-        "bool_type",
-        "bool_parsing",
-        "list_type",
-        "dict_type",
-        "greater_than_equal",
-        "less_than_equal",
-        "json_invalid",
-    }
-)
-
-
-def validation_text(field: str, error: Any) -> Text | None:
-    """The catalogue sentence for one of pydantic's common request errors (``invalid_request.<type>``),
-    or None when the error is of another type or its English would differ from pydantic's own message
-    (the console then shows that message as it is)."""
-    kind = error.get("type")
-    if kind not in _PYDANTIC_KEYS:
-        return None
-    context = {k: v for k, v in (error.get("ctx") or {}).items() if isinstance(v, str | int)}
-    said = Text(f"invalid_request.{kind}", {"field": field, **context})
-    return said if said.english == f"{field}: {error.get('msg')}" else None
 
 
 def database_ready(pool: Any) -> ReadyCheck:

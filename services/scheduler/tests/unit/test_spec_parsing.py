@@ -133,6 +133,30 @@ def test_unknown_key_is_refused_with_its_path_and_line() -> None:
     assert ("field_unknown", "spec.tasks[0].gpus", 8) in _errors(text)
 
 
+def _messages(source: str | dict[str, Any]) -> dict[str, Any]:
+    with pytest.raises(SpecParseError) as caught:
+        parse_job_document(source)
+    return {e.field: e.message for e in caught.value.errors}
+
+
+def test_a_misspelt_field_is_named_with_the_field_it_is_closest_to_in_its_own_object() -> None:
+    mount = {"name": "m", "type": "hostPath", "source": "/a", "path": "/b", "readonly": True}
+    role = {"name": "worker", "cluster": "c", "image": "img:1", "replica": 2, "mounts": [mount], "zzz": 1}
+    said = _messages(_minimal(tasks=[role], runScrpt="x", restartPolicy={"maxRestart": 1}))
+    assert said["spec.runScrpt"] == "spec.runScrpt is not a known field; did you mean runScript?"
+    assert said["spec.restartPolicy.maxRestart"].endswith("did you mean maxRestarts?")
+    assert said["spec.tasks[0].replica"].endswith("did you mean replicas?")
+    assert said["spec.tasks[0].mounts[0].readonly"].endswith("did you mean readOnly?")
+    assert said["spec.tasks[0].zzz"] == "spec.tasks[0].zzz is not a known field"
+    assert said["spec.tasks[0].replica"].render("zh-CN") == "spec.tasks[0].replica 不是已知字段；是否想写 replicas？"
+
+
+def test_a_wrong_type_is_a_catalogue_sentence_the_console_can_say_in_chinese() -> None:
+    said = _messages(_minimal(tasks=[{"name": "w", "cluster": "c", "image": "i:1", "replicas": "two"}]))
+    assert said["spec.tasks[0].replicas"] == "spec.tasks[0].replicas: Input should be a valid integer"
+    assert said["spec.tasks[0].replicas"].render("zh-CN") == "spec.tasks[0].replicas：应为整数"
+
+
 def test_every_schema_problem_is_reported_at_once() -> None:
     errors = _errors(
         {

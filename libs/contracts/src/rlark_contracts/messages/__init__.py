@@ -117,6 +117,38 @@ def text(key: str, /, **params: ParamValue) -> Text:
     return Text(key, params)
 
 
+_PYDANTIC_KEYS = frozenset(
+    {
+        "missing",
+        "extra_forbidden",
+        "string_type",
+        "string_too_long",
+        "string_too_short",
+        "int_type",
+        "int_parsing",
+        "bool_type",
+        "bool_parsing",
+        "list_type",
+        "dict_type",
+        "greater_than_equal",
+        "less_than_equal",
+        "json_invalid",
+    }
+)
+
+
+def validation_text(field: str, error: Mapping[str, Any]) -> Text | None:
+    """The catalogue sentence for one of pydantic's common errors (``invalid_request.<type>``; ``error`` is
+    one of ``ValidationError.errors()``), or None when the error is of another type or its English would
+    differ from pydantic's own message (it is then shown as pydantic wrote it)."""
+    kind = error.get("type")
+    if kind not in _PYDANTIC_KEYS:
+        return None
+    context = {k: v for k, v in (error.get("ctx") or {}).items() if isinstance(v, str | int)}
+    said = Text(f"invalid_request.{kind}", {"field": field, **context})
+    return said if said.english == f"{field}: {error.get('msg')}" else None
+
+
 __all__ = [
     "LANGUAGES",
     "Language",
@@ -130,4 +162,5 @@ __all__ = [
     "render",
     "said",
     "text",
+    "validation_text",
 ]

@@ -65,12 +65,14 @@ column), ``duplicate_key``, ``yaml_alias_refused``, ``yaml_key_invalid``, ``docu
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, Final
+from types import UnionType
+from typing import Annotated, Any, Final, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -689,8 +691,46 @@ def _pydantic_errors(exc: ValidationError, info: SourceInfo | None) -> list[Spec
         if kind == "missing":
             code, message = "field_required", messages.text("field_required", field=path)
         elif kind == "extra_forbidden":
-            code, message = "field_unknown", messages.text("field_unknown", field=path)
+            code = "field_unknown"
+            near = _known_near(error["loc"])
+            message = (
+                messages.text("field_unknown.near", field=path, near=near)
+                if near
+                else messages.text("field_unknown", field=path)
+            )
         else:
-            code, message = "field_invalid", f"{path}: {error['msg']}"
+            code, message = "field_invalid", messages.validation_text(path, error) or f"{path}: {error['msg']}"
         errors.append(SpecError(code, message, path, info.line_of(path) if info else None))
     return errors
+
+
+def _known_near(loc: tuple[int | str, ...]) -> str | None:
+    """The field of the same object whose name is closest to the unknown last part of ``loc`` (a typo's
+    intended field), if one is close enough."""
+    annotation: Any = JobDocument
+    for part in loc[:-1]:
+        annotation = _inner(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            fields = {field.alias or name: field for name, field in annotation.model_fields.items()}
+            field = fields.get(str(part))
+            if field is None:
+                return None
+            annotation = field.annotation
+        elif get_origin(annotation) in (list, dict):
+            annotation = get_args(annotation)[-1]  # an item, or a value
+        else:
+            return None
+    model = _inner(annotation)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return None
+    names = [field.alias or name for name, field in model.model_fields.items()]
+    near = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
+    return near[0] if near else None
+
+
+def _inner(annotation: Any) -> Any:
+    """``X`` of ``X | None``."""
+    if get_origin(annotation) in (Union, UnionType):
+        kept = [arg for arg in get_args(annotation) if arg is not type(None)]
+        return kept[0] if len(kept) == 1 else annotation
+    return annotation
