@@ -62,6 +62,17 @@ describe('ANSI escapes in logs', () => {
     expect(view.textContent).not.toMatch(/\[\d+m/);
     expect(within(view).getByText('INFO')).toHaveStyle({ color: 'rgb(0, 187, 0)' });
   });
+
+  it('hides the bootstrap\'s ##rlark lines until asked for', async () => {
+    await i18n.changeLanguage('en');
+    vi.stubGlobal('fetch', vi.fn(async () => new Response('step 1\n##rlark {"event":"run_started"}\nstep 2\n', { status: 200, headers: { 'Content-Type': 'text/plain' } })));
+    const worker = { worker_id: 'w-0', role: 'actor', index: 0, cluster: 'c', gpus: 8, phase: 'succeeded' };
+    renderPage(<LogViewer jobId="job-1" workers={[worker]} active={false} />);
+    const view = await screen.findByTestId('log-view');
+    await waitFor(() => expect(view.textContent).toBe('step 1\nstep 2'));
+    fireEvent.click(screen.getByTestId('log-markers'));
+    await waitFor(() => expect(view.textContent).toBe('step 1\n##rlark {"event":"run_started"}\nstep 2'));
+  });
 });
 
 const YAML = `apiVersion: rlark.io/v1

@@ -16,6 +16,9 @@ import { ansiRuns } from '../../lib/ansi';
 
 const MAX_LINES = 5000;
 
+/** The worker bootstrap's lines for the platform (`##rlark {...}`): hidden unless asked for. */
+export const MARKER_PREFIX = '##rlark ';
+
 /** Lines carried by one SSE message: JSON `{line}` / `{lines: [...]}` or plain text. */
 export function linesOf(data: string): string[] {
   try {
@@ -50,6 +53,7 @@ export default function LogViewer({ jobId, workers, active }: { jobId: string; w
   const { t } = useTranslation();
   const [worker, setWorker] = useState<string>(workers[0]?.worker_id ?? '');
   const [follow, setFollow] = useState(active);
+  const [markers, setMarkers] = useState(false);
   const [live, setLive] = useState<string[]>([]);
   const view = useRef<HTMLPreElement>(null);
   useEffect(() => {
@@ -75,7 +79,8 @@ export default function LogViewer({ jobId, workers, active }: { jobId: string; w
     source.addEventListener('end', () => source.close());
     return () => source.close();
   }, [follow, worker, jobId]);
-  const lines = follow ? live : textLines(stored.data ?? '');
+  const all = follow ? live : textLines(stored.data ?? '');
+  const lines = markers ? all : all.filter((line) => !line.startsWith(MARKER_PREFIX));
   useEffect(() => {
     if (follow && view.current) view.current.scrollTop = view.current.scrollHeight;
   }, [lines.length, follow]);
@@ -96,6 +101,10 @@ export default function LogViewer({ jobId, workers, active }: { jobId: string; w
         <Space>
           <Switch checked={follow} onChange={setFollow} aria-label={t('logs.follow')} data-testid="log-follow" />
           <span>{t('logs.follow')}</span>
+        </Space>
+        <Space>
+          <Switch checked={markers} onChange={setMarkers} aria-label={t('logs.markers')} data-testid="log-markers" />
+          <span>{t('logs.markers')}</span>
         </Space>
         {!follow && (
           <Button icon={<ReloadOutlined />} onClick={() => void stored.refetch()} aria-label={t('common.refresh')}>
