@@ -148,7 +148,10 @@ def test_a_misspelt_field_is_named_with_the_field_it_is_closest_to_in_its_own_ob
     assert said["spec.tasks[0].replica"].endswith("did you mean replicas?")
     assert said["spec.tasks[0].mounts[0].readonly"].endswith("did you mean readOnly?")
     assert said["spec.tasks[0].zzz"] == "spec.tasks[0].zzz is not a known field"
-    assert said["spec.tasks[0].replica"].render("zh-CN") == "spec.tasks[0].replica 不是已知字段；是否想写 replicas？"
+    assert (
+        said["spec.tasks[0].replica"].render("zh-CN")
+        == "spec.tasks[0].replica 不是已知字段；是否想写 replicas？"
+    )
 
 
 def test_a_wrong_type_is_a_catalogue_sentence_the_console_can_say_in_chinese() -> None:

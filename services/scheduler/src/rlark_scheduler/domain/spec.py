@@ -699,7 +699,10 @@ def _pydantic_errors(exc: ValidationError, info: SourceInfo | None) -> list[Spec
                 else messages.text("field_unknown", field=path)
             )
         else:
-            code, message = "field_invalid", messages.validation_text(path, error) or f"{path}: {error['msg']}"
+            code, message = (
+                "field_invalid",
+                messages.validation_text(path, error) or f"{path}: {error['msg']}",
+            )
         errors.append(SpecError(code, message, path, info.line_of(path) if info else None))
     return errors
 
