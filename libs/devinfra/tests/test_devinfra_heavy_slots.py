@@ -117,3 +117,4 @@ def test_a_heavy_test_waits_for_its_slot_outside_its_time_limit(
     waited = float(report.split('name="heavy_slot_wait_s" value="')[1].split('"')[0])
     assert waited > 2  # longer than its limit, and it passed
     assert report.count("heavy_slot_wait_s") == 1  # the plain test took no slot
+    assert "heavy tests: 1 waited" in run.stdout  # the run's summary

@@ -62,6 +62,25 @@ def pytest_runtest_protocol(
         return (yield)
 
 
+_heavy_waits: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collects each heavy test's wait for its slot (from xdist's workers too: reports carry it)."""
+    for name, value in report.user_properties:
+        if name == "heavy_slot_wait_s" and report.when == "setup" and isinstance(value, int | float):
+            _heavy_waits[report.nodeid] = float(value)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _heavy_waits:
+        longest = max(_heavy_waits, key=_heavy_waits.__getitem__)
+        terminalreporter.write_line(
+            f"heavy tests: {len(_heavy_waits)} waited {sum(_heavy_waits.values()):.0f} s in all for a slot "
+            f"({heavy_slots.slot_count()} on this machine); longest {_heavy_waits[longest]:.0f} s, {longest}"
+        )
+
+
 def docker_engine_answers() -> bool:
     if shutil.which("docker") is None:
         return False
