@@ -49,14 +49,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The ``heavy`` tests first, in their order: pytest-xdist's worksteal hands each process a contiguous
-    share, so they all start the first process's share and run one after another there, never waiting
-    for a slot, while the other process runs the rest; the run ends on short tests, not on a queue of
-    heavy ones stolen late (seen in CI: the RLinf and real-pods tests last, one waiting for the other)."""
-    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
-
-
 @pytest.hookimpl(tryfirst=True, wrapper=True)
 def pytest_runtest_protocol(
     item: pytest.Item, nextitem: pytest.Item | None
