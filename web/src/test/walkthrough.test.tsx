@@ -51,12 +51,17 @@ describe('ANSI escapes in logs', () => {
     expect(ansiRuns('plain')).toEqual([{ text: 'plain' }]);
   });
 
-  it('the log viewer shows colours, never the escape codes', async () => {
+  /** The log viewer of a finished worker whose stored log is `text`. */
+  async function storedLog(text: string): Promise<HTMLElement> {
     await i18n.changeLanguage('en');
-    vi.stubGlobal('fetch', vi.fn(async () => new Response('\x1b[32mINFO\x1b[0m started\n\x1b[33mWARN\x1b[0m slow\n', { status: 200, headers: { 'Content-Type': 'text/plain' } })));
+    vi.stubGlobal('fetch', vi.fn(async () => new Response(text, { status: 200, headers: { 'Content-Type': 'text/plain' } })));
     const worker = { worker_id: 'w-0', role: 'actor', index: 0, cluster: 'c', gpus: 8, phase: 'succeeded' };
     renderPage(<LogViewer jobId="job-1" workers={[worker]} active={false} />);
-    const view = await screen.findByTestId('log-view');
+    return screen.findByTestId('log-view');
+  }
+
+  it('the log viewer shows colours, never the escape codes', async () => {
+    const view = await storedLog('\x1b[32mINFO\x1b[0m started\n\x1b[33mWARN\x1b[0m slow\n');
     await waitFor(() => expect(view).toHaveTextContent('INFO started WARN slow'));
     expect(view.textContent).not.toContain('\x1b');
     expect(view.textContent).not.toMatch(/\[\d+m/);
@@ -64,11 +69,7 @@ describe('ANSI escapes in logs', () => {
   });
 
   it('hides the bootstrap\'s ##rlark lines until asked for', async () => {
-    await i18n.changeLanguage('en');
-    vi.stubGlobal('fetch', vi.fn(async () => new Response('step 1\n##rlark {"event":"run_started"}\nstep 2\n', { status: 200, headers: { 'Content-Type': 'text/plain' } })));
-    const worker = { worker_id: 'w-0', role: 'actor', index: 0, cluster: 'c', gpus: 8, phase: 'succeeded' };
-    renderPage(<LogViewer jobId="job-1" workers={[worker]} active={false} />);
-    const view = await screen.findByTestId('log-view');
+    const view = await storedLog('step 1\n##rlark {"event":"run_started"}\nstep 2\n');
     await waitFor(() => expect(view.textContent).toBe('step 1\nstep 2'));
     fireEvent.click(screen.getByTestId('log-markers'));
     await waitFor(() => expect(view.textContent).toBe('step 1\n##rlark {"event":"run_started"}\nstep 2'));

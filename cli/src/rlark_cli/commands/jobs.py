@@ -24,6 +24,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 from rlark_contracts.relay import SERVICE_RAY_DASHBOARD, SERVICE_TENSORBOARD
+from rlark_contracts.workers import MARKER_PREFIX
 
 from rlark_cli import lang
 from rlark_cli.client import EXIT_REFUSED, Gateway, RetryPolicy, err, fail
@@ -564,8 +565,7 @@ def logs(
             typer.echo(_log_text(line, prefix=worker is None))
 
 
-MARKER_PREFIX = "##rlark "
-"""The bootstrap's lines for the platform (ARCHITECTURE §6: worker phases, the output manifest)."""
+_SIGNAL_NAMES = {sig.value: sig.name for sig in signal.Signals}
 
 
 def _exit_text(code: int | None) -> str:
@@ -575,9 +575,6 @@ def _exit_text(code: int | None) -> str:
         return "-"
     name = _SIGNAL_NAMES.get(code - 128)
     return f"{code} ({name})" if name else str(code)
-
-
-_SIGNAL_NAMES = {sig.value: sig.name for sig in signal.Signals}
 
 
 def _log_text(line: dict[str, Any], *, prefix: bool) -> str:

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from rlark_contracts.messages import text
+from rlark_contracts.workers import MARKER_PREFIX
 
 if TYPE_CHECKING:
     from rlark_tunnel_agent.runtime.driver import WorkerStatus
 
-MARKER_PREFIX = "##rlark "
-"""Every marker line starts with this (possibly after junk on the same line)."""
+# Every marker line starts with MARKER_PREFIX (possibly after junk on the same line).
 
 EXIT_JOIN_TIMEOUT = 124
 """The bootstrap's exit code when Ray nodes did not all join (or a worker could not join)."""
