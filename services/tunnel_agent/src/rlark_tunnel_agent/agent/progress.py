@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlark_contracts.messages import Text, text
+from rlark_contracts.workers import MARKER_PREFIX
 
-from rlark_tunnel_agent.runtime.markers import MARKER_PREFIX, parse_marker_line
+from rlark_tunnel_agent.runtime.markers import parse_marker_line
 
 
 @dataclass(slots=True)
