@@ -23,6 +23,7 @@ from tenacity.wait import wait_exponential_jitter
 
 from rlark_cli.config import load
 from rlark_cli.lang import own, say
+from rlark_cli.output import print_text
 
 err = Console(stderr=True)
 
@@ -57,7 +58,7 @@ def _why(response: httpx.Response) -> str:
 
 
 def fail(message: str, code: int = EXIT_REFUSED) -> NoReturn:
-    err.print(f"[bold red]{own('error')}[/] {message}", highlight=False)
+    print_text((own("error"), "bold red"), f" {message}", console=err)
     raise typer.Exit(code)
 
 
@@ -134,10 +135,11 @@ class Gateway:
         def announce(state: RetryCallState) -> None:
             why = str(state.outcome.exception()) if state.outcome is not None else "?"
             wait = state.next_action.sleep if state.next_action is not None else 0.0
-            err.print(
-                f"[yellow]retrying[/] ({why}); attempt {state.attempt_number + 1} of {policy.attempts} "
+            print_text(
+                ("retrying", "yellow"),
+                f" ({why}); attempt {state.attempt_number + 1} of {policy.attempts} "
                 f"in {wait:.1f}s with the same {IDEMPOTENCY_HEADER}",
-                highlight=False,
+                console=err,
             )
             if on_retry is not None:
                 on_retry(state.attempt_number, why)

@@ -13,7 +13,7 @@ import typer
 
 from rlark_cli.client import Gateway, err, fail
 from rlark_cli.commands import hostpaths
-from rlark_cli.output import Column, Format, OutputOpt, emit, gpus_in_use, out
+from rlark_cli.output import Column, Format, OutputOpt, emit, gpus_in_use, print_text
 
 app = typer.Typer(help="GPU clusters: list, inspect, register (admins).", no_args_is_help=True)
 app.add_typer(hostpaths.app, name="hostpaths")
@@ -60,13 +60,18 @@ def parse_labels(pairs: list[str] | None) -> dict[str, str]:
 
 
 def _show_credential(cluster: str, credential: str) -> None:
-    out.print(f"[bold]agent credential[/]  {credential}", highlight=False)
-    err.print(
-        "[bold yellow]warning:[/] this credential is shown once and cannot be retrieved later. Store it "
+    print_text(("agent credential", "bold"), f"  {credential}")
+    print_text(
+        ("warning:", "bold yellow"),
+        " this credential is shown once and cannot be retrieved later. Store it "
         f"now where the tunnel-agent of {cluster!r} reads it (e.g. a Kubernetes Secret); "
         "`rlark clusters rotate-credential` issues a new one.",
-        highlight=False,
+        console=err,
     )
+
+
+def _credential_warning() -> None:
+    print_text(("warning:", "bold yellow"), " the agent credential is shown once; store it now.", console=err)
 
 
 @app.command("list")
@@ -90,7 +95,7 @@ def list_clusters(
     listing = Gateway().get("/api/v1/clusters", params=params)
     emit(listing, output, COLUMNS)
     if output is Format.table and listing.get("totals"):
-        out.print(totals_line(listing["totals"]), highlight=False)
+        print_text(totals_line(listing["totals"]))
 
 
 def totals_line(totals: dict[str, Any]) -> str:
@@ -146,7 +151,7 @@ def register(
     created = Gateway().post("/api/v1/clusters", json=body)
     if output is not Format.table:
         emit(created, output)  # scripts get the credential in the document
-        err.print("[bold yellow]warning:[/] the agent credential is shown once; store it now.")
+        _credential_warning()
         return
     credential = created.pop("agent_credential", "")
     created.pop("summary", None)
@@ -195,7 +200,7 @@ def remove(
     if not yes:
         typer.confirm(f"Delete cluster {cluster!r} and forget its nodes?", abort=True)
     Gateway().delete(f"/api/v1/clusters/{cluster}")
-    out.print(f"cluster {cluster} deleted", highlight=False)
+    print_text(f"cluster {cluster} deleted")
 
 
 @app.command("rotate-credential")
@@ -210,6 +215,6 @@ def rotate_credential(
     rotated = Gateway().post(f"/api/v1/clusters/{cluster}/credential")
     if output is not Format.table:
         emit(rotated, output)
-        err.print("[bold yellow]warning:[/] the agent credential is shown once; store it now.")
+        _credential_warning()
         return
     _show_credential(cluster, rotated["agent_credential"])

@@ -10,10 +10,20 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from rlark_cli.client import EXIT_REFUSED, Gateway
-from rlark_cli.output import Column, Format, OutputOpt, emit, out
+from rlark_cli.output import (
+    Column,
+    FittedTable,
+    Format,
+    OutputOpt,
+    display,
+    emit,
+    print_table,
+    print_text,
+    table,
+)
 
 app = typer.Typer(
     help="Network domains: virtual networks for workers that span clusters.", no_args_is_help=True
@@ -36,30 +46,25 @@ COLUMNS: list[Column] = [
 
 
 def _print_domain(domain: dict[str, Any]) -> None:
-    out.print(f"[bold]{domain['name']}[/]  {domain['cidr']}", highlight=False)
+    print_text((domain["name"], "bold"), f"  {domain['cidr']}")
     if domain.get("description"):
-        out.print(domain["description"], highlight=False)
-    out.print(
+        print_text(domain["description"])
+    print_text(
         f"addresses  {domain['allocated']} allocated, {domain['free']} free of {domain['capacity']} "
-        "(.0 and .255 are never assigned)",
-        highlight=False,
+        "(.0 and .255 are never assigned)"
     )
-    out.print(f"created    {str(domain['created_at'])[:16].replace('T', ' ')} by {domain['created_by']}")
+    print_text(f"created    {str(domain['created_at'])[:16].replace('T', ' ')} by {domain['created_by']}")
     if domain["clusters"]:
-        table = Table(header_style="bold")
-        table.add_column("CLUSTER")
-        table.add_column("WORKERS", justify="right")
-        for usage in domain["clusters"]:
-            table.add_row(usage["cluster"], str(usage["allocated"]))
-        out.print(table)
+        rows = [(usage["cluster"], str(usage["allocated"])) for usage in domain["clusters"]]
+        print_table(["CLUSTER", "WORKERS"], rows, right={"WORKERS"})
     links = domain["tunnels"]["links"]
     if links:
-        out.print("tunnels    " + ", ".join(_link_text(link) for link in links), highlight=False)
+        print_text("tunnels    " + ", ".join(_link_text(link) for link in links))
     states = domain.get("tunnel_states") or []
     if states:
-        out.print(_tunnel_table(states))
+        display(_tunnel_table(states))
     for warning in domain.get("overlaps") or []:
-        out.print(f"[bold yellow]warning:[/] {warning['message']}", highlight=False)
+        print_text(("warning:", "bold yellow"), f" {warning['message']}")
 
 
 def _size(count: int) -> str:
@@ -77,25 +82,26 @@ def _link_text(link: dict[str, Any]) -> str:
     return f"{text} via {link['via']}" if link.get("via") else text
 
 
-def _tunnel_table(states: list[dict[str, Any]]) -> Table:
+def _tunnel_table(states: list[dict[str, Any]]) -> FittedTable:
     """Each link as each cluster's agent last reported it; a down link in red with its error."""
-    table = Table(header_style="bold", title="tunnel links", title_justify="left")
-    for name in ("FROM", "TO", "STATE", "SINCE", "RTT", "SENT", "RECEIVED", "LAST ERROR"):
-        table.add_column(name, justify="right" if name in ("RTT", "SENT", "RECEIVED") else "left")
+    headers = ["FROM", "TO", "STATE", "SINCE", "RTT", "SENT", "RECEIVED", "LAST ERROR"]
+    rows = []
     for state in states:
         up = state["state"] == "up"
         rtt = state.get("rtt_ms")
-        table.add_row(
-            state["cluster"],
-            state["peer"],
-            "[green]up[/]" if up else "[bold red]down[/]",
-            str(state["since"])[:19].replace("T", " "),
-            "-" if rtt is None else f"{rtt:.2f} ms",
-            _size(int(state.get("bytes_sent") or 0)),
-            _size(int(state.get("bytes_received") or 0)),
-            state.get("last_error") or "",
+        rows.append(
+            [
+                state["cluster"],
+                state["peer"],
+                Text("up", style="green") if up else Text("down", style="bold red"),
+                str(state["since"])[:19].replace("T", " "),
+                "-" if rtt is None else f"{rtt:.2f} ms",
+                _size(int(state.get("bytes_sent") or 0)),
+                _size(int(state.get("bytes_received") or 0)),
+                state.get("last_error") or "",
+            ]
         )
-    return table
+    return table(headers, rows, title="tunnel links", right={"RTT", "SENT", "RECEIVED"})
 
 
 @app.command("create")
@@ -142,7 +148,7 @@ def show(name: DomainName, output: OutputOpt = Format.table) -> None:
 def remove(name: DomainName) -> None:
     """Delete a domain (admin); refused while jobs hold addresses in it."""
     Gateway().delete(f"/api/v1/domains/{name}")
-    out.print(f"deleted network domain {name}", highlight=False)
+    print_text(f"deleted network domain {name}")
 
 
 @app.command("check")
@@ -155,11 +161,11 @@ def check(
     if output is not Format.table:
         emit(result, output)
     elif result["ok"]:
-        out.print(f"ok: {result['cidr']} ({result['capacity']} assignable addresses)", highlight=False)
+        print_text(f"ok: {result['cidr']} ({result['capacity']} assignable addresses)")
     else:
         if result.get("error"):
-            out.print(f"[bold red]refused:[/] {result['error']['message']}", highlight=False)
+            print_text(("refused:", "bold red"), f" {result['error']['message']}")
         for conflict in result["conflicts"]:
-            out.print(f"[bold red]conflict:[/] {cidr} {conflict['message']}", highlight=False)
+            print_text(("conflict:", "bold red"), f" {cidr} {conflict['message']}")
     if not result["ok"]:
         raise typer.Exit(EXIT_REFUSED)

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from rlark_cli.client import Gateway
-from rlark_cli.output import Format, OutputOpt, emit, out
+from rlark_cli.output import Format, OutputOpt, emit, print_text
 
 app = typer.Typer(
     help="A cluster's hostPath policy: the host directories workers may mount.", no_args_is_help=True
@@ -33,11 +33,11 @@ def _shown(policy: dict[str, object], output: Format) -> None:
         return
     allow = policy.get("allow") or []
     if not allow:
-        out.print(f"cluster {policy['cluster']} allows no hostPath mounts", highlight=False)
+        print_text(f"cluster {policy['cluster']} allows no hostPath mounts")
         return
-    out.print(f"cluster {policy['cluster']} allows hostPath mounts under:", highlight=False)
+    print_text(f"cluster {policy['cluster']} allows hostPath mounts under:")
     for prefix in allow if isinstance(allow, list) else []:
-        out.print(f"  {prefix}", highlight=False)
+        print_text(f"  {prefix}")
 
 
 @app.command("show")

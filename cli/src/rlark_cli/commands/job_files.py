@@ -16,11 +16,11 @@ from urllib.parse import quote, unquote
 
 import httpx
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rlark_contracts.relay import TOOL_OPEN_PATH
 
 from rlark_cli.client import EXIT_UNAVAILABLE, Gateway, err, fail
-from rlark_cli.output import Column, Format, emit
+from rlark_cli.output import Column, Format, emit, print_text
 
 COLUMNS: list[Column] = [
     ("WORKER", "worker"),
@@ -51,11 +51,11 @@ def outputs(job_id: str, output: Format) -> None:
     for worker in listing["workers"]:
         if worker["source"] != "agent":
             note = "from its output manifest" if worker["source"] == "manifest" else "unavailable"
-            err.print(
-                f"{worker['worker']}: {note} ({worker.get('reason') or 'no reason given'})", highlight=False
+            print_text(
+                f"{worker['worker']}: {note} ({worker.get('reason') or 'no reason given'})", console=err
             )
         if worker["truncated"]:
-            err.print(f"{worker['worker']}: the listing is truncated", highlight=False)
+            print_text(f"{worker['worker']}: the listing is truncated", console=err)
 
 
 def holders(listing: dict[str, Any], path: str) -> list[str]:
@@ -98,7 +98,7 @@ def download(job_id: str, path: str, worker: str | None, out_dir: Path) -> Path:
         with (
             partial.open("wb") as sink,
             Progress(
-                "[progress.description]{task.description}",
+                TextColumn("{task.description}", style="progress.description", markup=False),  # a file's name
                 BarColumn(),
                 DownloadColumn(),
                 TransferSpeedColumn(),

@@ -11,12 +11,11 @@ from typing import Any
 
 from rich.console import Group
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
 from rlark_cli import lang
 from rlark_cli.client import Gateway
-from rlark_cli.output import Format, emit, out
+from rlark_cli.output import FittedTable, Format, display, emit, out, table
 
 GIB = 1 << 30
 RECENT_S = 300
@@ -72,22 +71,26 @@ def idle_warning(job: Mapping[str, Any]) -> str | None:
 
 
 def usage_view(job: Mapping[str, Any], usage: Mapping[str, Any]) -> Group:
-    table = Table(title=_word("title").format(job=job["id"]), header_style="bold")
-    for key in ("worker", "at", "cpu", "memory", "gpus", "util", "gpu_memory"):
-        table.add_column(_word(key), justify="left" if key in ("worker", "at") else "right")
+    keys = ("worker", "at", "cpu", "memory", "gpus", "util", "gpu_memory")
+    rows = []
     for worker_id, p in latest_points(usage):
         gpus = p["gpu_count"]
         measured = p["memory_bytes"] > 0  # 0 where only a DCGM exporter saw the worker (ADR 0017)
-        table.add_row(
-            worker_id.removeprefix(f"{job['id']}-"),
-            str(p["at"])[11:19],
-            f"{p['cpu_cores_used']:.2f}" if measured else "-",
-            _gib(p["memory_bytes"]) if measured else "-",
-            str(gpus),
-            "-" if p["gpu_util_pct"] is None else f"{p['gpu_util_pct']:.0f}%",
-            f"{_gib(p['gpu_memory_used_bytes'])} / {_gib(p['gpu_memory_total_bytes'])}" if gpus else "-",
+        rows.append(
+            (
+                worker_id.removeprefix(f"{job['id']}-"),
+                str(p["at"])[11:19],
+                f"{p['cpu_cores_used']:.2f}" if measured else "-",
+                _gib(p["memory_bytes"]) if measured else "-",
+                str(gpus),
+                "-" if p["gpu_util_pct"] is None else f"{p['gpu_util_pct']:.0f}%",
+                f"{_gib(p['gpu_memory_used_bytes'])} / {_gib(p['gpu_memory_total_bytes'])}" if gpus else "-",
+            )
         )
-    parts: list[Table | Text] = [table] if table.row_count else [Text(_word("none"))]
+    headers = [_word(key) for key in keys]
+    numbers = {_word(key) for key in keys if key not in ("worker", "at")}
+    usage_table = table(headers, rows, title=_word("title").format(job=job["id"]), right=numbers)
+    parts: list[FittedTable | Text] = [usage_table] if rows else [Text(_word("none"))]
     warning = idle_warning(job)
     if warning:
         parts.append(Text(warning, style="yellow"))
@@ -106,9 +109,10 @@ def top(job_id: str, *, watch: bool, interval_s: float, output: Format) -> None:
         emit(usage, output)
         return
     if not watch:
-        out.print(usage_view(job, usage))
+        display(usage_view(job, usage))
         return
     try:
+        # Live redraws a fixed number of lines, so a table wider than the terminal is cut there, not wrapped.
         with Live(usage_view(job, usage), console=out, auto_refresh=False) as live:
             while True:
                 time.sleep(interval_s)

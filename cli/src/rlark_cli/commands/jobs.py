@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 from rlark_contracts.relay import SERVICE_RAY_DASHBOARD, SERVICE_TENSORBOARD
 from rlark_contracts.workers import MARKER_PREFIX
 
 from rlark_cli import lang
 from rlark_cli.client import EXIT_REFUSED, Gateway, RetryPolicy, err, fail
 from rlark_cli.commands import job_files, job_usage
-from rlark_cli.output import Column, Format, OutputOpt, emit, out
+from rlark_cli.output import Column, Format, OutputOpt, emit, print_table, print_text
 from rlark_cli.template_params import ParamError, params_from
 
 EXIT_JOB_FAILED = 5
@@ -78,9 +77,8 @@ def _problem_lines(problems: list[dict[str, Any]], label: str, style: str) -> No
         where = problem.get("field") or "document"
         if problem.get("line"):
             where += f" (line {problem['line']})"
-        out.print(
-            f"[bold {style}]{label}[/] {where}: {problem['message']} [dim]({problem['code']})[/]",
-            highlight=False,
+        print_text(
+            (label, f"bold {style}"), f" {where}: {problem['message']} ", (f"({problem['code']})", "dim")
         )
 
 
@@ -94,16 +92,14 @@ def templates(output: OutputOpt = Format.table) -> None:
     if output is not Format.table:
         emit(result, output)
         return
-    table = Table(header_style="bold")
-    for column in ("TEMPLATE", "TITLE", "PARAMETERS", "DESCRIPTION"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for item in result["items"]:
         schema = item.get("params_schema") or {}
         required = set(schema.get("required") or [])
         params = ", ".join(f"{p}{'*' if p in required else ''}" for p in (schema.get("properties") or {}))
-        table.add_row(item["id"], item["title_en"], params, item["description_en"])
-    out.print(table)
-    out.print("[dim]* required; use: rlark jobs init --template NAME --param key=value ...[/]")
+        rows.append((item["id"], item["title_en"], params, item["description_en"]))
+    print_table(("TEMPLATE", "TITLE", "PARAMETERS", "DESCRIPTION"), rows)
+    print_text(("* required; use: rlark jobs init --template NAME --param key=value ...", "dim"))
 
 
 @app.command("init")
@@ -146,7 +142,7 @@ def init(
     if target.exists() and not force:
         fail(f"{file} exists; use --force to overwrite it")
     target.write_text(text)
-    out.print(f"wrote {file}; check it with: rlark jobs preview {file}", highlight=False)
+    print_text(f"wrote {file}; check it with: rlark jobs preview {file}")
 
 
 # ---------------------------------------------------------------------------------- preview and submit
@@ -170,26 +166,30 @@ def preview(
         _problem_lines(result["errors"], "error", "red")
         _problem_lines(result["warnings"], "warning", "yellow")
         if result["plan"]:
-            table = Table(title="what each cluster's agent will create", header_style="bold")
-            for column in ("CLUSTER", "ROLE", "WORKER", "RANK", "GPUS", "IMAGE"):
-                table.add_column(column, overflow="fold")
+            rows = []
             for plan in result["plan"]:
                 state = "" if plan["online"] else (" (offline)" if plan["known"] else " (unknown)")
                 for worker in plan["workers"]:
                     role = worker["role"] + (" (Header)" if worker["is_header"] else "")
-                    table.add_row(
-                        plan["cluster"] + state,
-                        role,
-                        str(worker["index"]),
-                        str(worker["rank"]),
-                        str(worker["gpus"]),
-                        worker["image"],
+                    rows.append(
+                        (
+                            plan["cluster"] + state,
+                            role,
+                            str(worker["index"]),
+                            str(worker["rank"]),
+                            str(worker["gpus"]),
+                            worker["image"],
+                        )
                     )
-            out.print(table)
+            print_table(
+                ("CLUSTER", "ROLE", "WORKER", "RANK", "GPUS", "IMAGE"),
+                rows,
+                title="what each cluster's agent will create",
+            )
         if show_yaml and result["yaml"]:
             typer.echo(result["yaml"], nl=False)
         if not result["errors"]:
-            out.print("[bold green]ok[/]: the job can be submitted", highlight=False)
+            print_text(("ok", "bold green"), ": the job can be submitted")
     if result["errors"]:
         raise typer.Exit(EXIT_REFUSED)
 
@@ -235,7 +235,7 @@ def submit(
     if output is not Format.table:
         emit(job, output)
     else:
-        out.print(f"submitted [bold]{job['id']}[/] ({job['name']}): {job['status']}", highlight=False)
+        print_text("submitted ", (job["id"], "bold"), f" ({job['name']}): {job['status']}")
         _problem_lines(job.get("warnings") or [], "warning", "yellow")
     if follow:
         _follow_progress(gateway, job["id"], quiet=output is not Format.table)
@@ -251,15 +251,15 @@ def _follow_progress(gateway: Gateway, job_id: str, *, quiet: bool) -> None:
         line = _progress_line(event, data)
         # Every worker reports the same count once all have joined: say it once.
         if line and line != last and not quiet:
-            out.print(line, highlight=False)
+            print_text(line)
             last = line
     status = final.get("status") or gateway.get(f"/api/v1/jobs/{job_id}")["status"]
     code = final.get("exit_code")
     suffix = f" (exit code {code})" if code is not None else ""
     if status == "Succeeded":
-        out.print(f"[bold green]{status}[/]{suffix}", highlight=False)
+        print_text((status, "bold green"), suffix)
         return
-    err.print(f"[bold red]{status}[/]{suffix}: {final.get('reason', '')}", highlight=False)
+    print_text((status, "bold red"), f"{suffix}: {final.get('reason', '')}", console=err)
     raise typer.Exit(EXIT_JOB_FAILED)
 
 
@@ -342,37 +342,27 @@ def show(job_id: JobId, output: OutputOpt = Format.table) -> None:
     if output is not Format.table:
         emit(job, output)
         return
-    out.print(f"[bold]{job['id']}[/]  {job['name']}  owner {job['owner']}", highlight=False)
+    print_text((job["id"], "bold"), f"  {job['name']}  owner {job['owner']}")
     code = "" if job.get("exit_code") is None else f" (exit code {job['exit_code']})"
-    out.print(f"status     [bold]{job['status']}[/]{code}: {lang.reason_of(job)}", highlight=False)
+    print_text("status     ", (job["status"], "bold"), f"{code}: {lang.reason_of(job)}")
     if job.get("network_domain"):
-        out.print(f"domain     {job['network_domain']}", highlight=False)
+        print_text(f"domain     {job['network_domain']}")
     policy = (job.get("spec") or {}).get("spec", {}).get("restartPolicy")
     if policy is not None or job.get("attempt", 1) > 1:
         most = (policy or {}).get("maxRestarts", 0)
-        out.print(
-            f"attempt    {job.get('attempt', 1)} ({job.get('restarts', 0)} of {most} restarts used)",
-            highlight=False,
-        )
+        print_text(f"attempt    {job.get('attempt', 1)} ({job.get('restarts', 0)} of {most} restarts used)")
     if job.get("ray_nodes"):
-        out.print(
-            f"ray nodes  {job['ray_nodes']['joined']}/{job['ray_nodes']['expected']} joined", highlight=False
-        )
+        print_text(f"ray nodes  {job['ray_nodes']['joined']}/{job['ray_nodes']['expected']} joined")
     if job.get("ssh_command"):
         # Through the platform (ADR 0010): the workers' own addresses are not reachable from here.
-        out.print(
-            f"ssh        rlark ssh {job['id']}   (every worker: rlark ssh-config {job['id']})",
-            highlight=False,
-        )
+        print_text(f"ssh        rlark ssh {job['id']}   (every worker: rlark ssh-config {job['id']})")
     if job.get("tensorboard_dir"):
-        out.print(f"tensorboard {job['tensorboard_dir']}", highlight=False)
+        print_text(f"tensorboard {job['tensorboard_dir']}")
+    rows: list[tuple[str, ...]]
     pending = job.get("pending")
     if pending:
-        table = Table(title="why it waits", header_style="bold")
-        for column in ("ROLE", "CLUSTER", "NEEDS", "MATCH", "READY", "SCHEDULABLE", "ENOUGH GPUS"):
-            table.add_column(column)
-        for role in pending["roles"]:
-            table.add_row(
+        rows = [
+            (
                 role["role"],
                 role["cluster"] + ("" if role["cluster_online"] else " (offline)"),
                 f"{role['needed']} × {role['gpus_per_worker']} GPUs",
@@ -381,49 +371,53 @@ def show(job_id: JobId, output: OutputOpt = Format.table) -> None:
                 str(role["schedulable"]),
                 str(role["enough"]),
             )
-        out.print(table)
+            for role in pending["roles"]
+        ]
+        headers = ("ROLE", "CLUSTER", "NEEDS", "MATCH", "READY", "SCHEDULABLE", "ENOUGH GPUS")
+        print_table(headers, rows, title="why it waits")
     if job["workers"]:
-        table = Table(title="workers", header_style="bold")
-        for column in ("WORKER", "RANK", "CLUSTER", "NODE", "ADDRESS", "GPUS", "PHASE", "RAY", "EXIT"):
-            # short values never wrap; on a narrow terminal the names fold instead
-            table.add_column(column, overflow="fold", no_wrap=column not in ("WORKER", "NODE", "CLUSTER"))
-        for w in job["workers"]:
-            table.add_row(
-                w["id"].removeprefix(f"{job['id']}-"),  # role-index: the job's id is printed above
-                str(w["rank"]),
-                w["cluster"],
-                w["node"],
-                w["address"] or "-",
-                str(w["gpus"]),
-                w["phase"],
-                "joined" if w["ray_joined"] else "-",
-                _exit_text(w["exit_code"]),
-            )
-        out.print(table)
+        print_table(WORKER_HEADERS, [_worker_row(job["id"], w) for w in job["workers"]], title="workers")
     attempts = job.get("attempts") or []
     if len(attempts) > 1:
-        table = Table(title="attempts", header_style="bold")
-        for column in ("ATTEMPT", "STARTED", "ENDED", "REASON"):
-            table.add_column(column, overflow="fold")
-        for attempt in attempts:
-            table.add_row(
+        rows = [
+            (
                 str(attempt["number"]),
                 str(attempt["started_at"])[:19].replace("T", " "),
                 str(attempt["ended_at"] or "-")[:19].replace("T", " "),
                 lang.reason_of(attempt) or "-",
             )
-        out.print(table)
-    table = Table(title="timeline", header_style="bold")
-    for column in ("AT", "STATUS", "REASON"):
-        table.add_column(column, overflow="fold")
-    for event in job["timeline"]:
-        table.add_row(str(event["at"])[:19].replace("T", " "), event["to_status"], lang.event_text(event))
-    out.print(table)
+            for attempt in attempts
+        ]
+        print_table(("ATTEMPT", "STARTED", "ENDED", "REASON"), rows, title="attempts")
+    rows = [
+        (str(event["at"])[:19].replace("T", " "), event["to_status"], lang.event_text(event))
+        for event in job["timeline"]
+    ]
+    print_table(("AT", "STATUS", "REASON"), rows, title="timeline")
     for listing in job.get("outputs") or []:
         more = " (truncated)" if listing["truncated"] else ""
-        out.print(f"outputs of {listing['worker_id']}{more}:", highlight=False)
+        print_text(f"outputs of {listing['worker_id']}{more}:")
         for file in listing["files"]:
-            out.print(f"  {file['path']}  {file['size']} bytes", highlight=False)
+            print_text(f"  {file['path']}  {file['size']} bytes")
+
+
+WORKER_HEADERS = ("WORKER", "RANK", "NODE", "ADDRESS", "GPUS", "PHASE", "RAY", "EXIT", "REASON")
+
+
+def _worker_row(job_id: str, worker: dict[str, Any]) -> tuple[str, ...]:
+    """A worker as ``jobs show`` lists it: role-index (the job's id is printed above), its cluster/node (as the
+    console shows it), and why it is in its phase — a Stopped worker says who stopped it and why."""
+    return (
+        worker["id"].removeprefix(f"{job_id}-"),
+        str(worker["rank"]),
+        f"{worker['cluster']}/{worker['node']}" if worker["node"] else worker["cluster"],
+        worker["address"] or "-",
+        str(worker["gpus"]),
+        worker["phase"],
+        "joined" if worker["ray_joined"] else "-",
+        _exit_text(worker["exit_code"]),
+        lang.reason_of(worker) or "-",
+    )
 
 
 @app.command("outputs")
@@ -455,7 +449,7 @@ def download(
 ) -> None:
     """Download a file of a job's outputs, or a directory as a .tar, through the gateway."""
     saved = job_files.download(job_id, path, worker, output_dir)
-    out.print(f"saved {saved}", highlight=False)
+    print_text(f"saved {saved}")
 
 
 @app.command("tensorboard")
@@ -493,7 +487,7 @@ def cancel(job_id: JobId, output: OutputOpt = Format.table) -> None:
     if output is not Format.table:
         emit(job, output)
         return
-    out.print(f"{job['id']}: {job['status']} ({job['reason']})", highlight=False)
+    print_text(f"{job['id']}: {job['status']} ({job['reason']})")
 
 
 @app.command("requeue")
@@ -505,7 +499,7 @@ def requeue(job_id: JobId, output: OutputOpt = Format.table) -> None:
     if output is not Format.table:
         emit(job, output)
         return
-    out.print(f"{job['id']}: {job['status']}, attempt {job['attempt']} ({job['reason']})", highlight=False)
+    print_text(f"{job['id']}: {job['status']}, attempt {job['attempt']} ({job['reason']})")
 
 
 @app.command("set-keys")
@@ -515,7 +509,7 @@ def set_keys(
 ) -> None:
     """Replace the SSH keys of a job; running workers get them without a restart."""
     job = Gateway().put(f"/api/v1/jobs/{job_id}/ssh-keys", json={"ssh_keys": names})
-    out.print(f"{job['id']}: SSH keys now {', '.join(job['ssh_keys']) or 'none'}", highlight=False)
+    print_text(f"{job['id']}: SSH keys now {', '.join(job['ssh_keys']) or 'none'}")
 
 
 @app.command("logs")
@@ -590,9 +584,9 @@ def events(job_id: JobId, follow: FollowOpt = False, output: OutputOpt = Format.
             if output is not Format.table:
                 typer.echo(json.dumps({"event": kind, **event}))
             elif kind == "end":
-                out.print(f"ended: {event.get('status')} {event.get('reason', '')}", highlight=False)
+                print_text(f"ended: {event.get('status')} {event.get('reason', '')}")
             else:
-                out.print(_event_text(kind, event), highlight=False)
+                print_text(_event_text(kind, event))
         return
     result = gateway.get(f"/api/v1/jobs/{job_id}/events")
     columns: list[Column] = [

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from rlark_cli.client import Gateway, fail
-from rlark_cli.output import Column, Format, OutputOpt, emit, out
+from rlark_cli.output import Column, Format, OutputOpt, emit, print_text
 
 app = typer.Typer(
     help="Your SSH public keys (selected in jobs, injected into workers' authorized_keys).",
@@ -113,9 +113,7 @@ def add(
     _refuse_private(text, source)
     key = Gateway().post("/api/v1/keys", json={"name": name, "public_key": text})
     if output is Format.table:
-        out.print(
-            f"added {key['name']}: {key['bits']} {key['fingerprint']} ({key['key_type']})", highlight=False
-        )
+        print_text(f"added {key['name']}: {key['bits']} {key['fingerprint']} ({key['key_type']})")
         return
     emit(key, output)
 
@@ -148,7 +146,7 @@ def rename(
     key = _resolve(gateway, ref)
     renamed = gateway.patch(f"/api/v1/keys/{key['id']}", json={"name": new_name})
     if output is Format.table:
-        out.print(f"renamed {key['name']} to {renamed['name']}", highlight=False)
+        print_text(f"renamed {key['name']} to {renamed['name']}")
         return
     emit(renamed, output)
 
@@ -169,4 +167,4 @@ def remove(
     gateway = Gateway()
     key = _resolve(gateway, ref)
     gateway.delete(f"/api/v1/keys/{key['id']}", params={"force": "true"} if force else None)
-    out.print(f"deleted {key['name']} ({key['fingerprint']})", highlight=False)
+    print_text(f"deleted {key['name']} ({key['fingerprint']})")

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import typer
 
 from rlark_cli.client import Gateway
-from rlark_cli.output import Column, Format, OutputOpt, emit, gpus_in_use, out
+from rlark_cli.output import Column, Format, OutputOpt, emit, gpus_in_use, print_text
 
 app = typer.Typer(
     help="Nodes of the clusters: list, inspect, match selectors, cordon (admins).", no_args_is_help=True
@@ -128,7 +128,7 @@ def show(cluster: ClusterArg, node: NodeArg, output: OutputOpt = Format.table) -
             title="workers",
         )
     else:
-        out.print("no workers on this node")
+        print_text("no workers on this node")
 
 
 @app.command("match")
@@ -145,10 +145,9 @@ def match(
     if output is not Format.table:
         emit(result, output)
         return
-    out.print(
+    print_text(
         f"{result['total']} nodes → {result['matching']} match → {result['ready']} ready → "
-        f"{result['schedulable']} schedulable → {result['with_free_gpus']} with ≥ {gpus} free GPUs",
-        highlight=False,
+        f"{result['schedulable']} schedulable → {result['with_free_gpus']} with ≥ {gpus} free GPUs"
     )
     emit(
         result["nodes"],
@@ -173,14 +172,11 @@ def _cordon(cluster: str, node: str, cordoned: bool, output: Format) -> None:
         return
     verb = "cordon" if cordoned else "uncordon"
     if result.get("cordon_requested") is None:
-        out.print(
-            f"node {cluster}/{node} is already {'cordoned' if cordoned else 'schedulable'}", highlight=False
-        )
+        print_text(f"node {cluster}/{node} is already {'cordoned' if cordoned else 'schedulable'}")
     else:
-        out.print(
+        print_text(
             f"{verb} of {cluster}/{node} sent to the cluster's agent; "
-            "`rlark nodes show` shows it once the agent applied it",
-            highlight=False,
+            "`rlark nodes show` shows it once the agent applied it"
         )
 
 

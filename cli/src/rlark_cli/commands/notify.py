@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from rlark_cli.client import Gateway, fail
-from rlark_cli.output import Column, Format, OutputOpt, emit, out
+from rlark_cli.output import Column, Format, OutputOpt, emit, print_text
 
 app = typer.Typer(
     help="Webhooks for your jobs' state changes (Feishu, DingTalk, Slack, signed JSON).",
@@ -136,9 +136,7 @@ def add(
     endpoint = Gateway().post(ENDPOINTS, json=body)
     if output is Format.table:
         signed = "signed" if endpoint["has_secret"] else "unsigned"
-        out.print(
-            f"added {endpoint['name']} ({endpoint['kind']}, {signed}): {_filters(endpoint)}", highlight=False
-        )
+        print_text(f"added {endpoint['name']} ({endpoint['kind']}, {signed}): {_filters(endpoint)}")
         return
     emit(endpoint, output)
 
@@ -160,7 +158,7 @@ def remove(ref: EndpointRef) -> None:
     gateway = Gateway()
     endpoint = _resolve(gateway, ref)
     gateway.delete(f"{ENDPOINTS}/{endpoint['id']}")
-    out.print(f"removed {endpoint['name']}", highlight=False)
+    print_text(f"removed {endpoint['name']}")
 
 
 @app.command("test")
@@ -169,10 +167,9 @@ def test(ref: EndpointRef) -> None:
     gateway = Gateway()
     endpoint = _resolve(gateway, ref)
     queued = gateway.post(f"{ENDPOINTS}/{endpoint['id']}:test")
-    out.print(
+    print_text(
         f"test notification {queued['event_id']} queued for {endpoint['name']}; "
-        f"see: rlark notify deliveries {endpoint['name']}",
-        highlight=False,
+        f"see: rlark notify deliveries {endpoint['name']}"
     )
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from rlark_cli.client import Gateway
-from rlark_cli.output import Column, Format, OutputOpt, emit, out
+from rlark_cli.output import Column, Format, OutputOpt, emit, print_text
 
 app = typer.Typer(help="Projects: who shares which GPU quota.", no_args_is_help=True)
 
@@ -98,15 +98,15 @@ def _print(project: dict[str, Any], output: Format) -> None:
     if output is not Format.table:
         emit(project, output)
         return
-    out.print(f"[bold]{project['name']}[/]  {project['description']}", highlight=False)
-    out.print(f"quota      {_quota_text(project['quota'])}", highlight=False)
-    out.print(f"in use     {_usage_text(project)}", highlight=False)
+    print_text((project["name"], "bold"), f"  {project['description']}")
+    print_text(f"quota      {_quota_text(project['quota'])}")
+    print_text(f"in use     {_usage_text(project)}")
     held = (project.get("usage") or {}).get("clusters") or {}
     if held:
-        out.print("           " + ", ".join(f"{c}: {g}" for c, g in sorted(held.items())), highlight=False)
-    out.print(f"members    {', '.join(project['members']) or '-'}", highlight=False)
+        print_text("           " + ", ".join(f"{c}: {g}" for c, g in sorted(held.items())))
+    print_text(f"members    {', '.join(project['members']) or '-'}")
     when = str(project["updated_at"])[:16].replace("T", " ")
-    out.print(f"changed    {when} by {project['updated_by']}", highlight=False)
+    print_text(f"changed    {when} by {project['updated_by']}")
 
 
 @app.command("list")
@@ -168,4 +168,4 @@ def set_members(name: ProjectName, member: Members = None, output: OutputOpt = F
 def remove(name: ProjectName) -> None:
     """Delete a project (admin)."""
     Gateway().delete(f"/api/v1/projects/{name}")
-    out.print(f"deleted project {name}", highlight=False)
+    print_text(f"deleted project {name}")

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from rlark_cli.client import Gateway
-from rlark_cli.output import Column, Format, OutputOpt, emit, out
+from rlark_cli.output import Column, Format, OutputOpt, emit, print_text
 
 HIDDEN = "(another user's job)"
 
@@ -53,26 +53,21 @@ def register(app: typer.Typer) -> None:
                 emit(page, output)
                 return
             emit(page["items"], output, COLUMNS)
-            out.print(f"{page['total']} job(s) waiting", highlight=False)
+            print_text(f"{page['total']} job(s) waiting")
             return
         detail = gateway.get(f"/api/v1/queue/{job_id}")
         if output is not Format.table:
             emit(detail, output)
             return
         job = detail["job"]
-        out.print(
-            f"[bold]{_who(job)}[/]  position {job['position']}, waits for {job['waits_for']}", highlight=False
-        )
+        print_text((_who(job), "bold"), f"  position {job['position']}, waits for {job['waits_for']}")
         if job.get("reason"):
-            out.print(f"why        {job['reason']}", highlight=False)
+            print_text(f"why        {job['reason']}")
         start = detail["estimated_start"]
-        out.print(
-            f"starts     {str(start)[:16].replace('T', ' ') + ' (estimate)' if start else 'unknown'}",
-            highlight=False,
-        )
-        out.print(f"           {detail['estimate_basis']}", highlight=False)
+        print_text(f"starts     {str(start)[:16].replace('T', ' ') + ' (estimate)' if start else 'unknown'}")
+        print_text(f"           {detail['estimate_basis']}")
         for hint in detail["hints"]:
-            out.print(f"fits now?  {hint['message']}", highlight=False)
+            print_text(f"fits now?  {hint['message']}")
         if detail["jobs_ahead"]:
-            out.print(f"ahead ({len(detail['jobs_ahead'])}):", highlight=False)
+            print_text(f"ahead ({len(detail['jobs_ahead'])}):")
             emit(detail["jobs_ahead"], output, COLUMNS)
