@@ -121,8 +121,12 @@ def test_positive_sample_is_found_with_kind_field_and_line(path: Path) -> None:
 def test_positive_finding_never_carries_the_secret(path: Path) -> None:
     text, generated, _ = _load(path)
     for finding in scan_text(text, "spec.runScript"):
-        # The only data a finding holds: where, and which kind — plus a message built from those.
-        assert set(finding.__slots__) == {"kind", "field", "line", "column", "wrapping"}
+        # The only data a finding holds: where (the span as two offsets), and which kind — plus a message
+        # built from those.
+        assert set(finding.__slots__) == {"kind", "field", "line", "column", "wrapping", "span"}
+        start, end = finding.span
+        assert isinstance(start, int) and isinstance(end, int) and start < end
+        assert text.count("\n", 0, start) + 1 == finding.line
         shown = finding.message
         for value in generated:
             assert value[:12] not in shown

@@ -176,3 +176,14 @@ def test_messages_describe_the_kind_and_position_only() -> None:
     finding = SecretFinding(SecretKind.GITHUB_TOKEN, "spec.runScript", 3, 9)
     assert finding.message.startswith("a GitHub token was found in spec.runScript (line 3, column 9)")
     assert all(describe_kind(kind) for kind in SecretKind)
+
+
+def test_a_finding_spans_the_secret_in_the_scanned_text_so_its_holder_can_redact_it() -> None:
+    token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh"
+    text = (
+        f"a=1\nexport HF_TOKEN={token} # x\n  password: hunter2\nurl=https://bot:s3cr3t@git.example.com/x\n"
+    )
+    assert [text[slice(*f.span)] for f in scan_text(text, "s")] == [token, "hunter2", "s3cr3t"]
+    assert [("changeme"[slice(*f.span)]) for f in scan_assignment("DB_PASSWORD", "changeme", "f")] == [
+        "changeme"
+    ]

@@ -7,8 +7,8 @@ state, deterministic.
 Contract:
 - :func:`scan_text` returns one :class:`SecretFinding` per secret found, with its *kind*, the
   *field* it was given, and the 1-based *line* and *column* where the secret value starts inside
-  the scanned text. A finding **never** carries the secret, not even a masked prefix: findings end
-  up in API errors, events and logs.
+  the scanned text (and its *span* there, for the caller to redact). A finding **never** carries
+  the secret, not even a masked prefix: findings end up in API errors, events and logs.
 - :func:`scan_assignment` judges one ``name = value`` pair (an env entry, a YAML key) by its name
   and value; :func:`scan_mapping` applies it and :func:`scan_text` to every entry of a mapping.
 - When two rules claim overlapping text, the more specific rule wins (a ``ghp_`` token assigned to
@@ -55,6 +55,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from enum import StrEnum, auto
 from itertools import pairwise
 
@@ -136,6 +137,10 @@ class SecretFinding:
     column: int
     #: How the secret was wrapped, outermost first (``("base64", "hex")``); empty when written plainly.
     wrapping: tuple[str, ...] = ()
+    #: ``[start, end)`` character offsets of the secret (of its encoded run, for a wrapped one) in the scanned
+    #: text, so that the caller, which holds that text, can keep it out of what it shows (a message quoting
+    #: an image tag, a preview); never sent anywhere itself, and not part of a finding's identity.
+    span: tuple[int, int] = dataclass_field(default=(0, 0), compare=False)
 
     @property
     def what(self) -> str:
@@ -524,6 +529,7 @@ def scan_text(text: str, field: str) -> list[SecretFinding]:
                 line=line_index + 1,
                 column=hit.start - line_starts[line_index] + 1,
                 wrapping=hit.wrapping,
+                span=(hit.start, hit.end),
             )
         )
     return findings
@@ -541,7 +547,7 @@ def scan_assignment(name: str, value: str, field: str) -> list[SecretFinding]:
         return findings
     if any(f.line == 1 for f in findings):
         return findings
-    return [SecretFinding(kind, field, 1, 1), *findings]
+    return [SecretFinding(kind, field, 1, 1, span=(0, len(value))), *findings]
 
 
 def scan_mapping(env: Mapping[str, str], field_prefix: str) -> list[SecretFinding]:

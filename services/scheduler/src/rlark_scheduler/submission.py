@@ -35,17 +35,24 @@ from rlark_platform.messaging import add_events
 from rlark_scheduler.domain.idempotency import HEADER, document_fingerprint
 from rlark_scheduler.domain.jobs import JobStatus, job_request
 from rlark_scheduler.domain.reasons import PendingReason, can_ever_fit, pending_view
-from rlark_scheduler.domain.render import AgentPlan, normalized_document, plan_preview, render_yaml
+from rlark_scheduler.domain.render import (
+    AgentPlan,
+    normalized_document,
+    plan_preview,
+    redact_plan,
+    render_yaml,
+)
 from rlark_scheduler.domain.spec import (
     MAX_REPLICAS,
     JobDocument,
     SpecError,
     SpecParseError,
+    check_nesting,
     fill_network_domain_default,
     fill_project_default,
     parse_job_document,
 )
-from rlark_scheduler.domain.validation import ValidationContext, validate_job
+from rlark_scheduler.domain.validation import ValidationContext, redact_issue, validate_job
 from rlark_scheduler.envelopes import Meta, envelope
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
@@ -101,8 +108,9 @@ def _document_text(body: bytes) -> str | bytes:
     stripped = body.lstrip()
     if stripped.startswith(b"{"):
         try:
+            check_nesting(body.decode("utf-8"))
             wrapper = json.loads(body)
-        except ValueError:
+        except (ValueError, SpecParseError):  # parse_job_document says what is wrong with the body itself
             return body
         if isinstance(wrapper, dict) and set(wrapper) == {"yaml"} and isinstance(wrapper["yaml"], str):
             return str(wrapper["yaml"])
@@ -145,6 +153,9 @@ async def check(conn: Connection, owner: str, received: Received) -> Checked:
     )
     report = validate_job(doc, ctx)
     checked = Checked(doc=doc, errors=list(report.errors), warnings=list(report.warnings), keys=keys)
+    # A secret found anywhere in the document is never shown back, not even to its author: the report's
+    # issues come redacted, and what is added here (a project name, the plan's images) is redacted below.
+    added = len(checked.errors)
     if doc.spec.project is not None:
         project = await projects_repo.get_project(conn, doc.spec.project)
         if project is None or owner not in project.members:  # one answer: whether it exists is not said
@@ -161,8 +172,9 @@ async def check(conn: Connection, owner: str, received: Received) -> Checked:
     elif len(member_of) > 1:  # a member of several projects says which one pays
         said = text("project_required", projects=", ".join(member_of[:20]))
         checked.errors.append(SpecError("project_required", said, "spec.project"))
+    checked.errors[added:] = [redact_issue(e, report.secrets) for e in checked.errors[added:]]
     if all(1 <= role.replicas <= MAX_REPLICAS for role in doc.spec.tasks):
-        checked.plan = plan_preview(doc, ctx)
+        checked.plan = [redact_plan(p, report.secrets) for p in plan_preview(doc, ctx)]
     if report.ok:
         fits, reason = can_ever_fit(model, job_request("preview", doc.spec, 0))
         if not fits:

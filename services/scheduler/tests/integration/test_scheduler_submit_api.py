@@ -211,6 +211,38 @@ REFUSALS: list[tuple[str, dict[str, Any] | str, str, str]] = [
         "rlinf_num_nodes_mismatch",
         "spec.rlinfConfig.cluster.num_nodes",
     ),
+    # Hostile documents (issue 31): a 4xx naming what is wrong, never a 500.
+    (
+        "python tag",
+        "metadata: {name: x}\nspec: !!python/object/apply:os.system [id]\n",
+        "yaml_tag_refused",
+        "spec",
+    ),
+    (
+        "json 100,000 deep",
+        '{"metadata": {"name": "x"}, "spec": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "document_too_deep",
+        "",
+    ),
+    ("wrapped json 100,000 deep", '{"yaml": ' + "[" * 100_000 + "]" * 100_000 + "}", "document_too_deep", ""),
+    (
+        "yaml 50,000 deep",
+        "metadata: {name: x}\nspec: " + "[" * 50_000 + "]" * 50_000 + "\n",
+        "document_too_deep",
+        "",
+    ),
+    (
+        "a value yaml cannot build",
+        as_yaml(base_doc()) + "  rlinfConfig: {day: 2024-13-45}\n",
+        "yaml_value_invalid",
+        "spec.rlinfConfig.day",
+    ),
+    (
+        "a key that is not a string",
+        as_yaml(changed(["spec", "restartPolicy"], {True: ["WorkerLost"]})),
+        "field_invalid",
+        "spec.restartPolicy.true",
+    ),
 ]
 
 
@@ -453,3 +485,41 @@ async def test_an_oversized_body_is_refused_before_parsing(fleet: RunningService
         response = await client.post("/api/v1/jobs", content=b"#" * 1_000_001)
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "document_too_large"
+
+
+async def test_preview_answers_hostile_documents_with_their_errors_never_a_500(fleet: RunningService) -> None:
+    hostile = [
+        (doc, code)
+        for case, doc, code, _ in REFUSALS
+        if isinstance(doc, str) and code.startswith(("yaml", "document"))
+    ]
+    async with fleet.client() as client:
+        for doc, code in hostile:
+            response = await client.post("/api/v1/jobs:preview", content=doc)
+            assert response.status_code == 200, response.text[:300]
+            assert [e["code"] for e in response.json()["errors"]] == [code]
+
+
+async def test_the_documented_restart_policy_with_its_on_key_is_accepted(fleet: RunningService) -> None:
+    text = as_yaml(base_doc()) + "  restartPolicy:\n    maxRestarts: 2\n    on: [WorkerLost, NodeGone]\n"
+    async with fleet.client() as client:
+        response = await submit(client, text)
+    assert response.status_code == 201, response.text
+    assert response.json()["spec"]["spec"]["restartPolicy"]["on"] == ["WorkerLost", "NodeGone"]
+
+
+async def test_a_token_in_an_image_tag_is_refused_and_shown_nowhere_in_preview_or_submit(
+    fleet: RunningService,
+) -> None:
+    token = "ghp_" + "Zq8Kp3Lm7Nx2Vb6Tc9Rd4Wf1Hg5Js0Ya8Ue3I"
+    doc = changed(["spec", "tasks", 1, "image"], f"registry.example.com/rlinf:{token}")
+    async with fleet.client() as client:
+        preview = await client.post("/api/v1/jobs:preview", content=as_yaml(doc))
+        refused = await submit(client, as_yaml(doc))
+    assert refused.status_code == 422
+    assert "secret_detected" in {e["code"] for e in refused.json()["error"]["details"]["errors"]}
+    assert preview.status_code == 200
+    images = [w["image"] for plan in preview.json()["plan"] for w in plan["workers"]]
+    assert "registry.example.com/rlinf:[redacted]" in images
+    assert token not in preview.text
+    assert token not in refused.text

@@ -9,6 +9,7 @@ import pytest
 from rlark_scheduler.domain.spec import (
     API_VERSION,
     MAX_DOCUMENT_CHARS,
+    MAX_NESTING_DEPTH,
     NO_NETWORK_DOMAIN,
     JobDocument,
     JobType,
@@ -296,3 +297,88 @@ def test_documents_are_immutable() -> None:
     doc: JobDocument = parse_job_document(GUIDE_EXAMPLE)
     with pytest.raises(ValueError, match="frozen"):
         doc.spec.priority = 5  # type: ignore[misc]
+
+
+def test_yaml_tags_are_refused_naming_the_field_and_nothing_is_constructed() -> None:
+    applied = "metadata: {name: x}\nspec: !!python/object/apply:os.system [touch /tmp/owned]\n"
+    assert _errors(applied) == [("yaml_tag_refused", "spec", 2)]
+    as_key = "metadata: {name: x}\nspec: {? !!python/object/apply:os.system [x] : 1}\n"
+    assert _errors(as_key) == [("yaml_tag_refused", "spec", 2)]
+    binary = "metadata: {name: x}\nspec:\n  rlinfConfig: {blob: !!binary aGk=}\n"
+    assert _errors(binary) == [("yaml_tag_refused", "spec.rlinfConfig.blob", 3)]
+
+
+def _nested(depth: int, json_style: bool) -> str:
+    """A job document nesting ``depth`` collections in all: the document, spec, rlinfConfig, then more."""
+    more = depth - 3
+    if json_style:
+        return '{"metadata": {"name": "x"}, "spec": {"rlinfConfig": {"a": ' + "[" * more + "]" * more + "}}}"
+    block = "".join("  " * (2 + level) + "a:\n" for level in range(more))
+    return "metadata: {name: x}\nspec:\n  rlinfConfig:\n" + block + "  " * (2 + more) + "a: 1\n"
+
+
+@pytest.mark.parametrize("json_style", [True, False], ids=["json", "yaml-block"])
+def test_nesting_up_to_the_limit_is_read_and_one_level_more_is_refused_naming_the_limit(
+    json_style: bool,
+) -> None:
+    assert parse_job_document(_nested(MAX_NESTING_DEPTH, json_style)).spec.rlinf_config
+    deeper = _nested(MAX_NESTING_DEPTH + 1, json_style)
+    with pytest.raises(SpecParseError) as caught:
+        parse_job_document(deeper)
+    (error,) = caught.value.errors
+    assert error.code == "document_too_deep"
+    assert str(MAX_NESTING_DEPTH) in error.message
+    assert error.line == len(deeper.splitlines())  # where the level too many starts
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"metadata": {"name": "x"}, "spec": {"rlinfConfig": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}}",
+        '{"yaml": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "metadata: {name: x}\nspec:\n  rlinfConfig:\n    a: " + "[" * 50_000 + "]" * 50_000 + "\n",
+        "metadata: {name: x}\nspec:\n  rlinfConfig:\n    a:\n      " + "- " * 50_000 + "x\n",
+        "metadata: {name: x}\nspec: {rlinfConfig: {a: '\"', b: " + "{c: " * 20_000 + "}" * 20_000 + "}}\n",
+    ],
+    ids=["json", "json-wrapper", "yaml-flow", "yaml-block-sequences", "yaml-flow-after-a-quote"],
+)
+def test_hostile_nesting_is_a_depth_error_not_a_recursion_error(text: str) -> None:
+    assert [code for code, _, _ in _errors(text)] == ["document_too_deep"]
+
+
+def test_values_yaml_cannot_build_are_refused_at_their_line_and_field() -> None:
+    digits = "1" * 5_000  # over Python's 4,300-digit limit for int()
+    text = f"metadata: {{name: x}}\nspec:\n  rlinfConfig:\n    big: {digits}\n    day: 2024-13-45\n"
+    assert _errors(text) == [("yaml_value_invalid", "spec.rlinfConfig.big", 4)]
+    assert _errors(text.replace(digits, "1")) == [("yaml_value_invalid", "spec.rlinfConfig.day", 5)]
+    as_json = '{"metadata": {"name": "x"},\n "spec": {"rlinfConfig": {"big": ' + digits + "}}}"
+    assert _errors(as_json) == [("yaml_value_invalid", "spec.rlinfConfig.big", 2)]
+
+
+def test_the_documented_restart_policy_with_its_on_key_is_read_as_written() -> None:
+    doc = parse_job_document(
+        "metadata: {name: x}\n"
+        "spec:\n"
+        "  restartPolicy: {maxRestarts: 2, on: [WorkerLost, NodeGone]}\n"
+        "  tasks:\n"
+        "    - {name: w, cluster: c, image: 'i:1', env: {VERBOSE: yes, LEGACY: off, STRICT: true}}\n"
+    )
+    assert doc.spec.restart_policy is not None
+    assert doc.spec.restart_policy.on == ["WorkerLost", "NodeGone"]
+    # YAML 1.2's booleans: only true and false; yes/no/on/off are the words written.
+    assert doc.spec.tasks[0].env == {"VERBOSE": "yes", "LEGACY": "off", "STRICT": "true"}
+
+
+def test_a_key_that_is_not_a_string_is_named_as_written_never_as_a_list_index() -> None:
+    said = _messages(
+        "metadata: {name: x}\n"
+        "spec:\n"
+        "  restartPolicy: {maxRestarts: 2, true: [WorkerLost]}\n"
+        "  tasks:\n"
+        "    - {name: w, cluster: c, image: 'i:1', env: {1: x}}\n"
+    )
+    assert said == {
+        "spec.restartPolicy.true": "spec.restartPolicy.true: keys must be strings; put this key in quotes",
+        'spec.tasks[0].env["1"]': 'spec.tasks[0].env["1"]: keys must be strings; put this key in quotes',
+    }
+    assert all("[1]" not in field for field in said)

@@ -7,8 +7,9 @@ import string
 from typing import Any
 
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.render import plan_preview, redact_plan
 from rlark_scheduler.domain.spec import parse_job_document
-from rlark_scheduler.domain.validation import ValidationContext, validate_job
+from rlark_scheduler.domain.validation import REDACTED, ValidationContext, validate_job
 
 RNG = random.Random(5)
 GITHUB_TOKEN = "ghp_" + "".join(RNG.choice(string.ascii_letters + string.digits) for _ in range(35)) + "7"
@@ -116,3 +117,32 @@ def test_error_messages_never_contain_the_secret() -> None:
         rendered = repr(error) + repr(error.to_dict())
         assert HF_TOKEN[:10] not in rendered
         assert "changeme" not in rendered
+
+
+def test_a_token_in_an_image_tag_is_quoted_by_no_issue_and_the_plan_shows_it_redacted() -> None:
+    image = f"registry.example.com/rlinf:{GITHUB_TOKEN}"
+    doc = parse_job_document(
+        _text(
+            trailer=f"    - {{name: Bad_Role, cluster: gpu-a, image: 'r.example.com/{GITHUB_TOKEN}:v1'}}\n"
+        ).replace("image: rlinf:v1", f"image: {image}")
+    )
+    report = validate_job(doc, CTX)
+    codes = {e.code for e in report.errors}
+    assert {
+        "secret_detected",
+        "image_invalid",
+        "role_name_invalid",
+    } <= codes  # the second image quotes its component
+    shown = repr([e.to_dict() for e in (*report.errors, *report.warnings)])
+    assert GITHUB_TOKEN not in shown
+    assert GITHUB_TOKEN.lower() not in shown.lower()
+    assert REDACTED in shown
+    plans = [redact_plan(plan, report.secrets) for plan in plan_preview(doc, CTX)]
+    images = [w.image for plan in plans for w in plan.workers]
+    assert images == [f"registry.example.com/rlinf:{REDACTED}", f"r.example.com/{REDACTED}:v1"]
+
+
+def test_a_secret_used_as_a_key_is_not_named_in_the_field_path() -> None:
+    report = validate_job(parse_job_document(_text(env_line=f"{GITHUB_TOKEN}: x")), CTX)
+    assert report.errors
+    assert GITHUB_TOKEN not in repr([e.to_dict() for e in report.errors])

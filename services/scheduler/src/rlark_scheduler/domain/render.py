@@ -16,13 +16,14 @@ replica, explicit image tags, selectors per cluster) can be checked by eye and b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
 
 from rlark_scheduler.domain.spec import JobDocument, worker_slots
-from rlark_scheduler.domain.validation import ValidationContext
+from rlark_scheduler.domain.validation import ValidationContext, redact
 
 
 class _PreviewDumper(yaml.SafeDumper):
@@ -130,3 +131,11 @@ def plan_preview(doc: JobDocument, ctx: ValidationContext) -> list[AgentPlan]:
             )
         )
     return plans
+
+
+def redact_plan(plan: AgentPlan, secrets: Iterable[str]) -> AgentPlan:
+    """``plan`` showing none of ``secrets`` (a token pasted into an image tag): see ``validation.redact``."""
+    workers = tuple(
+        replace(w, role=redact(w.role, secrets), image=redact(w.image, secrets)) for w in plan.workers
+    )
+    return replace(plan, cluster=redact(plan.cluster, secrets), workers=workers)

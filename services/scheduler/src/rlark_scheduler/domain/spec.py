@@ -49,18 +49,23 @@ The document (``apiVersion`` and ``kind`` default to the values below when left 
           env: {NCCL_DEBUG: INFO} # names [A-Za-z_][A-Za-z0-9_]*, values strings
 
 Parsing is strict where a typo would silently change meaning: unknown keys, duplicate keys, YAML
-anchors/aliases (a "billion laughs" document would expand exponentially) and more than one YAML
-document are refused. It is lenient where YAML's typing gets in the way: env values, node-selector
-values and the display name may be written as numbers or booleans and become strings
-(``true`` → ``"true"``). Keys may be written in camelCase (canonical) or snake_case.
+anchors/aliases (a "billion laughs" document would expand exponentially), YAML tags (``!!python/...``:
+only PyYAML's safe loader runs, and a job is plain data), nesting deeper than :data:`MAX_NESTING_DEPTH`
+(refused before it is built) and more than one YAML document are refused. It is lenient where YAML's
+typing gets in the way: env values, node-selector values and the display name may be written as numbers
+or booleans and become strings (``true`` → ``"true"``). Booleans are YAML 1.2's ``true``/``false`` only, so
+``on``, ``off``, ``yes`` and ``no`` are the words written (``restartPolicy: {on: [...]}`` works as
+documented). Keys may be written in camelCase (canonical) or snake_case.
 
 Field paths in errors look like ``spec.tasks[1].image``; keys that are not identifiers are quoted:
 ``spec.tasks[0].nodeSelector["rlark.io/gpu-model"]`` (see :func:`child_path`).
 
 Parse error codes (raised together in one :class:`SpecParseError`): ``yaml_syntax`` (with line and
-column), ``duplicate_key``, ``yaml_alias_refused``, ``yaml_key_invalid``, ``document_empty``,
-``document_not_mapping``, ``document_too_large``, ``encoding_invalid``, ``field_required``,
-``field_unknown``, ``field_invalid``.
+column), ``duplicate_key``, ``yaml_alias_refused``, ``yaml_key_invalid``, ``yaml_tag_refused``,
+``yaml_value_invalid`` (a value YAML cannot build, such as 2024-13-45), ``document_empty``,
+``document_not_mapping``, ``document_too_large``, ``document_too_deep``, ``encoding_invalid``,
+``field_required``, ``field_unknown``, ``field_invalid`` (a key that is not a string is named as written:
+``spec.restartPolicy.true``, ``env["1"]``).
 """
 
 from __future__ import annotations
@@ -93,6 +98,9 @@ KIND = "Job"
 MAX_DOCUMENT_CHARS = 256_000
 """Documents longer than this are refused before parsing: real jobs, scripts and an inline RLinf
 config included, are a few tens of kilobytes, and the YAML reader is pure Python."""
+MAX_NESTING_DEPTH = 64
+"""Deepest nesting of mappings and lists (brackets or indentation) a document may have: a job is five levels
+deep and an inline RLinf config a few more; deeper text is refused before it is read (``document_too_deep``)."""
 MAX_REPLICAS = 1024
 """Upper bound of ``replicas`` per role; validation refuses more."""
 
@@ -550,7 +558,7 @@ def parse_job_document(source: str | bytes | Mapping[str, Any]) -> JobDocument:
     try:
         doc = JobDocument.model_validate(data)
     except ValidationError as exc:
-        raise SpecParseError(_pydantic_errors(exc, info)) from None
+        raise SpecParseError(_pydantic_errors(exc, info, data)) from None
     return doc.with_source(info)
 
 
@@ -567,22 +575,53 @@ def _load_text(text: str) -> tuple[Any, SourceInfo]:
         )
     if not text.strip():
         raise SpecParseError([SpecError("document_empty", messages.text("document_empty"), "")])
+    check_nesting(text)
     if text.lstrip().startswith("{"):
         data = _load_json(text)
         if data is not None:
             try:
-                spans = _spans(text)
+                _, spans = _read_yaml(text, construct=False)
             except SpecParseError:
                 spans = {}
             return data, SourceInfo(text, spans)
-    spans = _spans(text)
-    return yaml.safe_load(text), SourceInfo(text, spans)
+    data, spans = _read_yaml(text, construct=True)
+    return data, SourceInfo(text, spans)
+
+
+_FLOW_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*(?:"|\\?$)|[\[\]{}]', re.MULTILINE)
+"""A double-quoted string up to its end or its line's end (JSON's strings hold no newline), or a bracket."""
+
+
+def _too_deep(line: int) -> SpecParseError:
+    said = messages.text("document_too_deep", max=MAX_NESTING_DEPTH, line=line)
+    return SpecParseError([SpecError("document_too_deep", said, "", line)])
+
+
+def check_nesting(text: str) -> None:
+    """Refuse ``text`` whose brackets nest deeper than :data:`MAX_NESTING_DEPTH`, before any reader runs.
+
+    A scan of the text at regular-expression speed: JSON's nesting is all brackets (its strings are
+    skipped), as is YAML's flow style, whose pure-Python scanner spends quadratic time on an opening
+    bracket run. Brackets in YAML's plain or single-quoted text count too: a refusal would need 65 of them
+    unclosed at once, which no job's script writes. Block-style nesting (indentation, ``- - -``) is bounded
+    by the YAML reader itself (``_Loader``)."""
+    depth = 0
+    for token in _FLOW_TOKEN.finditer(text):
+        mark = token.group()
+        if mark in ("[", "{"):
+            depth += 1
+            if depth > MAX_NESTING_DEPTH:
+                raise _too_deep(text.count("\n", 0, token.start()) + 1)
+        elif mark in ("]", "}"):
+            depth = max(depth - 1, 0)
 
 
 def _load_json(text: str) -> Any:
     """The decoded JSON, or None when ``text`` is not plain JSON.
 
-    None also for JSON with a repeated key: the YAML reader then reports it with its line.
+    None also for JSON with a repeated key (the YAML reader then reports it with its line) and for a
+    number Python will not read (over 4,300 digits: the YAML reader names its line). ``check_nesting``
+    ran first, so the decoder's recursion stays shallow.
     """
 
     def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -597,30 +636,107 @@ def _load_json(text: str) -> Any:
         return None
 
 
-def _spans(text: str) -> dict[str, SourceSpan]:
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, bounded, with YAML 1.2's booleans and no tags.
+
+    - Booleans are ``true``/``false`` only (YAML 1.2's core schema): YAML 1.1 also reads ``on``, ``off``,
+      ``yes`` and ``no`` as booleans, which turned ``restartPolicy: {on: [...]}`` into a key ``true``;
+      those words now stay strings, as keys and as values.
+    - Nesting deeper than :data:`MAX_NESTING_DEPTH` collections is refused while composing, before the
+      recursion that builds it (the composer recurses once per level: 50,000 levels were a RecursionError).
+    - An explicit tag (``!!python/object/apply:...``, ``!!binary``, ``!custom``) is remembered and refused by
+      ``_walk`` with its field: a job document is plain data, and the constructors of tagged values raise
+      whatever their input makes them raise.
+    - A value its constructor cannot build (an integer over 4,300 digits, a date such as 2024-13-45) is a
+      ``ConstructorError`` at its position, never a bare ``ValueError``.
+    """
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL_TAG]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+        self.tagged: set[int] = set()
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in the stubs
+        collection = isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent)
+        if collection:
+            if self.depth == MAX_NESTING_DEPTH:
+                mark = event.start_mark
+                raise _too_deep(mark.line + 1 if mark else 0)
+            self.depth += 1
+        explicit = getattr(event, "tag", None) not in (None, "!")
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            if collection:
+                self.depth -= 1
+        if explicit and node is not None:
+            self.tagged.add(id(node))
+        return node
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except ValueError as exc:
+            raise yaml.constructor.ConstructorError(None, None, str(exc), node.start_mark) from None
+
+
+_Loader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+def _yaml_error(exc: yaml.YAMLError, key: str) -> SpecError:
+    if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         column = mark.column + 1 if mark else None
         problem = " ".join(part for part in (exc.context, exc.problem) if part) or "invalid YAML"
-        message = (
-            messages.text("yaml_syntax", line=line, column=column or 0, problem=problem)
-            if line
-            else f"YAML syntax error: {problem}"
-        )
-        raise SpecParseError([SpecError("yaml_syntax", message, "", line, column)]) from None
-    except yaml.YAMLError as exc:
-        raise SpecParseError([SpecError("yaml_syntax", f"YAML error: {exc}", "")]) from None
-    if root is None:
-        raise SpecParseError([SpecError("document_empty", messages.text("document_empty"), "")])
-    spans: dict[str, SourceSpan] = {}
-    errors: list[SpecError] = []
-    _walk(root, "", root.start_mark.line + 1, spans, errors, set())
-    if errors:
-        raise SpecParseError(errors)
-    return spans
+        if line:
+            return SpecError(
+                key, messages.text(key, line=line, column=column or 0, problem=problem), "", line, column
+            )
+        return SpecError(key, f"YAML syntax error: {problem}", "")
+    return SpecError(key, f"YAML error: {exc}", "")
+
+
+def _read_yaml(text: str, *, construct: bool) -> tuple[Any, dict[str, SourceSpan]]:
+    """The data of the one YAML document in ``text`` (None unless ``construct``) and where each field sits.
+
+    Composed once: the nodes give the spans and are checked (keys, aliases, tags) before any value is built.
+    """
+    loader = _Loader(text)
+    try:
+        try:
+            root = loader.get_single_node()
+        except yaml.YAMLError as exc:
+            raise SpecParseError([_yaml_error(exc, "yaml_syntax")]) from None
+        if root is None:
+            raise SpecParseError([SpecError("document_empty", messages.text("document_empty"), "")])
+        spans: dict[str, SourceSpan] = {}
+        errors: list[SpecError] = []
+        _walk(root, "", root.start_mark.line + 1, spans, errors, set(), loader.tagged)
+        if errors:
+            raise SpecParseError(errors)
+        if not construct:
+            return None, spans
+        try:
+            data = loader.construct_document(root)
+        except yaml.YAMLError as exc:
+            error = _yaml_error(exc, "yaml_value_invalid")
+            field = SourceInfo(text, spans).field_at_line(error.line) if error.line else ""
+            raise SpecParseError(
+                [SpecError(error.code, error.message, field, error.line, error.column)]
+            ) from None
+        return data, spans
+    finally:
+        loader.dispose()
 
 
 def _walk(
@@ -630,8 +746,12 @@ def _walk(
     spans: dict[str, SourceSpan],
     errors: list[SpecError],
     seen: set[int],
+    tagged: set[int],
 ) -> None:
     start = node.start_mark.line + 1
+    if id(node) in tagged:
+        errors.append(SpecError("yaml_tag_refused", messages.text("yaml_tag_refused"), path, start))
+        return
     if id(node) in seen:  # the composer hands back the anchored node for every alias
         errors.append(
             SpecError(
@@ -649,6 +769,16 @@ def _walk(
     if isinstance(node, yaml.MappingNode):
         keys: set[str] = set()
         for key_node, value_node in node.value:
+            if id(key_node) in tagged:
+                errors.append(
+                    SpecError(
+                        "yaml_tag_refused",
+                        messages.text("yaml_tag_refused"),
+                        path,
+                        key_node.start_mark.line + 1,
+                    )
+                )
+                continue
             if not isinstance(key_node, yaml.ScalarNode):
                 errors.append(
                     SpecError(
@@ -672,24 +802,54 @@ def _walk(
                 )
                 continue
             keys.add(key)
-            _walk(value_node, child, key_node.start_mark.line + 1, spans, errors, seen)
+            _walk(value_node, child, key_node.start_mark.line + 1, spans, errors, seen, tagged)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _walk(item, child_path(path, index), item.start_mark.line + 1, spans, errors, seen)
+            _walk(item, child_path(path, index), item.start_mark.line + 1, spans, errors, seen, tagged)
 
 
-def _pydantic_errors(exc: ValidationError, info: SourceInfo | None) -> list[SpecError]:
+def _error_path(loc: tuple[int | str, ...], data: Any) -> str:
+    """The field path of a pydantic error location, read along the validated input.
+
+    Pydantic writes a mapping's key as it coerced it (``True`` as 1), which :func:`child_path` alone would
+    render as a list index (``restartPolicy[1]``); walking the input tells a key from an index, and a key
+    that is not a string is named as YAML spells it (``restartPolicy.true``, ``env["1"]``), as the
+    source spans name it."""
+    path = ""
+    node: Any = data
+    for part in loc:
+        if part == "[key]":
+            continue
+        if isinstance(node, Mapping):
+            key = next((k for k in node if k == part), part)
+            path = child_path(path, key if isinstance(key, str) else _key_text(key))
+            node = node.get(key)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            path = child_path(path, part)
+            node = node[part]
+        else:
+            path = child_path(path, part)
+            node = None
+    return path
+
+
+def _key_text(key: object) -> str:
+    """How YAML writes a scalar key that is not a string."""
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return "null" if key is None else str(key)
+
+
+def _pydantic_errors(exc: ValidationError, info: SourceInfo | None, data: Any) -> list[SpecError]:
     errors: list[SpecError] = []
     for error in exc.errors(include_url=False, include_input=False):
-        path = ""
-        for part in error["loc"]:
-            if part == "[key]":
-                continue
-            path = child_path(path, part)
+        path = _error_path(error["loc"], data)
         kind = error["type"]
         message: str
         if kind == "missing":
             code, message = "field_required", messages.text("field_required", field=path)
+        elif kind == "invalid_key" or error["loc"][-1:] == ("[key]",):
+            code, message = "field_invalid", messages.text("field_key_invalid", field=path)
         elif kind == "extra_forbidden":
             code = "field_unknown"
             near = _known_near(error["loc"])

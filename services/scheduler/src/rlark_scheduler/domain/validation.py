@@ -46,7 +46,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -161,10 +161,15 @@ class ValidationContext:
 
 @dataclass(frozen=True)
 class ValidationReport:
-    """The outcome: the job is acceptable when there are no errors."""
+    """The outcome: the job is acceptable when there are no errors.
+
+    ``secrets`` holds the text of every secret found (as written in the document): the issues here are
+    already redacted, and whatever else a response shows from the document (a preview's plan, an issue
+    the caller adds) goes through :func:`redact` with it. It is never sent or logged itself."""
 
     errors: tuple[SpecError, ...]
     warnings: tuple[SpecError, ...]
+    secrets: frozenset[str] = frozenset()
 
     @property
     def ok(self) -> bool:
@@ -305,6 +310,8 @@ class _Validator:
         self.ctx = ctx
         self.source: SourceInfo | None = doc.source
         self.issues: list[SpecError] = []
+        self.found: set[str] = set()
+        """The text of each secret found (``secrets``), to redact from the issues."""
 
     def add(
         self,
@@ -904,7 +911,8 @@ class _Validator:
     def secrets(self) -> None:
         reported: set[int] = set()
         data = self.doc.model_dump(mode="json")
-        for finding in _scan_tree(data, ""):
+        for finding, scanned in _scan_tree(data, ""):
+            self.found.add(scanned[finding.span[0] : finding.span[1]])
             line = None
             if self.source is not None:
                 line = self.source.line_in_value(finding.field, finding.line)
@@ -916,11 +924,14 @@ class _Validator:
         if self.source is None:
             return
         for finding in scan_text(self.source.text, ""):
+            self.found.add(self.source.text[finding.span[0] : finding.span[1]])
             if finding.line in reported:
                 continue
             reported.add(finding.line)
             field_path = self.source.field_at_line(finding.line)
-            located = SecretFinding(finding.kind, field_path, finding.line, finding.column, finding.wrapping)
+            located = SecretFinding(
+                finding.kind, field_path, finding.line, finding.column, finding.wrapping, finding.span
+            )
             self.add_secret(located, finding.line)
 
     def add_secret(self, finding: SecretFinding, line: int | None, *, in_value: bool = False) -> None:
@@ -936,24 +947,55 @@ class _Validator:
         self.add("secret_detected", said, finding.field, line=line)
 
 
-def _scan_tree(value: Any, path: str) -> list[SecretFinding]:
-    """Scan every string of a decoded document; mapping entries are judged by key and value."""
-    findings: list[SecretFinding] = []
+def _scan_tree(value: Any, path: str) -> list[tuple[SecretFinding, str]]:
+    """Scan every string of a decoded document; mapping entries are judged by key and value. Each finding
+    comes with the string it was found in (its ``span`` points into it)."""
+    findings: list[tuple[SecretFinding, str]] = []
     if isinstance(value, dict):
         for key, item in value.items():
             item_path = child_path(path, str(key))
             if isinstance(item, str):
-                findings.extend(scan_assignment(str(key), item, item_path))
+                findings.extend((finding, item) for finding in scan_assignment(str(key), item, item_path))
             else:
                 findings.extend(_scan_tree(item, item_path))
     elif isinstance(value, list):
         for index, item in enumerate(value):
             item_path = child_path(path, index)
             if isinstance(item, str):
-                findings.extend(scan_text(item, item_path))
+                findings.extend((finding, item) for finding in scan_text(item, item_path))
             else:
                 findings.extend(_scan_tree(item, item_path))
     return findings
+
+
+REDACTED = "[redacted]"
+MIN_REDACTED_CHARS = 4
+"""Shorter secrets (a 3-letter password) are not cut out of what responses show: replacing every ``abc`` in
+field paths and messages would garble them, and no message quotes a whole value that short by chance."""
+
+
+def redact(shown: str, secrets: Iterable[str]) -> str:
+    """``shown`` with every secret in ``secrets`` replaced by :data:`REDACTED` (longest first, so a secret
+    that contains another is cut whole)."""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= MIN_REDACTED_CHARS and secret in shown:
+            shown = shown.replace(secret, REDACTED)
+    return shown
+
+
+def redact_issue(issue: SpecError, secrets: Iterable[str]) -> SpecError:
+    """``issue`` quoting none of ``secrets``: its field path (a key may hold one) and its message — for a
+    catalogue :class:`Text`, each parameter, so the sentence stays sayable in every language."""
+    secrets = tuple(secrets)
+    if not secrets:
+        return issue
+    message: Text | str
+    if isinstance(issue.message, Text):
+        params = {k: redact(v, secrets) if isinstance(v, str) else v for k, v in issue.message.params.items()}
+        message = Text(issue.message.key, params)
+    else:
+        message = redact(issue.message, secrets)
+    return replace(issue, message=message, field=redact(issue.field, secrets))
 
 
 def _hostpath_message(source_path: str, source: str, cluster: str, rule: str) -> Text:
@@ -991,6 +1033,8 @@ def validate_job(doc: JobDocument, ctx: ValidationContext) -> ValidationReport:
     validator.capacity()
     validator.rlinf()
     validator.secrets()
-    errors = tuple(i for i in validator.issues if i.severity is Severity.ERROR)
-    warnings = tuple(i for i in validator.issues if i.severity is Severity.WARNING)
-    return ValidationReport(errors, warnings)
+    secrets = frozenset(validator.found)
+    issues = [redact_issue(issue, secrets) for issue in validator.issues]
+    errors = tuple(i for i in issues if i.severity is Severity.ERROR)
+    warnings = tuple(i for i in issues if i.severity is Severity.WARNING)
+    return ValidationReport(errors, warnings, secrets)
