@@ -1,7 +1,8 @@
 """The FastAPI application every service API starts from.
 
 Adds: request ids bound into logs, one log line per request and NUL refused (``request_context``),
-uniform JSON errors (never a 500 for bad input), ``/healthz`` (process alive), ``/readyz`` (dependencies
+uniform JSON errors (never a 500 for bad input; the framework's own 404/405 and a body it cannot decode —
+not UTF-8, not JSON — answered in the same envelope, ``http_api_error``), ``/healthz`` (process alive), ``/readyz`` (dependencies
 answer), ``/metrics`` (Prometheus; on a public app only with its bearer token), and the ``caller`` dependency that accepts only requests the
 gateway signed — for this service, this method, target and body, once (``identity.ReplayGuard``, one per
 app). The body limit and the HTTP server's own limits are ``body_limit`` and ``http_server``.
@@ -20,6 +21,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.telemetry import TelemetryConfig
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from rlark_contracts.messages import text, validation_text
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rlark_platform.db.errors import database_unavailable
 from rlark_platform.errors import ApiError
@@ -56,6 +58,26 @@ def field_of(loc: Any) -> str:
     return out
 
 
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+
+
+def http_api_error(exc: StarletteHTTPException) -> ApiError:
+    """The error envelope of an ``HTTPException`` raised by the framework rather than by RLark's code: a
+    route or method that does not exist, or a body FastAPI could not decode before validation (a 400 whose
+    cause is the decoding error: bytes that are not UTF-8, JSON nested past the decoder's recursion limit),
+    answered as every other malformed body is — 422 ``invalid_request`` naming ``body``."""
+    cause = exc.__cause__
+    if exc.status_code == 400 and cause is not None:
+        if isinstance(cause, UnicodeDecodeError):
+            said = text("invalid_request.body_not_utf8", field="body")
+        elif isinstance(cause, RecursionError):
+            said = text("invalid_request.body_too_deep", field="body")
+        else:
+            said = text("invalid_request.body_unreadable", field="body")
+        return ApiError(422, "invalid_request", said, "body")
+    return ApiError(exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"), str(exc.detail))
+
+
 def create_app(
     service: str,
     *,
@@ -85,9 +107,19 @@ def create_app(
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers or None)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        error = http_api_error(exc)
+        return JSONResponse(error.body(), status_code=error.status, headers=exc.headers or None)
+
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
+        if errors and errors[0].get("type") == "json_invalid":  # the body is not JSON: no field to name
+            why = str((errors[0].get("ctx") or {}).get("error", "JSON decode error"))
+            said_json = text("invalid_request.json_invalid", field="body", error=why)
+            not_json = ApiError(422, "invalid_request", said_json, "body")
+            return JSONResponse(not_json.body(), status_code=422)
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
         field = field_of(first.get("loc", ()))
         details = []

@@ -8,12 +8,9 @@ as it is answered — who, action, target, status — never a body.
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
-from rlark_platform.errors import ApiError
+from fastapi import FastAPI
 from rlark_platform.http import create_app, database_ready
 from rlark_platform.service import ServiceContext
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rlark_gateway.api import audit, auth, events, keys, outputs, relay, tool_tickets, users
 from rlark_gateway.api.audit_trail import AuditChanges
@@ -25,8 +22,6 @@ from rlark_gateway.api.proxy import add_fallback_route, add_proxy_routes
 from rlark_gateway.domain.access import PROXY_ROUTES
 from rlark_gateway.settings import GatewaySettings
 from rlark_gateway.wiring import Gateway
-
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 
 
 def _tags() -> list[dict[str, str]]:
@@ -70,15 +65,6 @@ def build_api(ctx: ServiceContext[GatewaySettings, Gateway]) -> FastAPI:
         openapi_tags=_tags(),
     )
     app.state.gateway = gw
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = _HTTP_CODES.get(exc.status_code, "http_error")
-        return JSONResponse(
-            ApiError(exc.status_code, code, str(exc.detail)).body(),
-            status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
-        )
 
     app.add_middleware(AuditChanges, accounts=gw.accounts)
 
