@@ -93,7 +93,7 @@ def _tunnel_table(states: list[dict[str, Any]]) -> FittedTable:
             [
                 state["cluster"],
                 state["peer"],
-                Text("up", style="green") if up else Text("down", style="bold red"),
+                Text.styled("up", "green") if up else Text.styled("down", "bold red"),
                 str(state["since"])[:19].replace("T", " "),
                 "-" if rtt is None else f"{rtt:.2f} ms",
                 _size(int(state.get("bytes_sent") or 0)),
