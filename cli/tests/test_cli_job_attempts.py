@@ -124,3 +124,21 @@ def test_jobs_show_names_the_signal_behind_an_exit_code(
     assert result.exit_code == 0, result.output
     assert "143 (SIGTERM)" in result.output
     assert "0 (" not in result.output
+
+
+def test_jobs_show_says_the_platform_stopped_a_worker_in_the_chosen_language(
+    requests: list[httpx.Request], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stopped = {
+        "id": "job-1-rollout-0", "rank": 1, "cluster": "lab", "node": "n1", "address": None, "gpus": 0,
+        "ray_joined": True, "phase": "Stopped", "exit_code": 143,
+        "reason": "stopped by the platform: the Header's run script ended",
+        "reason_said": {"message_key": "worker.stopped.run_ended", "params": {}},
+    }  # fmt: skip
+    monkeypatch.setitem(JOB, "workers", [stopped])
+    english = CliRunner().invoke(app, ["--lang", "en", "jobs", "show", "job-1"], env={"COLUMNS": "200"})
+    (row,) = [line for line in english.output.splitlines() if "rollout-0" in line]
+    assert "143 (SIGTERM)" in row
+    assert "stopped by the platform: the Header's run script ended" in row
+    chinese = CliRunner().invoke(app, ["--lang", "zh-CN", "jobs", "show", "job-1"], env={"COLUMNS": "200"})
+    assert "已由平台停止：Header 的运行脚本已结束" in chinese.output

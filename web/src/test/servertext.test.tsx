@@ -85,6 +85,26 @@ describe('server sentences (ADR 0011)', () => {
     expect(screen.queryByText(/prepare script exited/)).toBeNull();
   });
 
+  it('says in Chinese that the platform stopped the other workers when the Header\'s run script ended', async () => {
+    const stopped = "stopped by the platform: the Header's run script ended";
+    const worker = { role: 'rollout', rank: 1, is_header: false, cluster: 'gpu-a', address: '10.0.0.3', gpus: 0, phase: 'Stopped', ray_joined: true, exit_code: 143 };
+    mockApi({
+      'GET /api/v1/jobs/job-7': {
+        id: 'job-7', name: 'grpo', owner: 'alice', status: 'Succeeded', reason: 'run script exited with 0', outputs: [], warnings: [], details: {},
+        reason_said: { message_key: 'job.succeeded', params: { code: 0 } },
+        created_at: '2026-11-29T10:00:00Z', ray_nodes: null, ssh_command: null, pending: null, timeline: [],
+        workers: [
+          { ...worker, id: 'w-1', index: 0, node: 'n2', reason: stopped, reason_said: { message_key: 'worker.stopped.run_ended', params: {} } },
+          { ...worker, id: 'w-2', index: 1, node: 'n3', reason: stopped, reason_said: { message_key: 'worker.stopped.run_ended', params: {} } },
+        ],
+      },
+    });
+    renderPage(<JobDetail />, { route: '/jobs/job-7', path: '/jobs/:id' });
+    const table = await screen.findByTestId('workers-table');
+    expect(table).toHaveTextContent('已由平台停止：Header 的运行脚本已结束');
+    expect(screen.queryByText(/stopped by the platform|stopped on request/)).toBeNull();
+  });
+
   it('lists jobs with their reasons in Chinese', async () => {
     const job = { id: 'job-4', name: 'sft', owner: 'alice', status: 'Succeeded', clusters: ['gpu-a'], created_at: '2026-11-29T10:00:00Z' };
     mockApi({

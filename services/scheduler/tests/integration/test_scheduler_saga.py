@@ -86,6 +86,30 @@ async def test_header_exit_0_succeeds_and_every_worker_is_stopped(
     await placements.until(placed_count(again["id"], 3))
 
 
+async def test_workers_stopped_after_the_header_succeeded_say_the_platform_stopped_them(
+    scheduler: RunningService, world: World, placements: TopicReader, database_url: str
+) -> None:
+    job, placed = await start_job(scheduler, world, placements, database_url, rollouts=1)
+    await world.bring_up(placed)
+    await job_status(scheduler, job["id"], "Running")
+    await world.worker(placed[0], "Succeeded", exit_code=0)
+    await job_status(scheduler, job["id"], "Succeeded")
+    await placements.until(lambda _: stops_for(placements, job["id"]) == {p["worker_id"] for p in placed})
+    # What the agent says of a worker it was asked to stop: SIGTERM's exit code, "stopped on request".
+    await world.worker(placed[1], "Stopped", exit_code=143, reason="stopped on request")
+    done = await eventually(
+        lambda: get_job(scheduler, job["id"]),
+        lambda j: next(w for w in j["workers"] if w["id"] == placed[1]["worker_id"])["phase"] == "Stopped",
+    )
+    rollout = next(w for w in done["workers"] if w["id"] == placed[1]["worker_id"])
+    assert (rollout["exit_code"], rollout["reason"]) == (
+        143,
+        "stopped by the platform: the Header's run script ended",
+    )
+    assert rollout["reason_said"] == {"message_key": "worker.stopped.run_ended", "params": {}}
+    assert done["status"] == "Succeeded"
+
+
 async def test_header_exit_3_fails_with_the_run_script_exit_code(
     scheduler: RunningService, world: World, placements: TopicReader, database_url: str
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from rlark_contracts.messages import Text, render
 from rlark_scheduler.domain.jobs import (
     JobStatus,
     WorkerFacts,
@@ -12,6 +13,7 @@ from rlark_scheduler.domain.jobs import (
     fold_report,
     job_request,
     ray_progress,
+    stopped_by_platform,
     worker_id,
 )
 from rlark_scheduler.domain.spec import parse_job_document
@@ -184,3 +186,37 @@ def test_job_request_follows_the_spec() -> None:
         ("actor", "a", {}, 1, 0),
     ]
     assert worker_id("job-1", "rollout", 1) == "job-1-rollout-1"
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (JobStatus.SUCCEEDED, "stopped by the platform: the Header's run script ended"),
+        (JobStatus.FAILED, "stopped by the platform: the job failed"),
+        (JobStatus.CANCELLED, "stopped by the platform: the job was cancelled"),
+        (JobStatus.LOST, "stopped by the platform: the job was lost when a cluster went offline"),
+    ],
+)
+def test_a_worker_stopped_after_its_job_ended_says_the_platform_stopped_it_and_why(
+    status: JobStatus, said: str
+) -> None:
+    crew = workers()
+    sigterm = WorkerReport(crew[1].worker_id, "Stopped", reason="stopped on request", exit_code=143)
+    fold = fold_report(status, crew, stopped_by_platform(sigterm, status))
+    assert (fold.worker.phase, fold.worker.exit_code, fold.worker.reason) == ("Stopped", 143, said)
+    assert isinstance(fold.worker.reason, Text)  # keyed: the console and the CLI say it in zh-CN too
+    assert render(fold.worker.reason.key, fold.worker.reason.params, "zh-CN").startswith("已由平台停止")
+
+
+def test_a_worker_of_an_ended_attempt_says_which_attempt_ended() -> None:
+    report = WorkerReport("job-1-rollout-0", "Stopped", reason="stopped on request", exit_code=143)
+    stopped = stopped_by_platform(report, JobStatus.PENDING, ended_attempt=1)
+    assert stopped.reason == "stopped by the platform: attempt 1 of the job ended"
+
+
+def test_only_a_stop_the_platform_made_is_said_to_be_the_platforms() -> None:
+    crew = workers()
+    while_running = WorkerReport(crew[1].worker_id, "Stopped", reason="stopped on request", exit_code=143)
+    assert stopped_by_platform(while_running, JobStatus.RUNNING) == while_running
+    failed = WorkerReport(crew[1].worker_id, "Failed", reason="run script exited with 3", exit_code=3)
+    assert stopped_by_platform(failed, JobStatus.SUCCEEDED) == failed

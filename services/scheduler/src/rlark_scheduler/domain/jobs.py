@@ -23,7 +23,8 @@ Folding rules, while the job holds capacity:
 - the Header reports ``Running`` (its run script started, which it does only once every Ray node
   joined), or every worker reports ``Joined``/``Running`` → Running.
 Reports for a job that no longer holds capacity (stops after the end), and reports on a worker of an
-earlier attempt (``WorkerFacts.attempt`` below the job's), update the worker only.
+earlier attempt (``WorkerFacts.attempt`` below the job's), update the worker only. A ``Stopped`` one then
+says why the platform stopped the worker (:func:`stopped_by_platform`): its agent only knows it was asked to.
 A terminal worker phase is never replaced by a later non-terminal report.
 
 A Failed transition carries the failure's kind (``domain.restarts``); the handlers ask the job's
@@ -36,7 +37,7 @@ import ipaddress
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from rlark_contracts.events.agent import TERMINAL_WORKER_PHASES, WorkerPhase
 from rlark_contracts.events.scheduler import worker_id_for
@@ -232,6 +233,31 @@ def _decide(
             {"ray_nodes_joined": joined, "ray_nodes_expected": len(workers)},
         )
     return None
+
+
+STOPPED_BY_PLATFORM: Final[dict[JobStatus, str]] = {
+    JobStatus.SUCCEEDED: "worker.stopped.run_ended",
+    JobStatus.FAILED: "worker.stopped.job_failed",
+    JobStatus.CANCELLED: "worker.stopped.cancelled",
+    JobStatus.LOST: "worker.stopped.lost",
+}
+"""Why the platform stopped the workers of a job that ended as each status (catalogue keys)."""
+
+
+def stopped_by_platform(
+    report: WorkerReport, status: JobStatus, *, ended_attempt: int | None = None
+) -> WorkerReport:
+    """``report``, when it is a ``Stopped`` one on a worker the platform stopped, with the reason why: its job
+    ended as ``status`` (the Header's run script ended, the job failed, was cancelled, was lost), or its attempt
+    ``ended_attempt`` did (a restart, a requeue, a preemption). The agent only knows that it was asked to stop
+    ("stopped on request"), and the exit code is SIGTERM's 143, which reads like a crash. A worker stopping
+    while its job still holds capacity is no such stop (``_decide`` fails the job); any other report is kept."""
+    if report.phase != WorkerPhase.STOPPED:
+        return report
+    if ended_attempt is not None:
+        return replace(report, reason=text("worker.stopped.attempt_ended", attempt=ended_attempt))
+    key = STOPPED_BY_PLATFORM.get(status)
+    return report if key is None else replace(report, reason=text(key))
 
 
 def _all_started(workers: Sequence[WorkerFacts]) -> bool:

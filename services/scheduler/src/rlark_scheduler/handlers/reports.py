@@ -22,7 +22,15 @@ from rlark_contracts.messages import Text, catalogue, text
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import PoisonMessage
 
-from rlark_scheduler.domain.jobs import Fold, JobStatus, WorkerReport, apply_report, fold_report, ray_progress
+from rlark_scheduler.domain.jobs import (
+    Fold,
+    JobStatus,
+    WorkerReport,
+    apply_report,
+    fold_report,
+    ray_progress,
+    stopped_by_platform,
+)
 from rlark_scheduler.domain.restarts import Failure, on_node
 from rlark_scheduler.domain.spec import RestartOn
 from rlark_scheduler.domain.usage import IdleVerdict, idle_gpus
@@ -77,16 +85,16 @@ async def apply_worker_status(
     earlier = stored.facts.attempt != job.attempt
     workers = [stored.facts] if earlier else [w.facts for w in await workers_repo.workers_of(conn, job.id)]
     before = next(w for w in workers if w.worker_id == payload.worker_id)
-    reason = reported_reason(payload)
     report = WorkerReport(
         worker_id=payload.worker_id,
         phase=payload.phase,
-        reason=reason,
+        reason=reported_reason(payload),
         exit_code=payload.exit_code,
         ray_nodes_joined=payload.ray_nodes_joined,
         ray_nodes_expected=payload.ray_nodes_expected,
         address=payload.address,
     )
+    report = stopped_by_platform(report, job.status, ended_attempt=stored.facts.attempt if earlier else None)
     if earlier:  # an old attempt's worker: its own row only, never the job (ADR 0014)
         updated = apply_report(before, report)
         fold = Fold(updated, updated != before, None)
@@ -109,7 +117,7 @@ async def apply_worker_status(
             at=now,
             worker_id=payload.worker_id,
             phase=fold.worker.phase,
-            reason=reason,
+            reason=report.reason,
             details=details,
         )
         await changes_repo.notify_activity(conn, job.id)
