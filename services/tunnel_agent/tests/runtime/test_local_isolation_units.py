@@ -3,6 +3,10 @@ its root, its device nodes, its cgroup limits; and how the cgroup v2 probe reads
 
 from __future__ import annotations
 
+import errno
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,6 +162,85 @@ def test_a_path_leading_through_a_link_names_where_it_really_leads(tmp_path: Pat
     assert pod_init.link_on_the_way(str(real / "l")) == str(elsewhere)
     # Below `within` only: a link above it (the worker directory's own path) is the runtime's business.
     assert pod_init.link_on_the_way(str(real / "l" / "x"), within=str(real / "l")) is None
+
+
+@pytest.mark.parametrize("openat2", [True, False], ids=["openat2", "one-step-per-component"])
+def test_a_path_is_opened_and_made_beneath_its_root_never_through_a_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openat2: bool
+) -> None:
+    if not openat2:  # what a kernel before 5.6 gets
+        monkeypatch.setattr(pod_init, "_openat2", lambda dir_fd, relative: None)
+    real, elsewhere = tmp_path / "real", tmp_path / "elsewhere"
+    (real / "sub").mkdir(parents=True)
+    elsewhere.mkdir()
+    (real / "l").symlink_to(elsewhere)
+    root = str(tmp_path)
+
+    fd = pod_init.open_beneath(root, str(real / "sub"))
+    assert os.path.samestat(os.fstat(fd), (real / "sub").stat())
+    os.close(fd)
+    for through_a_link in (real / "l", real / "l" / "x"):
+        with pytest.raises(OSError, match="symbolic link") as refused:
+            pod_init.open_beneath(root, str(through_a_link))
+        assert refused.value.errno == errno.ELOOP
+        with pytest.raises(OSError, match="symbolic link") as refused:
+            pod_init.make_beneath(root, str(through_a_link / "new"))
+        assert refused.value.errno == errno.ELOOP
+    with pytest.raises(pod_init.SetupError):
+        pod_init.open_beneath(str(real), str(elsewhere))  # not below its root
+    fd, made = pod_init.make_beneath(root, str(real / "new" / "dir"))
+    os.close(fd)
+    assert made
+    assert (real / "new" / "dir").is_dir()
+    fd, made = pod_init.make_beneath(root, str(real / "new" / "dir"))
+    os.close(fd)
+    assert not made  # it existed: whoever made it keeps it
+    assert list(elsewhere.iterdir()) == []
+
+
+FILTERED = """
+import ctypes, errno, os, tempfile, threading
+from rlark_tunnel_agent.runtime.local import pod_init
+
+libc = ctypes.CDLL(None, use_errno=True)
+pod_init._libc.prctl(pod_init.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+pod_init.SyscallFilter().load()
+
+def errno_of(result):
+    return "ok" if result >= 0 else errno.errorcode[ctypes.get_errno()]
+
+print("unshare user", errno_of(libc.unshare(0x10000000)))
+print("unshare mount", errno_of(libc.unshare(0x00020000)))
+print("unshare files", errno_of(libc.unshare(0x00000400)))
+print("clone3", errno_of(libc.syscall(435, None, 0)))
+print("mount", errno_of(libc.mount(b"none", tempfile.mkdtemp().encode(), b"tmpfs", 0, None)))
+found = []
+thread = threading.Thread(target=lambda: found.append("ran"))
+thread.start()
+thread.join()
+print("thread", found[0])
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+print("fork", os.waitpid(pid, 0)[1])
+"""
+
+
+def test_the_syscall_filter_refuses_namespaces_and_mounts_and_keeps_threads_and_processes() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", FILTERED], capture_output=True, text=True, timeout=60, check=False
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert dict(line.rsplit(" ", 1) for line in done.stdout.splitlines()) == {
+        "unshare user": "EPERM",
+        "unshare mount": "EPERM",
+        "unshare files": "ok",  # no namespace: allowed
+        "clone3": "ENOSYS",  # the C library then falls back to clone, whose flags the filter reads
+        "mount": "EPERM",
+        "thread": "ran",
+        "fork": "0",
+    }
 
 
 def test_chown_tree_never_follows_a_link_top_or_inside(tmp_path: Path) -> None:

@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hashlib
 import os
 import shutil
@@ -161,7 +162,7 @@ from rlark_tunnel_agent.runtime.local.pod import (
     pod_plan,
     process_mode_refusal,
 )
-from rlark_tunnel_agent.runtime.local.pod_init import link_on_the_way
+from rlark_tunnel_agent.runtime.local.pod_init import link_on_the_way, make_beneath
 from rlark_tunnel_agent.runtime.local.usage import node_observations
 from rlark_tunnel_agent.runtime.markers import apply_exit, apply_marker, parse_marker_line
 
@@ -851,7 +852,6 @@ class LocalDriver:
             shutil.copy2(BOOTSTRAP_DIR / name, wdir / "bootstrap" / name)
             os.chmod(wdir / "bootstrap" / name, 0o644)
         uid = worker.record.uid
-        made: list[Path] = []
         for name, text in self.worker_contract(worker.record).files.items():
             _write_atomically(wdir / "scripts" / name, text, 0o600 if uid is None else 0o640, gid=uid)
         mount_links: dict[Path, str] = {}  # fs/<target> → its hostPath source (the driver's own links)
@@ -866,9 +866,7 @@ class LocalDriver:
                     raise ValueError(f"hostPath source must be absolute: {mount.source!r}")
                 _refuse_links(mount.source)
                 if not source.exists():
-                    source.mkdir(parents=True, exist_ok=True)
-                    _refuse_links(mount.source)  # a link swapped in meanwhile: give nothing away
-                    made.append(source)  # made for this job: its user's (`_hand_over`)
+                    _make_host_source(mount.source, uid)
                 target.symlink_to(source, target_is_directory=source.is_dir())
             else:
                 target.mkdir(parents=True, exist_ok=True)
@@ -881,12 +879,13 @@ class LocalDriver:
         else:
             self._prepare_pod(worker)
         if uid is not None:
-            self._hand_over(worker, uid, made)
+            self._hand_over(worker, uid)
         self._write_record(worker)
 
-    def _hand_over(self, worker: _Worker, uid: int, made: list[Path]) -> None:
-        """Give the worker's user what it writes — home, work, fs, run, its Ray temp dir, hostPath sources the
-        driver made — and let it read (group) what it runs; the rest of its directory stays root's."""
+    def _hand_over(self, worker: _Worker, uid: int) -> None:
+        """Give the worker's user what it writes — home, work, fs, run, its Ray temp dir (hostPath sources the
+        driver made are its already, `_make_host_source`) — and let it read (group) what it runs; the rest of
+        its directory stays root's."""
         wdir = worker.dir
         for path in (wdir, wdir / "scripts", wdir / "ssh"):
             if path.exists():
@@ -900,8 +899,6 @@ class LocalDriver:
             Path(worker.record.ray_temp_dir),
         ):
             _chown_tree(top, uid)
-        for source in made:
-            _chown_tree(source, uid)
 
     def _prepare_pod(self, worker: _Worker) -> None:
         """The files and directories `pod_init.py` binds, and its plan (see `pod.py`)."""
@@ -1408,6 +1405,27 @@ def _refuse_links(source: str) -> None:
             f"hostPath source {source!r} leads through a symbolic link to {real!r}; links in hostPath "
             "sources are not followed (an admin allows the real path)"
         )
+
+
+def _make_host_source(source: str, uid: int | None) -> None:
+    """Make the missing hostPath ``source`` (missing parents too, root's) one component at a time without
+    following a link (`pod_init.make_beneath`), and give it to the job's user (``uid``) through its descriptor
+    when this call made it. A job that can write under the allowed prefix may swap a directory on the way for
+    a link at any moment: the step then fails, and nothing is made or handed over where the link leads."""
+    try:
+        fd, made = make_beneath("/", source)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise ValueError(
+            f"hostPath source {source!r} leads through a symbolic link; links in hostPath sources are not "
+            "followed (an admin allows the real path)"
+        ) from None
+    try:
+        if made and uid is not None:
+            os.chown(f"/proc/self/fd/{fd}", uid, uid)  # the descriptor's own directory, not the path again
+    finally:
+        os.close(fd)
 
 
 def _refuse_links_below(path: Path, wdir: Path, mount_links: dict[Path, str]) -> None:
