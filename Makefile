@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 
-.PHONY: help setup prereqs run stop status test test-web test-fast screenshots lint format bench clean
+.PHONY: help setup prereqs run stop status test test-web test-fast screenshots lint format bench gpu-check-wheels clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -57,6 +57,14 @@ format: ## Apply ruff's fixes and formatting
 
 bench: setup ## Run the benchmarks and print them against their baselines and targets
 	@$(UV) run python -m rlark_devinfra.bench $(BENCH_ARGS)
+
+gpu-check-wheels: setup ## Fetch into .whl/ the Python 3.12 wheels scripts/gpu-check carries to a lent GPU machine (docs/gpu-checks); print the carried size
+	@rm -rf .whl && mkdir -p .whl
+	@$(UV) run python scripts/gpu-check --requirements > .whl/requirements.txt
+	@python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+		--python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 \
+		--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl -r .whl/requirements.txt
+	@$(UV) run python scripts/gpu-check --sizes
 
 clean: stop ## Stop everything and delete this checkout's state (.state/)
 	rm -rf .state
