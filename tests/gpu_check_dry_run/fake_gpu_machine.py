@@ -14,19 +14,22 @@ import os
 import stat
 import subprocess
 import sys
-import tempfile
 
 CONTROL = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 STATE_BYTES = 1024
 
 
 def mount(*args: str) -> None:
-    subprocess.run(["mount", *args], check=True)
+    # --no-canonicalize: a source under /proc/<pid>/fd/ must not be resolved back to the covered path.
+    subprocess.run(["mount", "--no-canonicalize", *args], check=True)
 
 
 def fake_dev(gpus: int, model: str, total_mib: int) -> None:
-    host = tempfile.mkdtemp(prefix="rlark-host-dev-")
-    mount("--rbind", "/dev", host)
+    # The host's /dev stays reachable by a descriptor once covered (as pod_init.py's shadows do): no mount
+    # point of its own is left behind in the host's file system.
+    null = os.stat("/dev/null").st_rdev
+    handle = os.open("/dev", os.O_PATH | os.O_DIRECTORY)
+    host = f"/proc/{os.getpid()}/fd/{handle}"
     mount("-t", "tmpfs", "-o", "mode=755", "rlark-fake-dev", "/dev")
     for name in sorted(os.listdir(host)):
         source, target = os.path.join(host, name), os.path.join("/dev", name)
@@ -43,7 +46,6 @@ def fake_dev(gpus: int, model: str, total_mib: int) -> None:
                 mount("--bind", source, target)
         except (OSError, subprocess.CalledProcessError) as exc:  # an odd entry of some machine's /dev
             print(f"fake_gpu_machine: /dev/{name} left out: {exc}", file=sys.stderr)
-    null = os.stat("/dev/null").st_rdev
     for name in CONTROL:
         os.mknod(f"/dev/{name}", 0o666 | stat.S_IFCHR, null)
         os.chmod(f"/dev/{name}", 0o666)  # noqa: S103 - as the real nodes are
