@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from rlark_contracts.messages import render, text
 from rlark_platform.messaging import KafkaAccess
 from test_gateway_ssh_relay import Relayed, relay_gateway
 from websockets.asyncio.client import connect
@@ -157,6 +158,36 @@ async def test_the_agents_refusal_keeps_its_status_and_code(relayed: Relayed) ->
         got = await c.get(f"/api/v1/jobs/{job_id}/outputs/download", params={"path": "/data/out/shadow"})
     assert got.status_code == 403
     assert got.json()["error"]["code"] == "output_link_refused"
+
+
+async def test_a_download_over_the_agents_limit_is_a_413_naming_the_setting_in_the_users_language(
+    relayed: Relayed,
+) -> None:
+    _, token, job_id = await own_job(relayed)
+    params = {
+        "path": "/data/out/big.img",
+        "size": 20 << 30,
+        "limit": 2 << 30,
+        "setting": "RLARK_FILES_MAX_DOWNLOAD_BYTES",
+    }
+
+    def answer(order: dict[str, Any]) -> Answer:
+        said = text("download_too_large", **params)
+        head = {"ok": False, "status": 413, "code": "download_too_large", "message": said, **said.wire()}
+        return head, [], 1000
+
+    async with files_agent(relayed, answer), client(relayed, token) as c:
+        got = await c.get(f"/api/v1/jobs/{job_id}/outputs/download", params={"path": "/data/out/big.img"})
+    assert got.status_code == 413
+    error = got.json()["error"]
+    assert (error["code"], error["field"], error["message_key"], error["params"]) == (
+        "download_too_large",
+        "path",
+        "download_too_large",
+        params,
+    )
+    assert "RLARK_FILES_MAX_DOWNLOAD_BYTES" in error["message"]
+    assert "RLARK_FILES_MAX_DOWNLOAD_BYTES" in render(error["message_key"], error["params"], "zh-CN")
 
 
 async def test_another_users_job_is_not_found_and_no_agent_hears_of_it(relayed: Relayed) -> None:

@@ -15,7 +15,8 @@ Wire, one request per TCP connection (lines are JSON, at most ``LINE_BYTES``):
 1. server → agent: ``{"nonce": <hex>}`` (fresh random bytes per connection);
 2. agent → server: the request with ``"proof"``: hex HMAC-SHA256(secret, nonce ‖ "\\n" ‖ the request's
    canonical JSON without the proof) — the secret never travels and a proof is good for one connection
-   and one request. ``{"op": "files", "action": "list"|"download", "path"}`` or ``{"op": "tensorboard"}``;
+   and one request. ``{"op": "files", "action": "list"|"download", "path", "max_bytes"}`` (the agent's
+   download limit) or ``{"op": "tensorboard"}``;
 3. server → agent: the head (``files.answer``'s, or ``{"ok": false, "status", "code", "message"}``);
 4. files: the content in frames (4-byte big-endian length, then the bytes), ended by an empty frame — a
    connection that closes before it was cut; tensorboard: after ``{"ok": true}`` the connection is
@@ -52,7 +53,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from rlark_contracts.relay import RELAY_FRAME_BYTES
 
-from rlark_tunnel_agent.agent.files import FilesRefused, answer
+from rlark_tunnel_agent.agent.files import DEFAULT_MAX_DOWNLOAD_BYTES, FilesRefused, answer
 from rlark_tunnel_agent.agent.tensorboards import TensorBoards, TensorBoardUnavailable
 from rlark_tunnel_agent.runtime.driver import OutputRoot
 from rlark_tunnel_agent.runtime.kubernetes.manifests import FILES_SECRET_ENV as SECRET_ENV
@@ -184,7 +185,7 @@ class FilesServer:
 
     async def _files(self, order: dict[str, Any], writer: asyncio.StreamWriter) -> None:
         try:
-            head, body = await answer(self.roots, order)
+            head, body = await answer(self.roots, order, max_download_bytes(order))
         except FilesRefused as exc:
             log.info("files refused", code=exc.code)
             writer.write(line(exc.head()))
@@ -283,6 +284,15 @@ async def _pipe_both(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def max_download_bytes(order: dict[str, Any]) -> int:
+    """The download limit the agent sent with ``order`` (its ``RLARK_FILES_MAX_DOWNLOAD_BYTES``), else the
+    default; ``ValueError`` for one that is not a positive integer."""
+    limit = order.get("max_bytes", DEFAULT_MAX_DOWNLOAD_BYTES)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ValueError(f"max_bytes: {limit!r} is not a positive integer")
+    return limit
 
 
 def roots_from_json(text: str) -> list[OutputRoot]:

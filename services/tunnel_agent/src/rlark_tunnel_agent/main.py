@@ -89,6 +89,7 @@ def build_agent(settings: TunnelAgentSettings) -> Agent:
         observe_interval_s=settings.observe_interval_s,
         tensorboard_idle_s=settings.tensorboard_idle_s,
         usage_interval_s=settings.usage_interval_s,
+        max_download_bytes=settings.files_max_download_bytes,
         durable=make_durable_store(settings),
         tunnels=TunnelOptions(
             listen_host=settings.tunnel_listen_host,

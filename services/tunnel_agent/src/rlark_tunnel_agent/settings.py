@@ -8,6 +8,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from rlark_platform.settings import ServiceSettings
 
+from rlark_tunnel_agent.agent.files import DEFAULT_MAX_DOWNLOAD_BYTES
+
 
 class TunnelAgentSettings(ServiceSettings):
     service_name: str = "tunnel-agent"
@@ -112,4 +114,12 @@ class TunnelAgentSettings(ServiceSettings):
     )
     tensorboard_idle_s: float = Field(
         default=600.0, gt=0, description="A job's TensorBoard server nobody asked for this long is stopped"
+    )
+    files_max_download_bytes: int = Field(
+        default=DEFAULT_MAX_DOWNLOAD_BYTES,
+        ge=1,
+        description=(
+            "The largest output download this agent sends (a file's apparent size, a directory's files "
+            "together; 2 GiB by default); more is refused 413 download_too_large"
+        ),
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rlark_tunnel_agent.agent.files import FilesRefused, answer, list_outputs
+from rlark_tunnel_agent.agent.files import DEFAULT_MAX_DOWNLOAD_BYTES, FilesRefused, answer, list_outputs
 from rlark_tunnel_agent.runtime.driver import Mount, MountType, OutputRoot, WorkerSpec
 from rlark_tunnel_agent.runtime.local.pod import host_location
 
@@ -170,3 +170,62 @@ def test_a_listing_of_long_nested_names_stops_at_its_byte_budget(worker_dir: Pat
     files, truncated = list_outputs(roots(worker_dir), path_bytes=3000)
     assert truncated is True
     assert sum(len(f["path"]) for f in files) <= 3000
+
+
+async def test_a_sparse_file_over_the_limit_is_refused_by_its_apparent_size_naming_the_setting(
+    worker_dir: Path,
+) -> None:
+    sparse = worker_dir / "fs/data/out/sparse.img"
+    sparse.touch()
+    os.truncate(sparse, 20 << 30)  # 20 GiB that take no disk: they would stream whole
+    with pytest.raises(FilesRefused) as refused:
+        await answer(roots(worker_dir), {"action": "download", "path": "/data/out/sparse.img"})
+    assert DEFAULT_MAX_DOWNLOAD_BYTES == 2 << 30
+    assert (refused.value.status, refused.value.code) == (413, "download_too_large")
+    head = refused.value.head()
+    assert head["params"] == {
+        "path": "/data/out/sparse.img",
+        "size": 20 << 30,
+        "limit": DEFAULT_MAX_DOWNLOAD_BYTES,
+        "setting": "RLARK_FILES_MAX_DOWNLOAD_BYTES",
+    }
+    assert "RLARK_FILES_MAX_DOWNLOAD_BYTES" in head["message"]
+
+
+async def test_a_file_at_the_limit_comes_whole_and_a_directory_over_it_is_refused(worker_dir: Path) -> None:
+    size = 300_000
+    head, body = await answer(
+        roots(worker_dir), {"action": "download", "path": "/data/out/ckpt/model.bin"}, size
+    )
+    assert head["size"] == size
+    assert len(b"".join([chunk async for chunk in body])) == size
+    with pytest.raises(FilesRefused) as refused:
+        await answer(roots(worker_dir), {"action": "download", "path": "/data/out"}, size)
+    assert (refused.value.status, refused.value.code) == (413, "download_too_large")
+    assert refused.value.head()["params"]["size"] > size
+
+
+def append(path: Path, count: int) -> None:
+    """The job writing on: ``count`` more bytes at the end of ``path``."""
+    with path.open("ab") as grown:
+        grown.write(os.urandom(count))
+
+
+async def test_a_file_that_grows_after_its_head_is_sent_up_to_the_size_announced(worker_dir: Path) -> None:
+    model = worker_dir / "fs/data/out/ckpt/model.bin"
+    head, body = await answer(roots(worker_dir), {"action": "download", "path": "/data/out/ckpt/model.bin"})
+    append(model, 500_000)
+    data = b"".join([chunk async for chunk in body])
+    assert len(data) == head["size"] == 300_000
+    assert data == model.read_bytes()[:300_000]
+
+
+async def test_a_tar_whose_files_grew_past_the_limit_is_cut(worker_dir: Path) -> None:
+    limit = 400_000  # above the 300,009 bytes counted before the head
+    head, body = await answer(roots(worker_dir), {"action": "download", "path": "/data/out"}, limit)
+    assert head["kind"] == "dir"
+    append(worker_dir / "fs/data/out/ckpt/model.bin", 200_000)
+    with pytest.raises(FilesRefused) as cut:
+        async for _ in body:
+            pass
+    assert cut.value.code == "download_too_large"

@@ -56,3 +56,10 @@ def test_the_kubernetes_agent_listens_for_sidecars_where_its_service_points(
         listen_port=9106, advertise_host="agent.ns.svc", advertise_port=8106
     )
     assert _agent(monkeypatch, RUNTIME="kubernetes", TUNNELS="false")._sidecar_options is None
+
+
+def test_the_download_limit_comes_from_the_environment_with_a_2_gib_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert _agent(monkeypatch)._max_download_bytes == 2 << 30
+    assert _agent(monkeypatch, FILES_MAX_DOWNLOAD_BYTES="1048576")._max_download_bytes == 1 << 20

@@ -210,3 +210,12 @@ def test_the_sidecar_refuses_to_start_without_its_secret(monkeypatch: pytest.Mon
     monkeypatch.setenv("RLARK_FILES_SECRET", SECRET)
     with pytest.raises(SystemExit, match="--roots"):
         files_server.main(["--port", "1", "--job", "job-1", "--roots", "{not json"])
+
+
+async def test_the_sidecar_refuses_a_download_over_the_limit_the_agent_sent(endpoint: FilesEndpoint) -> None:
+    order = {"action": "download", "path": "/ckpt/out/sub/b.bin", "max_bytes": 299_999}
+    with pytest.raises(FilesRefused) as refused:
+        await pod_files.answer(endpoint, order)
+    assert (refused.value.status, refused.value.code) == (413, "download_too_large")
+    head, _ = await pod_files.answer(endpoint, {**order, "max_bytes": 300_000})
+    assert head["size"] == 300_000

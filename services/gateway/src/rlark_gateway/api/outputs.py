@@ -207,6 +207,7 @@ async def list_outputs(job_id: str, principal: PrincipalDep, gw: GatewayDep) -> 
     responses={
         200: {"content": {"application/octet-stream": {}, "application/x-tar": {}}},
         **error_responses(400, 401, 403, 404, 429, 501, 502, 503, 504),
+        413: {**error_responses(413)[413], "description": "Over the agent's download limit"},
     },
 )
 async def download(
@@ -221,7 +222,10 @@ async def download(
         str | None, Query(max_length=256, description="Worker id or ROLE-INDEX (optional for one worker)")
     ] = None,
 ) -> StreamingResponse:
-    """One file of your job's outputs, or a directory as a tar stream, from the worker's cluster agent."""
+    """One file of your job's outputs, or a directory as a tar stream, from the worker's cluster agent.
+
+    413 ``download_too_large`` when it is over the agent's limit (``RLARK_FILES_MAX_DOWNLOAD_BYTES``, 2 GiB
+    by default; a sparse file counts by its apparent size)."""
     job = await job_as_caller(gw, principal, job_id)
     try:
         target = pick_output_worker(job, worker)

@@ -10,9 +10,12 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 from urllib.parse import quote
+
+from rlark_contracts.messages import Text
 
 from rlark_gateway.domain.relay import RelayRefused, RelayTarget, worker_names
 
@@ -59,14 +62,21 @@ def manifest_files(job: dict[str, Any], worker_id: str) -> tuple[list[dict[str, 
 
 
 def refused(head: dict[str, Any]) -> RelayRefused | None:
-    """The agent's refusal in a files head, or None when it answered."""
+    """The agent's refusal in a files head, or None when it answered. A refusal the agent said as a catalogue
+    sentence (``message_key`` and ``params``, ADR 0011: a download over its limit) stays one, so the user
+    reads it in their language; an unknown key or odd parameters leave the agent's English."""
     if head.get("ok") is True:
         return None
     status = int(head.get("status") or 502)
+    message: str = str(head.get("message") or "the agent could not answer")
+    key, params = head.get("message_key"), head.get("params")
+    if isinstance(key, str) and isinstance(params, dict):
+        with contextlib.suppress(KeyError):
+            message = Text(key, {str(k): v for k, v in params.items() if isinstance(v, str | int)})
     return RelayRefused(
         status if 400 <= status < 600 else 502,
         str(head.get("code") or "files_failed"),
-        str(head.get("message") or "the agent could not answer"),
+        message,
         "path",
     )
 

@@ -13,6 +13,12 @@ The agent reads as root, so from the output down it applies the job's user's mod
 link to a root file where ``fs.protected_hardlinks`` is off — is refused (403 ``output_not_readable``) and
 left out of listings and tars. (Directories above the output are not checked; ACLs are not read.)
 
+Size: a download is at most ``max_bytes`` (the agent's ``RLARK_FILES_MAX_DOWNLOAD_BYTES``, default
+:data:`DEFAULT_MAX_DOWNLOAD_BYTES`): a file by its apparent size (``st_size``: a sparse file streams whole, so
+it counts whole), a directory by its files' sizes together, walked before the head; more is refused 413
+``download_too_large`` naming the setting. A file is sent up to the size its head announced (one that grows
+meanwhile is not followed), and a tar whose files grew past the limit while it was written is cut.
+
 Concurrency: file reads and the tar writer run in threads; they hand chunks to the event loop through a
 bounded queue (``QUEUE_CHUNKS`` of at most ``RELAY_FRAME_BYTES``), and the sender awaits each WebSocket
 send, so memory stays flat whatever the size. :class:`FilesRefused` carries an HTTP status and a stable
@@ -34,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from rlark_contracts.messages import said, text
 from rlark_contracts.relay import FILES_DOWNLOAD, FILES_LIST, FILES_LIST_LIMIT, RELAY_FRAME_BYTES
 
 from rlark_tunnel_agent.runtime.driver import OutputRoot
@@ -47,6 +54,12 @@ directories costs the agent a bounded walk, not one as deep as the job made it."
 LIST_PATH_BYTES = 8 << 20
 """The most bytes of paths one listing holds: a job's deeply nested, long names cost bounded memory here and
 in the gateway that reads the listing whole."""
+
+DEFAULT_MAX_DOWNLOAD_BYTES = 2 << 30
+"""2 GiB: the largest download unless the agent's ``RLARK_FILES_MAX_DOWNLOAD_BYTES`` says otherwise. Bigger
+results (checkpoints) are copied with scp or rsync while the job runs (``rlark ssh-config``) or written to
+object storage."""
+MAX_DOWNLOAD_SETTING = "RLARK_FILES_MAX_DOWNLOAD_BYTES"
 
 Reader = tuple[int, int] | None
 """The job's (uid, gid) whose mode bits apply, or None: the agent's own rights (``OutputRoot.reader``)."""
@@ -68,14 +81,31 @@ def _wants(st: os.stat_result) -> int:
 
 
 class FilesRefused(Exception):
-    """Why a listing or a download is refused: an HTTP status, a stable code, a sentence."""
+    """Why a listing or a download is refused: an HTTP status, a stable code, a sentence (a catalogue
+    :class:`Text` travels with its key and parameters, so the gateway can have it said in the user's
+    language, ADR 0011)."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message
 
     def head(self) -> dict[str, Any]:
-        return {"ok": False, "status": self.status, "code": self.code, "message": self.message}
+        return {
+            "ok": False,
+            "status": self.status,
+            "code": self.code,
+            "message": self.message,
+            **said(self.message),
+        }
+
+
+def too_large(shown: str, size: int, max_bytes: int) -> FilesRefused:
+    """The refusal of a download of ``size`` bytes (or more) over ``max_bytes``."""
+    return FilesRefused(
+        413,
+        "download_too_large",
+        text("download_too_large", path=shown, size=size, limit=max_bytes, setting=MAX_DOWNLOAD_SETTING),
+    )
 
 
 @dataclass(frozen=True)
@@ -303,22 +333,40 @@ def _stream(work: Any) -> AsyncIterator[bytes]:
     return _drain(chunks, thread)
 
 
-def file_chunks(fd: int) -> AsyncIterator[bytes]:
-    """The bytes of the open regular file ``fd`` (closed when done)."""
+def file_chunks(fd: int, size: int) -> AsyncIterator[bytes]:
+    """The first ``size`` bytes (what the head announced) of the open regular file ``fd`` (closed when done)."""
 
     def read(chunks: _Chunks) -> None:
+        left = size
         with os.fdopen(fd, "rb", buffering=0) as handle:
-            while data := handle.read(RELAY_FRAME_BYTES):
+            while left > 0 and (data := handle.read(min(RELAY_FRAME_BYTES, left))):
+                left -= len(data)
                 chunks.put(data)
 
     return _stream(read)
 
 
-def tar_chunks(fd: int, name: str, reader: Reader = None) -> AsyncIterator[bytes]:
+def tree_bytes(fd: int, reader: Reader = None, stop_above: int | None = None) -> int:
+    """The apparent size of the regular files below the open directory ``fd`` that ``reader`` may read (what
+    its tar holds), counted until it passes ``stop_above``."""
+    total = 0
+    for entry in _walk(fd, "", reader):
+        if entry.child is None:
+            total += entry.st.st_size
+            if stop_above is not None and total > stop_above:
+                break
+    return total
+
+
+def tar_chunks(
+    fd: int, name: str, reader: Reader = None, max_bytes: int = DEFAULT_MAX_DOWNLOAD_BYTES
+) -> AsyncIterator[bytes]:
     """The open directory ``fd`` as a tar stream under ``name/`` (closed when done): directories and regular
-    files ``reader`` may read, walked without following links."""
+    files ``reader`` may read, walked without following links; cut (``FilesRefused``) when its files grew past
+    ``max_bytes`` since they were counted."""
 
     def write(chunks: _Chunks) -> None:
+        total = 0
         try:
             with tarfile.open(fileobj=chunks, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
                 tar.addfile(_info(name, os.fstat(fd)))
@@ -335,6 +383,9 @@ def tar_chunks(fd: int, name: str, reader: Reader = None) -> AsyncIterator[bytes
                         st = os.fstat(handle.fileno())
                         if not stat.S_ISREG(st.st_mode) or not may(reader, st, MAY_READ):
                             continue
+                        total += st.st_size
+                        if total > max_bytes:
+                            raise too_large(name, total, max_bytes)
                         info.size = st.st_size
                         tar.addfile(info, handle)
         finally:
@@ -366,9 +417,10 @@ async def _lines(files: list[dict[str, Any]]) -> AsyncIterator[bytes]:
 
 
 async def answer(
-    roots: list[OutputRoot], order: dict[str, Any]
+    roots: list[OutputRoot], order: dict[str, Any], max_bytes: int = DEFAULT_MAX_DOWNLOAD_BYTES
 ) -> tuple[dict[str, Any], AsyncIterator[bytes]]:
-    """The files head and the content for a ``files`` order over ``roots``; ``FilesRefused`` saying why not."""
+    """The files head and the content for a ``files`` order over ``roots``; ``FilesRefused`` saying why not
+    (413 ``download_too_large`` for a download over ``max_bytes``)."""
     action = order.get("action")
     if action == FILES_LIST:
         files, truncated = await asyncio.to_thread(list_outputs, roots)
@@ -378,8 +430,17 @@ async def answer(
     path = str(order.get("path") or "")
     located = locate(roots, path)
     fd = await asyncio.to_thread(open_output, located, path)
-    st = os.fstat(fd)
+    try:
+        st = os.fstat(fd)
+        directory = stat.S_ISDIR(st.st_mode)
+        reader = located.root.reader
+        size = await asyncio.to_thread(tree_bytes, fd, reader, max_bytes) if directory else st.st_size
+        if size > max_bytes:
+            raise too_large(path, size, max_bytes)
+    except BaseException:
+        os.close(fd)
+        raise
     name = PurePosixPath(path).name or "outputs"
-    if stat.S_ISDIR(st.st_mode):
-        return {"ok": True, "kind": "dir", "name": name}, tar_chunks(fd, name, located.root.reader)
-    return {"ok": True, "kind": "file", "name": name, "size": st.st_size}, file_chunks(fd)
+    if directory:
+        return {"ok": True, "kind": "dir", "name": name}, tar_chunks(fd, name, reader, max_bytes)
+    return {"ok": True, "kind": "file", "name": name, "size": size}, file_chunks(fd, size)

@@ -66,7 +66,7 @@ from rlark_platform.messaging import create_producer
 
 from rlark_tunnel_agent.agent import checkpoints, pod_files
 from rlark_tunnel_agent.agent.durable import DurableStore
-from rlark_tunnel_agent.agent.files import FilesRefused
+from rlark_tunnel_agent.agent.files import DEFAULT_MAX_DOWNLOAD_BYTES, FilesRefused
 from rlark_tunnel_agent.agent.lease import LeaseAnswer, LeaseTerm, holder_id, poll_interval, request_lease
 from rlark_tunnel_agent.agent.metrics import AGENT_METRICS, CONSUMED, AgentView
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
@@ -150,6 +150,7 @@ class Agent:
         sidecars: SidecarOptions | None = None,
         tensorboard_idle_s: float = 600.0,
         usage_interval_s: float = 15.0,
+        max_download_bytes: int = DEFAULT_MAX_DOWNLOAD_BYTES,
         take_lease: TakeLease | None = None,
         durable: Callable[[str], DurableStore] | None = None,
     ) -> None:
@@ -177,6 +178,8 @@ class Agent:
         self._sidecar_options = sidecars
         self.tensorboards = TensorBoards(tensorboard_idle_s)
         """TensorBoard servers started on demand for the gateway's proxy (issue 15.4)."""
+        self._max_download_bytes = max_download_bytes
+        """The largest output download the agent sends (``RLARK_FILES_MAX_DOWNLOAD_BYTES``, ``files.py``)."""
         self.tunnels: DomainTunnels | None = None
         self.sidecars: PodSidecars | None = None
         self.names = TopicNames()
@@ -329,6 +332,7 @@ class Agent:
                 SERVICE_RAY_DASHBOARD: self._ray_dashboard_endpoint,
             },
             files=self._pod_files if isinstance(self.driver, rt.ReachesFilesServer) else None,
+            max_download_bytes=self._max_download_bytes,
         )
         tasks.append(asyncio.create_task(self.ssh_link.run(self._stopping), name="ssh-link"))
         tasks.append(asyncio.create_task(self.tensorboards.reap(self._stopping), name="tensorboards"))

@@ -4,7 +4,8 @@ Role: where the runtime keeps a worker's files beside it (``runtime.driver.Reach
 Kubernetes pod's volumes), the agent answers a ``files`` order and a TensorBoard relay by asking that pod's
 files server (``rlark_tunnel_agent.files_server``; the wire is described there) at the address the runtime
 names, proving the worker's secret for one request per connection. :func:`answer` gives the same head and
-content as ``files.answer`` does on the agent's own machine, so ``ssh_link`` sends them the same way; a
+content as ``files.answer`` does on the agent's own machine (under the agent's download limit, sent along
+as ``max_bytes``), so ``ssh_link`` sends them the same way; a
 content the server cuts raises mid-way (the relay then closes with 1011). :func:`open_tensorboard` returns
 the connection, handshake done, for ``ssh_link`` to relay as it relays an sshd's.
 
@@ -19,7 +20,7 @@ from typing import Any
 
 from rlark_contracts.relay import TENSORBOARD_START_S
 
-from rlark_tunnel_agent.agent.files import FilesRefused
+from rlark_tunnel_agent.agent.files import DEFAULT_MAX_DOWNLOAD_BYTES, FilesRefused
 from rlark_tunnel_agent.agent.ssh_link import Connected
 from rlark_tunnel_agent.files_server import (
     LINE_BYTES,
@@ -80,7 +81,12 @@ async def answer(
 ) -> tuple[dict[str, Any], AsyncIterator[bytes]]:
     """The files head and content of ``order`` from the worker's files server; ``FilesRefused`` saying why
     not (the server's own refusal, or 502 ``worker_unreachable``)."""
-    request = {"op": OP_FILES, "action": order.get("action"), "path": order.get("path") or ""}
+    request = {
+        "op": OP_FILES,
+        "action": order.get("action"),
+        "path": order.get("path") or "",
+        "max_bytes": int(order.get("max_bytes") or DEFAULT_MAX_DOWNLOAD_BYTES),
+    }
     try:
         reader, writer, head = await _request(endpoint, request, FILES_HEAD_TIMEOUT_S)
     except PodFilesError as exc:

@@ -45,7 +45,7 @@ from rlark_contracts.relay import (
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from rlark_tunnel_agent.agent.files import FilesRefused, answer
+from rlark_tunnel_agent.agent.files import DEFAULT_MAX_DOWNLOAD_BYTES, FilesRefused, answer
 from rlark_tunnel_agent.runtime.driver import OutputRoot
 
 log = structlog.get_logger(__name__)
@@ -88,6 +88,7 @@ class SshLink:
         services: dict[str, Resolve] | None = None,
         *,
         files: Files | None = None,
+        max_download_bytes: int = DEFAULT_MAX_DOWNLOAD_BYTES,
         max_backoff_s: float = 30.0,
     ) -> None:
         self._url = gateway_url
@@ -95,6 +96,9 @@ class SshLink:
         self._resolve = resolve
         self._outputs = outputs
         self._files_answer = files
+        self._max_download_bytes = max_download_bytes
+        """The largest download this agent sends (``RLARK_FILES_MAX_DOWNLOAD_BYTES``); a pod's files server
+        gets it with each order (``max_bytes``)."""
         self._services = services or {}
         self._max_backoff_s = max_backoff_s
         self._relays: set[asyncio.Task[None]] = set()
@@ -190,12 +194,13 @@ class SshLink:
         self, ws: ClientConnection, job_id: str, worker_id: str, order: dict[str, Any]
     ) -> None:
         try:
+            limit = self._max_download_bytes
             if self._files_answer is not None:
-                head, body = await self._files_answer(job_id, worker_id, order)
+                head, body = await self._files_answer(job_id, worker_id, {**order, "max_bytes": limit})
             elif self._outputs is None:
                 raise FilesRefused(501, "outputs_not_supported", "this agent serves no output files")
             else:
-                head, body = await answer(await self._outputs(job_id, worker_id), order)
+                head, body = await answer(await self._outputs(job_id, worker_id), order, limit)
         except FilesRefused as exc:
             log.info("files refused", code=exc.code)
             await ws.send(json.dumps(exc.head()))
