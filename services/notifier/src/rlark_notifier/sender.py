@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from rlark_notifier.domain import OutgoingRequest, UrlPolicy, address_allowed, truncate
+from rlark_notifier.domain import OutgoingRequest, UrlPolicy, address_allowed, literal_address, truncate
 
 MAX_ANSWER_BYTES = 4096
 
@@ -45,11 +45,8 @@ class HttpSender:
     async def _refused_address(self, url: str) -> str | None:
         parts = urlsplit(url)
         host = parts.hostname or ""
-        try:
-            literal = ipaddress.ip_address(host)
-        except ValueError:
-            pass
-        else:  # nothing to resolve
+        literal = literal_address(host)
+        if literal is not None:  # nothing to resolve: judged as registration judged it
             why = address_allowed(literal, self._policy)
             return f"{host} is a refused address: {why}" if why else None
         try:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
+import pytest
 from notifier_it_support import Scheduler
 from rlark_devinfra.webhook_receiver import WebhookReceiver
+from rlark_notifier.main import DEFINITION
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService
+from rlark_platform.testing import RunningService, running_service, settings_for
 
 ENDPOINTS = "/api/v1/notifications/endpoints"
 
@@ -85,3 +88,40 @@ async def test_refusals_name_the_field_and_never_echo_a_secret(service: RunningS
             error = answer.json()["error"]
             assert (error["field"], error["code"]) == (field, code), answer.text
             assert "padded-secret-value" not in answer.text
+
+
+@pytest.fixture
+async def strict_service(
+    database_url: str, kafka_bootstrap: str, topic_prefix: str
+) -> AsyncIterator[RunningService]:
+    """The notifier as a deployment runs it by default: https to public addresses only."""
+    settings = settings_for(
+        DEFINITION, database_url=database_url, kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix
+    )
+    async with running_service(DEFINITION, settings) as running:
+        yield running
+
+
+async def test_every_spelling_of_a_loopback_or_metadata_address_is_refused_at_registration(
+    strict_service: RunningService,
+) -> None:
+    hosts = [
+        "127.1",
+        "2130706433",
+        "0x7f000001",
+        "0177.0.0.1",
+        "１２７.０.０.１",
+        "0xa9fea9fe",
+        "[::ffff:127.0.0.1]",
+    ]
+    async with strict_service.client("alice") as alice:
+        for host in hosts:
+            answer = await alice.post(
+                ENDPOINTS, json={"name": "x", "kind": "json", "url": f"https://{host}/hook"}
+            )
+            assert answer.status_code == 422, (host, answer.text)
+            assert (answer.json()["error"]["field"], answer.json()["error"]["code"]) == (
+                "url",
+                "forbidden_address",
+            )
+        assert (await alice.get(ENDPOINTS)).json()["total"] == 0

@@ -10,6 +10,7 @@ from rlark_notifier.domain import (
     NotifierInputError,
     UrlPolicy,
     address_allowed,
+    literal_address,
     validate_job_ids,
     validate_secret,
     validate_states,
@@ -62,6 +63,62 @@ def test_refused_urls_name_the_url_field(url: str, code: str) -> None:
         validate_url(url, UrlPolicy())
     assert (refused.value.code, refused.value.field) == (code, "url")
     assert "pw" not in refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("host", "address"),
+    [
+        ("127.1", "127.0.0.1"),
+        ("127.0.1", "127.0.0.1"),
+        ("2130706433", "127.0.0.1"),
+        ("0x7f000001", "127.0.0.1"),
+        ("0X7F.0x0.0.0x1", "127.0.0.1"),
+        ("0177.0.0.1", "127.0.0.1"),
+        ("0177.1", "127.0.0.1"),
+        ("017700000001", "127.0.0.1"),
+        ("0x7f.1.", "127.0.0.1"),
+        ("１２７.０.０.１", "127.0.0.1"),
+        ("127。0。0。1", "127.0.0.1"),
+        ("０ｘ７ｆ０００００１", "127.0.0.1"),
+        ("0xa9fea9fe", "169.254.169.254"),
+        ("0", "0.0.0.0"),  # noqa: S104  # an address read, not bound
+        ("0x", "0.0.0.0"),  # noqa: S104
+        ("::ffff:7f00:1", "::ffff:7f00:1"),
+        ("1.2.3.4", "1.2.3.4"),
+    ],
+)
+def test_a_host_written_as_a_number_is_the_address_inet_aton_reads(host: str, address: str) -> None:
+    assert literal_address(host) == ipaddress.ip_address(address)
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["example.com", "1.2.3.4.5", "256.1.1.1", "1.16777216", "08.0.0.1", "0xg", "1_0.0.0.1", "+1", "", "1..1"],
+)
+def test_a_host_that_is_no_inet_aton_address_is_a_name_to_resolve(host: str) -> None:
+    assert literal_address(host) is None
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.1",
+        "2130706433",
+        "0x7f000001",
+        "0177.0.0.1",
+        "１２７.０.０.１",
+        "0xa9fea9fe",
+        "０",
+        "ｌｏｃａｌｈｏｓｔ",
+        "10.1",
+    ],
+)
+def test_every_numeric_and_full_width_spelling_of_a_refused_address_is_refused_at_registration(
+    host: str,
+) -> None:
+    with pytest.raises(NotifierInputError) as refused:
+        validate_url(f"https://{host}/hook", UrlPolicy())
+    assert (refused.value.code, refused.value.field) == ("forbidden_address", "url")
 
 
 def test_a_deployment_may_allow_http_and_private_receivers_but_never_link_local() -> None:

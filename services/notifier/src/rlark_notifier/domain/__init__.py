@@ -11,7 +11,7 @@ from rlark_notifier.domain.registration import (
     validate_states,
 )
 from rlark_notifier.domain.sealing import SealError, SecretBox
-from rlark_notifier.domain.urls import UrlPolicy, address_allowed, validate_url
+from rlark_notifier.domain.urls import UrlPolicy, address_allowed, literal_address, validate_url
 
 __all__ = [
     "JOB_STATES",
@@ -27,6 +27,7 @@ __all__ = [
     "SecretBox",
     "UrlPolicy",
     "address_allowed",
+    "literal_address",
     "outcome",
     "render",
     "truncate",
