@@ -19,9 +19,11 @@ from rlark_tunnel_agent.runtime.markers import (
     PeersUnreachable,
     PrepareFailed,
     RayHeadUp,
+    RunExited,
     apply_exit,
     apply_marker,
     format_marker,
+    output_lines,
     parse_marker_line,
 )
 
@@ -59,6 +61,36 @@ def test_a_marker_after_junk_on_the_same_line_is_found() -> None:
 )
 def test_lines_without_a_well_formed_known_marker_yield_none(line: str) -> None:
     assert parse_marker_line(line) is None
+
+
+def test_a_marker_glued_to_a_scripts_last_output_becomes_a_line_of_its_own() -> None:
+    # `printf 'last output'` as a run script's last words: the bootstrap's next marker follows on that line.
+    text, marker = output_lines('last output##rlark {"event":"run_exited","exit_code":0}')
+    assert text == "last output"
+    assert marker == '##rlark {"event":"run_exited","exit_code":0}'
+    assert parse_marker_line(marker) == RunExited(event="run_exited", exit_code=0)
+    # A marker from a newer bootstrap is still a marker line (shipped, hidden), though this agent ignores it.
+    assert output_lines('50%##rlark {"event":"from_a_newer_bootstrap"}')[1].startswith("##rlark ")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "",
+        "plain output from a training script",
+        '##rlark {"event":"run_started"}',  # a marker on its own line already
+        "grep for '##rlark ' to see what the platform reads",  # mentions the prefix, no marker after it
+        "see ##rlark docs",
+        'progress##rlark ["run_started"]',  # no JSON object after the prefix
+    ],
+)
+def test_a_line_without_text_before_a_marker_stays_one_line(line: str) -> None:
+    assert output_lines(line) == [line]
+
+
+def test_the_marker_after_a_mention_of_the_prefix_is_the_one_split_off() -> None:
+    line = 'the ##rlark prefix is ours##rlark {"event":"run_started"}'
+    assert output_lines(line) == ["the ##rlark prefix is ours", '##rlark {"event":"run_started"}']
 
 
 def test_unknown_fields_are_ignored() -> None:

@@ -5,10 +5,15 @@ between whatever the user's scripts print:
 
     ##rlark {"event":"nodes_joined","joined":2,"expected":3}
 
-`parse_marker_line` is tolerant by design: log streams carry arbitrary junk, a user script may
-leave a line without its newline so a marker starts mid-line, and a newer bootstrap may send
-events or fields this agent does not know. Anything that is not a well-formed known marker yields
-`None` (the line is still shipped as an ordinary log line). Unknown fields are ignored.
+`parse_marker_line` is tolerant by design: log streams carry arbitrary junk, and a newer bootstrap
+may send events or fields this agent does not know. Anything that is not a well-formed known marker
+yields `None` (the line is still shipped as an ordinary log line). Unknown fields are ignored.
+
+A run script whose last output has no newline leaves the bootstrap's next marker glued to it
+(`last output##rlark {"event":"run_exited",...}`). Both runtimes pass every stdout line through
+`output_lines` before numbering it: such a line becomes two, the script's text as an ordinary line
+and the marker on a line of its own — read like any marker, and hidden with the others by
+`rlark jobs logs` and the console unless asked for.
 
 `apply_marker` folds a marker into a `WorkerStatus`; it is pure so both runtimes share it. A
 process exit code is authoritative over markers (a script can print a fake marker; it cannot fake
@@ -246,6 +251,25 @@ def parse_marker_line(line: str) -> Marker | None:
         return _MARKER_ADAPTER.validate_python(raw)
     except ValidationError:
         return None
+
+
+def output_lines(line: str) -> list[str]:
+    """The log lines one line of a worker's stdout holds: the line, or — when a marker follows other
+    text on it — that text and the marker (see the module docstring). Text that merely mentions the
+    prefix, without a JSON object after it, stays one line."""
+    start = line.find(MARKER_PREFIX, 1)
+    while start > 0:
+        if _json_object(line[start + len(MARKER_PREFIX) :]):
+            return [line[:start], line[start:]]
+        start = line.find(MARKER_PREFIX, start + 1)
+    return [line]
+
+
+def _json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 def format_marker(event: str, **fields: object) -> str:

@@ -79,7 +79,7 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -123,7 +123,7 @@ from rlark_tunnel_agent.runtime.kubernetes.observe import (
     pod_usage,
     pulling_image,
 )
-from rlark_tunnel_agent.runtime.markers import GpusSampled, apply_marker, parse_marker_line
+from rlark_tunnel_agent.runtime.markers import GpusSampled, apply_marker, output_lines, parse_marker_line
 
 log = structlog.get_logger(__name__)
 
@@ -657,7 +657,7 @@ class KubernetesDriver:
         while not self._stop.is_set():
             seq = 0
             try:
-                for line in self.kube.pod_log_lines(namespace, pod_name, manifests.WORKER_CONTAINER, True):
+                for line in self._log_lines(namespace, pod_name, True):
                     seq += 1
                     if seq > emitted:
                         emitted = seq
@@ -719,7 +719,7 @@ class KubernetesDriver:
 
         def pump() -> None:
             try:
-                for text in self.kube.pod_log_lines(namespace, pod_name, manifests.WORKER_CONTAINER, follow):
+                for text in self._log_lines(namespace, pod_name, follow):
                     if cancelled.is_set():
                         return
                     loop.call_soon_threadsafe(queue.put_nowait, text)
@@ -763,7 +763,13 @@ class KubernetesDriver:
         return buffer[-lines:] if lines > 0 else []
 
     def _read_log(self, namespace: str, pod_name: str) -> list[str]:
-        return list(self.kube.pod_log_lines(namespace, pod_name, manifests.WORKER_CONTAINER, False))
+        return list(self._log_lines(namespace, pod_name, False))
+
+    def _log_lines(self, namespace: str, pod_name: str, follow: bool) -> Iterator[str]:
+        """The worker container's log lines as the driver numbers them wherever it reads them (followed,
+        streamed, tailed): a marker glued to a script's last output is a line of its own (``output_lines``)."""
+        for text in self.kube.pod_log_lines(namespace, pod_name, manifests.WORKER_CONTAINER, follow):
+            yield from output_lines(text)
 
     async def sample_usage(self) -> list[WorkerUsage]:
         """The live workers' CPU and memory from the metrics API (their pods' PodMetrics, where the cluster

@@ -164,7 +164,7 @@ from rlark_tunnel_agent.runtime.local.pod import (
 )
 from rlark_tunnel_agent.runtime.local.pod_init import link_on_the_way, make_beneath
 from rlark_tunnel_agent.runtime.local.usage import node_observations
-from rlark_tunnel_agent.runtime.markers import apply_exit, apply_marker, parse_marker_line
+from rlark_tunnel_agent.runtime.markers import apply_exit, apply_marker, output_lines, parse_marker_line
 
 log = structlog.get_logger(__name__)
 
@@ -1184,6 +1184,11 @@ class LocalDriver:
 
     def _on_line(self, worker: _Worker, stream: LogStream, raw: bytes) -> None:
         text = raw.decode("utf-8", errors="replace").rstrip("\r")
+        # Markers come on stdout: one glued to a script's last output is split off before numbering.
+        for part in output_lines(text) if stream == LogStream.STDOUT else [text]:
+            self._on_output(worker, stream, part)
+
+    def _on_output(self, worker: _Worker, stream: LogStream, text: str) -> None:
         worker.seq[stream] += 1
         line = WorkerLogLine(
             worker_id=worker.record.spec.worker_id, stream=stream, seq=worker.seq[stream], text=text
