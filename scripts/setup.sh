@@ -38,6 +38,8 @@ command -v ps >/dev/null 2>&1 || missing+=(procps)
 # `make bench gateway` drives the real gateway with wrk.
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
 command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
+# The local runtime keeps jobs apart on its bridge and the host out of workers' reach with nftables (ADR 0022).
+{ command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ]; } || missing+=(nftables)
 # The Kubernetes test bed's real nodes (ADR 0021): a container runtime and the CNI bridge per node, and
 # mmdebstrap for the worker image (`make prereqs` builds it).
 command -v containerd >/dev/null 2>&1 || missing+=(containerd)

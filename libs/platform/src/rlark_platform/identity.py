@@ -320,3 +320,20 @@ def verify_agent_token(secret: str, token: str, now: float | None = None) -> str
     """The cluster the token was issued to; raises ``IdentityError`` when forged or expired. Whether its
     credential is still the cluster's is for the caller to check (:func:`agent_token_claims`)."""
     return agent_token_claims(secret, token, now).cluster
+
+
+RAY_TOKEN_PURPOSE = "ray-token"  # noqa: S105 (a key-derivation label, not a secret)
+
+
+def ray_token(secret: str, job_id: str, attempt: int) -> str:
+    """The Ray authentication token of one attempt of one job (issue 31, ADR 0022): HMAC-SHA256 of the job
+    and attempt under a key derived from the platform's internal secret, as 64 hex digits.
+
+    Derived, never stored: the scheduler answers it to the agents of the attempt's workers (who hand it to
+    those workers only), and the gateway computes it again to pass the Header's Ray dashboard through its
+    tools origin. Another attempt, or another job, has another token; one token reveals nothing of the
+    secret or of other tokens."""
+    if attempt < 1:
+        raise ValueError("attempts count from 1")
+    message = f"{job_id}\n{attempt}".encode()
+    return hmac.new(_key(secret, RAY_TOKEN_PURPOSE), message, hashlib.sha256).hexdigest()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_fakes import granted_credentials
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from rlark_contracts import TopicNames, decode
@@ -97,6 +98,7 @@ def agent_with(
         raise AssertionError("no new session expected")
 
     agent = Agent(
+        fetch_credentials=granted_credentials,
         gateway_url="http://unused",
         credential="rlark-agent-x",
         make_driver=lambda _: None,  # type: ignore[arg-type,return-value]

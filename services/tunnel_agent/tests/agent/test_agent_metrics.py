@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+from agent_fakes import granted_credentials
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from rlark_contracts import TopicNames, encode, new_envelope
@@ -125,6 +126,7 @@ async def test_the_agent_counts_desired_state_records_handled_skipped_and_undeco
     tmp_path: Path,
 ) -> None:
     agent = Agent(
+        fetch_credentials=granted_credentials,
         gateway_url="http://unused",
         credential="unused",
         make_driver=lambda _: None,  # type: ignore[arg-type,return-value]

@@ -111,6 +111,8 @@ RUNTIME_READS = {
 
 AGENT_SETS = {
     "resume_dir": "the checkpoint the agent found under `resume_checkpoints_dir` before the Header starts",
+    "ray_token": "the job attempt's Ray token, fetched from the control plane, never in a placement (ADR 0022)",
+    "ray_authenticated": "set with `ray_token`",
 }
 """Fields of `WorkerSpec` the agent fills in itself after the translation; no placement field feeds them."""
 

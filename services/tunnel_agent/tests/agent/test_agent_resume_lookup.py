@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_fakes import granted_credentials
 from rlark_contracts.samples import worker_placed
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.runtime import driver as rt
@@ -56,6 +57,7 @@ class HostRuntime(BlindRuntime):
 
 def agent_with(driver: object, tmp_path: Path) -> tuple[Agent, Reports]:
     agent = Agent(
+        fetch_credentials=granted_credentials,
         gateway_url="http://unused",
         credential="unused",
         make_driver=lambda _: driver,  # type: ignore[arg-type,return-value]

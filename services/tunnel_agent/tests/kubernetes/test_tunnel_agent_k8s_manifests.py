@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 from k8s_driver_helpers import header_spec, worker_spec
+from pydantic import SecretStr
 from rlark_tunnel_agent.runtime.driver import Mount, MountType
 from rlark_tunnel_agent.runtime.kubernetes import manifests, names
 from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
@@ -361,3 +362,38 @@ def test_each_pod_also_searches_the_other_worker_namespace_so_peers_resolve_acro
 def test_a_namespace_setting_that_is_not_a_dns_label_is_refused_naming_the_field() -> None:
     with pytest.raises(ValueError, match="privileged_namespace"):
         KubernetesDriverConfig(privileged_namespace="Workers_Privileged")
+
+
+def test_a_worker_with_a_ray_token_sees_it_only_in_its_own_secret_never_in_its_config_map_or_pod_spec() -> (
+    None
+):
+    ray = "f" * 64
+    spec = header_spec("job-a", "gpu-node-1").model_copy(
+        update={"ray_token": SecretStr(ray), "ray_authenticated": True}
+    )
+    config_map = manifests.worker_config_map(spec, "rlark-workers", OWNER_REF)
+    pod = manifests.worker_pod(spec, CONFIG, OWNER_REF)
+    secret = manifests.worker_secret(spec, "rlark-workers", OWNER_REF)
+    assert ray not in yaml.safe_dump(config_map)
+    assert ray not in yaml.safe_dump(pod)
+    assert secret["stringData"] == {"ray-token": ray}
+    [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "rlark-secrets"]
+    assert volume["secret"] == {
+        "secretName": secret["metadata"]["name"],
+        "items": [{"key": "ray-token", "path": "ray-token"}],
+        "defaultMode": 0o440,
+    }
+    worker = pod["spec"]["containers"][0]
+    assert {"name": "rlark-secrets", "mountPath": manifests.SECRETS_MOUNT, "readOnly": True} in worker[
+        "volumeMounts"
+    ]
+    env = _env(worker)
+    assert (env["RAY_AUTH_MODE"], env["RAY_AUTH_TOKEN_PATH"]) == (
+        "token",
+        f"{manifests.SECRETS_MOUNT}/ray-token",
+    )
+    # A restarted agent's recorded spec (the ConfigMap's) still mounts the token its Secret holds.
+    recorded = manifests.spec_from_config_map(config_map)
+    assert recorded.ray_token is None
+    assert recorded.ray_authenticated
+    assert manifests.worker_pod(recorded, CONFIG, OWNER_REF)["spec"]["volumes"] == pod["spec"]["volumes"]

@@ -69,6 +69,7 @@ def _bootstrap(
         workdir=str(tmp_path / "work"),
         ray_temp_dir=str(tmp_path / "ray"),
         files_dir=str(tmp_path / "files"),
+        secrets_dir=str(tmp_path / "secrets"),
         start_sshd=False,
     )
     contract = worker_contract(spec, facts)

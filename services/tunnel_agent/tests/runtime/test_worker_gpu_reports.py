@@ -217,6 +217,7 @@ def _header(tmp_path: Path, *, runtime: str, nvidia_smi: bool) -> list[str]:
         workdir=str(tmp_path / "work"),
         ray_temp_dir=str(tmp_path / "ray"),
         files_dir=str(files),
+        secrets_dir=str(files),
         start_sshd=False,
     )
     contract = worker_contract(spec, facts)

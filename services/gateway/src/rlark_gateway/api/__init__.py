@@ -12,7 +12,17 @@ from fastapi import FastAPI
 from rlark_platform.http import create_app, database_ready
 from rlark_platform.service import ServiceContext
 
-from rlark_gateway.api import audit, auth, events, keys, outputs, relay, tool_tickets, users
+from rlark_gateway.api import (
+    agent_credentials,
+    audit,
+    auth,
+    events,
+    keys,
+    outputs,
+    relay,
+    tool_tickets,
+    users,
+)
 from rlark_gateway.api.audit_trail import AuditChanges
 from rlark_gateway.api.console import add_console_routes
 from rlark_gateway.api.docs import add_docs_routes
@@ -31,6 +41,10 @@ def _tags() -> list[dict[str, str]]:
         {"name": "audit", "description": "Audit log of changes, admins only (gateway)"},
         {"name": "events", "description": "Server-sent events: jobs you may see, cluster and node state"},
         {"name": "ssh", "description": "SSH to a job's workers through the platform (WebSocket, bytes only)"},
+        {
+            "name": "agents",
+            "description": "What a cluster's agent fetches for the workers it creates (agents only)",
+        },
         {
             "name": "outputs",
             "description": "A job's output files, listed and downloaded from the worker's agent",
@@ -82,6 +96,7 @@ def build_api(ctx: ServiceContext[GatewaySettings, Gateway]) -> FastAPI:
         audit.router,
         events.router,
         relay.router,  # WebSockets: SSH relays, agents' control links (ADR 0010)
+        agent_credentials.router,  # before the proxy: agents fetch a worker's Ray token (ADR 0022)
         outputs.router,  # before the proxy: served from the agents (ADR 0010)
         tool_tickets.router,  # jobs' tools open on the tools origin (ADR 0012)
         keys.router,  # before the proxy: a key jobs use is not deleted without force

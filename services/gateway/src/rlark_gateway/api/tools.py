@@ -17,7 +17,8 @@ job's user may control — runs on an origin where no API route and no console s
   demand) and the gateway speaks HTTP/1.1 over the relayed bytes (``httpcore`` with a network backend whose
   one connection is the relay). The answer streams back; hop-by-hop and origin-wide headers are dropped.
 
-The user's credentials are never forwarded to the tool. Forms are accepted (TensorBoard posts them), no
+The user's credentials are never forwarded to the tool. The Ray dashboard gets the job attempt's Ray token
+(``X-Ray-Authorization``, ADR 0022), derived here for that request only. Forms are accepted (TensorBoard posts them), no
 change is audited here (a tool's POSTs are reads of the job's own server), and a foreign ``Origin`` is still
 refused (``guards.RequestGuard``).
 """
@@ -35,9 +36,10 @@ from urllib.parse import quote
 import httpcore
 from fastapi import APIRouter, FastAPI, Query, Request, WebSocket
 from rlark_contracts.messages import text
-from rlark_contracts.relay import OP_TCP, RELAY_FRAME_BYTES
+from rlark_contracts.relay import OP_TCP, RELAY_FRAME_BYTES, SERVICE_RAY_DASHBOARD
 from rlark_platform.errors import ApiError
 from rlark_platform.http import create_app
+from rlark_platform.identity import ray_token
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.websockets import WebSocketState
@@ -257,6 +259,12 @@ async def serve_tool(job_id: str, tool: str, path: str, request: Request, gw: Ga
     pool = httpcore.AsyncConnectionPool(network_backend=_RelayBackend(stream), max_connections=1, retries=0)
     headers = [(k.encode(), v.encode()) for k, v in request.headers.items() if k.lower() in REQUEST_HEADERS]
     headers.append((b"host", b"127.0.0.1"))
+    if spec.name == SERVICE_RAY_DASHBOARD:
+        # The Header's Ray refuses calls without its job attempt's token (ADR 0022). The gateway derives it and
+        # adds it here only, on the relay to that Ray: the user's request never carries it, no answer shows it.
+        secret = gw.settings.internal_secret.get_secret_value()
+        token = ray_token(secret, str(job["id"]), int(job.get("attempt") or 1))
+        headers.append((b"x-ray-authorization", f"Bearer {token}".encode()))
     if body or request.method != "GET":
         headers.append((b"content-length", str(len(body)).encode()))
     target_url = upstream_path(spec, raw_path(request)) + (

@@ -2,7 +2,8 @@
 
 Routes (docs/api.md, "Jobs"): templates, ``jobs:preview``, submit, list, show, cancel, SSH key
 rotation, logs and events (both with ``follow=true`` server-sent event streams), workers' usage,
-projects and their GPU quotas, the queue (positions, estimated starts, what would make a job fit).
+projects and their GPU quotas, the queue (positions, estimated starts, what would make a job fit), and
+for agents only a placed worker's credentials (``api/credentials.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from fastapi import FastAPI
 from rlark_platform.http import create_app, database_ready
 from rlark_platform.service import ServiceContext
 
+from rlark_scheduler.api.credentials import build_credentials_router
 from rlark_scheduler.api.jobs import build_router
 from rlark_scheduler.api.projects import build_projects_router
 from rlark_scheduler.api.queue import build_queue_router
@@ -36,6 +38,7 @@ def build_api(ctx: ServiceContext[SchedulerSettings, JobActivity]) -> FastAPI:
     app.include_router(build_usage_router(pool))
     app.include_router(build_projects_router(pool))
     app.include_router(build_queue_router(pool))
+    app.include_router(build_credentials_router(pool, settings.internal_secret.get_secret_value()))
     return app
 
 

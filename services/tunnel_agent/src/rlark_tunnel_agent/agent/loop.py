@@ -65,6 +65,7 @@ from rlark_contracts.relay import SERVICE_RAY_DASHBOARD, SERVICE_TENSORBOARD
 from rlark_platform.messaging import create_producer
 
 from rlark_tunnel_agent.agent import checkpoints, pod_files
+from rlark_tunnel_agent.agent.credentials import CredentialsRefused, FetchCredentials, credentials_fetcher
 from rlark_tunnel_agent.agent.durable import DurableStore
 from rlark_tunnel_agent.agent.files import DEFAULT_MAX_DOWNLOAD_BYTES, FilesRefused
 from rlark_tunnel_agent.agent.lease import LeaseAnswer, LeaseTerm, holder_id, poll_interval, request_lease
@@ -153,8 +154,13 @@ class Agent:
         max_download_bytes: int = DEFAULT_MAX_DOWNLOAD_BYTES,
         take_lease: TakeLease | None = None,
         durable: Callable[[str], DurableStore] | None = None,
+        fetch_credentials: FetchCredentials | None = None,
     ) -> None:
         self._gateway_url = gateway_url
+        self._fetch_credentials = fetch_credentials or credentials_fetcher(
+            gateway_url, lambda: self.reports.session.token
+        )
+        """A new worker's credentials (its attempt's Ray token) from the control plane: ``credentials.py``."""
         self._credential = credential
         self._make_driver = make_driver
         self._runtime = runtime
@@ -760,8 +766,15 @@ class Agent:
                 spec = await self._resume(placed, spec)
             while True:
                 try:
+                    if not spec.ray_authenticated and await self.driver.get_status(placed.worker_id) is None:
+                        spec = await self._with_credentials(spec)
                     await self.driver.ensure_worker(spec)
                     break
+                except CredentialsRefused as exc:
+                    if exc.status == 409:  # its attempt is over: there is nothing to create
+                        log.info("worker not created: its attempt is over", worker_id=placed.worker_id)
+                        return
+                    raise
                 except (UnsupportedPlacement, ValueError):
                     raise
                 except Exception as exc:
@@ -779,6 +792,11 @@ class Agent:
             log.info("worker ensured", worker_id=placed.worker_id, job_id=placed.job_id, node=placed.node)
         except (UnsupportedPlacement, HeaderUnavailable, WorkerNotCreated, ValueError) as exc:
             await self._report_failure(placed, str(exc))
+
+    async def _with_credentials(self, spec: rt.WorkerSpec) -> rt.WorkerSpec:
+        """The spec with the worker's Ray token, fetched now (ADR 0022); never logged."""
+        fetched = await self._fetch_credentials(spec.worker_id)
+        return spec.model_copy(update={"ray_token": fetched.ray_token, "ray_authenticated": True})
 
     async def _resume(self, placed: WorkerPlaced, spec: rt.WorkerSpec) -> rt.WorkerSpec:
         """The Header's spec with the checkpoint its attempt resumes from (ADR 0015): the newest complete one

@@ -49,6 +49,10 @@ KEYS_FILE = "authorized_keys"
 RLINF_CONFIG_FILE = "rlinf.yaml"
 """The job's inline RLinf config; its directory works as Hydra's ``--config-path`` (``--config-name rlinf``)."""
 
+RAY_TOKEN_FILE = "ray-token"  # noqa: S105 - a file name, not a secret
+"""The job attempt's Ray token (ADR 0022), in the runtime's secrets directory (`RuntimeFacts.secrets_dir`). Never
+one of the contract's `files`: those travel in a ConfigMap on Kubernetes."""
+
 COMM_DEVICE_VARIABLES = ("RLINF_COMM_NET_DEVICES", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 """RLinf's interface variable and the two it copies into unless they are set (Gloo's and NCCL's)."""
 
@@ -117,6 +121,9 @@ class RuntimeFacts(BaseModel):
     ray_temp_dir: str
     files_dir: str
     """Where the contract's files (scripts, `authorized_keys`) are inside the worker."""
+    secrets_dir: str
+    """Where `worker_secrets` are inside the worker: a directory only the worker reads (local: root's, of the
+    job's group; Kubernetes: the worker's own Secret, mounted read-only)."""
     ssh_port: Annotated[int, Field(ge=1, le=65535)] = 22
     start_sshd: bool = True
 
@@ -180,6 +187,12 @@ def worker_files(spec: WorkerSpec) -> dict[str, str]:
     return dict(sorted(files.items()))
 
 
+def worker_secrets(spec: WorkerSpec) -> dict[str, str]:
+    """The files only the worker may read (name → content, in `RuntimeFacts.secrets_dir`): the attempt's Ray
+    token when the spec carries it. Each runtime keeps them where nobody else reads them and never logs them."""
+    return {RAY_TOKEN_FILE: spec.ray_token.get_secret_value()} if spec.ray_token is not None else {}
+
+
 def worker_contract(spec: WorkerSpec, facts: RuntimeFacts) -> WorkerContract:
     """What the worker of `spec` receives on a runtime with these `facts` (see the module docstring)."""
     files = worker_files(spec)
@@ -215,6 +228,11 @@ def worker_contract(spec: WorkerSpec, facts: RuntimeFacts) -> WorkerContract:
         env["RLARK_RLINF_CONFIG"] = f"{files_dir}/{RLINF_CONFIG_FILE}"
     if spec.resume_dir:
         env["RLARK_RESUME_DIR"] = spec.resume_dir
+    if spec.ray_authenticated:
+        # Ray's own variables (ADR 0022): every Ray process of the worker — its head or node, the Header's
+        # readiness checks, RLinf's driver — presents the attempt's token; the head refuses calls without it.
+        env["RAY_AUTH_MODE"] = "token"
+        env["RAY_AUTH_TOKEN_PATH"] = f"{facts.secrets_dir.rstrip('/')}/{RAY_TOKEN_FILE}"
     if spec.is_header and spec.progress_deadline_s > 0:
         # The bootstrap reads new TensorBoard steps a few times per deadline (`tensorboard-steps`).
         env["RLARK_PROGRESS_DEADLINE_S"] = str(spec.progress_deadline_s)

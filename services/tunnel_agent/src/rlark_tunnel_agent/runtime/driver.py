@@ -31,7 +31,7 @@ from enum import StrEnum
 from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 # The contracts' own definitions, re-exported for the runtimes.
 from rlark_contracts.events.agent import NodeObservation as NodeObservation
@@ -172,6 +172,13 @@ class WorkerSpec(BaseModel):
     termination_grace_s: int = 0
     """The Header's: seconds its run script has after SIGTERM when the worker stops (`RLARK_TERMINATION_GRACE_S`);
     runtimes wait that much longer before killing the worker."""
+    ray_token: SecretStr | None = Field(default=None, exclude=True)
+    """The job attempt's Ray authentication token (ADR 0022), fetched by the agent for this worker (never in a
+    placement). Never serialised: a recorded spec (worker.json, the worker ConfigMap) lacks it; the runtime
+    keeps it where only the worker reads it (`contract.worker_secrets`) before the worker starts."""
+    ray_authenticated: bool = False
+    """Ray runs with token authentication (`RAY_AUTH_MODE=token`): set with `ray_token` and recorded, so a
+    recorded spec still says where the worker's token is. Without it (specs of driver tests) Ray runs open."""
 
     @field_validator("worker_id", "job_id")
     @classmethod
@@ -212,6 +219,8 @@ class WorkerSpec(BaseModel):
 
     @model_validator(mode="after")
     def _roles_are_consistent(self) -> WorkerSpec:
+        if self.ray_token is not None and not self.ray_authenticated:
+            raise ValueError("a spec with a Ray token has ray_authenticated set")
         if self.rank >= self.num_nodes:
             raise ValueError("rank must be below num_nodes")
         if self.is_header and self.rank != 0:

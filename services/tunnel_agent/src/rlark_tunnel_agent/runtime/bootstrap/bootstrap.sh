@@ -45,7 +45,8 @@
 # RLARK_BOOTSTRAP_TOKEN (default: generated), RLARK_SSH_HOST_KEY (sshd runs as this user with that host
 # key and reads RLARK_AUTHORIZED_KEYS_FILE: the local runtime's unprivileged workers), RLARK_GPU_SAMPLE_S
 # (Kubernetes, workers holding GPUs: when the container has `nvidia-smi`, print its GPUs' use every that
-# many seconds as `gpus_sampled` markers; unset, or no `nvidia-smi`: nothing starts).
+# many seconds as `gpus_sampled` markers; unset, or no `nvidia-smi`: nothing starts), RAY_AUTH_MODE and
+# RAY_AUTH_TOKEN_PATH (Ray's own: the job attempt's token, kept through the prepare script).
 #
 # Exit codes: the prepare/run script's code; 124 when Ray nodes did not join in time; 69
 # (EX_UNAVAILABLE) when a peer's Ray ports did not answer the Header; 64 when these inputs are
@@ -104,6 +105,11 @@ RAY_BIN=${RLARK_RAY:-ray}
 # Marks our processes (see rlark_node.py `Ours`); a runtime may choose it to find them too.
 export RLARK_BOOTSTRAP_TOKEN=${RLARK_BOOTSTRAP_TOKEN:-"${RLARK_WORKER_ID}.$$.${RANDOM}${RANDOM}"}
 
+# Ray's token authentication as the runtime set it (RAY_AUTH_MODE=token, RAY_AUTH_TOKEN_PATH: the job attempt's
+# token, ADR 0022): pinned like the platform's variables, so a prepare script cannot start Ray open.
+RAY_AUTH_PINNED_MODE=${RAY_AUTH_MODE:-}
+RAY_AUTH_PINNED_PATH=${RAY_AUTH_TOKEN_PATH:-}
+
 # The platform's variables; exported now and again after the prepare script, so a prepare
 # script cannot change the rank or the Ray address Ray will freeze.
 export_platform_env() {
@@ -116,6 +122,10 @@ export_platform_env() {
   export RLARK_TENSORBOARD_DIR=${RLARK_TENSORBOARD_DIR:-}
   export RLARK_NODE_IP=$NODE_IP
   export RLARK_WORKDIR=$WORKDIR
+  if [[ -n $RAY_AUTH_PINNED_PATH ]]; then
+    export RAY_AUTH_MODE=$RAY_AUTH_PINNED_MODE RAY_AUTH_TOKEN_PATH=$RAY_AUTH_PINNED_PATH
+    unset RAY_AUTH_TOKEN # Ray would prefer it to the file
+  fi
 }
 export_platform_env
 

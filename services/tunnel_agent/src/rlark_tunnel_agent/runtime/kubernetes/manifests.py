@@ -6,7 +6,9 @@ headless Service (``rlark-<job>``) so each worker resolves as ``<pod>.<service>.
 Per worker: a ConfigMap (``rlark-<worker>-cfg``: prepare/run scripts, public keys for
 ``authorized_keys``, and the worker spec as the durable record that the worker should exist) and
 the Pod (``rlark-<worker>``) bound to the placed node by ``spec.nodeName``; a worker with a network
-sidecar or a files sidecar also gets a Secret (``rlark-<worker>-net``) holding only their secrets.
+sidecar, a files sidecar or a Ray token (ADR 0022: every worker an agent creates) also gets a Secret
+(``rlark-<worker>-net``) holding only those secrets; the worker container sees only its Ray token, at
+``SECRETS_MOUNT``, mode 0440 for the pod's group.
 
 Pod shape (every field deliberate; a golden-file test pins it):
 - no scheduler involved: ``nodeName`` is the scheduler's placement; ``restartPolicy: Never``
@@ -67,10 +69,12 @@ from urllib.parse import parse_qsl, urlsplit
 from rlark_tunnel_agent.runtime.contract import (
     KEYS_FILE,
     KUBERNETES,
+    RAY_TOKEN_FILE,
     RuntimeFacts,
     compose_env,
     worker_contract,
     worker_files,
+    worker_secrets,
 )
 from rlark_tunnel_agent.runtime.driver import Mount, MountType, RayPorts, WorkerSpec
 from rlark_tunnel_agent.runtime.kubernetes import files_sidecar, names
@@ -86,6 +90,8 @@ FILES_SECRET_ENV = "RLARK_FILES_SECRET"  # noqa: S105 - a variable name
 FILES_TMP = "/tmp"  # noqa: S108 - the files sidecar's own emptyDir
 BOOTSTRAP_MOUNT = "/opt/rlark/bootstrap"
 WORKER_MOUNT = "/opt/rlark/worker"
+SECRETS_MOUNT = "/var/run/rlark/secrets"
+"""Where the worker's own Secret shows the worker's secrets (`contract.worker_secrets`), read-only."""
 ENTRYPOINT_FILE = "entrypoint.sh"
 SPEC_KEY = "spec.json"
 KEYS_KEY = KEYS_FILE
@@ -179,9 +185,9 @@ def worker_config_map(spec: WorkerSpec, namespace: str, owner: Mapping[str, Any]
 def worker_secret(
     spec: WorkerSpec, namespace: str, owner: Mapping[str, Any], token: str = "", files_secret: str = ""
 ) -> Manifest:
-    """The Secret holding the worker's network sidecar token and its files sidecar's secret (each only when
-    given); immutable (new secrets are a new Secret)."""
-    data = {TOKEN_KEY: token, FILES_SECRET_KEY: files_secret}
+    """The Secret holding the worker's network sidecar token, its files sidecar's secret and its own secrets
+    (the attempt's Ray token; each only when given); immutable (new secrets are a new Secret)."""
+    data = {TOKEN_KEY: token, FILES_SECRET_KEY: files_secret, **worker_secrets(spec)}
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -222,6 +228,7 @@ def runtime_facts(spec: WorkerSpec, config: KubernetesDriverConfig, tun: bool) -
         workdir=workdir(config),
         ray_temp_dir=RAY_TEMP_DIR,
         files_dir=WORKER_MOUNT,
+        secrets_dir=SECRETS_MOUNT,
         ssh_port=config.ssh_port,
     )
 
@@ -515,6 +522,19 @@ def worker_pod(
         {"name": "home", "mountPath": config.home_dir},
         {"name": "dshm", "mountPath": "/dev/shm"},  # noqa: S108 - the pod's own shm
     ]
+    if spec.ray_authenticated:
+        # Only the worker's own keys of its Secret, readable by the pod's group (fsGroup), never by others.
+        volumes.append(
+            {
+                "name": "rlark-secrets",
+                "secret": {
+                    "secretName": names.worker_secret_name(spec.worker_id),
+                    "items": [{"key": RAY_TOKEN_FILE, "path": RAY_TOKEN_FILE}],
+                    "defaultMode": 0o440,
+                },
+            }
+        )
+        mounts.append({"name": "rlark-secrets", "mountPath": SECRETS_MOUNT, "readOnly": True})
     for index, mount in enumerate(spec.mounts):
         volume, volume_mount = _user_volume(index, mount, config)
         volumes.append(volume)

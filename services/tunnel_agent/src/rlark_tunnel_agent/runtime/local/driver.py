@@ -110,6 +110,7 @@ from rlark_tunnel_agent.runtime.contract import (
     authorized_keys_text,
     compose_env,
     worker_contract,
+    worker_secrets,
 )
 from rlark_tunnel_agent.runtime.driver import (
     LogStream,
@@ -130,6 +131,7 @@ from rlark_tunnel_agent.runtime.driver import (
 from rlark_tunnel_agent.runtime.hostnames import worker_hostname
 from rlark_tunnel_agent.runtime.local import cgroups
 from rlark_tunnel_agent.runtime.local.cluster import LocalCluster
+from rlark_tunnel_agent.runtime.local.firewall import FirewallError, JobFirewall
 from rlark_tunnel_agent.runtime.local.gpus import Gpu, detect_gpus
 from rlark_tunnel_agent.runtime.local.isolation import (
     WORKER_USER,
@@ -291,6 +293,8 @@ class LocalDriver:
         self._net = NetnsManager(
             options.bridge or default_bridge(self.tag), options.subnet, f"rlark-{self.tag}-"
         )
+        self._firewall = JobFirewall(f"rlark_{self.tag}", self._net.bridge)
+        """Keeps jobs apart on the bridge and the host out of the workers' reach (`firewall.py`)."""
         self._python_bin = options.python_bin_dir or Path(sys.executable).parent
         self._under_uv_run = _runs_under_uv_run()
         self._bash = shutil.which("bash") or "/bin/bash"
@@ -345,6 +349,14 @@ class LocalDriver:
                     self._reserve(record)
                     await self._reattach_virtual_ip(worker)
                     self._start_watching(worker)
+            if self.use_netns:
+                await self._firewall.reset(
+                    {
+                        w.record.veth_host: w.record.spec.job_id
+                        for w in self._workers.values()
+                        if not w.record.stopped and w.record.veth_host is not None
+                    }
+                )
             await self._reap_strays()
             for job_id in sorted({w.record.spec.job_id for w in self._workers.values()}):
                 self._sync_hosts(job_id)
@@ -472,6 +484,8 @@ class LocalDriver:
                 await asyncio.to_thread(self._prepare_worker_dir, worker)
                 record = worker.record  # with what preparing it settled (its cgroup)
                 if record.netns is not None and record.veth_host is not None:
+                    # The port's rule first: it never sits on the bridge unruled (`firewall.py`).
+                    await self._firewall.admit(record.veth_host, spec.job_id)
                     await self._net.create(
                         WorkerNetwork(
                             netns=record.netns,
@@ -854,6 +868,12 @@ class LocalDriver:
         uid = worker.record.uid
         for name, text in self.worker_contract(worker.record).files.items():
             _write_atomically(wdir / "scripts" / name, text, 0o600 if uid is None else 0o640, gid=uid)
+        # Root's, readable by the job's group only (its owner's workers); the agent's alone without root.
+        (wdir / "secrets").mkdir(mode=0o700 if uid is None else 0o750, exist_ok=True)
+        if uid is not None:
+            os.chown(wdir / "secrets", 0, uid)
+        for name, text in worker_secrets(spec).items():
+            _write_atomically(wdir / "secrets" / name, text, 0o600 if uid is None else 0o440, gid=uid)
         mount_links: dict[Path, str] = {}  # fs/<target> → its hostPath source (the driver's own links)
         for mount in spec.mounts:
             target = self._local_path(wdir, mount.target)
@@ -1040,6 +1060,7 @@ class LocalDriver:
         """Remove the cluster's bridge when no worker runs (tests and tools that end a cluster)."""
         if self.use_netns and not await self.list_workers():
             await self._net.remove_bridge()
+            await self._firewall.remove()
 
     def runtime_facts(self, record: WorkerRecord) -> RuntimeFacts:
         """What only this runtime knows about the worker of `record` (the worker contract's input)."""
@@ -1055,6 +1076,7 @@ class LocalDriver:
             workdir=str(wdir / "work"),
             ray_temp_dir=record.ray_temp_dir,
             files_dir=str(wdir / "scripts"),
+            secrets_dir=str(wdir / "secrets"),
             start_sshd=record.netns is not None,
         )
 
@@ -1268,6 +1290,11 @@ class LocalDriver:
                 log.exception("local_runtime.detach_virtual_ip_failed", worker_id=record.spec.worker_id)
         if record.netns is not None:
             await self._net.delete_namespace(record.netns, record.veth_host)
+        if record.veth_host is not None:
+            try:
+                await self._firewall.release(record.veth_host)
+            except FirewallError as exc:  # a rule naming a port that no longer exists matches nothing
+                log.warning("local_runtime.firewall_release_failed", port=record.veth_host, error=str(exc))
         if record.cgroup:
             try:
                 cgroups.remove(Path(record.cgroup))
