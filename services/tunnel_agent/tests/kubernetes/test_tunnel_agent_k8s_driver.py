@@ -170,6 +170,10 @@ async def test_stop_deletes_every_object_the_job_had(
     await asyncio.gather(*(driver.ensure_worker(s) for s in specs))
     created = _objects(admin_kube, namespace, names.job_selector(job))
     assert (len(created["pod"]), len(created["config_map"]), len(created["service"])) == (3, 4, 1)
+    # The job's NetworkPolicy (ADR 0022) came with it, as rendered, and goes with it.
+    policy = await asyncio.to_thread(admin_kube.get, "network_policy", namespace, names.service_name(job))
+    assert policy is not None
+    assert policy["spec"] == manifests.job_network_policy(job, namespace, driver.config, {})["spec"]
 
     await asyncio.gather(*(driver.stop_worker(s.worker_id) for s in specs))
 
@@ -181,6 +185,9 @@ async def test_stop_deletes_every_object_the_job_had(
         }
 
     await eventually(lambda: asyncio.to_thread(gone), 30, "every object of the job deleted")
+    assert (
+        await asyncio.to_thread(admin_kube.get, "network_policy", namespace, names.service_name(job)) is None
+    )
     assert _objects(admin_kube, namespace, names.managed_selector()) == {
         "pod": [],
         "config_map": [],

@@ -397,3 +397,34 @@ def test_a_worker_with_a_ray_token_sees_it_only_in_its_own_secret_never_in_its_c
     assert recorded.ray_token is None
     assert recorded.ray_authenticated
     assert manifests.worker_pod(recorded, CONFIG, OWNER_REF)["spec"]["volumes"] == pod["spec"]["volumes"]
+
+
+def test_a_jobs_network_policy_lets_in_and_out_only_the_jobs_pods_the_agent_dns_and_public_addresses() -> (
+    None
+):
+    config = KubernetesDriverConfig(namespace="rlark-workers", agent_cidrs=("192.0.2.7",))
+    policy = manifests.job_network_policy("job-a", "rlark-workers", config, OWNER_REF)
+    spec = policy["spec"]
+    assert policy["metadata"]["ownerReferences"] == [OWNER_REF]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert spec["podSelector"]["matchLabels"][names.JOB_LABEL] == "job-a"
+    [ingress] = spec["ingress"]
+    job_pods, agent_pods, agent_host = ingress["from"]
+    assert job_pods["podSelector"]["matchLabels"][names.JOB_LABEL] == "job-a"
+    assert job_pods["namespaceSelector"]["matchExpressions"][0]["values"] == [
+        "rlark-workers",
+        "rlark-workers-privileged",
+    ]
+    assert agent_pods["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "rlark-agent"}
+    assert agent_host == {"ipBlock": {"cidr": "192.0.2.7/32"}}
+    same, dns, public = spec["egress"]
+    assert same["to"] == ingress["from"]
+    assert {p["port"] for p in dns["ports"]} == {53}
+    assert public["to"][0]["ipBlock"]["except"] == list(config.worker_egress_except)
+    assert "10.0.0.0/8" in config.worker_egress_except
+    assert "169.254.0.0/16" in config.worker_egress_except  # cloud metadata
+
+
+def test_the_policys_cidrs_are_checked_when_the_agent_starts() -> None:
+    with pytest.raises(ValueError, match="agent_cidrs"):
+        KubernetesDriverConfig(agent_cidrs=("not-a-network",))

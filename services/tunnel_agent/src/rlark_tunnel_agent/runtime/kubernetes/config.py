@@ -10,6 +10,7 @@ comma-separated (``RLARK_K8S_IMAGE_PULL_SECRETS=a,b``); an empty value leaves an
 
 from __future__ import annotations
 
+import ipaddress
 import types
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -109,6 +110,29 @@ class KubernetesDriverConfig(BaseSettings):
     """CSI driver for ``objectStorage`` mounts (e.g. ``s3.csi.aws.com``, Mountpoint for Amazon S3);
     empty: such mounts fail with a reason naming this setting. The driver must support inline
     (ephemeral) volumes; it reads credentials from the Secret the role's ``secretRef`` names."""
+    network_policies: bool = True
+    """A NetworkPolicy per job and namespace (ADR 0022): the job's pods take connections only from the job's
+    own pods and the agent, and reach only the job's pods, the agent, the cluster's DNS and addresses outside
+    `worker_egress_except`. Enforced only by a network plugin that enforces NetworkPolicy (a prerequisite)."""
+    network_policy_enforced: bool = False
+    """The admin's word that this cluster's network plugin enforces NetworkPolicy. The agent cannot tell by
+    itself; until this is set, `rlark clusters show` says that jobs here are apart only if it does."""
+    agent_namespace: str = Field(default="rlark-agent", pattern=_NAMESPACE, max_length=63)
+    """The agent's own namespace (deploy/agent): its pods (``app.kubernetes.io/name=tunnel-agent``) may reach
+    workers (SSH, tools, files relays) and be reached by their sidecars."""
+    agent_cidrs: Annotated[tuple[str, ...], NoDecode] = ()
+    """Where the agent connects from when it is no pod there (a host process: the test bed's agents), as
+    CIDRs; comma-separated in the environment."""
+    worker_egress_except: Annotated[tuple[str, ...], NoDecode] = (
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "100.64.0.0/10",
+        "169.254.0.0/16",
+    )
+    """Addresses workers never reach (but their own job's pods, the agent and DNS): private, shared and
+    link-local ranges — other jobs, nodes, the lab's services, cloud metadata. Everything else (a model hub,
+    a package index) stays reachable. Comma-separated in the environment."""
     bootstrap_dir: Path = DEFAULT_BOOTSTRAP_DIR
     """Where bootstrap.sh and rlark_node.py are read from (shipped in the per-job ConfigMap)."""
     keys_sync_interval_s: Annotated[int, Field(ge=1)] = 10
@@ -151,3 +175,9 @@ class KubernetesDriverConfig(BaseSettings):
         if get_origin(annotation) is tuple:
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
+
+    @field_validator("agent_cidrs", "worker_egress_except")
+    @classmethod
+    def _cidrs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """IPv4 networks, as NetworkPolicy ipBlocks write them (``10.0.0.5`` → ``10.0.0.5/32``)."""
+        return tuple(str(ipaddress.IPv4Network(cidr, strict=False)) for cidr in value)

@@ -383,7 +383,19 @@ class KubernetesDriver:
 
     @property
     def not_enforced(self) -> tuple[str, ...]:
-        """Nothing to report: the cluster's kubelets and admission enforce what pods ask for."""
+        """What keeps jobs apart on the wire and the agent cannot vouch for: the NetworkPolicies it creates
+        hold only where the network plugin enforces them, which the agent cannot tell (ADR 0022)."""
+        if not self.config.network_policies:
+            return (
+                "jobs are not kept apart on the network: this agent creates no NetworkPolicies "
+                "(RLARK_K8S_NETWORK_POLICIES=false)",
+            )
+        if not self.config.network_policy_enforced:
+            return (
+                "jobs are kept apart on the network only if this cluster's network plugin enforces "
+                "NetworkPolicy, which the agent cannot tell (set RLARK_K8S_NETWORK_POLICY_ENFORCED=true "
+                "once it does)",
+            )
         return ()
 
     async def close(self) -> None:
@@ -851,6 +863,10 @@ class KubernetesDriver:
             owner = manifests.owner_reference(job_cm)
             service = manifests.headless_service(spec.job_id, namespace, spec.ray_port, owner)
             await self._call(self.kube.create, "service", namespace, service)
+            if self.config.network_policies:
+                # Before any pod of the job exists here: no worker of it is ever reachable by other jobs.
+                policy = manifests.job_network_policy(spec.job_id, namespace, self.config, owner)
+                await self._call(self.kube.create, "network_policy", namespace, policy)
             self._job_owner[(spec.job_id, namespace)] = owner
             return owner
 
@@ -1049,7 +1065,8 @@ class KubernetesDriver:
                 await self._cleanup_job_if_empty(job_id, namespace)
 
     async def _cleanup_job_if_empty(self, job_id: str, namespace: str, min_age_s: float = 0.0) -> bool:
-        """Delete the job's Service and ConfigMap in ``namespace`` once no worker of the job is there."""
+        """Delete the job's Service, NetworkPolicy and ConfigMap in ``namespace`` once no worker of the job is
+        there."""
         async with self._lock(self._job_locks, job_id):
             selector = f"{names.job_selector(job_id)},{names.OBJECT_LABEL}=worker"
             remaining, _ = await self._call(self.kube.list_items, "config_map", namespace, selector)
@@ -1065,6 +1082,8 @@ class KubernetesDriver:
                 if job_cm is not None and _age_s(job_cm) < min_age_s:
                     return False
             await self._call(self.kube.delete, "service", namespace, names.service_name(job_id))
+            if self.config.network_policies:
+                await self._call(self.kube.delete, "network_policy", namespace, names.service_name(job_id))
             await self._call(self.kube.delete, "config_map", namespace, names.job_config_name(job_id))
             self._job_owner.pop((job_id, namespace), None)
             return True

@@ -26,8 +26,9 @@ _iter_lines: Callable[[Any], Iterator[str]] = _iter_resp_lines
 _load_kube_config: Callable[..., None] = k8s_config.load_kube_config
 _load_incluster_config: Callable[..., None] = k8s_config.load_incluster_config
 
-KINDS = ("pod", "service", "config_map", "secret")
-"""Kinds the driver touches; of secrets only create and delete (never read: the agent's Role has no get)."""
+KINDS = ("pod", "service", "config_map", "secret", "network_policy")
+"""Kinds the driver touches; of secrets only create and delete (never read: the agent's Role has no get).
+NetworkPolicies are networking.k8s.io/v1's, the rest core/v1's."""
 
 ASSIGNED_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 """Pods of every namespace that hold resources on a node (kube-scheduler's own field selector). A
@@ -56,11 +57,12 @@ def _json(response: Any) -> Any:
 
 
 class Kube:
-    """Core/v1 calls used by the driver, on dicts. Thread-safe (urllib3 pool)."""
+    """Core/v1 (and networking/v1) calls used by the driver, on dicts. Thread-safe (urllib3 pool)."""
 
     def __init__(self, api_client: k8s_client.ApiClient, request_timeout_s: float = 30.0) -> None:
         self.api_client = api_client
         self.core = k8s_client.CoreV1Api(api_client)
+        self.networking = k8s_client.NetworkingV1Api(api_client)
         self._timeout = request_timeout_s
         self._open: set[Any] = set()
         self._lock = threading.Lock()
@@ -68,7 +70,8 @@ class Kube:
     def _method(self, verb: str, kind: str) -> Callable[..., Any]:
         if kind not in KINDS:
             raise ValueError(f"unsupported kind {kind}")
-        method: Callable[..., Any] = getattr(self.core, f"{verb}_namespaced_{kind}")
+        api = self.networking if kind == "network_policy" else self.core
+        method: Callable[..., Any] = getattr(api, f"{verb}_namespaced_{kind}")
         return method
 
     def create(self, kind: str, namespace: str, body: Obj) -> Obj | None:

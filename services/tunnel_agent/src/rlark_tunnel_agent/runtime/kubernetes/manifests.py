@@ -133,6 +133,78 @@ def job_config_map(job_id: str, namespace: str, bootstrap_files: Mapping[str, st
     }
 
 
+AGENT_POD_LABELS = {"app.kubernetes.io/name": "tunnel-agent"}
+"""The agent's pods' labels (deploy/agent/deployment.yaml)."""
+DNS_PEER = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+}
+"""The cluster's DNS (CoreDNS and kube-dns both carry ``k8s-app=kube-dns``)."""
+
+
+def job_network_policy(
+    job_id: str, namespace: str, config: KubernetesDriverConfig, owner: Mapping[str, Any]
+) -> Manifest:
+    """The job's NetworkPolicy in ``namespace`` (ADR 0022), owned by the job's ConfigMap like the rest.
+
+    It selects the job's worker pods. In: only from the job's own pods (in either worker namespace) and the
+    agent (its pods, or ``agent_cidrs`` when it is a host process). Out: the job's own pods, the agent, the
+    cluster's DNS on 53, and any address outside ``worker_egress_except``. Another job's pods — which carry
+    the same labels but another job id — are neither reached nor reaching."""
+    job_pods = {
+        "namespaceSelector": {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "In",
+                    "values": list(config.worker_namespaces),
+                }
+            ]
+        },
+        "podSelector": {
+            "matchLabels": {
+                names.MANAGED_BY_LABEL: names.MANAGED_BY,
+                names.JOB_LABEL: names.label_value(job_id),
+            }
+        },
+    }
+    agent: list[dict[str, Any]] = [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": config.agent_namespace}},
+            "podSelector": {"matchLabels": dict(AGENT_POD_LABELS)},
+        },
+        *({"ipBlock": {"cidr": cidr}} for cidr in config.agent_cidrs),
+    ]
+    dns_ports = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": names.service_name(job_id),
+            "namespace": namespace,
+            "labels": names.job_labels(job_id),
+            "annotations": {names.JOB_ANNOTATION: job_id},
+            "ownerReferences": [dict(owner)],
+        },
+        "spec": {
+            "podSelector": {
+                "matchLabels": {
+                    names.MANAGED_BY_LABEL: names.MANAGED_BY,
+                    names.JOB_LABEL: names.label_value(job_id),
+                    names.OBJECT_LABEL: "worker",
+                }
+            },
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [job_pods, *agent]}],
+            "egress": [
+                {"to": [job_pods, *agent]},
+                {"to": [DNS_PEER], "ports": dns_ports},
+                {"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(config.worker_egress_except)}}]},
+            ],
+        },
+    }
+
+
 def headless_service(job_id: str, namespace: str, ray_port: int, owner: Mapping[str, Any]) -> Manifest:
     return {
         "apiVersion": "v1",
