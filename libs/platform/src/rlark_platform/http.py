@@ -78,6 +78,18 @@ def http_api_error(exc: StarletteHTTPException) -> ApiError:
     return ApiError(exc.status_code, _HTTP_CODES.get(exc.status_code, "http_error"), str(exc.detail))
 
 
+def body_not_json(exc: RequestValidationError) -> ApiError | None:
+    """The 422 for a body that is not JSON (no field to name: ``body``, and the decoder's reason), or None
+    for other validation errors. Services with their own validation handler ask it first."""
+    errors = exc.errors()
+    if not errors or errors[0].get("type") != "json_invalid":
+        return None
+    why = str((errors[0].get("ctx") or {}).get("error", "JSON decode error"))
+    return ApiError(
+        422, "invalid_request", text("invalid_request.json_invalid", field="body", error=why), "body"
+    )
+
+
 def create_app(
     service: str,
     *,
@@ -115,10 +127,8 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = exc.errors()
-        if errors and errors[0].get("type") == "json_invalid":  # the body is not JSON: no field to name
-            why = str((errors[0].get("ctx") or {}).get("error", "JSON decode error"))
-            said_json = text("invalid_request.json_invalid", field="body", error=why)
-            not_json = ApiError(422, "invalid_request", said_json, "body")
+        not_json = body_not_json(exc)
+        if not_json is not None:
             return JSONResponse(not_json.body(), status_code=422)
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
         field = field_of(first.get("loc", ()))

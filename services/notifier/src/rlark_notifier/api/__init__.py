@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from rlark_platform.errors import ApiError
-from rlark_platform.http import CallerDep, create_app, database_ready
+from rlark_platform.http import CallerDep, body_not_json, create_app, database_ready
 from rlark_platform.openapi import error_responses
 from rlark_platform.paging import PageNumber, PageSize
 from rlark_platform.service import ServiceContext
@@ -156,6 +156,9 @@ def _safe_field(loc: tuple[Any, ...]) -> str:
 
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    not_json = body_not_json(exc)
+    if not_json is not None:
+        return JSONResponse(not_json.body(), status_code=422)
     details = []
     for error in exc.errors():
         # Only the field name and pydantic's fixed message: never ``input`` or ``ctx``.
