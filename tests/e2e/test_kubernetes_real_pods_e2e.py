@@ -49,6 +49,18 @@ RUN = """\
 echo "worker identity: uid=$(id -u) caps=$(awk '/^CapEff/ {print $2}' /proc/self/status)" \
   "no_new_privs=$(awk '/^NoNewPrivs/ {print $2}' /proc/self/status)"
 python - <<'EOF'
+import os, urllib.error, urllib.request
+
+jobs = os.environ["RAY_API_SERVER_ADDRESS"] + "/api/jobs/"
+try:
+    print("ray jobs api without a token:", urllib.request.urlopen(jobs, timeout=10).status, flush=True)
+except urllib.error.HTTPError as exc:
+    print("ray jobs api without a token:", exc.code, flush=True)
+with open(os.environ["RAY_AUTH_TOKEN_PATH"]) as token:
+    asked = urllib.request.Request(jobs, headers={"Authorization": "Bearer " + token.read().strip()})
+print("ray jobs api with the attempt's token:", urllib.request.urlopen(asked, timeout=10).status, flush=True)
+EOF
+python - <<'EOF'
 import socket
 
 import ray
@@ -247,6 +259,9 @@ def check_ray(done: dict[str, Any], lines: list[str]) -> list[str]:
     # The runtime enforced the pod's security context: the job's code is uid 1000 with no capability, and
     # cannot gain one (what a hostile job would need to reach the node or the agent's credentials).
     assert "worker identity: uid=1000 caps=0000000000000000 no_new_privs=1" in lines, lines[-40:]
+    # Its Ray wants the attempt's token (ADR 0022), which the worker reads from its own Secret.
+    assert "ray jobs api without a token: 401" in lines, lines[-40:]
+    assert "ray jobs api with the attempt's token: 200" in lines, lines[-40:]
     ran_on = next(line for line in lines if line.startswith("tasks ran on: "))
     assert sorted(ran_on.removeprefix("tasks ran on: ").split()) == sorted(
         names.pod_name(w["id"]) for w in done["workers"]

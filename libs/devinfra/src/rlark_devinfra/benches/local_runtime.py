@@ -33,6 +33,7 @@ from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
 from rlark_tunnel_agent.runtime.bootstrap.rlark_node import Ours
 from rlark_tunnel_agent.runtime.driver import WorkerMarkerSeen, WorkerSpec
 from rlark_tunnel_agent.runtime.local.cluster import LocalCluster, LocalNode
@@ -44,6 +45,10 @@ NUM_NODES = 3
 BRIDGE = "rlkbench0"
 SUBNET = IPv4Network("10.253.7.0/24")
 CLUSTER = LocalCluster(cluster="bench", nodes=tuple(LocalNode(name=f"bench-{i}") for i in range(NUM_NODES)))
+
+
+RAY_TOKEN = "b" * 64
+"""Both measurements run Ray with token authentication, as every job does (ADR 0022)."""
 
 
 def _specs(job_id: str) -> list[WorkerSpec]:
@@ -60,6 +65,8 @@ def _specs(job_id: str) -> list[WorkerSpec]:
             run_script="true" if i == 0 else "",
             header_address="" if i == 0 else "header",
             join_deadline_s=120,
+            ray_token=SecretStr(RAY_TOKEN),
+            ray_authenticated=True,
         )
         for i in range(NUM_NODES)
     ]
@@ -143,6 +150,11 @@ async def _run(argv: list[str], env: dict[str, str]) -> int:
 
 async def measure_by_hand(work: Path, use_netns: bool) -> float:
     """Seconds for plain `ray start` commands to bring up the same three nodes."""
+    token = work / "ray-token"
+    token.write_text(RAY_TOKEN)
+    token.chmod(0o600)
+    # Token authentication for the nodes and for this process's GCS client (read when Ray's module loads).
+    os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
     from ray._raylet import GcsClient  # type: ignore[attr-defined]  # imported before timing
     from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
 
@@ -154,6 +166,7 @@ async def measure_by_hand(work: Path, use_netns: bool) -> float:
     ]
     temps = [work / f"r{i}" for i in range(NUM_NODES)]
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work), "LANG": "C.UTF-8"}
+    env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
     if use_netns:
         await net.ensure_bridge()
         for n in nets:
