@@ -51,10 +51,17 @@ def _safe_part(part: Any) -> str:
 
 
 def field_of(loc: Any) -> str:
-    parts = [_safe_part(p) for p in loc if p not in ("body", "query", "path", "header")]
+    """The dotted path of a validation error's location: a list index as ``[0]``, a mapping key that looks
+    like one as ``["0"]`` (pydantic gives the first as an int, the second as a str), never one for the other."""
     out = ""
-    for part in parts:
-        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
+    for p in loc:
+        if p in ("body", "query", "path", "header", "[key]"):
+            continue
+        if isinstance(p, int) and not isinstance(p, bool):
+            out += f"[{p}]"
+            continue
+        part = _safe_part(p)
+        out += f'["{part}"]' if part.isdigit() else (f".{part}" if out else part)
     return out
 
 

@@ -129,3 +129,24 @@ async def test_the_frameworks_own_answers_are_in_the_error_envelope_too() -> Non
     wrong_method = await send("DELETE", "/domains", b"")
     assert (missing.status_code, missing.json()["error"]["code"]) == (404, "not_found")
     assert (wrong_method.status_code, wrong_method.json()["error"]["code"]) == (405, "method_not_allowed")
+
+
+class Labelled(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    labels: dict[str, int]
+    names: list[int]
+
+
+async def test_a_mapping_key_that_looks_like_a_number_is_never_named_as_a_list_index() -> None:
+    app = create_app("test", internal_secret=SECRET)
+
+    @app.post("/labelled")
+    async def create(body: Labelled, _: CallerDep) -> None:
+        return None
+
+    transport = httpx.ASGITransport(app=app)
+    auth = GatewaySigned(Caller("ann", Role.USER), "test", SECRET)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t", auth=auth) as client:
+        response = await client.post("/labelled", json={"labels": {"1": "one"}, "names": [0, "x"]})
+    fields = [e["field"] for e in response.json()["error"]["details"]["errors"]]
+    assert fields == ['labels["1"]', "names[1]"]
