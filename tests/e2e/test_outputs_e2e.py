@@ -1,8 +1,9 @@
 """Output files through the platform (issue 15.3, ADR 0010): a running local-runtime job's outputs are listed
 and downloaded through the gateway from the cluster's agent — a 1 GiB file arrives with its checksum while
 the memory of the process holding the gateway and the agent stays flat, a directory arrives as tar (with
-`rlark jobs download`), links the job planted in its outputs are refused, another user gets the
-scheduler's 404, and the files stay downloadable after the job ended."""
+`rlark jobs download`), links the job planted in its outputs are refused, a sparse 20 GiB file is refused
+413 by its apparent size (the agent's download limit), another user gets the scheduler's 404, and the files
+stay downloadable after the job ended."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ mkdir -p $out/run1/ckpt $out/other
 head -c 1073741824 /dev/urandom > $out/big.bin
 echo "loss 0.5" > $out/run1/metrics.txt
 head -c 100000 /dev/urandom > $out/run1/ckpt/model.bin
+truncate -s 20G $out/sparse.img
 ln -s /etc/shadow $out/shadow
 ln -s /etc $out/run1/etc-dir
 echo done > $out/ready
@@ -118,6 +120,18 @@ async def test_outputs_download_through_the_gateway_from_the_agent(stack: Stack,
                 f"/api/v1/jobs/{job_id}/outputs/download", params={"path": "/etc/passwd"}
             )
             assert outside.status_code == 404
+            # 20 GiB that take no disk would stream whole: over the agent's 2 GiB limit by its apparent size.
+            sparse = await client.get(
+                f"/api/v1/jobs/{job_id}/outputs/download", params={"path": "/outputs/sparse.img"}
+            )
+            assert sparse.status_code == 413, sparse.text
+            error = sparse.json()["error"]
+            assert (error["code"], error["field"], error["params"]["size"]) == (
+                "download_too_large",
+                "path",
+                20 * GIB,
+            )
+            assert "RLARK_FILES_MAX_DOWNLOAD_BYTES" in error["message"]
         async with stack.client(stranger) as client:
             hidden = await client.get(
                 f"/api/v1/jobs/{job_id}/outputs/download", params={"path": "/outputs/ready"}
