@@ -125,7 +125,9 @@ def test_positive_finding_never_carries_the_secret(path: Path) -> None:
         # built from those.
         assert set(finding.__slots__) == {"kind", "field", "line", "column", "wrapping", "span"}
         start, end = finding.span
-        assert isinstance(start, int) and isinstance(end, int) and start < end
+        assert isinstance(start, int)
+        assert isinstance(end, int)
+        assert start < end
         assert text.count("\n", 0, start) + 1 == finding.line
         shown = finding.message
         for value in generated:
