@@ -149,7 +149,11 @@ async def check(conn: Connection, owner: str, received: Received) -> Checked:
     clusters = await read_models.known_clusters(conn, names)
     model = await capacity_model(conn, names)
     ctx = ValidationContext.build(
-        model, {c.name: c.hostpath_allow for c in clusters}, [k.name for k in keys], domains
+        model,
+        {c.name: c.hostpath_allow for c in clusters},
+        [k.name for k in keys],
+        domains,
+        runtimes={c.name: c.runtime for c in clusters},
     )
     report = validate_job(doc, ctx)
     checked = Checked(doc=doc, errors=list(report.errors), warnings=list(report.warnings), keys=keys)

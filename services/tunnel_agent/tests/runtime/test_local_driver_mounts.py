@@ -19,6 +19,7 @@ pytestmark = pytest.mark.integration
 async def test_pvc_and_object_storage_mounts_are_refused_naming_the_mount_and_nothing_is_created(
     driver: LocalDriver, kind: MountType, source: str
 ) -> None:
+    # The sentence the scheduler refuses such a job with (rlark_contracts.runtimes), naming the mount.
     worker = spec(
         "job-mounts",
         "header",
@@ -27,7 +28,8 @@ async def test_pvc_and_object_storage_mounts_are_refused_naming_the_mount_and_no
         num_nodes=1,
         mounts=(Mount(type=kind, source=source, target="/models", secret_ref="s3-ro"),),
     )
-    with pytest.raises(ValueError, match=f"mount /models: {kind} mounts need a Kubernetes cluster"):
+    refused = f'mount /models: cluster "{CLUSTER.cluster}" runs workers as local processes: it mounts '
+    with pytest.raises(ValueError, match=re.escape(f"{refused}hostPath, emptyDir only, not {kind}.")):
         await driver.ensure_worker(worker)
     assert await driver.list_workers() == []
     assert not (driver.state_dir / "workers" / worker.worker_id).exists()

@@ -10,8 +10,8 @@ Contract:
   human ``message`` naming the field and never quoting a secret, the ``field`` path
   (``spec.tasks[1].image``) and, when the document came from text, its ``line``.
 - The :class:`ValidationContext` is plain data the caller gathers first (the capacity model of
-  the job's clusters, the known clusters with their hostPath policies, the user's SSH key names,
-  the network domain names): no I/O happens here. The default network domain is filled by the
+  the job's clusters, the known clusters with their hostPath policies and runtimes, the user's SSH
+  key names, the network domain names): no I/O happens here. The default network domain is filled by the
   caller (``spec.fill_network_domain_default``) beforehand.
 
 Capacity rules. One worker of a job per node, so a role needs ``replicas`` distinct nodes of its
@@ -34,6 +34,7 @@ run_script_missing, cluster_unknown, cluster_offline (warning), replicas_invalid
 gpus_exceed_node, image_invalid, image_tag_required, image_latest_refused, selector_key_invalid,
 selector_value_invalid, selector_matches_too_few (error or warning), mount_invalid,
 hostpath_not_allowed (a hostPath source outside its cluster's allow-list, ADR 0006),
+mount_type_unsupported (a mount type its cluster's runtime cannot mount: ``rlark_contracts.runtimes``),
 path_not_absolute, env_name_invalid, env_name_reserved, env_overridden (warning),
 output_not_on_mount (warning), ssh_key_unknown, network_domain_unknown, network_domain_missing
 (warning), secret_detected, restart_max_out_of_range, restart_backoff_out_of_range,
@@ -52,6 +53,7 @@ from typing import Any
 
 from rlark_contracts.hostpaths import source_decision
 from rlark_contracts.messages import Text, text
+from rlark_contracts.runtimes import mount_refusal
 from rlark_secretscan import SecretFinding, scan_assignment, scan_text
 
 from rlark_scheduler.domain import selectors
@@ -83,6 +85,7 @@ __all__ = [
     "ValidationReport",
     "hostpath_refusals",
     "image_problem",
+    "mount_type_refusals",
     "parse_image",
     "selector_matches",
     "validate_job",
@@ -122,13 +125,15 @@ class ValidationContext:
     ``capacity`` answers every question about nodes: the :class:`CapacityModel` the placement loop
     decides on, built once per check (the job's clusters: nodes, offline flags, the scheduler's
     allocations). ``clusters`` are the known clusters (registered, or seen through their nodes),
-    each with its hostPath policy (normalised prefixes; empty allows none).
+    each with its hostPath policy (normalised prefixes; empty allows none). ``runtimes`` says what
+    runs each cluster's workers (``ClusterState.runtime``); a cluster missing from it is not judged.
     """
 
     capacity: CapacityModel = field(default_factory=CapacityModel)
     clusters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     ssh_key_names: frozenset[str] = frozenset()
     network_domains: frozenset[str] = frozenset()
+    runtimes: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -137,8 +142,10 @@ class ValidationContext:
         clusters: Mapping[str, Sequence[str]] | Iterable[str] = (),
         ssh_key_names: Iterable[str] = (),
         network_domains: Iterable[str] = (),
+        runtimes: Mapping[str, str] | None = None,
     ) -> ValidationContext:
-        """``clusters``: names (allowing no hostPath) or name → hostPath allow-list."""
+        """``clusters``: names (allowing no hostPath) or name → hostPath allow-list; ``runtimes``:
+        cluster name → its runtime."""
         policies = (
             {name: tuple(allow) for name, allow in clusters.items()}
             if isinstance(clusters, Mapping)
@@ -149,6 +156,7 @@ class ValidationContext:
             clusters=MappingProxyType(policies),
             ssh_key_names=frozenset(ssh_key_names),
             network_domains=frozenset(network_domains),
+            runtimes=MappingProxyType(dict(runtimes or {})),
         )
 
     def knows(self, cluster: str) -> bool:
@@ -656,8 +664,17 @@ class _Validator:
                     )
                 targets.add(normalised)
             self.mount_source(mount_path, mount.type, mount.source, mount.secret_ref)
+            self.mount_type(f"{mount_path}.type", mount.type, role.cluster)
             if mount.type is MountType.HOST_PATH:
                 self.host_path(f"{mount_path}.source", mount.source, role.cluster)
+
+    def mount_type(self, type_path: str, kind: MountType, cluster_name: str) -> None:
+        """The role's cluster's runtime must be able to mount ``kind`` (a local cluster's workers are
+        processes: no PVC, no object storage), or the worker would fail only once placed."""
+        runtime = self.ctx.runtimes.get(cluster_name)
+        refusal = None if runtime is None else mount_refusal(type_path, cluster_name, runtime, kind)
+        if refusal is not None:
+            self.add("mount_type_unsupported", refusal, type_path)
 
     def host_path(self, source_path: str, source: str, cluster_name: str) -> None:
         """A hostPath source must lie under the role's cluster's allow-list (default deny)."""
@@ -1015,6 +1032,23 @@ def hostpath_refusals(spec: JobSpec, policies: Mapping[str, Sequence[str]]) -> l
             if not decision.allowed:
                 where = f"{child_path(child_path('spec.tasks', index) + '.mounts', mount_index)}.source"
                 refusals.append((where, _hostpath_message(where, mount.source, role.cluster, decision.rule)))
+    return refusals
+
+
+def mount_type_refusals(spec: JobSpec, runtimes: Mapping[str, str]) -> list[tuple[str, str]]:
+    """``(field, message)`` of every mount whose type its role's cluster's runtime (``runtimes``: cluster →
+    runtime; a cluster missing is not judged) cannot mount. The placement loop asks again before placing
+    a job accepted earlier: its cluster may have been known then only through its nodes."""
+    refusals: list[tuple[str, str]] = []
+    for index, role in enumerate(spec.tasks):
+        runtime = runtimes.get(role.cluster)
+        if runtime is None:
+            continue
+        for mount_index, mount in enumerate(role.mounts):
+            where = f"{child_path(child_path('spec.tasks', index) + '.mounts', mount_index)}.type"
+            refusal = mount_refusal(where, role.cluster, runtime, mount.type)
+            if refusal is not None:
+                refusals.append((where, refusal))
     return refusals
 
 

@@ -24,8 +24,8 @@ from rlark_scheduler.domain.jobs import JobStatus, WorkerFacts, domain_capacity,
 from rlark_scheduler.domain.placed import DomainAddresses, PlacedJob, worker_placements
 from rlark_scheduler.domain.placement import Placement
 from rlark_scheduler.domain.reasons import PendingReason, pending_view
-from rlark_scheduler.domain.spec import JobDocument, MountType
-from rlark_scheduler.domain.validation import hostpath_refusals
+from rlark_scheduler.domain.spec import JobDocument
+from rlark_scheduler.domain.validation import hostpath_refusals, mount_type_refusals
 from rlark_scheduler.envelopes import Meta, envelope
 from rlark_scheduler.handlers.lifecycle import (
     StatusChange,
@@ -58,8 +58,8 @@ async def commit_placements(
 ) -> set[str]:
     """Store gang placements decided by the placement loop, in the caller's transaction and in a few
     statements whatever their number: the ids of the jobs placed. A job no longer Pending (cancelled
-    meanwhile) is skipped, and so is one whose hostPath mounts its cluster no longer allows (it fails);
-    the caller gives the capacity of those back.
+    meanwhile) is skipped, and so is one whose mounts its cluster does not allow now (a hostPath outside
+    its policy, a type its runtime cannot mount: it fails); the caller gives the capacity of those back.
 
     Each job placed: its workers stored, Pending → Scheduled; with a network domain, netdomain is asked
     for addresses (the workers are placed when they come); without one, each worker's placement goes to
@@ -74,7 +74,7 @@ async def commit_placements(
             continue
         doc = JobDocument.model_validate(job.spec)
         meta = Meta(correlation_id=job.id)
-        refused = await hostpaths_refused_now(conn, doc)
+        refused = await mounts_refused_now(conn, doc)
         if refused:
             await end_job(conn, job, JobStatus.FAILED, refused, now, meta)
             continue
@@ -134,16 +134,16 @@ async def _request_addresses(
     return asked
 
 
-async def hostpaths_refused_now(conn: Connection, doc: JobDocument) -> str:
-    """Why the job's hostPath mounts may no longer be placed ("" when they may): the clusters' policies
-    as stored now, which an admin may have narrowed since the job was accepted (ADR 0006)."""
-    names = sorted(
-        {role.cluster for role in doc.spec.tasks if any(m.type is MountType.HOST_PATH for m in role.mounts)}
-    )
+async def mounts_refused_now(conn: Connection, doc: JobDocument) -> str:
+    """Why the job's mounts may no longer be placed ("" when they may), from the clusters as stored now:
+    a hostPath policy an admin narrowed since the job was accepted (ADR 0006), a mount type the cluster's
+    runtime cannot mount (its runtime came after the job, when it was known only through its nodes)."""
+    names = sorted({role.cluster for role in doc.spec.tasks if role.mounts})
     if not names:
         return ""
-    policies = {c.name: c.hostpath_allow for c in await read_models.known_clusters(conn, names)}
-    refusals = hostpath_refusals(doc.spec, policies)
+    clusters = await read_models.known_clusters(conn, names)
+    refusals = mount_type_refusals(doc.spec, {c.name: c.runtime for c in clusters})
+    refusals += hostpath_refusals(doc.spec, {c.name: c.hostpath_allow for c in clusters})
     return "; ".join(message for _, message in refusals)
 
 

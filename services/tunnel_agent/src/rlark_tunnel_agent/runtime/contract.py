@@ -37,11 +37,10 @@ from typing import Annotated
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
+from rlark_contracts.runtimes import KUBERNETES as KUBERNETES  # the runtimes' names, re-exported
+from rlark_contracts.runtimes import LOCAL as LOCAL
 
 from rlark_tunnel_agent.runtime.driver import RayPorts, WorkerSpec
-
-LOCAL = "local"
-KUBERNETES = "kubernetes"
 
 PREPARE_FILE = "prepare.sh"
 RUN_FILE = "run.sh"

@@ -99,6 +99,7 @@ from typing import Protocol
 
 import structlog
 from pydantic import BaseModel, ConfigDict
+from rlark_contracts.runtimes import mount_refusal
 from rlark_tunnel_agent.runtime import worker_usage
 from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_DIR, BOOTSTRAP_FILES, BOOTSTRAP_SCRIPT
 from rlark_tunnel_agent.runtime.bootstrap.rlark_node import Ours, proc_stat, read_proc, scan_all
@@ -456,12 +457,10 @@ class LocalDriver:
                 return  # exists (running, ended or stopped): success, never a second copy
             if self.cluster.node(spec.node_name) is None:
                 raise ValueError(f"node {spec.node_name!r} is not in cluster {self.cluster.cluster}")
-            for mount in spec.mounts:
-                if mount.type not in (MountType.HOST_PATH, MountType.EMPTY_DIR):
-                    raise ValueError(
-                        f"mount {mount.target}: {mount.type} mounts need a Kubernetes cluster; this "
-                        "cluster runs workers as local processes (hostPath and emptyDir only)"
-                    )
+            for mount in spec.mounts:  # what the scheduler refuses at submission, for a placement made anyway
+                refused = mount_refusal(f"mount {mount.target}", self.cluster.cluster, LOCAL, mount.type)
+                if refused is not None:
+                    raise ValueError(refused)
             if self.use_netns:
                 binds = container_binds(spec, self.worker_dir(spec.worker_id))
                 needed = (

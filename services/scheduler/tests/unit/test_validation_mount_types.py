@@ -1,0 +1,104 @@
+"""A mount type the role's cluster's runtime cannot mount is refused at validation, naming the mount's
+``type`` field: a local cluster runs workers as processes, so it mounts hostPath (and emptyDir) only; before
+this, ``rlark jobs preview`` said "the job can be submitted" and the worker failed once placed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rlark_contracts.runtimes import KUBERNETES, mounts
+from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.spec import MountType, parse_job_document
+from rlark_scheduler.domain.validation import (
+    ValidationContext,
+    ValidationReport,
+    mount_type_refusals,
+    validate_job,
+)
+
+pytestmark = pytest.mark.unit
+
+BUCKET = {"name": "models", "type": "objectStorage", "source": "s3://models/rl", "path": "/models"}
+CLAIM = {"name": "ckpt", "type": "pvc", "source": "checkpoints", "path": "/ckpt"}
+HOST = {"name": "data", "type": "hostPath", "source": "/srv/data", "path": "/data"}
+BUCKET_SECRET = {**BUCKET, "secretRef": "s3-ro"}
+
+
+def _ctx(runtimes: dict[str, str]) -> ValidationContext:
+    model = CapacityModel.from_nodes([NodeState("laptop", "n1"), NodeState("gpu-a", "g1")])
+    clusters = {"laptop": ("/srv",), "gpu-a": ("/srv",)}
+    return ValidationContext.build(model, clusters, ["k"], ["dom-a"], runtimes=runtimes)
+
+
+def _job(*roles: tuple[str, str, list[dict[str, Any]]]) -> dict[str, Any]:
+    tasks = [
+        {"name": name, "cluster": cluster, "image": "python:3.11-slim", "mounts": mounts}
+        for name, cluster, mounts in roles
+    ]
+    spec = {"header": roles[0][0], "sshKeys": ["k"], "runScript": "true\n", "tasks": tasks}
+    return {"metadata": {"name": "mount-types"}, "spec": spec}
+
+
+def _validate(job: dict[str, Any], runtimes: dict[str, str]) -> ValidationReport:
+    return validate_job(parse_job_document(job), _ctx(runtimes))
+
+
+LOCAL_CLUSTERS = {"laptop": "local", "gpu-a": "kubernetes"}
+
+
+def test_object_storage_and_a_pvc_on_a_local_cluster_are_refused_naming_each_type_field() -> None:
+    report = _validate(_job(("header", "laptop", [HOST, BUCKET_SECRET, CLAIM])), LOCAL_CLUSTERS)
+    refused = [e for e in report.errors if e.code == "mount_type_unsupported"]
+    assert [e.field for e in refused] == ["spec.tasks[0].mounts[1].type", "spec.tasks[0].mounts[2].type"]
+    assert refused[0].message == (
+        'spec.tasks[0].mounts[1].type: cluster "laptop" runs workers as local processes: it mounts '
+        "hostPath, emptyDir only, not objectStorage. Run this role on a Kubernetes cluster to mount objectStorage"
+    )
+    assert "not pvc" in refused[1].message
+    assert {e.code for e in report.errors} == {"mount_type_unsupported"}  # the hostPath is allowed
+
+
+def test_the_refusal_is_a_catalogue_sentence_in_chinese_too() -> None:
+    report = _validate(_job(("header", "laptop", [BUCKET_SECRET])), LOCAL_CLUSTERS)
+    [error] = report.errors
+    said = error.to_dict()
+    assert said["message_key"] == "mount_type_unsupported.local"
+    assert said["params"] == {
+        "field": "spec.tasks[0].mounts[0].type",
+        "cluster": "laptop",
+        "type": "objectStorage",
+        "supported": "hostPath, emptyDir",
+    }
+    chinese = error.message.render("zh-CN")  # type: ignore[attr-defined]
+    assert chinese.startswith('spec.tasks[0].mounts[0].type：集群 "laptop" 以本地进程运行工作节点')
+    assert "不能挂载 objectStorage" in chinese
+
+
+def test_the_role_s_own_cluster_s_runtime_decides() -> None:
+    job = _job(("header", "gpu-a", [BUCKET_SECRET, CLAIM]), ("rollout", "laptop", [HOST, BUCKET_SECRET]))
+    job["spec"]["networkDomain"] = "dom-a"  # a job across two clusters needs one
+    report = _validate(job, LOCAL_CLUSTERS)
+    assert [(e.code, e.field) for e in report.errors] == [
+        ("mount_type_unsupported", "spec.tasks[1].mounts[1].type")
+    ]
+    assert _validate(job, {"laptop": "kubernetes", "gpu-a": "kubernetes"}).ok
+
+
+def test_a_cluster_whose_runtime_is_not_known_is_not_judged() -> None:
+    assert _validate(_job(("header", "laptop", [BUCKET_SECRET])), {}).ok
+    assert _validate(_job(("header", "laptop", [BUCKET_SECRET])), {"laptop": "slurm"}).ok
+
+
+def test_the_placement_time_check_names_every_type_the_runtimes_refuse_now() -> None:
+    doc = parse_job_document(_job(("header", "laptop", [HOST, BUCKET_SECRET])))
+    assert mount_type_refusals(doc.spec, {"laptop": "kubernetes"}) == []
+    assert mount_type_refusals(doc.spec, {}) == []
+    [(field, message)] = mount_type_refusals(doc.spec, {"laptop": "local"})
+    assert field == "spec.tasks[0].mounts[1].type"
+    assert message.startswith(f'{field}: cluster "laptop" runs workers as local processes')
+
+
+@pytest.mark.parametrize("kind", list(MountType))
+def test_every_mount_type_a_job_may_name_is_one_the_runtimes_table_knows(kind: MountType) -> None:
+    assert mounts(KUBERNETES, kind), "rlark_contracts.runtimes.MOUNT_TYPES must say which runtime mounts it"
