@@ -5,14 +5,20 @@ cluster's allow-list — the root, the host's configuration (also behind ``..``)
 directories, container-engine sockets — is refused at submission with 422 naming the mount's field,
 and nothing is stored; a source under an allowed prefix is accepted; only admins change the policy
 (REST and CLI). Before the policy existed every one of these jobs was accepted.
+
+Issue 31: what a cluster's runtime can mount is checked the same way — an objectStorage mount on a local
+cluster is refused by preview (REST and ``rlark jobs preview``, in English and Chinese) and submit, naming
+``spec.tasks[i].mounts[j].type``; the preview used to say the job could be submitted.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from agents import local_agent, nodes, write_cluster_file
 from jobs import document, logs, role, submit, wait_placeable, wait_status
 from rlark_devinfra.paths import state_dir
@@ -185,3 +191,64 @@ async def test_a_read_only_host_path_refuses_writes_and_nothing_reaches_the_host
     assert "SCRATCH: WROTE" in text
     assert not (shared / "ro" / "pwned").exists()
     assert (shared / "rw" / "ok").read_text() == "ok\n"
+
+
+TYPE_FIELD = "spec.tasks[0].mounts[0].type"
+BUCKET = {
+    "name": "models",
+    "type": "objectStorage",
+    "source": "s3://models/rl",
+    "path": "/models",
+    "secretRef": "s3-ro",
+}
+
+
+def bucket_job(cluster: str) -> dict[str, Any]:
+    return document("buckets", [role("header", 1, cluster, mounts=[BUCKET])], "ls /models\n")
+
+
+async def test_a_mount_type_the_cluster_s_runtime_cannot_mount_is_refused_by_preview_submit_and_the_cli(
+    stack: Stack, tmp_path: Path
+) -> None:
+    await stack.register_cluster(CLUSTER)  # the local runtime
+    await stack.register_cluster("gpu-k8s", runtime="kubernetes")
+    _, user = await stack.new_user()
+
+    async def known() -> dict[str, list[dict[str, Any]]] | None:
+        async with stack.client(user) as client:
+            local = await client.post("/api/v1/jobs:preview", json=bucket_job(CLUSTER))
+            kubernetes = await client.post("/api/v1/jobs:preview", json=bucket_job("gpu-k8s"))
+        found = {"local": local.json()["errors"], "kubernetes": kubernetes.json()["errors"]}
+        unknown = any(e["code"] == "cluster_unknown" for errors in found.values() for e in errors)
+        return None if unknown else found
+
+    previews = await eventually(known, what="the scheduler knows both clusters")
+    [refused] = [e for e in previews["local"] if e["code"] == "mount_type_unsupported"]
+    assert refused["field"] == TYPE_FIELD
+    assert refused["message"] == (
+        f'{TYPE_FIELD}: cluster "{CLUSTER}" runs workers as local processes: it mounts hostPath, emptyDir '
+        "only, not objectStorage. Run this role on a Kubernetes cluster to mount objectStorage"
+    )
+    assert not [e for e in previews["kubernetes"] if e["code"] == "mount_type_unsupported"]
+    async with stack.client(user) as client:
+        submitted = await client.post("/api/v1/jobs", json=bucket_job(CLUSTER))
+        listed = await client.get("/api/v1/jobs")
+    assert submitted.status_code == 422, submitted.text
+    errors = [(e["code"], e["field"]) for e in submitted.json()["error"]["details"]["errors"]]
+    assert ("mount_type_unsupported", TYPE_FIELD) in errors
+    assert listed.json()["total"] == 0
+
+    job_file = tmp_path / "buckets.yaml"
+    job_file.write_text(yaml.safe_dump(bucket_job(CLUSTER), sort_keys=False))
+    for language, said in (
+        ("en", f'cluster "{CLUSTER}" runs workers as local processes: it mounts hostPath, emptyDir only'),
+        (
+            "zh-CN",
+            f'集群 "{CLUSTER}" 以本地进程运行工作节点：只能挂载 hostPath, emptyDir，不能挂载 objectStorage',
+        ),
+    ):
+        previewed = await stack.cli("--lang", language, "jobs", "preview", str(job_file), token=user)
+        printed = " ".join(previewed.stdout.split())
+        assert previewed.returncode == 1, printed + previewed.stderr
+        assert re.search(rf"error {re.escape(TYPE_FIELD)} \(line \d+\): {re.escape(said)}", printed), printed
+        assert "can be submitted" not in printed

@@ -73,13 +73,19 @@ def _document_headers(content: bytes) -> dict[str, str]:
 
 
 def _problem_lines(problems: list[dict[str, Any]], label: str, style: str) -> None:
+    """One line a problem, in the CLI's language: its field (and line), then the sentence — which most
+    often starts with the field itself (``spec.tasks[0].image: ...``), said once."""
     for problem in problems:
-        where = problem.get("field") or "document"
+        field = problem.get("field") or ""
+        said = lang.say(problem)
+        for colon in (":", "："):  # the catalogue's English and Chinese
+            if field and said.startswith(field + colon):
+                said = said[len(field) + 1 :].lstrip()
+                break
+        where = field or "document"
         if problem.get("line"):
             where += f" (line {problem['line']})"
-        print_text(
-            (label, f"bold {style}"), f" {where}: {problem['message']} ", (f"({problem['code']})", "dim")
-        )
+        print_text((label, f"bold {style}"), f" {where}: {said} ", (f"({problem['code']})", "dim"))
 
 
 # -------------------------------------------------------------------------------------------- templates
