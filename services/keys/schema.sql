@@ -52,6 +52,44 @@ CREATE TABLE public.schema_migrations (
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.secret_uses (
+    id bigint NOT NULL,
+    secret_id uuid NOT NULL,
+    version integer NOT NULL,
+    job_id text NOT NULL,
+    worker_id text NOT NULL,
+    cluster text NOT NULL,
+    used_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE SEQUENCE public.secret_uses_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.secret_uses_id_seq OWNED BY public.secret_uses.id;
+
+CREATE TABLE public.secrets (
+    id uuid NOT NULL,
+    scope text NOT NULL,
+    owner text NOT NULL,
+    name text NOT NULL,
+    version integer NOT NULL,
+    key_id text NOT NULL,
+    wrapped_key bytea NOT NULL,
+    key_nonce bytea NOT NULL,
+    nonce bytea NOT NULL,
+    ciphertext bytea NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_by text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT secrets_scope_check CHECK ((scope = ANY (ARRAY['user'::text, 'project'::text]))),
+    CONSTRAINT secrets_version_check CHECK ((version >= 1))
+);
+
 CREATE TABLE public.ssh_keys (
     id uuid NOT NULL,
     owner text NOT NULL,
@@ -66,6 +104,8 @@ CREATE TABLE public.ssh_keys (
 );
 
 ALTER TABLE ONLY public.outbox ALTER COLUMN seq SET DEFAULT nextval('public.outbox_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.secret_uses ALTER COLUMN id SET DEFAULT nextval('public.secret_uses_id_seq'::regclass);
 
 ALTER TABLE ONLY public.agent_epochs
     ADD CONSTRAINT agent_epochs_pkey PRIMARY KEY (consumer, cluster);
@@ -88,6 +128,15 @@ ALTER TABLE ONLY public.platform_schema_migrations
 ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
 
+ALTER TABLE ONLY public.secret_uses
+    ADD CONSTRAINT secret_uses_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.secrets
+    ADD CONSTRAINT secrets_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.secrets
+    ADD CONSTRAINT secrets_scope_owner_name UNIQUE (scope, owner, name);
+
 ALTER TABLE ONLY public.ssh_keys
     ADD CONSTRAINT ssh_keys_owner_fingerprint UNIQUE (owner, fingerprint);
 
@@ -96,3 +145,5 @@ ALTER TABLE ONLY public.ssh_keys
 
 ALTER TABLE ONLY public.ssh_keys
     ADD CONSTRAINT ssh_keys_pkey PRIMARY KEY (id);
+
+CREATE INDEX secret_uses_by_secret ON public.secret_uses USING btree (secret_id, used_at DESC);

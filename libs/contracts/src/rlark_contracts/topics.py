@@ -84,6 +84,14 @@ TOPICS: dict[str, Topic] = {
             "keys",
             ("scheduler",),
         ),
+        Topic(
+            "keys.secrets",
+            "secret id",
+            True,
+            "Named secrets of users and projects: names and versions, never values",
+            "keys",
+            ("scheduler",),
+        ),
         Topic("netdomain.domains", "domain name", True, "Network domains", "netdomain", ("scheduler",)),
         Topic(
             "netdomain.allocations",

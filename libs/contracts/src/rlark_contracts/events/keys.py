@@ -29,3 +29,26 @@ class KeyRenamed(KeyState):
 @event("keys.key.deleted.v1", "keys.keys")
 class KeyDeleted(KeyState):
     pass
+
+
+class SecretState(EventData):
+    """A named secret as everyone may know it: whose, its name and version — never its value (ADR 0025).
+
+    ``scope`` is ``user`` (``owner`` a user name) or ``project`` (``owner`` a project name). The scheduler
+    keeps these to check that a job names only secrets its owner may use."""
+
+    secret_id: str
+    scope: str
+    owner: str
+    name: str
+    version: int
+
+
+@event("keys.secret.set.v1", "keys.secrets")
+class SecretSet(SecretState):
+    """A secret was created (version 1) or given a new value (the next version)."""
+
+
+@event("keys.secret.deleted.v1", "keys.secrets")
+class SecretDeleted(SecretState):
+    pass

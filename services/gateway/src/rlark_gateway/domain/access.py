@@ -48,6 +48,7 @@ PROXY_ROUTES: tuple[ProxyRoute, ...] = (
     ProxyRoute("labels", "inventory", "Node label keys and values"),
     ProxyRoute("agent", "inventory", "Agents trade their cluster credential for a session"),
     ProxyRoute("keys", "keys", "Users' SSH public keys"),
+    ProxyRoute("secrets", "keys", "Named secrets jobs reference (values are set, never returned)"),
     ProxyRoute("domains", "netdomain", "Network domains and CIDR checks"),
     ProxyRoute("jobs", "scheduler", "Jobs: preview, submit, status, logs, events, cancel"),
     ProxyRoute("templates", "scheduler", "Job templates"),

@@ -1,6 +1,7 @@
 """HTTP API of the keys service (reached only through the gateway, which signs the caller).
 
-Routes (see docs/api.md): ``GET/POST /api/v1/keys``, ``GET/PATCH/DELETE /api/v1/keys/{id}``.
+Routes (see docs/api.md): ``GET/POST /api/v1/keys``, ``GET/PATCH/DELETE /api/v1/keys/{id}``, and the named
+secrets' (``api/secrets.py``, ADR 0025).
 Request validation errors are rewritten so they can never echo what was submitted: a private key
 pasted in the wrong place must not come back in an error body (see ``_validation_error``).
 """
@@ -21,6 +22,7 @@ from rlark_platform.paging import PageNumber, PageSize
 from rlark_platform.service import ServiceContext
 
 from rlark_keys import handlers
+from rlark_keys.api.secrets import build_secrets_router
 from rlark_keys.repository import StoredKey
 from rlark_keys.settings import KeysSettings
 
@@ -81,7 +83,21 @@ class KeyList(BaseModel):
     page_size: int
 
 
-_KNOWN_FIELDS = frozenset({"name", "public_key", "all", "page", "page_size", "key_id"})
+_KNOWN_FIELDS = frozenset(
+    {
+        "name",
+        "public_key",
+        "all",
+        "page",
+        "page_size",
+        "key_id",
+        "value",
+        "project",
+        "secrets",
+        "job_id",
+        "worker_id",
+    }
+)
 
 
 def _safe_field(loc: tuple[Any, ...]) -> str:
@@ -170,4 +186,5 @@ def build_api(ctx: ServiceContext[KeysSettings, None]) -> FastAPI:
     )
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(build_router(ctx))
+    app.include_router(build_secrets_router(ctx.require_pool(), ctx.settings.keyring()))
     return app
