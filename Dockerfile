@@ -1,8 +1,15 @@
 # One image for every RLark Python service (the command picks the service and its role), plus the web
 # console build. Used by docker-compose.yml and deploy/.
-# syntax=docker/dockerfile:1.7
+#
+# The base images are build arguments. A lab that can pull from Docker Hub builds with the defaults
+# (`docker build --target service .`); a machine that cannot passes bases of its own made from Debian
+# packages, as `make prereqs` does with buildah (README, "Deploying with containers"; ADR 0023).
 
-FROM node:20-bookworm-slim AS web
+ARG NODE_BASE=node:20-bookworm-slim
+ARG GO_BASE=golang:1.24-bookworm
+ARG PYTHON_BASE=python:3.11-slim-bookworm
+
+FROM ${NODE_BASE} AS web
 WORKDIR /web
 COPY web/package.json web/package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -10,18 +17,21 @@ COPY web/ ./
 RUN npm run build
 
 # The tunnel's Go data path (ADR 0008), static, for the agent image's local runtime.
-FROM golang:1.24-bookworm AS tunnel-dp
+FROM ${GO_BASE} AS tunnel-dp
 WORKDIR /src
 COPY services/tunnel_agent/dataplane/go.mod services/tunnel_agent/dataplane/go.sum ./
 RUN go mod download
 COPY services/tunnel_agent/dataplane/ ./
 RUN CGO_ENABLED=0 go build -trimpath -ldflags=-s -o /out/rlark-tunnel-dp .
 
-FROM python:3.11-slim-bookworm AS python
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy
+FROM ${PYTHON_BASE} AS python
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never
 RUN pip install --no-cache-dir uv==0.13.8
 WORKDIR /app
 COPY pyproject.toml uv.lock ./
+# The locked third-party packages in a layer of their own, so that a change to RLark's sources reinstalls
+# only RLark's packages (uv cannot check the lock without every member's pyproject.toml: --frozen).
+RUN uv sync --frozen --no-dev --no-install-workspace && rm -rf /root/.cache
 COPY libs/ libs/
 COPY services/ services/
 COPY cli/ cli/

@@ -37,7 +37,7 @@ test-web: prereqs ## Run the web console's component tests (Vitest)
 	@cd web && npm test
 
 test-fast: ## Unit tests only (no servers)
-	@$(UV) run pytest -m "not integration and not e2e and not k8s and not netns" $(PYTEST_ARGS)
+	@$(UV) run pytest -m "not integration and not e2e and not k8s and not netns and not images" $(PYTEST_ARGS)
 
 screenshots: setup ## Write docs/screenshots/<page>.<zh-CN|en>.png from a seeded platform, in Chromium
 	@$(UV) run python -m rlark_devinfra.web >/dev/null

@@ -46,6 +46,10 @@ command -v containerd >/dev/null 2>&1 || missing+=(containerd)
 command -v runc >/dev/null 2>&1 || missing+=(runc)
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
 command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
+# The service and agent images: built from the Dockerfile by buildah (`make prereqs`), started by podman in
+# the tests (ADR 0023); neither needs a Docker engine.
+command -v buildah >/dev/null 2>&1 || missing+=(buildah)
+command -v podman >/dev/null 2>&1 || missing+=(podman)
 for extra in ${RLARK_SETUP_APT:-}; do
   command -v "$extra" >/dev/null 2>&1 || missing+=("$extra")
 done

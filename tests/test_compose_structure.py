@@ -97,8 +97,10 @@ def test_agent_image_ships_the_go_data_path_its_setting_names() -> None:
     assert setting
     assert copied.group(1) == setting.group(1)
     assert "tunnel_dataplane" in settings_fields("rlark_tunnel_agent")
-    # The builder's Go is at least the module's `go` directive (else `go build` refuses it).
-    builder = re.search(r"^FROM golang:(\d+)\.(\d+)\S* AS tunnel-dp$", DOCKERFILE, flags=re.M)
+    # The builder's Go (the public image the GO_BASE argument names by default) is at least the module's `go`
+    # directive (else `go build` refuses it).
+    assert re.search(r"^FROM \$\{GO_BASE\} AS tunnel-dp$", DOCKERFILE, flags=re.M)
+    builder = re.search(r"^ARG GO_BASE=golang:(\d+)\.(\d+)\S*$", DOCKERFILE, flags=re.M)
     go_mod = (ROOT / "services/tunnel_agent/dataplane/go.mod").read_text()
     wanted = re.search(r"^go (\d+)\.(\d+)", go_mod, flags=re.M)
     assert builder

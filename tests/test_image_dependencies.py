@@ -43,19 +43,22 @@ def installed(lock: dict[str, Any], groups: tuple[str, ...] = (), root: str = "r
     return {key.partition("[")[0] for key in seen}
 
 
-def the_image_sync_command() -> str:
+def the_image_sync_commands() -> list[str]:
+    """Every ``uv sync`` of the Dockerfile: the locked third-party packages first, then the workspace's."""
     commands = re.findall(r"^RUN (uv sync[^&\n]*)", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
-    assert len(commands) == 1, commands
-    return commands[0].strip()
+    assert commands, "the Dockerfile runs no uv sync"
+    return [command.strip() for command in commands]
 
 
 def test_the_image_installs_the_locked_project_without_any_dependency_group() -> None:
-    command = the_image_sync_command()
-    assert "--no-dev" in command.split()
-    assert "--frozen" in command.split()
-    assert not {"--group", "--all-groups", "--dev", "--extra", "--all-extras", "--all-packages"} & set(
-        word.partition("=")[0] for word in command.split()
-    ), command
+    commands = the_image_sync_commands()
+    assert "--no-install-workspace" not in commands[-1].split(), "the last sync installs RLark's own packages"
+    for command in commands:
+        assert "--no-dev" in command.split()
+        assert "--frozen" in command.split()
+        assert not {"--group", "--all-groups", "--dev", "--extra", "--all-extras", "--all-packages"} & set(
+            word.partition("=")[0] for word in command.split()
+        ), command
 
 
 def test_the_locked_set_the_image_installs_holds_no_dev_dependency() -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -68,3 +71,38 @@ def wait_until(predicate: object, timeout_s: float, what: str, interval_s: float
             last_error = exc
         time.sleep(interval_s)
     raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s (last error: {last_error!r})")
+
+
+def run_logged(
+    label: str,
+    cmd: list[str],
+    *,
+    log: Callable[[str], None],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    nice: bool = False,
+    heartbeat_s: float = 60.0,
+) -> str:
+    """Run a long build command (``nice -n 10`` when ``nice``), saying through ``log`` every ``heartbeat_s``
+    that it still runs; return its output (stdout and stderr together), or raise RuntimeError with the tail
+    of it on failure. Interrupted, the command is killed."""
+    argv = ["nice", "-n", "10", *cmd] if nice else cmd
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as output:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT)
+        try:
+            while True:
+                try:
+                    proc.wait(timeout=heartbeat_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    log(f"{label}: still running, {(time.monotonic() - started) / 60:.0f} min")
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        output.seek(0)
+        text = output.read().decode(errors="replace")
+    if proc.returncode != 0:
+        raise RuntimeError(f"{label} failed (exit {proc.returncode}):\n{text[-4000:]}")
+    return text

@@ -35,7 +35,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from pathlib import Path
 
 from rlark_devinfra.k8s import oci
 from rlark_devinfra.paths import NotBuilt, cache_dir, file_lock
+from rlark_devinfra.process import run_logged
 
 PAUSE_IMAGE = "rlark.local/pause:3.10"
 WORKER_REPOSITORY = "rlark.local/rlark-worker"
@@ -416,25 +416,7 @@ def _run(
 ) -> None:
     """Run ``cmd`` (``nice -n 10`` when ``nice``), saying every minute that it still runs; raise with the
     tail of its output on failure."""
-    argv = ["nice", "-n", "10", *cmd] if nice else cmd
-    started = time.monotonic()
-    with tempfile.TemporaryFile() as output:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT)
-        try:
-            while True:
-                try:
-                    proc.wait(timeout=HEARTBEAT_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    _log(f"{label}: still running, {(time.monotonic() - started) / 60:.0f} min")
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-        output.seek(0)
-        text = output.read().decode(errors="replace")
-    if proc.returncode != 0:
-        raise RuntimeError(f"{label} failed (exit {proc.returncode}):\n{text[-4000:]}")
+    run_logged(label, cmd, log=_log, cwd=cwd, env=env, nice=nice, heartbeat_s=HEARTBEAT_S)
 
 
 def _log(message: str) -> None:
