@@ -199,6 +199,15 @@ CREATE TABLE public.schema_migrations (
     applied_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.secret_names (
+    secret_id text NOT NULL,
+    scope text NOT NULL,
+    owner text NOT NULL,
+    name text NOT NULL,
+    version integer NOT NULL,
+    CONSTRAINT secret_names_scope_check CHECK ((scope = ANY (ARRAY['user'::text, 'project'::text])))
+);
+
 CREATE TABLE public.ssh_keys (
     key_id text NOT NULL,
     owner text NOT NULL,
@@ -339,6 +348,9 @@ ALTER TABLE ONLY public.projects
 ALTER TABLE ONLY public.schema_migrations
     ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
 
+ALTER TABLE ONLY public.secret_names
+    ADD CONSTRAINT secret_names_pkey PRIMARY KEY (secret_id);
+
 ALTER TABLE ONLY public.ssh_keys
     ADD CONSTRAINT ssh_keys_pkey PRIMARY KEY (key_id);
 
@@ -367,6 +379,8 @@ CREATE INDEX jobs_owner_created ON public.jobs USING btree (owner, created_at DE
 CREATE INDEX jobs_status ON public.jobs USING btree (status);
 
 CREATE INDEX project_members_username ON public.project_members USING btree (username);
+
+CREATE INDEX secret_names_by_owner ON public.secret_names USING btree (scope, owner, name);
 
 CREATE INDEX ssh_keys_owner_name ON public.ssh_keys USING btree (owner, name);
 

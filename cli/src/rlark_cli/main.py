@@ -43,6 +43,7 @@ COMMAND_MODULES: list[tuple[str, str | None]] = [
     ("nodes", "nodes"),
     ("labels", None),
     ("keys", "keys"),
+    ("secrets", "secrets"),
     ("domains", "domains"),
     ("jobs", "jobs"),
     ("projects", "projects"),

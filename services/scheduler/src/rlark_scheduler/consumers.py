@@ -38,7 +38,15 @@ from rlark_contracts.events.inventory import (
     NodeState,
     NodeUpdated,
 )
-from rlark_contracts.events.keys import KeyAdded, KeyDeleted, KeyRenamed, KeyState
+from rlark_contracts.events.keys import (
+    KeyAdded,
+    KeyDeleted,
+    KeyRenamed,
+    KeyState,
+    SecretDeleted,
+    SecretSet,
+    SecretState,
+)
 from rlark_contracts.events.netdomain import (
     AddressAllocationFailed,
     AddressesAllocated,
@@ -74,6 +82,12 @@ def state_handlers(settings: SchedulerSettings) -> Handlers:
 
         return apply
 
+    def secret(deleted: bool) -> Handler[SecretState]:
+        async def apply(conn: Connection, envelope: Envelope, payload: SecretState) -> None:
+            await state.apply_secret(conn, payload, deleted=deleted)
+
+        return apply
+
     def domain(deleted: bool) -> Handler[DomainState]:
         async def apply(conn: Connection, envelope: Envelope, payload: DomainState) -> None:
             await state.apply_domain(conn, payload, deleted=deleted)
@@ -106,6 +120,8 @@ def state_handlers(settings: SchedulerSettings) -> Handlers:
         KeyAdded: key(False),
         KeyRenamed: key(False),
         KeyDeleted: key(True),
+        SecretSet: secret(False),
+        SecretDeleted: secret(True),
         DomainCreated: domain(False),
         DomainDeleted: domain(True),
         AddressesAllocated: allocated,
@@ -162,6 +178,7 @@ def build_consumers(ctx: ServiceContext[SchedulerSettings, object]) -> list[Cons
                 "inventory.clusters",
                 "inventory.nodes",
                 "keys.keys",
+                "keys.secrets",
                 "netdomain.domains",
                 "netdomain.allocations",
             ],

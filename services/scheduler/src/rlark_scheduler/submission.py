@@ -148,12 +148,15 @@ async def check(conn: Connection, owner: str, received: Received) -> Checked:
     names = sorted({role.cluster for role in doc.spec.tasks})
     clusters = await read_models.known_clusters(conn, names)
     model = await capacity_model(conn, names)
+    # A project's secrets only for its members (whether it exists at all is said below, once).
+    charged = doc.spec.project if doc.spec.project in member_of else None
     ctx = ValidationContext.build(
         model,
         {c.name: c.hostpath_allow for c in clusters},
         [k.name for k in keys],
         domains,
         runtimes={c.name: c.runtime for c in clusters},
+        secrets=await read_models.secret_owners(conn, owner, charged),
     )
     report = validate_job(doc, ctx)
     checked = Checked(doc=doc, errors=list(report.errors), warnings=list(report.warnings), keys=keys)

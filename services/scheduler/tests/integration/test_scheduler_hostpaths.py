@@ -3,9 +3,9 @@ hostPath source outside it is refused with 422 naming the field and nothing stor
 allows the prefix, the same job is accepted. A job accepted before an admin narrowed the policy fails
 when the placement loop would place it, naming the field, instead of reaching an agent.
 
-So does the cluster's runtime: a mount type it cannot mount (objectStorage or a PVC on a local cluster)
-is refused by preview and submit naming ``spec.tasks[i].mounts[j].type``, and a job accepted while the
-cluster was known only through its nodes fails before it is placed."""
+So does the cluster's runtime: a mount type it cannot mount (a PVC on a local cluster) is refused by preview
+and submit naming ``spec.tasks[i].mounts[j].type`` — a bucket (objectStorage) is mounted there too (ADR 0024)
+— and a job accepted while the cluster was known only through its nodes fails before it is placed."""
 
 from __future__ import annotations
 
@@ -77,6 +77,7 @@ async def test_a_job_accepted_before_the_policy_was_narrowed_fails_instead_of_be
 
 
 TYPE_FIELD = "spec.tasks[0].mounts[0].type"
+CLAIM = {"name": "ckpt", "type": "pvc", "source": "checkpoints", "path": "/ckpt"}
 BUCKET = {
     "name": "models",
     "type": "objectStorage",
@@ -90,7 +91,11 @@ def _bucket_job(cluster: str) -> dict[str, object]:
     return job_doc(role("header", cluster, mounts=[BUCKET]))
 
 
-async def test_an_object_storage_mount_is_refused_by_preview_and_submit_on_a_local_cluster_only(
+def _claim_job(cluster: str) -> dict[str, object]:
+    return job_doc(role("header", cluster, mounts=[CLAIM]))
+
+
+async def test_a_pvc_mount_is_refused_by_preview_and_submit_on_a_local_cluster_only_and_a_bucket_is_not(
     scheduler: RunningService, world: World, database_url: str
 ) -> None:
     await world.cluster("laptop", runtime="local")
@@ -102,11 +107,12 @@ async def test_an_object_storage_mount_is_refused_by_preview_and_submit_on_a_loc
     await synced(database_url, "SELECT online FROM clusters WHERE name = 'gpu-k8s'", expect=True)
 
     async with scheduler.client("alice") as alice:
-        preview = await alice.post("/api/v1/jobs:preview", json=_bucket_job("laptop"))
-        refused = await submit(alice, _bucket_job("laptop"))
+        preview = await alice.post("/api/v1/jobs:preview", json=_claim_job("laptop"))
+        refused = await submit(alice, _claim_job("laptop"))
         listed = (await alice.get("/api/v1/jobs")).json()["total"]
-        on_kubernetes = await alice.post("/api/v1/jobs:preview", json=_bucket_job("gpu-k8s"))
-        accepted = await submit(alice, _bucket_job("gpu-k8s"))
+        on_kubernetes = await alice.post("/api/v1/jobs:preview", json=_claim_job("gpu-k8s"))
+        bucket_on_laptop = await alice.post("/api/v1/jobs:preview", json=_bucket_job("laptop"))
+        accepted = await submit(alice, _claim_job("gpu-k8s"))
 
     assert preview.status_code == 200, preview.text
     [error] = preview.json()["errors"]
@@ -116,8 +122,8 @@ async def test_an_object_storage_mount_is_refused_by_preview_and_submit_on_a_loc
         "mount_type_unsupported.local",
     )
     assert error["message"] == (
-        f'{TYPE_FIELD}: cluster "laptop" runs workers as local processes: it mounts hostPath, emptyDir '
-        "only, not objectStorage. Run this role on a Kubernetes cluster to mount objectStorage"
+        f'{TYPE_FIELD}: cluster "laptop" runs workers as local processes: it mounts hostPath, emptyDir, '
+        "objectStorage only, not pvc. Run this role on a Kubernetes cluster to mount pvc"
     )
     assert refused.status_code == 422, refused.text
     assert (refused.json()["error"]["code"], refused.json()["error"]["field"]) == (
@@ -125,8 +131,9 @@ async def test_an_object_storage_mount_is_refused_by_preview_and_submit_on_a_loc
         TYPE_FIELD,
     )
     assert listed == 0
-    assert error["params"]["type"] == "objectStorage"  # what the console and the CLI say it in Chinese with
+    assert error["params"]["type"] == "pvc"  # what the console and the CLI say it in Chinese with
     assert on_kubernetes.json()["errors"] == [], on_kubernetes.text
+    assert bucket_on_laptop.json()["errors"] == [], bucket_on_laptop.text
     assert accepted.status_code == 201, accepted.text
 
 
@@ -138,7 +145,7 @@ async def test_a_job_accepted_before_its_cluster_said_it_is_local_fails_instead_
     await world.node("late", "n1", ready=False)  # accepted now, placeable later
     await nodes_synced(database_url, "late", 1)
     async with scheduler.client("alice") as alice:
-        accepted = await submit(alice, _bucket_job("late"))
+        accepted = await submit(alice, _claim_job("late"))
     assert accepted.status_code == 201, accepted.text
     job_id = accepted.json()["id"]
 

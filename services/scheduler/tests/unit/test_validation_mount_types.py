@@ -1,6 +1,7 @@
 """A mount type the role's cluster's runtime cannot mount is refused at validation, naming the mount's
-``type`` field: a local cluster runs workers as processes, so it mounts hostPath (and emptyDir) only; before
-this, ``rlark jobs preview`` said "the job can be submitted" and the worker failed once placed."""
+``type`` field: a local cluster runs workers as processes, so it mounts hostPath, emptyDir and (through the
+agent's rclone, ADR 0024) objectStorage, never a PVC; before this, ``rlark jobs preview`` said "the job can be
+submitted" and the worker failed once placed."""
 
 from __future__ import annotations
 
@@ -47,36 +48,38 @@ def _validate(job: dict[str, Any], runtimes: dict[str, str]) -> ValidationReport
 LOCAL_CLUSTERS = {"laptop": "local", "gpu-a": "kubernetes"}
 
 
-def test_object_storage_and_a_pvc_on_a_local_cluster_are_refused_naming_each_type_field() -> None:
+def test_a_pvc_on_a_local_cluster_is_refused_naming_its_type_field_and_a_bucket_is_not() -> None:
     report = _validate(_job(("header", "laptop", [HOST, BUCKET_SECRET, CLAIM])), LOCAL_CLUSTERS)
     refused = [e for e in report.errors if e.code == "mount_type_unsupported"]
-    assert [e.field for e in refused] == ["spec.tasks[0].mounts[1].type", "spec.tasks[0].mounts[2].type"]
+    assert [e.field for e in refused] == ["spec.tasks[0].mounts[2].type"]
     assert refused[0].message == (
-        'spec.tasks[0].mounts[1].type: cluster "laptop" runs workers as local processes: it mounts '
-        "hostPath, emptyDir only, not objectStorage. Run this role on a Kubernetes cluster to mount objectStorage"
+        'spec.tasks[0].mounts[2].type: cluster "laptop" runs workers as local processes: it mounts '
+        "hostPath, emptyDir, objectStorage only, not pvc. Run this role on a Kubernetes cluster to mount pvc"
     )
-    assert "not pvc" in refused[1].message
-    assert {e.code for e in report.errors} == {"mount_type_unsupported"}  # the hostPath is allowed
+    assert {e.code for e in report.errors} == {
+        "mount_type_unsupported"
+    }  # the hostPath and bucket are allowed
+    assert _validate(_job(("header", "laptop", [HOST, BUCKET_SECRET])), LOCAL_CLUSTERS).ok
 
 
 def test_the_refusal_is_a_catalogue_sentence_in_chinese_too() -> None:
-    report = _validate(_job(("header", "laptop", [BUCKET_SECRET])), LOCAL_CLUSTERS)
+    report = _validate(_job(("header", "laptop", [CLAIM])), LOCAL_CLUSTERS)
     [error] = report.errors
     said = error.to_dict()
     assert said["message_key"] == "mount_type_unsupported.local"
     assert said["params"] == {
         "field": "spec.tasks[0].mounts[0].type",
         "cluster": "laptop",
-        "type": "objectStorage",
-        "supported": "hostPath, emptyDir",
+        "type": "pvc",
+        "supported": "hostPath, emptyDir, objectStorage",
     }
     chinese = error.message.render("zh-CN")  # type: ignore[attr-defined]
     assert chinese.startswith('spec.tasks[0].mounts[0].type：集群 "laptop" 以本地进程运行工作节点')
-    assert "不能挂载 objectStorage" in chinese
+    assert "不能挂载 pvc" in chinese
 
 
 def test_the_role_s_own_cluster_s_runtime_decides() -> None:
-    job = _job(("header", "gpu-a", [BUCKET_SECRET, CLAIM]), ("rollout", "laptop", [HOST, BUCKET_SECRET]))
+    job = _job(("header", "gpu-a", [BUCKET_SECRET, CLAIM]), ("rollout", "laptop", [HOST, CLAIM]))
     job["spec"]["networkDomain"] = "dom-a"  # a job across two clusters needs one
     report = _validate(job, LOCAL_CLUSTERS)
     assert [(e.code, e.field) for e in report.errors] == [
@@ -86,12 +89,12 @@ def test_the_role_s_own_cluster_s_runtime_decides() -> None:
 
 
 def test_a_cluster_whose_runtime_is_not_known_is_not_judged() -> None:
-    assert _validate(_job(("header", "laptop", [BUCKET_SECRET])), {}).ok
-    assert _validate(_job(("header", "laptop", [BUCKET_SECRET])), {"laptop": "slurm"}).ok
+    assert _validate(_job(("header", "laptop", [CLAIM])), {}).ok
+    assert _validate(_job(("header", "laptop", [CLAIM])), {"laptop": "slurm"}).ok
 
 
 def test_the_placement_time_check_names_every_type_the_runtimes_refuse_now() -> None:
-    doc = parse_job_document(_job(("header", "laptop", [HOST, BUCKET_SECRET])))
+    doc = parse_job_document(_job(("header", "laptop", [HOST, CLAIM])))
     assert mount_type_refusals(doc.spec, {"laptop": "kubernetes"}) == []
     assert mount_type_refusals(doc.spec, {}) == []
     [(field, message)] = mount_type_refusals(doc.spec, {"laptop": "local"})

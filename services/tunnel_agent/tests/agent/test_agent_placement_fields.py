@@ -44,6 +44,8 @@ WORKER: dict[str, Any] = {
     "prepare_script": "pip list",
     "run_script": "python train.py",
     "env": {"CONFIG": "ppo.yaml"},
+    "secret_env": {"HF_TOKEN": "hf-token"},
+    "secrets": ["hf-token", "wandb"],
     "mounts": [PlacedMount(name="data", type="hostPath", source="/mnt/d", path="/data")],
     "ssh_public_keys": [KEY],
     "virtual_ip": "10.9.0.4",
@@ -78,6 +80,8 @@ OTHER: dict[str, Any] = {
     "prepare_script": "pip freeze",
     "run_script": "python eval.py",
     "env": {"CONFIG": "grpo.yaml"},
+    "secret_env": {"WANDB_API_KEY": "wandb"},
+    "secrets": ["hf-token", "s3-creds"],
     "mounts": [PlacedMount(name="data", type="pvc", source="ckpt", path="/ckpt", read_only=True)],
     "ssh_public_keys": [OTHER_KEY],
     "virtual_ip": "10.9.0.5",
@@ -113,6 +117,7 @@ AGENT_SETS = {
     "resume_dir": "the checkpoint the agent found under `resume_checkpoints_dir` before the Header starts",
     "ray_token": "the job attempt's Ray token, fetched from the control plane, never in a placement (ADR 0022)",
     "ray_authenticated": "set with `ray_token`",
+    "secret_values": "the named secrets' values, fetched with the Ray token, never in a placement (ADR 0025)",
 }
 """Fields of `WorkerSpec` the agent fills in itself after the translation; no placement field feeds them."""
 

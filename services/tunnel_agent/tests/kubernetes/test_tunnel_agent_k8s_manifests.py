@@ -380,7 +380,7 @@ def test_a_worker_with_a_ray_token_sees_it_only_in_its_own_secret_never_in_its_c
     [volume] = [v for v in pod["spec"]["volumes"] if v["name"] == "rlark-secrets"]
     assert volume["secret"] == {
         "secretName": secret["metadata"]["name"],
-        "items": [{"key": "ray-token", "path": "ray-token"}],
+        "items": [{"key": "ray-token", "path": ".ray-token"}],
         "defaultMode": 0o440,
     }
     worker = pod["spec"]["containers"][0]
@@ -390,7 +390,7 @@ def test_a_worker_with_a_ray_token_sees_it_only_in_its_own_secret_never_in_its_c
     env = _env(worker)
     assert (env["RAY_AUTH_MODE"], env["RAY_AUTH_TOKEN_PATH"]) == (
         "token",
-        f"{manifests.SECRETS_MOUNT}/ray-token",
+        f"{manifests.SECRETS_MOUNT}/.ray-token",
     )
     # A restarted agent's recorded spec (the ConfigMap's) still mounts the token its Secret holds.
     recorded = manifests.spec_from_config_map(config_map)

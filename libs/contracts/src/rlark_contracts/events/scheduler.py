@@ -56,8 +56,8 @@ class Mount(EventData):
     path: str
     read_only: bool = False
     secret_ref: str | None = None
-    """objectStorage only: the NAME of the secret in the target cluster holding the credentials
-    (never the credentials themselves)."""
+    """objectStorage only: the NAME of the owner's (or project's) secret holding the credentials (ADR 0025),
+    never the credentials themselves."""
 
 
 def worker_id_for(job_id: str, role: str, index: int, attempt: int = 1) -> str:
@@ -89,6 +89,12 @@ class WorkerPlaced(EventData):
     prepare_script: str = ""
     run_script: str = ""
     env: dict[str, str] = {}
+    secret_env: dict[str, str] = {}
+    """Environment variables the worker takes from named secrets: variable → secret name (never a value; the
+    agent fetches values for the worker it creates, ADR 0025)."""
+    secrets: list[str] = []
+    """Every secret the worker gets (``secret_env``'s and its objectStorage mounts' ``secret_ref``), by name: each
+    a file in the worker's secrets directory."""
     mounts: list[Mount] = []
     ssh_public_keys: list[str] = []
     virtual_ip: str | None = None

@@ -28,8 +28,9 @@ from enum import StrEnum
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from rlark_contracts.messages import Text, text
+from rlark_contracts.secrets import SECRET_NAME
 
-NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?$")
+NAME_PATTERN = SECRET_NAME
 """A secret's name: what jobs reference it by (also a file name in the worker and a Kubernetes Secret key)."""
 MAX_VALUE_BYTES = 64 * 1024
 """A secret's value is a token, a key pair or a small credentials file, never a data set."""

@@ -74,7 +74,9 @@ def worker_placements(job: PlacedJob, doc: JobDocument, workers: Sequence[Worker
                 image=role.image,
                 prepare_script=role.prepare_script or "",
                 run_script=(spec.run_script or "") if w.is_header else "",
-                env=dict(role.env),
+                env=role.plain_env(),
+                secret_env=role.secret_env(),
+                secrets=role.secret_names(),
                 # The document's mount and the event's have the same fields (a test keeps them so).
                 mounts=[Mount.model_validate(m.model_dump(mode="json", by_alias=False)) for m in role.mounts],
                 ssh_public_keys=list(job.ssh_public_keys),

@@ -283,7 +283,8 @@ class Mount(_Model):
     """A volume in a worker: a host directory, a PVC or an object-storage prefix.
 
     ``source`` is a host path, a PVC name or ``s3://bucket/prefix``-style URL; object storage
-    credentials come only from ``secretRef`` (the name of a secret held by the cluster).
+    credentials come only from ``secretRef``: the name of one of the owner's (or the job's project's) secrets
+    (ADR 0025), never the credentials themselves.
     """
 
     name: str
@@ -292,6 +293,35 @@ class Mount(_Model):
     path: str
     read_only: bool = False
     secret_ref: str | None = None
+
+
+class SecretRef(_Model):
+    """An environment variable's value taken from a named secret (``HF_TOKEN: {secret: hf-token}``, ADR 0025):
+    the document names the secret, the value never enters it."""
+
+    secret: str
+
+
+def _env_list_to_mapping(value: object) -> object:
+    """The list form (``[{name: HF_TOKEN, secret: hf-token}, {name: LEVEL, value: info}]``, as Kubernetes writes
+    env) as the mapping form; anything else unchanged, for the model to judge."""
+    if not isinstance(value, list):
+        return value
+    mapping: dict[object, object] = {}
+    for entry in value:
+        if not isinstance(entry, dict) or "name" not in entry or len(entry) != 2:
+            return value  # the mapping's own type error names the entry
+        name = entry["name"]
+        if "secret" in entry:
+            mapping[name] = {"secret": entry["secret"]}
+        elif "value" in entry:
+            mapping[name] = entry["value"]
+        else:
+            return value
+    return mapping
+
+
+EnvValue = ScalarText | SecretRef
 
 
 class RoleSpec(_Model):
@@ -305,7 +335,21 @@ class RoleSpec(_Model):
     image: str
     prepare_script: str | None = None
     mounts: list[Mount] = Field(default_factory=list)
-    env: dict[str, ScalarText] = Field(default_factory=dict)
+    env: Annotated[dict[str, EnvValue], BeforeValidator(_env_list_to_mapping)] = Field(default_factory=dict)
+
+    def plain_env(self) -> dict[str, str]:
+        """The variables the document gives values for."""
+        return {name: value for name, value in self.env.items() if isinstance(value, str)}
+
+    def secret_env(self) -> dict[str, str]:
+        """The variables taken from named secrets: variable → secret name."""
+        return {name: value.secret for name, value in self.env.items() if isinstance(value, SecretRef)}
+
+    def secret_names(self) -> list[str]:
+        """Every secret a worker of this role gets, once each, in the order the document names them: its
+        variables' and its objectStorage mounts' (``secretRef``)."""
+        named = [*self.secret_env().values(), *(m.secret_ref for m in self.mounts if m.secret_ref)]
+        return list(dict.fromkeys(n for n in named if n))
 
 
 class RestartOn(StrEnum):

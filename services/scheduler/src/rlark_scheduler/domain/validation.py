@@ -54,6 +54,7 @@ from typing import Any
 from rlark_contracts.hostpaths import source_decision
 from rlark_contracts.messages import Text, text
 from rlark_contracts.runtimes import mount_refusal
+from rlark_contracts.secrets import is_secret_name
 from rlark_secretscan import SecretFinding, scan_assignment, scan_text
 
 from rlark_scheduler.domain import selectors
@@ -70,6 +71,7 @@ from rlark_scheduler.domain.spec import (
     MountType,
     RestartOn,
     RoleSpec,
+    SecretRef,
     Severity,
     SourceInfo,
     SpecError,
@@ -134,6 +136,9 @@ class ValidationContext:
     ssh_key_names: frozenset[str] = frozenset()
     network_domains: frozenset[str] = frozenset()
     runtimes: Mapping[str, str] = field(default_factory=dict)
+    secrets: Mapping[str, tuple[str, str]] | None = None
+    """The secrets the job's owner may name: name → (scope, owner) — theirs, then their project's; None: not
+    judged (the document alone)."""
 
     @classmethod
     def build(
@@ -143,6 +148,7 @@ class ValidationContext:
         ssh_key_names: Iterable[str] = (),
         network_domains: Iterable[str] = (),
         runtimes: Mapping[str, str] | None = None,
+        secrets: Mapping[str, tuple[str, str]] | None = None,
     ) -> ValidationContext:
         """``clusters``: names (allowing no hostPath) or name → hostPath allow-list; ``runtimes``:
         cluster name → its runtime."""
@@ -157,6 +163,7 @@ class ValidationContext:
             ssh_key_names=frozenset(ssh_key_names),
             network_domains=frozenset(network_domains),
             runtimes=MappingProxyType(dict(runtimes or {})),
+            secrets=MappingProxyType(dict(secrets)) if secrets is not None else None,
         )
 
     def knows(self, cluster: str) -> bool:
@@ -722,16 +729,21 @@ class _Validator:
                     text("mount_invalid.secret_unused", field=ref_path),
                     ref_path,
                 )
-            elif not _DNS_SUBDOMAIN.fullmatch(secret_ref) or len(secret_ref) > 253:
-                self.add(
-                    "mount_invalid",
-                    text("mount_invalid.secret_name", field=ref_path),
-                    ref_path,
-                )
+            else:
+                self.secret_ref(secret_ref, ref_path)
+
+    def secret_ref(self, name: str, field_path: str) -> None:
+        """A named secret the job may use: well formed, and the owner's or the job's project's (ADR 0025)."""
+        if not is_secret_name(name):
+            self.add("secret_name_invalid", text("secret_name_invalid", field=field_path), field_path)
+        elif self.ctx.secrets is not None and name not in self.ctx.secrets:
+            self.add("secret_unknown", text("secret_unknown", field=field_path, name=name), field_path)
 
     def env(self, role: RoleSpec, path: str) -> None:
-        for name in role.env:
+        for name, value in role.env.items():
             env_path = child_path(f"{path}.env", name)
+            if isinstance(value, SecretRef):
+                self.secret_ref(value.secret, f"{env_path}.secret")
             if not _ENV_NAME.fullmatch(name):
                 self.add(
                     "env_name_invalid",
@@ -940,12 +952,20 @@ class _Validator:
             self.add_secret(finding, line, in_value=line is None)
         if self.source is None:
             return
+        # The names the document gives its secret references (``secret: hf-token``, ``secretRef: s3``): a line
+        # naming one is a reference, not a value, when the name is a secret's name (a pasted token is not).
+        references = {
+            name for role in self.doc.spec.tasks for name in role.secret_names() if is_secret_name(name)
+        }
         for finding in scan_text(self.source.text, ""):
-            self.found.add(self.source.text[finding.span[0] : finding.span[1]])
+            found_text = self.source.text[finding.span[0] : finding.span[1]]
+            field_path = self.source.field_at_line(finding.line)
+            if found_text.strip().strip("'\"") in references and field_path.endswith((".secret", ".secretRef")):
+                continue
+            self.found.add(found_text)
             if finding.line in reported:
                 continue
             reported.add(finding.line)
-            field_path = self.source.field_at_line(finding.line)
             located = SecretFinding(
                 finding.kind, field_path, finding.line, finding.column, finding.wrapping, finding.span
             )
@@ -968,6 +988,11 @@ def _scan_tree(value: Any, path: str) -> list[tuple[SecretFinding, str]]:
     """Scan every string of a decoded document; mapping entries are judged by key and value. Each finding
     comes with the string it was found in (its ``span`` points into it)."""
     findings: list[tuple[SecretFinding, str]] = []
+    if isinstance(value, dict) and set(value) == {"secret"} and isinstance(value["secret"], str):
+        # A reference to a named secret (``{secret: hf-token}``): its text is a name, judged by its content only
+        # (a token pasted there is still found), never as the value of a key named "secret".
+        name = value["secret"]
+        return [(finding, name) for finding in scan_text(name, child_path(path, "secret"))]
     if isinstance(value, dict):
         for key, item in value.items():
             item_path = child_path(path, str(key))

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import structlog
 from rlark_contracts.events.inventory import ClusterState, NodeState
-from rlark_contracts.events.keys import KeyState
+from rlark_contracts.events.keys import KeyState, SecretState
 from rlark_contracts.events.netdomain import DomainState
 from rlark_contracts.messages import text
 from rlark_platform.db.pool import Connection
@@ -89,6 +89,17 @@ async def apply_node_state(conn: Connection, state: NodeState) -> None:
         observed_at=state.observed_at,
     )
     await changes_repo.add_change(conn, "node", f"{state.cluster}/{state.name}")
+
+
+async def apply_secret(conn: Connection, state: SecretState, *, deleted: bool) -> None:
+    """Keep which secrets each user and project has (names only): what jobs may name (ADR 0025). A job naming
+    a secret deleted later is told when its next worker is created (the reveal's 404)."""
+    if deleted:
+        await read_models.delete_secret_name(conn, state.secret_id)
+    else:
+        await read_models.upsert_secret_name(
+            conn, state.secret_id, state.scope, state.owner, state.name, state.version
+        )
 
 
 async def apply_key(conn: Connection, state: KeyState, meta: Meta, *, deleted: bool, now: datetime) -> None:

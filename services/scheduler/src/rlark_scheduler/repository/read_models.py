@@ -1,5 +1,5 @@
 """Read models of other services' public state: inventory's ``clusters`` and ``nodes``, keys'
-``ssh_keys`` (public material only), netdomain's ``network_domains``.
+``ssh_keys`` (public material only) and ``secret_names`` (names only), netdomain's ``network_domains``.
 
 Only the ``scheduler-state`` consumer writes them (from those services' events); everything else
 reads. A node's row is joined with the GPUs of the scheduler's own workers on it (the capacity
@@ -287,6 +287,44 @@ async def keys_of(conn: Connection, owner: str) -> list[KeyRow]:
         owner,
     )
     return [_key(r) for r in rows]
+
+
+# ------------------------------------------------------------------------------------------- secrets
+
+
+async def upsert_secret_name(
+    conn: Connection, secret_id: str, scope: str, owner: str, name: str, version: int
+) -> None:
+    """The keys service's secret as the scheduler knows it; an older version never replaces a newer one."""
+    await conn.execute(
+        """INSERT INTO secret_names (secret_id, scope, owner, name, version) VALUES ($1, $2, $3, $4, $5)
+           ON CONFLICT (secret_id) DO UPDATE SET version = EXCLUDED.version
+            WHERE secret_names.version < EXCLUDED.version""",
+        secret_id,
+        scope,
+        owner,
+        name,
+        version,
+    )
+
+
+async def delete_secret_name(conn: Connection, secret_id: str) -> None:
+    await conn.execute("DELETE FROM secret_names WHERE secret_id = $1", secret_id)
+
+
+async def secret_owners(conn: Connection, owner: str, project: str | None) -> dict[str, tuple[str, str]]:
+    """The secrets a job of ``owner`` (charged to ``project``, when one) may name: name → (scope, owner) — the
+    owner's own first, then the project's."""
+    rows = await conn.fetch(
+        """SELECT scope, owner, name FROM secret_names
+            WHERE (scope = 'user' AND owner = $1) OR (scope = 'project' AND owner = $2)""",
+        owner,
+        project,
+    )
+    found: dict[str, tuple[str, str]] = {}
+    for row in sorted(rows, key=lambda r: r["scope"] != "user"):
+        found.setdefault(row["name"], (row["scope"], row["owner"]))
+    return found
 
 
 # ---------------------------------------------------------------------------------------- net domains

@@ -1,9 +1,9 @@
 """A worker's credentials, fetched from the control plane right before the worker is created (ADR 0022).
 
-What no event may carry — today the job attempt's Ray token — the agent asks the gateway for with its agent
-token: ``POST /api/v1/agent/workers/{worker}/credentials``. The scheduler answers only for a worker placed on
-this agent's cluster in a live attempt. The answer goes into the worker's spec (``WorkerSpec.ray_token``, never
-serialised) and from there only to where the runtime keeps the worker's secrets; it is never logged.
+What no event may carry — the job attempt's Ray token and the values of the named secrets the worker's role
+uses (ADR 0025) — the agent asks the gateway for with its agent token: ``POST /api/v1/agent/workers/{worker}/credentials``. The scheduler answers only for a worker placed on
+this agent's cluster in a live attempt. The answer goes into the worker's spec (``WorkerSpec.ray_token`` and ``secret_values``,
+never serialised) and from there only to where the runtime keeps the worker's secrets; it is never logged.
 
 Errors: a refusal that will not change (the worker's attempt is over: 409; not this cluster's worker: 404)
 is ``CredentialsRefused``; anything else (the gateway or scheduler away, a 5xx) is ``CredentialsUnavailable``,
@@ -37,6 +37,8 @@ class WorkerCredentials:
     worker_id: str
     attempt: int
     ray_token: SecretStr = field(repr=False)
+    secrets: dict[str, SecretStr] = field(default_factory=dict, repr=False)
+    """The values of the named secrets the worker's role uses, by name (ADR 0025)."""
 
 
 FetchCredentials = Callable[[str], Awaitable[WorkerCredentials]]
@@ -65,10 +67,14 @@ def credentials_fetcher(
             )
         try:
             body = response.json()
+            named = body.get("secrets") or {}
+            if not isinstance(named, dict):
+                raise TypeError("secrets")
             return WorkerCredentials(
                 worker_id=str(body["worker_id"]),
                 attempt=int(body["attempt"]),
                 ray_token=SecretStr(str(body["ray_token"])),
+                secrets={str(name): SecretStr(str(value)) for name, value in named.items()},
             )
         except (ValueError, KeyError, TypeError):
             raise CredentialsUnavailable(

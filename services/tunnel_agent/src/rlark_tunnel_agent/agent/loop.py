@@ -794,9 +794,18 @@ class Agent:
             await self._report_failure(placed, str(exc))
 
     async def _with_credentials(self, spec: rt.WorkerSpec) -> rt.WorkerSpec:
-        """The spec with the worker's Ray token, fetched now (ADR 0022); never logged."""
+        """The spec with the worker's Ray token and its named secrets' values, fetched now (ADR 0022, 0025);
+        never logged."""
         fetched = await self._fetch_credentials(spec.worker_id)
-        return spec.model_copy(update={"ray_token": fetched.ray_token, "ray_authenticated": True})
+        missing = set(spec.secrets) - set(fetched.secrets)
+        if missing:
+            raise CredentialsRefused(
+                404, f"the control plane sent no value for the secrets {sorted(missing)}"
+            )
+        values = {name: fetched.secrets[name] for name in spec.secrets}
+        return spec.model_copy(
+            update={"ray_token": fetched.ray_token, "ray_authenticated": True, "secret_values": values}
+        )
 
     async def _resume(self, placed: WorkerPlaced, spec: rt.WorkerSpec) -> rt.WorkerSpec:
         """The Header's spec with the checkpoint its attempt resumes from (ADR 0015): the newest complete one

@@ -48,9 +48,10 @@ KEYS_FILE = "authorized_keys"
 RLINF_CONFIG_FILE = "rlinf.yaml"
 """The job's inline RLinf config; its directory works as Hydra's ``--config-path`` (``--config-name rlinf``)."""
 
-RAY_TOKEN_FILE = "ray-token"  # noqa: S105 - a file name, not a secret
-"""The job attempt's Ray token (ADR 0022), in the runtime's secrets directory (`RuntimeFacts.secrets_dir`). Never
-one of the contract's `files`: those travel in a ConfigMap on Kubernetes."""
+RAY_TOKEN_FILE = ".ray-token"  # noqa: S105 - a file name, not a secret
+"""The job attempt's Ray token (ADR 0022), in the runtime's secrets directory (`RuntimeFacts.secrets_dir`), beside
+the job's named secrets (a file each, named after the secret: no secret's name starts with a dot). Never one of
+the contract's `files`: those travel in a ConfigMap on Kubernetes."""
 
 COMM_DEVICE_VARIABLES = ("RLINF_COMM_NET_DEVICES", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 """RLinf's interface variable and the two it copies into unless they are set (Gloo's and NCCL's)."""
@@ -186,10 +187,19 @@ def worker_files(spec: WorkerSpec) -> dict[str, str]:
     return dict(sorted(files.items()))
 
 
+def worker_secret_files(spec: WorkerSpec) -> tuple[str, ...]:
+    """The names of the files in the worker's secrets directory (what a recorded spec still knows): the Ray
+    token's when Ray authenticates, and one per named secret."""
+    return ((RAY_TOKEN_FILE,) if spec.ray_authenticated else ()) + spec.secrets
+
+
 def worker_secrets(spec: WorkerSpec) -> dict[str, str]:
     """The files only the worker may read (name → content, in `RuntimeFacts.secrets_dir`): the attempt's Ray
-    token when the spec carries it. Each runtime keeps them where nobody else reads them and never logs them."""
-    return {RAY_TOKEN_FILE: spec.ray_token.get_secret_value()} if spec.ray_token is not None else {}
+    token and the named secrets' values the spec carries. Each runtime keeps them where nobody else reads them
+    and never logs them."""
+    files = {RAY_TOKEN_FILE: spec.ray_token.get_secret_value()} if spec.ray_token is not None else {}
+    files.update({name: value.get_secret_value() for name, value in spec.secret_values.items()})
+    return files
 
 
 def worker_contract(spec: WorkerSpec, facts: RuntimeFacts) -> WorkerContract:
@@ -227,6 +237,14 @@ def worker_contract(spec: WorkerSpec, facts: RuntimeFacts) -> WorkerContract:
         env["RLARK_RLINF_CONFIG"] = f"{files_dir}/{RLINF_CONFIG_FILE}"
     if spec.resume_dir:
         env["RLARK_RESUME_DIR"] = spec.resume_dir
+    if spec.ray_authenticated or spec.secrets:
+        env["RLARK_SECRETS_DIR"] = facts.secrets_dir.rstrip("/")
+    if spec.secrets:
+        env["RLARK_SECRETS"] = ",".join(spec.secrets)  # the files there: one per named secret
+    if spec.secret_env:
+        # The bootstrap exports each variable from its secret's file before the prepare script (ADR 0025): the
+        # environment names files, never values.
+        env["RLARK_SECRET_ENV"] = ",".join(f"{var}={name}" for var, name in sorted(spec.secret_env.items()))
     if spec.ray_authenticated:
         # Ray's own variables (ADR 0022): every Ray process of the worker — its head or node, the Header's
         # readiness checks, RLinf's driver — presents the attempt's token; the head refuses calls without it.

@@ -38,6 +38,7 @@ from rlark_contracts.events.agent import NodeObservation as NodeObservation
 from rlark_contracts.events.agent import WorkerPhase as WorkerPhase
 from rlark_contracts.events.agent import WorkerUsage as WorkerUsage
 from rlark_contracts.events.scheduler import worker_id_for as worker_id_for
+from rlark_contracts.secrets import is_secret_name
 
 from rlark_tunnel_agent.runtime.markers import Marker
 
@@ -179,6 +180,12 @@ class WorkerSpec(BaseModel):
     ray_authenticated: bool = False
     """Ray runs with token authentication (`RAY_AUTH_MODE=token`): set with `ray_token` and recorded, so a
     recorded spec still says where the worker's token is. Without it (specs of driver tests) Ray runs open."""
+    secret_env: dict[str, str] = Field(default_factory=dict)
+    """Variables the worker takes from named secrets: variable → secret name (ADR 0025; names only)."""
+    secrets: tuple[str, ...] = ()
+    """Every named secret the worker gets (a file each in its secrets directory); names only, recorded."""
+    secret_values: dict[str, SecretStr] = Field(default_factory=dict, exclude=True)
+    """Their values, fetched by the agent with the Ray token; never serialised, like `ray_token`."""
 
     @field_validator("worker_id", "job_id")
     @classmethod
@@ -221,6 +228,13 @@ class WorkerSpec(BaseModel):
     def _roles_are_consistent(self) -> WorkerSpec:
         if self.ray_token is not None and not self.ray_authenticated:
             raise ValueError("a spec with a Ray token has ray_authenticated set")
+        if not set(self.secret_env.values()) <= set(self.secrets):
+            raise ValueError("every secret a variable names is one of the worker's secrets")
+        if not set(self.secret_values) <= set(self.secrets):
+            raise ValueError("a secret's value arrived for a secret the worker does not name")
+        for name in self.secrets:
+            if not is_secret_name(name):
+                raise ValueError(f"secret name {name!r} is not a secret's name")
         if self.rank >= self.num_nodes:
             raise ValueError("rank must be below num_nodes")
         if self.is_header and self.rank != 0:

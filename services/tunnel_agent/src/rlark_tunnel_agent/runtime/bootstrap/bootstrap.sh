@@ -46,7 +46,8 @@
 # key and reads RLARK_AUTHORIZED_KEYS_FILE: the local runtime's unprivileged workers), RLARK_GPU_SAMPLE_S
 # (Kubernetes, workers holding GPUs: when the container has `nvidia-smi`, print its GPUs' use every that
 # many seconds as `gpus_sampled` markers; unset, or no `nvidia-smi`: nothing starts), RAY_AUTH_MODE and
-# RAY_AUTH_TOKEN_PATH (Ray's own: the job attempt's token, kept through the prepare script).
+# RAY_AUTH_TOKEN_PATH (Ray's own: the job attempt's token, kept through the prepare script), RLARK_SECRETS_DIR and
+# RLARK_SECRET_ENV (named secrets: their files, and the variables set from them).
 #
 # Exit codes: the prepare/run script's code; 124 when Ray nodes did not join in time; 69
 # (EX_UNAVAILABLE) when a peer's Ray ports did not answer the Header; 64 when these inputs are
@@ -255,6 +256,24 @@ if [[ -n $RLARK_OUTPUTS ]]; then
 fi
 install_keys || log "could not write $HOME/.ssh/authorized_keys"
 start_sshd
+
+# --- named secrets as variables ----------------------------------------------------------------
+# RLARK_SECRET_ENV="VAR=name,..." (ADR 0025): each VAR from the file of its secret in RLARK_SECRETS_DIR, which only
+# this worker reads; the environment the runtime gave names files, never values. Exported before the prepare
+# script, so it, Ray's processes and the run script see them.
+if [[ -n ${RLARK_SECRET_ENV:-} ]]; then
+  IFS=, read -r -a _pairs <<<"$RLARK_SECRET_ENV"
+  for _pair in "${_pairs[@]}"; do
+    _var=${_pair%%=*}
+    _name=${_pair#*=}
+    if [[ ! $_var =~ ^[A-Za-z_][A-Za-z0-9_]*$ || ! -r ${RLARK_SECRETS_DIR:-}/$_name ]]; then
+      log "the secret $_name for $_var is not in ${RLARK_SECRETS_DIR:-its directory}"
+      finish 64
+    fi
+    export "$_var=$(<"$RLARK_SECRETS_DIR/$_name")"
+  done
+  unset _pairs _pair _var _name
+fi
 
 # --- 3. prepare script --------------------------------------------------------------------------
 if [[ -n ${RLARK_PREPARE_SCRIPT:-} ]]; then

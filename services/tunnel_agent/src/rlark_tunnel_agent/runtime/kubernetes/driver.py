@@ -943,7 +943,7 @@ class KubernetesDriver:
         if manifests.wants_sidecar(spec, self.config) and self.sidecar_hooks is not None:
             access = await self.sidecar_hooks.sidecar_for(spec)
         files = self._files_secret(spec.worker_id) if manifests.wants_files_sidecar(spec, self.config) else ""
-        if access is not None or files or spec.ray_token is not None:
+        if access is not None or files or spec.ray_token is not None or spec.secret_values:
             token = access.token if access is not None else ""
             await self._put_secret(namespace, manifests.worker_secret(spec, namespace, owner, token, files))
         pod = manifests.worker_pod(spec, self.config, owner, access)

@@ -74,6 +74,7 @@ from rlark_tunnel_agent.runtime.contract import (
     compose_env,
     worker_contract,
     worker_files,
+    worker_secret_files,
     worker_secrets,
 )
 from rlark_tunnel_agent.runtime.driver import Mount, MountType, RayPorts, WorkerSpec
@@ -259,7 +260,8 @@ def worker_secret(
 ) -> Manifest:
     """The Secret holding the worker's network sidecar token, its files sidecar's secret and its own secrets
     (the attempt's Ray token; each only when given); immutable (new secrets are a new Secret)."""
-    data = {TOKEN_KEY: token, FILES_SECRET_KEY: files_secret, **worker_secrets(spec)}
+    own = {secret_key(name): value for name, value in worker_secrets(spec).items()}
+    data = {TOKEN_KEY: token, FILES_SECRET_KEY: files_secret, **own}
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -268,6 +270,12 @@ def worker_secret(
         "metadata": _worker_object_metadata(spec, names.worker_secret_name(spec.worker_id), namespace, owner),
         "stringData": {k: v for k, v in data.items() if v},
     }
+
+
+def secret_key(file_name: str) -> str:
+    """The key of the worker's Secret holding one of its secrets' files: the Ray token's ``ray-token``, a named
+    secret's ``secret.<name>`` (apart from the sidecars' ``token`` and ``files``, whatever a user names theirs)."""
+    return "ray-token" if file_name == RAY_TOKEN_FILE else f"secret.{file_name}"
 
 
 def spec_from_config_map(config_map: Mapping[str, Any]) -> WorkerSpec:
@@ -594,14 +602,14 @@ def worker_pod(
         {"name": "home", "mountPath": config.home_dir},
         {"name": "dshm", "mountPath": "/dev/shm"},  # noqa: S108 - the pod's own shm
     ]
-    if spec.ray_authenticated:
+    if secret_files := worker_secret_files(spec):
         # Only the worker's own keys of its Secret, readable by the pod's group (fsGroup), never by others.
         volumes.append(
             {
                 "name": "rlark-secrets",
                 "secret": {
                     "secretName": names.worker_secret_name(spec.worker_id),
-                    "items": [{"key": RAY_TOKEN_FILE, "path": RAY_TOKEN_FILE}],
+                    "items": [{"key": secret_key(name), "path": name} for name in secret_files],
                     "defaultMode": 0o440,
                 },
             }

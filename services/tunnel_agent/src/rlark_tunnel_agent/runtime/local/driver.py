@@ -39,7 +39,9 @@ this runtime's facts (`runtime_facts`: its address, the Header's, `eth0` in a na
 without, the port block, the paths below) plus the local-only variables the contract lists for it.
 
 Mounts: as root every mount, output path and TensorBoard dir is bound at its container path in
-the worker's mount namespace (`readOnly` enforced); `$RLARK_OUTPUTS` and `$RLARK_TENSORBOARD_DIR`
+the worker's mount namespace (`readOnly` enforced) — a bucket (`objectStorage`) from the rclone mount the
+driver makes for it first, outside the worker's namespaces, with the credentials of the secret it names
+(`object_storage.py`, ADR 0024: drained when the worker exits, before its teardown kills rclone); `$RLARK_OUTPUTS` and `$RLARK_TENSORBOARD_DIR`
 name those container paths, as in a pod, and `fs/` (`$RLARK_FS_ROOT`) holds on the host what is not
 a hostPath. As plain processes a worker sees the host's paths: a hostPath mount only at its own path,
 absolute outputs created on the host, nothing read-only or private — what cannot be honoured is
@@ -130,7 +132,7 @@ from rlark_tunnel_agent.runtime.driver import (
     validate_authorized_key_lines,
 )
 from rlark_tunnel_agent.runtime.hostnames import worker_hostname
-from rlark_tunnel_agent.runtime.local import cgroups
+from rlark_tunnel_agent.runtime.local import cgroups, object_storage
 from rlark_tunnel_agent.runtime.local.cluster import LocalCluster
 from rlark_tunnel_agent.runtime.local.firewall import FirewallError, JobFirewall
 from rlark_tunnel_agent.runtime.local.gpus import Gpu, detect_gpus
@@ -204,6 +206,13 @@ class LocalDriverOptions(BaseModel):
     gcs_server and raylet sit out SIGTERM for many seconds, and a worker that is stopping has
     nothing left in Ray worth a graceful drain."""
     poll_interval_s: float = 0.2
+    rclone: str = "rclone"
+    """The rclone that mounts workers' buckets (Debian's `rclone`; a name is looked up on PATH)."""
+    object_storage_mount_s: float = 60.0
+    """How long a bucket may take to be mounted and to answer its first listing before the worker fails."""
+    object_storage_flush_s: float = 600.0
+    """How long an exited worker's files written through a bucket mount may take to finish uploading before
+    the mount is taken down (what is left stays in the agent's cache and the worker's log says so)."""
     python_bin_dir: Path | None = None
     """Put first on workers' PATH (must hold `python3` and `ray`); default: this interpreter's."""
     detect_gpus: bool = True
@@ -462,7 +471,10 @@ class LocalDriver:
                 if refused is not None:
                     raise ValueError(refused)
             if self.use_netns:
-                binds = container_binds(spec, self.worker_dir(spec.worker_id))
+                self._check_buckets(spec)
+                binds = container_binds(
+                    spec, self.worker_dir(spec.worker_id), storage_dir=self.storage_dir(spec.worker_id)
+                )
                 needed = (
                     str(self.state_dir),
                     sys.prefix,
@@ -503,6 +515,7 @@ class LocalDriver:
                         hosts_file(self._host_entries(spec.job_id, worker)),
                         0o644,
                     )
+                    await self._mount_buckets(worker)
                 await self._spawn(worker)
             except BaseException:
                 await self._teardown(worker)
@@ -532,6 +545,8 @@ class LocalDriver:
                 self._signal_group(worker, signal.SIGTERM)
                 with contextlib.suppress(TimeoutError):
                     grace = self.options.stop_grace_s + worker.record.spec.termination_grace_s
+                    if object_storage.object_storage_mounts(worker.record.spec.mounts):
+                        grace += self.options.object_storage_flush_s  # its uploads drain before it has exited
                     await asyncio.wait_for(worker.exited.wait(), grace)
             await self._teardown(worker)
             await worker.exited.wait()
@@ -656,6 +671,11 @@ class LocalDriver:
             yield await self._events.get()
 
     # --- extras for tests and tools ----------------------------------------------------------
+
+    def storage_dir(self, worker_id: str) -> Path:
+        """The worker's object-storage directory: its buckets' staging mounts and rclone's caches (root's,
+        outside the worker's directory and so outside its root; `object_storage.py`)."""
+        return self.state_dir / "object-storage" / worker_id
 
     def worker_dir(self, worker_id: str) -> Path:
         return self.state_dir / "workers" / worker_id
@@ -951,6 +971,7 @@ class LocalDriver:
             uid=uid,
             system=self._system_paths(),
             ray_temp_dir=record.ray_temp_dir,
+            storage_dir=self.storage_dir(spec.worker_id),
             devices=devices,
             cgroup=cgroup,
             is_file=lambda path: Path(path).is_file(),
@@ -961,6 +982,61 @@ class LocalDriver:
         # Ray's temp dir exists before a shadowed /tmp is snapshot, so Ray's files stay on the host.
         Path(worker.record.ray_temp_dir).mkdir(parents=True, exist_ok=True)
         _write_atomically(wdir / "pod.json", plan.model_dump_json(indent=2), 0o600)
+
+    def _check_buckets(self, spec: WorkerSpec) -> None:
+        """Refuse, before anything is made, a bucket mount whose source is no bucket URL or that this machine
+        cannot mount (no rclone)."""
+        buckets = object_storage.object_storage_mounts(spec.mounts)
+        for _, mount in buckets:
+            object_storage.location_of(mount)
+        if buckets and shutil.which(self.options.rclone) is None:
+            raise ValueError(
+                f"mount {buckets[0][1].target}: this local cluster's agent cannot mount buckets: "
+                f"{self.options.rclone} is not installed (Debian: apt-get install rclone fuse3)"
+            )
+
+    async def _mount_buckets(self, worker: _Worker) -> None:
+        """Mount the worker's buckets at their staging directories (`object_storage.py`), with the credentials
+        of the secrets they name, from its secrets directory; bounded by `object_storage_mount_s`."""
+        record = worker.record
+        spec = record.spec
+        if not object_storage.object_storage_mounts(spec.mounts) or record.uid is None:
+            return
+        plans = await asyncio.to_thread(object_storage.resolve, spec.mounts, worker.dir / "secrets")
+        started = time.monotonic()
+        await asyncio.to_thread(
+            object_storage.mount_all,
+            plans,
+            self.storage_dir(spec.worker_id),
+            rclone=shutil.which(self.options.rclone) or self.options.rclone,
+            uid=record.uid,
+            token=f"{self.tag}/{spec.worker_id}",
+            wait_s=self.options.object_storage_mount_s,
+        )
+        log.info(
+            "local_runtime.buckets_mounted",
+            worker_id=spec.worker_id,
+            buckets=[plan.location.url() for plan in plans],
+            seconds=round(time.monotonic() - started, 2),
+        )
+
+    async def _drain_buckets(self, worker: _Worker) -> None:
+        """Wait until what the exited worker wrote through its bucket mounts is uploaded (bounded by
+        `object_storage_flush_s`); what is not gets a line in its log (the file stays in the agent's cache)."""
+        storage = self.storage_dir(worker.record.spec.worker_id)
+        if not storage.is_dir():
+            return
+        left = await asyncio.to_thread(object_storage.drain, storage, self.options.object_storage_flush_s)
+        for pending in left:
+            log.warning(
+                "local_runtime.bucket_uploads_left",
+                worker_id=worker.record.spec.worker_id,
+                target=pending.target,
+                files=pending.files,
+                cache=str(pending.cache),
+            )
+            with contextlib.suppress(OSError):
+                _append(worker.dir / "logs" / "stdout.log", f"rlark: {pending.said()}\n")
 
     def _system_paths(self) -> tuple[str, ...]:
         """The host paths every worker's root holds read-only: system trees and the workers' interpreter."""
@@ -1152,6 +1228,10 @@ class LocalDriver:
                 log.exception("local_runtime.watch_failed", worker_id=worker.record.spec.worker_id)
             await asyncio.sleep(self.options.poll_interval_s)
         code = await self._exit_code(worker)
+        try:
+            await self._drain_buckets(worker)
+        except Exception:  # the teardown still runs; what was not uploaded stays in the cache
+            log.exception("local_runtime.drain_failed", worker_id=worker.record.spec.worker_id)
         self._pump_logs(worker, final=True)
         self._emit_status(worker, apply_exit(worker.status, code, stopped=worker.stop_requested))
         worker.exited.set()
@@ -1279,9 +1359,12 @@ class LocalDriver:
             await asyncio.sleep(0.1)
 
     async def _teardown(self, worker: _Worker) -> None:
-        """Idempotent: no process, no namespace, no Ray temp dir left (the directory stays)."""
+        """Idempotent: no process, no namespace, no bucket mount, no Ray temp dir left (the directory stays)."""
         await self._kill_everything(worker)
         record = worker.record
+        storage = self.storage_dir(record.spec.worker_id)
+        if storage.is_dir():  # rclone went with the worker's processes (it carries its token)
+            await asyncio.to_thread(object_storage.unmount, storage)
         if record.tun_device is not None and self.virtual_ip_hooks is not None:
             try:
                 await self.virtual_ip_hooks.detach(record.spec)
@@ -1321,6 +1404,9 @@ class LocalDriver:
         if strays:
             log.info("local_runtime.reap_processes", pids=sorted(strays))
         _remove_stray_temp_dirs(f"rlark-{self.tag}-*", live_tmp)
+        reaped = await asyncio.to_thread(object_storage.reap, self.state_dir / "object-storage", set(live))
+        if reaped:
+            log.info("local_runtime.reap_bucket_mounts", workers=reaped)
 
 
 def _stray_processes(tag: str, live_ids: set[str], tmp_prefix: str, live_tmp: set[str]) -> Iterable[int]:

@@ -21,7 +21,8 @@ makes it look like the pod the Kubernetes runtime would create for the same plac
   namespace, which refuses at once: names and addresses of the job answer from `/etc/hosts` immediately,
   anything else fails immediately.
 - **container paths** (`container_binds`): every declared mount, absolute output path and the TensorBoard
-  directory is bound at the path the job names: a hostPath mount from its host source, an emptyDir (and an
+  directory is bound at the path the job names: a hostPath mount from its host source, an objectStorage mount
+  from the rclone mount the agent made for it (`object_storage.py`, ADR 0024), an emptyDir (and an
   output or TensorBoard path outside every mount) from a directory under the worker's `fs/` — the same
   directory `$RLARK_FS_ROOT`-relative paths name, so both views hold the same files, which outlive the
   worker. `readOnly` mounts are remounted read-only.
@@ -47,6 +48,7 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, ConfigDict
 from rlark_tunnel_agent.runtime.driver import MountType, OutputRoot, WorkerSpec
 from rlark_tunnel_agent.runtime.hostnames import job_service_name, worker_hostname
+from rlark_tunnel_agent.runtime.local.object_storage import staging_dir, staging_root
 
 HOSTS_PATH = "/etc/hosts"
 RESOLV_PATH = "/etc/resolv.conf"
@@ -191,16 +193,20 @@ def container_binds(
     spec: WorkerSpec,
     worker_dir: Path,
     *,
+    storage_dir: Path | None = None,
     extra: Sequence[Bind] = (),
     is_file: Callable[[str], bool] = lambda _: False,
 ) -> tuple[Bind, ...]:
     """The binds that put the spec's mounts, output paths and TensorBoard dir at their container paths.
 
-    `extra`: further binds (files the runtime gives the worker at fixed paths). `is_file` tells a hostPath
-    source that is a file. Parents come before children, so a path inside another is bound inside it;
-    an output path inside a mount (or inside another output path) needs no bind of its own.
+    `storage_dir`: the worker's object-storage directory (`object_storage.py`), whose staging mounts the
+    objectStorage mounts are bound from. `extra`: further binds (files the runtime gives the worker at fixed
+    paths). `is_file` tells a hostPath source that is a file. Parents come before children, so a path inside
+    another is bound inside it; an output path inside a mount (or inside another output path) needs no bind
+    of its own.
     """
     binds: list[Bind] = []
+    buckets = 0  # objectStorage mounts are numbered in order (`object_storage.object_storage_mounts`)
     for mount in spec.mounts:
         target = _norm(mount.target)
         if any(b.target == target for b in binds):
@@ -220,6 +226,16 @@ def container_binds(
             binds.append(
                 Bind(source=source, target=target, read_only=mount.read_only, within=str(worker_dir))
             )
+        elif mount.type == MountType.OBJECT_STORAGE and storage_dir is not None:
+            binds.append(
+                Bind(
+                    source=str(staging_dir(storage_dir, buckets)),
+                    target=target,
+                    read_only=mount.read_only,
+                    within=str(staging_root(storage_dir)),
+                )
+            )
+            buckets += 1
         else:
             raise ValueError(f"mount {target}: {mount.type} mounts need a Kubernetes cluster")
     covered = [b.target for b in binds]
@@ -239,6 +255,7 @@ def pod_plan(
     uid: int,
     system: Sequence[str],
     ray_temp_dir: str,
+    storage_dir: Path | None = None,
     devices: Sequence[str] = (),
     cgroup: str = "",
     is_file: Callable[[str], bool] = lambda _: False,
@@ -254,7 +271,7 @@ def pod_plan(
     )
     return PodPlan(
         hostname=worker_hostname(spec.worker_id),
-        binds=container_binds(spec, worker_dir, extra=own, is_file=is_file),
+        binds=container_binds(spec, worker_dir, storage_dir=storage_dir, extra=own, is_file=is_file),
         scratch=str(worker_dir / "pod" / "root"),
         cwd=str(worker_dir),
         exec=tuple(exec_argv),
@@ -290,6 +307,8 @@ def process_mode_refusal(spec: WorkerSpec) -> str | None:
             return f"mount {target}: readOnly cannot be enforced: {PROCESS_MODE}"
         if mount.type == MountType.EMPTY_DIR:
             return f"mount {target}: an emptyDir needs a mount namespace: {PROCESS_MODE}"
+        if mount.type == MountType.OBJECT_STORAGE:
+            return f"mount {target}: a bucket (objectStorage) needs a mount namespace: {PROCESS_MODE}"
         if mount.type == MountType.HOST_PATH and _norm(mount.source) != target:
             return (
                 f"mount {target}: the hostPath {mount.source} cannot appear at {target}: {PROCESS_MODE} "
