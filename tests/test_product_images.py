@@ -13,6 +13,7 @@ import json
 import resource
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,15 +42,18 @@ print(json.dumps({"uid": os.getuid(), "web": str(web), "index": (web / "index.ht
 
 
 class Podman:
-    """podman on a store under ``folder``; removed by :meth:`close`."""
+    """podman on a store of its own (under ``folder``, its run root in a short temporary directory); removed by
+    :meth:`close`."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        # podman refuses a run root longer than 50 characters (xdist's temporary paths are longer).
+        self.short = Path(tempfile.mkdtemp(prefix="rlark-podman-"))
         self.base = [
             "podman",
             f"--root={folder / 'root'}",
-            f"--runroot={folder / 'run'}",
-            f"--tmpdir={folder / 'tmp'}",
+            f"--runroot={self.short / 'run'}",
+            f"--tmpdir={self.short / 'tmp'}",
             f"--storage-driver={product_images.STORAGE_DRIVER}",
             "--cgroup-manager=cgroupfs",
             "--events-backend=file",
@@ -86,6 +90,7 @@ class Podman:
     def close(self) -> None:
         self("rmi", "--all", "--force", timeout=180)
         shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.short, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

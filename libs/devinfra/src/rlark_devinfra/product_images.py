@@ -501,6 +501,8 @@ def build() -> Images:
                 _remove_other(bases_key(), "product-bases-")
             storage_root().mkdir(parents=True, exist_ok=True)
             _remove_stale_run_roots()
+            # Working containers an interrupted build left (this lock excludes any other build here).
+            subprocess.run(buildah("rm", "--all"), capture_output=True, check=False)
             for base in BASES:
                 _ensure_base_in_storage(base)
             seconds["bases"] = time.monotonic() - started
