@@ -107,7 +107,7 @@ STEPS = (
     Step("web console (npm ci + Vite build)", "~2 min", _web_ready, _web_make),
     Step(
         "service and agent images from the Dockerfile (buildah; bases from Debian packages) as OCI archives",
-        "~5 min cold, under 1 min after a source change",
+        "~5 min cold (twice that on a busy machine), 1–2 min after a source change",
         product_images.is_built,
         product_images.build,
         product_images.can_build,

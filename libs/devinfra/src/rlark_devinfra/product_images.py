@@ -65,8 +65,8 @@ HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 EXPECTED = {
     "bases": "~2 min: mmdebstrap of bookworm (Python) and trixie (Node.js, Go) side by side",
-    "service": "~2 min cold: npm ci and the console's build beside uv sync; ~30 s after a source change",
-    "agent": "~30 s: the Go data path and apt-get on the service's layers",
+    "service": "~2 min cold: npm ci and the console's build beside uv sync; ~1 min after a source change",
+    "agent": "~1 min cold, ~30 s after: the Go data path and apt-get on the service's layers",
 }
 """Build times on 2 cores, printed before each step so a long silence is expected."""
 HEARTBEAT_S = 60.0
@@ -471,8 +471,8 @@ def _image_size(ref: str) -> str:
 
 
 def build() -> Images:
-    """Build what is missing for the current sources (about 5 minutes cold on 2 cores, well under one after a
-    source change) and return the archives. Raises RuntimeError when :func:`can_build` gives a reason."""
+    """Build what is missing for the current sources (about 5 minutes cold on 2 cores, 1–2 after a source
+    change) and return the archives. Raises RuntimeError when :func:`can_build` gives a reason."""
     if not missing():
         return images()
     if reason := can_build():
