@@ -14,6 +14,7 @@ const Clusters = lazy(() => import('./pages/Clusters'));
 const ClusterDetail = lazy(() => import('./pages/ClusterDetail'));
 const NodeDetail = lazy(() => import('./pages/NodeDetail'));
 const Keys = lazy(() => import('./pages/Keys'));
+const Secrets = lazy(() => import('./pages/Secrets'));
 const Tokens = lazy(() => import('./pages/Tokens'));
 const Domains = lazy(() => import('./pages/Domains'));
 const Projects = lazy(() => import('./pages/Projects'));
@@ -77,6 +78,7 @@ export default function App() {
       <Route path="/clusters/:name" element={page(<ClusterDetail />)} />
       <Route path="/clusters/:cluster/nodes/:node" element={page(<NodeDetail />)} />
       <Route path="/keys" element={page(<Keys />)} />
+      <Route path="/secrets" element={page(<Secrets />)} />
       <Route path="/tokens" element={page(<Tokens />)} />
       <Route path="/domains" element={page(<Domains />)} />
       <Route path="/projects" element={page(<Projects />)} />

@@ -30,6 +30,7 @@ import type {
   QueuedJob,
   Role,
   AuditEntry,
+  Secret,
   ApiToken,
   SetupStatus,
   SshKey,
@@ -105,6 +106,18 @@ export const keysApi = {
   rename: (id: string, name: string) => api.patch<SshKey>(`/keys/${enc(id)}`, { name }),
   /** 409 `key_in_use` (its `extra.jobs`) while pending or running jobs use the key, unless `force`. */
   remove: (id: string, force = false) => api.del<void>(`/keys/${enc(id)}`, force ? { force: true } : undefined),
+};
+
+/** Named secrets: yours, or with `project` (admins) a project's. Values go in and never come back. */
+export const secretsApi = {
+  list: async (project?: string) =>
+    pageOf(await api.get<Page<Secret>>('/secrets', { page_size: 500, project })),
+  /** 409 `secret_exists` when the name is taken (rotate it instead); 422 naming `name` or `value`. */
+  create: (body: { name: string; value: string; project?: string }) => api.post<Secret>('/secrets', body),
+  /** The secret's next version. */
+  rotate: (name: string, value: string, project?: string) =>
+    request<Secret>('PUT', `/secrets/${enc(name)}`, { json: { value }, query: { project } }),
+  remove: (name: string, project?: string) => api.del<void>(`/secrets/${enc(name)}`, { project }),
 };
 
 export const notifyApi = {

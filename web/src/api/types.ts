@@ -218,6 +218,26 @@ export interface SshKey {
 }
 
 // ----------------------------------------------------------------------------------------------
+// Named secrets (ADR 0025): names, versions and use; a value is sent, never returned
+
+export type SecretScope = 'user' | 'project';
+
+export interface Secret {
+  name: string;
+  scope: SecretScope;
+  /** The user, or for `scope: project` the project, whose secret it is. */
+  owner: string;
+  /** 1 when created; each rotation adds one. */
+  version: number;
+  created_by: string;
+  created_at: string;
+  updated_by: string;
+  updated_at: string;
+  /** When a worker last received it; null while no worker has. */
+  last_used_at: string | null;
+}
+
+// ----------------------------------------------------------------------------------------------
 // Network domains
 
 export interface Domain {
@@ -314,7 +334,12 @@ export interface RoleSpec {
   image: string;
   prepareScript?: string;
   mounts?: MountSpec[];
-  env?: Record<string, string>;
+  /** A value, or `{secret: name}`: the value of a named secret, set on the worker (never in the document). */
+  env?: Record<string, string | EnvFromSecret>;
+}
+
+export interface EnvFromSecret {
+  secret: string;
 }
 
 export interface JobDocument {

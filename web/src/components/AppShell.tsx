@@ -11,6 +11,7 @@ import {
   DashboardOutlined,
   DeploymentUnitOutlined,
   KeyOutlined,
+  LockOutlined,
   LogoutOutlined,
   OrderedListOutlined,
   SettingOutlined,
@@ -59,6 +60,7 @@ export default function AppShell({ children, live }: { children: ReactNode; live
     { key: '/jobs', icon: <DeploymentUnitOutlined />, label: <Link to="/jobs">{t('nav.jobs')}</Link> },
     { key: '/queue', icon: <OrderedListOutlined />, label: <Link to="/queue">{t('nav.queue')}</Link> },
     { key: '/keys', icon: <KeyOutlined />, label: <Link to="/keys">{t('nav.keys')}</Link> },
+    { key: '/secrets', icon: <LockOutlined />, label: <Link to="/secrets">{t('nav.secrets')}</Link> },
     { key: '/domains', icon: <ApartmentOutlined />, label: <Link to="/domains">{t('nav.domains')}</Link> },
     { key: '/projects', icon: <TeamOutlined />, label: <Link to="/projects">{t('nav.projects')}</Link> },
     { key: '/notifications', icon: <BellOutlined />, label: <Link to="/notifications">{t('nav.notifications')}</Link> },
@@ -88,12 +90,14 @@ export default function AppShell({ children, live }: { children: ReactNode; live
               items: [
                 { key: 'role', label: t(`roles.${user?.role ?? 'user'}`), disabled: true },
                 { key: 'keys', icon: <KeyOutlined />, label: t('nav.keys') },
+                { key: 'secrets', icon: <LockOutlined />, label: t('nav.secrets') },
                 { key: 'tokens', icon: <ApiOutlined />, label: t('nav.tokens') },
                 { type: 'divider' },
                 { key: 'logout', icon: <LogoutOutlined />, label: t('header.logout'), danger: true },
               ],
               onClick: ({ key }) => {
                 if (key === 'keys') navigate('/keys');
+                if (key === 'secrets') navigate('/secrets');
                 if (key === 'tokens') navigate('/tokens');
                 if (key === 'logout') void logout().then(() => navigate('/login'));
               },

@@ -1,7 +1,8 @@
 import { fireEvent, screen, waitFor, within } from '@testing-library/react';
 import { describe, expect, it } from 'vitest';
 import JobWizard from '../pages/jobs/JobWizard';
-import { initialState, newRole, roleStepProblems, stateFromTemplate, stepForField, toDocument, type WizardState } from '../pages/jobs/wizard/model';
+import { stringify as toYaml } from 'yaml';
+import { initialState, newRole, roleStepProblems, stateFromTemplate, stepForField, toDocument, workerStepProblems, type WizardState } from '../pages/jobs/wizard/model';
 import { mockApi, renderPage } from './helpers';
 
 const PAGE = { total: 0, page: 1, page_size: 50 };
@@ -103,6 +104,44 @@ describe('create-job wizard, common step', () => {
   });
 });
 
+describe('create-job wizard, a variable from a secret', () => {
+  it('chooses one of the user\'s secrets and sends NAME: {secret: name}, never a value', async () => {
+    const { calls } = fakeGateway({
+      'GET /api/v1/secrets': { ...PAGE, items: [{ name: 'hf-token', scope: 'user', owner: 'alice', version: 2 }, { name: 's3-datasets', scope: 'user', owner: 'alice', version: 1 }] },
+      'POST /api/v1/jobs:preview': { yaml: 'apiVersion: rlark.io/v1\n', errors: [], warnings: [] },
+    });
+    renderPage(<JobWizard />);
+    fireEvent.change(screen.getByTestId('wizard-name'), { target: { value: 'grpo' } });
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    await screen.findByTestId('wizard-step-1');
+    fireEvent.change(screen.getByTestId('role-image-0'), { target: { value: 'registry.example.com/rlinf:v1' } });
+    fireEvent.mouseDown(within(screen.getByTestId('role-cluster-0')).getByRole('combobox'));
+    fireEvent.click(await screen.findByText(/gpu-a ·/));
+
+    fireEvent.click(screen.getByTestId('add-env-0'));
+    fireEvent.change(screen.getByLabelText('变量名'), { target: { value: 'HF_TOKEN' } });
+    fireEvent.change(screen.getByPlaceholderText('INFO'), { target: { value: 'typed-before-switching' } });
+    fireEvent.click(within(screen.getByTestId('env-source-0-0')).getByText('来自密钥'));
+    // An empty secret is refused one step early, naming the variable.
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    expect(await screen.findByText('变量 HF_TOKEN：请选择它的值来自哪个密钥')).toBeInTheDocument();
+
+    const secret = within(screen.getByTestId('env-secret-0-0')).getByRole('combobox');
+    fireEvent.change(secret, { target: { value: 'hf' } });
+    expect(screen.queryByTestId('secret-option-s3-datasets')).not.toBeInTheDocument();
+    fireEvent.click(await screen.findByTestId('secret-option-hf-token'));
+    await waitFor(() => expect(secret).toHaveValue('hf-token'));
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    await screen.findByTestId('wizard-step-2');
+    fireEvent.click(screen.getByTestId('wizard-next'));
+
+    await waitFor(() => expect(calls.some((c) => c.method === 'POST')).toBe(true));
+    const body = calls.find((c) => c.method === 'POST')?.body as { spec: { tasks: Array<{ env?: unknown }> } };
+    expect(body.spec.tasks[0].env).toEqual({ HF_TOKEN: { secret: 'hf-token' } });
+    expect(JSON.stringify(body)).not.toContain('typed-before-switching');
+  });
+});
+
 describe('wizard model', () => {
   function twoRoles(): WizardState {
     const state = initialState();
@@ -172,6 +211,48 @@ describe('wizard model', () => {
     expect(state.roles.find((r) => r.id === state.headerId)?.name).toBe('actor');
     expect(state.runScript).toBe('python train.py\n');
     expect(toDocument(state).spec).toMatchObject({ type: 'template', template: 'rl-actor-rollout', rlinfConfig: { cluster: { num_nodes: 3 } } });
+  });
+
+  it('writes a variable from a secret in the mapping form beside plain values', () => {
+    const state = twoRoles();
+    state.roles[0].env = [
+      { name: 'HF_TOKEN', value: '', secret: 'hf-token' },
+      { name: 'NCCL_DEBUG', value: 'INFO' },
+    ];
+    const doc = toDocument(state);
+    expect(doc.spec.tasks[0].env).toEqual({ HF_TOKEN: { secret: 'hf-token' }, NCCL_DEBUG: 'INFO' });
+    expect(toYaml(doc.spec.tasks[0].env)).toBe('HF_TOKEN:\n  secret: hf-token\nNCCL_DEBUG: INFO\n');
+    expect(workerStepProblems(state)).toEqual([]);
+    state.roles[0].env[0].secret = ' ';
+    expect(workerStepProblems(state)).toEqual([{ field: 'spec.tasks[0].env', key: 'wizard.err.envSecret', values: { name: 'HF_TOKEN' } }]);
+  });
+
+  it('reads a template example\'s variables from a secret in either form', () => {
+    const example_yaml = [
+      'apiVersion: rlark.io/v1',
+      'kind: Job',
+      'metadata: {name: example}',
+      'spec:',
+      '  header: a',
+      '  tasks:',
+      '    - name: a',
+      '      cluster: my-cluster',
+      '      replicas: 1',
+      '      gpusPerWorker: 0',
+      '      image: "r/rlinf:v1"',
+      '      env: {HF_TOKEN: {secret: hf-token}, LEVEL: info}',
+      '    - name: b',
+      '      cluster: my-cluster',
+      '      replicas: 1',
+      '      gpusPerWorker: 0',
+      '      image: "r/rlinf:v1"',
+      '      env: [{name: WANDB_API_KEY, secret: wandb}, {name: LEVEL, value: debug}]',
+    ].join('\n');
+    const state = stateFromTemplate({ id: 't', title_en: 'T', title_zh: 'T', example_yaml }, initialState());
+    expect(state.roles.map((r) => r.env)).toEqual([
+      [{ name: 'HF_TOKEN', value: '', secret: 'hf-token' }, { name: 'LEVEL', value: 'info' }],
+      [{ name: 'WANDB_API_KEY', value: '', secret: 'wandb' }, { name: 'LEVEL', value: 'debug' }],
+    ]);
   });
 
   it('sends each server field to the step that edits it', () => {

@@ -3,16 +3,16 @@
  * (or typed), and a live count says how many nodes match, how many are ready and how many have
  * enough free GPUs — the user guide's "does the selector match available nodes" before submitting.
  */
-import { Alert, Button, Checkbox, Col, Form, Input, InputNumber, Row, Select, Space, Tabs, Tag, Typography } from 'antd';
+import { Alert, AutoComplete, Button, Checkbox, Col, Form, Input, InputNumber, Row, Segmented, Select, Space, Tabs, Tag, Typography } from 'antd';
 import { DeleteOutlined, PlusOutlined } from '@ant-design/icons';
 import { useQuery } from '@tanstack/react-query';
 import { useTranslation } from 'react-i18next';
-import { clustersApi, nodesApi } from '../../../api/endpoints';
+import { clustersApi, nodesApi, secretsApi } from '../../../api/endpoints';
 import type { MatchedNode, MountSpec } from '../../../api/types';
 import { parseTerm, selectorQuery } from '../../../lib/selector';
 import { useDebounced } from '../../../lib/useDebounced';
 import { useWizard } from './context';
-import { imageProblem, type RoleDraft } from './model';
+import { imageProblem, type EnvVar, type RoleDraft } from './model';
 
 function MatchLine({ role }: { role: RoleDraft }) {
   const { t } = useTranslation();
@@ -100,7 +100,7 @@ function MountsEditor({ role, index }: { role: RoleDraft; index: number }) {
           <Input aria-label={t('wizard.mountSource')} placeholder={m.type === 'objectStorage' ? 's3://bucket/prefix' : m.type === 'pvc' ? 'pvc-name' : '/mnt/data'} value={m.source} onChange={(e) => update(i, { source: e.target.value })} style={{ width: 200 }} />
           <Input aria-label={t('wizard.mountPath')} placeholder="/data" value={m.path} onChange={(e) => update(i, { path: e.target.value })} style={{ width: 150 }} />
           {m.type === 'objectStorage' && (
-            <Input aria-label={t('wizard.mountSecret')} placeholder={t('wizard.mountSecret')} value={m.secretRef ?? ''} onChange={(e) => update(i, { secretRef: e.target.value })} style={{ width: 150 }} />
+            <SecretNameInput label={t('wizard.mountSecret')} placeholder={t('wizard.mountSecret')} value={m.secretRef ?? ''} onChange={(secretRef) => update(i, { secretRef })} width={170} />
           )}
           <Checkbox checked={Boolean(m.readOnly)} onChange={(e) => update(i, { readOnly: e.target.checked })}>
             {t('wizard.readOnly')}
@@ -121,21 +121,59 @@ function MountsEditor({ role, index }: { role: RoleDraft; index: number }) {
   );
 }
 
-function EnvEditor({ role }: { role: RoleDraft }) {
+/**
+ * A secret's name: one of yours to choose, or typed (a project's secrets are named the same way, and only admins
+ * can list them). Names only: the value never reaches the wizard.
+ */
+function SecretNameInput({ label, placeholder, value, onChange, width, testId }: { label: string; placeholder: string; value: string; onChange: (name: string) => void; width: number; testId?: string }) {
+  const secrets = useQuery({ queryKey: ['secrets', ''], queryFn: () => secretsApi.list() });
+  const options = (secrets.data?.items ?? [])
+    .filter((s) => s.name.includes(value.trim()))
+    .map((s) => ({
+      value: s.name,
+      label: (
+        <span className="mono" data-testid={`secret-option-${s.name}`}>
+          {s.name} <Typography.Text type="secondary">v{s.version}</Typography.Text>
+        </span>
+      ),
+    }));
+  return (
+    <AutoComplete value={value} onChange={onChange} options={options} style={{ width }} data-testid={testId}>
+      <Input aria-label={label} placeholder={placeholder} className="mono" autoComplete="off" />
+    </AutoComplete>
+  );
+}
+
+function EnvEditor({ role, index }: { role: RoleDraft; index: number }) {
   const { t } = useTranslation();
   const { setRole } = useWizard();
-  const update = (i: number, patch: Partial<{ name: string; value: string }>) =>
+  const update = (i: number, patch: Partial<EnvVar>) =>
     setRole(role.id, { env: role.env.map((e, j) => (j === i ? { ...e, ...patch } : e)) });
   return (
     <Space orientation="vertical" style={{ width: '100%' }}>
       {role.env.map((e, i) => (
-        <Space key={i}>
-          <Input aria-label={t('wizard.envName')} placeholder="NCCL_DEBUG" className="mono" value={e.name} onChange={(ev) => update(i, { name: ev.target.value })} style={{ width: 200 }} />
-          <Input aria-label={t('wizard.envValue')} placeholder="INFO" className="mono" value={e.value} onChange={(ev) => update(i, { value: ev.target.value })} style={{ width: 300 }} />
+        <Space key={i} wrap>
+          <Input aria-label={t('wizard.envName')} placeholder={e.secret !== undefined ? 'HF_TOKEN' : 'NCCL_DEBUG'} className="mono" value={e.name} onChange={(ev) => update(i, { name: ev.target.value })} style={{ width: 200 }} />
+          <Segmented
+            aria-label={t('wizard.envSource')}
+            data-testid={`env-source-${index}-${i}`}
+            value={e.secret !== undefined ? 'secret' : 'value'}
+            // Switching to a secret drops any typed value, so it is never sent beside the reference.
+            onChange={(source) => update(i, source === 'secret' ? { value: '', secret: '' } : { secret: undefined })}
+            options={[
+              { value: 'value', label: t('wizard.envFromValue') },
+              { value: 'secret', label: t('wizard.envFromSecret') },
+            ]}
+          />
+          {e.secret !== undefined ? (
+            <SecretNameInput label={t('wizard.envSecret')} placeholder={t('wizard.chooseSecret')} value={e.secret} onChange={(secret) => update(i, { secret })} width={230} testId={`env-secret-${index}-${i}`} />
+          ) : (
+            <Input aria-label={t('wizard.envValue')} placeholder="INFO" className="mono" value={e.value} onChange={(ev) => update(i, { value: ev.target.value })} style={{ width: 230 }} />
+          )}
           <Button type="text" danger icon={<DeleteOutlined />} aria-label={t('common.delete')} onClick={() => setRole(role.id, { env: role.env.filter((_, j) => j !== i) })} />
         </Space>
       ))}
-      <Button size="small" icon={<PlusOutlined />} onClick={() => setRole(role.id, { env: [...role.env, { name: '', value: '' }] })}>
+      <Button size="small" icon={<PlusOutlined />} data-testid={`add-env-${index}`} onClick={() => setRole(role.id, { env: [...role.env, { name: '', value: '' }] })}>
         {t('wizard.addEnv')}
       </Button>
     </Space>
@@ -277,7 +315,7 @@ function RoleWorkerForm({ role, index }: { role: RoleDraft; index: number }) {
         <MountsEditor role={role} index={index} />
       </Form.Item>
       <Form.Item label={t('wizard.env')} extra={t('wizard.envHint')} className={outline('env')} {...feedback(`${at}.env`)}>
-        <EnvEditor role={role} />
+        <EnvEditor role={role} index={index} />
       </Form.Item>
     </Form>
   );

@@ -13,6 +13,9 @@ import { syncedRlinfConfig } from './rlinf';
 export interface EnvVar {
   name: string;
   value: string;
+  /** Set (possibly still empty while being chosen): the variable comes from this named secret, and `value`
+   *  is not used — the document says `NAME: {secret: name}` and the worker gets the value (ADR 0025). */
+  secret?: string;
 }
 
 export interface RoleDraft {
@@ -125,8 +128,25 @@ function roleFromExample(task: RoleSpec): RoleDraft {
     ...newRole(task.name, task.replicas ?? 1, task.gpusPerWorker ?? 0),
     prepareScript: task.prepareScript ?? '',
     mounts: task.mounts ?? [],
-    env: Object.entries(task.env ?? {}).map(([name, value]) => ({ name, value: String(value) })),
+    env: envOfExample(task.env),
   };
+}
+
+/** An example's variables, in the mapping form or Kubernetes' list form (`[{name, value | secret}]`). */
+function envOfExample(env: RoleSpec['env'] | Array<{ name: string; value?: string; secret?: string }>): EnvVar[] {
+  const entries = Array.isArray(env)
+    ? env.map((e) => [e.name, e.secret !== undefined ? { secret: e.secret } : e.value] as const)
+    : Object.entries(env ?? {});
+  return entries.map(([name, value]) =>
+    typeof value === 'object' && value !== null ? { name, value: '', secret: value.secret } : { name, value: String(value ?? '') },
+  );
+}
+
+/** The document's `env`: a value, or `{secret: name}` for a variable taken from a secret. */
+function envOf(role: RoleDraft): RoleSpec['env'] {
+  const named = role.env.filter((e) => e.name.trim());
+  if (!named.length) return undefined;
+  return Object.fromEntries(named.map((e) => [e.name.trim(), e.secret !== undefined ? { secret: e.secret.trim() } : e.value]));
 }
 
 /** The template's example document: decoded, or parsed from its YAML; null when unreadable. */
@@ -197,7 +217,6 @@ export function restartPolicyOf(state: WizardState): RestartPolicy | undefined {
 export function toDocument(state: WizardState): JobDocument {
   const tasks: RoleSpec[] = state.roles.map((role) => {
     const selector = termsToMap(role.selector);
-    const env = Object.fromEntries(role.env.filter((e) => e.name.trim()).map((e) => [e.name.trim(), e.value]));
     return clean({
       name: role.name.trim(),
       cluster: role.cluster,
@@ -207,7 +226,7 @@ export function toDocument(state: WizardState): JobDocument {
       image: role.image.trim(),
       prepareScript: role.prepareScript.trim() ? role.prepareScript : undefined,
       mounts: role.mounts.length ? role.mounts.map((m) => clean({ ...m, secretRef: m.type === 'objectStorage' ? m.secretRef : undefined })) : undefined,
-      env: Object.keys(env).length ? env : undefined,
+      env: envOf(role),
     }) as RoleSpec;
   });
   const spec = clean({
@@ -283,7 +302,7 @@ export function imageProblem(image: string): string | null {
   return null;
 }
 
-/** Step 2: every role has a cluster, a pinned image, valid selector terms, GPUs and env names. */
+/** Step 2: every role has a cluster, a pinned image, valid selector terms, GPUs, env names and each secret a variable comes from. */
 export function workerStepProblems(state: WizardState): LocalProblem[] {
   const problems: LocalProblem[] = [];
   state.roles.forEach((role, i) => {
@@ -298,6 +317,7 @@ export function workerStepProblems(state: WizardState): LocalProblem[] {
     }
     role.env.forEach((e, j) => {
       if (e.name.trim() && !ENV_NAME.test(e.name.trim())) problems.push({ field: `${at}.env`, key: 'wizard.err.envName', values: { name: e.name, index: j } });
+      else if (e.name.trim() && e.secret !== undefined && !e.secret.trim()) problems.push({ field: `${at}.env`, key: 'wizard.err.envSecret', values: { name: e.name.trim() } });
     });
     role.mounts.forEach((m) => {
       if (!m.name || !m.source || !m.path) problems.push({ field: `${at}.mounts`, key: 'wizard.err.mountIncomplete' });
