@@ -23,7 +23,7 @@ const HELP_YAML = `tasks:
   - name: trainer
     env:
       - name: HF_TOKEN
-        secret: hf-token        # or, as a mapping: HF_TOKEN: {secret: hf-token}
+        secret: hf-token
     mounts:
       - name: datasets
         type: objectStorage
