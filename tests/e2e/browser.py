@@ -2,8 +2,9 @@
 
 ``seeded_console`` runs the whole platform (real PostgreSQL, Kafka, every service in this event loop) with a
 registered local cluster and its real agent (plus a registered cluster whose agent never came), and fills it
-as a team would: users, SSH keys, a finished Ray job with its logs and outputs, a job still running (a third of a core
-busy, its usage sampled every 2 s), a failed and a cancelled job, a job held Pending with its reason, a network domain.
+as a team would: users, SSH keys, secrets, a finished Ray job with its logs and outputs, a job still running
+(a third of a core busy, its usage sampled every 2 s), a failed and a cancelled job, a job held Pending with
+its reason, a network domain.
 The console tests and ``make screenshots`` use it.
 Browser driving (Chromium launch, Ant Design inputs, texts of both languages) lives in
 ``rlark_devinfra.screenshots``.
@@ -236,6 +237,12 @@ async def _seed(stack: Stack, tmp: Path) -> Seed:
         }
         created = await admin.post("/api/v1/projects", json=project)
         assert created.status_code == 201, created.text
+        # The console user's secrets (the Secrets page): one rotated once, so it is at version 2.
+        for name in ("hf-token", "s3-datasets"):
+            created = await admin.post("/api/v1/secrets", json={"name": name, "value": uuid.uuid4().hex})
+            assert created.status_code == 201, created.text
+        rotated = await admin.put("/api/v1/secrets/hf-token", json={"value": uuid.uuid4().hex})
+        assert rotated.status_code == 200, rotated.text
     return Seed(
         cluster=CLUSTER,
         node="a100-0",

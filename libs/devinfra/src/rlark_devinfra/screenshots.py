@@ -411,6 +411,7 @@ def tour(seed: Seed, keys: Sequence[str]) -> list[Shot]:
         Shot("cluster-detail", "node-table", path=f"/clusters/{seed.cluster}"),
         Shot("node-detail", "node-resources", path=f"/clusters/{seed.cluster}/nodes/{seed.node}"),
         Shot("keys", "keys-table", path="/keys"),
+        Shot("secrets", "secrets-table", path="/secrets"),
         Shot("domains", "domains-table", path="/domains"),
         Shot("notifications", "notify-table", path="/notifications"),
         Shot("jobs", "jobs-table", path="/jobs"),
