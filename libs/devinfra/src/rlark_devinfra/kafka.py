@@ -24,7 +24,11 @@ the services carry on.
 from __future__ import annotations
 
 import base64
+import contextlib
+import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -127,29 +131,46 @@ def _jaas(module: str, password: str, *, plain_users: bool = False) -> str:
     return f'{module} required username="{ADMIN_PRINCIPAL}" password="{password}"{users};'
 
 
-def _write_config(port: int, controller_port: int, admin_password: str) -> Path:
-    home = _home()
-    log4j = home / "log4j2.properties"
-    log4j.write_text(
-        "status = warn\n"
-        "appender.console.type = Console\n"
-        "appender.console.name = STDOUT\n"
-        "appender.console.layout.type = PatternLayout\n"
-        "appender.console.layout.pattern = [%d] %p %m (%c)%n\n"
-        "rootLogger.level = INFO\n"
-        "rootLogger.appenderRef.stdout.ref = STDOUT\n"
-        "logger.kafka.name = kafka\nlogger.kafka.level = WARN\n"
-        "logger.state.name = state.change.logger\nlogger.state.level = WARN\n"
-        "logger.server.name = kafka.server.KafkaServer\nlogger.server.level = INFO\n"
-        "logger.broker.name = kafka.server.BrokerServer\nlogger.broker.level = INFO\n"
-        "logger.org.name = org.apache.kafka\nlogger.org.level = WARN\n"
-    )
-    settings = {
+LOG4J = (
+    "status = warn\n"
+    "appender.console.type = Console\n"
+    "appender.console.name = STDOUT\n"
+    "appender.console.layout.type = PatternLayout\n"
+    "appender.console.layout.pattern = [%d] %p %m (%c)%n\n"
+    "rootLogger.level = INFO\n"
+    "rootLogger.appenderRef.stdout.ref = STDOUT\n"
+    "logger.kafka.name = kafka\nlogger.kafka.level = WARN\n"
+    "logger.state.name = state.change.logger\nlogger.state.level = WARN\n"
+    "logger.server.name = kafka.server.KafkaServer\nlogger.server.level = INFO\n"
+    "logger.broker.name = kafka.server.BrokerServer\nlogger.broker.level = INFO\n"
+    "logger.org.name = org.apache.kafka\nlogger.org.level = WARN\n"
+)
+
+
+def broker_settings(
+    *,
+    node_id: int,
+    host: str,
+    port: int,
+    controller_port: int,
+    voters: str,
+    data_dir: Path,
+    admin_password: str,
+    replication: int = 1,
+) -> dict[str, str]:
+    """One combined broker+controller's ``server.properties`` (ADR 0004's security, whatever the size).
+
+    ``voters`` is ``controller.quorum.voters`` (``1@host:port,...``); ``replication`` sets the internal
+    topics' and new topics' replication factor, and ``min.insync.replicas`` to a majority of it, so an
+    acknowledged write survives one broker's loss once there are three.
+    """
+    min_isr = str(max(1, replication - 1))
+    return {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "node.id": str(node_id),
+        "controller.quorum.voters": voters,
+        "listeners": f"SASL_PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}",
+        "advertised.listeners": f"SASL_PLAINTEXT://{host}:{port}",
         "inter.broker.listener.name": "SASL_PLAINTEXT",
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
@@ -167,25 +188,96 @@ def _write_config(port: int, controller_port: int, admin_password: str) -> Path:
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": f"User:{ADMIN_PRINCIPAL}",
         "allow.everyone.if.no.acl.found": "false",
-        "log.dirs": str(home / "data"),
+        "log.dirs": str(data_dir),
         "num.partitions": "3",
-        "offsets.topic.replication.factor": "1",
+        "default.replication.factor": str(replication),
+        "min.insync.replicas": min_isr,
+        "offsets.topic.replication.factor": str(replication),
         "offsets.topic.num.partitions": "5",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
+        "transaction.state.log.replication.factor": str(replication),
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": str(replication),
+        "share.coordinator.state.topic.min.isr": min_isr,
         "group.initial.rebalance.delay.ms": "0",
         "auto.create.topics.enable": "true",
         "num.network.threads": "2",
         "num.io.threads": "2",
         "log.flush.interval.messages": "9223372036854775807",
     }
+
+
+def _write_properties(home: Path, settings: dict[str, str]) -> Path:
+    (home / "log4j2.properties").write_text(LOG4J)
     config = home / "server.properties"
     config.touch(mode=0o600)
     config.chmod(0o600)
     config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
     return config
+
+
+def _write_config(port: int, controller_port: int, admin_password: str) -> Path:
+    home = _home()
+    settings = broker_settings(
+        node_id=1,
+        host="127.0.0.1",
+        port=port,
+        controller_port=controller_port,
+        voters=f"1@127.0.0.1:{controller_port}",
+        data_dir=home / "data",
+        admin_password=admin_password,
+    )
+    return _write_properties(home, settings)
+
+
+def _format_storage(config: Path, cluster_id: str, admin_password: str, data: Path) -> None:
+    formatted = subprocess.run(
+        [
+            shutil.which("java") or "java",
+            "-cp",
+            f"{libs_dir()}/*",
+            "kafka.tools.StorageTool",
+            "format",
+            f"--cluster-id={cluster_id}",
+            "--config",
+            str(config),
+            "--ignore-formatted",
+            "--add-scram",
+            f"SCRAM-SHA-512=[name={ADMIN_PRINCIPAL},password={admin_password}]",
+        ],
+        capture_output=True,
+        text=True,
+        umask=BROKER_UMASK,
+    )
+    if formatted.returncode != 0:
+        raise RuntimeError(
+            f"formatting the Kafka data directory {data} failed "
+            f"(exit {formatted.returncode}):\n{formatted.stdout}{formatted.stderr}"
+        )
+
+
+def _spawn_broker(home: Path, config: Path, log_file: Path, heap: str = "768m") -> subprocess.Popen[bytes]:
+    log = log_file.open("ab")
+    return subprocess.Popen(
+        [
+            shutil.which("java") or "java",
+            "-Xms256m",
+            f"-Xmx{heap}",
+            "-XX:+UseSerialGC",
+            "-XX:+ExitOnOutOfMemoryError",
+            "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
+            "-cp",
+            f"{libs_dir()}/*",
+            "kafka.Kafka",
+            str(config),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=home,
+        umask=BROKER_UMASK,
+    )
 
 
 def admin_access(bootstrap: str, admin_password: str) -> KafkaAccess:
@@ -236,58 +328,13 @@ def start(admin_password: str, timeout_s: float = 120.0) -> KafkaStatus:
         return current
     if current.pid is not None:
         stop_process_group(current.pid)
-    libs = libs_dir()
+    libs_dir()
     port, controller_port = free_port(), free_port()
     config = _write_config(port, controller_port, admin_password)
-    java = shutil.which("java") or "java"
-    classpath = f"{libs}/*"
     # The cluster id is fixed when the data directory is first formatted; restarts must reuse it.
     cluster_id = _formatted_cluster_id(home / "data") or new_cluster_id()
-    formatted = subprocess.run(
-        [
-            java,
-            "-cp",
-            classpath,
-            "kafka.tools.StorageTool",
-            "format",
-            f"--cluster-id={cluster_id}",
-            "--config",
-            str(config),
-            "--ignore-formatted",
-            "--add-scram",
-            f"SCRAM-SHA-512=[name={ADMIN_PRINCIPAL},password={admin_password}]",
-        ],
-        capture_output=True,
-        text=True,
-        umask=BROKER_UMASK,
-    )
-    if formatted.returncode != 0:
-        raise RuntimeError(
-            f"formatting the Kafka data directory {home / 'data'} failed "
-            f"(exit {formatted.returncode}):\n{formatted.stdout}{formatted.stderr}"
-        )
-    log = _log_file().open("ab")
-    process = subprocess.Popen(
-        [
-            java,
-            "-Xms256m",
-            "-Xmx768m",
-            "-XX:+UseSerialGC",
-            "-XX:+ExitOnOutOfMemoryError",
-            "-XX:TieredStopAtLevel=1",
-            f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
-            "-cp",
-            classpath,
-            "kafka.Kafka",
-            str(config),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        cwd=home,
-        umask=BROKER_UMASK,
-    )
+    _format_storage(config, cluster_id, admin_password, home / "data")
+    process = _spawn_broker(home, config, _log_file())
     _pid_file().write_text(str(process.pid))
     _port_file().write_text(str(port))
     bootstrap = f"127.0.0.1:{port}"
@@ -371,3 +418,166 @@ def reset_data() -> None:
     stop()
     shutil.rmtree(_home() / "data", ignore_errors=True)
     _make_private(_home() / "data")
+
+
+# --- three brokers ----------------------------------------------------------------------------------------
+
+
+BROKERS = 3
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    node_id: int
+    running: bool
+    pid: int | None
+    address: str
+    log_file: Path
+
+
+class KafkaCluster:
+    """Three KRaft brokers (each also a controller voter) with SASL/SCRAM and ACLs: the "managed Kafka"
+    that ``deploy/kubernetes`` expects (replication 3, ``min.insync.replicas`` 2), started by the project.
+
+    The single broker above stays the rest of the suite's; this one is the deployment test bed's (ADR 0027).
+    Brokers listen on ``host`` (an address the test bed's pods reach: the machine's own), on ports chosen
+    at the first start and kept in ``ports.json`` so a broker killed and started again rejoins with the
+    same identity and address. State under ``state_dir()/<name>/broker-<n>/``, owner-only like the single
+    broker's. Not thread-safe; one owner per name.
+    """
+
+    def __init__(self, host: str, name: str = "kafka-cluster") -> None:
+        self.host = host
+        self.home = state_dir() / name
+
+    def _broker_home(self, node_id: int) -> Path:
+        return self.home / f"broker-{node_id}"
+
+    def _ports(self) -> dict[str, list[int]]:
+        """Client and controller ports per broker, kept while the host stays the same."""
+        record = self.home / "ports.json"
+        if record.exists():
+            found = json.loads(record.read_text())
+            if found.get("host") == self.host:
+                return {"client": found["client"], "controller": found["controller"]}
+        ports = {
+            "client": [free_port() for _ in range(BROKERS)],
+            "controller": [free_port() for _ in range(BROKERS)],
+        }
+        self.home.mkdir(mode=OWNER_ONLY, parents=True, exist_ok=True)
+        record.write_text(json.dumps({"host": self.host, **ports}))
+        return ports
+
+    @property
+    def bootstrap(self) -> str:
+        """Every broker's address, comma-separated (what ``RLARK_KAFKA_BOOTSTRAP`` takes)."""
+        return ",".join(f"{self.host}:{port}" for port in self._ports()["client"])
+
+    def broker_status(self, node_id: int) -> BrokerStatus:
+        directory = self._broker_home(node_id)
+        port = self._ports()["client"][node_id - 1]
+        return BrokerStatus(
+            node_id,
+            read_pid(directory / "kafka.pid") is not None,
+            read_pid(directory / "kafka.pid"),
+            f"{self.host}:{port}",
+            directory / "kafka.log",
+        )
+
+    def start(self, admin_password: str, timeout_s: float = 180.0) -> str:
+        """Start every broker not running (idempotent); return the bootstrap once all three are in the
+        cluster's metadata."""
+        if not admin_password:
+            raise ValueError("admin_password: the Kafka admin principal needs a password")
+        ports = self._ports()
+        voters = ",".join(f"{n}@{self.host}:{ports['controller'][n - 1]}" for n in range(1, BROKERS + 1))
+        cluster_id_file = self.home / "cluster-id"
+        if not cluster_id_file.exists():
+            cluster_id_file.write_text(new_cluster_id())
+        cluster_id = cluster_id_file.read_text().strip()
+        for node_id in range(1, BROKERS + 1):
+            self._start_broker(node_id, admin_password, voters, cluster_id)
+        self.wait_ready(admin_password, timeout_s)
+        return self.bootstrap
+
+    def _start_broker(self, node_id: int, admin_password: str, voters: str, cluster_id: str) -> None:
+        if self.broker_status(node_id).running:
+            return
+        directory = self._broker_home(node_id)
+        _make_private(directory / "data")
+        ports = self._ports()
+        config = _write_properties(
+            directory,
+            broker_settings(
+                node_id=node_id,
+                host=self.host,
+                port=ports["client"][node_id - 1],
+                controller_port=ports["controller"][node_id - 1],
+                voters=voters,
+                data_dir=directory / "data",
+                admin_password=admin_password,
+                replication=BROKERS,
+            ),
+        )
+        _format_storage(config, cluster_id, admin_password, directory / "data")
+        process = _spawn_broker(directory, config, directory / "kafka.log", heap="512m")
+        (directory / "kafka.pid").write_text(str(process.pid))
+
+    def wait_ready(self, admin_password: str, timeout_s: float = 180.0) -> None:
+        """Until the metadata any broker answers lists all three."""
+        access = admin_access(self.bootstrap, admin_password)
+        try:
+            wait_until(lambda: _brokers_in_metadata(access) == BROKERS, timeout_s, "three Kafka brokers", 1.0)
+        except TimeoutError as exc:
+            tails = "".join(
+                f"\n--- broker {n}:\n{self.broker_status(n).log_file.read_text(errors='replace')[-1500:]}"
+                for n in range(1, BROKERS + 1)
+                if self.broker_status(n).log_file.exists()
+            )
+            raise RuntimeError(f"{exc}{tails}") from exc
+
+    def kill_broker(self, node_id: int) -> None:
+        """SIGKILL one broker (a crash: no controlled shutdown)."""
+        current = self.broker_status(node_id)
+        if current.pid is not None:
+            stop_process_group(current.pid, grace_s=0)
+
+    def start_broker(self, node_id: int, admin_password: str) -> None:
+        """Start one broker again with its data, ports and identity (after :meth:`kill_broker`)."""
+        ports = self._ports()
+        voters = ",".join(f"{n}@{self.host}:{ports['controller'][n - 1]}" for n in range(1, BROKERS + 1))
+        self._start_broker(node_id, admin_password, voters, (self.home / "cluster-id").read_text().strip())
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        """Stop every broker side by side (SIGTERM, SIGKILL after ``grace_s``)."""
+        pids = [p for n in range(1, BROKERS + 1) if (p := self.broker_status(n).pid) is not None]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGTERM)
+        for pid in pids:
+            stop_process_group(pid, grace_s=grace_s)
+
+    def reset(self) -> None:
+        """Stop every broker at once and delete their data and identity."""
+        self.stop(grace_s=0)
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+def _brokers_in_metadata(access: KafkaAccess) -> int:
+    import asyncio
+    import logging
+
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+
+    async def check() -> int:
+        admin = AIOKafkaAdminClient(**access.client_options(), request_timeout_ms=3000)
+        try:
+            await admin.start()
+            metadata = await admin.describe_cluster()
+            return len(metadata.get("brokers") or [])
+        finally:
+            await admin.close()
+
+    return asyncio.run(check())
