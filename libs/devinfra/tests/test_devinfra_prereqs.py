@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rlark_devinfra import kafka, paths, prereqs, web
+from rlark_devinfra import kafka, paths, prereqs, seaweedfs, web
 from rlark_devinfra.k8s import build, testbed
 
 pytestmark = pytest.mark.unit
@@ -46,6 +46,13 @@ def test_the_console_is_never_built_inside_a_test(empty_cache: Path) -> None:
     assert not any(empty_cache.glob("web-*"))
 
 
+def test_the_s3_server_is_never_built_inside_a_test(empty_cache: Path) -> None:
+    assert not seaweedfs.is_built()
+    with pytest.raises(paths.NotBuilt, match=r"make prereqs"):
+        seaweedfs.start()
+    assert not (seaweedfs.root() / "src").exists()  # no Go module was even started
+
+
 def test_kafka_jars_are_missing_in_an_empty_cache_and_maven_would_use_it(empty_cache: Path) -> None:
     assert not kafka.jars_ready()
 
@@ -73,6 +80,7 @@ def test_every_step_names_its_cold_cost() -> None:
         "Kubernetes test bed",
         "real-node images",
         "rlark-tunnel-dp",
+        "SeaweedFS",
         "web console",
         "RLinf",
     ):

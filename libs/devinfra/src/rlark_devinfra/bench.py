@@ -1,7 +1,7 @@
 """``make bench``: every benchmark of the project in one run, printed against its baseline and target.
 
 Role: the one entry point for the benchmarks in ``rlark_devinfra.benches`` (messaging, inventory,
-netdomain, scheduler, placement leader and agent failover, the gateway's forwarded calls, the notifier, the local and Kubernetes runtimes, restarts, the tunnel; one module each, outside the
+netdomain, scheduler, placement leader and agent failover, the gateway's forwarded calls, the notifier, the local and Kubernetes runtimes, restarts, the tunnel, bucket mounts; one module each, outside the
 packages they measure so no service image carries them) and ``bench_ssh_relay``. It starts (or reuses)
 this checkout's PostgreSQL and Kafka, runs each selected benchmark in a child process of its own and
 prints one table: measure, value, baseline or target, and a verdict (PASS, MISS, ``info`` where no
@@ -821,6 +821,45 @@ async def _agent_sampling(ctx: Context) -> Outcome:
     )
 
 
+async def _object_storage(ctx: Context) -> Outcome:
+    run = _load("rlark_devinfra.benches.object_storage", "run")
+    from rlark_devinfra import seaweedfs
+
+    if os.geteuid() != 0:
+        raise NotAvailable("a bucket mount is made as the agent makes it, as root: run as root")
+    if shutil.which("rclone") is None:
+        raise NotAvailable(
+            "rclone is missing: `make setup` installs it (Debian: apt-get install rclone fuse3)"
+        )
+    if not seaweedfs.is_built():
+        raise NotAvailable(f"the SeaweedFS S3 server is not built: run `{seaweedfs.BUILD_COMMAND}`")
+    r: dict[str, Any] = await asyncio.to_thread(run, 4, 64, ctx.options.rounds)
+    mbps, files = r["mb_per_s"], f"{r['files']} × {r['mib']} MiB"
+    return Outcome(
+        [
+            Row(
+                f"S3 API (botocore) to SeaweedFS, {files}: put_object / get_object",
+                f"{_n(mbps['api_write'])} / {_n(mbps['api_read'])} MB/s",
+                "",
+                BASELINE,
+            ),
+            Row(
+                f"bucket mount (rclone FUSE, --vfs-cache-mode writes), {files}: write until uploaded / read",
+                f"{_n(mbps['fs_write'])} / {_n(mbps['fs_read'])} MB/s",
+                f"{r['write_ratio']:.2f}× / {r['read_ratio']:.2f}× the S3 API",
+                INFO,
+            ),
+            Row(
+                "  … write until the last close() returned (to rclone's cache; uploads follow)",
+                f"{_n(mbps['fs_close'])} MB/s",
+                "",
+                INFO,
+            ),
+        ],
+        r,
+    )
+
+
 def _which(tool: str) -> str | None:
     return shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
 
@@ -905,6 +944,14 @@ BENCHES: list[Bench] = [
         lambda o: 60 + 120 * o.rounds,
         False,
         _local_runtime,
+    ),
+    Bench(
+        "object-storage",
+        "4 × 64 MiB files through a worker's bucket mount (rclone FUSE) vs the S3 API, on the SeaweedFS test server",
+        "≈ 30 s per round",
+        lambda o: 120 + 120 * o.rounds,
+        False,
+        _object_storage,
     ),
     Bench(
         "kubernetes",

@@ -23,7 +23,7 @@ from typing import Annotated
 
 import typer
 
-from rlark_devinfra import kafka, paths, product_images, tunnel_dp, web
+from rlark_devinfra import kafka, paths, product_images, seaweedfs, tunnel_dp, web
 from rlark_devinfra.k8s import build as k8s_build
 from rlark_devinfra.k8s import images as k8s_images
 
@@ -103,6 +103,12 @@ STEPS = (
         "~30 s",
         tunnel_dp.is_built,
         tunnel_dp.build,
+    ),
+    Step(
+        f"S3 test server: SeaweedFS weed {seaweedfs.VERSION} (Go module)",
+        seaweedfs.EXPECTED_BUILD,
+        seaweedfs.is_built,
+        seaweedfs.build,
     ),
     Step("web console (npm ci + Vite build)", "~2 min", _web_ready, _web_make),
     Step(

@@ -2,9 +2,12 @@
 
 1. ``RLARK_TEST_DATABASE_URL`` / ``RLARK_TEST_KAFKA_BOOTSTRAP`` when set;
 2. testcontainers when a Docker engine answers;
-3. the project's own servers (``rlark_devinfra.postgres`` / ``.kafka``), started on demand by the first
-   session that needs them and stopped by the last test session out (``test_sessions``: ``make test``'s
-   two xdist workers, or two runs side by side, never pull a server from under each other).
+3. the project's own servers (``rlark_devinfra.postgres`` / ``.kafka`` / ``.seaweedfs``), started on demand by
+   the first session that needs them and stopped by the last test session out (``test_sessions``: ``make
+   test``'s two xdist workers, or two runs side by side, never pull a server from under each other).
+
+The S3 server (``s3_server``, ``s3_bucket``) is always the project's own SeaweedFS: its identities (an admin,
+keys limited to one bucket) are set up by ``seaweedfs.py``.
 
 Never a skip: when none of these works the fixture errors, and the test fails.
 """
@@ -16,11 +19,12 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from rlark_devinfra import heavy_slots, kafka, paths, postgres, test_sessions
+from rlark_devinfra import heavy_slots, kafka, paths, postgres, seaweedfs, test_sessions
 from rlark_devinfra.databases import scratch_database
 
 # Tests get servers of their own, apart from the ones `make run` uses in .state/, so a test run never
@@ -44,6 +48,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         {
             "postgres": lambda _: postgres.stop(),
             "kafka": lambda _: kafka.stop(),
+            "seaweedfs": lambda _: seaweedfs.stop(),
             "k8s": lambda parts: testbed.down(only=parts),
         }
     )
@@ -134,6 +139,49 @@ def kafka_bootstrap() -> Iterator[str]:
         current = kafka.start(test_admin_password())
     assert current.bootstrap is not None
     yield current.bootstrap
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> seaweedfs.S3Server:
+    """A real S3 server (SeaweedFS, ADR 0024) for this test session: its endpoint, region and admin keys,
+    and helpers that make a bucket and keys limited to it. Requests must be signed: anonymous ones and wrong
+    keys are refused. Its data starts empty when this session starts it; `make prereqs` builds it."""
+    with test_sessions.locked():
+        if not seaweedfs.status().running:
+            seaweedfs.require_built()
+            seaweedfs.reset_data()
+            test_sessions.own("seaweedfs")
+        current = seaweedfs.start()
+    assert current.endpoint is not None
+    return seaweedfs.S3Server(current.endpoint, seaweedfs.REGION, seaweedfs.admin_keys())
+
+
+@dataclass(frozen=True)
+class S3Bucket:
+    """One test's bucket and the keys that may use it (and no other bucket)."""
+
+    name: str
+    keys: seaweedfs.S3Keys
+    server: seaweedfs.S3Server
+
+    def client(self) -> Any:
+        """A client signed with the bucket's own keys."""
+        return self.server.client(self.keys)
+
+    def credential_document(self) -> str:
+        """The S3 credential document (``rlark_contracts.storage``) of the bucket's keys."""
+        return self.server.credential_document(self.keys)
+
+
+@pytest.fixture
+def s3_bucket(s3_server: seaweedfs.S3Server) -> Iterator[S3Bucket]:
+    """A new bucket for one test and keys limited to it; deleted with its objects afterwards."""
+    import contextlib
+
+    name = s3_server.create_bucket()
+    yield S3Bucket(name, s3_server.bucket_keys(name), s3_server)
+    with contextlib.suppress(Exception):
+        s3_server.delete_bucket(name)
 
 
 def test_admin_password() -> str:
