@@ -50,6 +50,9 @@ command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
 # the tests (ADR 0023); neither needs a Docker engine.
 command -v buildah >/dev/null 2>&1 || missing+=(buildah)
 command -v podman >/dev/null 2>&1 || missing+=(podman)
+# Buckets (objectStorage mounts) on the local runtime: the agent mounts them with rclone over FUSE (ADR 0024).
+command -v rclone >/dev/null 2>&1 || missing+=(rclone)
+command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 for extra in ${RLARK_SETUP_APT:-}; do
   command -v "$extra" >/dev/null 2>&1 || missing+=("$extra")
 done

@@ -1,6 +1,6 @@
 """`rlark jobs preview` prints each problem the server found, naming its field once, in the CLI's language,
-and exits 1 without saying the job can be submitted: an objectStorage mount on a local cluster (issue 31),
-which the preview used to pass. The gateway's answer stands in through httpx's mock transport."""
+and exits 1 without saying the job can be submitted: a PVC mount on a local cluster (issue 31: such a
+refusal used to pass the preview). The gateway's answer stands in through httpx's mock transport."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from rlark_contracts.runtimes import LOCAL, mount_refusal
 from typer.testing import CliRunner
 
 FIELD = "spec.tasks[0].mounts[0].type"
-REFUSED = mount_refusal(FIELD, "local", LOCAL, "objectStorage")
+REFUSED = mount_refusal(FIELD, "local", LOCAL, "pvc")
 assert REFUSED is not None
 
 
@@ -62,7 +62,7 @@ def test_the_refusal_names_the_mount_s_type_field_once_and_what_the_cluster_moun
     printed = _preview_cli(tmp_path, "en")
     assert printed == (
         f'error {FIELD} (line 9): cluster "local" runs workers as local processes: it mounts hostPath, '
-        "emptyDir only, not objectStorage. Run this role on a Kubernetes cluster to mount objectStorage "
+        "emptyDir, objectStorage only, not pvc. Run this role on a Kubernetes cluster to mount pvc "
         "(mount_type_unsupported)"
     )
 
@@ -70,5 +70,5 @@ def test_the_refusal_names_the_mount_s_type_field_once_and_what_the_cluster_moun
 def test_the_refusal_is_said_in_chinese_with_lang_zh_cn(tmp_path: Path) -> None:
     printed = _preview_cli(tmp_path, "zh-CN")
     assert printed.startswith(f'error {FIELD} (line 9): 集群 "local" 以本地进程运行工作节点'), printed
-    assert "不能挂载 objectStorage" in printed
+    assert "不能挂载 pvc" in printed
     assert printed.count(FIELD) == 1

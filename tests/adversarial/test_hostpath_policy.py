@@ -6,9 +6,10 @@ directories, container-engine sockets — is refused at submission with 422 nami
 and nothing is stored; a source under an allowed prefix is accepted; only admins change the policy
 (REST and CLI). Before the policy existed every one of these jobs was accepted.
 
-Issue 31: what a cluster's runtime can mount is checked the same way — an objectStorage mount on a local
-cluster is refused by preview (REST and ``rlark jobs preview``, in English and Chinese) and submit, naming
-``spec.tasks[i].mounts[j].type``; the preview used to say the job could be submitted.
+Issue 31: what a cluster's runtime can mount is checked the same way — a PVC mount on a local cluster is
+refused by preview (REST and ``rlark jobs preview``, in English and Chinese) and submit, naming
+``spec.tasks[i].mounts[j].type``; the preview used to say the job could be submitted. (A bucket,
+objectStorage, is mounted on a local cluster too since ADR 0024.)
 """
 
 from __future__ import annotations
@@ -203,8 +204,15 @@ BUCKET = {
 }
 
 
+CLAIM = {"name": "ckpt", "type": "pvc", "source": "checkpoints", "path": "/ckpt"}
+
+
 def bucket_job(cluster: str) -> dict[str, Any]:
     return document("buckets", [role("header", 1, cluster, mounts=[BUCKET])], "ls /models\n")
+
+
+def claim_job(cluster: str) -> dict[str, Any]:
+    return document("claims", [role("header", 1, cluster, mounts=[CLAIM])], "ls /ckpt\n")
 
 
 async def test_a_mount_type_the_cluster_s_runtime_cannot_mount_is_refused_by_preview_submit_and_the_cli(
@@ -216,9 +224,14 @@ async def test_a_mount_type_the_cluster_s_runtime_cannot_mount_is_refused_by_pre
 
     async def known() -> dict[str, list[dict[str, Any]]] | None:
         async with stack.client(user) as client:
-            local = await client.post("/api/v1/jobs:preview", json=bucket_job(CLUSTER))
-            kubernetes = await client.post("/api/v1/jobs:preview", json=bucket_job("gpu-k8s"))
-        found = {"local": local.json()["errors"], "kubernetes": kubernetes.json()["errors"]}
+            local = await client.post("/api/v1/jobs:preview", json=claim_job(CLUSTER))
+            kubernetes = await client.post("/api/v1/jobs:preview", json=claim_job("gpu-k8s"))
+            bucket = await client.post("/api/v1/jobs:preview", json=bucket_job(CLUSTER))
+        found = {
+            "local": local.json()["errors"],
+            "kubernetes": kubernetes.json()["errors"],
+            "bucket": bucket.json()["errors"],
+        }
         unknown = any(e["code"] == "cluster_unknown" for errors in found.values() for e in errors)
         return None if unknown else found
 
@@ -226,25 +239,30 @@ async def test_a_mount_type_the_cluster_s_runtime_cannot_mount_is_refused_by_pre
     [refused] = [e for e in previews["local"] if e["code"] == "mount_type_unsupported"]
     assert refused["field"] == TYPE_FIELD
     assert refused["message"] == (
-        f'{TYPE_FIELD}: cluster "{CLUSTER}" runs workers as local processes: it mounts hostPath, emptyDir '
-        "only, not objectStorage. Run this role on a Kubernetes cluster to mount objectStorage"
+        f'{TYPE_FIELD}: cluster "{CLUSTER}" runs workers as local processes: it mounts hostPath, emptyDir, '
+        "objectStorage only, not pvc. Run this role on a Kubernetes cluster to mount pvc"
     )
     assert not [e for e in previews["kubernetes"] if e["code"] == "mount_type_unsupported"]
+    assert not [e for e in previews["bucket"] if e["code"] == "mount_type_unsupported"]
     async with stack.client(user) as client:
-        submitted = await client.post("/api/v1/jobs", json=bucket_job(CLUSTER))
+        submitted = await client.post("/api/v1/jobs", json=claim_job(CLUSTER))
         listed = await client.get("/api/v1/jobs")
     assert submitted.status_code == 422, submitted.text
     errors = [(e["code"], e["field"]) for e in submitted.json()["error"]["details"]["errors"]]
     assert ("mount_type_unsupported", TYPE_FIELD) in errors
     assert listed.json()["total"] == 0
 
-    job_file = tmp_path / "buckets.yaml"
-    job_file.write_text(yaml.safe_dump(bucket_job(CLUSTER), sort_keys=False))
+    job_file = tmp_path / "claims.yaml"
+    job_file.write_text(yaml.safe_dump(claim_job(CLUSTER), sort_keys=False))
     for language, said in (
-        ("en", f'cluster "{CLUSTER}" runs workers as local processes: it mounts hostPath, emptyDir only'),
+        (
+            "en",
+            f'cluster "{CLUSTER}" runs workers as local processes: it mounts hostPath, emptyDir, objectStorage '
+            "only",
+        ),
         (
             "zh-CN",
-            f'集群 "{CLUSTER}" 以本地进程运行工作节点：只能挂载 hostPath, emptyDir，不能挂载 objectStorage',
+            f'集群 "{CLUSTER}" 以本地进程运行工作节点：只能挂载 hostPath, emptyDir, objectStorage，不能挂载 pvc',
         ),
     ):
         previewed = await stack.cli("--lang", language, "jobs", "preview", str(job_file), token=user)

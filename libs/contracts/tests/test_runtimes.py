@@ -11,21 +11,22 @@ pytestmark = pytest.mark.unit
 ALL_TYPES = ("hostPath", "emptyDir", "pvc", "objectStorage")
 
 
-def test_a_local_cluster_mounts_host_paths_and_empty_dirs_and_kubernetes_every_type() -> None:
-    assert [t for t in ALL_TYPES if mounts(LOCAL, t)] == ["hostPath", "emptyDir"]
+def test_a_local_cluster_mounts_host_paths_empty_dirs_and_buckets_and_kubernetes_every_type() -> None:
+    assert [t for t in ALL_TYPES if mounts(LOCAL, t)] == ["hostPath", "emptyDir", "objectStorage"]
     assert [t for t in ALL_TYPES if mounts(KUBERNETES, t)] == list(ALL_TYPES)
 
 
 def test_a_refusal_names_the_field_the_cluster_what_it_mounts_and_the_type_refused() -> None:
-    refused = mount_refusal("spec.tasks[1].mounts[0].type", "laptop", LOCAL, "objectStorage")
+    refused = mount_refusal("spec.tasks[1].mounts[0].type", "laptop", LOCAL, "pvc")
     assert refused == (
         'spec.tasks[1].mounts[0].type: cluster "laptop" runs workers as local processes: it mounts '
-        "hostPath, emptyDir only, not objectStorage. Run this role on a Kubernetes cluster to mount objectStorage"
+        "hostPath, emptyDir, objectStorage only, not pvc. Run this role on a Kubernetes cluster to mount pvc"
     )
     assert refused is not None
     assert refused.key == "mount_type_unsupported.local"
-    assert "不能挂载 objectStorage" in refused.render("zh-CN")
+    assert "不能挂载 pvc" in refused.render("zh-CN")
     assert mount_refusal("f", "laptop", LOCAL, "hostPath") is None
+    assert mount_refusal("f", "laptop", LOCAL, "objectStorage") is None
     assert mount_refusal("f", "gpu-a", KUBERNETES, "objectStorage") is None
 
 

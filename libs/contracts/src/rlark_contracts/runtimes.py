@@ -28,8 +28,9 @@ OBJECT_STORAGE = "objectStorage"
 
 MOUNT_TYPES: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
-        # Workers are process groups on the agent's machine: a host directory, or one of the worker's own.
-        LOCAL: (HOST_PATH, EMPTY_DIR),
+        # Workers are process groups on the agent's machine: a host directory, one of the worker's own, or a
+        # bucket the agent mounts with rclone (ADR 0024). No claims: there is no volume provisioner.
+        LOCAL: (HOST_PATH, EMPTY_DIR, OBJECT_STORAGE),
         # Pods: every volume kind (objectStorage through the agent's CSI driver setting).
         KUBERNETES: (HOST_PATH, EMPTY_DIR, PVC, OBJECT_STORAGE),
     }

@@ -13,12 +13,7 @@ from rlark_tunnel_agent.runtime.local.driver import LocalDriver
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize(
-    ("kind", "source"), [(MountType.PVC, "checkpoints"), (MountType.OBJECT_STORAGE, "s3://models/rl")]
-)
-async def test_pvc_and_object_storage_mounts_are_refused_naming_the_mount_and_nothing_is_created(
-    driver: LocalDriver, kind: MountType, source: str
-) -> None:
+async def test_a_pvc_mount_is_refused_naming_the_mount_and_nothing_is_created(driver: LocalDriver) -> None:
     # The sentence the scheduler refuses such a job with (rlark_contracts.runtimes), naming the mount.
     worker = spec(
         "job-mounts",
@@ -26,11 +21,37 @@ async def test_pvc_and_object_storage_mounts_are_refused_naming_the_mount_and_no
         0,
         rank=0,
         num_nodes=1,
-        mounts=(Mount(type=kind, source=source, target="/models", secret_ref="s3-ro"),),
+        mounts=(Mount(type=MountType.PVC, source="checkpoints", target="/models"),),
     )
     refused = f'mount /models: cluster "{CLUSTER.cluster}" runs workers as local processes: it mounts '
-    with pytest.raises(ValueError, match=re.escape(f"{refused}hostPath, emptyDir only, not {kind}.")):
+    with pytest.raises(
+        ValueError, match=re.escape(f"{refused}hostPath, emptyDir, objectStorage only, not pvc.")
+    ):
         await driver.ensure_worker(worker)
+    assert await driver.list_workers() == []
+    assert not (driver.state_dir / "workers" / worker.worker_id).exists()
+
+
+@pytest.mark.parametrize(
+    ("source", "problem"),
+    [("gs://models/rl", "must start with s3://"), ("s3://Models/rl", "the bucket must be")],
+)
+async def test_a_bucket_mount_whose_source_is_no_s3_bucket_url_is_refused_before_anything_is_created(
+    driver: LocalDriver, source: str, problem: str
+) -> None:
+    worker = spec(
+        "job-buckets",
+        "header",
+        0,
+        rank=0,
+        num_nodes=1,
+        mounts=(Mount(type=MountType.OBJECT_STORAGE, source=source, target="/models", secret_ref="s3-ro"),),
+    )
+    with pytest.raises(
+        ValueError, match=re.escape(f"mount /models: source {source} is not a bucket URL")
+    ) as refused:
+        await driver.ensure_worker(worker)
+    assert problem in str(refused.value)
     assert await driver.list_workers() == []
     assert not (driver.state_dir / "workers" / worker.worker_id).exists()
 
@@ -45,6 +66,14 @@ async def test_pvc_and_object_storage_mounts_are_refused_naming_the_mount_and_no
         (
             {"mounts": (Mount(source="/srv/code", target="/code"),)},
             "mount /code: the hostPath /srv/code cannot appear at /code",
+        ),
+        (
+            {
+                "mounts": (
+                    Mount(type=MountType.OBJECT_STORAGE, source="s3://models", target="/m", secret_ref="s"),
+                )
+            },
+            "mount /m: a bucket (objectStorage) needs a mount namespace",
         ),
         ({"outputs": ("/proc/rlark/out",)}, "outputs /proc/rlark/out: cannot be created on this machine"),
         ({"tensorboard_dir": "/proc/rlark/tb"}, "tensorboardDir /proc/rlark/tb: cannot be created"),
