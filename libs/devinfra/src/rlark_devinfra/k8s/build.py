@@ -1,4 +1,6 @@
-"""Build the Kubernetes test-bed binaries (etcd, kube-apiserver, kwok, kubelet) from Go modules.
+"""Build the Kubernetes test-bed binaries from Go modules: etcd, kube-apiserver, kwok, kubelet, and for the
+deployment test bed (ADR 0027) kube-controller-manager, kube-scheduler and kubectl (whose ``kustomize`` and
+``apply -k`` are what a lab runs).
 
 No prebuilt binaries can be downloaded on these machines, so each binary is compiled once per machine
 from the Go module proxy inside a small generated Go module under a versioned cache directory
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +55,12 @@ class Binaries:
     kwok_logs_crd: Path
     kubelet: Path
     """The real kubelet of the test bed's real nodes (`realnode`); built from the kube-apiserver's module."""
+    kube_controller_manager: Path
+    """Deployments, ReplicaSets, Jobs, EndpointSlices, ServiceAccount tokens (the deployment test bed)."""
+    kube_scheduler: Path
+    """Binds the deployment test bed's pods to its real nodes."""
+    kubectl: Path
+    """``kubectl kustomize`` / ``kubectl apply -k``: the lab's own commands (kustomize is built into it)."""
 
 
 def root() -> Path:
@@ -71,6 +80,9 @@ def binaries() -> Binaries:
         kwok_stages=bin_dir / "kwok-stages.yaml",
         kwok_logs_crd=bin_dir / "kwok-logs-crd.yaml",
         kubelet=bin_dir / "kubelet",
+        kube_controller_manager=bin_dir / "kube-controller-manager",
+        kube_scheduler=bin_dir / "kube-scheduler",
+        kubectl=bin_dir / "kubectl",
     )
 
 
@@ -241,6 +253,9 @@ def build(only: tuple[str, ...] = ()) -> Binaries:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+DEPLOYMENT_COMMANDS = ("kubelet", "kube-controller-manager", "kube-scheduler", "kubectl")
+"""Commands of ``k8s.io/kubernetes`` built after kube-apiserver (they reuse its compiled packages)."""
+
 BUILD_COMMAND = "make prereqs"
 """What a person runs to build the test bed (and every other heavy test prerequisite) before the tests."""
 
@@ -249,6 +264,9 @@ EXPECTED = {
     "kwok": "~3 min",
     "kube-apiserver": "~15 min",
     "kubelet": "~2 min after kube-apiserver",
+    "kube-controller-manager": "~4 min after kube-apiserver",
+    "kube-scheduler": "~2 min after kube-apiserver",
+    "kubectl": "~3 min after kube-apiserver",
 }
 """Cold build times on 2 cores, printed before each build so a long silence is expected."""
 
@@ -263,8 +281,9 @@ def missing() -> list[str]:
         names.append("kwok")
     if not found.kube_apiserver.exists():
         names.append("kube-apiserver")
-    if not found.kubelet.exists():
-        names.append("kubelet")
+    for name in DEPLOYMENT_COMMANDS:
+        if not (found.kubelet.parent / name).exists():
+            names.append(name)
     return names
 
 
@@ -287,13 +306,17 @@ def _build_missing(only: tuple[str, ...]) -> Binaries:
         "etcd": ETCD_VERSION,
         "kwok": KWOK_VERSION,
         "kube-apiserver": KUBERNETES_VERSION,
-        "kubelet": KUBERNETES_VERSION,
+        **dict.fromkeys(DEPLOYMENT_COMMANDS, KUBERNETES_VERSION),
     }
-    builders = {
+
+    def command(name: str) -> Callable[[], None]:
+        return lambda: _build_kubernetes_command(name, found.kubelet.parent / name)
+
+    builders: dict[str, Callable[[], None]] = {
         "etcd": lambda: _build_etcd(found.etcd),
         "kwok": lambda: _build_kwok(found.kwok, found.kwok_stages, found.kwok_logs_crd),
         "kube-apiserver": lambda: _build_kubernetes_command("kube-apiserver", found.kube_apiserver),
-        "kubelet": lambda: _build_kubernetes_command("kubelet", found.kubelet),
+        **{name: command(name) for name in DEPLOYMENT_COMMANDS},
     }
     for name in missing():
         if only and name not in only:
