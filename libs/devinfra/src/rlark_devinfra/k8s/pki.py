@@ -44,9 +44,19 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def ensure_pki(directory: Path) -> Pki:
-    """Create the CA, serving certificate and service-account key pair unless they exist."""
+def ensure_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
+    """Create the CA, serving certificate and service-account key pair unless they exist.
+
+    ``extra_ips`` are more addresses the serving certificate names (the deployment test bed's API servers are
+    reached from pods at the machine's address and at each cluster's ``kubernetes`` Service address); when
+    they change (another machine address), everything here is made again.
+    """
     directory.mkdir(parents=True, exist_ok=True)
+    sans = directory / "extra-ips"
+    if extra_ips and (not sans.exists() or sans.read_text() != ",".join(extra_ips)):
+        for stale in directory.iterdir():
+            stale.unlink()
+        sans.write_text(",".join(extra_ips))
     pki = Pki(
         ca_cert=directory / "ca.crt",
         serving_cert=directory / "serving.crt",
@@ -95,6 +105,7 @@ def ensure_pki(directory: Path) -> Pki:
         x509.DNSName("kubernetes.default.svc.cluster.local"),
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+        *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in extra_ips),
     ]
     serving = (
         x509.CertificateBuilder()

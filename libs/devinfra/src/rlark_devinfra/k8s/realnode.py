@@ -92,9 +92,9 @@ class RealNode:
     @property
     def index(self) -> int:
         """The cluster's position in the test bed (0 for alpha)."""
-        from rlark_devinfra.k8s.testbed import CLUSTER_NAMES
+        from rlark_devinfra.k8s.testbed import ALL_CLUSTER_NAMES
 
-        return CLUSTER_NAMES.index(self.cluster.name)
+        return ALL_CLUSTER_NAMES.index(self.cluster.name)
 
     @property
     def name(self) -> str:
@@ -132,6 +132,14 @@ class RealNode:
     @property
     def network_name(self) -> str:
         return f"rlark-{_machine_tag()}-{self.cluster.name}-{self.slot}"
+
+    @property
+    def full(self) -> bool:
+        """A node of the deployment test bed's full clusters (ADR 0027): its pods resolve the cluster's
+        Services through the cluster DNS, and it holds the product images."""
+        from rlark_devinfra.k8s.testbed import FULL_CLUSTER_NAMES
+
+        return self.cluster.name in FULL_CLUSTER_NAMES
 
 
 def node_address() -> str:
@@ -254,11 +262,13 @@ def _import_images(node: RealNode, found: images_mod.Images) -> None:
     record = node.directory / "containerd" / "imported.json"
     done: dict[str, str] = json.loads(record.read_text()) if record.exists() else {}
     present = set(_ctr(node, "images", "ls", "-q").split())
-    tars = (
+    tars: tuple[tuple[str, Path], ...] = (
         (found.pause_ref, found.pause_tar),
         (found.worker_ref, found.worker_tar),
         (found.sidecar_ref, found.sidecar_tar),
     )
+    if node.full:
+        tars = ((found.pause_ref, found.pause_tar), *node_product_images(node))
     for ref, tar in tars:
         stamp = f"{tar.stat().st_size}:{tar.stat().st_mtime_ns}"
         if ref in present and done.get(ref) == stamp:
@@ -266,6 +276,19 @@ def _import_images(node: RealNode, found: images_mod.Images) -> None:
         _ctr(node, "images", "import", str(tar))
         done[ref] = stamp
         record.write_text(json.dumps(done))
+
+
+def node_product_images(node: RealNode) -> tuple[tuple[str, Path], ...]:
+    """What a full cluster's node holds besides the pause image: the service image in the control plane's
+    cluster; the agent image (which is also the workers' network and files sidecar) and the worker image in
+    the agents' clusters. As a lab's nodes would pull them from its registry after `push`."""
+    from rlark_devinfra.k8s import deployment_images
+
+    product = deployment_images.product()
+    if node.cluster.name == deployment_images.CONTROL_PLANE_CLUSTER:
+        return ((product.service_ref, product.service_tar),)
+    found = images_mod.images()
+    return ((product.agent_ref, product.agent_tar), (found.worker_ref, found.worker_tar))
 
 
 # --- kubelet ----------------------------------------------------------------------------------------------
@@ -335,7 +358,17 @@ def _kubelet_config(node: RealNode, address: str, port: int, healthz_port: int) 
         "serializeImagePulls": False,
         "maxPods": 50,
         "logging": {"format": "text"},
+        **_cluster_dns(node),
     }
+
+
+def _cluster_dns(node: RealNode) -> dict[str, Any]:
+    """A full cluster's pods resolve through its DNS Service (``<service range>.10``, `netsvc`)."""
+    if not node.full:
+        return {}
+    from rlark_devinfra.k8s.testbed import service_ip
+
+    return {"clusterDNS": [service_ip(node.cluster.name, 10)], "clusterDomain": "cluster.local"}
 
 
 def _start_kubelet(node: RealNode) -> None:
@@ -424,7 +457,8 @@ def up(node: RealNode) -> bool:
     Ready; True when this call started something. Raises (naming why) on a machine that cannot."""
     if reason := unavailable():
         raise RuntimeError(f"cannot run real node {node.name}: {reason}")
-    found = images_mod.require_built()
+    # A full cluster's node needs the pause and worker images only (its sidecar is the product's agent image).
+    found = images_mod.images() if node.full else images_mod.require_built()
     started = False
     with file_lock(node.directory / "lock"):  # two test sessions start it once
         if read_pid(node.directory / "containerd.pid") is None or not _containerd_answers(node):

@@ -22,6 +22,7 @@ import os
 import secrets
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -37,6 +38,14 @@ from rlark_devinfra.process import free_port, read_pid, stop_process_group, wait
 
 CLUSTER_NAMES = ("alpha", "beta", "gamma")
 """Cluster names in the order ``up(clusters=N)`` creates them."""
+
+FULL_CLUSTER_NAMES = ("lab", "gpu-a", "gpu-b")
+"""The deployment test bed's clusters (ADR 0027): ``lab`` runs RLark's control plane, ``gpu-a`` and ``gpu-b``
+a tunnel-agent each. *Full* clusters: a kube-controller-manager and a kube-scheduler beside the API server,
+every default admission plugin (ServiceAccount, PodSecurity, ...), no KWOK, their own Service range."""
+
+ALL_CLUSTER_NAMES = CLUSTER_NAMES + FULL_CLUSTER_NAMES
+"""Every cluster name, in the order that numbers them (real nodes' subnets and bridges)."""
 
 SERVICE_CIDR = "10.0.0.0/24"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -69,13 +78,15 @@ class TestBedStatus:
     etcd: ComponentStatus
     apiservers: tuple[ComponentStatus, ...]
     kwoks: tuple[ComponentStatus, ...]
+    controllers: tuple[ComponentStatus, ...] = ()
+    """The full clusters' kube-controller-managers and kube-schedulers."""
 
     @property
     def running(self) -> bool:
         return (
             self.etcd.running
             and bool(self.apiservers)
-            and all(c.running for c in (*self.apiservers, *self.kwoks))
+            and all(c.running for c in (*self.apiservers, *self.kwoks, *self.controllers))
         )
 
 
@@ -219,7 +230,40 @@ def _write_kubeconfig(name: str, server: str, pki: Pki, token: str) -> Path:
     return path
 
 
-def _start_apiserver(name: str, etcd_url: str, binaries: Binaries, pki: Pki) -> str:
+def service_cidr(name: str) -> str:
+    """The cluster's Service range: the shared ``SERVICE_CIDR`` for the KWOK clusters (nothing routes it), one
+    ``/24`` of ``10.96.0.0/16`` per full cluster (the machine routes each, so they must not overlap)."""
+    if name in FULL_CLUSTER_NAMES:
+        return f"10.96.{FULL_CLUSTER_NAMES.index(name)}.0/24"
+    return SERVICE_CIDR
+
+
+def service_ip(name: str, host: int) -> str:
+    """Address ``host`` of the cluster's Service range (1: ``kubernetes``; 10: the cluster DNS)."""
+    return service_cidr(name).rsplit(".", 1)[0] + f".{host}"
+
+
+def _apiserver_flags(name: str, full: bool, advertise: str) -> list[str]:
+    if not full:
+        return [
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            # Without kube-controller-manager: no ServiceAccount tokens to mount, and no node
+            # lifecycle controller to lift the not-ready taint.
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            "--endpoint-reconciler-type=none",
+        ]
+    # Pods reach it through the `kubernetes` Service, whose endpoint is the machine's address.
+    return [
+        "--bind-address=0.0.0.0",
+        f"--advertise-address={advertise}",
+        "--endpoint-reconciler-type=lease",
+    ]
+
+
+def _start_apiserver(
+    name: str, etcd_url: str, binaries: Binaries, pki: Pki, full: bool = False, advertise: str = ""
+) -> str:
     directory = _cluster_dir(name)
     token = _token(name)
     token_file = directory / "tokens.csv"
@@ -234,13 +278,12 @@ def _start_apiserver(name: str, etcd_url: str, binaries: Binaries, pki: Pki) -> 
             str(binaries.kube_apiserver),
             f"--etcd-servers={etcd_url}",
             f"--etcd-prefix=/rlark-{name}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            *_apiserver_flags(name, full, advertise),
             f"--secure-port={port}",
             f"--cert-dir={directory / 'certs'}",
             f"--tls-cert-file={pki.serving_cert}",
             f"--tls-private-key-file={pki.serving_key}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--service-cluster-ip-range={service_cidr(name)}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki.sa_public}",
             f"--service-account-signing-key-file={pki.sa_private}",
@@ -248,10 +291,6 @@ def _start_apiserver(name: str, etcd_url: str, binaries: Binaries, pki: Pki) -> 
             f"--token-auth-file={token_file}",
             "--anonymous-auth=false",
             "--allow-privileged=true",
-            # Without kube-controller-manager: no ServiceAccount tokens to mount, and no node
-            # lifecycle controller to lift the not-ready taint.
-            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-            "--endpoint-reconciler-type=none",
             "--enable-priority-and-fairness=false",
             # KWOK's nodes answer the kubelet API on 127.0.0.1 (container logs); their Hostname
             # addresses resolve nowhere.
@@ -336,10 +375,23 @@ def cluster(name: str) -> Cluster:
     return cluster_facts(name)
 
 
+def _full_pki() -> Pki:
+    """The full clusters' CA and serving certificate, which also names the machine's address and each full
+    cluster's ``kubernetes`` Service address (pods verify the API server there)."""
+    from rlark_devinfra.k8s.realnode import node_address
+
+    extra = (node_address(), *(service_ip(n, 1) for n in FULL_CLUSTER_NAMES))
+    return ensure_pki(home() / "pki-full", extra_ips=extra)
+
+
+def _pki_for(name: str) -> Pki:
+    return _full_pki() if name in FULL_CLUSTER_NAMES else ensure_pki(home() / "pki")
+
+
 def cluster_facts(name: str) -> Cluster:
     """A cluster's connection facts as its files say, whether or not its API server runs now."""
     current = _apiserver_status(name)
-    pki = ensure_pki(home() / "pki")
+    pki = _pki_for(name)
     return Cluster(
         name=name,
         server=current.address or "",
@@ -362,7 +414,10 @@ def status() -> TestBedStatus:
     return TestBedStatus(
         etcd=_etcd_status(),
         apiservers=tuple(_apiserver_status(n) for n in names),
-        kwoks=tuple(_kwok_status(n) for n in names),
+        kwoks=tuple(_kwok_status(n) for n in names if n not in FULL_CLUSTER_NAMES),
+        controllers=tuple(
+            _controller_status(n, c) for n in names if n in FULL_CLUSTER_NAMES for c in CONTROLLERS
+        ),
     )
 
 
@@ -423,6 +478,7 @@ def down(only: Sequence[str] | None = None) -> list[str]:
                 stopped.append(real)
         components: list[ComponentStatus] = [
             *(_kwok_status(n) for n in names),
+            *(_controller_status(n, c) for n in names if n in FULL_CLUSTER_NAMES for c in CONTROLLERS),
             *(_apiserver_status(n) for n in names),
             _etcd_status(),
         ]
@@ -433,6 +489,91 @@ def down(only: Sequence[str] | None = None) -> list[str]:
                 stop_process_group(component.pid, grace_s=10)
                 stopped.append(component.name)
     return stopped
+
+
+# --- full clusters (the deployment test bed, ADR 0027) ---------------------------------------------------
+
+CONTROLLERS = ("kube-controller-manager", "kube-scheduler", "netsvc")
+"""A full cluster's processes beside its API server; `netsvc` is the test bed's Service data path and DNS."""
+
+
+def _controller_status(name: str, controller: str) -> ComponentStatus:
+    directory = _cluster_dir(name)
+    pid = read_pid(directory / f"{controller}.pid")
+    return ComponentStatus(f"{controller}/{name}", pid is not None, pid, directory / f"{controller}.log")
+
+
+def _start_controller(name: str, controller: str, binaries: Binaries, pki: Pki) -> None:
+    directory = _cluster_dir(name)
+    kubeconfig = directory / "kubeconfig"
+    common = [
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={free_port()}",
+        f"--cert-dir={directory / f'{controller}-certs'}",
+        "--v=0",
+    ]
+    if controller == "kube-controller-manager":
+        argv = [
+            str(binaries.kube_controller_manager),
+            *common,
+            f"--cluster-name={name}",
+            # Tokens of ServiceAccounts (the agent's) and the CA every namespace publishes for them.
+            f"--service-account-private-key-file={pki.sa_private}",
+            f"--root-ca-file={pki.ca_cert}",
+            f"--service-cluster-ip-range={service_cidr(name)}",
+            "--controllers=*",
+            "--use-service-account-credentials=false",
+        ]
+    elif controller == "kube-scheduler":
+        argv = [str(binaries.kube_scheduler), *common]
+    else:
+        argv = [sys.executable, "-m", "rlark_devinfra.k8s.netsvc", name]
+    spawn(argv, directory / f"{controller}.log", directory / f"{controller}.pid", directory)
+
+
+def up_full(names: Sequence[str] = FULL_CLUSTER_NAMES) -> UpResult:
+    """Start etcd (shared with the other clusters) and, for each named full cluster, an API server with every
+    default admission plugin, a kube-controller-manager and a kube-scheduler, unless running. No KWOK: its
+    nodes are real nodes (`realnode`). Never builds (``make prereqs`` does)."""
+    unknown = [n for n in names if n not in FULL_CLUSTER_NAMES]
+    if unknown:
+        raise ValueError(f"not full clusters: {unknown} (they are {FULL_CLUSTER_NAMES})")
+    binaries = require_built()
+    from rlark_devinfra.k8s.realnode import node_address
+
+    advertise = node_address()
+    with _locked():
+        started: list[str] = []
+        pki = _full_pki()
+        known = _configured_clusters()
+        (home() / "clusters.json").write_text(json.dumps(sorted(set(known) | set(names))))
+        etcd = _etcd_status()
+        etcd_url = etcd.address
+        if not etcd.running or etcd_url is None or not _http_ok(f"{etcd_url}/readyz"):
+            if etcd.pid is not None:
+                stop_process_group(etcd.pid)
+            etcd_url = _start_etcd(binaries)
+            started.append("etcd")
+        for name in names:
+            api = _apiserver_status(name)
+            if (
+                not api.running
+                or api.address is None
+                or not _http_ok(f"{api.address}/readyz", pki.ca_cert, _token(name))
+            ):
+                if api.pid is not None:
+                    stop_process_group(api.pid)
+                _start_apiserver(name, etcd_url, binaries, pki, full=True, advertise=advertise)
+                started.append(f"kube-apiserver/{name}")
+            for controller in CONTROLLERS:
+                if not _controller_status(name, controller).running:
+                    _start_controller(name, controller, binaries, pki)
+                    started.append(f"{controller}/{name}")
+        return UpResult(clusters=[cluster(n) for n in names], started=started)
 
 
 # --- nodes --------------------------------------------------------------------------------------------------

