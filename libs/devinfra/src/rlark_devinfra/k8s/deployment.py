@@ -397,6 +397,7 @@ def lab_values(lab_host: str, bootstrap: str, database_url: str) -> dict[str, st
         "INTERNAL_SECRET": internal_secret(),
         "KAFKA_ADMIN_PASSWORD": kafka_admin_password(),
         "LAB_HOST": lab_host,
+        "ADMIN_PASSWORD": _secret("admin"),
     }
 
 
@@ -455,3 +456,110 @@ def expose_gateway(host: str) -> str:
     port = int(port_file.read_text())
     start_forwarder("gateway", (host, port), (service_address(CONTROL_PLANE, NAMESPACE, "gateway"), 80))
     return f"http://{host}:{port}"
+
+
+FIRST_ADMIN = LabStep(
+    "Create the first admin, then log in with the CLI",
+    (
+        'printf "%s\\n" "$ADMIN_PASSWORD" | kubectl -n rlark exec -i deploy/gateway-api --'
+        " python -m rlark_gateway create-admin --username admin --password-file /dev/stdin",
+        'printf "%s\\n" "$ADMIN_PASSWORD" | rlark login --url "$GATEWAY_URL" --username admin --password-stdin',
+    ),
+)
+
+REGISTER_CLUSTER = LabStep(
+    "Register a GPU cluster (the agent credential is printed once)",
+    (
+        'rlark clusters register "$CLUSTER" --runtime kubernetes --category cloud --region cn-north'
+        ' --pod-cidr "$POD_CIDR" --service-cidr "$SERVICE_CIDR" -o json > "$CLUSTER.json"',
+    ),
+)
+
+DEPLOY_AGENT = LabStep(
+    "Deploy the cluster's tunnel-agent",
+    (
+        "kubectl apply -f $REPO/deploy/agent/namespace.yaml",
+        "kubectl -n rlark-agent create secret generic rlark-agent-credential"
+        ' --from-literal=credential="$(python3 -c \'import json,sys; print(json.load(sys.stdin)["agent_credential"])\' < "$CLUSTER.json")"',
+        "kubectl apply -k $AGENT_DIR",
+        "kubectl -n rlark-agent rollout status deployment/rlark-tunnel-agent --timeout=600s",
+    ),
+)
+
+
+def agent_overlay(directory: Path, values: Mapping[str, str]) -> Path:
+    """The lab's copy of ``deploy/agent`` for one cluster: the image, and the settings its README names
+    (the gateway's URL, the address peers reach this agent at, the sidecars' image)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    base = os.path.relpath(repo_root() / "deploy" / "agent", directory)
+    name, _, tag = values["AGENT_IMAGE"].rpartition(":")
+    settings = {
+        "RLARK_GATEWAY_URL": values["GATEWAY_URL"],
+        "RLARK_TUNNEL_ADVERTISE_HOST": values["TUNNEL_ADVERTISE_HOST"],
+        "RLARK_K8S_NETWORK_SIDECAR_IMAGE": values["AGENT_IMAGE"],
+    }
+    patch = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "rlark-tunnel-agent", "namespace": "rlark-agent"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "agent", "env": [{"name": k, "value": v} for k, v in settings.items()]}
+                    ]
+                }
+            }
+        },
+    }
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [base],
+        "images": [{"name": "registry.example.com/rlark/agent", "newName": name, "newTag": tag}],
+        "patches": [{"patch": json.dumps(patch)}],
+    }
+    (directory / "kustomization.yaml").write_text(json.dumps(kustomization, indent=2))
+    return directory
+
+
+def cli_env(values: Mapping[str, str]) -> dict[str, str]:
+    return {
+        "RLARK_CONFIG_DIR": str(home() / "cli"),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+
+
+def load_balancer_address(cluster: str) -> str:
+    """The address the lab's load balancer gives a cluster's ``LoadBalancer`` Service: here the bridge
+    address of the cluster's first real node, which every pod and this machine reach."""
+    first = realnode.RealNode(testbed.cluster(cluster), 0)
+    return first.gateway
+
+
+def deploy_agent(cluster: str, values: dict[str, str]) -> None:
+    """Register ``cluster`` through the gateway and deploy its agent from ``deploy/agent``; expose its peers
+    Service on the lab's load balancer."""
+    lb = load_balancer_address(cluster)
+    pod_cidr = realnode.RealNode(testbed.cluster(cluster), 0).subnet.split(".")
+    values = {
+        **values,
+        **cli_env(values),
+        "CLUSTER": cluster,
+        "POD_CIDR": f"{pod_cidr[0]}.{pod_cidr[1]}.0.0/16",
+        "SERVICE_CIDR": testbed.service_cidr(cluster),
+        "TUNNEL_ADVERTISE_HOST": lb,
+        "REPO": str(repo_root()),
+    }
+    agent_dir = agent_overlay(home() / f"agent-{cluster}", values)
+    values["AGENT_DIR"] = str(agent_dir)
+    if not (home() / f"{cluster}.json").exists():  # registered by an earlier, interrupted run
+        run_step(CONTROL_PLANE, REGISTER_CLUSTER, values, home())
+    run_step(cluster, DEPLOY_AGENT, values, home())
+    peers = service_address(cluster, "rlark-agent", "rlark-tunnel-agent-peers")
+    for offset in range(8):
+        start_forwarder(f"{cluster}-peer-{offset}", (lb, 8200 + offset), (peers, 8200 + offset))
+
+
+def first_admin(values: dict[str, str]) -> None:
+    run_step(CONTROL_PLANE, FIRST_ADMIN, {**values, **cli_env(values)}, home())
