@@ -14,11 +14,10 @@ import secrets
 import uuid
 from pathlib import Path
 
-import asyncpg
 import pytest
 from agents import local_agent, nodes, write_cluster_file
 from jobs import document, job, logs, role, submit, wait_placeable, wait_status
-from rlark_platform.testing import TopicReader
+from leaks import every_record, every_row
 from stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.netns]
@@ -33,45 +32,6 @@ echo "file mode $(stat -c %a "$RLARK_SECRETS_DIR/hf-token") secrets $RLARK_SECRE
 
 def sha16(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:16]
-
-
-async def every_row(database_urls: dict[str, str]) -> str:
-    """Every row of every table of every service's database, as text (bytea decoded too)."""
-    parts: list[str] = []
-    for url in database_urls.values():
-        conn = await asyncpg.connect(url)
-        try:
-            tables = await conn.fetch(
-                """SELECT table_schema, table_name FROM information_schema.tables
-                    WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')"""
-            )
-            for table in tables:
-                ident = f'"{table["table_schema"]}"."{table["table_name"]}"'
-                parts += [r["line"] for r in await conn.fetch(f"SELECT t::text AS line FROM {ident} t")]  # noqa: S608
-        finally:
-            await conn.close()
-    return "\n".join(parts)
-
-
-async def every_record(stack: Stack) -> str:
-    """Every record of every topic of this platform, values and headers, as text."""
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    access = stack.kafka_admin
-    admin = AIOKafkaAdminClient(**access.client_options())
-    await admin.start()
-    try:
-        topics = [t for t in await admin.list_topics() if t.startswith(stack.topic_prefix)]
-    finally:
-        await admin.close()
-    parts: list[str] = []
-    for topic in topics:
-        async with TopicReader(access, topic) as reader:
-            await reader.settle(1.0)
-            for key, value, headers in reader.records:
-                parts += [(key or b"").decode("utf-8", "replace"), value.decode("utf-8", "replace")]
-                parts += [v.decode("utf-8", "replace") for v in headers.values()]
-    return "\n".join(parts)
 
 
 async def test_a_jobs_secret_reaches_only_its_workers_and_appears_nowhere_else(

@@ -1,13 +1,16 @@
 """The newest complete RLinf checkpoint (ADR 0015): which `global_step_N` the agent hands a resuming Header,
-which it skips as half-written, and what the timeline says about it."""
+which it skips as half-written, and what the timeline says about it. Every rule runs against both trees the
+agent reads: a directory on this machine, and the objects a bucket lists below a prefix (the same layout, as
+keys and sizes: what `find_in_listing` gets from the S3 API)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rlark_tunnel_agent.agent.checkpoints import CheckpointSearch, find_in, said
+from rlark_tunnel_agent.agent.checkpoints import CheckpointSearch, find_in, find_in_listing, said
 from rlark_tunnel_agent.runtime.driver import OutputRoot
 
 pytestmark = pytest.mark.unit
@@ -35,26 +38,52 @@ def search(root: Path) -> CheckpointSearch:
     return find_in(OutputRoot("/outputs/ckpt", "/", tuple(p for p in root.parts if p != "/")))
 
 
-def test_the_newest_complete_checkpoint_is_chosen(tmp_path: Path) -> None:
+def listed(root: Path) -> CheckpointSearch:
+    """The same directory as a bucket would list it: every regular file's key below ``root`` and its size."""
+    objects = [
+        (str(Path(folder, name).relative_to(root)), (Path(folder) / name).stat().st_size)
+        for folder, _, names in os.walk(root)
+        for name in names
+    ]
+    return find_in_listing(objects)
+
+
+@pytest.fixture(params=["directory", "bucket"])
+def searched(request: pytest.FixtureRequest) -> Callable[[Path], CheckpointSearch]:
+    return search if request.param == "directory" else listed
+
+
+def test_the_newest_complete_checkpoint_is_chosen(
+    searched: Callable[[Path], CheckpointSearch], tmp_path: Path
+) -> None:
     for step in (4, 8, 12):
         fsdp(tmp_path, step)
-    assert search(tmp_path) == CheckpointSearch("global_step_12", 12)
+    assert searched(tmp_path) == CheckpointSearch("global_step_12", 12)
 
 
-def test_steps_are_compared_as_numbers_not_names(tmp_path: Path) -> None:
+def test_steps_are_compared_as_numbers_not_names(
+    searched: Callable[[Path], CheckpointSearch], tmp_path: Path
+) -> None:
     for step in (9, 10, 100):
         fsdp(tmp_path, step)
-    assert search(tmp_path).step == 100
+    assert searched(tmp_path).step == 100
 
 
-def test_half_written_checkpoints_are_skipped_and_reported_newest_first(tmp_path: Path) -> None:
+def test_half_written_checkpoints_are_skipped_and_reported_newest_first(
+    searched: Callable[[Path], CheckpointSearch], tmp_path: Path
+) -> None:
     fsdp(tmp_path, 4)
     fsdp(tmp_path, 8, full_weights=False)  # killed while rank 0 wrote the full weights
     fsdp(tmp_path, 12, metadata=False)  # killed before DCP's coordinator finished
     (tmp_path / "global_step_16").mkdir()  # killed right after the runner made the directory
-    assert search(tmp_path) == CheckpointSearch(
-        "global_step_4", 4, ("global_step_16", "global_step_12", "global_step_8")
-    )
+    if searched is search:
+        assert searched(tmp_path) == CheckpointSearch(
+            "global_step_4", 4, ("global_step_16", "global_step_12", "global_step_8")
+        )
+    else:
+        # A bucket holds no empty directory: step 16 does not exist there, and step 8's empty model_state_dict/
+        # neither, so step 8 is judged by what it holds (a finished DCP save, which is what RLinf loads).
+        assert searched(tmp_path) == CheckpointSearch("global_step_8", 8, ("global_step_12",))
 
 
 @pytest.mark.parametrize(
@@ -78,28 +107,32 @@ def test_half_written_checkpoints_are_skipped_and_reported_newest_first(tmp_path
     ],
 )
 def test_what_rlinf_writes_last_decides_whether_a_step_is_complete(
-    tmp_path: Path, layout: dict[str, bytes], complete: bool
+    searched: Callable[[Path], CheckpointSearch], tmp_path: Path, layout: dict[str, bytes], complete: bool
 ) -> None:
     for relative, content in layout.items():
         write(tmp_path / "global_step_8" / relative, content)
-    assert search(tmp_path).chosen == ("global_step_8" if complete else None)
+    assert searched(tmp_path).chosen == ("global_step_8" if complete else None)
 
 
-def test_nothing_complete_or_no_directory_means_a_fresh_start(tmp_path: Path) -> None:
-    assert search(tmp_path / "not-yet") == CheckpointSearch(None, None)
-    assert search(tmp_path) == CheckpointSearch(None, None)
+def test_nothing_complete_or_no_directory_means_a_fresh_start(
+    searched: Callable[[Path], CheckpointSearch], tmp_path: Path
+) -> None:
+    assert searched(tmp_path / "not-yet") == CheckpointSearch(None, None)
+    assert searched(tmp_path) == CheckpointSearch(None, None)
     fsdp(tmp_path, 3, metadata=False)
-    assert search(tmp_path) == CheckpointSearch(None, None, ("global_step_3",))
+    assert searched(tmp_path) == CheckpointSearch(None, None, ("global_step_3",))
 
 
 @pytest.mark.parametrize(
     "name",
     ["global_step_x", "global_step_", "global_step_8.tmp", "global_step_-1", "step_8", "Global_Step_8"],
 )
-def test_names_that_are_not_a_numbered_step_are_ignored(tmp_path: Path, name: str) -> None:
+def test_names_that_are_not_a_numbered_step_are_ignored(
+    searched: Callable[[Path], CheckpointSearch], tmp_path: Path, name: str
+) -> None:
     fsdp(tmp_path, 2)
     write(tmp_path / name / "actor" / "dcp_checkpoint" / ".metadata")
-    assert search(tmp_path) == CheckpointSearch("global_step_2", 2)
+    assert searched(tmp_path) == CheckpointSearch("global_step_2", 2)
 
 
 def test_links_are_never_followed(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ from rlark_contracts.events.scheduler import JobKeysUpdated, WorkerPlaced, Worke
 from rlark_contracts.relay import SERVICE_RAY_DASHBOARD, SERVICE_TENSORBOARD
 from rlark_platform.messaging import create_producer
 
-from rlark_tunnel_agent.agent import checkpoints, pod_files
+from rlark_tunnel_agent.agent import buckets, checkpoints, pod_files
 from rlark_tunnel_agent.agent.credentials import CredentialsRefused, FetchCredentials, credentials_fetcher
 from rlark_tunnel_agent.agent.durable import DurableStore
 from rlark_tunnel_agent.agent.files import DEFAULT_MAX_DOWNLOAD_BYTES, FilesRefused
@@ -762,12 +762,13 @@ class Agent:
             # A redelivered placement of a Header that exists already is not looked at again: its report would
             # say a choice that is not the one it runs with.
             resuming = placed.is_header and bool(placed.resume_checkpoints_dir)
-            if resuming and await self.driver.get_status(placed.worker_id) is None:
-                spec = await self._resume(placed, spec)
             while True:
                 try:
                     if not spec.ray_authenticated and await self.driver.get_status(placed.worker_id) is None:
+                        # Credentials first: a resume directory in a bucket is read with the mount's secret.
                         spec = await self._with_credentials(spec)
+                        if resuming:
+                            spec = await self._resume(placed, spec)
                     await self.driver.ensure_worker(spec)
                     break
                 except CredentialsRefused as exc:
@@ -814,7 +815,15 @@ class Agent:
         where = placed.resume_checkpoints_dir
         spec = spec.model_copy(update={"resume_checkpoints_dir": where})
         search = None
-        if isinstance(self.driver, rt.LocatesOutputs):
+        place = buckets.bucket_location(spec, where)
+        if place is not None:
+            # In a bucket: read over the S3 API with the mount's own credentials (the mount does not exist yet).
+            try:
+                listed = await asyncio.to_thread(lambda: list(buckets.list_below(place)))
+                search = checkpoints.find_in_listing(listed)
+            except buckets.BucketUnreadable as exc:
+                log.warning("resume bucket unreadable", worker_id=placed.worker_id, error=str(exc))
+        elif isinstance(self.driver, rt.LocatesOutputs):
             search = await asyncio.to_thread(checkpoints.find_in, self.driver.output_location(spec, where))
         reason = checkpoints.said(search, where)
         log.info("resume checkpoint looked up", worker_id=placed.worker_id, reason=str(reason))
