@@ -387,6 +387,16 @@ def down() -> None:
     Postgres(host).stop()
 
 
+def reset() -> None:
+    """Stop everything and forget it: the clusters' objects, the lab's data, Kafka's and PostgreSQL's data
+    (the real nodes keep their imported images)."""
+    down()
+    for name in testbed.FULL_CLUSTER_NAMES:
+        testbed.forget_full(name)
+    kafka_cluster(realnode.node_address()).reset()
+    shutil.rmtree(home(), ignore_errors=True)
+
+
 def lab_values(lab_host: str, bootstrap: str, database_url: str) -> dict[str, str]:
     product = deployment_images.product()
     return {

@@ -232,15 +232,35 @@ def _write_kubeconfig(name: str, server: str, pki: Pki, token: str) -> Path:
 
 def service_cidr(name: str) -> str:
     """The cluster's Service range: the shared ``SERVICE_CIDR`` for the KWOK clusters (nothing routes it), one
-    ``/24`` of ``10.96.0.0/16`` per full cluster (the machine routes each, so they must not overlap)."""
+    ``/24`` of ``10.96.0.0/16`` per full cluster and checkout (the machine routes each: none may overlap)."""
     if name in FULL_CLUSTER_NAMES:
-        return f"10.96.{FULL_CLUSTER_NAMES.index(name)}.0/24"
+        from rlark_devinfra.k8s.realnode import _machine_tag
+
+        # Per checkout too: the machine routes them, and two checkouts' test beds may run side by side.
+        third = (int(_machine_tag(), 16) % 80) * len(FULL_CLUSTER_NAMES) + FULL_CLUSTER_NAMES.index(name)
+        return f"10.96.{third}.0/24"
     return SERVICE_CIDR
 
 
 def service_ip(name: str, host: int) -> str:
     """Address ``host`` of the cluster's Service range (1: ``kubernetes``; 10: the cluster DNS)."""
     return service_cidr(name).rsplit(".", 1)[0] + f".{host}"
+
+
+def etcd_prefix(name: str) -> str:
+    """``/rlark-<cluster>``; a full cluster's carries its generation, which `forget_full` moves on, so it
+    starts empty again while the shared etcd keeps running."""
+    if name not in FULL_CLUSTER_NAMES:
+        return f"/rlark-{name}"
+    generation = _cluster_dir(name) / "generation"
+    return f"/rlark-{name}-{generation.read_text().strip() if generation.exists() else '0'}"
+
+
+def forget_full(name: str) -> None:
+    """The next start of full cluster ``name`` (stopped) begins with no objects: a new etcd prefix."""
+    generation = _cluster_dir(name) / "generation"
+    current = int(generation.read_text()) if generation.exists() else 0
+    generation.write_text(str(current + 1))
 
 
 def _apiserver_flags(name: str, full: bool, advertise: str) -> list[str]:
@@ -277,7 +297,7 @@ def _start_apiserver(
         [
             str(binaries.kube_apiserver),
             f"--etcd-servers={etcd_url}",
-            f"--etcd-prefix=/rlark-{name}",
+            f"--etcd-prefix={etcd_prefix(name)}",
             *_apiserver_flags(name, full, advertise),
             f"--secure-port={port}",
             f"--cert-dir={directory / 'certs'}",

@@ -1,0 +1,157 @@
+"""RLark deployed the way a lab deploys it (issue 32, ADR 0027): the README's deployment commands against
+three test-bed clusters with real kubelets.
+
+``lab`` runs the control plane from ``deploy/kubernetes`` (``kubectl apply -k`` through an overlay owned by
+this test: the image, ``config.yaml``'s Kafka address, fewer replicas — never under two for the gateway, the
+scheduler's worker and inventory's consumers), against a PostgreSQL server and a three-broker Kafka with
+SASL/SCRAM and ACLs started by the project at this machine's address. ``gpu-a`` and ``gpu-b`` each run their
+tunnel-agent from ``deploy/agent``: no agent process on the host. Everything the test does to RLark goes
+through the gateway's Service (behind the lab's "ingress", a TCP forwarder on this machine) with the ``rlark``
+CLI: the first admin, both clusters registered, a network domain, a 3-worker Ray job across both clusters.
+
+What it shows, each from the part that owns it: Job and Deployment status from kube-controller-manager, pod
+phases, nodes and containerd container IDs from the real kubelets, the job's status and log lines from RLark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rlark_devinfra.k8s import deployment, images, realnode, testbed
+
+pytestmark = [pytest.mark.k8s, pytest.mark.e2e, pytest.mark.heavy, pytest.mark.timeout(1500)]
+
+POOL = "lab"
+RUN = r"""
+python - <<'PY'
+import ray
+ray.init(address="auto")
+alive = [n for n in ray.nodes() if n["Alive"]]
+print(f"ray nodes alive: {len(alive)}, GPUs: {ray.cluster_resources().get('GPU', 0):g}", flush=True)
+print("ray node addresses:", " ".join(sorted(n["NodeManagerAddress"] for n in alive)), flush=True)
+PY
+"""
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[dict[str, str]]:
+    """The whole deployment, from nothing: servers, clusters, control plane, first admin, both agents."""
+    if reason := realnode.unavailable():
+        raise RuntimeError(f"the deployment test bed needs real nodes: {reason}")
+    deployment.reset()
+    host = realnode.node_address()
+    started = time.monotonic()
+    url, bootstrap = deployment.start_infrastructure(host)
+    deployment.start_clusters()
+    values = deployment.lab_values(host, bootstrap, url)
+    deployment.deploy_control_plane(values)
+    values["GATEWAY_URL"] = deployment.expose_gateway(host)
+    deployment.first_admin(values)
+    for cluster in deployment.AGENT_CLUSTERS:
+        deployment.deploy_agent(cluster, values)
+    deployment.log(f"deployed in {time.monotonic() - started:.0f} s")
+    yield values
+    if not os.environ.get("RLARK_KEEP_SERVERS"):
+        deployment.down()
+
+
+def rlark(*args: str, stdin: str | None = None) -> str:
+    env = {**os.environ, **deployment.cli_env({})}
+    done = subprocess.run(
+        ["rlark", *args], input=stdin, capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+    assert done.returncode == 0, f"rlark {' '.join(args)}: {done.stdout}{done.stderr}"
+    return done.stdout
+
+
+def test_the_control_plane_runs_as_pods_from_deploy_kubernetes(lab: dict[str, str]) -> None:
+    cluster = deployment.CONTROL_PLANE
+    jobs = deployment.get(cluster, "jobs", "-n", "rlark")["items"]
+    assert sorted(j["metadata"]["name"] for j in jobs) == sorted(
+        ["kafka-provision", *(f"{s}-migrate" for s in SERVICES)]
+    )
+    assert all(j["status"].get("succeeded") == 1 for j in jobs), [j["status"] for j in jobs]
+    deployments = {
+        d["metadata"]["name"]: d for d in deployment.get(cluster, "deployments", "-n", "rlark")["items"]
+    }
+    assert {name: d["status"].get("availableReplicas") for name, d in deployments.items()} == (
+        deployment.TEST_REPLICAS
+    )
+    running = [p for p in deployment.pods(cluster, "rlark") if p["status"]["phase"] == "Running"]
+    assert len(running) == sum(deployment.TEST_REPLICAS.values())
+    real_nodes = {f"real-{cluster}-{slot}" for slot in range(deployment.REAL_NODES[cluster])}
+    for pod in running:  # from the real kubelets: a real node, containerd's containers, the node's bridge
+        assert pod["spec"]["nodeName"] in real_nodes
+        assert all(s["containerID"].startswith("containerd://") for s in pod["status"]["containerStatuses"])
+    # The gateway answers through its Service, from outside the cluster.
+    status = subprocess.run(
+        ["curl", "-fsS", "-m", "10", f"{lab['GATEWAY_URL']}/readyz"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert status.stdout.strip() == '{"status":"ready"}', status
+
+
+SERVICES = ("gateway", "inventory", "keys", "netdomain", "notifier", "scheduler")
+
+
+def test_agents_run_as_pods_and_a_ray_job_across_both_clusters_succeeds(lab: dict[str, str]) -> None:
+    for cluster in deployment.AGENT_CLUSTERS:
+        agents = deployment.pods(cluster, "rlark-agent", "app.kubernetes.io/name=tunnel-agent")
+        assert [p["status"]["phase"] for p in agents] == ["Running"], agents
+        for slot in range(deployment.REAL_NODES[cluster]):
+            node = realnode.RealNode(testbed.cluster(cluster), slot)
+            realnode.advertise(node, 4, "A100", {"rlark.io/pool": POOL})
+    listed = json.loads(rlark("clusters", "list", "-o", "json"))
+    assert {c["name"]: c["online"] for c in listed["items"]} == {"gpu-a": True, "gpu-b": True}
+
+    domain = f"net-{uuid.uuid4().hex[:5]}"
+    rlark("domains", "create", "--name", domain, "--cidr", "10.201.0.0/16")
+    common: dict[str, Any] = {
+        "gpusPerWorker": 1,
+        "nodeSelector": {"rlark.io/pool": POOL},
+        "image": images.images().worker_ref,
+    }
+    doc = {
+        "apiVersion": "rlark.io/v1",
+        "kind": "Job",
+        "metadata": {"name": "lab ray job"},
+        "spec": {
+            "type": "custom",
+            "header": "actor",
+            "runScript": RUN,
+            "networkDomain": domain,
+            "tasks": [
+                {"name": "actor", "cluster": "gpu-a", "replicas": 1, **common},
+                {"name": "rollout-a", "cluster": "gpu-a", "replicas": 1, **common},
+                {"name": "rollout-b", "cluster": "gpu-b", "replicas": 1, **common},
+            ],
+        },
+    }
+    path = Path(deployment.home()) / "job.json"
+    path.write_text(json.dumps(doc))
+    job = json.loads(rlark("jobs", "submit", str(path), "-o", "json"))["id"]
+    deadline = time.monotonic() + 600
+    shown: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        shown = json.loads(rlark("jobs", "show", job, "-o", "json"))
+        if shown["status"] in ("Succeeded", "Failed", "Cancelled", "Lost"):
+            break
+        time.sleep(5)
+    logs = rlark("jobs", "logs", job)
+    assert shown.get("status") == "Succeeded", f"{shown.get('status')}: {shown.get('reason')}\n{logs[-4000:]}"
+    assert "ray nodes alive: 3, GPUs: 3" in logs, logs[-4000:]
+    addresses = next(line for line in logs.splitlines() if "ray node addresses: " in line)
+    assert sorted(addresses.split("ray node addresses: ")[1].split()) == sorted(
+        w["virtual_ip"] for w in shown["workers"]
+    )
+    assert {w["cluster"] for w in shown["workers"]} == {"gpu-a", "gpu-b"}
