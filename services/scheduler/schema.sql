@@ -8,7 +8,7 @@ CREATE TABLE public.capacity_changes (
     id bigint NOT NULL,
     kind text NOT NULL,
     key text NOT NULL,
-    CONSTRAINT capacity_changes_kind_check CHECK ((kind = ANY (ARRAY['node'::text, 'cluster'::text, 'job'::text, 'all'::text, 'quotas'::text])))
+    CONSTRAINT capacity_changes_kind_check CHECK ((kind = ANY (ARRAY['node'::text, 'cluster'::text, 'job'::text, 'all'::text, 'quotas'::text, 'domains'::text, 'links'::text])))
 );
 
 CREATE SEQUENCE public.capacity_changes_id_seq
@@ -20,6 +20,14 @@ CREATE SEQUENCE public.capacity_changes_id_seq
 
 ALTER SEQUENCE public.capacity_changes_id_seq OWNED BY public.capacity_changes.id;
 
+CREATE TABLE public.cluster_links (
+    a text NOT NULL,
+    b text NOT NULL,
+    rtt_ms double precision NOT NULL,
+    measured_at timestamp with time zone NOT NULL,
+    CONSTRAINT cluster_links_check CHECK ((a < b))
+);
+
 CREATE TABLE public.clusters (
     name text NOT NULL,
     runtime text DEFAULT 'kubernetes'::text NOT NULL,
@@ -28,7 +36,10 @@ CREATE TABLE public.clusters (
     service_cidrs text[] DEFAULT '{}'::text[] NOT NULL,
     deleted boolean DEFAULT false NOT NULL,
     changed_at timestamp with time zone DEFAULT now() NOT NULL,
-    hostpath_allow text[] DEFAULT '{}'::text[] NOT NULL
+    hostpath_allow text[] DEFAULT '{}'::text[] NOT NULL,
+    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
+    category text DEFAULT ''::text NOT NULL,
+    region text DEFAULT ''::text NOT NULL
 );
 
 CREATE TABLE public.inbox (
@@ -125,7 +136,8 @@ CREATE TABLE public.leases (
 
 CREATE TABLE public.network_domains (
     name text NOT NULL,
-    cidr text NOT NULL
+    cidr text NOT NULL,
+    clusters text[] DEFAULT '{}'::text[] NOT NULL
 );
 
 CREATE TABLE public.nodes (
@@ -299,6 +311,9 @@ ALTER TABLE ONLY public.agent_epochs
 
 ALTER TABLE ONLY public.capacity_changes
     ADD CONSTRAINT capacity_changes_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.cluster_links
+    ADD CONSTRAINT cluster_links_pkey PRIMARY KEY (a, b);
 
 ALTER TABLE ONLY public.clusters
     ADD CONSTRAINT clusters_pkey PRIMARY KEY (name);

@@ -42,6 +42,12 @@ again whenever a quota write queues a ``quotas`` change, and the facts of every 
 may preempt borrowers (``domain.preemption``): the plan is committed like a placement, fenced, and the job
 is not planned for again until its victims had their grace and teardown (``_preempting``).
 
+Placement by need (ADR 0026): the model also holds what the placer chooses clusters by — every cluster's
+facts (re-read with its ``cluster`` change), the network domains and the clusters each joins (a ``domains``
+change re-reads them all) and the round trips measured between clusters (a ``links`` change, queued when one
+moves by a fifth or more, re-reads them all; they change preferences, never whether a job fits, so they
+re-try no job).
+
 Wake-ups: a NOTIFY (new job, node change, job ended ...), the earliest ``JobRow.not_before`` of a
 held job (waiting for network addresses, or a restart's backoff and teardown, ADR 0014), or a fallback
 poll (``placement_poll_s``).
@@ -59,6 +65,7 @@ from rlark_platform.db import LeaseLost, transaction
 from rlark_platform.db.leader import LeaderLoop
 from rlark_platform.db.pool import Connection
 
+from rlark_scheduler.domain.capacity import NO_FACTS as NO_CLUSTER_FACTS
 from rlark_scheduler.domain.capacity import CapacityModel
 from rlark_scheduler.domain.fairness import ProjectJob, project_usage
 from rlark_scheduler.domain.jobs import JobStatus, job_request
@@ -75,6 +82,7 @@ from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import projects as projects_repo
 from rlark_scheduler.repository import read_models
+from rlark_scheduler.repository import tunnels as tunnels_repo
 from rlark_scheduler.repository import workers as workers_repo
 from rlark_scheduler.repository.capacity import capacity_model, capacity_node
 from rlark_scheduler.repository.jobs import JobFacts, JobRow
@@ -296,10 +304,18 @@ class PlacementLoop(LeaderLoop):
             return 0
         if any(c.kind == changes_repo.QUOTAS for c in changes):
             await self._load_quotas(conn)
+        if any(c.kind == changes_repo.DOMAINS for c in changes):
+            self.model.set_domains(await read_models.domain_clusters(conn))
+        if any(c.kind == changes_repo.LINKS for c in changes):
+            for (a, b), rtt in (await tunnels_repo.round_trips(conn)).items():
+                self.model.set_round_trip(a, b, rtt)
         if clusters:
             offline = set(await read_models.offline_clusters(conn))
             for cluster in clusters:
                 self.model.set_cluster_online(cluster, cluster not in offline)
+            facts = await read_models.cluster_facts(conn, sorted(clusters))
+            for cluster in clusters:
+                self.model.set_cluster_facts(cluster, facts.get(cluster, NO_CLUSTER_FACTS))
             for node in await read_models.nodes_of_clusters(conn, sorted(clusters)):
                 self.model.upsert_node(capacity_node(node))
         if nodes:

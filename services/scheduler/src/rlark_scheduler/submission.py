@@ -34,7 +34,9 @@ from rlark_platform.messaging import add_events
 
 from rlark_scheduler.domain.idempotency import HEADER, document_fingerprint
 from rlark_scheduler.domain.jobs import JobStatus, job_request
-from rlark_scheduler.domain.reasons import PendingReason, can_ever_fit, pending_view
+from rlark_scheduler.domain.layouts import layout_view
+from rlark_scheduler.domain.placement import Placement, place
+from rlark_scheduler.domain.reasons import PendingReason, can_ever_fit, explain_pending, pending_view
 from rlark_scheduler.domain.render import (
     AgentPlan,
     normalized_document,
@@ -81,6 +83,10 @@ class Checked:
     plan: list[AgentPlan] = field(default_factory=list)
     never_fits: PendingReason | None = None
     keys: list[KeyRow] = field(default_factory=list)
+    layout: dict[str, Any] | None = None
+    """The layout the placer would choose now (``layouts.layout_view``); None when it would wait."""
+    waits: PendingReason | None = None
+    """Why it would wait now, when it could fit some day."""
 
     @property
     def ok(self) -> bool:
@@ -145,7 +151,8 @@ async def check(conn: Connection, owner: str, received: Received) -> Checked:
     member_of = [p.name for p in await projects_repo.list_projects(conn, owner)]
     doc = fill_project_default(fill_network_domain_default(received.doc, domains), member_of)
     keys = await read_models.keys_of(conn, owner)
-    names = sorted({role.cluster for role in doc.spec.tasks})
+    # A job whose clusters the scheduler chooses may go to any cluster (ADR 0026): checked against them all.
+    names = None if doc.spec.chooses_clusters else sorted({r.cluster for r in doc.spec.tasks if r.cluster})
     clusters = await read_models.known_clusters(conn, names)
     model = await capacity_model(conn, names)
     # A project's secrets only for its members (whether it exists at all is said below, once).
@@ -180,17 +187,28 @@ async def check(conn: Connection, owner: str, received: Received) -> Checked:
         said = text("project_required", projects=", ".join(member_of[:20]))
         checked.errors.append(SpecError("project_required", said, "spec.project"))
     checked.errors[added:] = [redact_issue(e, report.secrets) for e in checked.errors[added:]]
-    if all(1 <= role.replicas <= MAX_REPLICAS for role in doc.spec.tasks):
-        checked.plan = [redact_plan(p, report.secrets) for p in plan_preview(doc, ctx)]
+    placement: Placement | None = None
     if report.ok:
-        fits, reason = can_ever_fit(model, job_request("preview", doc.spec, 0))
+        request = job_request("preview", doc.spec, 0)
+        fits, reason = can_ever_fit(model, request)
         if not fits:
             checked.never_fits = reason
+        else:
+            # The plan the placer would make now, and why (ADR 0026); or why it would wait.
+            now = place(model, request)
+            if isinstance(now, Placement):
+                placement = now
+                checked.layout = layout_view(now)
+            else:
+                checked.waits = explain_pending(model, request)
+    if all(1 <= role.replicas <= MAX_REPLICAS for role in doc.spec.tasks):
+        checked.plan = [redact_plan(p, report.secrets) for p in plan_preview(doc, ctx, placement)]
     return checked
 
 
 def preview_body(checked: Checked) -> dict[str, Any]:
-    """``{yaml, errors, warnings, plan}`` of ``POST /api/v1/jobs:preview``.
+    """``{yaml, errors, warnings, plan, layout, pending}`` of ``POST /api/v1/jobs:preview``: ``layout`` is the
+    placement the scheduler would make now and why (ADR 0026), ``pending`` why it would wait instead.
 
     The YAML is left empty when the document could not be read, and when it holds a secret: the
     errors name the field and line, and a secret is never sent back, not even to its author.
@@ -201,6 +219,8 @@ def preview_body(checked: Checked) -> dict[str, Any]:
         "errors": checked.error_dicts(),
         "warnings": [w.to_dict() for w in checked.warnings],
         "plan": [plan_dict(p) for p in checked.plan],
+        "layout": checked.layout,
+        "pending": pending_view(checked.waits) if checked.waits is not None else None,
     }
 
 

@@ -170,7 +170,6 @@ def test_every_schema_problem_is_reported_at_once() -> None:
     )
     codes = {(code, field) for code, field, _ in errors}
     assert ("field_required", "metadata.name") in codes
-    assert ("field_required", "spec.tasks[0].cluster") in codes
     assert ("field_required", "spec.tasks[0].image") in codes
     assert ("field_invalid", "spec.tasks[0].replicas") in codes
     assert ("field_unknown", "spec.tasks[0].typo") in codes
@@ -184,8 +183,8 @@ def test_booleans_are_not_accepted_as_counts() -> None:
 
 
 def test_missing_field_error_points_at_the_enclosing_line() -> None:
-    text = "metadata:\n  name: x\nspec:\n  tasks:\n    - name: w\n      image: i:1\n"
-    assert ("field_required", "spec.tasks[0].cluster", 5) in _errors(text)
+    text = "metadata:\n  name: x\nspec:\n  tasks:\n    - name: w\n      cluster: c\n"
+    assert ("field_required", "spec.tasks[0].image", 5) in _errors(text)
 
 
 def test_duplicate_keys_are_refused_in_yaml_and_json() -> None:

@@ -17,7 +17,7 @@ import pytest
 from pydantic import BaseModel
 from rlark_contracts.events.scheduler import Mount as PlacedMount
 from rlark_contracts.events.scheduler import WorkerPlaced
-from rlark_scheduler.domain.capacity import CapacityModel
+from rlark_scheduler.domain.capacity import CapacityModel, ClusterFacts
 from rlark_scheduler.domain.jobs import job_request, placed_workers
 from rlark_scheduler.domain.placed import DomainAddresses, PlacedJob, worker_placements
 from rlark_scheduler.domain.placement import Placement, place
@@ -33,6 +33,8 @@ MODEL = CapacityModel.from_nodes(
         *(gpu_node(f"b{i}", cluster="gpu-b") for i in range(1, 4)),
     ]
 )
+MODEL.set_cluster_facts("gpu-b", ClusterFacts(labels={"rlark.io/region": "south"}))
+MODEL.set_domains({"dom-a": None})
 
 ROLLOUT: dict[str, Any] = {
     "name": "rollout",
@@ -64,6 +66,8 @@ DOCUMENT: dict[str, Any] = {
 OTHER_ROLE: dict[str, Any] = {
     "name": "sampler",
     "cluster": "gpu-b",
+    "clusters": ["gpu-b"],
+    "cluster_selector": {"rlark.io/region": "south"},
     "node_selector": {"rlark.io/gpu-model": "H100"},
     "replicas": 3,
     "gpus_per_worker": 2,
@@ -73,6 +77,10 @@ OTHER_ROLE: dict[str, Any] = {
     "env": {"CONFIG": "grpo.yaml"},
 }
 """Another value for every field of the rollout role (``spec.tasks[1]``)."""
+
+CHOOSING = frozenset({"clusters", "cluster_selector"})
+"""Role fields that say where the scheduler may place a role that names no cluster (ADR 0026): walked on the
+rollout role without its ``cluster`` (it then fits on gpu-a with the others, and goes to gpu-b as told)."""
 
 OTHER_MOUNT: dict[str, Any] = {
     "name": "scratch",
@@ -103,6 +111,7 @@ NOT_FROM_THE_DOCUMENT = {
     "project": "admission and accounting only (ADR 0020)",
     "restart_policy": "whether a failure starts a new attempt; its workers get new ids (placed_workers' attempt)",
     "network_domain": "asks netdomain for addresses; its answer (PlacedJob.addresses) is what workers get",
+    "placement": "how the scheduler chooses clusters (ADR 0026): workers get where they were placed and the domain",
     "ssh_keys": "names of keys; their public keys (PlacedJob.ssh_public_keys, from the keys service) reach workers",
     "tasks": "the roles, walked field by field below",
 }
@@ -144,9 +153,16 @@ def journey(document: dict[str, Any], job: PlacedJob = JOB) -> list[WorkerPlaced
     return worker_placements(job, doc, placed_workers(placement))
 
 
-def with_role(name: str, value: Any) -> dict[str, Any]:
-    document = copy.deepcopy(DOCUMENT)
+def with_role(name: str, value: Any, document: dict[str, Any] = DOCUMENT) -> dict[str, Any]:
+    document = copy.deepcopy(document)
     document["spec"]["tasks"][1][_alias(RoleSpec, name)] = value
+    return document
+
+
+def choosing(document: dict[str, Any] = DOCUMENT) -> dict[str, Any]:
+    """``document`` with the rollout role naming no cluster."""
+    document = copy.deepcopy(document)
+    del document["spec"]["tasks"][1]["cluster"]
     return document
 
 
@@ -166,6 +182,10 @@ def test_every_field_of_a_role_reaches_its_workers_placements() -> None:
     assert set(OTHER_ROLE) == set(RoleSpec.model_fields), "give a new role field another value and carry it"
     before = journey(DOCUMENT)
     for name, value in OTHER_ROLE.items():
+        if name in CHOOSING:
+            chosen = journey(choosing())
+            assert journey(with_role(name, value, choosing())) != chosen, f"RoleSpec.{name} does not count"
+            continue
         assert journey(with_role(name, value)) != before, f"RoleSpec.{name} does not reach the placements"
 
 

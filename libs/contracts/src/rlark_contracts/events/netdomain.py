@@ -11,6 +11,9 @@ class DomainState(EventData):
     cidr: str
     description: str = ""
     deleted: bool = False
+    # Added additively (ADR 0026): the clusters the domain joins — the ones a job may span through it; empty
+    # joins every cluster (and every domain created before the field).
+    clusters: list[str] = []
 
 
 @event("netdomain.domain.created.v1", "netdomain.domains")

@@ -54,7 +54,12 @@ class QueuedJob(BaseModel):
     project: str | None = Field(None, description="Only when you are a member (or an admin)")
     priority: int
     gpus: int = Field(description="GPUs the whole gang asks for")
-    clusters: list[str]
+    clusters: list[str] = Field(
+        description="The clusters its roles name; empty when the scheduler chooses them all"
+    )
+    any_cluster: bool = Field(
+        False, description="Whether the scheduler chooses a cluster for some role (ADR 0026)"
+    )
     waiting_since: datetime
     waits_for: str = Field(
         description="capacity | quota (its project's quota or borrowing limit) | hold "
@@ -70,7 +75,7 @@ class QueueList(BaseModel):
 
 
 class HintOut(BaseModel):
-    kind: str = Field(description="cluster | gpus | job_ends")
+    kind: str = Field(description="cluster | gpus | job_ends | span | domain")
     message: str
     message_key: str
     params: dict[str, Any]
@@ -109,15 +114,22 @@ def _order(rows: list[JobRow]) -> list[tuple[JobRow, JobRequest]]:
 
 
 def _ahead_counts(ordered: list[tuple[JobRow, JobRequest]]) -> dict[str, int]:
-    """Per job, the earlier jobs sharing one of its clusters (one pass; a set union for multi-cluster jobs)."""
+    """Per job, the earlier jobs that may take one of its clusters (one pass; a set union for multi-cluster
+    jobs). A job whose clusters the placer chooses may go anywhere (ADR 0026): every earlier job is ahead of
+    it, and it is ahead of every later one."""
     seen: dict[str, list[str]] = {}
+    anywhere: list[str] = []
     counts: dict[str, int] = {}
-    for _, request in ordered:
+    for position, (_, request) in enumerate(ordered):
         clusters = request.clusters
+        if not request.named:
+            counts[request.job_id] = position
+            anywhere.append(request.job_id)
+            continue
         if len(clusters) == 1:
-            counts[request.job_id] = len(seen.get(clusters[0], ()))
+            counts[request.job_id] = len(seen.get(clusters[0], ())) + len(anywhere)
         else:
-            counts[request.job_id] = len({j for c in clusters for j in seen.get(c, ())})
+            counts[request.job_id] = len({j for c in clusters for j in seen.get(c, ())}) + len(anywhere)
         for cluster in clusters:
             seen.setdefault(cluster, []).append(request.job_id)
     return counts
@@ -144,6 +156,7 @@ def _queued(
         priority=request.priority,
         gpus=sum(role.replicas * role.gpus_per_worker for role in request.roles),
         clusters=list(request.clusters),
+        any_cluster=not request.named,
         waiting_since=row.updated_at if row.attempt > 1 else row.created_at,
         waits_for=_waits_for(row, now),
         ahead=ahead,
@@ -156,6 +169,8 @@ def _hint(hint: Hint, owners: dict[str, str], caller: Caller) -> HintOut:
     when = hint.expected_end.isoformat(timespec="minutes") if hint.expected_end else ""
     if hint.kind == "cluster":
         said = text("queue.hint.cluster", role=hint.role, cluster=hint.cluster)
+    elif hint.kind in ("span", "domain"):
+        said = text(f"queue.hint.{hint.kind}", clusters=hint.cluster, domain=hint.domain)
     elif hint.kind == "gpus":
         said = text("queue.hint.gpus", gpus=hint.gpus_per_worker)
     elif caller.is_admin or owners.get(hint.job_id) == caller.user:
@@ -218,8 +233,10 @@ def build_queue_router(pool: asyncpg.Pool) -> APIRouter:
                     text("job_not_waiting", job=job.id, status=job.status.value),
                     "job_id",
                 )
-            model = await capacity_model(conn, request.clusters)
-            held = await allocations(conn, request.clusters)
+            # A job whose clusters the placer chooses is judged on every cluster (ADR 0026).
+            clusters = request.clusters if request.named else None
+            model = await capacity_model(conn, clusters)
+            held = await allocations(conn, clusters)
             running_rows = await jobs_repo.get_jobs(conn, sorted(held))
             by_name, overall = await jobs_repo.typical_runtimes(conn)
 

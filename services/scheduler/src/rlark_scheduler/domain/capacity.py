@@ -26,23 +26,60 @@ a selector's matching nodes are the intersection of its pairs' sets, smallest fi
 (the funnel of counts plus the best-fit candidate list) are memoised per cluster and dropped when
 that cluster's version changes, so many queued jobs asking the same thing cost one computation.
 
+Clusters and the network between them (ADR 0026): for roles that name no cluster the placer chooses,
+so the model also holds each cluster's facts (:class:`ClusterFacts`: its labels — inventory's, plus its
+region and category as ``rlark.io/region`` and ``rlark.io/category`` — its runtime and hostPath policy),
+the network domains with the clusters each joins, and the round trip last measured between two clusters'
+agents (their tunnel probes). Cluster facts and domains change what a job may be placed on, so they move
+the model's *epoch* (and a cluster's facts its version); a new round trip only changes which layout is
+preferred, so it drops the memoised choices and nothing else.
+
 Not thread-safe: one placement loop owns one model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
-from rlark_scheduler.domain.selectors import LabelSelector, SelectorKey, selector_key
+from rlark_scheduler.domain.selectors import LabelSelector, SelectorKey, matches, selector_key
 
 NodeKey: TypeAlias = tuple[str, str]
 """(cluster, node name)."""
 
 Allocation: TypeAlias = tuple[NodeKey, int]
 """One worker's hold: (node, GPUs)."""
+
+T = TypeVar("T")
+
+REGION_LABEL = "rlark.io/region"
+CATEGORY_LABEL = "rlark.io/category"
+
+
+def cluster_labels(labels: Mapping[str, str], *, region: str = "", category: str = "") -> dict[str, str]:
+    """A cluster's labels as cluster selectors see them: its own, plus its region and category (inventory's
+    fields) as ``rlark.io/region`` and ``rlark.io/category`` unless its labels set those keys themselves —
+    so every cluster has labels to be chosen by, even one registered without any."""
+    derived = {REGION_LABEL: region, CATEGORY_LABEL: category}
+    return {**{k: v for k, v in derived.items() if v}, **labels}
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """What the placer needs to know of a cluster beyond its nodes: its labels (:func:`cluster_labels`), its
+    runtime ("" unknown: not judged) and its hostPath policy (normalised prefixes; None: not judged)."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    runtime: str = ""
+    hostpath_allow: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
+
+
+NO_FACTS = ClusterFacts()
 
 
 def gpus_used_by_others(allocated: int, foreign: int, present: int) -> int:
@@ -149,6 +186,13 @@ class CapacityModel:
         self._clock = 0
         self._versions: dict[str, int] = {}
         self._surveys: dict[str, dict[tuple[SelectorKey, int, bool], Survey]] = {}
+        self._facts: dict[str, ClusterFacts] = {}
+        self._domains: dict[str, frozenset[str] | None] = {}
+        self._rtt: dict[frozenset[str], float] = {}
+        self._epoch = 0
+        self._per_cluster: dict[str, dict[Hashable, object]] = {}
+        self._memo: dict[Hashable, object] = {}
+        self._free: dict[str, int] = {}
 
     @classmethod
     def from_nodes(cls, nodes: Iterable[NodeState], *, offline: Iterable[str] = ()) -> CapacityModel:
@@ -191,6 +235,7 @@ class CapacityModel:
             self._offline.discard(cluster)
         else:
             self._offline.add(cluster)
+        self._epoch += 1  # an offline cluster is listed even without nodes
         self._bump(cluster)
 
     def allocate(self, job_id: str, placements: Iterable[Allocation]) -> None:
@@ -226,17 +271,57 @@ class CapacityModel:
             self._bump(cluster)
         return held
 
+    def set_cluster_facts(self, cluster: str, facts: ClusterFacts) -> None:
+        """A cluster's labels, runtime and hostPath policy (what roles that name no cluster are matched by)."""
+        if self._facts.get(cluster, NO_FACTS) == facts:
+            return
+        self._facts[cluster] = facts
+        self._epoch += 1
+        self._bump(cluster)
+
+    def set_domains(self, domains: Mapping[str, Iterable[str] | None]) -> None:
+        """The network domains and the clusters each joins (None or empty: every cluster), all at once."""
+        joined = {
+            name: (frozenset(clusters) or None) if clusters is not None else None
+            for name, clusters in domains.items()
+        }
+        if joined == self._domains:
+            return
+        self._domains = joined
+        self._epoch += 1
+        self._memo.clear()
+
+    def set_round_trip(self, a: str, b: str, rtt_ms: float | None) -> None:
+        """The round trip last measured between clusters ``a`` and ``b`` (None: forget it). It changes which
+        layout is preferred, not what fits."""
+        pair = frozenset((a, b))
+        if len(pair) != 2 or self._rtt.get(pair) == rtt_ms:
+            return
+        if rtt_ms is None:
+            del self._rtt[pair]
+        else:
+            self._rtt[pair] = rtt_ms
+        self._memo.clear()
+
     def copy(self) -> CapacityModel:
-        """An independent model with the same nodes, allocations and online flags (for trials that must not
-        touch this one, e.g. ``forecast.estimate_start``). Node states are immutable and shared."""
+        """An independent model with the same nodes, allocations, online flags, cluster facts, domains and round
+        trips (for trials that must not touch this one, e.g. ``forecast.estimate_start``). Node states are
+        immutable and shared."""
         twin = CapacityModel.from_nodes(self._nodes.values(), offline=self._offline)
         for job_id, held in self._allocations.items():
             twin.allocate(job_id, held)
+        for cluster, facts in self._facts.items():
+            twin.set_cluster_facts(cluster, facts)
+        twin._domains = dict(self._domains)
+        twin._rtt = dict(self._rtt)
         return twin
 
     def clear_cache(self) -> None:
-        """Drop memoised surveys (benchmarks use it to measure cold work; never needed for truth)."""
+        """Drop memoised surveys and choices (benchmarks use it to measure cold work; never needed for truth)."""
         self._surveys.clear()
+        self._per_cluster.clear()
+        self._memo.clear()
+        self._free.clear()
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -280,6 +365,68 @@ class CapacityModel:
     def version(self, cluster: str) -> int:
         """Changes whenever anything about ``cluster`` changes; 0 for a cluster never seen."""
         return self._versions.get(cluster, 0)
+
+    @property
+    def epoch(self) -> int:
+        """Changes whenever the set of clusters, a cluster's facts or the domains change: what decides which
+        clusters a role that names none may go to, and which of them a job may span."""
+        return self._epoch
+
+    def facts(self, cluster: str) -> ClusterFacts:
+        return self._facts.get(cluster, NO_FACTS)
+
+    def domains(self) -> Mapping[str, frozenset[str] | None]:
+        """Network domain name → the clusters it joins (None: every cluster)."""
+        return MappingProxyType(self._domains)
+
+    def round_trip(self, a: str, b: str) -> float | None:
+        """The round trip last measured between the agents of ``a`` and ``b``, in ms; None when never."""
+        return self._rtt.get(frozenset((a, b)))
+
+    def clusters_matching(self, names: Sequence[str], selector: LabelSelector) -> tuple[str, ...]:
+        """Clusters with nodes (offline ones included) among ``names`` (all when empty) whose labels match
+        ``selector``, sorted."""
+        key = ("clusters", tuple(sorted(names)), selector_key(selector))
+        return self.remember(key, lambda: self._clusters_matching(names, selector))
+
+    def _clusters_matching(self, names: Sequence[str], selector: LabelSelector) -> tuple[str, ...]:
+        wanted = set(names)
+        return tuple(
+            cluster
+            for cluster in self.clusters()
+            if (not wanted or cluster in wanted) and matches(selector, self.facts(cluster).labels)
+        )
+
+    def free_gpus_in(self, cluster: str) -> int:
+        """Free GPUs over the cluster's ready, schedulable nodes (0 offline): a layout's best-fit measure."""
+        cached = self._free.get(cluster)
+        if cached is None:
+            cached = 0
+            if cluster not in self._offline:
+                for name in self._by_cluster.get(cluster, ()):
+                    node = self._nodes[(cluster, name)]
+                    if node.ready and node.schedulable:
+                        cached += self.free_gpus((cluster, name))
+            self._free[cluster] = cached
+        return cached
+
+    def remember(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, memoised until anything in the model changes (any cluster's version, the epoch, a
+        round trip): for answers that depend on the whole model, such as a job's layout."""
+        if key in self._memo:
+            return self._memo[key]  # type: ignore[return-value]  # stored by the same key's compute
+        value = compute()
+        self._memo[key] = value
+        return value
+
+    def remember_in(self, cluster: str, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, memoised until ``cluster``'s version changes: for answers about that cluster alone."""
+        per_cluster = self._per_cluster.setdefault(cluster, {})
+        if key in per_cluster:
+            return per_cluster[key]  # type: ignore[return-value]  # stored by the same key's compute
+        value = compute()
+        per_cluster[key] = value
+        return value
 
     def matching_names(self, cluster: str, selector: LabelSelector) -> set[str]:
         """Names of the cluster's nodes (not gone) that match ``selector``: a fresh set."""
@@ -374,11 +521,17 @@ class CapacityModel:
         self._clock += 1
         self._versions[cluster] = self._clock
         self._surveys.pop(cluster, None)
+        self._per_cluster.pop(cluster, None)
+        self._free.pop(cluster, None)
+        self._memo.clear()
 
     def _index(self, node: NodeState) -> None:
         if node.gone:
             return
-        self._by_cluster.setdefault(node.cluster, set()).add(node.name)
+        names = self._by_cluster.setdefault(node.cluster, set())
+        if not names:
+            self._epoch += 1  # a cluster appears
+        names.add(node.name)
         for key, value in node.labels.items():
             self._by_label.setdefault((node.cluster, key, value), set()).add(node.name)
 
@@ -388,6 +541,8 @@ class CapacityModel:
         names = self._by_cluster.get(node.cluster)
         if names is not None:
             names.discard(node.name)
+            if not names:
+                self._epoch += 1  # a cluster leaves
         for key, value in node.labels.items():
             label_key = (node.cluster, key, value)
             indexed = self._by_label.get(label_key)

@@ -12,7 +12,8 @@ jobs' projects, the quotas and the waiting jobs:
    job never takes quota (or capacity) a higher-priority one was refused for in this round.
 2. Within a level, *inside-quota* work first, in submit order: a job is admitted when its gang fits
    now (``placement.place``, the placer the loop uses; no other fit check) and its project stays
-   within its quota in every scope with it. A job that fits but would go beyond its quota is
+   within its quota in every scope with it. For a job whose clusters the placer chooses (ADR 0026) its
+   layouts are weighed best first: the first inside quota, else the first within the ceiling. A job that fits but would go beyond its quota is
    deferred to step 3 unless it would already pass its ceiling (quota + borrowing limit).
 3. Then the deferred jobs *borrow*, in fair-share order: repeatedly the project with the smallest
    dominant share (ties: its oldest job, then the project id) tries its oldest deferred job, placed
@@ -47,10 +48,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
-from itertools import groupby
+from itertools import groupby, islice
 
 from rlark_scheduler.domain.capacity import CapacityModel
-from rlark_scheduler.domain.placement import JobRequest, Placement, Unplaceable, place
+from rlark_scheduler.domain.placement import JobRequest, Placement, Unplaceable, layouts, place
 from rlark_scheduler.domain.quotas import NO_USAGE, Breach, GpuUsage, ProjectId, ProjectQuota, first_breach
 
 
@@ -166,6 +167,8 @@ def admission_round(
             )
             verdicts[job.job_id] = _refusal(job, quota, breach, result)
             return True
+        if quota is not None and not job.request.named:
+            result = _within_bounds(model, job.request, quota, used, result)
         requested = GpuUsage.of_allocations(model, result.allocations())
         over_quota = first_breach(quota, used, requested, borrowing=False) if quota is not None else None
         if quota is not None and over_quota is not None:
@@ -202,6 +205,26 @@ def admission_round(
         usage=usage,
         shares={project: dominant_share(used, fleet) for project, used in usage.items()},
     )
+
+
+MAX_LAYOUTS_WEIGHED = 16
+"""Layouts of a job whose clusters the placer chooses that admission weighs against its project's quota."""
+
+
+def _within_bounds(
+    model: CapacityModel, job: JobRequest, quota: ProjectQuota, used: GpuUsage, first: Placement
+) -> Placement:
+    """Among the job's layouts, best first (``placement.layouts``, ADR 0026), the first inside its project's
+    quota, else the first within its ceiling, else ``first``: a cluster quota full on the best-fit cluster
+    sends the job to another cluster rather than keeping it waiting."""
+    within_ceiling: Placement | None = None
+    for candidate in islice(layouts(model, job), MAX_LAYOUTS_WEIGHED):
+        requested = GpuUsage.of_allocations(model, candidate.allocations())
+        if first_breach(quota, used, requested, borrowing=False) is None:
+            return candidate
+        if within_ceiling is None and first_breach(quota, used, requested, borrowing=True) is None:
+            within_ceiling = candidate
+    return within_ceiling or first
 
 
 def project_usage(model: CapacityModel, running: Mapping[str, ProjectId]) -> dict[ProjectId, GpuUsage]:

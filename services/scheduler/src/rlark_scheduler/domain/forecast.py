@@ -11,9 +11,10 @@ builds it), the waiting jobs ahead of it and the running jobs with their expecte
   end a round (``queue.schedule_round``, the loop's own) places the jobs ahead and then this one. The first
   moment it is placed is the estimate; None when it never is with what is known (a job with no expected end
   blocks it). Quotas are not replayed: a job waiting for quota waits for its project, not for time.
-- :func:`fit_hints` — what would make it fit now: another cluster (the pending reason's alternatives), fewer
-  GPUs per worker (halving, the largest that fits), or one running job ending (the one expected to end
-  first among those whose end alone makes room).
+- :func:`fit_hints` — what would make it fit now: another cluster (the pending reason's alternatives), spanning
+  clusters or a network domain joining them (the reason's note, ADR 0026), fewer GPUs per worker (halving,
+  the largest that fits), or one running job ending (the one expected to end first among those whose end
+  alone makes room).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from datetime import datetime, timedelta
 from rlark_scheduler.domain.capacity import CapacityModel
 from rlark_scheduler.domain.placement import JobRequest, Placement, place
 from rlark_scheduler.domain.queue import JobQueue, schedule_round
-from rlark_scheduler.domain.reasons import explain_pending
+from rlark_scheduler.domain.reasons import SpanCode, explain_pending
 
 MAX_EVENTS = 2000
 """Job ends an estimate replays at most (a bound on its cost with very long queues)."""
@@ -51,8 +52,10 @@ class Ahead:
 @dataclass(frozen=True, slots=True)
 class Hint:
     """One way to fit now: ``kind`` is ``cluster`` (``cluster``: the role would fit there now), ``gpus``
-    (``gpus_per_worker``: every role asking that many at most), or ``job_ends`` (``job_id`` ending makes
-    room; ``expected_end`` when known)."""
+    (``gpus_per_worker``: every role asking that many at most), ``job_ends`` (``job_id`` ending makes
+    room; ``expected_end`` when known), ``span`` (``spanClusters: whenNeeded`` would place it across the
+    clusters ``cluster`` lists through ``domain``) or ``domain`` (a network domain joining those clusters
+    would; ADR 0026)."""
 
     kind: str
     role: str = ""
@@ -60,6 +63,7 @@ class Hint:
     gpus_per_worker: int = 0
     job_id: str = ""
     expected_end: datetime | None = None
+    domain: str = ""
 
 
 def expected_end(placed_at: datetime | None, typical: timedelta | None, now: datetime) -> datetime | None:
@@ -70,14 +74,19 @@ def expected_end(placed_at: datetime | None, typical: timedelta | None, now: dat
     return max(placed_at + typical, now)
 
 
+def shares_clusters(a: JobRequest, b: JobRequest) -> bool:
+    """Whether two jobs may compete for a cluster: one names a cluster the other does, or one lets the placer
+    choose (ADR 0026: it may go anywhere its roles allow)."""
+    return not a.named or not b.named or bool(set(a.clusters).intersection(b.clusters))
+
+
 def ahead_of(job: JobRequest, waiting: Iterable[JobRequest]) -> list[JobRequest]:
-    """The waiting jobs tried before ``job`` that ask for one of its clusters, in queue order."""
-    clusters = set(job.clusters)
+    """The waiting jobs tried before ``job`` that may take one of its clusters, in queue order."""
     return sorted(
         (
             w
             for w in waiting
-            if w.job_id != job.job_id and w.queue_key < job.queue_key and clusters.intersection(w.clusters)
+            if w.job_id != job.job_id and w.queue_key < job.queue_key and shares_clusters(job, w)
         ),
         key=lambda w: w.queue_key,
     )
@@ -128,6 +137,9 @@ def fit_hints(model: CapacityModel, job: JobRequest, running: Sequence[RunningEn
     reason = explain_pending(model, job)
     for role in reason.roles:
         hints.extend(Hint("cluster", role=role.role, cluster=alt.cluster) for alt in role.alternatives[:3])
+    if reason.span is not None:
+        kind = "span" if reason.span.code is SpanCode.REFUSED else "domain"
+        hints.append(Hint(kind, cluster=", ".join(reason.span.clusters), domain=reason.span.domain or ""))
     most = max((role.gpus_per_worker for role in job.roles), default=0)
     gpus = most // 2
     while gpus >= 1:
@@ -152,5 +164,5 @@ def fit_hints(model: CapacityModel, job: JobRequest, running: Sequence[RunningEn
 
 
 def _capped(job: JobRequest, gpus: int) -> JobRequest:
-    roles = [replace(role, gpus_per_worker=min(role.gpus_per_worker, gpus)) for role in job.roles]
-    return JobRequest(job.job_id, job.priority, job.submitted_seq, roles, job.header_role, job.project)
+    roles = tuple(replace(role, gpus_per_worker=min(role.gpus_per_worker, gpus)) for role in job.roles)
+    return replace(job, roles=roles)

@@ -45,7 +45,7 @@ from rlark_contracts.messages import Text, catalogue, text
 
 from rlark_scheduler.domain.placement import JobRequest, Placement, RoleRequest, WorkerPlacement
 from rlark_scheduler.domain.restarts import classify_worker_failure
-from rlark_scheduler.domain.spec import JobSpec, RestartOn
+from rlark_scheduler.domain.spec import JobSpec, RestartOn, RoleSpec
 
 
 class JobStatus(StrEnum):
@@ -81,20 +81,46 @@ worker_id = worker_id_for
 """The deterministic worker id of an attempt (the contracts' ``worker_id_for``)."""
 
 
+def role_request(role: RoleSpec) -> RoleRequest:
+    """The placer's view of one role (replicas in range); where the scheduler chooses its cluster, the clusters
+    it may use and the mounts a chosen one must be able to mount (ADR 0026)."""
+    chooses = role.chooses_cluster
+    return RoleRequest(
+        name=role.name,
+        cluster=role.cluster or "",
+        selector=dict(role.node_selector),
+        replicas=role.replicas,
+        gpus_per_worker=role.gpus_per_worker,
+        clusters=tuple(role.clusters) if chooses else (),
+        cluster_selector=dict(role.cluster_selector) if chooses else {},
+        mounts=tuple((m.type.value, m.source) for m in role.mounts) if chooses else (),
+    )
+
+
 def job_request(job_id: str, spec: JobSpec, submitted_seq: int) -> JobRequest:
-    """The placer's view of a validated spec (header role required)."""
-    roles = [
-        RoleRequest(
-            name=role.name,
-            cluster=role.cluster,
-            selector=dict(role.node_selector),
-            replicas=role.replicas,
-            gpus_per_worker=role.gpus_per_worker,
-        )
-        for role in spec.tasks
-    ]
+    """The placer's view of a validated spec (header role required).
+
+    The network domains it may use: for a job whose roles all name their clusters, the one its workers join
+    (``networkDomain`` as filled at submission, or none); for a job whose clusters the placer chooses
+    (ADR 0026), the one it names, none for ``none``, any when it names none."""
+    roles = [role_request(role) for role in spec.tasks]
     assert spec.header is not None, "a validated spec names its header"
-    return JobRequest(job_id, spec.priority, submitted_seq, roles, spec.header, spec.project or "")
+    joined = spec.joined_domain
+    domains: tuple[str, ...] | None = (joined,) if joined else ()
+    if spec.chooses_clusters and spec.network_domain is None:
+        domains = None
+    together = tuple(spec.placement.keep_together) if spec.placement is not None else ()
+    return JobRequest(
+        job_id,
+        spec.priority,
+        submitted_seq,
+        roles,
+        spec.header,
+        spec.project or "",
+        span=spec.span_clusters,
+        domains=domains,
+        keep_together=together,
+    )
 
 
 def placed_workers(placement: Placement, attempt: int = 1) -> list[WorkerFacts]:

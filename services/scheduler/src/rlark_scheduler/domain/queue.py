@@ -13,7 +13,8 @@ round). ``rounds_waited`` is tracked per job so an operator — or a later reser
 can see who is being passed over.
 
 Cheap re-evaluation: a failed attempt is remembered with a *signature*, the versions of the
-clusters the job asks for (``CapacityModel.version``). A job whose signature has not changed
+clusters the job asks for (``CapacityModel.version``; for a job whose clusters the placer chooses, of
+every cluster its roles may go to, and the model's epoch: clusters, their labels, network domains). A job whose signature has not changed
 is not re-tried: nothing it depends on changed, and since placement only gets harder when
 capacity shrinks, the earlier "no" still holds. After one node change only the jobs touching that
 node's cluster are re-tried, and placements committed earlier in the same round bump the versions
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 
 from rlark_scheduler.domain.capacity import CapacityModel
 from rlark_scheduler.domain.fairness import ProjectJob, admission_round, project_usage
-from rlark_scheduler.domain.placement import JobRequest, Placement, place
+from rlark_scheduler.domain.placement import JobRequest, Placement, place, role_clusters
 from rlark_scheduler.domain.quotas import NO_USAGE, GpuUsage, ProjectId, ProjectQuota
 from rlark_scheduler.domain.reasons import (
     PendingCode,
@@ -236,7 +237,12 @@ def _refuse_holding(model: CapacityModel, queue: JobQueue) -> None:
 
 
 def _capacity_signature(model: CapacityModel, entry: _Entry) -> _Signature:
-    return tuple((cluster, model.version(cluster)) for cluster in entry.clusters)
+    """The versions of the clusters the job may use: those its roles name, or, when the placer chooses
+    (ADR 0026), every cluster its roles may go to, with the model's epoch (clusters, their facts, domains)."""
+    if entry.job.named:
+        return tuple((cluster, model.version(cluster)) for cluster in entry.clusters)
+    clusters = sorted({c for role in entry.job.roles for c in role_clusters(model, role)})
+    return (model.epoch, *((cluster, model.version(cluster)) for cluster in clusters))
 
 
 def _fair_signature(

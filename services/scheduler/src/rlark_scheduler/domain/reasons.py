@@ -25,6 +25,12 @@ of waiting would place.
 Counts are exact for the job's own clusters at the model version they were computed at;
 suggestions about other clusters are advisory and refreshed whenever the job is re-tried.
 
+A job whose clusters the placer chooses (ADR 0026) gets the funnels of the *closest* cluster — the one
+that could take the most of its workers now — with ``no_cluster_fits`` as its code, and a note on what
+spanning would change (:class:`SpanNote`): with ``spanClusters: never``, the clusters and domain that would
+place it now; when spanning is allowed but no network domain it may use joins the clusters that would
+hold it, those clusters.
+
 Languages (ADR 0011): ``message`` is the English sentence above; :func:`pending_texts` says the same
 as catalogue sentences (``pending.*`` keys with their counts as parameters), one per clause, which
 clients render in the user's language and join with that language's separator; :func:`pending_view`
@@ -34,16 +40,27 @@ is a reason as JSON (a Pending job's ``pending`` column, and the details of a re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from rlark_contracts.messages import Text, text
 
 from rlark_scheduler.domain.capacity import CapacityModel, Survey
-from rlark_scheduler.domain.placement import Demand, JobRequest, RoleRequest, match_workers
+from rlark_scheduler.domain.placement import (
+    Demand,
+    JobRequest,
+    Layout,
+    Placement,
+    RoleRequest,
+    match_workers,
+    place,
+    role_clusters,
+    span_choice,
+)
 from rlark_scheduler.domain.quotas import Breach
 from rlark_scheduler.domain.selectors import LabelSelector, format_selector
+from rlark_scheduler.domain.spec import SpanClusters
 
 MAX_SUGGESTIONS_IN_TEXT = 3
 
@@ -63,6 +80,28 @@ class PendingCode(StrEnum):
     """Its project would go beyond its GPU quota, and may not borrow (ADR 0020)."""
     BORROWING_LIMIT = "borrowing_limit"
     """Its project would go beyond its GPU quota plus borrowing limit (ADR 0020)."""
+    NO_CLUSTER_FITS = "no_cluster_fits"
+    """The placer chooses its clusters (ADR 0026) and no cluster, nor clusters it may span, hold it now."""
+    NO_CLUSTER_ALLOWED = "no_cluster_allowed"
+    """A role whose cluster the placer chooses may use no cluster with nodes (ADR 0026)."""
+
+
+class SpanCode(StrEnum):
+    """What spanning clusters would change for a job that does not fit (ADR 0026)."""
+
+    REFUSED = "span_refused"
+    """It would be placed now across ``clusters`` through ``domain``, but it says ``spanClusters: never``."""
+    NO_DOMAIN = "span_no_domain"
+    """It would fit across ``clusters``, but no network domain it may use joins them."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpanNote:
+    """What spanning would change: ``code`` with the clusters that would hold the job and the domain."""
+
+    code: SpanCode
+    clusters: tuple[str, ...]
+    domain: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +181,15 @@ class PendingReason:
     conflicts: tuple[GangConflict, ...]
     message: str
     quota: QuotaShortfall | None = None
+    closest: str = ""
+    """For a job whose clusters the placer chooses: the cluster that could take the most of its workers."""
+    placed: int = 0
+    """... how many of them it could take, of ``workers``."""
+    workers: int = 0
+    span: SpanNote | None = None
+    """What spanning would change (ADR 0026)."""
+    layout: Layout | None = None
+    """When it fits (``code`` FITS): the layout the placer would choose now."""
 
     @property
     def fits(self) -> bool:
@@ -174,6 +222,8 @@ def can_ever_fit(model: CapacityModel, job: JobRequest) -> tuple[bool, PendingRe
 
 
 def _explain(model: CapacityModel, job: JobRequest, *, hypothetical: bool) -> PendingReason:
+    if not job.named:
+        return _explain_chosen(model, job, hypothetical=hypothetical)
     surveys = [
         model.survey(role.cluster, role.selector, role.gpus_per_worker, hypothetical=hypothetical)
         for role in job.roles
@@ -228,6 +278,125 @@ def _explain(model: CapacityModel, job: JobRequest, *, hypothetical: bool) -> Pe
         parts.extend(conflict.message for conflict in conflicts)
     message = "every worker of the job fits" if code is PendingCode.FITS else "; ".join(parts)
     return PendingReason(job.job_id, code, roles, tuple(conflicts), message)
+
+
+def _explain_chosen(model: CapacityModel, job: JobRequest, *, hypothetical: bool) -> PendingReason:
+    """The reason of a job whose clusters the placer chooses (see the module docstring)."""
+    placed = place(model, job, hypothetical=hypothetical)
+    if isinstance(placed, Placement):
+        return PendingReason(
+            job.job_id, PendingCode.FITS, (), (), "every worker of the job fits", layout=placed.layout
+        )
+    options = [role_clusters(model, role) for role in job.roles]
+    nowhere = [role.name for role, found in zip(job.roles, options, strict=True) if not found]
+    if nowhere:
+        names = _and_list([f'"{name}"' for name in nowhere])
+        message = (
+            f"no cluster with nodes is one role {names} may use (its clusters, cluster selector and mounts)"
+        )
+        return PendingReason(
+            job.job_id, PendingCode.NO_CLUSTER_ALLOWED, (), (), message, workers=job.worker_count
+        )
+    common = set(options[0]).intersection(*options[1:])
+    closest, took = _closest(model, job, common or set().union(*options), hypothetical)
+    # Each role is explained on the closest cluster, or, when it may not go there, on its own best one.
+    where = tuple(
+        replace(
+            role,
+            cluster=closest if closest in found else _roomiest(model, role, found, hypothetical),
+            clusters=(),
+            cluster_selector={},
+            mounts=(),
+        )
+        for role, found in zip(job.roles, options, strict=True)
+    )
+    pinned = _explain(model, replace(job, roles=where), hypothetical=hypothetical)
+    roles = tuple(
+        replace(reason, alternatives=(), message=_no_alternatives(reason)) for reason in pinned.roles
+    )
+    note = _span_note(model, job, hypothetical)
+    workers = job.worker_count
+    head = (
+        "no cluster could ever hold the whole job" if hypothetical else "no cluster fits the whole job now"
+    ) + f"; closest: {closest} ({took} of {workers} workers)"
+    failing = [r.message for r in roles if not r.fits_alone]
+    conflicts = [c.message for c in pinned.conflicts]
+    if conflicts and not failing:
+        conflicts[0] = "every role fits alone, but " + conflicts[0]
+    parts = [head, *failing, *conflicts]
+    if note is not None:
+        parts.append(span_sentence(note))
+    return PendingReason(
+        job.job_id,
+        PendingCode.NO_CLUSTER_FITS,
+        roles,
+        pinned.conflicts,
+        "; ".join(parts),
+        closest=closest,
+        placed=took,
+        workers=workers,
+        span=note,
+    )
+
+
+def _closest(
+    model: CapacityModel, job: JobRequest, clusters: set[str], hypothetical: bool
+) -> tuple[str, int]:
+    """The cluster of ``clusters`` that could take the most of the job's workers (exact), and how many."""
+    best = ("", -1)
+    for cluster in sorted(clusters):
+        demands = [
+            Demand(
+                role.replicas,
+                model.survey(
+                    cluster, role.selector, role.gpus_per_worker, hypothetical=hypothetical
+                ).candidates,
+            )
+            for role in job.roles
+        ]
+        took = match_workers(demands, exhaustive=True).matched
+        if took > best[1]:
+            best = (cluster, took)
+    return best[0], max(best[1], 0)
+
+
+def _roomiest(model: CapacityModel, role: RoleRequest, clusters: Sequence[str], hypothetical: bool) -> str:
+    """The cluster of ``clusters`` with the most candidate nodes for ``role`` (the first by name on a tie)."""
+    return max(
+        sorted(clusters),
+        key=lambda c: len(
+            model.survey(c, role.selector, role.gpus_per_worker, hypothetical=hypothetical).candidates
+        ),
+    )
+
+
+def _no_alternatives(reason: RoleReason) -> str:
+    """A role's sentence without the clusters it would fit on: the placer tries them all itself."""
+    return reason.message.split("; would fit now on cluster", 1)[0]
+
+
+def _span_note(model: CapacityModel, job: JobRequest, hypothetical: bool) -> SpanNote | None:
+    """What spanning would change for a job the placer places nowhere (ADR 0026)."""
+    if job.span is SpanClusters.NEVER:
+        layout = span_choice(model, job, hypothetical=hypothetical)
+        if layout is not None:
+            return SpanNote(SpanCode.REFUSED, tuple(sorted(layout.clusters)), layout.domain)
+        return None
+    layout = span_choice(model, job, any_domain=True, hypothetical=hypothetical)
+    if layout is not None:
+        return SpanNote(SpanCode.NO_DOMAIN, tuple(sorted(layout.clusters)))
+    return None
+
+
+def span_sentence(note: SpanNote) -> str:
+    """What spanning would change, in English (:func:`span_text` in every language)."""
+    clusters = ", ".join(note.clusters)
+    if note.code is SpanCode.REFUSED:
+        return (
+            f"spanning {clusters} through network domain {note.domain} would place it now "
+            "(spec.placement.spanClusters is never)"
+        )
+    return f"across {clusters} it would fit now, but no network domain the job may use joins them"
 
 
 def _role_reason(model: CapacityModel, role: RoleRequest, survey: Survey) -> RoleReason:
@@ -364,6 +533,8 @@ PENDING_KEYS: dict[PendingCode, str] = {
     PendingCode.TOO_FEW_SCHEDULABLE_NODES: "pending.needs",
     PendingCode.TOO_FEW_NODES_WITH_GPUS: "pending.needs",
     PendingCode.ROLES_COMPETE_FOR_NODES: "pending.roles_compete_for_nodes",
+    PendingCode.NO_CLUSTER_FITS: "pending.no_cluster_fits",
+    PendingCode.NO_CLUSTER_ALLOWED: "pending.no_cluster_allowed",
 }
 
 
@@ -439,16 +610,30 @@ def quota_text(code: PendingCode, shortfall: QuotaShortfall) -> Text:
     )
 
 
+def span_text(note: SpanNote) -> Text:
+    """What spanning would change as a catalogue sentence (``pending.span_refused``/``pending.span_no_domain``)."""
+    return text(f"pending.{note.code.value}", clusters=", ".join(note.clusters), domain=note.domain or "")
+
+
 def pending_texts(reason: PendingReason) -> tuple[Text, ...]:
     """The whole reason as catalogue sentences, clause by clause, in the order of ``message``."""
     if reason.fits:
         return (text("pending.fits"),)
     if reason.quota is not None:
         return (quota_text(reason.code, reason.quota),)
-    clauses = [clause for role in reason.roles if not role.fits_alone for clause in role_texts(role)]
-    alone = not clauses
+    if reason.code is PendingCode.NO_CLUSTER_ALLOWED:
+        return (text("pending.no_cluster_allowed"),)
+    clauses: list[Text] = []
+    if reason.code is PendingCode.NO_CLUSTER_FITS:
+        hypothetical = any(role.hypothetical for role in reason.roles)
+        key = "pending.never.no_cluster_fits" if hypothetical else "pending.no_cluster_fits"
+        clauses.append(text(key, cluster=reason.closest, placed=reason.placed, workers=reason.workers))
+    clauses.extend(clause for role in reason.roles if not role.fits_alone for clause in role_texts(role))
+    alone = len(clauses) == (1 if reason.code is PendingCode.NO_CLUSTER_FITS else 0)
     for index, conflict in enumerate(reason.conflicts):
         clauses.append(conflict_text(conflict, alone=alone and index == 0))
+    if reason.span is not None:
+        clauses.append(span_text(reason.span))
     return tuple(clauses)
 
 
@@ -495,6 +680,15 @@ def pending_view(reason: PendingReason) -> dict[str, Any]:
             for c in reason.conflicts
         ],
         "quota": None if reason.quota is None else _quota_view(reason.quota),
+        "closest": reason.closest or None,
+        "span": None
+        if reason.span is None
+        else {
+            "code": reason.span.code.value,
+            "clusters": list(reason.span.clusters),
+            "domain": reason.span.domain,
+            "parts": [span_text(reason.span).wire()],
+        },
     }
 
 

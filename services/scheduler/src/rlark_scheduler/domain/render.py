@@ -9,9 +9,9 @@ replica, explicit image tags, selectors per cluster) can be checked by eye and b
   can matter for ``$(VAR)`` expansion), absent optional fields left out, multi-line scripts in
   literal block style. ``parse_job_document(render_yaml(doc))`` gives back ``doc``.
 - :func:`plan_preview` lists, per cluster, the workers its agent will create — role, index, rank
-  (the Header's worker is rank 0, then roles in spec order, contiguous), GPUs and image — without
-  choosing nodes (that is the placement loop's job once the job is queued). It expects a document
-  whose replicas are valid (1..MAX_REPLICAS).
+  (the Header's worker is rank 0, then roles in spec order, contiguous), GPUs and image — on the
+  clusters of the placement the placer would make now when given (the placement loop decides again
+  once the job is queued). It expects a document whose replicas are valid (1..MAX_REPLICAS).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from rlark_scheduler.domain.placement import Placement
 from rlark_scheduler.domain.spec import JobDocument, worker_slots
 from rlark_scheduler.domain.validation import ValidationContext, redact
 
@@ -53,6 +54,12 @@ def normalized_document(doc: JobDocument) -> dict[str, Any]:
     tasks = []
     for task in spec["tasks"]:
         role = _without_none(task)
+        # Restrictions on a cluster the scheduler chooses (ADR 0026) are written only when given.
+        for choice in ("clusters", "clusterSelector"):
+            if not role[choice]:
+                del role[choice]
+        if "clusterSelector" in role:
+            role["clusterSelector"] = dict(sorted(role["clusterSelector"].items()))
         role["nodeSelector"] = dict(sorted(role["nodeSelector"].items()))
         role["mounts"] = [_without_none(mount) for mount in role["mounts"]]
         tasks.append(role)
@@ -113,10 +120,20 @@ class AgentPlan:
         return tuple(dict.fromkeys(worker.role for worker in self.workers))
 
 
-def plan_preview(doc: JobDocument, ctx: ValidationContext) -> list[AgentPlan]:
-    """Per cluster, in order of the lowest rank it hosts, the workers its agent will create."""
+def plan_preview(
+    doc: JobDocument, ctx: ValidationContext, placement: Placement | None = None
+) -> list[AgentPlan]:
+    """Per cluster, in order of the lowest rank it hosts, the workers its agent will create. With the
+    ``placement`` the placer would make now, each worker is on its cluster and rank there (ADR 0026: the
+    clusters it chooses); without, a role whose cluster the scheduler chooses is listed under cluster ""."""
     per_cluster: dict[str, list[WorkerPlan]] = {}
-    for slot in worker_slots(doc.spec):
+    if placement is not None:
+        images = {role.name: role.image for role in doc.spec.tasks}
+        for w in placement.workers:
+            per_cluster.setdefault(w.cluster, []).append(
+                WorkerPlan(w.role, w.index, w.rank, w.gpus, images[w.role], w.is_header)
+            )
+    for slot in worker_slots(doc.spec) if placement is None else ():
         per_cluster.setdefault(slot.cluster, []).append(
             WorkerPlan(slot.role, slot.index, slot.rank, slot.gpus, slot.image, slot.is_header)
         )

@@ -35,9 +35,16 @@ The document (``apiVersion`` and ``kind`` default to the values below when left 
         from: latestCheckpoint    # the only source so far
         dir: rlinf/checkpoints    # relative to spec.outputs[0]: where the global_step_N directories are
       rlinfConfig: {...}          # optional inline RLinf Hydra config, for cross-checks
+      placement:                  # optional: how the scheduler chooses clusters for roles that name none (ADR 0026)
+        spanClusters: whenNeeded  # never | whenNeeded (default): span clusters through a network domain only
+                                  # when no single cluster fits the whole job
+        keepTogether: [rollout]   # roles kept in the Header's cluster when the job spans (default: the roles
+                                  # with GPUs)
       tasks:                      # one entry per role
         - name: actor             # DNS label (<= 40 characters), unique within the job
-          cluster: gpu-a
+          cluster: gpu-a          # optional: left out, the scheduler chooses (ADR 0026), among
+          # clusters: [gpu-a, gpu-b]             only these clusters, and/or
+          # clusterSelector: {rlark.io/region: north}   clusters whose labels match
           nodeSelector: {rlark.io/gpu-model: A100}
           replicas: 1             # selected node count = workers of this role (one per node)
           gpusPerWorker: 8        # 0..64
@@ -325,10 +332,15 @@ EnvValue = ScalarText | SecretRef
 
 
 class RoleSpec(_Model):
-    """One role: ``replicas`` workers, one per node, with the same image and settings."""
+    """One role: ``replicas`` workers, one per node, with the same image and settings.
+
+    ``cluster`` names where its workers run; left out, the scheduler chooses (ADR 0026) among the clusters
+    ``clusters`` lists (every cluster when empty) whose labels match ``cluster_selector``."""
 
     name: str
-    cluster: str
+    cluster: str | None = None
+    clusters: list[str] = Field(default_factory=list)
+    cluster_selector: dict[str, ScalarText] = Field(default_factory=dict)
     node_selector: dict[str, ScalarText] = Field(default_factory=dict)
     replicas: StrictInt = 1
     gpus_per_worker: StrictInt = 0
@@ -336,6 +348,11 @@ class RoleSpec(_Model):
     prepare_script: str | None = None
     mounts: list[Mount] = Field(default_factory=list)
     env: Annotated[dict[str, EnvValue], BeforeValidator(_env_list_to_mapping)] = Field(default_factory=dict)
+
+    @property
+    def chooses_cluster(self) -> bool:
+        """Whether the scheduler chooses this role's cluster (the document names none)."""
+        return self.cluster is None
 
     def plain_env(self) -> dict[str, str]:
         """The variables the document gives values for."""
@@ -397,6 +414,29 @@ class Resume(_Model):
         return f"{outputs[0].rstrip('/')}/{self.dir.strip('/')}".rstrip("/")
 
 
+class SpanClusters(StrEnum):
+    """``spec.placement.spanClusters``: may the scheduler span clusters for a job whose roles name none?"""
+
+    NEVER = "never"
+    """Only one cluster that fits the whole job: the job waits until one does."""
+    WHEN_NEEDED = "whenNeeded"
+    """One cluster when one fits the whole job, else the fewest clusters a network domain of the job joins."""
+
+
+DEFAULT_SPAN_CLUSTERS: Final = SpanClusters.WHEN_NEEDED
+"""``spanClusters`` left out (ADR 0026): a job that says what it needs runs as soon as the clusters a domain
+joins can hold it, rather than waiting for one cluster to free up; a job that must not span says ``never``."""
+
+
+class PlacementPolicy(_Model):
+    """``spec.placement`` (ADR 0026): how the scheduler chooses clusters for roles that name none."""
+
+    span_clusters: SpanClusters = DEFAULT_SPAN_CLUSTERS
+    keep_together: list[str] = Field(default_factory=list)
+    """Roles kept in the Header's cluster when the job spans clusters (the Header's role always is); empty:
+    every role with GPUs (``placement.header_group``)."""
+
+
 class JobType(StrEnum):
     CUSTOM = "custom"
     TEMPLATE = "template"
@@ -429,7 +469,18 @@ class JobSpec(_Model):
     """Stall detection (ADR 0014): the Header's agent fails it as ``Stalled`` after this long without a new
     output line or TensorBoard step while its run script runs; None: never."""
     resume: Resume | None = None
+    placement: PlacementPolicy | None = None
     rlinf_config: dict[str, Any] | None = None
+
+    @property
+    def span_clusters(self) -> SpanClusters:
+        """``placement.spanClusters`` with its default."""
+        return self.placement.span_clusters if self.placement is not None else DEFAULT_SPAN_CLUSTERS
+
+    @property
+    def chooses_clusters(self) -> bool:
+        """Whether the scheduler chooses the cluster of at least one role (ADR 0026)."""
+        return any(role.chooses_cluster for role in self.tasks)
 
     @property
     def joined_domain(self) -> str | None:
@@ -520,6 +571,7 @@ class WorkerSlot:
     index: int
     rank: int
     cluster: str
+    """The role's cluster; "" when the scheduler chooses it."""
     gpus: int
     image: str
     is_header: bool
@@ -538,7 +590,7 @@ def worker_slots(spec: JobSpec) -> tuple[WorkerSlot, ...]:
                     role=role.name,
                     index=index,
                     rank=rank_range.first_rank + index,
-                    cluster=role.cluster,
+                    cluster=role.cluster or "",
                     gpus=role.gpus_per_worker,
                     image=role.image,
                     is_header=role.name == spec.header,
@@ -552,9 +604,11 @@ def fill_network_domain_default(doc: JobDocument, domain_names: Iterable[str]) -
 
     With no domain configured the field stays absent (the user guide's rule). ``networkDomain: none``
     (:data:`NO_NETWORK_DOMAIN`, a name no domain may take) stays as written, so the normalised document
-    keeps it; :attr:`JobSpec.joined_domain` is then ``None``.
+    keeps it; :attr:`JobSpec.joined_domain` is then ``None``. A job whose roles leave a cluster to the
+    scheduler keeps the field absent: it may then span through any domain that joins the clusters chosen,
+    and joins one only when it spans (ADR 0026).
     """
-    if doc.spec.network_domain is not None:
+    if doc.spec.network_domain is not None or doc.spec.chooses_clusters:
         return doc
     names = sorted(domain_names)
     if not names:

@@ -59,7 +59,8 @@ from rlark_secretscan import SecretFinding, scan_assignment, scan_text
 
 from rlark_scheduler.domain import selectors
 from rlark_scheduler.domain.capacity import CapacityModel, Survey
-from rlark_scheduler.domain.placement import Demand, match_workers
+from rlark_scheduler.domain.jobs import role_request
+from rlark_scheduler.domain.placement import Demand, match_workers, role_clusters
 from rlark_scheduler.domain.rlinf import check_rlinf_config
 from rlark_scheduler.domain.spec import (
     API_VERSION,
@@ -216,6 +217,7 @@ class _RoleFit:
 
     index: int
     role: RoleSpec
+    cluster: str
     ever: Survey
     now: Survey
 
@@ -405,6 +407,7 @@ class _Validator:
                 "spec.terminationGracePeriodSeconds",
             )
         self.resume()
+        self.placement_policy()
         if not (spec.run_script or "").strip():
             self.add(
                 "run_script_missing",
@@ -419,7 +422,10 @@ class _Validator:
                     child_path("spec.sshKeys", key_index),
                 )
         # Only clusters that exist: a misspelt one is cluster_unknown, not a second cluster needing a domain.
-        clusters = {role.cluster for role in spec.tasks if self.ctx.knows(role.cluster)}
+        # A role whose cluster the scheduler chooses needs no domain here: it spans only through one (ADR 0026).
+        clusters = {
+            role.cluster for role in spec.tasks if role.cluster is not None and self.ctx.knows(role.cluster)
+        }
         if spec.joined_domain is not None:
             if spec.joined_domain not in self.ctx.network_domains:
                 self.add(
@@ -499,6 +505,18 @@ class _Validator:
                 field_path,
                 warning=True,
             )
+
+    def placement_policy(self) -> None:
+        """``spec.placement`` (ADR 0026): ``spanClusters`` was checked by the parser; ``keepTogether`` names roles."""
+        policy = self.spec.placement
+        if policy is None:
+            return
+        names = {role.name for role in self.spec.tasks}
+        for index, name in enumerate(policy.keep_together):
+            if name not in names:
+                field_path = child_path("spec.placement.keepTogether", index)
+                said = text("placement_role_unknown", field=field_path, role=name)
+                self.add("placement_role_unknown", said, field_path)
 
     def header_role(self) -> None:
         spec = self.spec
@@ -588,7 +606,12 @@ class _Validator:
         seen.add(role.name)
 
     def role_fields(self, role: RoleSpec, path: str) -> None:
-        if not self.ctx.knows(role.cluster):
+        if role.cluster is None:
+            self.cluster_choice(role, path)
+        elif role.clusters or role.cluster_selector:
+            field_path = f"{path}.clusters" if role.clusters else f"{path}.clusterSelector"
+            self.add("cluster_choice_conflict", text("cluster_choice_conflict", field=field_path), field_path)
+        elif not self.ctx.knows(role.cluster):
             self.add(
                 "cluster_unknown",
                 text("cluster_unknown", field=f"{path}.cluster", cluster=role.cluster),
@@ -614,11 +637,44 @@ class _Validator:
                 f"{path}.gpusPerWorker",
             )
 
+    def cluster_choice(self, role: RoleSpec, path: str) -> None:
+        """A role whose cluster the scheduler chooses (ADR 0026): the clusters it lists exist, its cluster
+        selector is valid, and some cluster with nodes is one it may use and can mount its mounts — asked of the
+        capacity model the placer decides on (``placement.role_clusters``)."""
+        valid = True
+        for index, name in enumerate(role.clusters):
+            if not self.ctx.knows(name):
+                field_path = child_path(f"{path}.clusters", index)
+                self.add(
+                    "cluster_unknown", text("cluster_unknown", field=field_path, cluster=name), field_path
+                )
+                valid = False
+        valid = self.label_pairs(role.cluster_selector, f"{path}.clusterSelector") and valid
+        if not valid:
+            return
+        chosen = role_clusters(self.ctx.capacity, role_request(role))
+        if chosen:
+            return
+        allowed = self.ctx.capacity.clusters_matching(role.clusters, role.cluster_selector)
+        field_path = f"{path}.clusterSelector" if role.cluster_selector else f"{path}.clusters"
+        if not allowed:
+            said = text("cluster_choice_empty", field=field_path, role=role.name)
+            self.add("cluster_choice_empty", said, field_path)
+        else:
+            said = text("cluster_choice_mounts", role=role.name, clusters=", ".join(allowed[:10]))
+            self.add("cluster_choice_mounts", said, f"{path}.mounts")
+
     def selector(self, role: RoleSpec, path: str) -> None:
-        for key, value in role.node_selector.items():
-            key_path = child_path(f"{path}.nodeSelector", key)
+        self.label_pairs(role.node_selector, f"{path}.nodeSelector")
+
+    def label_pairs(self, pairs: Mapping[str, str], selector_path: str) -> bool:
+        """Report every invalid key and value of a node or cluster selector; True when all are valid."""
+        valid = True
+        for key, value in pairs.items():
+            key_path = child_path(selector_path, key)
             key_problem = selectors.label_key_problem(key)
             if key_problem:
+                valid = False
                 self.add(
                     "selector_key_invalid",
                     text("selector_key_invalid", field=key_path, key=key, problem=key_problem),
@@ -626,11 +682,13 @@ class _Validator:
                 )
             value_problem = selectors.label_value_problem(value)
             if value_problem:
+                valid = False
                 self.add(
                     "selector_value_invalid",
                     text("selector_value_invalid", field=key_path, problem=value_problem),
                     key_path,
                 )
+        return valid
 
     def image(self, role: RoleSpec, path: str) -> None:
         problem = image_problem(role.image, f"{path}.image")
@@ -671,6 +729,8 @@ class _Validator:
                     )
                 targets.add(normalised)
             self.mount_source(mount_path, mount.type, mount.source, mount.secret_ref)
+            if role.cluster is None:
+                continue  # the scheduler chooses among the clusters that can mount it (cluster_choice)
             self.mount_type(f"{mount_path}.type", mount.type, role.cluster)
             if mount.type is MountType.HOST_PATH:
                 self.host_path(f"{mount_path}.source", mount.source, role.cluster)
@@ -773,7 +833,8 @@ class _Validator:
         eligible: list[_RoleFit] = []
         for index, role in enumerate(self.spec.tasks):
             if (
-                not self.ctx.knows(role.cluster)
+                role.cluster is None  # the job as a whole: reasons.can_ever_fit, asked of the same placer
+                or not self.ctx.knows(role.cluster)
                 or not 1 <= role.replicas <= MAX_REPLICAS
                 or not 0 <= role.gpus_per_worker <= MAX_GPUS_PER_WORKER
                 or self.selector_is_invalid(role)
@@ -783,6 +844,7 @@ class _Validator:
             fit = _RoleFit(
                 index=index,
                 role=role,
+                cluster=role.cluster,
                 ever=model.survey(role.cluster, selector, gpus, hypothetical=True),
                 now=model.survey(role.cluster, selector, gpus),
             )
@@ -790,7 +852,7 @@ class _Validator:
                 eligible.append(fit)
         by_cluster: dict[str, list[_RoleFit]] = {}
         for fit in eligible:
-            by_cluster.setdefault(fit.role.cluster, []).append(fit)
+            by_cluster.setdefault(fit.cluster, []).append(fit)
         for cluster_name, members in sorted(by_cluster.items()):
             if len(members) > 1 and self.shared_nodes(cluster_name, members, ever=True):
                 continue
@@ -808,7 +870,7 @@ class _Validator:
         """Report this role alone; True when it can be placed at least some day."""
         role, ever, now = fit.role, fit.ever, fit.now
         path = child_path("spec.tasks", fit.index)
-        cluster = role.cluster
+        cluster = fit.cluster
         free_now = len(now.candidates)  # none while the cluster is offline
         if ever.matching == 0:
             self.add(
@@ -960,7 +1022,9 @@ class _Validator:
         for finding in scan_text(self.source.text, ""):
             found_text = self.source.text[finding.span[0] : finding.span[1]]
             field_path = self.source.field_at_line(finding.line)
-            if found_text.strip().strip("'\"") in references and field_path.endswith((".secret", ".secretRef")):
+            if found_text.strip().strip("'\"") in references and field_path.endswith(
+                (".secret", ".secretRef")
+            ):
                 continue
             self.found.add(found_text)
             if finding.line in reported:
@@ -1044,34 +1108,52 @@ def _hostpath_message(source_path: str, source: str, cluster: str, rule: str) ->
     return text("hostpath_not_allowed", field=source_path, source=source, cluster=cluster, rule=rule)
 
 
-def hostpath_refusals(spec: JobSpec, policies: Mapping[str, Sequence[str]]) -> list[tuple[str, str]]:
-    """``(field, message)`` of every hostPath source that its role's cluster's policy (``policies``:
-    cluster → allow-list; a cluster missing allows none) refuses now. The placement loop asks again
-    before placing a job accepted earlier: an admin may have narrowed the policy meanwhile."""
-    refusals: list[tuple[str, str]] = []
+def _role_clusters(
+    spec: JobSpec, placed: Mapping[str, Sequence[str]] | None
+) -> list[tuple[int, RoleSpec, str]]:
+    """(task index, role, cluster) for every cluster each role's workers go to: the role's own, or, for a role
+    whose cluster the scheduler chose, those ``placed`` (role → clusters) names."""
+    found: list[tuple[int, RoleSpec, str]] = []
     for index, role in enumerate(spec.tasks):
+        clusters = [role.cluster] if role.cluster is not None else (placed or {}).get(role.name, ())
+        found.extend((index, role, cluster) for cluster in clusters)
+    return found
+
+
+def hostpath_refusals(
+    spec: JobSpec, policies: Mapping[str, Sequence[str]], placed: Mapping[str, Sequence[str]] | None = None
+) -> list[tuple[str, str]]:
+    """``(field, message)`` of every hostPath source that its role's cluster's policy (``policies``:
+    cluster → allow-list; a cluster missing allows none) refuses now; ``placed`` gives the clusters the
+    scheduler chose for the roles that name none. The placement loop asks again before placing a job
+    accepted earlier: an admin may have narrowed the policy meanwhile."""
+    refusals: list[tuple[str, str]] = []
+    for index, role, cluster in _role_clusters(spec, placed):
         for mount_index, mount in enumerate(role.mounts):
             if mount.type is not MountType.HOST_PATH:
                 continue
-            decision = source_decision(mount.source, policies.get(role.cluster, ()))
+            decision = source_decision(mount.source, policies.get(cluster, ()))
             if not decision.allowed:
                 where = f"{child_path(child_path('spec.tasks', index) + '.mounts', mount_index)}.source"
-                refusals.append((where, _hostpath_message(where, mount.source, role.cluster, decision.rule)))
+                refusals.append((where, _hostpath_message(where, mount.source, cluster, decision.rule)))
     return refusals
 
 
-def mount_type_refusals(spec: JobSpec, runtimes: Mapping[str, str]) -> list[tuple[str, str]]:
+def mount_type_refusals(
+    spec: JobSpec, runtimes: Mapping[str, str], placed: Mapping[str, Sequence[str]] | None = None
+) -> list[tuple[str, str]]:
     """``(field, message)`` of every mount whose type its role's cluster's runtime (``runtimes``: cluster →
-    runtime; a cluster missing is not judged) cannot mount. The placement loop asks again before placing
-    a job accepted earlier: its cluster may have been known then only through its nodes."""
+    runtime; a cluster missing is not judged) cannot mount; ``placed`` as for :func:`hostpath_refusals`.
+    The placement loop asks again before placing a job accepted earlier: its cluster may have been known
+    then only through its nodes."""
     refusals: list[tuple[str, str]] = []
-    for index, role in enumerate(spec.tasks):
-        runtime = runtimes.get(role.cluster)
+    for index, role, cluster in _role_clusters(spec, placed):
+        runtime = runtimes.get(cluster)
         if runtime is None:
             continue
         for mount_index, mount in enumerate(role.mounts):
             where = f"{child_path(child_path('spec.tasks', index) + '.mounts', mount_index)}.type"
-            refusal = mount_refusal(where, role.cluster, runtime, mount.type)
+            refusal = mount_refusal(where, cluster, runtime, mount.type)
             if refusal is not None:
                 refusals.append((where, refusal))
     return refusals

@@ -2,14 +2,16 @@
 applied, each worker's placement sent to its cluster's agent; Pending jobs' explanations.
 
 Saga steps (ARCHITECTURE §3): :func:`commit_placements` — Pending → Scheduled with the workers
-stored; a job with a network domain asks netdomain for addresses, one without gets its worker
-placements at once (→ Starting). :func:`apply_addresses_allocated` /
+stored and the layout said in the timeline (ADR 0026: a job whose clusters the placer chose joins the
+domain of its layout, one only when it spans); a job with a network domain asks netdomain for
+addresses, one without gets its worker placements at once (→ Starting). :func:`apply_addresses_allocated` /
 :func:`apply_allocation_failed` — netdomain's answer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import structlog
@@ -21,6 +23,7 @@ from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import add_events
 
 from rlark_scheduler.domain.jobs import JobStatus, WorkerFacts, domain_capacity, placed_workers
+from rlark_scheduler.domain.layouts import layout_view, placed_text
 from rlark_scheduler.domain.placed import DomainAddresses, PlacedJob, worker_placements
 from rlark_scheduler.domain.placement import Placement
 from rlark_scheduler.domain.reasons import PendingReason, pending_view
@@ -74,11 +77,16 @@ async def commit_placements(
             continue
         doc = JobDocument.model_validate(job.spec)
         meta = Meta(correlation_id=job.id)
-        refused = await mounts_refused_now(conn, doc)
+        placement = wanted[job.id]
+        refused = await mounts_refused_now(conn, doc, placement)
         if refused:
             await end_job(conn, job, JobStatus.FAILED, refused, now, meta)
             continue
-        placed = placed_workers(wanted[job.id], job.attempt)
+        if doc.spec.chooses_clusters:
+            job, released = _join_chosen_domain(job, placement, meta)
+            await jobs_repo.set_network_domain(conn, job.id, job.network_domain, job.address_request_id)
+            events.extend(released)
+        placed = placed_workers(placement, job.attempt)
         workers[job.id] = placed
         clusters = ", ".join(sorted({w.cluster for w in placed}))
         details = {
@@ -91,13 +99,10 @@ async def commit_placements(
                     "gpus": w.gpus,
                 }
                 for w in placed
-            ]
+            ],
+            "layout": layout_view(placement),
         }
-        reason = (
-            text("job.placed.one", clusters=clusters)
-            if len(placed) == 1
-            else text("job.placed", workers=len(placed), clusters=clusters)
-        )
+        reason = placed_text(placement)
         changes.append(StatusChange(job, JobStatus.PENDING, JobStatus.SCHEDULED, reason, meta, details))
         if job.network_domain:
             events.extend(await _request_addresses(conn, job, placed, meta))
@@ -108,6 +113,19 @@ async def commit_placements(
     await workers_repo.insert_workers(conn, workers, now)
     await record_changes(conn, changes, now, events)
     return set(workers)
+
+
+def _join_chosen_domain(job: JobRow, placement: Placement, meta: Meta) -> tuple[JobRow, list[Envelope]]:
+    """A job whose clusters the placer chose joins the domain of its layout — one only when it spans (ADR
+    0026) — and gives back the addresses an earlier attempt holds in another domain (or in one it no longer
+    joins): the job as it now is, and the events that release them."""
+    domain = placement.layout.domain if placement.layout is not None else job.network_domain
+    released: list[Envelope] = []
+    if job.address_request_id and job.network_domain and job.network_domain != domain:
+        release = AddressesReleaseRequested(job_id=job.id, domain=job.network_domain)
+        released.append(envelope(release, job.id, meta))
+        job = replace(job, address_request_id=None)
+    return replace(job, network_domain=domain), released
 
 
 async def _request_addresses(
@@ -134,16 +152,22 @@ async def _request_addresses(
     return asked
 
 
-async def mounts_refused_now(conn: Connection, doc: JobDocument) -> str:
+async def mounts_refused_now(conn: Connection, doc: JobDocument, placement: Placement) -> str:
     """Why the job's mounts may no longer be placed ("" when they may), from the clusters as stored now:
     a hostPath policy an admin narrowed since the job was accepted (ADR 0006), a mount type the cluster's
-    runtime cannot mount (its runtime came after the job, when it was known only through its nodes)."""
-    names = sorted({role.cluster for role in doc.spec.tasks if role.mounts})
+    runtime cannot mount (its runtime came after the job, when it was known only through its nodes). A
+    role whose cluster the placer chose is judged on the clusters of its workers."""
+    placed: dict[str, set[str]] = {}
+    for worker in placement.workers:
+        placed.setdefault(worker.role, set()).add(worker.cluster)
+    mounting = {role.name for role in doc.spec.tasks if role.mounts}
+    names = sorted({c for role, clusters in placed.items() if role in mounting for c in clusters})
     if not names:
         return ""
+    where = {role: sorted(clusters) for role, clusters in placed.items()}
     clusters = await read_models.known_clusters(conn, names)
-    refusals = mount_type_refusals(doc.spec, {c.name: c.runtime for c in clusters})
-    refusals += hostpath_refusals(doc.spec, {c.name: c.hostpath_allow for c in clusters})
+    refusals = mount_type_refusals(doc.spec, {c.name: c.runtime for c in clusters}, where)
+    refusals += hostpath_refusals(doc.spec, {c.name: c.hostpath_allow for c in clusters}, where)
     return "; ".join(message for _, message in refusals)
 
 

@@ -40,6 +40,9 @@ async def apply_cluster_state(
         service_cidrs=state.service_cidrs,
         deleted=state.deleted,
         hostpath_allow=state.hostpath_allow,
+        labels=state.labels,
+        category=state.category,
+        region=state.region,
     )
     await changes_repo.add_change(conn, "cluster", state.name)
     if state.online and not state.deleted:
@@ -131,7 +134,10 @@ async def apply_key(conn: Connection, state: KeyState, meta: Meta, *, deleted: b
 
 
 async def apply_domain(conn: Connection, state: DomainState, *, deleted: bool) -> None:
+    """Keep the domain and the clusters it joins; the placement loop re-reads them (what jobs whose clusters it
+    chooses may span through, ADR 0026)."""
     if deleted:
         await read_models.delete_domain(conn, state.name)
     else:
-        await read_models.upsert_domain(conn, state.name, state.cidr)
+        await read_models.upsert_domain(conn, state.name, state.cidr, state.clusters)
+    await changes_repo.add_change(conn, changes_repo.DOMAINS, state.name)

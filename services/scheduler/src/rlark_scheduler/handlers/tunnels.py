@@ -32,7 +32,8 @@ async def apply_tunnel_state(
     conn: Connection, payload: TunnelStateChanged, meta: Meta, settings: SchedulerSettings, now: datetime
 ) -> None:
     """Store an agent's report on one link of a domain, then judge the domain's jobs (see
-    ``domain.tunnels``). The report's time is the agent's, capped at ours."""
+    ``domain.tunnels``). The report's time is the agent's, capped at ours. Its round trip is also kept for
+    the pair of clusters, after the link closes too: the placer prefers the best measured links (ADR 0026)."""
     if not payload.domain or not payload.peer or payload.peer == payload.cluster:
         raise PoisonMessage("a tunnel state report names a domain and a peer other than its cluster")
     if payload.state == LINK_CLOSED:  # no workers of the domain on that side any more: forget the link
@@ -52,6 +53,12 @@ async def apply_tunnel_state(
             bytes_received=max(payload.bytes_received, 0),
             at=min(payload.at, now),
         )
+    if payload.rtt_ms is not None and payload.rtt_ms >= 0 and payload.state != LINK_CLOSED:
+        measured = await tunnels_repo.record_round_trip(
+            conn, payload.cluster, payload.peer, payload.rtt_ms, min(payload.at, now)
+        )
+        if measured:  # the placer prefers the best measured links (ADR 0026)
+            await changes_repo.add_change(conn, changes_repo.LINKS, f"{payload.cluster}/{payload.peer}")
     if stored:
         await judge_tunnels(conn, payload.domain, settings, now, meta)
 

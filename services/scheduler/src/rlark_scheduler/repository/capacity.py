@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from rlark_platform.db.pool import Connection
 
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState, gpus_used_by_others
-from rlark_scheduler.repository.read_models import NodeRow, all_nodes, nodes_of_clusters, offline_clusters
+from rlark_scheduler.repository.read_models import (
+    NodeRow,
+    all_nodes,
+    cluster_facts,
+    domain_clusters,
+    nodes_of_clusters,
+    offline_clusters,
+)
+from rlark_scheduler.repository.tunnels import round_trips
 from rlark_scheduler.repository.workers import allocations
 
 
@@ -41,7 +49,8 @@ def capacity_node(node: NodeRow) -> NodeState:
 
 
 async def capacity_model(conn: Connection, clusters: Sequence[str] | None = None) -> CapacityModel:
-    """The model of every cluster, or of ``clusters`` only, as the tables hold it now."""
+    """The model of every cluster, or of ``clusters`` only, as the tables hold it now — with the clusters'
+    facts, the network domains and the measured round trips the placer chooses clusters by (ADR 0026)."""
     if clusters is None:
         nodes = await all_nodes(conn)
     else:
@@ -50,4 +59,15 @@ async def capacity_model(conn: Connection, clusters: Sequence[str] | None = None
     model = CapacityModel.from_nodes((capacity_node(n) for n in nodes), offline=offline)
     for job_id, held in (await allocations(conn, clusters)).items():
         model.allocate(job_id, held)
+    await load_choices(conn, model, clusters)
     return model
+
+
+async def load_choices(conn: Connection, model: CapacityModel, clusters: Sequence[str] | None = None) -> None:
+    """Give ``model`` what the placer chooses clusters by: the facts of ``clusters`` (every one when None),
+    every network domain with the clusters it joins, every measured round trip."""
+    for name, facts in (await cluster_facts(conn, clusters)).items():
+        model.set_cluster_facts(name, facts)
+    model.set_domains(await domain_clusters(conn))
+    for (a, b), rtt in (await round_trips(conn)).items():
+        model.set_round_trip(a, b, rtt)

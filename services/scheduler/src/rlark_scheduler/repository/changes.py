@@ -18,6 +18,10 @@ CHANGES_CHANNEL = "scheduler_changes"
 
 QUOTAS = "quotas"
 """The ``kind`` of a change to any project's quota (its key: the project): the loop reloads them all."""
+DOMAINS = "domains"
+"""The ``kind`` of a change to a network domain (its key: the domain): the loop reloads them all (ADR 0026)."""
+LINKS = "links"
+"""The ``kind`` of a new round trip between two clusters (key ``a/b``): the loop reloads them all (ADR 0026)."""
 
 ACTIVITY_CHANNEL = "scheduler_job_activity"
 """NOTIFY channel with a job id as payload: something a follower of that job may want happened."""

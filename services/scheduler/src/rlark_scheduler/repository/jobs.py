@@ -282,6 +282,19 @@ async def set_address_request(conn: Connection, job_id: str, request_id: str | N
     await conn.execute("UPDATE jobs SET address_request_id = $2 WHERE id = $1", job_id, request_id)
 
 
+async def set_network_domain(
+    conn: Connection, job_id: str, domain: str | None, request_id: str | None
+) -> None:
+    """Set a job's network domain and its address request: the placer chose its clusters, and it joins a domain
+    only when they span (ADR 0026)."""
+    await conn.execute(
+        "UPDATE jobs SET network_domain = $2, address_request_id = $3 WHERE id = $1",
+        job_id,
+        domain,
+        request_id,
+    )
+
+
 async def set_domain_cidr(conn: Connection, job_id: str, cidr: str) -> None:
     await conn.execute("UPDATE jobs SET domain_cidr = $2 WHERE id = $1", job_id, cidr)
 

@@ -15,6 +15,7 @@ from datetime import datetime
 import asyncpg
 from rlark_platform.db.pool import Connection
 
+from rlark_scheduler.domain.capacity import ClusterFacts, cluster_labels
 from rlark_scheduler.repository.jobs import HOLDING_VALUES
 
 # ------------------------------------------------------------------------------------------- clusters
@@ -52,6 +53,9 @@ async def upsert_cluster(
     service_cidrs: Sequence[str],
     deleted: bool,
     hostpath_allow: Sequence[str] = (),
+    labels: Mapping[str, str] | None = None,
+    category: str = "",
+    region: str = "",
 ) -> ClusterRow | None:
     """Store a cluster's state; returns the previous row (None when new)."""
     previous = await conn.fetchrow(
@@ -60,11 +64,13 @@ async def upsert_cluster(
     )
     await conn.execute(
         """INSERT INTO clusters (name, runtime, online, pod_cidrs, service_cidrs, deleted, hostpath_allow,
-               changed_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, now())
+               labels, category, region, changed_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
            ON CONFLICT (name) DO UPDATE SET runtime = EXCLUDED.runtime, online = EXCLUDED.online,
                pod_cidrs = EXCLUDED.pod_cidrs, service_cidrs = EXCLUDED.service_cidrs,
-               deleted = EXCLUDED.deleted, hostpath_allow = EXCLUDED.hostpath_allow, changed_at = now()""",
+               deleted = EXCLUDED.deleted, hostpath_allow = EXCLUDED.hostpath_allow,
+               labels = EXCLUDED.labels, category = EXCLUDED.category, region = EXCLUDED.region,
+               changed_at = now()""",
         name,
         runtime,
         online,
@@ -72,8 +78,34 @@ async def upsert_cluster(
         list(service_cidrs),
         deleted,
         list(hostpath_allow),
+        dict(labels or {}),
+        category,
+        region,
     )
     return _cluster(previous) if previous else None
+
+
+async def cluster_facts(conn: Connection, names: Sequence[str] | None = None) -> dict[str, ClusterFacts]:
+    """What the placer chooses clusters by (ADR 0026), for the clusters ``names`` (every one when None) that
+    are not deleted: their labels with region and category, runtime and hostPath policy. A cluster known only
+    through its nodes has no labels, the Kubernetes runtime and no hostPath (as ``known_clusters`` says)."""
+    rows = await conn.fetch(
+        """SELECT name, labels, category, region, runtime, hostpath_allow FROM clusters
+            WHERE NOT deleted AND ($1::text[] IS NULL OR name = ANY($1::text[]))
+           UNION ALL
+           SELECT DISTINCT n.cluster, '{}'::jsonb, '', '', 'kubernetes', '{}'::text[] FROM nodes n
+            WHERE ($1::text[] IS NULL OR n.cluster = ANY($1::text[]))
+              AND NOT EXISTS (SELECT 1 FROM clusters c WHERE c.name = n.cluster)""",
+        None if names is None else list(names),
+    )
+    return {
+        r["name"]: ClusterFacts(
+            labels=cluster_labels(dict(r["labels"]), region=r["region"], category=r["category"]),
+            runtime=r["runtime"],
+            hostpath_allow=tuple(r["hostpath_allow"]),
+        )
+        for r in rows
+    }
 
 
 async def offline_clusters(conn: Connection) -> list[str]:
@@ -81,20 +113,21 @@ async def offline_clusters(conn: Connection) -> list[str]:
     return [r["name"] for r in rows]
 
 
-async def known_clusters(conn: Connection, names: Sequence[str]) -> list[ClusterRow]:
-    """Clusters among ``names`` that exist (not deleted) as clusters or through their nodes.
+async def known_clusters(conn: Connection, names: Sequence[str] | None) -> list[ClusterRow]:
+    """Clusters among ``names`` (every one when None) that exist (not deleted) as clusters or through their
+    nodes.
 
     Node and cluster events travel on different topics: a cluster whose nodes arrived first is
     known, and online until its own state says otherwise; until then it allows no hostPath.
     """
     rows = await conn.fetch(
         """SELECT c.name, c.runtime, c.online, c.deleted, c.hostpath_allow FROM clusters c
-            WHERE c.name = ANY($1::text[]) AND NOT c.deleted
+            WHERE ($1::text[] IS NULL OR c.name = ANY($1::text[])) AND NOT c.deleted
            UNION ALL
            SELECT DISTINCT n.cluster, 'kubernetes', true, false, '{}'::text[] FROM nodes n
-            WHERE n.cluster = ANY($1::text[])
+            WHERE ($1::text[] IS NULL OR n.cluster = ANY($1::text[]))
               AND NOT EXISTS (SELECT 1 FROM clusters c WHERE c.name = n.cluster)""",
-        list(names),
+        None if names is None else list(names),
     )
     return [_cluster(r) for r in rows]
 
@@ -330,12 +363,14 @@ async def secret_owners(conn: Connection, owner: str, project: str | None) -> di
 # ---------------------------------------------------------------------------------------- net domains
 
 
-async def upsert_domain(conn: Connection, name: str, cidr: str) -> None:
+async def upsert_domain(conn: Connection, name: str, cidr: str, clusters: Sequence[str] = ()) -> None:
+    """Store a domain; ``clusters`` are the clusters it joins (empty: every cluster)."""
     await conn.execute(
-        """INSERT INTO network_domains (name, cidr) VALUES ($1, $2)
-           ON CONFLICT (name) DO UPDATE SET cidr = EXCLUDED.cidr""",
+        """INSERT INTO network_domains (name, cidr, clusters) VALUES ($1, $2, $3)
+           ON CONFLICT (name) DO UPDATE SET cidr = EXCLUDED.cidr, clusters = EXCLUDED.clusters""",
         name,
         cidr,
+        sorted(set(clusters)),
     )
 
 
@@ -347,3 +382,9 @@ async def domains(conn: Connection) -> dict[str, str]:
     """Network domain name → CIDR."""
     rows = await conn.fetch("SELECT name, cidr FROM network_domains ORDER BY name")
     return {r["name"]: r["cidr"] for r in rows}
+
+
+async def domain_clusters(conn: Connection) -> dict[str, tuple[str, ...] | None]:
+    """Network domain name → the clusters it joins (None: every cluster), what the placer spans through."""
+    rows = await conn.fetch("SELECT name, clusters FROM network_domains ORDER BY name")
+    return {r["name"]: tuple(r["clusters"]) or None for r in rows}

@@ -128,3 +128,38 @@ async def clear_tunnel_reason(conn: Connection, job_id: str, now: datetime) -> s
         now,
     )
     return str(value or "")
+
+
+RTT_CHANGE = 0.2
+"""A round trip this much (a fraction) above or below the stored one is worth telling the placement loop."""
+
+
+async def record_round_trip(conn: Connection, a: str, b: str, rtt_ms: float, at: datetime) -> bool:
+    """Keep the round trip last measured between clusters ``a`` and ``b`` (in any domain; kept after their
+    links close: what the placer prefers links by, ADR 0026). True when the pair is new or its round trip
+    moved by more than :data:`RTT_CHANGE`; an older measurement than the stored one changes nothing."""
+    low, high = sorted((a, b))
+    before = await conn.fetchval(
+        """SELECT rtt_ms FROM cluster_links WHERE a = $1 AND b = $2""",
+        low,
+        high,
+    )
+    stored = await conn.fetchval(
+        """INSERT INTO cluster_links (a, b, rtt_ms, measured_at) VALUES ($1, $2, $3, $4)
+           ON CONFLICT (a, b) DO UPDATE SET rtt_ms = EXCLUDED.rtt_ms, measured_at = EXCLUDED.measured_at
+            WHERE cluster_links.measured_at <= EXCLUDED.measured_at
+           RETURNING 1""",
+        low,
+        high,
+        rtt_ms,
+        at,
+    )
+    if stored is None:
+        return False
+    return before is None or abs(rtt_ms - before) > RTT_CHANGE * max(before, 0.1)
+
+
+async def round_trips(conn: Connection) -> dict[tuple[str, str], float]:
+    """(a, b) with a < b → the round trip last measured between them, in ms."""
+    rows = await conn.fetch("SELECT a, b, rtt_ms FROM cluster_links")
+    return {(r["a"], r["b"]): float(r["rtt_ms"]) for r in rows}
