@@ -92,7 +92,8 @@ def test_the_gpu_check_passes_every_check_on_a_fake_gpu_machine_and_leaves_nothi
         assert "facts" in worker["stages"]
         assert worker["status"]["phase"] == "Stopped"
     usage = report["checks"][CHECKS.index("usage.attribution")]["data"]
-    assert len(usage["rounds"]) == 3
+    # As many rounds as fit in the burst: up to --rounds on a quiet machine, fewer under load (never a timing test).
+    assert 1 <= len(usage["rounds"]) <= 3
     sizes = facts["sizes"]
     assert sizes["carried_bytes"] <= CARRY_LIMIT_BYTES
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gpu-check.json", "gpu-check.txt"]

@@ -4,6 +4,7 @@ settling when the agent reports them — and events on the compacted topics only
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -156,14 +157,17 @@ async def test_heartbeats_bring_a_cluster_online_and_silence_takes_it_offline(
         "inventory.cluster.went_online.v1",
     ]
     assert events[2].data["online"] is False
-    # Five heartbeats, three transitions: heartbeats alone publish nothing.
+    # Heartbeats alone publish nothing: after the registration every event is a transition, online and offline
+    # alternating (a loaded machine may see the silent agent go offline once more while this reads).
     again = await read_events(
         kafka_admin,
         names.physical("inventory.clusters"),
         until=lambda found: len(found) >= 4,
         settle_s=1.0,
     )
-    assert len(again) == 4
+    flags = [e.data["online"] for e in again[1:]]
+    assert flags[:3] == [True, False, True]
+    assert all(a != b for a, b in itertools.pairwise(flags)), [e.type for e in again]
 
 
 async def test_what_an_agent_cannot_enforce_is_shown_from_its_latest_heartbeat(
