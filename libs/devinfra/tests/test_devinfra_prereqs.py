@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rlark_devinfra import kafka, paths, prereqs, seaweedfs, web
+from rlark_devinfra import kafka, paths, prereqs, versitygw, web
 from rlark_devinfra.k8s import build, testbed
 
 pytestmark = pytest.mark.unit
@@ -47,10 +47,10 @@ def test_the_console_is_never_built_inside_a_test(empty_cache: Path) -> None:
 
 
 def test_the_s3_server_is_never_built_inside_a_test(empty_cache: Path) -> None:
-    assert not seaweedfs.is_built()
+    assert not versitygw.is_built()
     with pytest.raises(paths.NotBuilt, match=r"make prereqs"):
-        seaweedfs.start()
-    assert not (seaweedfs.root() / "src").exists()  # no Go module was even started
+        versitygw.start()
+    assert not (versitygw.root() / "src").exists()  # no Go module was even started
 
 
 def test_kafka_jars_are_missing_in_an_empty_cache_and_maven_would_use_it(empty_cache: Path) -> None:
@@ -80,7 +80,7 @@ def test_every_step_names_its_cold_cost() -> None:
         "Kubernetes test bed",
         "real-node images",
         "rlark-tunnel-dp",
-        "SeaweedFS",
+        "versitygw",
         "web console",
         "RLinf",
     ):

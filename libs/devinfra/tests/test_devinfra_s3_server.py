@@ -1,13 +1,13 @@
-"""The tests' S3 server (SeaweedFS from its Go module, ADR 0024) is a real, authenticated one: objects go in and
-come back, anonymous and wrongly signed requests are refused, and keys made for one bucket reach only that
-bucket."""
+"""The tests' S3 server (versitygw from its Go module, ADR 0024) is a real, authenticated one: objects go in and
+come back (whole or uploaded in parts), anonymous and wrongly signed requests are refused, and keys made for one
+bucket reach only that bucket."""
 
 from __future__ import annotations
 
 import pytest
 from botocore.exceptions import ClientError
 from rlark_devinfra.pytest_plugin import S3Bucket
-from rlark_devinfra.seaweedfs import S3Keys, S3Server
+from rlark_devinfra.versitygw import S3Keys, S3Server
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +28,21 @@ def test_an_object_written_with_a_bucket_s_keys_reads_back_the_same(s3_bucket: S
     assert got["Body"].read() == body
     listed = s3.list_objects_v2(Bucket=s3_bucket.name, Prefix="runs/")
     assert [o["Key"] for o in listed["Contents"]] == ["runs/exp-1/actor.pt"]
+
+
+def test_an_object_uploaded_in_parts_reads_back_whole(s3_bucket: S3Bucket) -> None:
+    """Multipart upload, as rclone and botocore's transfers do for large files."""
+    s3, bucket, key = s3_bucket.client(), s3_bucket.name, "ckpt/big.bin"
+    # Every part but the last at S3's 5 MiB minimum.
+    parts = [b"\x01" * (5 << 20), b"\x02" * (5 << 20), b"tail"]
+    upload = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    done = []
+    for number, body in enumerate(parts, start=1):
+        sent = s3.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=body)
+        done.append({"PartNumber": number, "ETag": sent["ETag"]})
+    s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": done})
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == b"".join(parts)
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
 
 
 def test_anonymous_and_wrongly_signed_requests_are_refused(s3_server: S3Server, s3_bucket: S3Bucket) -> None:

@@ -823,7 +823,7 @@ async def _agent_sampling(ctx: Context) -> Outcome:
 
 async def _object_storage(ctx: Context) -> Outcome:
     run = _load("rlark_devinfra.benches.object_storage", "run")
-    from rlark_devinfra import seaweedfs
+    from rlark_devinfra import versitygw
 
     if os.geteuid() != 0:
         raise NotAvailable("a bucket mount is made as the agent makes it, as root: run as root")
@@ -831,14 +831,14 @@ async def _object_storage(ctx: Context) -> Outcome:
         raise NotAvailable(
             "rclone is missing: `make setup` installs it (Debian: apt-get install rclone fuse3)"
         )
-    if not seaweedfs.is_built():
-        raise NotAvailable(f"the SeaweedFS S3 server is not built: run `{seaweedfs.BUILD_COMMAND}`")
+    if not versitygw.is_built():
+        raise NotAvailable(f"the versitygw S3 server is not built: run `{versitygw.BUILD_COMMAND}`")
     r: dict[str, Any] = await asyncio.to_thread(run, 4, 64, ctx.options.rounds)
     mbps, files = r["mb_per_s"], f"{r['files']} × {r['mib']} MiB"
     return Outcome(
         [
             Row(
-                f"S3 API (botocore) to SeaweedFS, {files}: put_object / get_object",
+                f"S3 API (botocore) to versitygw, {files}: put_object / get_object",
                 f"{_n(mbps['api_write'])} / {_n(mbps['api_read'])} MB/s",
                 "",
                 BASELINE,
@@ -947,7 +947,7 @@ BENCHES: list[Bench] = [
     ),
     Bench(
         "object-storage",
-        "4 × 64 MiB files through a worker's bucket mount (rclone FUSE) vs the S3 API, on the SeaweedFS test server",
+        "4 × 64 MiB files through a worker's bucket mount (rclone FUSE) vs the S3 API, on the versitygw test server",
         "≈ 30 s per round",
         lambda o: 120 + 120 * o.rounds,
         False,

@@ -23,7 +23,7 @@ from typing import Annotated
 
 import typer
 
-from rlark_devinfra import kafka, paths, product_images, seaweedfs, tunnel_dp, web
+from rlark_devinfra import kafka, paths, product_images, tunnel_dp, versitygw, web
 from rlark_devinfra.k8s import build as k8s_build
 from rlark_devinfra.k8s import images as k8s_images
 
@@ -105,10 +105,10 @@ STEPS = (
         tunnel_dp.build,
     ),
     Step(
-        f"S3 test server: SeaweedFS weed {seaweedfs.VERSION} (Go module)",
-        seaweedfs.EXPECTED_BUILD,
-        seaweedfs.is_built,
-        seaweedfs.build,
+        f"S3 test server: versitygw {versitygw.VERSION} (Versity S3 Gateway, Go module)",
+        versitygw.EXPECTED_BUILD,
+        versitygw.is_built,
+        versitygw.build,
     ),
     Step("web console (npm ci + Vite build)", "~2 min", _web_ready, _web_make),
     Step(

@@ -2,12 +2,12 @@
 
 1. ``RLARK_TEST_DATABASE_URL`` / ``RLARK_TEST_KAFKA_BOOTSTRAP`` when set;
 2. testcontainers when a Docker engine answers;
-3. the project's own servers (``rlark_devinfra.postgres`` / ``.kafka`` / ``.seaweedfs``), started on demand by
+3. the project's own servers (``rlark_devinfra.postgres`` / ``.kafka`` / ``.versitygw``), started on demand by
    the first session that needs them and stopped by the last test session out (``test_sessions``: ``make
    test``'s two xdist workers, or two runs side by side, never pull a server from under each other).
 
-The S3 server (``s3_server``, ``s3_bucket``) is always the project's own SeaweedFS: its identities (an admin,
-keys limited to one bucket) are set up by ``seaweedfs.py``.
+The S3 server (``s3_server``, ``s3_bucket``) is always the project's own versitygw: its accounts (an admin, keys
+limited to one bucket) are set up by ``versitygw.py``.
 
 Never a skip: when none of these works the fixture errors, and the test fails.
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from rlark_devinfra import heavy_slots, kafka, paths, postgres, seaweedfs, test_sessions
+from rlark_devinfra import heavy_slots, kafka, paths, postgres, test_sessions, versitygw
 from rlark_devinfra.databases import scratch_database
 
 # Tests get servers of their own, apart from the ones `make run` uses in .state/, so a test run never
@@ -48,7 +48,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         {
             "postgres": lambda _: postgres.stop(),
             "kafka": lambda _: kafka.stop(),
-            "seaweedfs": lambda _: seaweedfs.stop(),
+            "versitygw": lambda _: versitygw.stop(),
             "k8s": lambda parts: testbed.down(only=parts),
         }
     )
@@ -142,18 +142,18 @@ def kafka_bootstrap() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def s3_server() -> seaweedfs.S3Server:
-    """A real S3 server (SeaweedFS, ADR 0024) for this test session: its endpoint, region and admin keys,
+def s3_server() -> versitygw.S3Server:
+    """A real S3 server (versitygw, ADR 0024) for this test session: its endpoint, region and admin keys,
     and helpers that make a bucket and keys limited to it. Requests must be signed: anonymous ones and wrong
     keys are refused. Its data starts empty when this session starts it; `make prereqs` builds it."""
     with test_sessions.locked():
-        if not seaweedfs.status().running:
-            seaweedfs.require_built()
-            seaweedfs.reset_data()
-            test_sessions.own("seaweedfs")
-        current = seaweedfs.start()
+        if not versitygw.status().running:
+            versitygw.require_built()
+            versitygw.reset_data()
+            test_sessions.own("versitygw")
+        current = versitygw.start()
     assert current.endpoint is not None
-    return seaweedfs.S3Server(current.endpoint, seaweedfs.REGION, seaweedfs.admin_keys())
+    return versitygw.S3Server(current.endpoint, versitygw.REGION, versitygw.admin_keys())
 
 
 @dataclass(frozen=True)
@@ -161,8 +161,8 @@ class S3Bucket:
     """One test's bucket and the keys that may use it (and no other bucket)."""
 
     name: str
-    keys: seaweedfs.S3Keys
-    server: seaweedfs.S3Server
+    keys: versitygw.S3Keys
+    server: versitygw.S3Server
 
     def client(self) -> Any:
         """A client signed with the bucket's own keys."""
@@ -174,7 +174,7 @@ class S3Bucket:
 
 
 @pytest.fixture
-def s3_bucket(s3_server: seaweedfs.S3Server) -> Iterator[S3Bucket]:
+def s3_bucket(s3_server: versitygw.S3Server) -> Iterator[S3Bucket]:
     """A new bucket for one test and keys limited to it; deleted with its objects afterwards."""
     import contextlib
 

@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 from local_runtime_helpers import Recorder, spec
 from pydantic import SecretStr
 from rlark_devinfra.pytest_plugin import S3Bucket
-from rlark_devinfra.seaweedfs import S3Keys, S3Server
+from rlark_devinfra.versitygw import S3Keys, S3Server
 from rlark_tunnel_agent.runtime.driver import Mount, MountType, WorkerPhase
 from rlark_tunnel_agent.runtime.local.driver import LocalDriver
 

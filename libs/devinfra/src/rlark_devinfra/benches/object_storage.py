@@ -2,7 +2,7 @@
 
 ADR 0024 mounts an `objectStorage` mount with `rclone mount --vfs-cache-mode writes`, made by the local
 runtime's own code (`runtime/local/object_storage.py`: the same flags, credentials in rclone's environment).
-This measures what that costs against the S3 API on the same SeaweedFS server, same bucket, same payload
+This measures what that costs against the S3 API on the same versitygw server, same bucket, same payload
 (random bytes, so nothing compresses):
 
 - write, S3 API: `put_object` of each file from memory;
@@ -16,7 +16,7 @@ This measures what that costs against the S3 API on the same SeaweedFS server, s
     uv run python -m rlark_devinfra.benches.object_storage [--files N] [--mib M]
 
 prints one JSON object: MB/s per path and the ratios mount / S3 API. Needs root (a FUSE mount other users
-read, as the agent makes it), rclone, and the SeaweedFS binary (`make prereqs`).
+read, as the agent makes it), rclone, and the versitygw binary (`make prereqs`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from rlark_contracts.storage import parse_bucket_url, parse_s3_credentials
 from rlark_tunnel_agent.runtime.driver import Mount, MountType
 from rlark_tunnel_agent.runtime.local import object_storage
 
-from rlark_devinfra import seaweedfs
+from rlark_devinfra import versitygw
 
 CHUNK = 1 << 20
 
@@ -53,10 +53,10 @@ def run(files: int = 4, mib: int = 64, rounds: int = 1) -> dict[str, Any]:
     rclone = shutil.which("rclone")
     if rclone is None:
         raise FileNotFoundError("rclone is not installed (apt-get install rclone fuse3)")
-    started_here = not seaweedfs.status().running
-    current = seaweedfs.start()
+    started_here = not versitygw.status().running
+    current = versitygw.start()
     assert current.endpoint is not None
-    server = seaweedfs.S3Server(current.endpoint, seaweedfs.REGION, seaweedfs.admin_keys())
+    server = versitygw.S3Server(current.endpoint, versitygw.REGION, versitygw.admin_keys())
     bucket = server.create_bucket("bench")
     try:
         keys = server.bucket_keys(bucket)
@@ -141,7 +141,7 @@ def run(files: int = 4, mib: int = 64, rounds: int = 1) -> dict[str, Any]:
     finally:
         server.delete_bucket(bucket)
         if started_here:
-            seaweedfs.stop()
+            versitygw.stop()
 
 
 def main() -> None:
