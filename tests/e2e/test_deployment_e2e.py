@@ -155,3 +155,168 @@ def test_agents_run_as_pods_and_a_ray_job_across_both_clusters_succeeds(lab: dic
         w["virtual_ip"] for w in shown["workers"]
     )
     assert {w["cluster"] for w in shown["workers"]} == {"gpu-a", "gpu-b"}
+
+
+BURST = 200
+BURST_NODES = 25
+
+
+def _token() -> tuple[str, str]:
+    config = json.loads((deployment.home() / "cli" / "config.json").read_text())
+    return config["url"], config["token"]
+
+
+async def _submit_burst(docs: list[dict[str, Any]]) -> dict[str, int]:
+    """Every document once, as the CLI submits: an Idempotency-Key per submission, retried with the same key
+    while the gateway is unreachable or restarting. How many calls each took."""
+    import asyncio
+
+    import httpx
+
+    url, token = _token()
+    tries: dict[str, int] = {}
+    gate = asyncio.Semaphore(8)
+
+    async def one(client: httpx.AsyncClient, doc: dict[str, Any]) -> None:
+        key = str(uuid.uuid4())
+        async with gate:
+            for attempt in range(1, 61):
+                try:
+                    answer = await client.post(
+                        "/api/v1/jobs", json=doc, headers={"Idempotency-Key": key}, timeout=30
+                    )
+                except httpx.TransportError:
+                    await asyncio.sleep(1)
+                    continue
+                if answer.status_code in (502, 503, 504):
+                    await asyncio.sleep(1)
+                    continue
+                assert answer.status_code in (200, 201), answer.text
+                tries[doc["metadata"]["name"]] = attempt
+                return
+            raise AssertionError(f"{doc['metadata']['name']}: not accepted after 60 tries")
+
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}) as client:
+        await asyncio.gather(*(one(client, doc) for doc in docs))
+    return tries
+
+
+def _all_jobs(prefix: str) -> list[dict[str, Any]]:
+    import httpx
+
+    url, token = _token()
+    found: list[dict[str, Any]] = []
+    page = 1
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+        while True:
+            answer = client.get("/api/v1/jobs", params={"page": page, "page_size": 100})
+            assert answer.status_code == 200, answer.text
+            items = answer.json()["items"]
+            found += [j for j in items if j["name"].startswith(prefix)]
+            if len(items) < 100:
+                return found
+            page += 1
+
+
+def test_a_burst_of_200_survives_restarts_a_leader_loss_and_a_broker_crash_with_nothing_lost_or_doubled(
+    lab: dict[str, str],
+) -> None:
+    import asyncio
+    import threading
+
+    import httpx
+
+    # Fake GPU nodes beside gpu-b's real ones (KWOK): placements land, no container runs.
+    testbed.start_fake_nodes("gpu-b")
+    testbed.create_gpu_nodes(
+        testbed.cluster("gpu-b"),
+        [
+            testbed.GpuNode(f"burst-{i:02d}", gpus=8, labels={"rlark.io/pool": "burst"})
+            for i in range(BURST_NODES)
+        ],
+    )
+    domain = f"burst-{uuid.uuid4().hex[:4]}"
+    rlark("domains", "create", "--name", domain, "--cidr", "10.202.0.0/16")
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        listed = json.loads(rlark("nodes", "list", "--cluster", "gpu-b", "-o", "json"))
+        if sum(1 for n in listed["items"] if n["name"].startswith("burst-") and n["ready"]) == BURST_NODES:
+            break
+        time.sleep(3)
+    prefix = f"burst-{uuid.uuid4().hex[:4]}-"
+    task = {
+        "name": "solo",
+        "cluster": "gpu-b",
+        "replicas": 1,
+        "gpusPerWorker": 1,
+        "nodeSelector": {"rlark.io/pool": "burst"},
+        "image": images.images().worker_ref,
+    }
+    docs = [
+        {
+            "apiVersion": "rlark.io/v1",
+            "kind": "Job",
+            "metadata": {"name": f"{prefix}{i:03d}"},
+            "spec": {
+                "type": "custom",
+                "header": "solo",
+                "runScript": "true",
+                "networkDomain": domain,
+                "tasks": [task],
+            },
+        }
+        for i in range(BURST)
+    ]
+    leader_before, epoch_before = deployment.scheduler_leader(lab["DATABASE_URL"])
+    outcome: dict[str, Any] = {}
+    burst = threading.Thread(target=lambda: outcome.update(tries=asyncio.run(_submit_burst(docs))))
+    burst.start()
+    # While the burst is in flight: every Deployment rolled, the placement leader's pod deleted, a broker
+    # killed and brought back.
+    deployment.restart_every_deployment()
+    leader, _ = deployment.scheduler_leader(lab["DATABASE_URL"])
+    deployment.delete_pod(deployment.CONTROL_PLANE, "rlark", leader)
+    broker = deployment.kafka_cluster(lab["LAB_HOST"])
+    broker.kill_broker(2)
+    time.sleep(15)
+    broker.start_broker(2, deployment.kafka_admin_password())
+    broker.wait_ready(deployment.kafka_admin_password())
+    burst.join(timeout=900)
+    assert not burst.is_alive()
+    assert len(outcome["tries"]) == BURST
+
+    # Every job placed once: one job per submission, one attempt, one worker, one address each, submitted
+    # and placed once in its history.
+    deadline = time.monotonic() + 900
+    jobs: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        jobs = _all_jobs(prefix)
+        if len(jobs) >= BURST and all(j["status"] not in ("Pending", "Scheduled") for j in jobs):
+            break
+        time.sleep(10)
+    names = [j["name"] for j in jobs]
+    assert sorted(names) == sorted(d["metadata"]["name"] for d in docs), "lost or duplicated jobs"
+    url, token = _token()
+    addresses: list[str] = []
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+        for job in jobs:
+            shown = client.get(f"/api/v1/jobs/{job['id']}").json()
+            assert shown["status"] in ("Starting", "Running"), (job["name"], shown["status"], shown["reason"])
+            assert shown["attempt"] == 1, (job["name"], shown["attempt"])
+            assert len(shown["workers"]) == 1, (job["name"], shown["workers"])
+            addresses += [w["virtual_ip"] for w in shown["workers"]]
+            events = client.get(f"/api/v1/jobs/{job['id']}/events").json()["items"]
+            moves = [e["to_status"] for e in events if e["kind"] == "status"]
+            # Submitted once and placed once: the history of one job, whatever was restarted meanwhile.
+            assert moves.count("Pending") == 1, (job["name"], moves)
+            assert moves.count("Scheduled") == 1, (job["name"], moves)
+    assert len(set(addresses)) == BURST, "an address given twice"
+    leader_after, epoch_after = deployment.scheduler_leader(lab["DATABASE_URL"])
+    assert leader_after != leader
+    assert epoch_after > epoch_before
+    deployment.log(
+        f"burst: {BURST} submitted, {len(jobs)} jobs, {len(set(addresses))} addresses; "
+        f"resubmissions {sum(outcome['tries'].values()) - BURST}; leader {leader_before} -> {leader_after}"
+    )
+    for job in jobs:
+        rlark("jobs", "cancel", job["id"])

@@ -650,3 +650,41 @@ def backup(values: dict[str, str]) -> Path:
     }
     run_step(CONTROL_PLANE, BACKUP, values, home())
     return directory
+
+
+# --- disruptions (issue 32 item 4) -----------------------------------------------------------------------------
+
+PLACEMENT_LEASE = "scheduler.placement"
+"""The scheduler's placement-loop lease (``leases`` table of its database): its holder names the leader's pod."""
+
+
+def scheduler_leader(database_url: str) -> tuple[str, int]:
+    """The pod holding the placement lease now, and the lease's epoch (the holder is ``<host>:<pid>:<id>``,
+    the host being the pod's name)."""
+    import asyncio
+
+    import asyncpg
+
+    async def read() -> tuple[str, int]:
+        conn = await asyncpg.connect(database_url.rsplit("/", 1)[0] + "/rlark_scheduler")
+        try:
+            row = await conn.fetchrow(
+                "SELECT holder, epoch FROM leases WHERE name = $1 AND expires_at > now()", PLACEMENT_LEASE
+            )
+        finally:
+            await conn.close()
+        if row is None:
+            raise LookupError("nobody holds the placement lease")
+        return str(row["holder"]).split(":", 1)[0], int(row["epoch"])
+
+    return asyncio.run(read())
+
+
+def restart_every_deployment() -> None:
+    """A rolling restart of every Deployment of the control plane, waited for (what an upgrade does)."""
+    kubectl(CONTROL_PLANE, "-n", NAMESPACE, "rollout", "restart", "deployment")
+    kubectl(CONTROL_PLANE, "-n", NAMESPACE, "rollout", "status", "deployment", "--timeout=600s", timeout=660)
+
+
+def delete_pod(cluster: str, namespace: str, name: str) -> None:
+    kubectl(cluster, "-n", namespace, "delete", "pod", name, "--wait=false")

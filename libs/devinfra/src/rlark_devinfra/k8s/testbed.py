@@ -596,6 +596,15 @@ def up_full(names: Sequence[str] = FULL_CLUSTER_NAMES) -> UpResult:
         return UpResult(clusters=[cluster(n) for n in names], started=started)
 
 
+def start_fake_nodes(name: str) -> None:
+    """A KWOK for full cluster ``name`` too, managing only the fake nodes (`GpuNode`) a test then creates
+    there: nodes that take placements without running containers (the deployment test's burst)."""
+    if _kwok_status(name).running:
+        return
+    _start_kwok(name, ALL_CLUSTER_NAMES.index(name), require_built(), cluster(name))
+    _wait_kwok_ready(cluster(name))
+
+
 # --- nodes --------------------------------------------------------------------------------------------------
 
 
