@@ -135,3 +135,14 @@ spec:
         e for e in validate_job(parse_job_document(pasted), _ctx({})).errors if e.code == "secret_detected"
     ]
     assert found
+
+
+def test_a_one_line_json_document_naming_secrets_is_no_finding() -> None:
+    import json
+
+    doc = _job([{"name": "HF_TOKEN", "secret": "hf-token"}], [BUCKET])
+    doc["spec"]["rlinfConfig"] = {"cluster": {"num_nodes": 1, "component_placement": {"actor": "0-0"}}}
+    report = validate_job(
+        parse_job_document(json.dumps(doc)), _ctx({"hf-token": ("user", "a"), "s3": ("user", "a")})
+    )
+    assert not [e for e in report.errors if e.code == "secret_detected"]

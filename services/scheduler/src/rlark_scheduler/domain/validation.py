@@ -1014,18 +1014,16 @@ class _Validator:
             self.add_secret(finding, line, in_value=line is None)
         if self.source is None:
             return
-        # The names the document gives its secret references (``secret: hf-token``, ``secretRef: s3``): a line
-        # naming one is a reference, not a value, when the name is a secret's name (a pasted token is not).
+        # The names the document gives its secret references (``secret: hf-token``, ``secretRef: s3``): text that
+        # is one of them is a reference, not a value, when the name is a secret's name (a pasted token is not).
         references = {
             name for role in self.doc.spec.tasks for name in role.secret_names() if is_secret_name(name)
         }
         for finding in scan_text(self.source.text, ""):
             found_text = self.source.text[finding.span[0] : finding.span[1]]
             field_path = self.source.field_at_line(finding.line)
-            if found_text.strip().strip("'\"") in references and field_path.endswith(
-                (".secret", ".secretRef")
-            ):
-                continue
+            if found_text.strip().strip("'\"") in references:
+                continue  # the name after `secret:` / `secretRef:` (a one-line JSON document names no field)
             self.found.add(found_text)
             if finding.line in reported:
                 continue
