@@ -279,8 +279,12 @@ async def _scheduler(ctx: Context) -> Outcome:
     submit = _load("rlark_devinfra.benches.scheduler", "bench_submit_to_placement")
     gang = _load("rlark_devinfra.benches.scheduler_placement", "bench_gang_placement")
     requeue = _load("rlark_devinfra.benches.scheduler_placement", "bench_requeue")
+    free = _load("rlark_devinfra.benches.scheduler_placement", "bench_free_placement")
+    free_requeue = _load("rlark_devinfra.benches.scheduler_placement", "bench_free_requeue")
     g: dict[str, Any] = gang()
     q: dict[str, Any] = requeue()
+    f: dict[str, Any] = free()
+    fq: dict[str, Any] = free_requeue()
     async with ctx.database("rlark_bench_scheduler") as database:
         s: dict[str, Any] = await submit(database, ctx.kafka())
     return Outcome(
@@ -307,8 +311,30 @@ async def _scheduler(ctx: Context) -> Outcome:
                 f"≤ {q['budget_ms']:,} ms",
                 _verdict(bool(q["within_budget"])),
             ),
+            Row(
+                f"placement naming no cluster (ADR 0026), {f['workers']} workers over {f['clusters']} × "
+                f"{_n(f['nodes'] // f['clusters'])} nodes, cold p50 / p99 of {f['runs']} (warm p50); "
+                f"{f['span_workers']} workers spanning two clusters, p99",
+                f"{f['place_cold_ms_p50']:.2f} / {f['place_cold_ms_p99']:.2f} ms "
+                f"({f['place_warm_ms_p50']:.2f} ms); {f['span_cold_ms_p99']:.2f} ms",
+                f"p99 ≤ {f['budget_ms']} ms",
+                _verdict(bool(f["within_budget"])),
+            ),
+            Row(
+                f"re-evaluate {_n(fq['queued_jobs'])} queued jobs, {_n(fq['naming_no_cluster'])} naming no "
+                "cluster, after one node change (incremental / all, cold)",
+                f"{fq['incremental_ms']:.0f} / {fq['full_ms']:.0f} ms",
+                f"≤ {fq['budget_ms']:,} ms",
+                _verdict(bool(fq["within_budget"])),
+            ),
         ],
-        {"submit_to_placement": s, "gang_placement": g, "requeue": q},
+        {
+            "submit_to_placement": s,
+            "gang_placement": g,
+            "requeue": q,
+            "free_placement": f,
+            "free_requeue": fq,
+        },
     )
 
 

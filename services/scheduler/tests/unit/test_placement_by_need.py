@@ -358,3 +358,26 @@ def test_the_document_says_what_the_placer_may_do() -> None:
         {"metadata": {"name": "x"}, "spec": {"tasks": [{"name": "w", "image": "i:1"}]}}
     )
     assert default.spec.span_clusters is SpanClusters.WHEN_NEEDED
+
+
+def test_a_clusters_room_is_kept_in_step_with_every_change() -> None:
+    def scanned(model: CapacityModel, cluster: str) -> tuple[int, int]:
+        usable = [n for n in model.nodes(cluster) if not n.gone and n.ready and n.schedulable]
+        return (
+            (sum(model.free_gpus(n.key) for n in usable), len(usable)) if model.is_online(cluster) else (0, 0)
+        )
+
+    model = fleet(nodes("north", 3), nodes("south", 2, used=4))
+    steps = [
+        lambda: model.allocate("a", [(("north", "north-0"), 8), (("north", "north-1"), 3)]),
+        lambda: model.upsert_node(gpu_node("north-1", cluster="north", ready=False)),
+        lambda: model.upsert_node(gpu_node("north-9", cluster="north", gpus=4)),
+        lambda: model.release("a"),
+        lambda: model.remove_node("south", "south-0"),
+        lambda: model.set_cluster_online("south", False),
+        lambda: model.upsert_node(gpu_node("north-2", cluster="north", gone=True)),
+    ]
+    for step in steps:
+        step()
+        for cluster in ("north", "south"):
+            assert model.room(cluster) == scanned(model, cluster)

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from rlark_devinfra.benches.scheduler_placement import bench_gang_placement, bench_requeue
+from rlark_devinfra.benches.scheduler_placement import (
+    bench_free_placement,
+    bench_free_requeue,
+    bench_gang_placement,
+    bench_requeue,
+)
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
 from rlark_scheduler.domain.placement import (
     Demand,
@@ -224,3 +229,11 @@ def test_benchmarks_run_and_report_their_counts() -> None:
     requeue = bench_requeue(jobs=50)
     assert (requeue["queued_jobs"], requeue["first_round_tried"], requeue["full_tried"]) == (50, 50, 50)
     assert 0 < int(requeue["incremental_tried"]) < 50
+    free = bench_free_placement(runs=2)
+    assert (free["workers"], free["span_workers"], free["runs"]) == (64, 48, 2)
+    free_requeue = bench_free_requeue(jobs=100)
+    assert (free_requeue["queued_jobs"], free_requeue["naming_no_cluster"], free_requeue["full_tried"]) == (
+        100,
+        80,
+        100,
+    )

@@ -3,6 +3,12 @@
 - ``bench_gang_placement``: one 64-worker job over several clusters of a 20 × 500-node fleet
   (8 GPUs per node); budget ≤ 20 ms per placement.
 - ``bench_requeue``: 1,000 queued jobs that do not fit, one node change, re-evaluation; budget ≤ 1 s.
+- ``bench_free_placement``: the same 64-worker job with no cluster named (ADR 0026): the placer chooses
+  among the 20 clusters; budget ≤ 20 ms per placement, as for named clusters. Also a 48-worker job that
+  fits no single cluster and spans two through a domain.
+- ``bench_free_requeue``: 10,000 queued jobs that do not fit, four in five naming no cluster (some that
+  would fit only across clusters no domain joins, some with ``spanClusters: never``), one node change,
+  re-evaluation; budget ≤ 1 s.
 
 Both build a seeded synthetic fleet (labels ``rlark.io/gpu-model`` A100/H100/L40 and
 ``rlark.io/node-category`` cloud/edge, some nodes busy, not ready or cordoned), time with
@@ -18,12 +24,21 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
-from rlark_scheduler.domain.placement import JobRequest, Placement, RoleRequest, Unplaceable, place
+from rlark_scheduler.domain.placement import (
+    JobRequest,
+    LayoutKind,
+    Placement,
+    RoleRequest,
+    Unplaceable,
+    place,
+)
 from rlark_scheduler.domain.queue import JobQueue, schedule_round
 from rlark_scheduler.domain.reasons import explain_pending
+from rlark_scheduler.domain.spec import SpanClusters
 
 GPU_MODEL = "rlark.io/gpu-model"
 CATEGORY = "rlark.io/node-category"
@@ -226,10 +241,141 @@ def bench_requeue(jobs: int = 1000, seed: int = 7) -> dict[str, float | int | bo
     }
 
 
+def free_gang_job(job_id: str = "free-64") -> JobRequest:
+    """:func:`gang_job` with no cluster named: the placer chooses."""
+    job = gang_job(job_id)
+    return replace(job, roles=tuple(replace(role, cluster="") for role in job.roles))
+
+
+def bench_free_placement(runs: int = 50, seed: int = 7) -> dict[str, float | int | bool]:
+    """Time ``place`` of a 64-worker gang naming no cluster on a 20 × 500-node fleet (cold and warm caches),
+    and of a 48-worker job of 16-GPU-free nodes that fits no single cluster and spans two through a domain."""
+    model = build_fleet(seed=seed)
+    model.set_domains({"lab": None})
+    job = free_gang_job()
+    cold: list[float] = []
+    warm: list[float] = []
+    result: Placement | Unplaceable | None = None
+    for _ in range(runs):
+        model.clear_cache()
+        elapsed, result = _timed_ms(lambda: place(model, job))
+        cold.append(elapsed)
+        elapsed, _ = _timed_ms(lambda: place(model, job))
+        warm.append(elapsed)
+    assert isinstance(result, Placement), "the free gang should fit one cluster of the synthetic fleet"
+    assert result.layout is not None
+    assert result.layout.kind is LayoutKind.ONE, result.layout
+
+    # Fill every cluster but two halves, so that the next job fits only across two of them.
+    for c in range(20):
+        cluster = f"cluster-{c:02d}"
+        keep = 0 if c >= 2 else 30
+        for n, node in enumerate(sorted(model.nodes(cluster), key=lambda x: x.name)):
+            if n >= keep:
+                model.allocate(f"filler-{cluster}-{n}", [(node.key, model.free_gpus(node.key))])
+    spanning = JobRequest(
+        "span-48",
+        0,
+        0,
+        [RoleRequest("header", "", {}, 1, 8), RoleRequest("rollout", "", {}, 47, 4)],
+        "header",
+    )
+    span: list[float] = []
+    outcome: Placement | Unplaceable | None = None
+    for _ in range(runs):
+        model.clear_cache()
+        elapsed, outcome = _timed_ms(lambda: place(model, spanning))
+        span.append(elapsed)
+    assert isinstance(outcome, Placement), outcome
+    assert outcome.layout is not None
+    assert outcome.layout.kind is LayoutKind.SPAN, outcome.layout
+    return {
+        "clusters": 20,
+        "nodes": sum(1 for _ in model.nodes()),
+        "workers": job.worker_count,
+        "runs": runs,
+        "place_cold_ms_p50": round(statistics.median(cold), 3),
+        "place_cold_ms_p99": round(_percentile(cold, 0.99), 3),
+        "place_warm_ms_p50": round(statistics.median(warm), 3),
+        "span_workers": spanning.worker_count,
+        "span_cold_ms_p50": round(statistics.median(span), 3),
+        "span_cold_ms_p99": round(_percentile(span, 0.99), 3),
+        "budget_ms": 20,
+        "within_budget": max(_percentile(cold, 0.99), _percentile(span, 0.99)) <= 20.0,
+    }
+
+
+def unplaceable_free_jobs(model: CapacityModel, count: int = 10_000, seed: int = 13) -> list[JobRequest]:
+    """``count`` jobs none of which fits now, four in five naming no cluster: a mix of templates' shapes."""
+    rng = random.Random(seed)
+    named = unplaceable_jobs(model, count // 5, seed)
+    jobs: list[JobRequest] = list(named)
+    for i in range(count - len(named)):
+        kind = i % 4
+        label = rng.choice(["A100", "H100", "L40"])
+        header = RoleRequest("header", "", {GPU_MODEL: label}, 1, 8)
+        if kind == 0:  # no node has 16 GPUs
+            roles = [header, RoleRequest("w", "", {GPU_MODEL: label}, rng.choice([2, 4, 8]), 16)]
+            span = SpanClusters.WHEN_NEEDED
+        elif kind == 1:  # more edge L40 nodes than any domain's clusters have together
+            roles = [
+                header,
+                RoleRequest("w", "", {GPU_MODEL: "L40", CATEGORY: "edge"}, rng.choice([600, 800]), 8),
+            ]
+            span = SpanClusters.WHEN_NEEDED
+        elif kind == 2:  # would fit only across clusters, but it says never
+            roles = [header, RoleRequest("w", "", {GPU_MODEL: label}, rng.choice([300, 400]), 8)]
+            span = SpanClusters.NEVER
+        else:  # only the clusters it lists, which cannot hold it
+            listed = tuple(sorted(rng.sample(model.clusters(), 2)))
+            roles = [replace(header, clusters=listed), RoleRequest("w", "", {}, 2000, 4, clusters=listed)]
+            span = SpanClusters.WHEN_NEEDED
+        jobs.append(JobRequest(f"free-{i:05d}", rng.randint(0, 3), len(jobs), roles, "header", span=span))
+    return jobs
+
+
+def bench_free_requeue(jobs: int = 10_000, seed: int = 7) -> dict[str, float | int | bool]:
+    """Time re-evaluating a queue of ``jobs`` unplaceable jobs, four in five naming no cluster, after one node
+    change (``incremental_ms``: every job that may use that cluster is re-tried, which is every job naming no
+    cluster) and cold (``full_ms``: every job re-tried with cold caches)."""
+    model = build_fleet(seed=seed)
+    model.set_domains({"lab": [f"cluster-{c:02d}" for c in range(10)]})
+    queue = JobQueue()
+    for job in unplaceable_free_jobs(model, jobs):
+        queue.push(job)
+    first_ms, placed = _timed_ms(lambda: schedule_round(model, queue))
+    assert placed == [], [p.job_id for p in placed][:5]
+    first = queue.last_round
+    changed = next(model.nodes("cluster-07"))
+    model.upsert_node(replace(changed, schedulable=not changed.schedulable))
+    incremental_ms, placed = _timed_ms(lambda: schedule_round(model, queue))
+    assert placed == []
+    incremental = queue.last_round
+    queue.forget_signatures()
+    model.clear_cache()
+    full_ms, placed = _timed_ms(lambda: schedule_round(model, queue))
+    assert placed == []
+    full = queue.last_round
+    return {
+        "queued_jobs": len(queue),
+        "naming_no_cluster": sum(1 for job in queue if not job.named),
+        "first_round_ms": round(first_ms, 1),
+        "first_round_tried": first.tried,
+        "incremental_ms": round(incremental_ms, 1),
+        "incremental_tried": incremental.tried,
+        "full_ms": round(full_ms, 1),
+        "full_tried": full.tried,
+        "budget_ms": 1000,
+        "within_budget": max(incremental_ms, full_ms) <= 1000.0,
+    }
+
+
 def main() -> None:
-    """Run both benchmarks once and print their results."""
+    """Run the benchmarks once and print their results."""
     print("gang placement:", bench_gang_placement())
     print("requeue:", bench_requeue())
+    print("free placement:", bench_free_placement())
+    print("free requeue:", bench_free_requeue())
 
 
 if __name__ == "__main__":

@@ -192,7 +192,8 @@ class CapacityModel:
         self._epoch = 0
         self._per_cluster: dict[str, dict[Hashable, object]] = {}
         self._memo: dict[Hashable, object] = {}
-        self._free: dict[str, int] = {}
+        self._room: dict[str, list[int]] = {}
+        """Per cluster, [free GPUs, nodes] over its ready, schedulable nodes: kept in step with every change."""
 
     @classmethod
     def from_nodes(cls, nodes: Iterable[NodeState], *, offline: Iterable[str] = ()) -> CapacityModel:
@@ -212,14 +213,17 @@ class CapacityModel:
         old = self._nodes.get(key)
         if old == node:
             return
+        self._count_room(key, -1)
         if old is not None:
             self._unindex(old)
         self._nodes[key] = node
         self._index(node)
+        self._count_room(key, 1)
         self._bump(node.cluster)
 
     def remove_node(self, cluster: str, name: str) -> bool:
         """Forget a node; allocations on it stay until released. False when it was unknown."""
+        self._count_room((cluster, name), -1)
         old = self._nodes.pop((cluster, name), None)
         if old is None:
             return False
@@ -252,7 +256,9 @@ class CapacityModel:
         self._allocations[job_id] = held
         for key, gpus in held:
             if gpus:  # _held keeps positive totals only: a CPU-only worker holds nothing to free
+                self._count_room(key, -1)
                 self._held[key] = self._held.get(key, 0) + gpus
+                self._count_room(key, 1)
         for cluster in {key[0] for key, _ in held}:
             self._bump(cluster)
 
@@ -262,11 +268,13 @@ class CapacityModel:
         for key, gpus in held:
             if not gpus:
                 continue
+            self._count_room(key, -1)
             left = self._held[key] - gpus
             if left:
                 self._held[key] = left
             else:
                 del self._held[key]
+            self._count_room(key, 1)
         for cluster in {key[0] for key, _ in held}:
             self._bump(cluster)
         return held
@@ -321,7 +329,6 @@ class CapacityModel:
         self._surveys.clear()
         self._per_cluster.clear()
         self._memo.clear()
-        self._free.clear()
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -397,18 +404,22 @@ class CapacityModel:
             if (not wanted or cluster in wanted) and matches(selector, self.facts(cluster).labels)
         )
 
-    def free_gpus_in(self, cluster: str) -> int:
-        """Free GPUs over the cluster's ready, schedulable nodes (0 offline): a layout's best-fit measure."""
-        cached = self._free.get(cluster)
-        if cached is None:
-            cached = 0
-            if cluster not in self._offline:
-                for name in self._by_cluster.get(cluster, ()):
-                    node = self._nodes[(cluster, name)]
-                    if node.ready and node.schedulable:
-                        cached += self.free_gpus((cluster, name))
-            self._free[cluster] = cached
-        return cached
+    def room(self, cluster: str) -> tuple[int, int]:
+        """(free GPUs, nodes) over the cluster's ready, schedulable nodes ((0, 0) offline): what a job could
+        get there at most, and a layout's best-fit measure. Kept up to date with every change: no scan."""
+        if cluster in self._offline:
+            return (0, 0)
+        room = self._room.get(cluster)
+        return (room[0], room[1]) if room else (0, 0)
+
+    def _count_room(self, key: NodeKey, sign: int) -> None:
+        """Add (``sign`` 1) or take away (-1) a node's share of its cluster's :meth:`room`, as it is now."""
+        node = self._nodes.get(key)
+        if node is None or node.gone or not node.ready or not node.schedulable:
+            return
+        room = self._room.setdefault(node.cluster, [0, 0])
+        room[0] += sign * self.free_gpus(key)
+        room[1] += sign
 
     def remember(self, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()``, memoised until anything in the model changes (any cluster's version, the epoch, a
@@ -522,7 +533,6 @@ class CapacityModel:
         self._versions[cluster] = self._clock
         self._surveys.pop(cluster, None)
         self._per_cluster.pop(cluster, None)
-        self._free.pop(cluster, None)
         self._memo.clear()
 
     def _index(self, node: NodeState) -> None:

@@ -22,13 +22,15 @@ Placement by need (ADR 0026). A role that names no cluster may go to any cluster
 mount its mounts (its runtime, its hostPath policy). The placer then chooses, in this order:
 
 1. **one cluster** that fits the whole job, no network domain needed — the best fit: the fewest free GPUs,
-   then the fewest candidate nodes, then the name (big clusters stay whole for big jobs);
+   then the fewest free nodes, then the name (big clusters stay whole for big jobs);
 2. else, when the job allows it (``span``: ``whenNeeded``) and a network domain it may use joins them, the
    **fewest clusters** that fit it together (pairs before triples, every subset of a size before a larger
    one, up to :data:`MAX_SUBSETS` subsets a call), preferring, in order: each role whole (a role split across
    clusters would carry its own collectives over the link); the Header with the roles it talks to most
    (:func:`header_group`); the best measured link (the slowest round trip between the clusters, measured
-   by their agents' tunnel probes; an unmeasured link ranks last); then the names.
+   by their agents' tunnel probes; an unmeasured link ranks last); then the names. Sets are weighed in the
+   order of what they could score at best and the search stops once none further on can do better, or
+   after :data:`MAX_RANKED` sets that hold the job (a big job on a big domain fits on many).
 
 Whether a set of clusters can hold the job is one exact matching over all their nodes (a role's workers may
 then land in several of them); the preferred layout on it is searched among whole-role assignments first.
@@ -55,6 +57,10 @@ from rlark_scheduler.domain.spec import DEFAULT_SPAN_CLUSTERS, SpanClusters
 MAX_SUBSETS = 2000
 """Sets of clusters one search for a spanning layout examines at most (after cheap counts rule most out):
 every pair and triple of 20 clusters fit within it; beyond, the clusters are tried in name order."""
+MAX_RANKED = 16
+"""Sets of clusters of one size whose layouts are worked out at most, in the order of what each could score at
+best (a role split or not, then the link, then the names); the search stops sooner when no set further on
+can beat the best found."""
 MAX_ASSIGNMENTS = 256
 """Whole-role (or one-split) assignments of a job's roles to one set of clusters examined at most."""
 _SEP = "\x00"
@@ -121,6 +127,8 @@ class JobRequest:
     span: SpanClusters
     domains: tuple[str, ...] | None
     keep_together: tuple[str, ...]
+    shape: Hashable = field(init=False, compare=False, repr=False)
+    """What its layout depends on, its names aside (:func:`job_shape`): jobs of one shape share answers."""
 
     def __init__(
         self,
@@ -150,6 +158,7 @@ class JobRequest:
             raise ValueError(f"job {job_id}: role names must be unique")
         if header_role not in names:
             raise ValueError(f'job {job_id}: header role "{header_role}" is not one of its roles')
+        object.__setattr__(self, "shape", job_shape(self))
 
     @property
     def queue_key(self) -> tuple[int, int, str]:
@@ -397,7 +406,7 @@ def layouts(model: CapacityModel, job: JobRequest, *, hypothetical: bool = False
         if isinstance(named, Placement):
             yield named
         return
-    key = ("place", _shape(job), hypothetical)
+    key = ("place", job.shape, hypothetical)
     first = model.remember(key, lambda: next(_choices(model, job, hypothetical, job.span, job.domains), None))
     if first is None:
         return
@@ -417,6 +426,14 @@ def span_choice(
     choices = _spans(model, job, _options(model, job), hypothetical, domains)
     choice = next(choices, None)
     return None if choice is None else _placement(model, job, choice).layout
+
+
+def reachable_clusters(model: CapacityModel, job: JobRequest) -> tuple[str, ...]:
+    """Every cluster some role of ``job`` may go to (:func:`role_clusters`), sorted."""
+    return model.remember(
+        ("reachable", job.shape),
+        lambda: tuple(sorted({c for role in job.roles for c in role_clusters(model, role)})),
+    )
 
 
 def role_clusters(model: CapacityModel, role: RoleRequest) -> tuple[str, ...]:
@@ -528,8 +545,8 @@ class _Choice:
     rtt_ms: float | None = None
 
 
-def _shape(job: JobRequest) -> Hashable:
-    """What a job's layout depends on, its names aside."""
+def job_shape(job: JobRequest) -> Hashable:
+    """What a job's layout depends on, its names aside: jobs of one shape share memoised answers."""
     group = header_group(job)
     roles = tuple(
         (
@@ -563,14 +580,17 @@ def _choices(
     options = _options(model, job)
     roles = job.roles
     common = set(options[0]).intersection(*options[1:])
-    ranked: list[tuple[tuple[int, int, str], str]] = []
+    gpus = sum(role.replicas * role.gpus_per_worker for role in roles)
+    ranked: list[tuple[tuple[int, int], str]] = []
     for cluster in common:
-        counts = [_candidates(model, cluster, role, hypothetical) for role in roles]
-        if all(len(found) >= role.replicas for found, role in zip(counts, roles, strict=True)):
-            free = 0 if hypothetical else model.free_gpus_in(cluster)
-            ranked.append(((free, sum(map(len, counts)), cluster), cluster))
+        # What the cluster has free at most rules most clusters out before any node is matched.
+        room = (0, 0) if hypothetical else model.room(cluster)
+        if hypothetical or (room[0] >= gpus and room[1] >= job.worker_count):
+            ranked.append((room, cluster))
     everyone = tuple(range(len(roles)))
     for _, cluster in sorted(ranked):
+        if any(len(_candidates(model, cluster, role, hypothetical)) < role.replicas for role in roles):
+            continue
         chosen = _fit_in(model, cluster, job, everyone, hypothetical)
         if chosen is not None:
             nodes = tuple(tuple((cluster, name) for name in got) for got in chosen)
@@ -632,6 +652,9 @@ def _spans(
     found: dict[tuple[int, str], tuple[str, ...]] = {}
     for i, role in enumerate(roles):
         for cluster in options[i]:
+            free_gpus, free_nodes = model.room(cluster)
+            if not hypothetical and (free_nodes == 0 or free_gpus < role.gpus_per_worker):
+                continue  # no node of it has room: no survey needed
             found[(i, cluster)] = _candidates(model, cluster, role, hypothetical)
     reach: dict[str, int] = {}
     for (_, cluster), names in found.items():
@@ -641,7 +664,9 @@ def _spans(
     workers = job.worker_count
     examined = 0
     for size in range(max(2, len(fixed)), len(useful) + 1):
-        ranked: list[tuple[tuple[object, ...], _Choice]] = []
+        # Every set of this size a usable domain joins that passes the counts, ordered by what its layout
+        # could score at best; the layouts themselves are worked out in that order (see _best_on).
+        bounded: list[tuple[tuple[object, ...], tuple[str, ...], str | None]] = []
         seen: set[tuple[str, ...]] = set()
         for domain, joined in domains:
             pool = [c for c in useful if joined is None or c in joined]
@@ -660,17 +685,39 @@ def _spans(
                     break
                 if not _counts_hold(roles, options, found, clusters, workers):
                     continue
-                best = _best_on(model, job, clusters, options, found, group, hypothetical)
-                if best is None:
-                    continue
-                score, nodes = best
                 rtt = _slowest(model, clusters)
-                choice = _Choice(LayoutKind.SPAN, nodes, domain, rtt)
-                ranked.append(((*score, inf if rtt is None else rtt, clusters, domain or ""), choice))
+                split = 0 if _whole_possible(roles, options, found, clusters) else 1
+                bounded.append(
+                    ((split, 0, inf if rtt is None else rtt, clusters, domain or ""), clusters, domain)
+                )
+        ranked: list[tuple[tuple[object, ...], _Choice]] = []
+        for bound, clusters, domain in sorted(bounded, key=lambda item: item[0]):
+            if ranked and (len(ranked) >= MAX_RANKED or min(key for key, _ in ranked) <= bound):
+                break  # no set further on can do better (or enough were weighed)
+            best = _best_on(model, job, clusters, options, found, group, hypothetical)
+            if best is None:
+                continue
+            score, nodes = best
+            rtt = _slowest(model, clusters)
+            choice = _Choice(LayoutKind.SPAN, nodes, domain, rtt)
+            ranked.append(((*score, *bound[2:]), choice))
         for _, choice in sorted(ranked, key=lambda item: item[0]):
             yield choice
         if examined > MAX_SUBSETS:
             return
+
+
+def _whole_possible(
+    roles: Sequence[RoleRequest],
+    options: Sequence[tuple[str, ...]],
+    found: Mapping[tuple[int, str], tuple[str, ...]],
+    clusters: tuple[str, ...],
+) -> bool:
+    """Whether the counts allow every role whole on one of ``clusters`` (necessary for a layout splitting none)."""
+    return all(
+        any(len(found.get((i, c), ())) >= role.replicas for c in clusters if c in options[i])
+        for i, role in enumerate(roles)
+    )
 
 
 def _could_hold(
@@ -894,9 +941,13 @@ def _placement(model: CapacityModel, job: JobRequest, choice: _Choice) -> Placem
 
 def _unplaceable(model: CapacityModel, job: JobRequest, hypothetical: bool) -> Unplaceable:
     """The verdict for a job the placer places nowhere: the roles that fit alone on none of their clusters."""
-    short = tuple(
-        role.name
-        for role, options in zip(job.roles, _options(model, job), strict=True)
-        if not any(len(_candidates(model, c, role, hypothetical)) >= role.replicas for c in options)
-    )
-    return Unplaceable(job.job_id, short, ())
+
+    def short() -> tuple[int, ...]:
+        return tuple(
+            i
+            for i, (role, options) in enumerate(zip(job.roles, _options(model, job), strict=True))
+            if not any(len(_candidates(model, c, role, hypothetical)) >= role.replicas for c in options)
+        )
+
+    found = model.remember(("short", job.shape, hypothetical), short)
+    return Unplaceable(job.job_id, tuple(job.roles[i].name for i in found), ())

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from rlark_scheduler.domain.capacity import CapacityModel
 from rlark_scheduler.domain.fairness import ProjectJob, admission_round, project_usage
-from rlark_scheduler.domain.placement import JobRequest, Placement, place, role_clusters
+from rlark_scheduler.domain.placement import JobRequest, Placement, place, reachable_clusters
 from rlark_scheduler.domain.quotas import NO_USAGE, GpuUsage, ProjectId, ProjectQuota
 from rlark_scheduler.domain.reasons import (
     PendingCode,
@@ -241,7 +241,7 @@ def _capacity_signature(model: CapacityModel, entry: _Entry) -> _Signature:
     (ADR 0026), every cluster its roles may go to, with the model's epoch (clusters, their facts, domains)."""
     if entry.job.named:
         return tuple((cluster, model.version(cluster)) for cluster in entry.clusters)
-    clusters = sorted({c for role in entry.job.roles for c in role_clusters(model, role)})
+    clusters = reachable_clusters(model, entry.job)
     return (model.epoch, *((cluster, model.version(cluster)) for cluster in clusters))
 
 

@@ -223,7 +223,10 @@ def can_ever_fit(model: CapacityModel, job: JobRequest) -> tuple[bool, PendingRe
 
 def _explain(model: CapacityModel, job: JobRequest, *, hypothetical: bool) -> PendingReason:
     if not job.named:
-        return _explain_chosen(model, job, hypothetical=hypothetical)
+        # Memoised by shape and names (many queued jobs come from one template), until the model changes.
+        key = ("explain", job.shape, tuple(r.name for r in job.roles), job.header_role, hypothetical)
+        said = model.remember(key, lambda: _explain_chosen(model, job, hypothetical=hypothetical))
+        return said if said.job_id == job.job_id else replace(said, job_id=job.job_id)
     surveys = [
         model.survey(role.cluster, role.selector, role.gpus_per_worker, hypothetical=hypothetical)
         for role in job.roles
@@ -342,8 +345,11 @@ def _explain_chosen(model: CapacityModel, job: JobRequest, *, hypothetical: bool
 def _closest(
     model: CapacityModel, job: JobRequest, clusters: set[str], hypothetical: bool
 ) -> tuple[str, int]:
-    """The cluster of ``clusters`` that could take the most of the job's workers (exact), and how many."""
-    best = ("", -1)
+    """The cluster of ``clusters`` that could take the most of the job's workers (exact), and how many. Clusters
+    are matched in the order of what they could take at most (each role's candidates, all of them; then by
+    name), and no further once none left could take more than the best: on a tie, the first in that order."""
+    asks: dict[str, list[Demand]] = {}
+    bounds: list[tuple[int, str]] = []
     for cluster in sorted(clusters):
         demands = [
             Demand(
@@ -354,7 +360,15 @@ def _closest(
             )
             for role in job.roles
         ]
-        took = match_workers(demands, exhaustive=True).matched
+        asks[cluster] = demands
+        every = len({name for demand in demands for name in demand.candidates})
+        most = min(sum(min(d.replicas, len(d.candidates)) for d in demands), every)
+        bounds.append((-most, cluster))
+    best = ("", -1)
+    for negative, cluster in sorted(bounds):
+        if -negative <= best[1]:
+            break
+        took = match_workers(asks[cluster], exhaustive=True).matched
         if took > best[1]:
             best = (cluster, took)
     return best[0], max(best[1], 0)
