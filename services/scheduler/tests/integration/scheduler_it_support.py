@@ -67,6 +67,8 @@ class World:
         online: bool = True,
         runtime: str = "kubernetes",
         hostpath_allow: Sequence[str] = (),
+        labels: dict[str, str] | None = None,
+        region: str = "",
     ) -> None:
         kind = ClusterWentOnline if online else ClusterWentOffline
         state = kind(
@@ -75,6 +77,8 @@ class World:
             online=online,
             last_seen=datetime.now(UTC),
             hostpath_allow=list(hostpath_allow),
+            labels=labels or {},
+            region=region,
         )
         await self.publish(
             state,
@@ -134,8 +138,11 @@ class World:
         )
         return key_id
 
-    async def domain(self, name: str, cidr: str) -> None:
-        await self.publish(DomainCreated(name=name, cidr=cidr), name, source="netdomain")
+    async def domain(self, name: str, cidr: str, clusters: Sequence[str] = ()) -> None:
+        """A domain, joining ``clusters`` (every cluster when empty)."""
+        await self.publish(
+            DomainCreated(name=name, cidr=cidr, clusters=list(clusters)), name, source="netdomain"
+        )
 
     async def allocate(self, request: Envelope, cidr: str, first_host: int = 2) -> dict[str, str]:
         """Answer an ``addresses_requested`` event the way netdomain does (causation = request id)."""
