@@ -23,12 +23,16 @@ _OWN: dict[Language, dict[str, str]] = {
         "field": " (field: {field})",
         "log_in": "log in with: rlark login",
         "unreachable": "cannot reach the gateway at {url}: {why}",
+        "placement": "placement now:",
+        "would_wait": "it would wait now:",
     },
     "zh-CN": {
         "error": "错误：",
         "field": "（字段：{field}）",
         "log_in": "请先登录：rlark login",
         "unreachable": "无法连接网关 {url}：{why}",
+        "placement": "当前放置：",
+        "would_wait": "当前会等待：",
     },
 }
 _chosen: Language | None = None

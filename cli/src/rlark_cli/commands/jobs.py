@@ -192,6 +192,13 @@ def preview(
                 rows,
                 title="what each cluster's agent will create",
             )
+        # Where the scheduler would place it now and why, or why it would wait (ADR 0026).
+        layout, pending = result.get("layout"), result.get("pending")
+        if layout:
+            print_text((lang.own("placement"), "bold"), " ", lang.say_all(layout["parts"], layout["message"]))
+        elif pending:
+            said = lang.say_all(pending["parts"], pending["message"])
+            print_text((lang.own("would_wait"), "bold yellow"), " ", said)
         if show_yaml and result["yaml"]:
             typer.echo(result["yaml"], nl=False)
         if not result["errors"]:

@@ -89,9 +89,11 @@ async def test_init_preview_and_templates(
     assert "gpu-a" in ok.output
     assert "worker (Header)" in ok.output
 
-    example_preview = await rlark("jobs", "preview", str(example))  # placeholder cluster "my-cluster"
-    assert example_preview.exit_code == 1
-    assert "cluster_unknown" in example_preview.output
+    # The example names no cluster: the scheduler chooses, and the preview says where and why (ADR 0026).
+    example_preview = await rlark("jobs", "preview", str(example))
+    assert example_preview.exit_code == 0, example_preview.output
+    assert "placement now: fits on gpu-a alone" in example_preview.output
+    assert "  cluster: " not in example.read_text().split("tasks:", 1)[1]
 
     as_json = await rlark("jobs", "preview", str(job), "-o", "json")
     assert json.loads(as_json.output)["errors"] == []

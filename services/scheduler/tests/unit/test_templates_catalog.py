@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
-from rlark_scheduler.domain.render import render_yaml
+from rlark_scheduler.domain.render import normalized_document, render_yaml
 from rlark_scheduler.domain.spec import JobType, SpecParseError, parse_job_document, worker_slots
 from rlark_scheduler.domain.templates import TEMPLATES
 from rlark_scheduler.domain.validation import ValidationContext, validate_job
@@ -105,7 +105,7 @@ def test_template_documents_survive_the_yaml_preview() -> None:
     ("params", "field"),
     [
         ({"cluster": "a"}, "params.image"),
-        ({"image": IMAGE}, "params.cluster"),
+        ({"image": IMAGE, "cluster": 3}, "params.cluster"),
         ({"image": IMAGE, "cluster": "a", "gpusPerWorker": 65}, "params.gpusPerWorker"),
         ({"image": IMAGE, "cluster": "a", "replicas": 2}, "params.replicas"),
     ],
@@ -145,3 +145,12 @@ def test_max_restarts_out_of_range_is_refused_with_its_name() -> None:
     with pytest.raises(SpecParseError) as caught:
         TEMPLATES["single-node"].build({"image": IMAGE, "cluster": "gpu-a", "maxRestarts": 101})
     assert [e.field for e in caught.value.errors] == ["params.maxRestarts"]
+
+
+@pytest.mark.parametrize("template_id", sorted(TEMPLATES))
+def test_a_template_without_clusters_names_none_and_the_scheduler_chooses(template_id: str) -> None:
+    doc = TEMPLATES[template_id].build({"image": IMAGE})
+    assert all(role.cluster is None for role in doc.spec.tasks)
+    assert all("cluster" not in task for task in normalized_document(doc)["spec"]["tasks"])
+    model = CapacityModel.from_nodes(NodeState("a", f"a-{i}", gpu_allocatable=8) for i in range(4))
+    assert validate_job(doc, ValidationContext.build(model, ["a"], ["laptop"], ["dom-a"])).ok

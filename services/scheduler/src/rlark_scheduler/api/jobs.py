@@ -77,19 +77,10 @@ _DOCUMENT_BODY = {
 }
 
 EXAMPLE_PARAMS: dict[str, dict[str, Any]] = {
-    "single-node": {"cluster": "my-cluster", "image": "registry.example.com/rlinf/rlinf:v0.3.0"},
-    "rl-actor-rollout": {
-        "actorCluster": "my-cluster",
-        "rolloutCluster": "my-cluster",
-        "rolloutNodes": 2,
-        "image": "registry.example.com/rlinf/rlinf:v0.3.0",
-    },
-    "rl-actor-rollout-env": {
-        "actorCluster": "my-cluster",
-        "rolloutCluster": "my-cluster",
-        "envCluster": "my-cluster",
-        "image": "registry.example.com/rlinf/rlinf:v0.3.0",
-    },
+    # No cluster: the scheduler chooses (ADR 0026).
+    "single-node": {"image": "registry.example.com/rlinf/rlinf:v0.3.0"},
+    "rl-actor-rollout": {"rolloutNodes": 2, "image": "registry.example.com/rlinf/rlinf:v0.3.0"},
+    "rl-actor-rollout-env": {"image": "registry.example.com/rlinf/rlinf:v0.3.0"},
 }
 
 

@@ -5,11 +5,14 @@ Role: turn a few parameters (clusters, image, GPUs, node counts) into a complete
 it. A template is a starting point, not a constraint: the built document is edited and validated
 like any other, and ``spec.type: template`` with ``spec.template: <id>`` only records its origin.
 
+Every cluster parameter may be left out, and is by default: the role then names no cluster and the
+scheduler chooses (ADR 0026) — one cluster that fits the whole job, or the clusters a network domain joins.
+
 Templates:
 - ``single-node``: one role ``worker``, the Header, on one node (the user guide's single-node task);
 - ``rl-actor-rollout``: an ``actor`` Header on one node and ``rollout`` on N nodes;
 - ``rl-actor-rollout-env``: ``actor`` Header on one node, ``rollout`` on N nodes and ``env`` on M
-  nodes, each role on its own cluster parameter.
+  nodes, each role with its own (optional) cluster parameter.
 
 The multi-role templates fill ``spec.rlinfConfig.cluster`` consistently with the roles: RLinf's
 ``num_nodes`` equals the worker count, one ``node_groups`` entry per role over that role's node
@@ -67,19 +70,26 @@ class TemplateParams(BaseModel):
     )
 
 
+ANY_CLUSTER = "left out: any cluster, the scheduler chooses (ADR 0026)"
+
+
 class SingleNodeParams(TemplateParams):
-    cluster: str = Field(description="Cluster of the single worker")
+    cluster: str | None = Field(default=None, description=f"Cluster of the single worker; {ANY_CLUSTER}")
     node_selector: dict[str, str] = Field(default_factory=dict, description="Node labels")
 
 
 class ActorRolloutParams(TemplateParams):
-    actor_cluster: str = Field(description="Cluster of the actor (the Header)")
-    rollout_cluster: str = Field(description="Cluster of the rollout workers")
+    actor_cluster: str | None = Field(
+        default=None, description=f"Cluster of the actor (the Header); {ANY_CLUSTER}"
+    )
+    rollout_cluster: str | None = Field(
+        default=None, description=f"Cluster of the rollout workers; {ANY_CLUSTER}"
+    )
     rollout_nodes: int = Field(default=1, ge=1, le=MAX_REPLICAS, description="Rollout nodes")
 
 
 class ActorRolloutEnvParams(ActorRolloutParams):
-    env_cluster: str = Field(description="Cluster of the env workers")
+    env_cluster: str | None = Field(default=None, description=f"Cluster of the env workers; {ANY_CLUSTER}")
     env_nodes: int = Field(default=1, ge=1, le=MAX_REPLICAS, description="Env nodes")
 
 
@@ -123,11 +133,11 @@ def _param_errors(exc: ValidationError) -> list[SpecError]:
 
 
 def _role(
-    name: str, cluster: str, replicas: int, params: TemplateParams, selector: dict[str, str]
+    name: str, cluster: str | None, replicas: int, params: TemplateParams, selector: dict[str, str]
 ) -> dict[str, Any]:
     role: dict[str, Any] = {
         "name": name,
-        "cluster": cluster,
+        **({"cluster": cluster} if cluster else {}),
         "nodeSelector": dict(selector),
         "replicas": replicas,
         "gpusPerWorker": params.gpus_per_worker,
