@@ -85,8 +85,9 @@ STEPS = (
     ),
     Step(
         f"Kubernetes test bed: etcd {k8s_build.ETCD_VERSION}, KWOK {k8s_build.KWOK_VERSION}, "
-        f"kube-apiserver {k8s_build.KUBERNETES_VERSION} (Go modules)",
-        "~20 min",
+        f"kube-apiserver, kubelet, kube-controller-manager, kube-scheduler, kubectl {k8s_build.KUBERNETES_VERSION} "
+        "(Go modules)",
+        "~20 min, ~7 min more for the deployment test bed's three",
         k8s_build.is_built,
         k8s_build.build,
     ),
