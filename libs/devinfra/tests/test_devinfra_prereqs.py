@@ -33,7 +33,15 @@ def test_the_cache_directory_follows_rlark_cache_dir(empty_cache: Path) -> None:
 def test_starting_the_test_bed_without_binaries_fails_at_once_naming_the_build_command(
     empty_cache: Path,
 ) -> None:
-    assert build.missing() == ["etcd", "kwok", "kube-apiserver", "kubelet"]
+    assert build.missing() == [
+        "etcd",
+        "kwok",
+        "kube-apiserver",
+        "kubelet",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kubectl",
+    ]
     with pytest.raises(build.NotBuilt, match=r"make prereqs") as refused:
         testbed.up(clusters=1)
     assert "kube-apiserver" in str(refused.value)
