@@ -34,11 +34,16 @@ def test_the_namespace_comes_before_the_secrets_that_live_in_it() -> None:
     for steps in (deployment.SECRETS.commands, deployment.DEPLOY_AGENT.commands):
         assert "namespace.yaml" in steps[0]
         assert "create secret" in steps[1]
-    assert "kubectl apply -f deploy/kubernetes/namespace.yaml" in (ROOT / "deploy/kubernetes/README.md").read_text()
+    assert (
+        "kubectl apply -f deploy/kubernetes/namespace.yaml"
+        in (ROOT / "deploy/kubernetes/README.md").read_text()
+    )
     assert "kubectl apply -f deploy/agent/namespace.yaml" in (ROOT / "deploy/agent/README.md").read_text()
 
 
-def test_the_agent_readme_names_the_cli_command_that_registers_a_cluster_and_the_sidecar_image_setting() -> None:
+def test_the_agent_readme_names_the_cli_command_that_registers_a_cluster_and_the_sidecar_image_setting() -> (
+    None
+):
     text = (ROOT / "deploy/agent/README.md").read_text()
     assert "rlark cluster create" not in text
     assert "rlark clusters register" in text
@@ -52,5 +57,7 @@ def test_no_readme_tells_a_kubectl_user_to_run_kustomize_edit_alone() -> None:
 
 def test_the_scheduler_worker_ships_with_a_standby_leader() -> None:
     docs = list(yaml.safe_load_all((ROOT / "deploy/kubernetes/scheduler.yaml").read_text()))
-    worker = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "scheduler-worker")
+    worker = next(
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "scheduler-worker"
+    )
     assert worker["spec"]["replicas"] >= 2
