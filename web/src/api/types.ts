@@ -327,7 +327,10 @@ export interface MountSpec {
 
 export interface RoleSpec {
   name: string;
-  cluster: string;
+  /** Left out: any cluster — the scheduler chooses (ADR 0026), among `clusters` and those `clusterSelector` matches. */
+  cluster?: string;
+  clusters?: string[];
+  clusterSelector?: Record<string, string>;
   nodeSelector?: Record<string, string>;
   replicas: number;
   gpusPerWorker: number;
@@ -364,9 +367,17 @@ export interface JobDocument {
     /** 0..3600 s: on any stop (cancel, restart, requeue) the run script gets SIGTERM and this long to checkpoint (ADR 0014). */
     terminationGracePeriodSeconds?: number;
     resume?: Resume;
+    /** How the scheduler chooses clusters for roles that name none (ADR 0026). */
+    placement?: PlacementPolicy;
     rlinfConfig?: Record<string, unknown>;
     tasks: RoleSpec[];
   };
+}
+
+/** `spec.placement` (ADR 0026): `spanClusters` defaults to `whenNeeded`; `keepTogether` to the roles with GPUs. */
+export interface PlacementPolicy {
+  spanClusters?: 'never' | 'whenNeeded';
+  keepTogether?: string[];
 }
 
 /** The failure kinds a restart policy may name (services/scheduler/.../domain/spec.py `RestartOn`). */
@@ -422,6 +433,23 @@ export interface PreviewResult {
   errors: SpecProblem[];
   warnings: SpecProblem[];
   plan?: AgentPlan[] | unknown;
+  /** Where the scheduler would place the job now, and why (ADR 0026); null when it would wait. */
+  layout?: LayoutView | null;
+  /** Why it would wait now, when it could fit some day. */
+  pending?: PendingExplanation | null;
+}
+
+/** A placement's layout as the scheduler says it (services/scheduler/.../domain/layouts.py `layout_view`). */
+export interface LayoutView {
+  kind: 'named' | 'one' | 'span';
+  clusters: string[];
+  domain: string | null;
+  roles: Array<{ role: string; clusters: string[] }>;
+  rtt_ms: number | null;
+  split: string[];
+  apart: string[];
+  message: string;
+  parts: ServerSaid[];
 }
 
 export interface Template {

@@ -142,6 +142,73 @@ describe('create-job wizard, a variable from a secret', () => {
   });
 });
 
+describe('create-job wizard, any cluster (ADR 0026)', () => {
+  const LAYOUT = {
+    kind: 'one',
+    clusters: ['gpu-a'],
+    domain: null,
+    roles: [{ role: 'worker', clusters: ['gpu-a'] }],
+    rtt_ms: null,
+    split: [],
+    apart: [],
+    message: 'fits on gpu-a alone',
+    parts: [{ message_key: 'layout.one', params: { cluster: 'gpu-a' } }],
+  };
+
+  async function throughToPreview(untickSpan = false) {
+    renderPage(<JobWizard />);
+    fireEvent.change(screen.getByTestId('wizard-name'), { target: { value: 'anywhere' } });
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    await screen.findByTestId('wizard-step-1');
+    // No cluster chosen: "any cluster" is the default, and the step moves on without one.
+    expect(within(screen.getByTestId('role-cluster-0')).getByText('任意集群（由调度器选择）')).toBeInTheDocument();
+    fireEvent.change(screen.getByTestId('role-image-0'), { target: { value: 'registry.example.com/rlinf:v1' } });
+    fireEvent.click(screen.getByTestId('wizard-next'));
+    await screen.findByTestId('wizard-step-2');
+    await waitFor(() => expect(screen.getByTestId('common-domain')).toHaveTextContent('任意：'));
+    const span = screen.getByTestId('common-span') as HTMLInputElement;
+    expect(span.checked).toBe(true);
+    if (untickSpan) fireEvent.click(span);
+    fireEvent.click(screen.getByTestId('wizard-next'));
+  }
+
+  it('leaves the cluster and the domain to the scheduler and shows where it would place the job now', async () => {
+    const { calls } = fakeGateway({
+      'POST /api/v1/jobs:preview': { yaml: 'apiVersion: rlark.io/v1\n', errors: [], warnings: [], layout: LAYOUT, pending: null, plan: [] },
+    });
+    await throughToPreview();
+    await waitFor(() => expect(calls.some((c) => c.method === 'POST')).toBe(true));
+    const body = calls.find((c) => c.method === 'POST')?.body as { spec: { networkDomain?: string; placement?: unknown; tasks: Array<Record<string, unknown>> } };
+    expect(body.spec.tasks[0]).not.toHaveProperty('cluster');
+    expect(body.spec.networkDomain).toBeUndefined();
+    expect(body.spec.placement).toBeUndefined();
+    expect(await screen.findByTestId('preview-layout-said')).toHaveTextContent('仅在 gpu-a 上即可放下');
+    expect(screen.getByTestId('preview-layout')).toHaveTextContent('worker → gpu-a');
+  });
+
+  it('with spanning unticked writes spanClusters: never and says why the job would wait', async () => {
+    const pending = {
+      code: 'no_cluster_fits',
+      message: 'no cluster fits the whole job now; closest: gpu-a (1 of 2 workers); spanning ...',
+      parts: [
+        { message_key: 'pending.no_cluster_fits', params: { cluster: 'gpu-a', placed: 1, workers: 2 } },
+        { message_key: 'pending.span_refused', params: { clusters: 'gpu-a, gpu-b', domain: 'dom-a' } },
+      ],
+      roles: [],
+    };
+    const { calls } = fakeGateway({
+      'POST /api/v1/jobs:preview': { yaml: 'apiVersion: rlark.io/v1\n', errors: [], warnings: [], layout: null, pending, plan: [] },
+    });
+    await throughToPreview(true);
+    await waitFor(() => expect(calls.some((c) => c.method === 'POST')).toBe(true));
+    const body = calls.find((c) => c.method === 'POST')?.body as { spec: { placement?: unknown } };
+    expect(body.spec.placement).toEqual({ spanClusters: 'never' });
+    const waits = await screen.findByTestId('preview-layout-waits');
+    expect(waits).toHaveTextContent('现在没有一个集群能容纳整个作业；最接近的是 gpu-a（2 个工作节点中可放下 1 个）');
+    expect(waits).toHaveTextContent('若经由网络域 dom-a 跨集群 gpu-a, gpu-b，现在即可放置（spec.placement.spanClusters 为 never）');
+  });
+});
+
 describe('wizard model', () => {
   function twoRoles(): WizardState {
     const state = initialState();
@@ -149,6 +216,17 @@ describe('wizard model', () => {
     const rollout = { ...newRole('rollout', 3, 4), cluster: 'gpu-b', image: 'r/rlinf:v1' };
     return { ...state, name: ' grpo ', roles: [actor, rollout], headerId: actor.id, networkDomain: 'dom-a', sshKeys: ['laptop'] };
   }
+
+  it('writes no cluster for a role on any cluster, and needs none to move on (ADR 0026)', () => {
+    const state = initialState();
+    const anywhere = { ...state, name: 'anywhere', roles: [{ ...state.roles[0], image: 'r/rlinf:v1' }] };
+    expect(anywhere.roles[0].cluster).toBe('');
+    expect(toDocument(anywhere).spec.tasks[0]).not.toHaveProperty('cluster');
+    expect(workerStepProblems(anywhere)).toEqual([]);
+    expect(toDocument({ ...anywhere, spanClusters: false }).spec.placement).toEqual({ spanClusters: 'never' });
+    const pinned = { ...anywhere, spanClusters: false, roles: [{ ...anywhere.roles[0], cluster: 'gpu-a' }] };
+    expect(toDocument(pinned).spec.placement).toBeUndefined();
+  });
 
   it('writes networkDomain: none when a single-cluster job stays out of every domain', () => {
     const state = initialState();

@@ -1,9 +1,10 @@
 /**
  * Step 3: settings shared by all roles. The network domain defaults to the first domain by name
- * (the user guide's rule; with none configured the field is left out), SSH keys come from the
+ * (the user guide's rule; with none configured the field is left out) — or, when the scheduler chooses a role's
+ * cluster, to any domain joining the clusters it chooses, with whether it may span clusters at all (ADR 0026) — SSH keys come from the
  * user's own keys (`none` keeps a single-cluster job out of every domain), and the run script runs on the Header once every Ray node joined.
  */
-import { Alert, Col, Form, Input, InputNumber, Row, Select, Typography } from 'antd';
+import { Alert, Checkbox, Col, Form, Input, InputNumber, Row, Select, Typography } from 'antd';
 import { useQuery } from '@tanstack/react-query';
 import { useEffect } from 'react';
 import { useTranslation } from 'react-i18next';
@@ -11,10 +12,12 @@ import { Link } from 'react-router-dom';
 import { domainsApi, keysApi, projectsApi } from '../../../api/endpoints';
 import { RESTART_KINDS, type RestartKind } from '../../../api/types';
 import { useWizard } from './context';
-import { MAX_BACKOFF_SECONDS, MAX_PROGRESS_DEADLINE_SECONDS, MAX_RESTARTS, MAX_TERMINATION_GRACE_SECONDS, MIN_PROGRESS_DEADLINE_SECONDS } from './model';
+import { choosesClusters, MAX_BACKOFF_SECONDS, MAX_PROGRESS_DEADLINE_SECONDS, MAX_RESTARTS, MAX_TERMINATION_GRACE_SECONDS, MIN_PROGRESS_DEADLINE_SECONDS } from './model';
 
 /** `spec.networkDomain: none`: a single-cluster job stays out of the default domain (the server's rule). */
 const NO_DOMAIN = 'none';
+/** No `spec.networkDomain`: a job whose clusters the scheduler chooses may span through any domain joining them. */
+const ANY_DOMAIN = '';
 
 export default function CommonStep() {
   const { t } = useTranslation();
@@ -25,9 +28,12 @@ export default function CommonStep() {
   const projectNames = (projects.data?.items ?? []).map((p) => p.name);
   const sortedDomains = [...(domains.data?.items ?? [])].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const firstDomain = sortedDomains[0]?.name;
+  // A job whose clusters the scheduler chooses may span through any domain that joins them (ADR 0026): that is its
+  // default; a job whose roles all name clusters gets the first domain by name, as the server fills it.
+  const anyCluster = choosesClusters(state);
   useEffect(() => {
-    if (state.networkDomain === undefined && firstDomain) set({ networkDomain: firstDomain });
-  }, [firstDomain, state.networkDomain, set]);
+    if (state.networkDomain === undefined && firstDomain) set({ networkDomain: anyCluster ? ANY_DOMAIN : firstDomain });
+  }, [firstDomain, anyCluster, state.networkDomain, set]);
   const outline = (field: string) => (focusField?.startsWith(field) ? 'field-highlight' : undefined);
   const multiCluster = new Set(state.roles.map((r) => r.cluster).filter(Boolean)).size > 1;
 
@@ -54,6 +60,7 @@ export default function CommonStep() {
                 value={state.networkDomain}
                 onChange={(networkDomain: string) => set({ networkDomain })}
                 options={[
+                  ...(anyCluster ? [{ value: ANY_DOMAIN, label: t('wizard.anyDomainOption') }] : []),
                   ...sortedDomains.map((d) => ({ value: d.name, label: `${d.name} (${d.cidr})` })),
                   { value: NO_DOMAIN, label: t('wizard.noDomainOption'), disabled: multiCluster },
                 ]}
@@ -88,6 +95,13 @@ export default function CommonStep() {
       </Row>
       {multiCluster && !sortedDomains.length && !domains.isLoading && (
         <Alert type="warning" showIcon style={{ marginBottom: 16 }} title={t('wizard.multiClusterNoDomain')} />
+      )}
+      {anyCluster && (
+        <Form.Item extra={t('wizard.spanClustersHint')} className={outline('spec.placement')} {...feedback('spec.placement')}>
+          <Checkbox data-testid="common-span" checked={state.spanClusters} onChange={(e) => set({ spanClusters: e.target.checked })}>
+            {t('wizard.spanClusters')}
+          </Checkbox>
+        </Form.Item>
       )}
       <Form.Item
         label={t('wizard.sshKeys')}

@@ -1,6 +1,7 @@
 /**
  * Step 4: the YAML exactly as the server will store it (`POST /jobs:preview`), the server's errors
- * and warnings (field + message, each a link back to its input), and the user guide's checklist.
+ * and warnings (field + message, each a link back to its input), where the scheduler would place the job now and
+ * why (or why it would wait; ADR 0026), the workers per cluster and the user guide's checklist.
  */
 import { Alert, Button, Card, Col, List, Row, Space, Spin, Tag, Typography } from 'antd';
 import { CheckCircleTwoTone, CloseCircleTwoTone } from '@ant-design/icons';
@@ -45,6 +46,36 @@ function ProblemList({ title, problems, type, onJump }: { title: string; problem
   );
 }
 
+/**
+ * Where the scheduler would place the job now and why (ADR 0026) — "fits on north alone"; "no single cluster fits
+ * …: actor → north, rollout → south, 3 ms apart, through network domain lab" — or why it would wait.
+ */
+function LayoutCard({ preview }: { preview: PreviewResult }) {
+  const { t } = useTranslation();
+  const { sayAll } = useServerText();
+  const { layout, pending } = preview;
+  if (!layout && !pending) return null;
+  return (
+    <Card size="small" title={t('wizard.layout')} data-testid="preview-layout">
+      {layout ? (
+        <Space orientation="vertical" style={{ width: '100%' }}>
+          <Typography.Text data-testid="preview-layout-said">{sayAll(layout.parts, layout.message)}</Typography.Text>
+          <Space wrap>
+            {layout.roles.map((r) => (
+              <Tag key={r.role} className="mono">
+                {r.role} → {r.clusters.join(' + ')}
+              </Tag>
+            ))}
+            {layout.domain ? <Tag color="purple">{t('wizard.layoutDomain', { domain: layout.domain })}</Tag> : null}
+          </Space>
+        </Space>
+      ) : (
+        <Alert type="warning" showIcon data-testid="preview-layout-waits" title={t('wizard.layoutWaits')} description={sayAll(pending?.parts, pending?.message ?? '')} />
+      )}
+    </Card>
+  );
+}
+
 function PlanCard({ plan }: { plan: AgentPlan[] }) {
   const { t } = useTranslation();
   if (!plan.length) return null;
@@ -54,8 +85,8 @@ function PlanCard({ plan }: { plan: AgentPlan[] }) {
         {plan.map((p) => (
           <div key={p.cluster}>
             <Space wrap>
-              <strong>{p.cluster}</strong>
-              {!p.known ? <Tag color="error">{t('wizard.planUnknown')}</Tag> : !p.online ? <Tag color="warning">{t('common.offline')}</Tag> : null}
+              <strong>{p.cluster || t('wizard.anyCluster')}</strong>
+              {!p.cluster ? null : !p.known ? <Tag color="error">{t('wizard.planUnknown')}</Tag> : !p.online ? <Tag color="warning">{t('common.offline')}</Tag> : null}
               <Typography.Text type="secondary">{t('wizard.planTotals', { workers: p.workers.length, gpus: p.gpus })}</Typography.Text>
             </Space>
             <div>
@@ -129,11 +160,12 @@ export default function PreviewStep({
                 <Check ok={doc.spec.tasks.length > 0}>{t('wizard.checkTasks', { count: doc.spec.tasks.length })}</Check>
                 <Check ok={Boolean(header) && header?.replicas === 1}>{t('wizard.checkHeader', { name: doc.spec.header ?? '—' })}</Check>
                 <Check ok={doc.spec.tasks.every((r) => !imageProblem(r.image))}>{t('wizard.checkImages')}</Check>
-                <Check ok={doc.spec.tasks.every((r) => Boolean(r.cluster))}>{t('wizard.checkClusters')}</Check>
+                <Check ok={!preview || Boolean(preview.layout)}>{preview?.layout ? t('wizard.checkPlaced') : t('wizard.checkWaits')}</Check>
                 <Check ok={!preview || preview.errors.every((e) => !/secret|password|token|private/i.test(e.code ?? ''))}>{t('wizard.checkSecrets')}</Check>
                 <Typography.Text type="secondary">{t('wizard.totals', { workers, gpus })}</Typography.Text>
               </Space>
             </Card>
+            {preview && <LayoutCard preview={preview} />}
             {Array.isArray(preview?.plan) && <PlanCard plan={preview.plan as AgentPlan[]} />}
             </Space>
           </Col>

@@ -1,7 +1,9 @@
 /**
- * Step 2: per-role worker settings. The node selector is picked from the cluster's label catalog
- * (or typed), and a live count says how many nodes match, how many are ready and how many have
- * enough free GPUs — the user guide's "does the selector match available nodes" before submitting.
+ * Step 2: per-role worker settings. A role runs on any cluster by default — the scheduler chooses, and the preview
+ * says where (ADR 0026) — or on the cluster chosen here. The node selector is picked from the label catalog (the
+ * chosen cluster's, or every cluster's) or typed, and for a chosen cluster a live count says how many nodes match,
+ * how many are ready and how many have enough free GPUs — the user guide's "does the selector match available
+ * nodes" before submitting.
  */
 import { Alert, AutoComplete, Button, Checkbox, Col, Form, Input, InputNumber, Row, Segmented, Select, Space, Tabs, Tag, Typography } from 'antd';
 import { DeleteOutlined, PlusOutlined } from '@ant-design/icons';
@@ -13,6 +15,9 @@ import { parseTerm, selectorQuery } from '../../../lib/selector';
 import { useDebounced } from '../../../lib/useDebounced';
 import { useWizard } from './context';
 import { imageProblem, type EnvVar, type RoleDraft } from './model';
+
+/** The cluster select's value for "any cluster": the role names none and the scheduler chooses (ADR 0026). */
+const ANY_CLUSTER = '*';
 
 function MatchLine({ role }: { role: RoleDraft }) {
   const { t } = useTranslation();
@@ -184,7 +189,8 @@ function RoleWorkerForm({ role, index }: { role: RoleDraft; index: number }) {
   const { t } = useTranslation();
   const { setRole, feedback, focusField } = useWizard();
   const clusters = useQuery({ queryKey: ['clusters'], queryFn: clustersApi.list });
-  const labels = useQuery({ queryKey: ['labels', role.cluster], queryFn: () => nodesApi.labels(role.cluster), enabled: Boolean(role.cluster) });
+  // Any cluster: the labels of every cluster's nodes, to select by wherever the scheduler places the role.
+  const labels = useQuery({ queryKey: ['labels', role.cluster], queryFn: () => nodesApi.labels(role.cluster || undefined) });
   const selector = useDebounced(selectorQuery(role.selector), 300);
   const gpus = useDebounced(role.gpusPerWorker, 300);
   const match = useQuery({
@@ -205,19 +211,25 @@ function RoleWorkerForm({ role, index }: { role: RoleDraft; index: number }) {
     <Form layout="vertical" component="div">
       <Row gutter={16}>
         <Col span={8}>
-          <Form.Item label={t('wizard.cluster')} required className={outline('cluster')} {...feedback(`${at}.cluster`)}>
+          <Form.Item
+            label={t('wizard.cluster')}
+            className={outline('cluster')}
+            {...(feedback(`${at}.cluster`).help ? feedback(`${at}.cluster`) : { extra: role.cluster ? undefined : t('wizard.anyClusterHint') })}
+          >
             <Select
               data-testid={`role-cluster-${index}`}
               aria-label={t('wizard.cluster')}
               showSearch
-              value={role.cluster || undefined}
-              placeholder={t('wizard.pickCluster')}
+              value={role.cluster || ANY_CLUSTER}
               loading={clusters.isLoading}
-              onChange={(cluster: string) => setRole(role.id, { cluster, selector: [] })}
-              options={(clusters.data?.items ?? []).map((c) => ({
-                value: c.name,
-                label: `${c.display_name || c.name} · ${t('wizard.clusterFree', { free: c.summary.gpus_free, total: c.summary.gpus_allocatable })}${c.online ? '' : ` · ${t('common.offline')}`}`,
-              }))}
+              onChange={(cluster: string) => setRole(role.id, { cluster: cluster === ANY_CLUSTER ? '' : cluster, selector: [] })}
+              options={[
+                { value: ANY_CLUSTER, label: t('wizard.anyCluster') },
+                ...(clusters.data?.items ?? []).map((c) => ({
+                  value: c.name,
+                  label: `${c.display_name || c.name} · ${t('wizard.clusterFree', { free: c.summary.gpus_free, total: c.summary.gpus_allocatable })}${c.online ? '' : ` · ${t('common.offline')}`}`,
+                })),
+              ]}
             />
           </Form.Item>
         </Col>
@@ -239,7 +251,6 @@ function RoleWorkerForm({ role, index }: { role: RoleDraft; index: number }) {
               tokenSeparators={[',', ' ']}
               placeholder="rlark.io/gpu-model=A100"
               options={options}
-              disabled={!role.cluster}
               loading={labels.isLoading}
             />
           </Form.Item>

@@ -24,6 +24,7 @@ export interface RoleDraft {
   name: string;
   replicas: number;
   gpusPerWorker: number;
+  /** "" (the default): any cluster — the scheduler chooses (ADR 0026); else the cluster the role names. */
   cluster: string;
   selector: string[];
   image: string;
@@ -57,6 +58,9 @@ export interface WizardState {
   progressDeadlineSeconds: number | null;
   /** `spec.terminationGracePeriodSeconds`; null leaves it out (the runtime's short default). 0 is a value. */
   terminationGracePeriodSeconds: number | null;
+  /** `spec.placement.spanClusters`: true (the default, left out) lets a job whose clusters the scheduler chooses
+   *  span clusters through a network domain when no single cluster fits; false writes `never` (ADR 0026). */
+  spanClusters: boolean;
   rlinfConfig?: Record<string, unknown>;
 }
 
@@ -116,12 +120,18 @@ export function initialState(): WizardState {
     resumeDir: '',
     progressDeadlineSeconds: null,
     terminationGracePeriodSeconds: null,
+    spanClusters: true,
   };
 }
 
+/** Whether the scheduler chooses the cluster of some role ("any cluster", ADR 0026). */
+export function choosesClusters(state: WizardState): boolean {
+  return state.roles.some((r) => !r.cluster);
+}
+
 /**
- * A role from a template's example. Its cluster, selector and image are example values
- * ("my-cluster"), so they are left for the user to choose; the layout, GPUs and scripts are kept.
+ * A role from a template's example: any cluster (the scheduler chooses, ADR 0026) and no selector; its image is
+ * an example value, left for the user to choose; the layout, GPUs and scripts are kept.
  */
 function roleFromExample(task: RoleSpec): RoleDraft {
   return {
@@ -244,6 +254,7 @@ export function toDocument(state: WizardState): JobDocument {
     progressDeadlineSeconds: state.progressDeadlineSeconds ?? undefined,
     terminationGracePeriodSeconds: state.terminationGracePeriodSeconds ?? undefined,
     resume: state.resumeDir.trim() ? { from: 'latestCheckpoint' as const, dir: state.resumeDir.trim() } : undefined,
+    placement: !state.spanClusters && choosesClusters(state) ? { spanClusters: 'never' as const } : undefined,
     rlinfConfig: syncedRlinfConfig(state),
   });
   return { apiVersion: 'rlark.io/v1', kind: 'Job', metadata: { name: state.name.trim() }, spec: { ...spec, tasks } };
@@ -302,12 +313,12 @@ export function imageProblem(image: string): string | null {
   return null;
 }
 
-/** Step 2: every role has a cluster, a pinned image, valid selector terms, GPUs, env names and each secret a variable comes from. */
+/** Step 2: every role has a pinned image, valid selector terms, GPUs, env names and each secret a variable comes
+ *  from. A role may leave its cluster to the scheduler (ADR 0026). */
 export function workerStepProblems(state: WizardState): LocalProblem[] {
   const problems: LocalProblem[] = [];
   state.roles.forEach((role, i) => {
     const at = `spec.tasks[${i}]`;
-    if (!role.cluster) problems.push({ field: `${at}.cluster`, key: 'wizard.err.clusterRequired' });
     const image = imageProblem(role.image);
     if (image) problems.push({ field: `${at}.image`, key: image });
     const bad = role.selector.filter((term) => !parseTerm(term));
