@@ -9,8 +9,11 @@ from typing import Any
 
 import pytest
 from k8s_driver_helpers import OTHER_KEY, PUBLIC_KEY, driver_config, eventually, header_spec, worker_spec
+from pydantic import SecretStr
 from rlark_devinfra.k8s import testbed
 from rlark_tunnel_agent.runtime.driver import (
+    Mount,
+    MountType,
     RuntimeDriver,
     WorkerPhase,
     WorkerStatusChanged,
@@ -599,3 +602,48 @@ async def test_a_pod_rlark_did_not_create_shows_up_as_allocated_on_its_node(
 
     await eventually(freed, 30, "the other pod's GPUs freed")
     await driver.stop_worker(spec.worker_id)
+
+
+async def test_a_worker_with_a_bucket_mount_gets_its_credentials_secret_and_loses_it_with_the_worker(
+    k8s_cluster: testbed.Cluster, gpu_nodes: list[str], admin_kube: Kube, namespace: str
+) -> None:
+    """Issue 33: the CSI volume of an ``objectStorage`` mount reads a Secret the agent wrote from the RLark secret
+    the mount names (ADR 0024); the worker's own Secret (its Ray token, its named secrets) and that one are
+    created with the pod and deleted with the worker, whatever sidecars it has."""
+    credentials = (
+        '{"accessKeyId": "AKIAEXAMPLE", "secretAccessKey": "s3cr3t", "endpoint": "http://s3.lab:9000"}'
+    )
+    bucket = Mount(
+        type=MountType.OBJECT_STORAGE, source="s3://ckpt/run", target="/ckpt", secret_ref="s3-keys"
+    )
+    spec = header_spec(
+        "job-bucket",
+        gpu_nodes[0],
+        num_nodes=1,
+        mounts=(bucket,),
+        secrets=("s3-keys",),
+        secret_values={"s3-keys": SecretStr(credentials)},
+        ray_token=SecretStr("t" * 43),
+        ray_authenticated=True,
+    )
+    config = driver_config(k8s_cluster, namespace, object_storage_csi_driver="ru.yandex.s3.csi")
+    drv = KubernetesDriver(config)
+    await drv.start()
+    try:
+        await drv.ensure_worker(spec)
+        pod = await _pod(admin_kube, namespace, spec.worker_id)
+        assert pod is not None
+        bucket_secret = names.bucket_secret_name(spec.worker_id, 0)
+        csi = next(v["csi"] for v in pod["spec"]["volumes"] if "csi" in v)
+        assert csi["nodePublishSecretRef"] == {"name": bucket_secret}
+        for name in (names.worker_secret_name(spec.worker_id), bucket_secret):
+            assert await asyncio.to_thread(admin_kube.get, "secret", namespace, name) is not None, name
+        stored = await asyncio.to_thread(admin_kube.get, "secret", namespace, bucket_secret)
+        assert stored is not None
+        assert set(stored["data"]) == set(manifests.BUCKET_SECRET_KEYS)
+
+        await drv.stop_worker(spec.worker_id)
+        for name in (names.worker_secret_name(spec.worker_id), bucket_secret):
+            assert await asyncio.to_thread(admin_kube.get, "secret", namespace, name) is None, name
+    finally:
+        await drv.close()

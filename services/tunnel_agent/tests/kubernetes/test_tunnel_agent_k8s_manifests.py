@@ -253,10 +253,79 @@ def test_spec_pvc_and_object_storage_mounts_become_a_claim_and_a_csi_volume_nami
         "driver": "s3.csi.aws.com",
         "readOnly": True,
         "volumeAttributes": {"bucketName": "models", "prefix": "rl/run-7/"},
-        "nodePublishSecretRef": {"name": "s3-reader"},
+        "nodePublishSecretRef": {"name": names.bucket_secret_name(spec.worker_id, 0)},
     }
     mounts = {m["name"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]}
     assert mounts["mount-1"] == {"name": "mount-1", "mountPath": "/models", "readOnly": True}
+
+
+CREDENTIALS = (
+    '{"accessKeyId": "AKIAEXAMPLE", "secretAccessKey": "s3cr3t-value", "endpoint": "https://s3.lab:9000"}'
+)
+
+
+def test_each_credential_secret_of_object_storage_mounts_becomes_one_secret_the_csi_volumes_name() -> None:
+    config = CONFIG.model_copy(update={"object_storage_csi_driver": "s3.csi.aws.com"})
+    bucket = Mount(
+        type=MountType.OBJECT_STORAGE, source="s3://ckpt/run", target="/ckpt", secret_ref="rw-keys"
+    )
+    spec = header_spec(
+        "job-a",
+        "n1",
+        mounts=(
+            Mount(type=MountType.OBJECT_STORAGE, source="s3://data", target="/data", secret_ref="ro-keys"),
+            bucket,
+            bucket.model_copy(update={"source": "s3://ckpt/tb", "target": "/tb"}),
+        ),
+        secrets=("ro-keys", "rw-keys"),
+        secret_values={
+            "ro-keys": SecretStr(CREDENTIALS),
+            "rw-keys": SecretStr(CREDENTIALS.replace("AKIA", "AKIB")),
+        },
+    )
+    owner = manifests.owner_reference(OWNER)
+    secrets = manifests.bucket_secrets(spec, "ns", owner)
+    assert [s["metadata"]["name"] for s in secrets] == [
+        names.bucket_secret_name(spec.worker_id, 0),
+        names.bucket_secret_name(spec.worker_id, 1),
+    ]
+    ro, rw = (s["stringData"] for s in secrets)
+    assert ro == {
+        "accessKeyID": "AKIAEXAMPLE",
+        "secretAccessKey": "s3cr3t-value",
+        "endpoint": "https://s3.lab:9000",
+        "region": "us-east-1",
+        "key_id": "AKIAEXAMPLE",
+        "access_key": "s3cr3t-value",
+    }
+    assert rw["accessKeyID"] == "AKIBEXAMPLE"
+    assert all(s["immutable"] and s["metadata"]["ownerReferences"] == [owner] for s in secrets)
+    pod = manifests.worker_pod(spec, config, owner)
+    refs = [v["csi"]["nodePublishSecretRef"]["name"] for v in pod["spec"]["volumes"] if "csi" in v]
+    assert refs == [
+        secrets[0]["metadata"]["name"],
+        secrets[1]["metadata"]["name"],
+        secrets[1]["metadata"]["name"],
+    ]
+    assert "s3cr3t-value" not in str(pod)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({}, "rw-keys: the secret's value did not reach the agent"),
+        ({"rw-keys": SecretStr('{"accessKeyId": "AKIA", "secretAccessKey": "s3cr3t-value"}')}, "endpoint"),
+        ({"rw-keys": SecretStr("s3cr3t-value")}, "not a JSON object"),
+    ],
+)
+def test_a_bucket_credential_secret_that_is_missing_or_no_credential_document_is_refused_naming_it(
+    values: dict[str, SecretStr], message: str
+) -> None:
+    mount = Mount(type=MountType.OBJECT_STORAGE, source="s3://ckpt", target="/ckpt", secret_ref="rw-keys")
+    spec = header_spec("job-a", "n1", mounts=(mount,), secrets=("rw-keys",), secret_values=values)
+    with pytest.raises(ValueError, match=message) as refused:
+        manifests.bucket_secrets(spec, "ns", manifests.owner_reference(OWNER))
+    assert "s3cr3t-value" not in str(refused.value)
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,8 @@ class KubernetesDriverConfig(BaseSettings):
     object_storage_csi_driver: str = ""
     """CSI driver for ``objectStorage`` mounts (e.g. ``s3.csi.aws.com``, Mountpoint for Amazon S3);
     empty: such mounts fail with a reason naming this setting. The driver must support inline
-    (ephemeral) volumes; it reads credentials from the Secret the role's ``secretRef`` names."""
+    (ephemeral) volumes; it reads credentials from the per-worker Secret the agent writes from the RLark
+    secret the mount's ``secretRef`` names (`manifests.bucket_secrets`, ADR 0024)."""
     network_policies: bool = True
     """A NetworkPolicy per job and namespace (ADR 0022): the job's pods take connections only from the job's
     own pods and the agent, and reach only the job's pods, the agent, the cluster's DNS and addresses outside

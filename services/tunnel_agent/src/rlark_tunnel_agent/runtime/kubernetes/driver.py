@@ -946,6 +946,8 @@ class KubernetesDriver:
         if access is not None or files or spec.ray_token is not None or spec.secret_values:
             token = access.token if access is not None else ""
             await self._put_secret(namespace, manifests.worker_secret(spec, namespace, owner, token, files))
+        for bucket_secret in manifests.bucket_secrets(spec, namespace, owner):
+            await self._put_secret(namespace, bucket_secret)
         pod = manifests.worker_pod(spec, self.config, owner, access)
         await self._call(self.kube.create, "pod", namespace, pod)
         self._where[spec.worker_id] = namespace
@@ -1036,15 +1038,15 @@ class KubernetesDriver:
                 )
             spec = self._specs.pop(worker_id, None)
             self._pod_created.discard(worker_id)
-            if (
-                spec is None
-                or manifests.wants_sidecar(spec, self.config)
-                or manifests.wants_files_sidecar(spec, self.config)
-            ):
-                for namespace in namespaces:
-                    await self._call(
-                        self.kube.delete, "secret", namespace, names.worker_secret_name(worker_id)
-                    )
+            # The worker's Secret (sidecars' secrets, the Ray token, named secrets: one call when absent) and
+            # its bucket credentials (a worker whose spec is unknown leaves those to the job's owner reference).
+            secrets = [names.worker_secret_name(worker_id)]
+            if spec is not None:
+                count = len(manifests.bucket_credential_names(spec))
+                secrets += [names.bucket_secret_name(worker_id, i) for i in range(count)]
+            for namespace in namespaces:
+                for secret in secrets:
+                    await self._call(self.kube.delete, "secret", namespace, secret)
             if self.sidecar_hooks is not None:
                 await self.sidecar_hooks.released(worker_id)
             if not deleted and worker_id in self._status:

@@ -55,8 +55,9 @@ through whichever CSI driver the cluster offers, e.g. a Mountpoint-for-S3 or csi
 ``emptyDir`` mounts → ``emptyDir``; ``pvc`` mounts (a claim name) → ``persistentVolumeClaim``;
 ``objectStorage`` mounts (``s3://bucket/prefix``) → an inline CSI volume of the driver named by
 ``object_storage_csi_driver`` with ``bucketName``/``prefix`` attributes and ``nodePublishSecretRef``
-naming the role's ``secretRef``. Object-storage credentials never travel in a placement: only the
-NAME of a Secret the cluster admin created in the workers' namespace does.
+naming a per-worker Secret the agent writes from the RLark secret the mount's ``secretRef`` names
+(`bucket_secrets`; ADR 0024). Object-storage credentials never travel in a placement: the agent fetches the
+secret's value for this worker (ADR 0025) and the Secret lives and dies with the worker.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
+
+from rlark_contracts.storage import CredentialsError, parse_s3_credentials
 
 from rlark_tunnel_agent.runtime.contract import (
     KEYS_FILE,
@@ -272,6 +275,62 @@ def worker_secret(
     }
 
 
+BUCKET_SECRET_KEYS = {
+    "accessKeyID": "access_key_id",
+    "secretAccessKey": "secret_access_key",
+    "endpoint": "endpoint",
+    "region": "region",
+    "key_id": "access_key_id",
+    "access_key": "secret_access_key",
+}
+"""The keys of a bucket credentials Secret and the credential field each holds: csi-s3's (``accessKeyID``,
+``secretAccessKey``, ``endpoint``, ``region``) and Mountpoint for Amazon S3's (``key_id``, ``access_key``), so
+either driver reads it as it is (a driver reading other names needs its own Secret: ADR 0024)."""
+
+
+def bucket_credential_names(spec: WorkerSpec) -> tuple[str, ...]:
+    """The distinct RLark secrets the worker's ``objectStorage`` mounts take their credentials from, in name
+    order: the i-th is written to `names.bucket_secret_name` (worker, i)."""
+    return tuple(
+        sorted({m.secret_ref for m in spec.mounts if m.type == MountType.OBJECT_STORAGE and m.secret_ref})
+    )
+
+
+def bucket_secrets(spec: WorkerSpec, namespace: str, owner: Mapping[str, Any]) -> list[Manifest]:
+    """One immutable Secret per credential secret the worker's ``objectStorage`` mounts name, holding the S3
+    credential document's fields under the keys CSI drivers read (`BUCKET_SECRET_KEYS`). Raises ValueError
+    naming the secret (never a value) when its value did not reach the agent or is no credential document."""
+    manifests: list[Manifest] = []
+    for index, secret in enumerate(bucket_credential_names(spec)):
+        value = spec.secret_values.get(secret)
+        if value is None:
+            raise ValueError(
+                f"objectStorage credentials {secret}: the secret's value did not reach the agent"
+            )
+        try:
+            credentials = parse_s3_credentials(value.get_secret_value())
+        except CredentialsError as exc:
+            raise ValueError(f"objectStorage credentials {secret}: {exc}") from None
+        fields = {
+            "access_key_id": credentials.access_key_id,
+            "secret_access_key": credentials.secret_access_key.get_secret_value(),
+            "endpoint": credentials.endpoint,
+            "region": credentials.region,
+        }
+        name = names.bucket_secret_name(spec.worker_id, index)
+        manifests.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "immutable": True,
+                "metadata": _worker_object_metadata(spec, name, namespace, owner),
+                "stringData": {key: fields[field] for key, field in BUCKET_SECRET_KEYS.items()},
+            }
+        )
+    return manifests
+
+
 def secret_key(file_name: str) -> str:
     """The key of the worker's Secret holding one of its secrets' files: the Ray token's ``ray-token``, a named
     secret's ``secret.<name>`` (apart from the sidecars' ``token`` and ``files``, whatever a user names theirs)."""
@@ -333,8 +392,11 @@ def _container_ports(spec: WorkerSpec, config: KubernetesDriverConfig) -> list[d
     return [{"name": name, "containerPort": port, "protocol": "TCP"} for name, port in ports.items()]
 
 
-def _object_storage_volume(name: str, mount: Mount, config: KubernetesDriverConfig) -> dict[str, Any]:
-    """An inline CSI volume of the cluster's object-storage driver; credentials by secret NAME only."""
+def _object_storage_volume(
+    name: str, spec: WorkerSpec, mount: Mount, config: KubernetesDriverConfig
+) -> dict[str, Any]:
+    """An inline CSI volume of the cluster's object-storage driver; its credentials in the worker's bucket
+    Secret for the mount's ``secretRef`` (`bucket_secrets`)."""
     if not config.object_storage_csi_driver:
         raise ValueError(
             f"mount {mount.target}: this cluster has no object-storage CSI driver configured "
@@ -352,13 +414,17 @@ def _object_storage_volume(name: str, mount: Mount, config: KubernetesDriverConf
         "driver": config.object_storage_csi_driver,
         "readOnly": mount.read_only,
         "volumeAttributes": attributes,
-        "nodePublishSecretRef": {"name": mount.secret_ref},
+        "nodePublishSecretRef": {
+            "name": names.bucket_secret_name(
+                spec.worker_id, bucket_credential_names(spec).index(mount.secret_ref)
+            )
+        },
     }
     return {"name": name, "csi": csi}
 
 
 def _user_volume(
-    index: int, mount: Mount, config: KubernetesDriverConfig
+    spec: WorkerSpec, index: int, mount: Mount, config: KubernetesDriverConfig
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     name = f"mount-{index}"
     volume_mount: dict[str, Any] = {"name": name, "mountPath": mount.target, "readOnly": mount.read_only}
@@ -368,7 +434,7 @@ def _user_volume(
         pvc = {"claimName": mount.source, "readOnly": mount.read_only}
         return {"name": name, "persistentVolumeClaim": pvc}, volume_mount
     if mount.type == MountType.OBJECT_STORAGE:
-        return _object_storage_volume(name, mount, config), volume_mount
+        return _object_storage_volume(name, spec, mount, config), volume_mount
     source = mount.source
     if source.startswith("pvc://"):
         claim, _, sub_path = source.removeprefix("pvc://").partition("/")
@@ -465,7 +531,7 @@ def _sidecar(spec: WorkerSpec, config: KubernetesDriverConfig, access: SidecarAc
 def _home_and_user_mounts(spec: WorkerSpec, config: KubernetesDriverConfig) -> list[dict[str, Any]]:
     """The worker container's mounts that may hold its outputs: its ``$HOME`` and the role's mounts."""
     home = {"name": "home", "mountPath": config.home_dir}
-    return [home, *(_user_volume(i, m, config)[1] for i, m in enumerate(spec.mounts))]
+    return [home, *(_user_volume(spec, i, m, config)[1] for i, m in enumerate(spec.mounts))]
 
 
 def files_plan(spec: WorkerSpec, config: KubernetesDriverConfig) -> files_sidecar.FilesPlan:
@@ -550,7 +616,7 @@ def privileged_needs(spec: WorkerSpec, config: KubernetesDriverConfig) -> tuple[
     needs = [
         f"hostPath mount {mount.target}"
         for index, mount in enumerate(spec.mounts)
-        if "hostPath" in _user_volume(index, mount, config)[0]
+        if "hostPath" in _user_volume(spec, index, mount, config)[0]
     ]
     if wants_sidecar(spec, config):
         needs.append("network sidecar (NET_ADMIN, /dev/net/tun)")
@@ -616,7 +682,7 @@ def worker_pod(
         )
         mounts.append({"name": "rlark-secrets", "mountPath": SECRETS_MOUNT, "readOnly": True})
     for index, mount in enumerate(spec.mounts):
-        volume, volume_mount = _user_volume(index, mount, config)
+        volume, volume_mount = _user_volume(spec, index, mount, config)
         volumes.append(volume)
         mounts.append(volume_mount)
 

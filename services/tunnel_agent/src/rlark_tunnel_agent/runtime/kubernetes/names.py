@@ -60,6 +60,12 @@ def worker_secret_name(worker_id: str) -> str:
     return dns_label(worker_id, "-net")
 
 
+def bucket_secret_name(worker_id: str, index: int) -> str:
+    """The per-worker Secret an ``objectStorage`` mount's CSI volume reads its credentials from
+    (``nodePublishSecretRef``): one per distinct credential secret the worker's mounts name, in name order."""
+    return dns_label(worker_id, f"-s3-{index}")
+
+
 def job_config_name(job_id: str) -> str:
     """The per-job ConfigMap: the bootstrap files; owner of every other object of the job."""
     return dns_label(job_id, "-job")
