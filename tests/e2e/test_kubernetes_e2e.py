@@ -13,6 +13,7 @@ workers exist: the third test caught that.)
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -501,3 +502,46 @@ async def test_gpus_of_a_pod_rlark_did_not_create_send_a_job_elsewhere_and_make_
         await eventually(
             lambda s=submitted: all_gone(bed, s["id"]), timeout_s=60, what="the job's objects deleted"
         )
+
+
+async def test_the_same_job_naming_no_cluster_runs_whole_on_one_kubernetes_cluster_outside_any_domain(
+    bed: Bed,
+) -> None:
+    """Issue 35 on the Kubernetes runtime (ADR 0026): the roles of the cross-cluster job above with their
+    clusters and domain left out land on one cluster that holds all three workers, join no network domain,
+    and the pods carry the one-cluster worker contract (the Header by its DNS name, no virtual IP)."""
+    bed.public_key = make_public_key(bed.tmp, "laptop")
+    await add_key(bed.stack, "laptop", bed.public_key)
+    doc = job_document(bed, "any cluster on kubernetes", "unused")
+    for task in doc["spec"]["tasks"]:
+        del task["cluster"]
+    del doc["spec"]["networkDomain"]
+    await wait_placeable(bed.stack, doc, timeout_s=180)
+    async with bed.stack.client() as client:
+        preview = (await client.post("/api/v1/jobs:preview", json=doc)).json()
+    assert preview["layout"]["kind"] == "one", preview["layout"]
+    (chosen,) = preview["layout"]["clusters"]
+    assert preview["layout"]["message"] == f"fits on {chosen} alone"
+
+    job_id = (await submit(bed.stack, doc))["id"]
+    running = await wait_status(bed.stack, job_id, {"Running"}, timeout_s=90)
+    assert {w["cluster"] for w in running["workers"]} == {chosen}
+    assert running["network_domain"] is None
+    assert {w["virtual_ip"] for w in running["workers"]} == {None}
+    scheduled = next(e for e in running["timeline"] if e["to_status"] == "Scheduled")
+    assert scheduled["reason"] == f"placed 3 worker(s) on {chosen}: it fits there alone"
+    pods = bed.pods(job_id)
+    assert {p["cluster"] for p in pods.values()} == {chosen}
+    header = next(w for w in running["workers"] if w["is_header"])
+    header_ip = pods[header["id"]]["status"]["podIP"]
+    assert ipaddress.ip_address(header_ip) in ipaddress.ip_network(POD_CIDRS[chosen])
+    for worker_id, pod in pods.items():
+        env = env_of(pod)
+        assert "RLARK_VIRTUAL_IP" not in env
+        if worker_id != header["id"]:
+            # In one cluster the Header is reached at its pod's address, not at a virtual IP.
+            assert env["RLARK_HEADER_ADDRESS"] == header_ip
+
+    async with bed.stack.client() as client:
+        assert (await client.post(f"/api/v1/jobs/{job_id}:cancel")).status_code == 200
+    await eventually(lambda: all_gone(bed, job_id), timeout_s=60, what="every object of the job deleted")
