@@ -31,6 +31,7 @@ CREATE TABLE public.clusters (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     hostpath_allow text[] DEFAULT '{}'::text[] NOT NULL,
     not_enforced text[] DEFAULT '{}'::text[] NOT NULL,
+    unmountable text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT clusters_runtime_check CHECK ((runtime = ANY (ARRAY['local'::text, 'kubernetes'::text])))
 );
 

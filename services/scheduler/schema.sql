@@ -39,7 +39,8 @@ CREATE TABLE public.clusters (
     hostpath_allow text[] DEFAULT '{}'::text[] NOT NULL,
     labels jsonb DEFAULT '{}'::jsonb NOT NULL,
     category text DEFAULT ''::text NOT NULL,
-    region text DEFAULT ''::text NOT NULL
+    region text DEFAULT ''::text NOT NULL,
+    unmountable text[] DEFAULT '{}'::text[] NOT NULL
 );
 
 CREATE TABLE public.inbox (

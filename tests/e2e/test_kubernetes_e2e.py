@@ -13,6 +13,7 @@ workers exist: the third test caught that.)
 from __future__ import annotations
 
 import asyncio
+import copy
 import ipaddress
 import re
 import uuid
@@ -522,6 +523,32 @@ async def test_the_same_job_naming_no_cluster_runs_whole_on_one_kubernetes_clust
     assert preview["layout"]["kind"] == "one", preview["layout"]
     (chosen,) = preview["layout"]["clusters"]
     assert preview["layout"]["message"] == f"fits on {chosen} alone"
+
+    # The agents name no object-storage CSI driver: a bucket on either cluster is refused at preview, naming the
+    # setting (issue 33), where the worker used to fail once placed.
+    keys = (
+        '{"accessKeyId": "AKIAEXAMPLE", "secretAccessKey": "example-only", "endpoint": "http://s3.lab:9000"}'
+    )
+    async with bed.stack.client() as client:
+        stored = await client.post("/api/v1/secrets", json={"name": "bucket-keys", "value": keys})
+        assert stored.status_code == 201, stored.text
+    with_bucket = copy.deepcopy(doc)
+    with_bucket["spec"]["tasks"][0]["mounts"] = [
+        {
+            "name": "ckpt",
+            "type": "objectStorage",
+            "source": "s3://ckpt/run",
+            "path": "/ckpt",
+            "secretRef": "bucket-keys",
+        }
+    ]
+    with_bucket["spec"]["tasks"][0]["cluster"] = chosen
+    async with bed.stack.client() as client:
+        refused = (await client.post("/api/v1/jobs:preview", json=with_bucket)).json()
+    [error] = [e for e in refused["errors"] if e["code"] == "mount_type_unsupported"]
+    assert error["field"] == "spec.tasks[0].mounts[0].type"
+    assert error["message_key"] == "mount_type_unconfigured"
+    assert "RLARK_K8S_OBJECT_STORAGE_CSI_DRIVER" in error["message"]
 
     job_id = (await submit(bed.stack, doc))["id"]
     running = await wait_status(bed.stack, job_id, {"Running"}, timeout_s=90)

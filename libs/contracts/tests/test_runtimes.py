@@ -41,3 +41,22 @@ def test_every_runtime_that_refuses_a_type_says_why_in_every_language(runtime: s
         return
     for lang in LANGUAGES:
         assert f"mount_type_unsupported.{runtime}" in catalogue(lang), lang
+
+
+def test_a_type_the_cluster_s_agent_is_not_set_up_for_is_refused_naming_the_setting_it_needs() -> None:
+    refused = mount_refusal(
+        "spec.tasks[0].mounts[0].type", "gpu-a", KUBERNETES, "objectStorage", ["objectStorage"]
+    )
+    assert refused == (
+        'spec.tasks[0].mounts[0].type: cluster "gpu-a" cannot mount objectStorage now: its agent is not set up '
+        "for it (it needs RLARK_K8S_OBJECT_STORAGE_CSI_DRIVER); it mounts hostPath, emptyDir, pvc. Ask the "
+        "cluster's administrator, or run this role on another cluster"
+    )
+    assert refused is not None
+    assert refused.key == "mount_type_unconfigured"
+    assert "RLARK_K8S_OBJECT_STORAGE_CSI_DRIVER" in refused.render("zh-CN")
+    assert mount_refusal("f", "gpu-a", KUBERNETES, "pvc", ["objectStorage"]) is None
+    # The runtime's own refusal comes first: a local cluster never mounts a claim, set up or not.
+    local = mount_refusal("f", "laptop", LOCAL, "pvc", ["pvc"])
+    assert local is not None
+    assert local.key == "mount_type_unsupported.local"

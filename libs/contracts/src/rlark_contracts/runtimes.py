@@ -7,13 +7,17 @@ runtime cannot (validation at preview and submit, again before placing); the tun
 refuses such a worker placed anyway. Both say it with :func:`mount_refusal`, so the check and its
 sentence cannot drift between them.
 
+A cluster's agent may also report mount types its runtime offers but it is not set up for
+(``HeartbeatSent.unmountable``, carried on as ``ClusterState.unmountable``: a Kubernetes agent that names no
+object-storage CSI driver); :func:`mount_refusal` refuses those too, with a sentence that says so.
+
 Contract: a runtime this table does not name (a newer producer's) is not judged here (None): the agent
 that runs it says what it cannot do. Pure, standard library and the message catalogue only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from types import MappingProxyType
 
 from rlark_contracts.messages import Text, text
@@ -37,6 +41,14 @@ MOUNT_TYPES: Mapping[str, tuple[str, ...]] = MappingProxyType(
 )
 """Runtime → the mount types it gives a worker, in the order sentences list them."""
 
+SETTINGS: Mapping[tuple[str, str], str] = MappingProxyType(
+    {
+        (KUBERNETES, OBJECT_STORAGE): "RLARK_K8S_OBJECT_STORAGE_CSI_DRIVER",
+        (LOCAL, OBJECT_STORAGE): "rclone on the agent's machine",
+    }
+)
+"""(runtime, mount type) → what the cluster's agent needs to mount it, for the refusal's sentence."""
+
 
 def mounts(runtime: str, mount_type: str) -> bool:
     """Can a cluster of ``runtime`` mount ``mount_type``? True for a runtime this table does not name."""
@@ -44,12 +56,25 @@ def mounts(runtime: str, mount_type: str) -> bool:
     return supported is None or mount_type in supported
 
 
-def mount_refusal(field: str, cluster: str, runtime: str, mount_type: str) -> Text | None:
+def mount_refusal(
+    field: str, cluster: str, runtime: str, mount_type: str, unmountable: Collection[str] = ()
+) -> Text | None:
     """Why cluster ``cluster`` (of ``runtime``) cannot mount ``mount_type`` at ``field`` — the job's
     ``spec.tasks[i].mounts[j].type``, or the agent's ``mount <target>`` — or None when it can.
 
     The sentence is the runtime's own (``mount_type_unsupported.<runtime>``): what it runs workers as
-    says why, and it lists what it does mount."""
+    says why, and it lists what it does mount. A type in ``unmountable`` (what the cluster's agent reports
+    it is not set up for) is refused with ``mount_type_unconfigured``, naming the setting where one is known."""
+    if mount_type in unmountable and mounts(runtime, mount_type):
+        supported = [t for t in MOUNT_TYPES.get(runtime, ()) if t not in unmountable]
+        return text(
+            "mount_type_unconfigured",
+            field=field,
+            cluster=cluster,
+            type=str(mount_type),
+            supported=", ".join(supported),
+            setting=SETTINGS.get((runtime, mount_type), "-"),
+        )
     if mounts(runtime, mount_type):
         return None
     return text(

@@ -354,6 +354,7 @@ async def apply_heartbeat(
         beat.agent_version,
         bring_online=fresh,
         not_enforced=beat.not_enforced,
+        unmountable=beat.unmountable,
     )
     if result is None:
         raise PoisonMessage(f"cluster {beat.cluster!r} is not registered")
@@ -362,6 +363,9 @@ async def apply_heartbeat(
         await add_events(conn, [_cluster_event(ClusterWentOnline, after, envelope)])
         log.info("cluster went online", cluster=beat.cluster)
         return True
+    if after.unmountable != before.unmountable:
+        # What the cluster can mount changed (its agent's settings): the scheduler judges mounts by it.
+        await add_events(conn, [_cluster_event(ClusterUpdated, after, envelope)])
     return False
 
 

@@ -37,6 +37,8 @@ class ClusterRow:
     agent_version: str
     not_enforced: tuple[str, ...]
     """What the agent said, with its latest heartbeat, it cannot enforce on its workers."""
+    unmountable: tuple[str, ...]
+    """Mount types the agent said, with its latest heartbeat, it is not set up for."""
     credential_rotated_at: datetime
     last_session_at: datetime | None
     created_by: str
@@ -59,6 +61,7 @@ class ClusterRow:
             service_cidrs=list(self.spec.service_cidrs),
             labels=dict(self.spec.labels),
             hostpath_allow=list(self.spec.hostpath_allow),
+            unmountable=list(self.unmountable),
             online=self.online,
             last_seen=self.last_seen,
             deleted=deleted,
@@ -84,7 +87,8 @@ class ClusterSummary:
 
 
 _CLUSTER_COLUMNS = """c.name, c.display_name, c.category, c.region, c.runtime, c.pod_cidrs, c.service_cidrs,
-    c.labels, c.hostpath_allow, c.online, c.last_seen, c.agent_version, c.not_enforced, c.credential_rotated_at,
+    c.labels, c.hostpath_allow, c.online, c.last_seen, c.agent_version, c.not_enforced, c.unmountable,
+    c.credential_rotated_at,
     c.last_session_at,
     c.created_by, c.created_at, c.updated_at"""
 
@@ -145,6 +149,7 @@ def _cluster(row: asyncpg.Record) -> ClusterRow:
         last_seen=row["last_seen"],
         agent_version=row["agent_version"],
         not_enforced=tuple(row["not_enforced"]),
+        unmountable=tuple(row["unmountable"]),
         credential_rotated_at=row["credential_rotated_at"],
         last_session_at=row["last_session_at"],
         created_by=row["created_by"],
@@ -350,6 +355,7 @@ async def record_heartbeat(
     *,
     bring_online: bool,
     not_enforced: Sequence[str] = (),
+    unmountable: Sequence[str] = (),
 ) -> tuple[ClusterRow, ClusterRow] | None:
     """Advance ``last_seen`` (never backwards) and optionally set ``online``; return (before, after)."""
     before = await get_cluster(conn, name, for_update=True)
@@ -360,13 +366,15 @@ async def record_heartbeat(
                 last_seen = CASE WHEN c.last_seen IS NULL OR c.last_seen < $2 THEN $2 ELSE c.last_seen END,
                 agent_version = CASE WHEN $3 = '' THEN c.agent_version ELSE $3 END,
                 online = c.online OR $4,
-                not_enforced = $5
+                not_enforced = $5,
+                unmountable = $6
             WHERE c.name = $1 RETURNING {_CLUSTER_COLUMNS}""",
         name,
         seen_at,
         agent_version,
         bring_online,
         list(not_enforced),
+        sorted(set(unmountable)),
     )
     assert row is not None
     return before, _cluster(row)

@@ -183,6 +183,31 @@ async def test_what_an_agent_cannot_enforce_is_shown_from_its_latest_heartbeat(
     await eventually(lambda: cluster(inventory, "gpu-a"), lambda c: c["not_enforced"] == [])
 
 
+async def test_mount_types_an_agent_is_not_set_up_for_are_shown_and_published_when_they_change(
+    inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_admin: KafkaAccess
+) -> None:
+    await register(inventory, "gpu-a")
+    agent = Agent(producer, names, "gpu-a")
+    await agent.heartbeat(unmountable=["objectStorage"])  # a Kubernetes agent naming no CSI driver
+    await eventually(lambda: cluster(inventory, "gpu-a"), lambda c: c["unmountable"] == ["objectStorage"])
+    await agent.heartbeat(unmountable=["objectStorage"])  # unchanged: nothing more to publish
+    await agent.heartbeat()  # its administrator named a driver and restarted it
+    await eventually(lambda: cluster(inventory, "gpu-a"), lambda c: c["unmountable"] == [])
+
+    def mine(found: list[Any]) -> list[Any]:
+        return [e for e in found if e.subject == "gpu-a" and e.type == "inventory.cluster.updated.v1"]
+
+    updates = mine(
+        await read_events(
+            kafka_admin,
+            names.physical("inventory.clusters"),
+            until=lambda found: len(mine(found)) >= 2,
+            settle_s=1.0,
+        )
+    )
+    assert [e.data["unmountable"] for e in updates] == [["objectStorage"], []]
+
+
 async def test_complete_observations_mark_missing_nodes_gone_and_repeats_publish_nothing(
     inventory: RunningService, producer: AIOKafkaProducer, names: TopicNames, kafka_admin: KafkaAccess
 ) -> None:

@@ -163,6 +163,7 @@ async def check(conn: Connection, owner: str, received: Received) -> Checked:
         [k.name for k in keys],
         domains,
         runtimes={c.name: c.runtime for c in clusters},
+        unmountable={c.name: c.unmountable for c in clusters},
         secrets=await read_models.secret_owners(conn, owner, charged),
     )
     report = validate_job(doc, ctx)

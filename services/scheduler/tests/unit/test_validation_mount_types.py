@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from rlark_contracts.runtimes import KUBERNETES, mounts
-from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.capacity import CapacityModel, ClusterFacts, NodeState
+from rlark_scheduler.domain.placement import can_mount
 from rlark_scheduler.domain.spec import MountType, parse_job_document
 from rlark_scheduler.domain.validation import (
     ValidationContext,
@@ -106,3 +107,28 @@ def test_the_placement_time_check_names_every_type_the_runtimes_refuse_now() -> 
 @pytest.mark.parametrize("kind", list(MountType))
 def test_every_mount_type_a_job_may_name_is_one_the_runtimes_table_knows(kind: MountType) -> None:
     assert mounts(KUBERNETES, kind), "rlark_contracts.runtimes.MOUNT_TYPES must say which runtime mounts it"
+
+
+def test_a_bucket_on_a_cluster_whose_agent_names_no_csi_driver_is_refused_at_preview_and_not_chosen() -> None:
+    """Issue 33: a Kubernetes agent naming no object-storage CSI driver reports objectStorage unmountable; the
+    preview refuses a bucket there (naming the setting) instead of saying "ok" and failing the worker."""
+    model = CapacityModel.from_nodes([NodeState("laptop", "n1"), NodeState("gpu-a", "g1")])
+    ctx = ValidationContext.build(
+        model,
+        {"laptop": ("/srv",), "gpu-a": ("/srv",)},
+        ["k"],
+        ["dom-a"],
+        runtimes={"gpu-a": "kubernetes"},
+        unmountable={"gpu-a": ["objectStorage"]},
+    )
+    report = validate_job(parse_job_document(_job(("header", "gpu-a", [BUCKET_SECRET, CLAIM]))), ctx)
+    [refused] = report.errors
+    assert (refused.code, refused.field) == ("mount_type_unsupported", "spec.tasks[0].mounts[0].type")
+    assert "RLARK_K8S_OBJECT_STORAGE_CSI_DRIVER" in str(refused.message)
+    doc = parse_job_document(_job(("header", "gpu-a", [BUCKET_SECRET])))
+    assert mount_type_refusals(doc.spec, {"gpu-a": "kubernetes"}) == []
+    [(field, _)] = mount_type_refusals(doc.spec, {"gpu-a": "kubernetes"}, None, {"gpu-a": ("objectStorage",)})
+    assert field == "spec.tasks[0].mounts[0].type"
+    bucket = [(MountType.OBJECT_STORAGE.value, "s3://models/rl")]
+    assert can_mount(ClusterFacts(runtime="kubernetes"), bucket)
+    assert not can_mount(ClusterFacts(runtime="kubernetes", unmountable=("objectStorage",)), bucket)

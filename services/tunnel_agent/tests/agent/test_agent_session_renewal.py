@@ -39,6 +39,7 @@ class LoginRefused:
 
 class NoEnforcement:
     not_enforced: tuple[str, ...] = ()
+    unmountable: tuple[str, ...] = ()
 
 
 def agent_with(open_session: Any, tmp_path: Path, sleeps: list[float], max_sleeps: int = 5) -> Agent:

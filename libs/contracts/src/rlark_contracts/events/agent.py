@@ -108,6 +108,10 @@ class HeartbeatSent(AgentReport):
     not_enforced: list[str] = []
     """What the cluster cannot enforce on its workers, one sentence each (a local cluster without cgroup v2
     CPU and memory controllers, or whose agent is not root); empty when everything is."""
+    unmountable: list[str] = []
+    """Mount types the cluster's runtime offers but its agent is not set up for (``rlark_contracts.runtimes``:
+    a Kubernetes agent naming no object-storage CSI driver reports ``objectStorage``). Added additively; empty
+    from older agents: the runtime's table alone decides."""
 
 
 @event("agent.worker.status_changed.v1", "agent.reports")

@@ -25,6 +25,8 @@ class ClusterState(EventData):
     # Added additively: the cluster's hostPath policy, normalised source prefixes that workers may
     # mount (rlark_contracts.hostpaths; empty = no hostPath at all, also from producers that predate it).
     hostpath_allow: list[str] = []
+    # Added additively: mount types its agent last reported it is not set up for (HeartbeatSent.unmountable).
+    unmountable: list[str] = []
 
 
 @event("inventory.cluster.registered.v1", "inventory.clusters")

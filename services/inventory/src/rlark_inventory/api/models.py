@@ -113,6 +113,12 @@ class ClusterOut(BaseModel):
         description="What the cluster's agent cannot enforce on its workers (from its latest heartbeat), one "
         "sentence each: e.g. a local cluster without cgroup v2 CPU and memory controllers; empty when everything is"
     )
+    unmountable: list[str] = Field(
+        default_factory=list,
+        description="Mount types the cluster's runtime offers but its agent is not set up for (from its latest "
+        "heartbeat): e.g. objectStorage on a Kubernetes cluster whose agent names no CSI driver; jobs mounting "
+        "them there are refused at preview",
+    )
     credential_rotated_at: datetime
     last_session_at: datetime | None
     created_by: str
@@ -137,6 +143,7 @@ class ClusterOut(BaseModel):
             last_seen=row.last_seen,
             agent_version=row.agent_version,
             not_enforced=list(row.not_enforced),
+            unmountable=list(row.unmountable),
             credential_rotated_at=row.credential_rotated_at,
             last_session_at=row.last_session_at,
             created_by=row.created_by,

@@ -69,11 +69,13 @@ def cluster_labels(labels: Mapping[str, str], *, region: str = "", category: str
 @dataclass(frozen=True, slots=True)
 class ClusterFacts:
     """What the placer needs to know of a cluster beyond its nodes: its labels (:func:`cluster_labels`), its
-    runtime ("" unknown: not judged) and its hostPath policy (normalised prefixes; None: not judged)."""
+    runtime ("" unknown: not judged), its hostPath policy (normalised prefixes; None: not judged) and the
+    mount types its agent is not set up for."""
 
     labels: Mapping[str, str] = field(default_factory=dict)
     runtime: str = ""
     hostpath_allow: tuple[str, ...] | None = None
+    unmountable: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))

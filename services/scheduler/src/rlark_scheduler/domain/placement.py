@@ -454,9 +454,12 @@ def role_clusters(model: CapacityModel, role: RoleRequest) -> tuple[str, ...]:
 
 def can_mount(facts: ClusterFacts, mounts: Sequence[tuple[str, str]]) -> bool:
     """Whether a cluster with ``facts`` can mount every ``(type, source)`` (a runtime or policy not known is
-    not judged): its runtime mounts the type, its hostPath policy allows the source."""
+    not judged): its runtime mounts the type and its agent is set up for it, its hostPath policy allows the
+    source."""
     for mount_type, source in mounts:
         if facts.runtime and not runtime_mounts(facts.runtime, mount_type):
+            return False
+        if mount_type in facts.unmountable:
             return False
         allow = facts.hostpath_allow
         if mount_type == HOST_PATH and allow is not None and not source_decision(source, allow).allowed:

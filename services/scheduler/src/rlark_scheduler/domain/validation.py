@@ -130,6 +130,7 @@ class ValidationContext:
     allocations). ``clusters`` are the known clusters (registered, or seen through their nodes),
     each with its hostPath policy (normalised prefixes; empty allows none). ``runtimes`` says what
     runs each cluster's workers (``ClusterState.runtime``); a cluster missing from it is not judged.
+    ``unmountable`` names the mount types a cluster's agent is not set up for (``ClusterState.unmountable``).
     """
 
     capacity: CapacityModel = field(default_factory=CapacityModel)
@@ -137,6 +138,7 @@ class ValidationContext:
     ssh_key_names: frozenset[str] = frozenset()
     network_domains: frozenset[str] = frozenset()
     runtimes: Mapping[str, str] = field(default_factory=dict)
+    unmountable: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     secrets: Mapping[str, tuple[str, str]] | None = None
     """The secrets the job's owner may name: name → (scope, owner) — theirs, then their project's; None: not
     judged (the document alone)."""
@@ -150,6 +152,7 @@ class ValidationContext:
         network_domains: Iterable[str] = (),
         runtimes: Mapping[str, str] | None = None,
         secrets: Mapping[str, tuple[str, str]] | None = None,
+        unmountable: Mapping[str, Sequence[str]] | None = None,
     ) -> ValidationContext:
         """``clusters``: names (allowing no hostPath) or name → hostPath allow-list; ``runtimes``:
         cluster name → its runtime."""
@@ -164,6 +167,7 @@ class ValidationContext:
             ssh_key_names=frozenset(ssh_key_names),
             network_domains=frozenset(network_domains),
             runtimes=MappingProxyType(dict(runtimes or {})),
+            unmountable=MappingProxyType({name: tuple(types) for name, types in (unmountable or {}).items()}),
             secrets=MappingProxyType(dict(secrets)) if secrets is not None else None,
         )
 
@@ -739,7 +743,10 @@ class _Validator:
         """The role's cluster's runtime must be able to mount ``kind`` (a local cluster's workers are
         processes: no PVC, no object storage), or the worker would fail only once placed."""
         runtime = self.ctx.runtimes.get(cluster_name)
-        refusal = None if runtime is None else mount_refusal(type_path, cluster_name, runtime, kind)
+        unmountable = self.ctx.unmountable.get(cluster_name, ())
+        refusal = (
+            None if runtime is None else mount_refusal(type_path, cluster_name, runtime, kind, unmountable)
+        )
         if refusal is not None:
             self.add("mount_type_unsupported", refusal, type_path)
 
@@ -1138,12 +1145,15 @@ def hostpath_refusals(
 
 
 def mount_type_refusals(
-    spec: JobSpec, runtimes: Mapping[str, str], placed: Mapping[str, Sequence[str]] | None = None
+    spec: JobSpec,
+    runtimes: Mapping[str, str],
+    placed: Mapping[str, Sequence[str]] | None = None,
+    unmountable: Mapping[str, Sequence[str]] | None = None,
 ) -> list[tuple[str, str]]:
     """``(field, message)`` of every mount whose type its role's cluster's runtime (``runtimes``: cluster →
     runtime; a cluster missing is not judged) cannot mount; ``placed`` as for :func:`hostpath_refusals`.
     The placement loop asks again before placing a job accepted earlier: its cluster may have been known
-    then only through its nodes."""
+    then only through its nodes. ``unmountable``: cluster → the mount types its agent is not set up for."""
     refusals: list[tuple[str, str]] = []
     for index, role, cluster in _role_clusters(spec, placed):
         runtime = runtimes.get(cluster)
@@ -1151,7 +1161,7 @@ def mount_type_refusals(
             continue
         for mount_index, mount in enumerate(role.mounts):
             where = f"{child_path(child_path('spec.tasks', index) + '.mounts', mount_index)}.type"
-            refusal = mount_refusal(where, cluster, runtime, mount.type)
+            refusal = mount_refusal(where, cluster, runtime, mount.type, (unmountable or {}).get(cluster, ()))
             if refusal is not None:
                 refusals.append((where, refusal))
     return refusals

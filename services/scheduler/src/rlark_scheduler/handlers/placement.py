@@ -166,7 +166,9 @@ async def mounts_refused_now(conn: Connection, doc: JobDocument, placement: Plac
         return ""
     where = {role: sorted(clusters) for role, clusters in placed.items()}
     clusters = await read_models.known_clusters(conn, names)
-    refusals = mount_type_refusals(doc.spec, {c.name: c.runtime for c in clusters}, where)
+    refusals = mount_type_refusals(
+        doc.spec, {c.name: c.runtime for c in clusters}, where, {c.name: c.unmountable for c in clusters}
+    )
     refusals += hostpath_refusals(doc.spec, {c.name: c.hostpath_allow for c in clusters}, where)
     return "; ".join(message for _, message in refusals)
 

@@ -43,6 +43,7 @@ async def apply_cluster_state(
         labels=state.labels,
         category=state.category,
         region=state.region,
+        unmountable=state.unmountable,
     )
     await changes_repo.add_change(conn, "cluster", state.name)
     if state.online and not state.deleted:

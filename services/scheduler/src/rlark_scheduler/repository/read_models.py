@@ -28,17 +28,25 @@ class ClusterRow:
     online: bool
     deleted: bool
     hostpath_allow: tuple[str, ...] = ()
+    unmountable: tuple[str, ...] = ()
+    """Mount types its agent is not set up for (``ClusterState.unmountable``)."""
 
 
 def _cluster(row: asyncpg.Record) -> ClusterRow:
     return ClusterRow(
-        row["name"], row["runtime"], row["online"], row["deleted"], tuple(row["hostpath_allow"])
+        row["name"],
+        row["runtime"],
+        row["online"],
+        row["deleted"],
+        tuple(row["hostpath_allow"]),
+        tuple(row["unmountable"]),
     )
 
 
 async def get_cluster(conn: Connection, name: str) -> ClusterRow | None:
     row = await conn.fetchrow(
-        "SELECT name, runtime, online, deleted, hostpath_allow FROM clusters WHERE name = $1", name
+        "SELECT name, runtime, online, deleted, hostpath_allow, unmountable FROM clusters WHERE name = $1",
+        name,
     )
     return _cluster(row) if row else None
 
@@ -56,21 +64,22 @@ async def upsert_cluster(
     labels: Mapping[str, str] | None = None,
     category: str = "",
     region: str = "",
+    unmountable: Sequence[str] = (),
 ) -> ClusterRow | None:
     """Store a cluster's state; returns the previous row (None when new)."""
     previous = await conn.fetchrow(
-        "SELECT name, runtime, online, deleted, hostpath_allow FROM clusters WHERE name = $1 FOR UPDATE",
+        "SELECT name, runtime, online, deleted, hostpath_allow, unmountable FROM clusters WHERE name = $1 FOR UPDATE",
         name,
     )
     await conn.execute(
         """INSERT INTO clusters (name, runtime, online, pod_cidrs, service_cidrs, deleted, hostpath_allow,
-               labels, category, region, changed_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
+               labels, category, region, unmountable, changed_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())
            ON CONFLICT (name) DO UPDATE SET runtime = EXCLUDED.runtime, online = EXCLUDED.online,
                pod_cidrs = EXCLUDED.pod_cidrs, service_cidrs = EXCLUDED.service_cidrs,
                deleted = EXCLUDED.deleted, hostpath_allow = EXCLUDED.hostpath_allow,
                labels = EXCLUDED.labels, category = EXCLUDED.category, region = EXCLUDED.region,
-               changed_at = now()""",
+               unmountable = EXCLUDED.unmountable, changed_at = now()""",
         name,
         runtime,
         online,
@@ -81,6 +90,7 @@ async def upsert_cluster(
         dict(labels or {}),
         category,
         region,
+        sorted(set(unmountable)),
     )
     return _cluster(previous) if previous else None
 
@@ -90,10 +100,10 @@ async def cluster_facts(conn: Connection, names: Sequence[str] | None = None) ->
     are not deleted: their labels with region and category, runtime and hostPath policy. A cluster known only
     through its nodes has no labels, the Kubernetes runtime and no hostPath (as ``known_clusters`` says)."""
     rows = await conn.fetch(
-        """SELECT name, labels, category, region, runtime, hostpath_allow FROM clusters
+        """SELECT name, labels, category, region, runtime, hostpath_allow, unmountable FROM clusters
             WHERE NOT deleted AND ($1::text[] IS NULL OR name = ANY($1::text[]))
            UNION ALL
-           SELECT DISTINCT n.cluster, '{}'::jsonb, '', '', 'kubernetes', '{}'::text[] FROM nodes n
+           SELECT DISTINCT n.cluster, '{}'::jsonb, '', '', 'kubernetes', '{}'::text[], '{}'::text[] FROM nodes n
             WHERE ($1::text[] IS NULL OR n.cluster = ANY($1::text[]))
               AND NOT EXISTS (SELECT 1 FROM clusters c WHERE c.name = n.cluster)""",
         None if names is None else list(names),
@@ -103,6 +113,7 @@ async def cluster_facts(conn: Connection, names: Sequence[str] | None = None) ->
             labels=cluster_labels(dict(r["labels"]), region=r["region"], category=r["category"]),
             runtime=r["runtime"],
             hostpath_allow=tuple(r["hostpath_allow"]),
+            unmountable=tuple(r["unmountable"]),
         )
         for r in rows
     }
@@ -121,10 +132,10 @@ async def known_clusters(conn: Connection, names: Sequence[str] | None) -> list[
     known, and online until its own state says otherwise; until then it allows no hostPath.
     """
     rows = await conn.fetch(
-        """SELECT c.name, c.runtime, c.online, c.deleted, c.hostpath_allow FROM clusters c
+        """SELECT c.name, c.runtime, c.online, c.deleted, c.hostpath_allow, c.unmountable FROM clusters c
             WHERE ($1::text[] IS NULL OR c.name = ANY($1::text[])) AND NOT c.deleted
            UNION ALL
-           SELECT DISTINCT n.cluster, 'kubernetes', true, false, '{}'::text[] FROM nodes n
+           SELECT DISTINCT n.cluster, 'kubernetes', true, false, '{}'::text[], '{}'::text[] FROM nodes n
             WHERE ($1::text[] IS NULL OR n.cluster = ANY($1::text[]))
               AND NOT EXISTS (SELECT 1 FROM clusters c WHERE c.name = n.cluster)""",
         None if names is None else list(names),

@@ -581,7 +581,9 @@ class Agent:
             if self.reports.session.needs_renewal():
                 await self._renew_session()
             try:
-                await self.reports.heartbeat(self._runtime, AGENT_VERSION, self.driver.not_enforced)
+                await self.reports.heartbeat(
+                    self._runtime, AGENT_VERSION, self.driver.not_enforced, self.driver.unmountable
+                )
             except KafkaError as exc:  # the broker refused our login (rotated?) or is down: ask the session
                 log.warning("heartbeat not sent; opening a new session", error=repr(exc))
                 await self._renew_session()

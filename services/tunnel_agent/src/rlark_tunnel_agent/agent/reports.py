@@ -82,7 +82,9 @@ class ReportPublisher:
         )
         PUBLISHED.labels(self.cluster, envelope.type).inc()
 
-    async def heartbeat(self, runtime: str, version: str, not_enforced: Sequence[str] = ()) -> None:
+    async def heartbeat(
+        self, runtime: str, version: str, not_enforced: Sequence[str] = (), unmountable: Sequence[str] = ()
+    ) -> None:
         await self.publish(
             HeartbeatSent(
                 cluster=self.cluster,
@@ -90,6 +92,7 @@ class ReportPublisher:
                 runtime=runtime,
                 sent_at=datetime.now(UTC),
                 not_enforced=list(not_enforced),
+                unmountable=list(unmountable),
             )
         )
 

@@ -464,6 +464,12 @@ class RuntimeDriver(Protocol):
         reports it with every heartbeat)."""
         ...
 
+    @property
+    def unmountable(self) -> tuple[str, ...]:
+        """Mount types this runtime offers (``rlark_contracts.runtimes.MOUNT_TYPES``) but this agent is not set
+        up for; the agent reports them with every heartbeat so the scheduler refuses them at preview."""
+        ...
+
     async def observe_nodes(self) -> list[NodeObservation]:
         """Every node now, as the agent reports it (the contracts' type): capacity, allocatable and
         what is allocated on it — GPUs, CPU, memory — by everything that holds resources there."""

@@ -88,6 +88,7 @@ from typing import Any, TypeVar
 import structlog
 import urllib3
 from kubernetes.client.exceptions import ApiException
+from rlark_contracts import runtimes
 
 from rlark_tunnel_agent.runtime import worker_usage
 from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_FILES
@@ -380,6 +381,11 @@ class KubernetesDriver:
         self._spawn_thread("k8s-watch-assigned-pods", self._watch_loop, "assigned_pod", usage_rv)
         self._resync_task = asyncio.create_task(self._resync_loop(), name="k8s-resync")
         self._started = True
+
+    @property
+    def unmountable(self) -> tuple[str, ...]:
+        """``objectStorage`` while no CSI driver is named for it (`KubernetesDriverConfig.object_storage_csi_driver`)."""
+        return () if self.config.object_storage_csi_driver else (runtimes.OBJECT_STORAGE,)
 
     @property
     def not_enforced(self) -> tuple[str, ...]:

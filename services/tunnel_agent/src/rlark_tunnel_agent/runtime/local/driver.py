@@ -101,6 +101,7 @@ from typing import Protocol
 
 import structlog
 from pydantic import BaseModel, ConfigDict
+from rlark_contracts import runtimes
 from rlark_contracts.runtimes import mount_refusal
 from rlark_tunnel_agent.runtime import worker_usage
 from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_DIR, BOOTSTRAP_FILES, BOOTSTRAP_SCRIPT
@@ -326,6 +327,8 @@ class LocalDriver:
         self._cgroups: cgroups.CgroupProbe = cgroups.CgroupProbe(None)
         self._cpu_rates = worker_usage.CpuRates()
         self.not_enforced: tuple[str, ...] = ()
+        self.unmountable: tuple[str, ...] = ()
+        """Mount types this agent cannot give workers: ``objectStorage`` without rclone (settled by `start`)."""
         """What this cluster cannot enforce on its workers, one sentence each (settled by `start()`)."""
         self.virtual_ip_hooks: VirtualIpHooks | None = None
         """Set by the agent when it runs network domains' tunnels (see the module docstring)."""
@@ -393,6 +396,7 @@ class LocalDriver:
                 "not run as root, or RLARK_LOCAL_NETNS=0)"
             )
         self.not_enforced = tuple(gaps)
+        self.unmountable = () if shutil.which("rclone") else (runtimes.OBJECT_STORAGE,)
         for gap in gaps:
             log.warning("local_runtime.not_enforced", cluster=self.cluster.cluster, what=gap)
 
@@ -467,7 +471,9 @@ class LocalDriver:
             if self.cluster.node(spec.node_name) is None:
                 raise ValueError(f"node {spec.node_name!r} is not in cluster {self.cluster.cluster}")
             for mount in spec.mounts:  # what the scheduler refuses at submission, for a placement made anyway
-                refused = mount_refusal(f"mount {mount.target}", self.cluster.cluster, LOCAL, mount.type)
+                refused = mount_refusal(
+                    f"mount {mount.target}", self.cluster.cluster, LOCAL, mount.type, self.unmountable
+                )
                 if refused is not None:
                     raise ValueError(refused)
             if self.use_netns:
