@@ -9,7 +9,8 @@ IPs and its traffic crosses the agents' tunnels.
 What it shows, each from the real part that owns it: pod phases and container IDs from the kubelet, pod IPs
 from the CNI bridge, the worker's lines from the pod log API (through the agent's log follower into the
 platform's job log), worker phases from the bootstrap's marker lines, and the job Succeeded with the run
-script's exit code.
+script's exit code. A third logs in to a real worker pod with OpenSSH through the platform (issue 32): the pod's
+sshd runs as the pod's user with a host key of its own, and the job's key lets that user in.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import os
+import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -24,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jobs import document, logs, role, submit, wait_placeable, wait_status
+from jobs import add_key, document, logs, make_public_key, role, submit, wait_placeable, wait_status
 from k8s_agents import admin, create_namespace, job_objects, kubernetes_agent, privileged_namespace
 from rlark_devinfra.k8s import images, realnode, testbed
 from rlark_tunnel_agent.agent.sidecars import SidecarOptions
@@ -325,3 +328,70 @@ async def test_a_job_across_two_clusters_runs_ray_over_the_network_sidecars_tun_
         sidecars = [c for c in running.get("initContainerStatuses") or [] if c["name"] == SIDECAR_CONTAINER]
         assert [list(c["state"]) for c in sidecars] == [["running"]], running
     await check_phases(stack, done)
+
+
+async def openssh(stack: Stack, tmp: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``ssh`` with the config `rlark ssh-config` wrote (its ProxyCommand: the gateway's relay to the agent)."""
+    env = {**os.environ, "RLARK_URL": stack.url, "RLARK_TOKEN": stack.admin_token}
+    env["RLARK_CONFIG_DIR"] = str(tmp / "cli-config")
+    options = ["-F", str(tmp / "ssh_config"), "-o", f"UserKnownHostsFile={tmp / 'known_hosts'}"]
+    options += ["-o", "BatchMode=yes", "-o", "ConnectTimeout=30"]
+    return await asyncio.to_thread(
+        subprocess.run, ["ssh", *options, *argv], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+async def test_ssh_through_the_platform_runs_a_command_in_a_real_worker_pod_as_the_pod_s_user(
+    stack: Stack, k8s_real_nodes: dict[str, list[realnode.RealNode]], tmp_path: Path
+) -> None:
+    pool = f"real-{uuid.uuid4().hex[:8]}"
+    alpha = await side(stack, k8s_real_nodes["alpha"][:1], pool)
+    await add_key(stack, "laptop", make_public_key(tmp_path, "laptop"))
+    async with kubernetes_agent(
+        stack.url,
+        alpha.credential,
+        alpha.cluster,
+        alpha.namespace,
+        tmp_path / "alpha",
+        driver=dict(REAL_DRIVER),
+    ) as running_agent:
+        await asyncio.wait_for(running_agent.agent.ssh_link.connected.wait(), 30)
+        await nodes_listed(stack, pool, 1)
+        actor = role(
+            "actor",
+            1,
+            cluster="alpha",
+            nodeSelector={"rlark.io/pool": pool},
+            image=images.images().worker_ref,
+        )
+        doc = document("ssh into a real pod", [actor], "sleep 600\n", sshKeys=["laptop"])
+        await wait_placeable(stack, doc, timeout_s=120)
+        job_id = (await submit(stack, doc))["id"]
+        running = await wait_status(stack, job_id, {"Running"}, timeout_s=240)
+        worker = running["workers"][0]
+        assert worker["login_user"] == "rlark"  # the worker image's user of the pods' uid (1000)
+        made = await stack.cli("ssh-config", job_id, "-i", str(tmp_path / "laptop"))
+        assert made.returncode == 0, made.stderr
+        assert "User rlark" in made.stdout, made.stdout
+        (tmp_path / "ssh_config").write_text(made.stdout)
+
+        async def logged_in() -> subprocess.CompletedProcess[str] | None:
+            done = await openssh(stack, tmp_path, worker["id"], "echo in-$(id -un)-$(id -u) on $(hostname)")
+            return done if done.returncode == 0 else None
+
+        try:
+            done = await eventually(
+                logged_in, timeout_s=120, interval_s=2, what="ssh into the real worker pod"
+            )
+        except AssertionError as exc:
+            last = await openssh(stack, tmp_path, worker["id"], "true")
+            tail = "\n".join(e["line"] for e in (await logs(stack, job_id))[-30:])
+            raise AssertionError(f"{exc}\nssh: {last.stderr}\nthe worker's log ends:\n{tail}") from None
+        # The pod's own user, in the pod the job's worker runs in (its hostname: the pod's name).
+        assert done.stdout.strip() == f"in-rlark-1000 on {names.pod_name(worker['id'])}", done
+        # Its host key is the worker's own, accepted on first use under the worker's id.
+        assert worker["id"] in (tmp_path / "known_hosts").read_text()
+        async with stack.client() as client:
+            cancelled = await client.post(f"/api/v1/jobs/{job_id}:cancel")
+            assert cancelled.status_code in (200, 202), cancelled.text
+        await wait_status(stack, job_id, {"Cancelled"}, timeout_s=120)

@@ -14,8 +14,11 @@ class SchedulerSettings(ServiceSettings):
         default=300, ge=1, description="How long a Header waits for all Ray nodes before failing the job"
     )
     ssh_user: str = Field(
-        default="root",
-        description="User shown in the ssh command hint of a job on Kubernetes (local workers: `rlark`, ADR 0007)",
+        default="rlark",
+        description="The login user of a job's workers on Kubernetes (`rlark ssh`, `ssh-config`, the ssh command "
+        "hint): the worker image's name for the pods' runAsUser (the agent's RLARK_K8S_RUN_AS_USER, 1000), since "
+        "a worker's sshd runs as that user and lets no one else in; the project's worker images name uid 1000 "
+        "`rlark` (local workers: `rlark` always, ADR 0007)",
     )
     placement_poll_s: float = Field(
         default=5.0, gt=0, description="Placement loop's fallback wake-up when no NOTIFY arrives"

@@ -55,7 +55,7 @@ async def test_header_exit_0_succeeds_and_every_worker_is_stopped(
     running = await job_status(scheduler, job["id"], "Running")
     assert running["ray_nodes"] == {"joined": 3, "expected": 3}
     assert all(w["ray_joined"] for w in running["workers"])
-    assert running["ssh_command"] == "ssh root@10.9.0.1"
+    assert running["ssh_command"] == "ssh rlark@10.9.0.1"  # the Kubernetes workers' user (issue 32)
     assert running["ray_dashboard_url"] == f"/api/v1/jobs/{job['id']}/tools/ray-dashboard/"
     assert stops_for(placements, job["id"]) == set()
 

@@ -3,7 +3,8 @@
 #
 # The same script runs in a Kubernetes pod and in a local-runtime process group. It:
 #   1. writes the selected public keys to ~/.ssh/authorized_keys (dir 700, file 600) and starts
-#      sshd when one is installed (a missing sshd is not an error);
+#      sshd when one is installed (a missing sshd is not an error); not as root, an unprivileged sshd
+#      with the worker's own host key that lets only this user in;
 #   2. exports RLINF_NODE_RANK and the platform variables BEFORE `ray start` (Ray freezes the
 #      environment of its processes at start; RLinf reads the rank from there);
 #   3. runs the prepare script under `bash -e -o pipefail`; variables it exports (a venv
@@ -43,7 +44,8 @@
 # RLARK_PROGRESS_DEADLINE_S and RLARK_PROGRESS_POLL_S (the Header reports new TensorBoard steps under
 # RLARK_TENSORBOARD_DIR, else the outputs, every POLL seconds),
 # RLARK_BOOTSTRAP_TOKEN (default: generated), RLARK_SSH_HOST_KEY (sshd runs as this user with that host
-# key and reads RLARK_AUTHORIZED_KEYS_FILE: the local runtime's unprivileged workers), RLARK_GPU_SAMPLE_S
+# key and reads RLARK_AUTHORIZED_KEYS_FILE: the local runtime's unprivileged workers; not root and unset, as
+# in a Kubernetes pod: the bootstrap makes the key itself, $HOME/.ssh/ssh_host_ed25519_key), RLARK_GPU_SAMPLE_S
 # (Kubernetes, workers holding GPUs: when the container has `nvidia-smi`, print its GPUs' use every that
 # many seconds as `gpus_sampled` markers; unset, or no `nvidia-smi`: nothing starts), RAY_AUTH_MODE and
 # RAY_AUTH_TOKEN_PATH (Ray's own: the job attempt's token, kept through the prepare script), RLARK_SECRETS_DIR and
@@ -234,16 +236,46 @@ start_sshd() {
     return 0
   fi
   mkdir -p /run/sshd 2>/dev/null || true
-  local sshd_args=(-o "AuthorizedKeysFile=$HOME/.ssh/authorized_keys")
-  if [[ -n ${RLARK_SSH_HOST_KEY:-} ]]; then
-    # The runtime's unprivileged sshd: it runs as this worker's user with the worker's own host key and
-    # reads the keys file the runtime alone writes (rotations land there), from a path under /tmp perhaps.
-    sshd_args=(-h "$RLARK_SSH_HOST_KEY" -o "AuthorizedKeysFile=$RLARK_AUTHORIZED_KEYS_FILE"
+  local sshd_args=(-o "AuthorizedKeysFile=$HOME/.ssh/authorized_keys") host_key=${RLARK_SSH_HOST_KEY:-} user
+  user=$(id -un 2>/dev/null || true)
+  if [[ -z $host_key && $(id -u) != 0 ]]; then
+    # Not root (a Kubernetes pod's runAsUser, say): the image's host keys are root's and Debian's
+    # configuration (PAM, privilege separation) needs root, so this worker's sshd gets a host key of its own.
+    host_key=$(own_host_key) || {
+      log "cannot make a host key in $HOME/.ssh (no ssh-keygen?); SSH access is not available"
+      return 0
+    }
+  fi
+  if [[ -n $host_key ]]; then
+    # The unprivileged sshd: it runs as this worker's user with the worker's own host key and reads the keys
+    # file the runtime writes (rotations land there), from a path under /tmp perhaps. It can only let its own
+    # user in (logging in as anyone else fails after the key was accepted: "Failed to set uids to 0."), so
+    # it refuses every other name at once, and says why in its log.
+    sshd_args=(-h "$host_key" -o "AuthorizedKeysFile=${RLARK_AUTHORIZED_KEYS_FILE:-$HOME/.ssh/authorized_keys}"
       -o UsePAM=no -o PidFile=none -o StrictModes=no)
+    if [[ -n $user ]]; then
+      sshd_args+=(-o "AllowUsers=$user")
+    else
+      log "uid $(id -u) has no entry in this image's /etc/passwd: sshd can let no one in (log in as the" \
+        "image's user of that uid: add one, or set the runtime's user to one the image has)"
+    fi
   fi
   "$sshd_bin" -D -e -p "$port" "${sshd_args[@]}" &
   SSHD_PID=$!
-  marker "{\"event\":\"sshd_started\",\"port\":$port}"
+  marker "{\"event\":\"sshd_started\",\"port\":$port,\"user\":$(json_str "$user")}"
+}
+
+# This worker's own ed25519 host key (made once, mode 600, in a directory only its user reads); prints its path.
+own_host_key() {
+  local key="$HOME/.ssh/ssh_host_ed25519_key"
+  command -v ssh-keygen >/dev/null 2>&1 || return 1
+  mkdir -p "$HOME/.ssh" && chmod 700 "$HOME/.ssh" || return 1
+  if [[ ! -s $key ]]; then
+    rm -f "$key" "$key.pub"
+    (umask 077 && ssh-keygen -q -t ed25519 -N '' -C "rlark-worker-host" -f "$key" </dev/null >/dev/null) ||
+      return 1
+  fi
+  printf '%s\n' "$key"
 }
 
 mkdir -p "$WORKDIR" && cd "$WORKDIR" || {

@@ -30,16 +30,7 @@ if [[ -n $keys_src ]]; then
   ) &
 fi
 
-# A pod that runs as a non-root user (the default: runAsUser 1000, Pod Security "restricted") cannot
-# read the image's host keys, so the worker's sshd runs as that user (on the contract's unprivileged
-# port) with a host key of its own, made here in $HOME (the pod's emptyDir): the bootstrap's
-# unprivileged sshd mode (RLARK_SSH_HOST_KEY), reading the mounted keys file the kubelet refreshes.
-if [[ $(id -u) != 0 && -z ${RLARK_SSH_HOST_KEY:-} ]] && command -v ssh-keygen >/dev/null 2>&1; then
-  host_key="$HOME/.ssh/ssh_host_ed25519_key"
-  if mkdir -p "$HOME/.ssh" && chmod 700 "$HOME/.ssh" &&
-    { [[ -f $host_key ]] || ssh-keygen -q -t ed25519 -N '' -C "rlark-worker-host" -f "$host_key" </dev/null >/dev/null; }; then
-    export RLARK_SSH_HOST_KEY=$host_key
-  fi
-fi
-
+# A pod that runs as a non-root user (the default: runAsUser 1000, Pod Security "restricted") cannot read the
+# image's host keys: the bootstrap then makes the worker a host key of its own in $HOME (the pod's emptyDir) and
+# runs its sshd unprivileged, reading the mounted keys file the kubelet refreshes (bootstrap.sh, start_sshd).
 exec bash "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
