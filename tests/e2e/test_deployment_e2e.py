@@ -1,4 +1,4 @@
-"""RLark deployed the way a lab deploys it (issue 32, ADR 0027): the README's deployment commands against
+"""RLark deployed the way a lab deploys it (issue 32, ADR 0027): the lab guide's commands (docs/deploying.md) against
 three test-bed clusters with real kubelets.
 
 ``lab`` runs the control plane from ``deploy/kubernetes`` (``kubectl apply -k`` through an overlay owned by

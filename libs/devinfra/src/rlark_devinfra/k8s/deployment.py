@@ -1,16 +1,16 @@
 """The deployment test bed: RLark deployed the way a lab deploys it (issue 32, ADR 0027).
 
-Role: stand up what the README's deployment section assumes a lab has — a PostgreSQL server and a
+Role: stand up what the lab guide (docs/deploying.md) assumes a lab has — a PostgreSQL server and a
 three-broker Kafka with SASL/SCRAM and ACLs ("managed servers", here processes on this machine at its own
 address, which pods reach), a Kubernetes cluster for the control plane (``lab``) and one per GPU cluster
 (``gpu-a``, ``gpu-b``), each with real nodes (`realnode`) holding the product images — and then run the
-README's commands against them: ``kubectl`` built from the test bed's Kubernetes module, ``apply -k`` on
+guide's commands against them: ``kubectl`` built from the test bed's Kubernetes module, ``apply -k`` on
 ``deploy/kubernetes`` through an overlay this module writes (the image, ``config.yaml``'s Kafka address and
 topic layout, the test's replica counts), the two Secrets, the ``kafka-provision`` and migrate Jobs, the
 Deployments. The gateway is exposed as a lab exposes it, outside the cluster: a TCP forwarder on this machine
 (`ingress`) to the gateway Service's address, standing in for the lab's load balancer.
 
-The commands are kept as data (`LabStep`), printed before they run, so the README's guide and this module
+The commands are kept as data (`LabStep`), printed before they run, so the guide (docs/deploying.md) and this module
 say the same thing (``tests/test_deployment_guide.py`` compares them).
 
 Concurrency: a test drives it from one thread; every process it starts is a detached process group with a
@@ -206,7 +206,7 @@ def get(cluster: str, *args: str) -> Any:
 
 @dataclass(frozen=True)
 class LabStep:
-    """One step of the README's deployment guide: what it says, and the commands (``$VARIABLES`` are the
+    """One step of the lab guide (docs/deploying.md): what it says, and the commands (``$VARIABLES`` are the
     lab's values) the test runs."""
 
     title: str
@@ -214,7 +214,7 @@ class LabStep:
 
 
 def control_plane_overlay(directory: Path, values: Mapping[str, str]) -> Path:
-    """The lab's copy of ``deploy/kubernetes``: a kustomization on top of it making only the README's edits
+    """The lab's copy of ``deploy/kubernetes``: a kustomization on top of it making only the guide's edits
     (the image; ``config.yaml``'s Kafka address; nothing else) and the test's replica counts."""
     directory.mkdir(parents=True, exist_ok=True)
     base = os.path.relpath(repo_root() / "deploy" / "kubernetes", directory)
@@ -417,7 +417,7 @@ def lab_values(lab_host: str, bootstrap: str, database_url: str) -> dict[str, st
     }
 
 
-# --- the guide's steps (README, "Deploying on Kubernetes"; run in this order) ----------------------------------
+# --- the guide's steps (docs/deploying.md, "On Kubernetes: a lab's guide"; run in this order) ----------------------------------
 
 DEPLOY_DIR = "$LAB_DIR"
 """The lab's own directory: ``kustomization.yaml`` on top of ``deploy/kubernetes`` (see `control_plane_overlay`)."""
@@ -601,7 +601,7 @@ BACKUP = LabStep(
 )
 
 GUIDE = (SECRETS, PROVISION, MIGRATE, APPLY, FIRST_ADMIN, REGISTER_CLUSTER, DEPLOY_AGENT, UPGRADE, BACKUP)
-"""The README's deployment guide, in its order (after building and pushing the images)."""
+"""The lab guide (docs/deploying.md), in its order (after building and pushing the images)."""
 
 
 def push_release(tag: str) -> str:
