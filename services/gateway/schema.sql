@@ -13,6 +13,13 @@ CREATE TABLE public.agent_epochs (
     epoch bigint NOT NULL
 );
 
+CREATE TABLE public.agent_links (
+    cluster text NOT NULL,
+    replica_url text NOT NULL,
+    link_id text NOT NULL,
+    linked_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE public.api_tokens (
     id text NOT NULL,
     username text NOT NULL,
@@ -137,6 +144,9 @@ ALTER TABLE ONLY public.outbox ALTER COLUMN seq SET DEFAULT nextval('public.outb
 
 ALTER TABLE ONLY public.agent_epochs
     ADD CONSTRAINT agent_epochs_pkey PRIMARY KEY (consumer, cluster);
+
+ALTER TABLE ONLY public.agent_links
+    ADD CONSTRAINT agent_links_pkey PRIMARY KEY (cluster);
 
 ALTER TABLE ONLY public.api_tokens
     ADD CONSTRAINT api_tokens_pkey PRIMARY KEY (id);

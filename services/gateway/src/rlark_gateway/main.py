@@ -33,6 +33,8 @@ from rlark_gateway.handlers import Accounts
 from rlark_gateway.login_throttle import LoginThrottle
 from rlark_gateway.passwords import Passwords
 from rlark_gateway.proxy import Proxy
+from rlark_gateway.relays import RelayHub
+from rlark_gateway.replicas import Replicas
 from rlark_gateway.settings import GatewaySettings
 from rlark_gateway.wiring import Gateway
 
@@ -79,7 +81,21 @@ async def on_start(ctx: ServiceContext[GatewaySettings, None]) -> Gateway:
         read_timeout_s=settings.upstream_timeout_s,
         idle_s=settings.upstream_idle_s,
     )
-    gateway = Gateway(settings, accounts, proxy, ctx.names, StreamSlots(settings.events_max_streams_per_user))
+    replicas = Replicas(
+        ctx.require_pool(),
+        settings.resolved_replica_url(),
+        settings.internal_secret.get_secret_value(),
+        connect_timeout_s=settings.upstream_connect_timeout_s,
+    )
+    gateway = Gateway(
+        settings,
+        accounts,
+        proxy,
+        ctx.names,
+        StreamSlots(settings.events_max_streams_per_user),
+        relays=RelayHub(replicas=replicas),
+        replicas=replicas,
+    )
     if settings.credential_cache_s > 0:
         gateway.background.append(
             asyncio.create_task(accounts.credentials.listen(settings.own_database_url()))

@@ -10,8 +10,10 @@ secret matches and the agent's cluster is the worker's. An agent that could not 
 says so on its link (:meth:`failed`), and the user learns why at once.
 
 Concurrency: one event loop; a relay is pending from :meth:`open` until an agent arrived, it failed, or it
-timed out — then it is gone, so a secret is good for one connection. Per gateway process: with several
-replicas, an agent's link and the user's request must meet on one (ADR 0010, consequences).
+timed out — then it is gone, so a secret is good for one connection. Links and pending relays are this
+process's; with several replicas, :meth:`open` for a cluster whose link another replica holds has that
+replica open it (``replicas.Replicas``, ADR 0028), and a dial-back for a relay another replica waits for
+is handed there by the route that received it.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ import hmac
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 import structlog
 from rlark_contracts.relay import OP_SSH
 
 from rlark_gateway.domain.relay import RelayRefused, RelayTarget, connect_order
+from rlark_gateway.replicas import Replicas
 
 log = structlog.get_logger(__name__)
 
@@ -58,8 +61,12 @@ class Relay(Generic[S]):
 
 
 class RelayHub(Generic[S]):
-    def __init__(self, connect_timeout_s: float = CONNECT_BACK_TIMEOUT_S) -> None:
+    def __init__(
+        self, connect_timeout_s: float = CONNECT_BACK_TIMEOUT_S, replicas: Replicas | None = None
+    ) -> None:
         self.connect_timeout_s = connect_timeout_s
+        self.replicas = replicas
+        """The other gateway replicas, where links this process does not hold are (None: this one only)."""
         self._links: dict[str, SendJson] = {}
         self._pending: dict[str, _Pending[S]] = {}
 
@@ -75,7 +82,23 @@ class RelayHub(Generic[S]):
             del self._links[cluster]
 
     def online(self, cluster: str) -> bool:
+        """Whether this process holds ``cluster``'s link."""
         return cluster in self._links
+
+    async def reachable(self, cluster: str) -> bool:
+        """Whether ``cluster``'s link is here or at another replica (as the database says)."""
+        if cluster in self._links:
+            return True
+        if self.replicas is None:
+            return False
+        try:
+            return await self.replicas.holder(cluster) is not None
+        except RelayRefused:
+            return False
+
+    def waits(self, relay_id: str) -> bool:
+        """Whether relay ``relay_id`` waits for its agent in this process."""
+        return relay_id in self._pending
 
     # --- relays ----------------------------------------------------------------------------------------
 
@@ -85,12 +108,24 @@ class RelayHub(Generic[S]):
         op: str = OP_SSH,
         extra: Mapping[str, str] | None = None,
         prepare_s: float = 0.0,
+        *,
+        here_only: bool = False,
     ) -> Relay[S]:
         """Ask ``target``'s agent to connect back (an ``op`` order with ``extra`` fields) and wait for it
         ``connect_timeout_s`` plus ``prepare_s`` (what the agent may spend before it dials back, e.g. starting
         TensorBoard); ``RelayRefused`` 503 ``agent_offline``, 502 ``worker_unreachable`` (the agent's reason)
-        or 504 ``agent_timeout``."""
+        or 504 ``agent_timeout``. Where another replica holds the link, that replica opens it and the relay
+        comes through it — unless ``here_only`` (a replica asked by another never forwards again)."""
         send = self._links.get(target.cluster)
+        wait_s = self.connect_timeout_s + prepare_s
+        if send is None and not here_only and self.replicas is not None:
+            holder = await self.replicas.holder(target.cluster)
+            if holder is not None:
+                relay_id, socket = await self.replicas.open_at(
+                    holder, target, op, extra or {}, prepare_s, wait_s
+                )
+                # The forwarded socket speaks the relay socket's interface (replicas.RelaySocket).
+                return Relay(relay_id, cast(S, socket), asyncio.Event())
         if send is None:
             raise RelayRefused(
                 503,
@@ -101,7 +136,6 @@ class RelayHub(Generic[S]):
             )
         extra = extra or {}
         relay_id, secret = secrets.token_hex(16), secrets.token_urlsafe(32)
-        wait_s = self.connect_timeout_s + prepare_s
         pending: _Pending[S] = _Pending(
             target, secret, asyncio.get_running_loop().create_future(), what=extra.get("service", "sshd")
         )

@@ -350,3 +350,45 @@ async def list_audit(
         since,
     )
     return [AuditRecord(**dict(r)) for r in rows], total
+
+
+# --- agent links (ADR 0028): which replica holds each cluster's control link ---------------------------
+
+
+async def record_agent_link(conn: Connection, cluster: str, replica_url: str, link_id: str) -> None:
+    """``cluster``'s link is now link ``link_id`` at ``replica_url`` (a newer link replaces any other)."""
+    await conn.execute(
+        """INSERT INTO agent_links (cluster, replica_url, link_id) VALUES ($1, $2, $3)
+           ON CONFLICT (cluster) DO UPDATE
+           SET replica_url = excluded.replica_url, link_id = excluded.link_id, linked_at = now()""",
+        cluster,
+        replica_url,
+        link_id,
+    )
+
+
+async def refresh_agent_link(conn: Connection, cluster: str, replica_url: str, link_id: str) -> None:
+    """Record link ``link_id`` again only where no other link of ``cluster`` took its place since (a row
+    lost to a replica's start, or to a newer link that has ended)."""
+    await conn.execute(
+        """INSERT INTO agent_links (cluster, replica_url, link_id) VALUES ($1, $2, $3)
+           ON CONFLICT (cluster) DO UPDATE SET linked_at = now()
+           WHERE agent_links.link_id = excluded.link_id""",
+        cluster,
+        replica_url,
+        link_id,
+    )
+
+
+async def forget_agent_link(conn: Connection, cluster: str, link_id: str) -> bool:
+    """Link ``link_id`` of ``cluster`` ended: its row goes, unless a newer link already replaced it."""
+    status: str = await conn.execute(
+        "DELETE FROM agent_links WHERE cluster = $1 AND link_id = $2", cluster, link_id
+    )
+    return status.endswith(" 1")
+
+
+async def agent_link_replica(conn: Connection, cluster: str) -> str | None:
+    """The address of the replica holding ``cluster``'s link, or None when none is recorded."""
+    found: str | None = await conn.fetchval("SELECT replica_url FROM agent_links WHERE cluster = $1", cluster)
+    return found

@@ -104,6 +104,13 @@ class GatewaySettings(ServiceSettings):
         "credential; a rotated or deleted cluster's link is closed within this time",
     )
 
+    replica_url: str = Field(
+        default="",
+        description="This replica's own address as the other gateway replicas reach it (http://POD_IP:8080; "
+        "ADR 0028): a replica that gets a request for a cluster whose agent link another replica holds "
+        "forwards it there. Default: http://127.0.0.1 with the API port (one process)",
+    )
+
     tools_port: int | None = Field(
         default=None,
         ge=0,
@@ -151,6 +158,15 @@ class GatewaySettings(ServiceSettings):
             raise ValueError(f"{value!r} is not an origin like https://tools.example.org")
         return origin
 
+    @field_validator("replica_url")
+    @classmethod
+    def _replica_url(cls, value: str) -> str:
+        url = value.strip().rstrip("/")
+        scheme, sep, rest = url.partition("://")
+        if url and (scheme not in ("http", "https") or not sep or not rest or "/" in rest or "?" in rest):
+            raise ValueError(f"{value!r} is not a replica address like http://10.1.2.3:8080")
+        return url
+
     @model_validator(mode="after")
     def _tools_apart(self) -> GatewaySettings:
         if self.tools_url and self.tools_url in self.allowed_origins:
@@ -167,6 +183,10 @@ class GatewaySettings(ServiceSettings):
         if self.tools_port is not None:
             return self.tools_port
         return self.http_port + 1 if self.http_port else 0
+
+    def resolved_replica_url(self) -> str:
+        """Where the other replicas reach this one: ``replica_url``, else this host's loopback and API port."""
+        return self.replica_url or f"http://127.0.0.1:{self.http_port}"
 
     def resolved_web_dir(self) -> Path | None:
         """The console directory to serve, or None when the console is not built."""

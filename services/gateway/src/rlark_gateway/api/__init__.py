@@ -20,6 +20,7 @@ from rlark_gateway.api import (
     keys,
     outputs,
     relay,
+    replica_relay,
     tool_tickets,
     users,
 )
@@ -96,6 +97,7 @@ def build_api(ctx: ServiceContext[GatewaySettings, Gateway]) -> FastAPI:
         audit.router,
         events.router,
         relay.router,  # WebSockets: SSH relays, agents' control links (ADR 0010)
+        replica_relay.router,  # WebSockets replicas open on each other (ADR 0028)
         agent_credentials.router,  # before the proxy: agents fetch a worker's Ray token (ADR 0022)
         outputs.router,  # before the proxy: served from the agents (ADR 0010)
         tool_tickets.router,  # jobs' tools open on the tools origin (ADR 0012)

@@ -156,7 +156,7 @@ async def _content(relay: Relay[WebSocket]) -> AsyncIterator[bytes]:
 async def _worker_files(gw: Gateway, job: dict[str, Any], target: RelayTarget) -> dict[str, Any]:
     """One worker's listing: from its agent, else from the scheduler's manifest."""
     reason = ""
-    if gw.relays.online(target.cluster):
+    if await gw.relays.reachable(target.cluster):
         try:
             relay, head = await _open(gw, target, action=FILES_LIST)
             try:

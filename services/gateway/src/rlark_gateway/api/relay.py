@@ -11,6 +11,10 @@
   ``ssh-failed`` reports back.
 - ``GET /api/v1/agent/relay/{relay_id}`` — an agent dialling back (agent token + ``X-RLark-Relay-Secret``).
 
+Several replicas (ADR 0028): a link, once up, is recorded as this replica's in ``agent_links``; a relay for a
+cluster whose link another replica holds is opened there (``RelayHub.open``), and a dial-back for a relay
+this replica does not wait for goes to the replica holding that agent's cluster's link.
+
 Backpressure: each direction awaits the send of a frame before it receives the next one, and uvicorn
 queues at most a few frames of at most 1 MiB per socket (``rlark_platform.http_server``), so a slow side
 slows the other instead of filling memory. A session's end writes one audit entry ``jobs.ssh`` (user,
@@ -22,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
+import secrets
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,11 +58,16 @@ from rlark_gateway.domain.requests import client_address, foreign_request
 from rlark_gateway.handlers import Principal
 from rlark_gateway.jobs_lookup import find_job
 from rlark_gateway.relays import RelayHub
+from rlark_gateway.replicas import ForwardedSocket, splice
 from rlark_gateway.wiring import Gateway
 
 log = structlog.get_logger(__name__)
 
 router = APIRouter(tags=["ssh"])
+
+RELAY_ID = re.compile(r"[0-9a-f]{32}")
+"""What the gateway's relay ids look like (``secrets.token_hex(16)``): a dial-back naming anything else waits
+for no one, and is not forwarded."""
 
 
 def _gateway(ws: WebSocket) -> Gateway:
@@ -281,9 +292,12 @@ async def agent_link(ws: WebSocket) -> None:
                 raise ConnectionError(str(exc) or "closed") from None
 
     hub.attach(cluster, send)
+    link_id = secrets.token_hex(8)
+    if gw.replicas is not None:
+        await gw.replicas.record(cluster, link_id)
     log.info("agent link up", cluster=cluster)
     closing = asyncio.create_task(gw.proxy.closing.wait())
-    superseded = asyncio.create_task(_until_superseded(ws, gw, cluster))
+    superseded = asyncio.create_task(_until_superseded(ws, gw, cluster, link_id))
     try:
         while True:
             receive = asyncio.create_task(ws.receive())
@@ -299,6 +313,8 @@ async def agent_link(ws: WebSocket) -> None:
         closing.cancel()
         superseded.cancel()
         hub.detach(cluster, send)
+        if gw.replicas is not None:
+            await gw.replicas.forget(cluster, link_id)
         if superseded.done() and not superseded.cancelled():
             await _close(ws, 1008, "invalid_agent_token")
         else:
@@ -306,9 +322,10 @@ async def agent_link(ws: WebSocket) -> None:
         log.info("agent link down", cluster=cluster)
 
 
-async def _until_superseded(ws: WebSocket, gw: Gateway, cluster: str) -> None:
+async def _until_superseded(ws: WebSocket, gw: Gateway, cluster: str, link_id: str) -> None:
     """Return once the link's token no longer speaks for ``cluster`` (credential rotated, cluster deleted,
-    token expired); an inventory that cannot be asked keeps the link (the next check decides)."""
+    token expired); an inventory that cannot be asked keeps the link (the next check decides). Each check
+    also records the link again where its row was lost (``Replicas.refresh``)."""
     while True:
         await asyncio.sleep(gw.settings.agent_link_recheck_s)
         try:
@@ -317,6 +334,8 @@ async def _until_superseded(ws: WebSocket, gw: Gateway, cluster: str) -> None:
             if exc.status == 401:
                 log.warning("agent link closed", cluster=cluster, reason=exc.message)
                 return
+        if gw.replicas is not None:
+            await gw.replicas.refresh(cluster, link_id)
 
 
 def _agent_said(hub: RelayHub[WebSocket], cluster: str, text: str | None) -> None:
@@ -330,16 +349,27 @@ def _agent_said(hub: RelayHub[WebSocket], cluster: str, text: str | None) -> Non
 
 @router.websocket(AGENT_RELAY_PATH)
 async def agent_relay(ws: WebSocket, relay_id: str) -> None:
-    """An agent connecting a worker's sshd to relay ``relay_id``; held open until the session ends."""
+    """An agent connecting a worker's sshd to relay ``relay_id``; held open until the session ends. A relay
+    another replica waits for (the one holding this agent's cluster's link) is handed to it."""
     gw = _gateway(ws)
     hub, secret = _hub(gw), ws.headers.get(RELAY_SECRET_HEADER, "")
+    elsewhere: ForwardedSocket | None = None
     try:
         cluster = await _agent_cluster(ws, gw)
-        hub.check(relay_id, secret, cluster)
+        if not hub.waits(relay_id) and gw.replicas is not None and RELAY_ID.fullmatch(relay_id):
+            holder = await gw.replicas.holder(cluster)
+            if holder is not None:
+                elsewhere = await gw.replicas.arrive_at(holder, relay_id, secret, cluster)
+        if elsewhere is None:
+            hub.check(relay_id, secret, cluster)
     except (ApiError, RelayRefused) as exc:
         await _deny(ws, exc.status, exc.code, exc.message, exc.field)
         return
     await ws.accept()
+    if elsewhere is not None:
+        log.info("agent dial-back forwarded", cluster=cluster, relay=relay_id)
+        await splice(ws, elsewhere, gw.proxy.closing)
+        return
     try:
         finished = hub.arrive(relay_id, secret, cluster, ws)
     except RelayRefused as exc:  # it timed out while this socket was being accepted
