@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from rlark_contracts import Envelope, TopicNames, encode, new_envelope, topic_for
 from rlark_contracts.events.agent import WorkerLogsEmitted, WorkerOutputsListed, WorkerStatusChanged
 from rlark_contracts.events.inventory import ClusterWentOffline, ClusterWentOnline, NodeUpdated
-from rlark_contracts.events.keys import KeyAdded, KeyDeleted
+from rlark_contracts.events.keys import KeyAdded, KeyDeleted, SecretSet
 from rlark_contracts.events.netdomain import (
     AddressAllocationFailed,
     AddressesAllocated,
@@ -137,6 +137,16 @@ class World:
             source="keys",
         )
         return key_id
+
+    async def secret(self, owner: str, name: str, version: int = 1) -> str:
+        """A user's secret as the keys service announces it (its name and version, never a value)."""
+        secret_id = f"{owner}-{name}"
+        await self.publish(
+            SecretSet(secret_id=secret_id, scope="user", owner=owner, name=name, version=version),
+            secret_id,
+            source="keys",
+        )
+        return secret_id
 
     async def domain(self, name: str, cidr: str, clusters: Sequence[str] = ()) -> None:
         """A domain, joining ``clusters`` (every cluster when empty)."""

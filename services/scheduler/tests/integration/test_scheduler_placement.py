@@ -41,7 +41,9 @@ async def test_placed_events_carry_ids_ranks_keys_scripts_env_image_gpus_and_nod
     await synced(database_url, "SELECT hostpath_allow FROM clusters WHERE name = 'gpu-a'", expect=["/mnt"])
     await nodes_synced(database_url, "gpu-a", 4)
     await nodes_synced(database_url, "gpu-b", 1)
+    await world.secret("alice", "s3-reader")  # the bucket's credentials: a secret alice owns (ADR 0025)
     await synced(database_url, "SELECT count(*) FROM ssh_keys WHERE owner = 'alice'", expect=1)
+    await synced(database_url, "SELECT count(*) FROM secret_names WHERE owner = 'alice'", expect=1)
 
     doc = job_doc(
         role(

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import yaml
 from aiokafka import AIOKafkaProducer
 from rlark_contracts import TopicNames
 from rlark_platform.identity import Role
@@ -467,7 +468,13 @@ async def test_templates_list_and_render_starter_documents(fleet: RunningService
             "/api/v1/templates/single-node:render",
             json={"params": {"cluster": "va", "image": IMAGE, "gpusPerWorker": 4}},
         )
-        refused = await client.post("/api/v1/templates/single-node:render", json={"params": {"image": IMAGE}})
+        # A cluster is no longer required: left out, the scheduler chooses (ADR 0026).
+        anywhere = await client.post(
+            "/api/v1/templates/single-node:render", json={"params": {"image": IMAGE}}
+        )
+        refused = await client.post(
+            "/api/v1/templates/single-node:render", json={"params": {"gpusPerWorker": 4}}
+        )  # no image
         missing = await client.post("/api/v1/templates/nope:render", json={"params": {}})
         preview = await client.post("/api/v1/jobs:preview", content=rendered.json()["yaml"])
     assert [t["id"] for t in templates] == ["single-node", "rl-actor-rollout", "rl-actor-rollout-env"]
@@ -475,8 +482,10 @@ async def test_templates_list_and_render_starter_documents(fleet: RunningService
     assert "cluster" in templates[0]["params_schema"]["properties"]
     assert rendered.status_code == 200
     assert preview.json()["errors"] == []
+    assert anywhere.status_code == 200
+    assert all("cluster" not in task for task in yaml.safe_load(anywhere.json()["yaml"])["spec"]["tasks"])
     assert refused.status_code == 422
-    assert refused.json()["error"]["field"] == "params.cluster"
+    assert refused.json()["error"]["field"] == "params.image"
     assert missing.status_code == 404
 
 
