@@ -48,8 +48,10 @@ ENTRYPOINT ["python", "-m"]
 
 FROM python AS agent
 # The tunnel-agent manages network devices for network domains: it runs as root inside its own pod/container
-# with NET_ADMIN only (see deploy/agent), never privileged.
-RUN apt-get update && apt-get install -y --no-install-recommends iproute2 openssh-client && rm -rf /var/lib/apt/lists/*
+# with NET_ADMIN only (see deploy/agent), never privileged. rclone and fuse3: the same image is RLark's CSI node
+# plugin (`python -m rlark_tunnel_agent csi-node`, deploy/agent/csi), which mounts buckets with rclone (ADR 0024).
+RUN apt-get update && apt-get install -y --no-install-recommends iproute2 openssh-client rclone fuse3 \
+    && rm -rf /var/lib/apt/lists/*
 COPY --from=tunnel-dp /out/rlark-tunnel-dp /usr/local/bin/rlark-tunnel-dp
 # A local-runtime agent moves domain packets in the Go data path; the Kubernetes runtime ignores it.
 ENV RLARK_TUNNEL_DATAPLANE=/usr/local/bin/rlark-tunnel-dp

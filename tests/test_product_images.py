@@ -164,7 +164,8 @@ def test_the_agent_image_runs_the_tunnel_agent_with_its_data_path_ip_and_ssh(
         ref,
         "-c",
         "set -e; id -u; command -v rlark-tunnel-dp; command -v ip; command -v ssh; "
-        "rlark-tunnel-dp -h 2>&1 | grep -q control-fd; ip -V; ssh -V 2>&1",
+        "rlark-tunnel-dp -h 2>&1 | grep -q control-fd; ip -V; ssh -V 2>&1; "
+        "command -v rclone; command -v fusermount3",
         entrypoint="sh",
     )
     assert tools.returncode == 0, tools.stdout + tools.stderr
@@ -172,4 +173,6 @@ def test_the_agent_image_runs_the_tunnel_agent_with_its_data_path_ip_and_ssh(
     assert lines[:4] == ["0", "/usr/local/bin/rlark-tunnel-dp", "/usr/sbin/ip", "/usr/bin/ssh"], lines
     assert "iproute2" in tools.stdout
     assert "OpenSSH" in tools.stdout
+    # The CSI node plugin's mounter (deploy/agent/csi, ADR 0024).
+    assert lines[-2:] == ["/usr/bin/rclone", "/usr/bin/fusermount3"], lines
     _report(podman, built, "agent", ref)

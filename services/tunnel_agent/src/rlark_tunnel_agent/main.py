@@ -8,7 +8,11 @@ The agent has no database (its desired state comes from Kafka and its runtime; s
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
 
+import typer
+from rlark_platform.observability import configure_logging
 from rlark_platform.service import Runnable, ServiceContext, ServiceDefinition, main
 
 from rlark_tunnel_agent.agent.durable import DurableStore, SecretStore
@@ -126,6 +130,30 @@ def build_workers(ctx: ServiceContext[TunnelAgentSettings, Agent]) -> list[Runna
     return [ctx.parts]
 
 
+def add_commands(app: typer.Typer, _settings: Callable[[], TunnelAgentSettings]) -> None:
+    @app.command("csi-node")
+    def _csi_node(
+        driver_name: Annotated[str, typer.Option(help="The CSI driver's name (the CSIDriver object's)")],
+        node_id: Annotated[str, typer.Option(envvar="NODE_NAME", help="This node's name (NODE_NAME)")],
+        kubelet_dir: Annotated[str, typer.Option(help="The kubelet's --root-dir")] = "/var/lib/kubelet",
+        state_dir: Annotated[str, typer.Option(help="rclone's caches and logs")] = "/var/lib/rlark-csi",
+        rclone: Annotated[str, typer.Option(help="The rclone executable")] = "rclone",
+        drain_s: Annotated[
+            float, typer.Option(help="How long an unpublish waits for uploads to finish")
+        ] = 60.0,
+        log_level: Annotated[str, typer.Option(envvar="RLARK_LOG_LEVEL")] = "INFO",
+    ) -> None:
+        """Serve RLark's CSI node plugin: buckets of `objectStorage` mounts mounted by rclone for the pods of
+        this node (ADR 0024), registered with the kubelet through its plugins_registry directory. Runs as
+        root in the node's mount namespace (deploy/agent/csi); needs none of the agent's settings."""
+        from rlark_tunnel_agent.csi.node import NodeService, RcloneVolumes
+        from rlark_tunnel_agent.csi.server import run_until_signalled, start
+
+        configure_logging("csi-node", log_level)
+        volumes = RcloneVolumes(Path(state_dir), rclone=rclone, drain_s=drain_s)
+        run_until_signalled(start(NodeService(driver_name, node_id, volumes), Path(kubelet_dir)))
+
+
 DEFINITION = ServiceDefinition(
     name="tunnel-agent",
     settings_type=TunnelAgentSettings,
@@ -137,6 +165,7 @@ DEFINITION = ServiceDefinition(
     relay=False,
     kafka=False,
     uvloop=False,  # its TUN devices, namespaces and child processes are driven on asyncio's loop
+    extra_commands=add_commands,
 )
 
 

@@ -66,6 +66,36 @@ def test_deployment_manifests_pass_server_side_dry_run(
             pytest.fail(f"{folder}: {doc['kind']}/{doc['metadata']['name']} rejected: {exc}")
 
 
+def test_the_csi_driver_s_manifests_pass_server_side_dry_run_and_match_the_test_bed_s(
+    admin_kube: Kube,
+) -> None:
+    """deploy/agent/csi (ADR 0024): the CSIDriver is the one the real-pods test bed creates, and the node
+    plugin's DaemonSet runs `csi-node` privileged with the kubelet directory shared both ways."""
+    from rlark_devinfra.k8s.realnode import csi_driver_manifest
+
+    docs = _documents(repo_root() / "deploy/agent/csi")
+    by_kind = {d["kind"]: d for d in docs}
+    assert set(by_kind) == {"Namespace", "CSIDriver", "DaemonSet"}
+    assert by_kind["CSIDriver"]["metadata"]["name"] == csi_driver_manifest()["metadata"]["name"]
+    assert by_kind["CSIDriver"]["spec"] == csi_driver_manifest()["spec"]
+    [container] = by_kind["DaemonSet"]["spec"]["template"]["spec"]["containers"]
+    assert container["args"][0] == "csi-node"
+    assert f"--driver-name={csi_driver_manifest()['metadata']['name']}" in container["args"]
+    assert container["securityContext"]["privileged"] is True
+    kubelet = next(m for m in container["volumeMounts"] if m["mountPath"] == "/var/lib/kubelet")
+    assert kubelet["mountPropagation"] == "Bidirectional"
+    _create_namespaces(admin_kube, docs)
+    for doc in docs:
+        if doc["kind"] == "Namespace":
+            continue
+        try:
+            create_from_dict(admin_kube.api_client, doc, dry_run="All")
+        except FailToCreateError as exc:
+            if all(e.status == 409 for e in exc.api_exceptions):
+                continue  # the test bed's own CSIDriver of that name
+            pytest.fail(f"deploy/agent/csi: {doc['kind']}/{doc['metadata']['name']} rejected: {exc}")
+
+
 def test_control_plane_has_migrate_jobs_api_deployments_and_services_for_every_service() -> None:
     docs = _documents(repo_root() / "deploy/kubernetes")
     by_kind: dict[str, set[str]] = {}

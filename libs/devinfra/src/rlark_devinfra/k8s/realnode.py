@@ -24,6 +24,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 from dataclasses import dataclass
@@ -484,7 +485,7 @@ def _ready(node: RealNode) -> bool:
 def down(node: RealNode) -> bool:
     """Stop the kubelet, every container of the node and its containerd; remove the node's bridge,
     mounts and cgroups. True when something ran."""
-    ran = False
+    ran = _stop_csi_plugin(node)
     kubelet = read_pid(node.directory / "kubelet.pid")
     if kubelet is not None:
         stop_process_group(kubelet, grace_s=10)
@@ -497,6 +498,7 @@ def down(node: RealNode) -> bool:
         ran = True
     _kill_shims(node)
     _unmount_under(node.directory)
+    _kill_csi_mounters(node)
     subprocess.run(["ip", "link", "del", node.bridge], capture_output=True, check=False)
     _remove_cgroup_root(node)
     if ran:
@@ -557,6 +559,109 @@ def _unmount_under(directory: Path) -> None:
     mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
     for mount in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
         subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
+
+
+# --- RLark's CSI node plugin -----------------------------------------------------------------------------
+
+CSI_DRIVER = "s3.csi.rlark.io"
+"""The object-storage CSI driver of the test bed: RLark's own node plugin (``rlark_tunnel_agent csi-node``,
+ADR 0024), as a lab runs it from ``deploy/agent/csi``."""
+
+
+def kubelet_root(node: RealNode) -> Path:
+    """The node's kubelet ``--root-dir`` (its pods' volumes, ``plugins_registry``, ``plugins``)."""
+    return node.directory / "kubelet" / "root"
+
+
+def csi_plugin_up(node: RealNode, driver: str = CSI_DRIVER) -> None:
+    """Run RLark's CSI node plugin for ``node`` as a host process (root, the machine's mount namespace: as the
+    DaemonSet's privileged container with the kubelet directory shared), registered with the node's kubelet
+    through its ``plugins_registry``; create the cluster's CSIDriver object. Returns once the node's CSINode
+    lists the driver. Stopped by `down`."""
+    ensure_csi_driver(node.cluster, driver)
+    pid_file = node.directory / "csi-node.pid"
+    with file_lock(node.directory / "lock"):
+        if read_pid(pid_file) is None:
+            spawn(
+                [
+                    sys.executable,
+                    "-m",
+                    "rlark_tunnel_agent",
+                    "csi-node",
+                    f"--driver-name={driver}",
+                    f"--node-id={node.name}",
+                    f"--kubelet-dir={kubelet_root(node)}",
+                    f"--state-dir={node.directory / 'csi'}",
+                    "--log-level=INFO",
+                ],
+                node.directory / "csi-node.log",
+                pid_file,
+                node.directory,
+            )
+    wait_until(
+        lambda: csi_registered(node, driver),
+        60,
+        f"CSI driver {driver} registered on {node.name} (log: {node.directory / 'csi-node.log'})",
+    )
+
+
+def csi_registered(node: RealNode, driver: str = CSI_DRIVER) -> bool:
+    """Whether the node's kubelet registered ``driver`` (its CSINode object lists it)."""
+    try:
+        found = request(node.cluster, "GET", f"/apis/storage.k8s.io/v1/csinodes/{node.name}")
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return False
+        raise
+    return any(d.get("name") == driver for d in (found.get("spec") or {}).get("drivers") or [])
+
+
+def csi_driver_manifest(driver: str = CSI_DRIVER) -> dict[str, Any]:
+    """The CSIDriver object (the one ``deploy/agent/csi/csidriver.yaml`` holds): no attach, no pod info,
+    inline (ephemeral) volumes only, and no fsGroup ownership change (a bucket has no owners to change)."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIDriver",
+        "metadata": {"name": driver},
+        "spec": {
+            "attachRequired": False,
+            "podInfoOnMount": False,
+            "volumeLifecycleModes": ["Ephemeral"],
+            "fsGroupPolicy": "None",
+        },
+    }
+
+
+def ensure_csi_driver(cluster: Cluster, driver: str = CSI_DRIVER) -> None:
+    """Create the CSIDriver object unless it exists."""
+    try:
+        request(cluster, "POST", "/apis/storage.k8s.io/v1/csidrivers", csi_driver_manifest(driver))
+    except urllib.error.HTTPError as exc:
+        if exc.code != 409:
+            raise
+
+
+def _stop_csi_plugin(node: RealNode) -> bool:
+    """Stop the node's plugin; then every rclone it started (each in a session of its own, so that the pods'
+    mounts outlive a plugin restart) once its mount is gone (`_unmount_under`)."""
+    pid = read_pid(node.directory / "csi-node.pid")
+    if pid is not None:
+        stop_process_group(pid, grace_s=10)
+    return pid is not None
+
+
+def _kill_csi_mounters(node: RealNode) -> None:
+    marker = str(node.directory / "csi").encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"rclone" in cmdline.split(b"\0", 1)[0] and marker in cmdline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGKILL)
 
 
 # --- what tests do with a real node ---------------------------------------------------------------------

@@ -63,7 +63,7 @@ REMOTE = "BUCKET"
 """The rclone remote's name (its configuration comes in `RCLONE_CONFIG_BUCKET_*`)."""
 RC_FILE = "rc.json"
 _MNT_DETACH = 2
-_SERVING = re.compile(r"Serving remote control on (http://127\.0\.0\.1:\d+/)")
+SERVING = re.compile(r"Serving remote control on (http://127\.0\.0\.1:\d+/)")
 _S3_ERROR = re.compile(r"\b([A-Z][A-Za-z]+): [^\n]*?\n?\s*status code: (\d{3})")
 _REFUSALS = frozenset({401, 403, 404})
 """HTTP statuses that say the credentials or the bucket are wrong (not worth retrying)."""
@@ -175,29 +175,34 @@ def rclone_env(
 
 
 def rclone_argv(
-    rclone: str, plan: StorageMount, storage_dir: Path, *, uid: int, write_back_s: float = 1.0
+    rclone: str,
+    plan: StorageMount,
+    storage_dir: Path,
+    *,
+    uid: int | None,
+    write_back_s: float = 1.0,
+    target: Path | None = None,
 ) -> list[str]:
-    """`rclone mount` of one mount at its staging directory, owned by the job's uid (see the module
-    docstring). Nothing secret is on the command line (`/proc/<pid>/cmdline` is everyone's to read)."""
+    """`rclone mount` of one mount at its staging directory (or at `target`), owned by the job's uid (see the
+    module docstring). Nothing secret is on the command line (`/proc/<pid>/cmdline` is everyone's to read).
+
+    With `uid` None (the CSI node plugin, which does not know the pod's uid: `rlark_tunnel_agent.csi`), files
+    belong to rclone's own user and the kernel checks no permission bits (no `--default-permissions`): every
+    process that can reach the mount — only the pod whose volume it is — may read and write it, as the modes
+    0777/0666 shown say."""
+    owner = ["--umask", "000", "--dir-perms", "0777", "--file-perms", "0666"]
+    if uid is not None:
+        owner = ["--default-permissions", "--uid", str(uid), "--gid", str(uid), "--umask", "077"]
+        owner += ["--dir-perms", "0700", "--file-perms", "0600"]
     argv = [
         rclone,
         "mount",
         f"{REMOTE}:{plan.location.path}",
-        str(staging_dir(storage_dir, plan.index)),
+        str(target if target is not None else staging_dir(storage_dir, plan.index)),
         "--config",
         str(storage_dir / "rclone.conf"),  # never written: the remote is in the environment
         "--allow-other",
-        "--default-permissions",
-        "--uid",
-        str(uid),
-        "--gid",
-        str(uid),
-        "--umask",
-        "077",
-        "--dir-perms",
-        "0700",
-        "--file-perms",
-        "0600",
+        *owner,
         "--vfs-cache-mode",
         "writes",
         "--vfs-write-back",
@@ -291,7 +296,7 @@ def _mount_one(
     deadline = time.monotonic() + wait_s
     while not os.path.ismount(staging):
         if proc.poll() is not None:
-            raise unavailable(_log_tail(log) or f"rclone exited with {proc.returncode}")
+            raise unavailable(log_tail(log) or f"rclone exited with {proc.returncode}")
         if time.monotonic() > deadline:
             raise unavailable(f"not mounted after {wait_s:.0f} s")
         time.sleep(0.05)
@@ -319,13 +324,13 @@ def _mount_one(
                     error=f"{code} (HTTP {status})",
                 )
             ) from None
-        detail = f"{found[0]} (HTTP {found[1]})" if found else (_log_tail(log) or exc.strerror or str(exc))
+        detail = f"{found[0]} (HTTP {found[1]})" if found else (log_tail(log) or exc.strerror or str(exc))
         raise unavailable(f"listing {plan.location.url()} failed: {detail}") from None
 
 
 def _rc_url(log: Path, deadline: float) -> str | None:
     while True:
-        found = _SERVING.search(_read(log))
+        found = SERVING.search(_read(log))
         if found:
             return found.group(1)
         if time.monotonic() > deadline:
@@ -340,7 +345,7 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _log_tail(log: Path) -> str:
+def log_tail(log: Path) -> str:
     """rclone's last error line, without its timestamp (rclone never logs a key)."""
     lines = [
         line for line in _read(log).splitlines() if "ERROR" in line or "CRITICAL" in line or "Fatal" in line
