@@ -741,6 +741,72 @@ async def _agent_failover(ctx: Context) -> Outcome:
     )
 
 
+HOST_LEADER_FAILOVER = "3.6 s (2026-12-02, load 18.7)"
+HOST_AGENT_FAILOVER = "9.8 s (2026-12-02, load 7.9)"
+"""The host-process figures of ``leader-failover`` and ``agent-failover`` (docs/benchmarks.md), printed beside
+the deployed ones; run those two benches in the same ``make bench`` for today's."""
+
+
+async def _deployed_failover(ctx: Context) -> Outcome:
+    run = _load("rlark_devinfra.benches.deployed_failover", "run")
+    from rlark_devinfra import product_images
+    from rlark_devinfra.k8s import build, deployment_images, realnode
+
+    if reason := realnode.unavailable():
+        raise NotAvailable(reason)
+    if not build.is_built():
+        raise NotAvailable(
+            "test-bed binaries not built yet: run `uv run python -m rlark_devinfra.k8s build` once (8–15 min)"
+        )
+    try:
+        deployment_images.product()
+    except Exception as exc:  # NotBuilt, or RLARK_DEPLOY_IMAGES_KEY naming no archives
+        raise NotAvailable(f"{exc} ({product_images.BUILD_COMMAND} builds them)") from exc
+    r: dict[str, Any] = await asyncio.to_thread(run, max(5, ctx.options.rounds))
+    leader, agent = r["leader"], r["agent"]
+    rounds = ", ".join(f"{t:.1f}" for t in leader["per_round_s"])
+    agent_rounds = ", ".join(f"{a['cluster']} {a['seconds']:.1f}" for a in agent["rounds"])
+    by_cluster = ", ".join(f"{c} {s:.1f} s" for c, s in sorted(agent["median_by_cluster_s"].items()))
+    return Outcome(
+        [
+            Row(
+                f"deployed: the placement leader's pod deleted → first placement by the new leader, median of "
+                f"{leader['rounds']} (rounds {rounds} s; lease handed over after "
+                f"{leader['handover_median_s']:.1f} s; placed by the deleted pod first: "
+                f"{leader['placed_by_the_deleted_leader']})",
+                f"{leader['failover_s']:.1f} s",
+                f"host processes (SIGKILL): {HOST_LEADER_FAILOVER}; ≤ {leader['target_s']:.0f} s (TTL + 2 s)",
+                _verdict(bool(leader["meets_target"])),
+            ),
+            Row(
+                "deployed: a placement with no failover (submit → scheduled_at), median of "
+                f"{len(leader['reference_placement_s'])}",
+                f"{leader['reference_median_s']:.2f} s",
+                "",
+                BASELINE,
+            ),
+            Row(
+                f"deployed: an agent's pod deleted → the domain's tunnel gpu-a ↔ gpu-b reported up by both ends, "
+                f"median of {len(agent['rounds'])} (rounds {agent_rounds} s; by cluster {by_cluster}; "
+                f"host keys kept: {agent['host_keys_kept']}"
+                + (f"; {'; '.join(agent['notes'])}" if agent["notes"] else "")
+                + ")",
+                f"{agent['median_s']:.1f} s",
+                f"host processes (SIGKILL → standby active): {HOST_AGENT_FAILOVER}; "
+                f"≤ {agent['tunnel_grace_s']:.0f} s (the scheduler's tunnel grace), the job at attempt 1",
+                _verdict(bool(agent["meets_target"])),
+            ),
+            Row(
+                f"  … bringing the deployment up (load average {r['load_average'][0]:.1f} at the end)",
+                f"{r['setup_s']:.0f} s",
+                "",
+                INFO,
+            ),
+        ],
+        r,
+    )
+
+
 async def _notifier(ctx: Context) -> Outcome:
     run = _load("rlark_devinfra.benches.notifier", "run")
     async with ctx.database("rlark_bench_notifier") as database:
@@ -954,6 +1020,15 @@ BENCHES: list[Bench] = [
         lambda o: 120 + 45 * max(5, o.rounds),
         True,
         _leader_failover,
+    ),
+    Bench(
+        "deployed-failover",
+        "the deployment test bed up once: the scheduler leader's pod deleted → first placement by the new "
+        "leader, × 5; an agent's pod deleted → its domain's tunnel up again, × 5",
+        "≈ 15 min (≈ 5 of them the bed)",
+        lambda o: 2400 + 120 * max(5, o.rounds),
+        False,
+        _deployed_failover,
     ),
     Bench(
         "agent-sampling",

@@ -29,6 +29,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -381,6 +382,7 @@ def down() -> None:
     parts = [
         *(realnode.status(n).name for n in realnode.configured(full)),
         *(f"{c}/{n}" for n in full for c in (*testbed.CONTROLLERS,)),
+        *(f"kwok/{n}" for n in full),  # the fake nodes' KWOK (`testbed.start_fake_nodes`), else left running
         *(f"kube-apiserver/{n}" for n in full),
     ]
     testbed.down(only=parts)
@@ -569,8 +571,17 @@ def deploy_agent(cluster: str, values: dict[str, str]) -> None:
     }
     agent_dir = agent_overlay(home() / f"agent-{cluster}", values)
     values["AGENT_DIR"] = str(agent_dir)
-    if not (home() / f"{cluster}.json").exists():  # registered by an earlier, interrupted run
-        run_step(CONTROL_PLANE, REGISTER_CLUSTER, values, home())
+    for attempt in range(3):
+        if (home() / f"{cluster}.json").exists():  # registered (by an earlier, interrupted run)
+            break
+        try:
+            run_step(CONTROL_PLANE, REGISTER_CLUSTER, values, home())
+        except RuntimeError as exc:  # the CLI does not retry a dropped connection; a lab's operator would
+            (home() / f"{cluster}.json").unlink(missing_ok=True)
+            if "cannot reach the gateway" not in str(exc) or attempt == 2:
+                raise
+            log(f"registering {cluster} again: {exc}")
+            time.sleep(5)
     run_step(cluster, DEPLOY_AGENT, values, home())
     peers = service_address(cluster, "rlark-agent", "rlark-tunnel-agent-peers")
     for offset in range(8):
@@ -579,6 +590,27 @@ def deploy_agent(cluster: str, values: dict[str, str]) -> None:
 
 def first_admin(values: dict[str, str]) -> None:
     run_step(CONTROL_PLANE, FIRST_ADMIN, {**values, **cli_env(values)}, home())
+
+
+def up() -> dict[str, str]:
+    """The whole deployment from nothing (after `reset`): the servers, the three clusters and their real
+    nodes, the control plane, the first admin logged in with the CLI, both agents. The lab's values, with
+    ``GATEWAY_URL``. The deployment e2e's fixture and the ``deployed-failover`` bench bring it up so."""
+    if reason := realnode.unavailable():
+        raise RuntimeError(f"the deployment test bed needs real nodes: {reason}")
+    reset()
+    host = realnode.node_address()
+    started = time.monotonic()
+    url, bootstrap = start_infrastructure(host)
+    start_clusters()
+    values = lab_values(host, bootstrap, url)
+    deploy_control_plane(values)
+    values["GATEWAY_URL"] = expose_gateway(host)
+    first_admin(values)
+    for cluster in AGENT_CLUSTERS:
+        deploy_agent(cluster, values)
+    log(f"deployed in {time.monotonic() - started:.0f} s")
+    return values
 
 
 UPGRADE = LabStep(
@@ -689,3 +721,177 @@ def restart_every_deployment() -> None:
 
 def delete_pod(cluster: str, namespace: str, name: str) -> None:
     kubectl(cluster, "-n", namespace, "delete", "pod", name, "--wait=false")
+
+
+def placement_lease(database_url: str) -> tuple[str, int, datetime] | None:
+    """The placement lease as it stands, expired or not: the holder's pod, the epoch, when it was taken
+    (None before anyone held it)."""
+    import asyncio
+
+    import asyncpg
+
+    async def read() -> tuple[str, int, datetime] | None:
+        conn = await asyncpg.connect(database_url.rsplit("/", 1)[0] + "/rlark_scheduler")
+        try:
+            row = await conn.fetchrow(
+                "SELECT holder, epoch, acquired_at FROM leases WHERE name = $1", PLACEMENT_LEASE
+            )
+        finally:
+            await conn.close()
+        if row is None:
+            return None
+        return str(row["holder"]).split(":", 1)[0], int(row["epoch"]), row["acquired_at"]
+
+    return asyncio.run(read())
+
+
+SCHEDULER_WORKERS = "app.kubernetes.io/name=scheduler,app.kubernetes.io/component=worker"
+"""The selector of the scheduler's worker pods (``deploy/kubernetes/scheduler.yaml``): the placement loop."""
+
+
+def ready(pod: Mapping[str, Any]) -> bool:
+    """Running, Ready, and not being deleted."""
+    if pod["metadata"].get("deletionTimestamp"):
+        return False
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def wait_pods_settled(
+    cluster: str, namespace: str, selector: str, count: int, timeout_s: float = 300
+) -> None:
+    """Until exactly ``count`` pods match ``selector``, every one Ready (none terminating): a Deployment
+    back to its replicas after a pod was deleted."""
+
+    def settled() -> bool:
+        found = pods(cluster, namespace, selector)
+        return len(found) == count and all(ready(p) for p in found)
+
+    wait_until(settled, timeout_s, f"{count} Ready pods {selector} in {cluster}/{namespace}", interval_s=1.0)
+
+
+# --- the agents' clusters: the agent pod, its durable state, the domains' tunnels --------------------------------
+
+AGENT_NAMESPACE = "rlark-agent"
+AGENT_PODS = "app.kubernetes.io/name=tunnel-agent"
+AGENT_STATE = "rlark-tunnel-agent-state"
+"""The agent's durable state (``deploy/agent/state-secret.yaml``): its tunnel host keys."""
+
+
+def active_agent(cluster: str) -> str:
+    """The name of the cluster's acting agent pod: the Ready one (a standby is never Ready, ADR 0018)."""
+    found = [str(p["metadata"]["name"]) for p in pods(cluster, AGENT_NAMESPACE, AGENT_PODS) if ready(p)]
+    if len(found) != 1:
+        raise LookupError(f"{cluster}: {len(found)} Ready agent pods")
+    return found[0]
+
+
+def wait_agent_replaced(cluster: str, old: str, timeout_s: float = 300) -> str:
+    """After ``old`` was deleted: until another agent pod of the cluster is Ready; its name."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = [
+            str(p["metadata"]["name"])
+            for p in pods(cluster, AGENT_NAMESPACE, AGENT_PODS)
+            if ready(p) and p["metadata"]["name"] != old
+        ]
+        if found:
+            return found[0]
+        time.sleep(0.5)
+    raise TimeoutError(f"{cluster}: no agent pod replaced {old} within {timeout_s:.0f} s")
+
+
+def state_secret_digests(cluster: str) -> dict[str, str]:
+    """The entries of the agent's state Secret, each as a SHA-256 of its value (never the key itself)."""
+    import hashlib
+
+    secret = get(cluster, "secret", "-n", AGENT_NAMESPACE, AGENT_STATE)
+    return {
+        name: hashlib.sha256(value.encode()).hexdigest() for name, value in (secret.get("data") or {}).items()
+    }
+
+
+def agent_log(cluster: str, pod: str) -> str:
+    return kubectl(cluster, "-n", AGENT_NAMESPACE, "logs", pod, "-c", "agent").stdout
+
+
+def api() -> Any:
+    """An ``httpx.Client`` on the gateway through the lab's ingress, as the admin the CLI logged in as."""
+    import httpx
+
+    config = json.loads((home() / "cli" / "config.json").read_text())
+    return httpx.Client(
+        base_url=config["url"], headers={"Authorization": f"Bearer {config['token']}"}, timeout=30
+    )
+
+
+def submit(client: Any, document: Mapping[str, Any]) -> str:
+    """Submit a job as the CLI does (an Idempotency-Key, retried while the gateway restarts); its id."""
+    import uuid
+
+    key = str(uuid.uuid4())
+    for _ in range(60):
+        answer = client.post("/api/v1/jobs", json=document, headers={"Idempotency-Key": key})
+        if answer.status_code not in (502, 503, 504):
+            break
+        time.sleep(1)
+    if answer.status_code not in (200, 201):
+        raise RuntimeError(f"submitting {document['metadata']['name']}: {answer.status_code} {answer.text}")
+    return str(answer.json()["id"])
+
+
+def job(client: Any, job_id: str) -> dict[str, Any]:
+    answer = client.get(f"/api/v1/jobs/{job_id}")
+    answer.raise_for_status()
+    shown: dict[str, Any] = answer.json()
+    return shown
+
+
+def tunnel_links(client: Any, domain: str) -> list[dict[str, Any]]:
+    """The domain's links as each cluster's agent last reported them (``tunnel_states``)."""
+    answer = client.get(f"/api/v1/domains/{domain}")
+    answer.raise_for_status()
+    links: list[dict[str, Any]] = answer.json()["tunnel_states"]
+    return links
+
+
+def _at(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+@dataclass
+class TunnelBack:
+    """How a domain's tunnel between two clusters came back after a disruption at ``after``."""
+
+    seen_s: float
+    """From ``after`` until the API showed both ends up, reported since (polled every ``poll_s``)."""
+    reported_s: float
+    """From ``after`` until the later of the two ends' reports of ``up`` (the agents' clocks)."""
+    down_seen: list[str]
+    """The ends seen reporting the link down meanwhile (``cluster→peer``)."""
+    links: list[dict[str, Any]]
+
+
+def wait_tunnel_back(
+    client: Any, domain: str, a: str, b: str, after: datetime, timeout_s: float = 300, poll_s: float = 0.25
+) -> TunnelBack:
+    """Until the domain's link between ``a`` and ``b`` is reported up by both ends, each report made after
+    ``after`` (a restarted agent reports its links afresh; the peer reports the link down, then up)."""
+    started = time.monotonic() - (datetime.now(UTC) - after).total_seconds()
+    deadline = time.monotonic() + timeout_s
+    down: set[str] = set()
+    links: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        links = [link for link in tunnel_links(client, domain) if {link["cluster"], link["peer"]} == {a, b}]
+        down |= {f"{link['cluster']}→{link['peer']}" for link in links if link["state"] != "up"}
+        fresh = [link for link in links if link["state"] == "up" and _at(link["reported_at"]) > after]
+        if len(fresh) == 2:
+            reported = max(_at(link["reported_at"]) for link in fresh)
+            return TunnelBack(
+                seen_s=time.monotonic() - started,
+                reported_s=(reported - after).total_seconds(),
+                down_seen=sorted(down),
+                links=links,
+            )
+        time.sleep(poll_s)
+    raise TimeoutError(f"tunnel {a} ↔ {b} of {domain} not back up within {timeout_s:.0f} s: {links}")
