@@ -10,7 +10,9 @@ What it shows, each from the real part that owns it: pod phases and container ID
 from the CNI bridge, the worker's lines from the pod log API (through the agent's log follower into the
 platform's job log), worker phases from the bootstrap's marker lines, and the job Succeeded with the run
 script's exit code. A third logs in to a real worker pod with OpenSSH through the platform (issue 32): the pod's
-sshd runs as the pod's user with a host key of its own, and the job's key lets that user in.
+sshd runs as the pod's user with a host key of its own, and the job's key lets that user in. A fourth mounts a
+bucket of the suite's S3 server into a real pod through RLark's own CSI node plugin (ADR 0024, issue 33),
+registered with the node's kubelet: the job reads what the test put and writes what the test reads back.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import pytest
 from jobs import add_key, document, logs, make_public_key, role, submit, wait_placeable, wait_status
 from k8s_agents import admin, create_namespace, job_objects, kubernetes_agent, privileged_namespace
 from rlark_devinfra.k8s import images, realnode, testbed
+from rlark_devinfra.pytest_plugin import S3Bucket
 from rlark_tunnel_agent.agent.sidecars import SidecarOptions
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
 from rlark_tunnel_agent.runtime.kubernetes import names
@@ -395,3 +398,80 @@ async def test_ssh_through_the_platform_runs_a_command_in_a_real_worker_pod_as_t
             cancelled = await client.post(f"/api/v1/jobs/{job_id}:cancel")
             assert cancelled.status_code in (200, 202), cancelled.text
         await wait_status(stack, job_id, {"Cancelled"}, timeout_s=120)
+
+
+BUCKET_RUN = """\
+echo "bucket says: $(cat /data/input/hello.txt)"
+mkdir -p /data/output
+echo "written in $(hostname) by $(id -u)" > /data/output/result.txt
+echo "mount type: $(grep ' /data ' /proc/self/mountinfo | sed 's/.* - //' | cut -d' ' -f1)"
+"""
+
+
+async def test_a_job_in_a_real_pod_reads_and_writes_a_bucket_through_rlark_s_csi_node_plugin(
+    stack: Stack, k8s_real_nodes: dict[str, list[realnode.RealNode]], s3_bucket: S3Bucket, tmp_path: Path
+) -> None:
+    """Issue 33 on Kubernetes: the worker's ``objectStorage`` mount is an inline volume of the CSI driver the agent
+    names (RLARK_K8S_OBJECT_STORAGE_CSI_DRIVER), served by RLark's node plugin (rclone, as the local runtime)
+    running beside the node's kubelet; its credentials come from the user's RLark secret, stored through the API."""
+    node = k8s_real_nodes["alpha"][0]
+    await asyncio.to_thread(realnode.csi_plugin_up, node)
+    pool = f"real-{uuid.uuid4().hex[:8]}"
+    alpha = await side(stack, [node], pool)
+    token = uuid.uuid4().hex
+    s3 = s3_bucket.client()
+    await asyncio.to_thread(
+        s3.put_object, Bucket=s3_bucket.name, Key="run/input/hello.txt", Body=f"{token}\n".encode()
+    )
+    keys = s3_bucket.server.credential_document(s3_bucket.keys)
+    async with stack.client() as client:
+        stored = await client.post("/api/v1/secrets", json={"name": "bucket-keys", "value": keys})
+        assert stored.status_code == 201, stored.text
+    driver = {**REAL_DRIVER, "object_storage_csi_driver": realnode.CSI_DRIVER}
+    mount = {
+        "name": "data",
+        "type": "objectStorage",
+        "source": f"s3://{s3_bucket.name}/run",
+        "path": "/data",
+        "secretRef": "bucket-keys",
+    }
+    async with kubernetes_agent(
+        stack.url, alpha.credential, alpha.cluster, alpha.namespace, tmp_path / "alpha", driver=driver
+    ):
+        await nodes_listed(stack, pool, 1)
+        actor = role(
+            "actor",
+            1,
+            cluster="alpha",
+            nodeSelector={"rlark.io/pool": pool},
+            image=images.images().worker_ref,
+            mounts=[mount],
+        )
+        doc = document("a bucket in a real pod", [actor], BUCKET_RUN)
+        done, history, lines = await run_to_success(stack, doc, alpha.places)
+
+    [pod] = history.seen
+    assert f"bucket says: {token}" in lines, lines[-30:]
+    assert "mount type: fuse.rclone" in lines, lines[-30:]
+    # The pod's volume was the plugin's, its credentials in the Secret the agent wrote for this worker.
+    running = history.last(pod, "Running")
+    [volume] = [v["csi"] for v in running["spec"]["volumes"] if "csi" in v]
+    assert volume["driver"] == realnode.CSI_DRIVER
+    assert volume["volumeAttributes"] == {"bucketName": s3_bucket.name, "prefix": "run/"}
+    assert volume["nodePublishSecretRef"]["name"] == names.bucket_secret_name(done["workers"][0]["id"], 0)
+    # The kubelet tears the volume down after the pod has left the API: the plugin's unpublish uploads what was
+    # written, then unmounts; once nothing of it is mounted under the node's kubelet directory, the file is in
+    # the bucket.
+    root = str(realnode.kubelet_root(node))
+
+    async def unmounted() -> bool:
+        mountinfo = await asyncio.to_thread(Path("/proc/self/mountinfo").read_text)
+        return not [line for line in mountinfo.splitlines() if root in line and "fuse.rclone" in line]
+
+    await eventually(unmounted, timeout_s=90, what="the bucket volume unpublished")
+    answer = await asyncio.to_thread(s3.get_object, Bucket=s3_bucket.name, Key="run/output/result.txt")
+    assert answer["Body"].read().decode() == f"written in {pod} by 1000\n"
+    said = await asyncio.to_thread((node.directory / "csi-node.log").read_text)
+    assert "volume published" in said, said[-2000:]
+    assert "volume unpublished" in said, said[-2000:]
+    assert s3_bucket.keys.secret_access_key not in said
