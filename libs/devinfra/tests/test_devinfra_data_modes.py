@@ -60,8 +60,7 @@ def umask_of(pid: int) -> str:
 
 
 def test_a_started_brokers_data_is_its_owners_alone(own_state: Path) -> None:
-    if not kafka.jars_ready():
-        pytest.skip("the broker's jars are not assembled (make prereqs)")
+    assert kafka.jars_ready(), "the broker's jars are not assembled: make test runs make prereqs first"
     started = kafka.start("a-test-admin-password")
     assert started.pid is not None
     home = own_state / "kafka-sasl"
