@@ -93,6 +93,23 @@ def _timed_ms(action: Callable[[], T]) -> tuple[float, T]:
     return (time.perf_counter() - start) * 1000.0, result
 
 
+def _cold_and_warm(
+    model: CapacityModel, job: JobRequest, runs: int
+) -> tuple[list[float], list[float], Placement | Unplaceable | None]:
+    """``runs`` placements of ``job``, each cold (caches cleared) then warm: their times (ms) and the last
+    outcome."""
+    cold: list[float] = []
+    warm: list[float] = []
+    result: Placement | Unplaceable | None = None
+    for _ in range(runs):
+        model.clear_cache()
+        elapsed, result = _timed_ms(lambda: place(model, job))
+        cold.append(elapsed)
+        elapsed, _ = _timed_ms(lambda: place(model, job))
+        warm.append(elapsed)
+    return cold, warm, result
+
+
 def bench_gang_placement(runs: int = 50, seed: int = 7) -> dict[str, float | int | bool]:
     """Time ``place`` of a 64-worker gang on a 20 × 500-node fleet (cold and warm caches).
 
@@ -101,17 +118,7 @@ def bench_gang_placement(runs: int = 50, seed: int = 7) -> dict[str, float | int
     """
     build_ms, model = _timed_ms(lambda: build_fleet(seed=seed))
     job = gang_job()
-
-    cold: list[float] = []
-    warm: list[float] = []
-    result: Placement | Unplaceable | None = None
-    for _ in range(runs):
-        model.clear_cache()
-        elapsed, outcome = _timed_ms(lambda: place(model, job))
-        cold.append(elapsed)
-        elapsed, outcome = _timed_ms(lambda: place(model, job))
-        warm.append(elapsed)
-        result = outcome
+    cold, warm, result = _cold_and_warm(model, job, runs)
     assert isinstance(result, Placement), "the benchmark gang should fit the synthetic fleet"
 
     commit_ms, _ = _timed_ms(lambda: model.allocate(job.job_id, result.allocations()))
@@ -253,15 +260,7 @@ def bench_free_placement(runs: int = 50, seed: int = 7) -> dict[str, float | int
     model = build_fleet(seed=seed)
     model.set_domains({"lab": None})
     job = free_gang_job()
-    cold: list[float] = []
-    warm: list[float] = []
-    result: Placement | Unplaceable | None = None
-    for _ in range(runs):
-        model.clear_cache()
-        elapsed, result = _timed_ms(lambda: place(model, job))
-        cold.append(elapsed)
-        elapsed, _ = _timed_ms(lambda: place(model, job))
-        warm.append(elapsed)
+    cold, warm, result = _cold_and_warm(model, job, runs)
     assert isinstance(result, Placement), "the free gang should fit one cluster of the synthetic fleet"
     assert result.layout is not None
     assert result.layout.kind is LayoutKind.ONE, result.layout
