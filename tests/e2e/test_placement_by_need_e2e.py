@@ -85,10 +85,21 @@ async def test_the_rlinf_example_naming_no_cluster_runs_on_the_cluster_that_fits
         # (1) gamma holds the three workers alone: the job lands there, outside any domain.
         async with agent("gamma"):
             doc = example_naming_no_cluster(outputs)
-            await wait_placeable(stack, doc)
-            async with stack.client() as client:
-                preview = (await client.post("/api/v1/jobs:preview", json=doc)).json()
-            assert preview["layout"]["message"] == "fits on gamma alone"
+            # Placeable as soon as alpha and beta are online (spanning); wait until gamma's nodes count too.
+            said: list[str] = []
+
+            async def fits_on_gamma() -> bool:
+                async with stack.client() as client:
+                    preview = (await client.post("/api/v1/jobs:preview", json=doc)).json()
+                said[:] = [preview["layout"]["message"] if preview["layout"] else str(preview["errors"])]
+                return said[0] == "fits on gamma alone"
+
+            try:
+                await eventually(
+                    fits_on_gamma, timeout_s=60, interval_s=0.5, what="the preview placing it on gamma"
+                )
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; the preview said: {said}") from None
             first = await submit(stack, doc)
             one = await wait_status(stack, first["id"], {"Succeeded"}, timeout_s=600)
             one_files = await manifest(stack, first["id"])

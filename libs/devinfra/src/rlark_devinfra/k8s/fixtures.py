@@ -47,6 +47,10 @@ def k8s_real_nodes(k8s_testbed: list[testbed.Cluster]) -> dict[str, list[realnod
         cluster.name: [realnode.RealNode(cluster, slot) for slot in range(REAL_NODES.get(cluster.name, 0))]
         for cluster in k8s_testbed
     }
-    if started := realnode.up_many([node for members in nodes.values() for node in members]):
-        test_sessions.own("k8s", [realnode.status(node).name for node in started])
+    wanted = [node for members in nodes.values() for node in members]
+    # Owned before they start: a node that starts while another fails is still stopped by the last session out
+    # (a kubelet left behind would outlive its API server and answer for a node the next bed never sees).
+    if stopped := [status.name for node in wanted if not (status := realnode.status(node)).running]:
+        test_sessions.own("k8s", stopped)
+    realnode.up_many(wanted)
     return nodes

@@ -43,13 +43,16 @@ from rlark_devinfra.k8s.testbed import (
     spawn,
 )
 from rlark_devinfra.paths import file_lock, state_dir
-from rlark_devinfra.process import free_port, read_pid, stop_process_group, wait_until
+from rlark_devinfra.process import free_port, pid_alive, read_pid, stop_process_group, wait_until
 
 PACKAGES = {"containerd": "containerd", "runc": "runc", "/usr/lib/cni/bridge": "containernetworking-plugins"}
 """What a real node needs from Debian (``make setup`` installs them): executable or file → package."""
 CNI_BIN_DIR = Path("/usr/lib/cni")
 REAL_NODE_LABEL = "rlark.io/real-node"
 READY_TIMEOUT_S = 60.0
+KUBELET_START_LOCK = Path("/var/lib/kubelet/rlark-start.lock")  # beside the shared socket
+KUBELET_START_TRIES = 3
+KUBELET_BIND_WAIT_S = 30.0
 
 
 def unavailable() -> str | None:
@@ -364,9 +367,15 @@ def _kubelet_config(node: RealNode, address: str, port: int, healthz_port: int) 
 
 
 def _cluster_dns(node: RealNode) -> dict[str, Any]:
-    """A full cluster's pods resolve through its DNS Service (``<service range>.10``, `netsvc`)."""
+    """A full cluster's pods resolve through its DNS Service (``<service range>.10``, `netsvc`). A plain test-bed
+    cluster has no DNS Service, so its pods would use this machine's resolver, which does not answer from a pod's
+    network (a lookup of any name then waits 20 s: Ray's dashboard, probing cloud metadata names at start, stalled
+    that long). They get a resolver that refuses at once instead, as a cluster DNS answers a name it does not know
+    at once: nothing in them resolves names (workers find each other by address and /etc/hosts)."""
     if not node.full:
-        return {}
+        refusing = node.directory / "resolv.conf"
+        refusing.write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+        return {"resolvConf": str(refusing)}
     from rlark_devinfra.k8s.testbed import service_ip
 
     return {"clusterDNS": [service_ip(node.cluster.name, 10)], "clusterDomain": "cluster.local"}
@@ -381,22 +390,46 @@ def _start_kubelet(node: RealNode) -> None:
     config = directory / "kubelet" / "config.json"
     address = node_address()
     config.write_text(json.dumps(_kubelet_config(node, address, free_port(), free_port()), indent=2))
-    spawn(
-        [
-            str(binaries.kubelet),
-            f"--config={config}",
-            f"--kubeconfig={node.cluster.kubeconfig}",
-            f"--root-dir={directory / 'kubelet' / 'root'}",
-            f"--cert-dir={directory / 'kubelet' / 'pki'}",
-            f"--hostname-override={node.name}",
-            f"--node-ip={address}",
-            f"--node-labels={REAL_NODE_LABEL}=true",
-            "--v=1",
-        ],
-        directory / "kubelet.log",
-        directory / "kubelet.pid",
-        directory,
-    )
+    argv = [
+        str(binaries.kubelet),
+        f"--config={config}",
+        f"--kubeconfig={node.cluster.kubeconfig}",
+        f"--root-dir={directory / 'kubelet' / 'root'}",
+        f"--cert-dir={directory / 'kubelet' / 'pki'}",
+        f"--hostname-override={node.name}",
+        f"--node-ip={address}",
+        f"--node-labels={REAL_NODE_LABEL}=true",
+        "--v=1",
+    ]
+    # Every kubelet of a machine serves the device-plugin registry at one fixed path
+    # (/var/lib/kubelet/device-plugins/kubelet.sock; no flag moves it) and empties that directory first: two
+    # starting side by side can both unlink, then one bind fails ("address already in use") and that kubelet
+    # exits. So kubelets start one at a time, each until its device manager has bound (a second or so).
+    with file_lock(KUBELET_START_LOCK):
+        for _ in range(KUBELET_START_TRIES):
+            log = directory / "kubelet.log"
+            offset = log.stat().st_size if log.exists() else 0
+            pid = spawn(argv, log, directory / "kubelet.pid", directory)
+            if _kubelet_started(pid, log, offset):
+                return
+        raise RuntimeError(f"kubelet of {node.name} did not start {KUBELET_START_TRIES} times (log: {log})")
+
+
+def _kubelet_started(pid: int, log: Path, offset: int) -> bool:
+    """Wait until the kubelet started at ``offset`` of ``log`` has its container manager running (True) or
+    exited (False); after ``KUBELET_BIND_WAIT_S`` assume it bound and go on."""
+    deadline = time.monotonic() + KUBELET_BIND_WAIT_S
+    while time.monotonic() < deadline:
+        with log.open("rb") as handle:
+            handle.seek(offset)
+            written = handle.read()
+        if b"Eviction manager: starting control loop" in written:
+            return True
+        if not pid_alive(pid) or b"Failed to start ContainerManager" in written:
+            stop_process_group(pid, grace_s=2)
+            return False
+        time.sleep(0.1)
+    return True
 
 
 # --- lifecycle --------------------------------------------------------------------------------------------
