@@ -239,9 +239,13 @@ async def test_two_replicas_of_every_service_survive_a_stalled_a_killed_and_a_ro
                     assert stalled.process is not None
                     return len(log_events(stalled.process, "deposed; stepping down")) > deposed_before
 
-                await eventually(
-                    stepped_down, timeout_s=120, interval_s=0.1, what="the resumed leader deposed"
-                )
+                try:
+                    await eventually(
+                        stepped_down, timeout_s=120, interval_s=0.1, what="the resumed leader deposed"
+                    )
+                except AssertionError as exc:
+                    tail = stalled.process.log_file.read_text(errors="replace").splitlines()[-25:]
+                    raise AssertionError(f"{exc}; its log ends:\n" + "\n".join(tail)) from None
                 await steps.places(successor, before)
 
                 # 2. The leader is SIGKILLed: the standby takes over (its session's marker is gone), places;

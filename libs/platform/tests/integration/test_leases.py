@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -344,3 +345,33 @@ async def test_a_leader_whose_work_and_renewal_fail_together_backs_off_as_depose
     assert ticker.backed_off == [2]
     assert not ticker.is_leader
     assert unread == []
+
+
+class _WokenPastItsDeadline(Ticker):
+    """Its work stalls (the process stopped) past the step-down deadline and wakes to its own timeout."""
+
+    backed_off: list[float]
+
+    async def _lead(self, conn: Any) -> None:
+        time.sleep(self.lease.ttl_s)  # noqa: ASYNC251 - the whole process stalls, as under SIGSTOP
+        raise TimeoutError("the work's own wait timed out")
+
+    async def _keep(self, conn: Any, marked: bool, deadline: float) -> None:
+        await asyncio.Event().wait()  # never gets to run before the work's failure
+
+    async def _back_off(self, seconds: float) -> None:
+        self.backed_off.append(seconds)
+        self.stop()
+
+
+async def test_a_leader_whose_work_fails_after_a_stall_past_its_deadline_steps_down_as_deposed(
+    pool: asyncpg.Pool,
+) -> None:
+    """Seen in a CI run under load: a leader resumed after SIGSTOP took its work's timeout for a database
+    error and competed again at once, rather than backing off as deposed."""
+    await pool.execute(TICKS_TABLE)
+    ticker = _WokenPastItsDeadline(pool, 1)
+    ticker.backed_off = []
+    await asyncio.wait_for(ticker.run(), 30)
+    assert ticker.backed_off == [1]
+    assert not ticker.is_leader

@@ -18,7 +18,8 @@ lease every ``ttl_s / 4`` on its own connection (the marker's session). A renewa
 the lease) or not confirmed before ``ttl_s * 3/4`` after the last confirmed one was sent (the database
 unreachable, this process stalled) raises ``LeaseLost``: the leader steps down — before its lease can
 expire in the database — and stands by again. ``LeaseLost`` from a fenced write ends leading the same
-way. A graceful stop releases the lease so a standby takes over at once; a stalled leader's lease
+way, and so does any failure of the leader's work once that deadline has passed (a stalled process wakes
+with every timer due at once: its work's own timeout may come first). A graceful stop releases the lease so a standby takes over at once; a stalled leader's lease
 expires after at most ``ttl_s``.
 """
 
@@ -59,6 +60,8 @@ class LeaderLoop:
         self._stopping = asyncio.Event()
         self.lease = Lease(lease_name, lease_ttl_s)
         self.is_leader = False
+        self._renewed_until = 0.0
+        """When the held lease's step-down deadline passes (monotonic), as the keeper last moved it."""
 
     @property
     def standby_retry_s(self) -> float:
@@ -112,6 +115,7 @@ class LeaderLoop:
         conn = await self._pool.acquire()
         try:
             self.is_leader = True
+            self._renewed_until = deadline
             log.info("leader", loop=self._name, lease=self.lease.name, epoch=self.lease.epoch)
             await conn.add_listener(self._channel, self._on_notify)
             lead = asyncio.create_task(self._lead(conn))
@@ -122,7 +126,13 @@ class LeaderLoop:
             # wins over what it caused in the leader's work, so ``run`` backs off rather than retrying.
             failures = [error for task in done if (error := task.exception()) is not None]
             if failures:
-                raise next((e for e in failures if isinstance(e, LeaseLost)), failures[0])
+                lost = next((e for e in failures if isinstance(e, LeaseLost)), None)
+                if lost is None and time.monotonic() >= self._renewed_until:
+                    # Past the step-down deadline (a stall: every timer fires at once on waking), the work's own
+                    # timeout or error came first, but this leader is deposed all the same.
+                    lost = LeaseLost(f"lease {self.lease.name!r} not renewed in time: stepping down")
+                    lost.__cause__ = failures[0]
+                raise lost or failures[0]
         finally:
             for task in (lead, keep):
                 if task is not None and not task.done():
@@ -169,7 +179,7 @@ class LeaderLoop:
                 continue
             if not renewed:
                 raise LeaseLost(f"lease {self.lease.name!r} was taken by another holder")
-            deadline = sent + self._step_down_after()
+            deadline = self._renewed_until = sent + self._step_down_after()
 
     def _on_notify(self, *_: Any) -> None:
         self._wake.set()
