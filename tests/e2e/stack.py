@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+from rlark_contracts.services import SERVICES as PLATFORM_SERVICES
 from rlark_devinfra.kafka import admin_access
 from rlark_devinfra.pytest_plugin import test_admin_password
 from rlark_platform.messaging import KafkaAccess
@@ -50,21 +52,8 @@ notifier calls the tests' receivers on 127.0.0.1 over http and retries after 0.2
 
 
 def definitions() -> dict[str, ServiceDefinition]:
-    from rlark_gateway.main import DEFINITION as gateway
-    from rlark_inventory.main import DEFINITION as inventory
-    from rlark_keys.main import DEFINITION as keys
-    from rlark_netdomain.main import DEFINITION as netdomain
-    from rlark_notifier.main import DEFINITION as notifier
-    from rlark_scheduler.main import DEFINITION as scheduler
-
-    return {
-        "inventory": inventory,
-        "keys": keys,
-        "netdomain": netdomain,
-        "scheduler": scheduler,
-        "notifier": notifier,
-        "gateway": gateway,
-    }
+    """Each service's definition (``<package>.main.DEFINITION``), by name, in start order."""
+    return {s.name: importlib.import_module(f"{s.package}.main").DEFINITION for s in PLATFORM_SERVICES}
 
 
 @dataclass

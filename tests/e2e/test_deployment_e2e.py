@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rlark_contracts.services import SERVICE_NAMES
 from rlark_devinfra.k8s import deployment, images, realnode, testbed
 
 pytestmark = [pytest.mark.k8s, pytest.mark.e2e, pytest.mark.heavy, pytest.mark.timeout(1500)]
@@ -101,7 +102,7 @@ def test_the_control_plane_runs_as_pods_from_deploy_kubernetes(lab: dict[str, st
     assert status.stdout.strip() == '{"status":"ready"}', status
 
 
-SERVICES = ("gateway", "inventory", "keys", "netdomain", "notifier", "scheduler")
+SERVICES = SERVICE_NAMES
 
 
 def test_agents_run_as_pods_and_a_ray_job_across_both_clusters_succeeds(lab: dict[str, str]) -> None:

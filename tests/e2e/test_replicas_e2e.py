@@ -37,6 +37,7 @@ import pytest
 from jobs import wait_placeable
 from processes import ProcessPlatform, ServiceProcess, process_platform
 from rlark_cli.client import Gateway
+from rlark_contracts.services import SERVICE_NAMES
 from stack import eventually
 from test_chaos_e2e import (
     CLIENTS,
@@ -61,7 +62,7 @@ TTL_S = 3.0
 JOBS = 72
 CHUNK = 12
 GPUS_PER_NODE = JOBS // NODES  # one GPU per job (its Header): the burst fills every node exactly
-SERVICES = ["inventory", "keys", "netdomain", "scheduler", "notifier", "gateway"]
+SERVICES = SERVICE_NAMES
 
 
 @dataclass

@@ -17,13 +17,14 @@ import subprocess
 from pathlib import Path
 
 import asyncpg
+from rlark_contracts.services import SERVICE_NAMES
 from rlark_platform.db import apply_migrations, load_migrations
 from rlark_platform.messaging import PLATFORM_MIGRATIONS_TABLE, platform_migrations
 
 from rlark_devinfra.databases import scratch_database
 from rlark_devinfra.paths import repo_root
 
-SERVICES = ("gateway", "inventory", "keys", "netdomain", "notifier", "scheduler")
+SERVICES = tuple(sorted(SERVICE_NAMES))
 
 
 def migrations_dir(service: str) -> Path:

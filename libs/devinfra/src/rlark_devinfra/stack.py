@@ -30,6 +30,7 @@ from pathlib import Path
 import httpx
 import typer
 from rlark_contracts import TopicNames
+from rlark_contracts.services import SERVICES as PLATFORM_SERVICES
 from rlark_platform.messaging.access import ADMIN_PRINCIPAL, KafkaAccess, derive_password
 from rlark_platform.messaging.provision import provision_platform
 
@@ -60,14 +61,7 @@ class ServiceProcess:
 
 
 # Start order matters only for readiness output: every service tolerates the others being down.
-SERVICES = [
-    ServiceProcess("inventory", "rlark_inventory", 8101),
-    ServiceProcess("keys", "rlark_keys", 8102),
-    ServiceProcess("netdomain", "rlark_netdomain", 8103),
-    ServiceProcess("scheduler", "rlark_scheduler", 8104),
-    ServiceProcess("notifier", "rlark_notifier", 8106),
-    ServiceProcess("gateway", "rlark_gateway", 8080),
-]
+SERVICES = [ServiceProcess(s.name, s.package, s.default_port) for s in PLATFORM_SERVICES]
 GATEWAY = SERVICES[-1]
 AGENT = ServiceProcess("tunnel-agent", "rlark_tunnel_agent", 8105)
 

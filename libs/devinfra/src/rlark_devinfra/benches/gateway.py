@@ -28,14 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from rlark_contracts.services import SERVICES as PLATFORM_SERVICES
 
-SERVICES = {
-    "inventory": "rlark_inventory",
-    "keys": "rlark_keys",
-    "netdomain": "rlark_netdomain",
-    "scheduler": "rlark_scheduler",
-    "gateway": "rlark_gateway",
-}
+SERVICES = {service.name: service.package for service in PLATFORM_SERVICES}
 FORWARDED = ("nodes", "jobs", "keys")
 _UNIT_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}
 
@@ -102,7 +97,7 @@ def _environment(
         }
     )
     if name == "gateway":
-        for other in ("inventory", "keys", "netdomain", "scheduler"):
+        for other in (n for n in SERVICES if n != "gateway"):
             env[f"RLARK_{other.upper()}_URL"] = f"http://127.0.0.1:{ports[other]}"
     return env
 
