@@ -65,6 +65,15 @@ def field_of(loc: Any) -> str:
     return out
 
 
+def declared_field(loc: Any, known: frozenset[str] | None) -> str:
+    """:func:`field_of`, where an API declares its ``known`` top-level fields: an error under any other name
+    is the ``body``'s (a name the client made up is not repeated back, however harmless it looks)."""
+    parts = [p for p in loc if p not in ("body", "query", "path", "header")]
+    if known is not None and parts and not (isinstance(parts[0], str) and parts[0] in known):
+        return "body"
+    return field_of(loc)
+
+
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
 
 
@@ -105,9 +114,12 @@ def create_app(
     title: str | None = None,
     public: bool = False,
     metrics_token: str = "",
+    known_fields: frozenset[str] | None = None,
     **fastapi_kwargs: Any,
 ) -> FastAPI:
     """``public`` apps (the gateway) authenticate callers themselves; internal ones require the gateway.
+    ``known_fields``: the top-level names of every body and query an app declares, when a 422 must name only
+    those (:func:`declared_field`); otherwise any field is named, made safe to print.
 
     ``/metrics`` of a public app needs ``Authorization: Bearer <metrics_token>`` and is off (404) without a
     token; internal apps serve it openly (their port is not the public one)."""
@@ -138,11 +150,11 @@ def create_app(
         if not_json is not None:
             return JSONResponse(not_json.body(), status_code=422)
         first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-        field = field_of(first.get("loc", ()))
+        field = declared_field(first.get("loc", ()), known_fields)
         details = []
         for error in errors:
             detail: dict[str, Any] = {
-                "field": field_of(error.get("loc", ())),
+                "field": declared_field(error.get("loc", ()), known_fields),
                 "message": error.get("msg", ""),
             }
             said = validation_text(detail["field"], error)

@@ -14,7 +14,7 @@ import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict
 from rlark_platform.errors import invalid
-from rlark_platform.http import AdminDep, CallerDep, create_app
+from rlark_platform.http import AdminDep, CallerDep, create_app, declared_field
 from rlark_platform.identity import (
     SIGNATURE_LIFETIME_S,
     Caller,
@@ -292,3 +292,15 @@ async def test_a_public_app_serves_metrics_only_with_its_token() -> None:
     assert wrong.status_code == 401
     right = await call("GET", "/metrics", app=guarded, headers={"Authorization": "Bearer m-token"})
     assert b"rlark_http_requests_total" in right.content
+
+
+def test_an_app_that_declares_its_fields_names_only_those_in_a_422_and_every_other_as_the_body() -> None:
+    known = frozenset({"name", "endpoints"})
+    assert declared_field(("body", "name"), known) == "name"
+    assert declared_field(("body", "endpoints", 2, "url"), known) == "endpoints[2].url"
+    assert declared_field(("body", "pasted-secret-value"), known) == "body"
+    assert declared_field(("body", 0), known) == "body"
+    assert declared_field(("body",), known) == ""
+    # Without a declaration any field is named, made safe to print.
+    assert declared_field(("body", "extra"), None) == "extra"
+    assert declared_field(("body", "x" * 100), None) == "<unexpected field>"

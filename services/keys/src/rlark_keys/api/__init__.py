@@ -9,14 +9,11 @@ pasted in the wrong place must not come back in an error body (see ``_validation
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, FastAPI, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
-from rlark_platform.errors import ApiError
-from rlark_platform.http import CallerDep, body_not_json, create_app, database_ready
+from rlark_platform.http import CallerDep, create_app, database_ready
 from rlark_platform.openapi import error_responses
 from rlark_platform.paging import PageNumber, PageSize
 from rlark_platform.service import ServiceContext
@@ -100,40 +97,6 @@ _KNOWN_FIELDS = frozenset(
 )
 
 
-def _safe_field(loc: tuple[Any, ...]) -> str:
-    """The field an error concerns, from names this API declares only: an unknown key of the
-    submitted JSON (which could be anything the user pasted) is never repeated back."""
-    parts = [p for p in loc if p not in ("body", "query", "path", "header")]
-    if not parts:
-        return ""
-    first = parts[0]
-    if isinstance(first, str) and first in _KNOWN_FIELDS:
-        return first
-    return "body"
-
-
-async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    not_json = body_not_json(exc)
-    if not_json is not None:
-        return JSONResponse(not_json.body(), status_code=422)
-    details = []
-    for error in exc.errors():
-        # Only the field name and pydantic's fixed message: never ``input`` or ``ctx``.
-        field = _safe_field(tuple(error.get("loc", ())))
-        message = "unknown field" if error.get("type") == "extra_forbidden" else str(error.get("msg", ""))
-        details.append({"field": field, "message": message})
-    first = details[0] if details else {"field": "", "message": "invalid request"}
-    body = ApiError(
-        422,
-        "invalid_request",
-        f"{first['field'] or 'request'}: {first['message']}",
-        first["field"] or None,
-        {"errors": details},
-    ).body()
-    return JSONResponse(body, status_code=422)
-
-
 def build_router(ctx: ServiceContext[KeysSettings, None]) -> APIRouter:
     pool = ctx.require_pool()
     router = APIRouter(prefix="/api/v1/keys", tags=["keys"], responses=error_responses(401))
@@ -183,8 +146,8 @@ def build_api(ctx: ServiceContext[KeysSettings, None]) -> FastAPI:
         "keys",
         internal_secret=ctx.settings.internal_secret.get_secret_value(),
         ready_checks=[database_ready(ctx.require_pool())],
+        known_fields=_KNOWN_FIELDS,
     )
-    app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(build_router(ctx))
     app.include_router(build_secrets_router(ctx.require_pool(), ctx.settings.keyring()))
     return app

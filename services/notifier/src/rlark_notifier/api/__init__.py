@@ -9,14 +9,11 @@ the submitted value (a secret pasted in the wrong field must not come back).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, FastAPI, Query, Request, Response
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, FastAPI, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
-from rlark_platform.errors import ApiError
-from rlark_platform.http import CallerDep, body_not_json, create_app, database_ready
+from rlark_platform.http import CallerDep, create_app, database_ready
 from rlark_platform.openapi import error_responses
 from rlark_platform.paging import PageNumber, PageSize
 from rlark_platform.service import ServiceContext
@@ -143,39 +140,6 @@ class TestQueued(BaseModel):
 _KNOWN_FIELDS = frozenset(RegisterEndpoint.model_fields) | {"all", "page", "page_size", "endpoint_id"}
 
 
-def _safe_field(loc: tuple[Any, ...]) -> str:
-    """The field an error concerns, from names this API declares (with a list index); anything else is
-    ``body``."""
-    parts = [p for p in loc if p not in ("body", "query", "path", "header")]
-    if not parts or not isinstance(parts[0], str) or parts[0] not in _KNOWN_FIELDS:
-        return "body" if parts else ""
-    if len(parts) > 1 and isinstance(parts[1], int):
-        return f"{parts[0]}[{parts[1]}]"
-    return parts[0]
-
-
-async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    not_json = body_not_json(exc)
-    if not_json is not None:
-        return JSONResponse(not_json.body(), status_code=422)
-    details = []
-    for error in exc.errors():
-        # Only the field name and pydantic's fixed message: never ``input`` or ``ctx``.
-        field = _safe_field(tuple(error.get("loc", ())))
-        message = "unknown field" if error.get("type") == "extra_forbidden" else str(error.get("msg", ""))
-        details.append({"field": field, "message": message})
-    first = details[0] if details else {"field": "", "message": "invalid request"}
-    body = ApiError(
-        422,
-        "invalid_request",
-        f"{first['field'] or 'request'}: {first['message']}",
-        first["field"] or None,
-        {"errors": details},
-    ).body()
-    return JSONResponse(body, status_code=422)
-
-
 def build_router(ctx: ServiceContext[NotifierSettings, None]) -> APIRouter:
     pool = ctx.require_pool()
     box = SecretBox(ctx.settings.internal_secret.get_secret_value())
@@ -256,7 +220,7 @@ def build_api(ctx: ServiceContext[NotifierSettings, None]) -> FastAPI:
         "notifier",
         internal_secret=ctx.settings.internal_secret.get_secret_value(),
         ready_checks=[database_ready(ctx.require_pool())],
+        known_fields=_KNOWN_FIELDS,
     )
-    app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(build_router(ctx))
     return app
