@@ -130,7 +130,8 @@ def test_heartbeats_from_the_future_count_as_now_and_stale_ones_are_not_fresh() 
         ("Succeeded", False),
         ("Failed", False),
         ("Stopped", False),
-        ("exited", False),
+        ("stopped", False),
+        ("SomeNewerPhase", True),
     ],
 )
 def test_workers_run_until_a_terminal_phase(phase: str, active: bool) -> None:
