@@ -19,10 +19,10 @@ from rlark_cli import client as cli_client
 from rlark_cli.main import app
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.agent import NodeObservation, NodesObserved
+from rlark_devinfra.testing import GatewaySigned, RunningService, running_service, settings_for
 from rlark_inventory.main import DEFINITION
 from rlark_platform.identity import Caller, Role
 from rlark_platform.messaging import KafkaAccess, create_producer
-from rlark_platform.testing import GatewaySigned, RunningService, running_service, settings_for
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.integration

@@ -37,9 +37,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.inventory import ClusterUpdated
+from rlark_devinfra.testing import free_port
 from rlark_platform.messaging import create_producer
 from rlark_platform.settings import ServiceSettings
-from rlark_platform.testing import free_port
 from stack import ADMIN, ADMIN_PASSWORD, QUICK_OVERRIDES, Stack, platform
 
 pytestmark = pytest.mark.e2e

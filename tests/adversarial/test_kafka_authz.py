@@ -24,8 +24,8 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAuthorization
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.agent import HeartbeatSent
 from rlark_contracts.events.keys import KeyAdded
+from rlark_devinfra.testing import TopicReader
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import TopicReader
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 

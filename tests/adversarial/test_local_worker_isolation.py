@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from agents import local_agent, nodes, write_cluster_file
 from jobs import add_key, document, job, logs, make_public_key, role, submit, wait_placeable, wait_status
-from rlark_platform.testing import TEST_SECRET
+from rlark_devinfra.testing import TEST_SECRET
 from stack import Stack, eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.netns]

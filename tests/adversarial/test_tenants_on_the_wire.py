@@ -29,8 +29,8 @@ import httpx
 import pytest
 from agents import local_agent, nodes, write_cluster_file
 from jobs import document, job, logs, role, submit, wait_placeable, wait_status
+from rlark_devinfra.testing import TEST_SECRET
 from rlark_platform.identity import ray_token
-from rlark_platform.testing import TEST_SECRET
 from stack import Stack, eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.netns]

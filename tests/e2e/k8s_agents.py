@@ -33,7 +33,7 @@ from typing import Any
 
 from kubernetes import client as k8s_client
 from rlark_devinfra.k8s import testbed
-from rlark_platform.testing import free_port
+from rlark_devinfra.testing import free_port
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.agent.sidecars import SidecarOptions
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions

@@ -4,7 +4,7 @@ text (the end-to-end secret tests search them, with the API answers and the capt
 from __future__ import annotations
 
 import asyncpg
-from rlark_platform.testing import TopicReader
+from rlark_devinfra.testing import TopicReader
 from stack import Stack
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from balancer import Balancer
+from rlark_devinfra.testing import ServiceProcess, environment_of, free_port
 from rlark_platform.service import ServiceDefinition, migrate
 from rlark_platform.settings import ServiceSettings
-from rlark_platform.testing import ServiceProcess, environment_of, free_port
 from stack import (
     ADMIN,
     ADMIN_PASSWORD,

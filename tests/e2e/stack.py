@@ -23,16 +23,16 @@ import httpx
 from rlark_contracts.services import SERVICES as PLATFORM_SERVICES
 from rlark_devinfra.kafka import admin_access
 from rlark_devinfra.pytest_plugin import test_admin_password
-from rlark_platform.messaging import KafkaAccess
-from rlark_platform.service import ServiceDefinition
-from rlark_platform.settings import ServiceSettings
-from rlark_platform.testing import (
+from rlark_devinfra.testing import (
     TEST_SECRET,
     free_port,
     provision_test_prefix,
     running_service,
     settings_for,
 )
+from rlark_platform.messaging import KafkaAccess
+from rlark_platform.service import ServiceDefinition
+from rlark_platform.settings import ServiceSettings
 
 ADMIN, ADMIN_PASSWORD = "root", "correct-horse-battery-staple"
 

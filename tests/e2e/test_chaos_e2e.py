@@ -51,8 +51,8 @@ from processes import ProcessPlatform, ServiceProcess, process_platform
 from rlark_cli.client import Gateway, RetryPolicy
 from rlark_contracts import TopicNames, decode
 from rlark_contracts.events.agent import NodeObservation, WorkerPhase
+from rlark_devinfra.testing import TopicReader
 from rlark_platform.messaging import create_producer
-from rlark_platform.testing import TopicReader
 from rlark_tunnel_agent.agent.reports import ReportPublisher
 from rlark_tunnel_agent.agent.session import open_session
 from rlark_tunnel_agent.runtime.driver import WorkerStatus

@@ -21,7 +21,7 @@ import pytest
 from agents import local_agent, nodes, write_cluster_file
 from balancer import Balancer
 from jobs import add_key, document, make_public_key, role, submit, wait_placeable, wait_status
-from rlark_platform.testing import free_port, running_service
+from rlark_devinfra.testing import free_port, running_service
 from stack import (
     ADMIN,
     ADMIN_PASSWORD,

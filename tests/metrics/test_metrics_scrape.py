@@ -12,13 +12,13 @@ from typing import Any
 import httpx
 import pytest
 from metric_names import ALL, EXPOSED, exposed_in
+from rlark_devinfra.testing import ServiceProcess, free_port, settings_for
 from rlark_gateway.main import DEFINITION as GATEWAY
 from rlark_inventory.main import DEFINITION as INVENTORY
 from rlark_keys.main import DEFINITION as KEYS
 from rlark_netdomain.main import DEFINITION as NETDOMAIN
 from rlark_notifier.main import DEFINITION as NOTIFIER
 from rlark_platform.service import ServiceDefinition, migrate
-from rlark_platform.testing import ServiceProcess, free_port, settings_for
 from rlark_scheduler.main import DEFINITION as SCHEDULER
 from rlark_tunnel_agent.settings import TunnelAgentSettings
 

@@ -18,10 +18,10 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from rlark_devinfra.testing import free_port, provision_test_prefix, running_service, settings_for
 from rlark_gateway.main import DEFINITION
 from rlark_gateway.settings import GatewaySettings
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import free_port, provision_test_prefix, running_service, settings_for
 
 ADMIN = "root"
 ADMIN_PASSWORD = "Adm1n-Passw0rd-for-tests"

@@ -12,8 +12,8 @@ import asyncpg
 import httpx
 import pytest
 from conftest import FAST_HASH, echo_upstream, gateway_settings
+from rlark_devinfra.testing import TEST_SECRET, running_service
 from rlark_gateway.main import DEFINITION
-from rlark_platform.testing import TEST_SECRET, running_service
 
 pytestmark = pytest.mark.integration
 

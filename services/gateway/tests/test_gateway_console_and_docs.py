@@ -10,11 +10,11 @@ import httpx
 import pytest
 from conftest import echo_upstream, gateway_settings
 from fastapi import FastAPI
+from rlark_devinfra.testing import running_service
 from rlark_gateway.api.console import add_console_routes
 from rlark_gateway.domain.access import PROXY_ROUTES
 from rlark_gateway.main import DEFINITION
 from rlark_gateway.settings import GatewaySettings
-from rlark_platform.testing import running_service
 
 pytestmark = pytest.mark.integration
 

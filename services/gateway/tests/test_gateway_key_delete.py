@@ -22,10 +22,10 @@ from conftest import (
 )
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from rlark_devinfra.testing import TEST_SECRET, provision_test_prefix, running_service
 from rlark_gateway.main import DEFINITION
 from rlark_platform.identity import Caller, Role, SignedRequest, verify_caller
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import TEST_SECRET, provision_test_prefix, running_service
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import FAST_HASH
-from rlark_platform.testing import TEST_SECRET, free_port
+from rlark_devinfra.testing import TEST_SECRET, free_port
 
 pytestmark = pytest.mark.integration
 

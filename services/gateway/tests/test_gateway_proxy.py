@@ -16,11 +16,11 @@ import httpx
 import pytest
 from conftest import ADMIN, Stack, echo_upstream, gateway_settings
 from pydantic import SecretStr
+from rlark_devinfra.testing import TEST_SECRET, free_port, running_service
 from rlark_gateway.domain.access import PROXY_ROUTES
 from rlark_gateway.main import DEFINITION
 from rlark_gateway.proxy import forward_headers
 from rlark_platform.identity import CALLER_HEADERS, Caller, Role, SignedRequest, verify_caller
-from rlark_platform.testing import TEST_SECRET, free_port, running_service
 
 pytestmark = pytest.mark.integration
 

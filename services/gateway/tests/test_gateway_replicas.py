@@ -27,11 +27,11 @@ import httpx
 import pytest
 import uvicorn
 from conftest import ADMIN, ADMIN_PASSWORD, _create_database, _drop_database, gateway_settings
+from rlark_devinfra.testing import TEST_SECRET, free_port, provision_test_prefix, running_service
 from rlark_gateway.main import DEFINITION
 from rlark_gateway.replicas import OPEN_PATH, REPLICA_CALLER
 from rlark_platform.identity import Caller, Role, SignedRequest, sign_caller
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import TEST_SECRET, free_port, provision_test_prefix, running_service
 from test_gateway_ssh_relay import Relayed, scheduler_app
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus

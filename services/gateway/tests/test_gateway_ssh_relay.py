@@ -21,10 +21,10 @@ import uvicorn
 from conftest import ADMIN, ADMIN_PASSWORD, USER_PASSWORD, _create_database, _drop_database, gateway_settings
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from rlark_devinfra.testing import TEST_SECRET, free_port, provision_test_prefix, running_service
 from rlark_gateway.main import DEFINITION
 from rlark_platform.identity import SignedRequest, issue_agent_token, verify_caller
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import TEST_SECRET, free_port, provision_test_prefix, running_service
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 

@@ -20,10 +20,10 @@ import asyncpg
 import httpx
 import pytest
 from conftest import ADMIN, ADMIN_PASSWORD, USER_PASSWORD
+from rlark_devinfra.testing import TEST_SECRET
 from rlark_gateway.domain.accounts import digest
 from rlark_gateway.domain.tools import issue
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import TEST_SECRET
 from test_gateway_ssh_relay import Relayed, relay_gateway
 from websockets.asyncio.client import connect
 

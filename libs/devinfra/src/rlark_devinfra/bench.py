@@ -846,9 +846,9 @@ async def _gateway(ctx: Context) -> Outcome:
     run = _load("rlark_devinfra.benches.gateway", "forwarded_calls")
     services = _load("rlark_devinfra.benches.gateway", "services")()
     from rlark_platform.messaging.producer import delete_topics_with_prefix
-    from rlark_platform.testing import provision_test_prefix
 
     from rlark_devinfra.bench_platform import test_admin
+    from rlark_devinfra.testing import provision_test_prefix
 
     kafka = await test_admin(ctx.kafka())
     prefix = f"bg{os.getpid()}."

@@ -43,7 +43,7 @@ def _definitions() -> dict[str, Any]:
 
 async def test_admin(kafka: Any) -> Any:
     """The broker's admin as the services here need it: they run with the tests' internal secret
-    (``rlark_platform.testing.settings_for``), so their principals are provisioned as the tests' are — with
+    (``rlark_devinfra.testing.settings_for``), so their principals are provisioned as the tests' are — with
     the tests' admin when this broker takes it (the tests started it), else with ``kafka``."""
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.errors import KafkaError
@@ -68,7 +68,8 @@ async def test_admin(kafka: Any) -> Any:
 async def platform(postgres_url: str, kafka: Any) -> AsyncIterator[str]:
     """Every service in this process on fresh databases and a fresh topic prefix; yields the gateway's URL."""
     import asyncpg
-    from rlark_platform.testing import free_port, provision_test_prefix, running_service, settings_for
+
+    from rlark_devinfra.testing import free_port, provision_test_prefix, running_service, settings_for
 
     defs = _definitions()
     kafka = await test_admin(kafka)
@@ -155,7 +156,7 @@ def write_cluster_file(path: Path, cluster: str, nodes: int) -> Path:
 
 def agent_env(gateway: str, credential: str, cluster_file: Path, state_dir: Path) -> dict[str, str]:
     """The local cluster's agent configured by environment only, as a deployment runs it (no tunnels)."""
-    from rlark_platform.testing import free_port
+    from rlark_devinfra.testing import free_port
 
     return {
         **{k: v for k, v in os.environ.items() if not k.startswith("RLARK_")},

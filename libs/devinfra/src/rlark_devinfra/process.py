@@ -13,8 +13,8 @@ from pathlib import Path
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on (``rlark_platform.testing.free_port``)."""
-    from rlark_platform.testing import free_port as pick
+    """A TCP port on 127.0.0.1 that nothing listens on (``rlark_devinfra.testing.free_port``)."""
+    from rlark_devinfra.testing import free_port as pick
 
     return pick()
 

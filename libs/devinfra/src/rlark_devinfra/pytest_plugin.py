@@ -187,7 +187,8 @@ def s3_bucket(s3_server: versitygw.S3Server) -> Iterator[S3Bucket]:
 def test_admin_password() -> str:
     """The test broker's admin password (derived from the tests' internal secret, or given)."""
     from rlark_platform.messaging.access import ADMIN_PRINCIPAL, derive_password
-    from rlark_platform.testing import TEST_SECRET
+
+    from rlark_devinfra.testing import TEST_SECRET
 
     return os.environ.get("RLARK_TEST_KAFKA_ADMIN_PASSWORD") or derive_password(TEST_SECRET, ADMIN_PRINCIPAL)
 
@@ -216,7 +217,8 @@ async def topic_prefix(kafka_admin: Any) -> AsyncIterator[str]:
     import contextlib
 
     from rlark_platform.messaging.producer import delete_topics_with_prefix
-    from rlark_platform.testing import provision_test_prefix
+
+    from rlark_devinfra.testing import provision_test_prefix
 
     prefix = f"t{uuid.uuid4().hex[:10]}."
     await provision_test_prefix(kafka_admin, prefix)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
-from rlark_platform.testing import free_port
+
+from rlark_devinfra.testing import free_port
 
 
 @dataclass(frozen=True)

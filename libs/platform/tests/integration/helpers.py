@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rlark_contracts import Envelope, decode, new_envelope
 from rlark_contracts.events.keys import KeyAdded
+from rlark_devinfra.testing import read_records
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import read_records
 
 
 def sample_event(subject: str = "k1", event_id: str | None = None) -> Envelope:

@@ -14,12 +14,12 @@ import uuid
 import asyncpg
 import pytest
 from fastapi import FastAPI, Request
+from rlark_devinfra.testing import TEST_SECRET, running_service, settings_for
 from rlark_platform.db import transaction
 from rlark_platform.http import create_app
 from rlark_platform.identity import Role
 from rlark_platform.service import ServiceContext, ServiceDefinition
 from rlark_platform.settings import ServiceSettings
-from rlark_platform.testing import TEST_SECRET, running_service, settings_for
 
 pytestmark = pytest.mark.integration
 

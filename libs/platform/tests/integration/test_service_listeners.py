@@ -9,9 +9,9 @@ import asyncio
 import httpx
 import pytest
 from fastapi import FastAPI
+from rlark_devinfra.testing import TEST_SECRET, free_port
 from rlark_platform.service import ServiceContext, ServiceDefinition, serve
 from rlark_platform.settings import ServiceSettings
-from rlark_platform.testing import TEST_SECRET, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -7,10 +7,10 @@ import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict
 from rlark_contracts.messages import render, text
+from rlark_devinfra.testing import GatewaySigned
 from rlark_platform.errors import conflict, not_found
 from rlark_platform.http import CallerDep, create_app
 from rlark_platform.identity import Caller, Role
-from rlark_platform.testing import GatewaySigned
 
 SECRET = "s" * 32
 

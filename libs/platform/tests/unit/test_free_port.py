@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from rlark_platform.testing import _ephemeral_low, free_port
+from rlark_devinfra.testing import _ephemeral_low, free_port
 
 
 def test_ports_are_free_distinct_and_below_the_ephemeral_range() -> None:

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 from fastapi import FastAPI
+from rlark_devinfra.testing import free_port, uvicorn_serving
 from rlark_platform.http_server import HEAD_TOO_LARGE, server_config
 from rlark_platform.settings import ServiceSettings
-from rlark_platform.testing import free_port, uvicorn_serving
 
 MAX_HEAD = 8 * 1024
 DEADLINE_S = 0.5

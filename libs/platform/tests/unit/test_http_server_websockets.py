@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 from fastapi import FastAPI, WebSocket
+from rlark_devinfra.testing import free_port, uvicorn_serving
 from rlark_platform.http_server import WS_MAX_FRAME_BYTES, server_config
 from rlark_platform.settings import ServiceSettings
-from rlark_platform.testing import free_port, uvicorn_serving
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 

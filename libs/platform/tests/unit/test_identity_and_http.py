@@ -13,6 +13,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict
+from rlark_devinfra.testing import GatewaySigned
 from rlark_platform.errors import invalid
 from rlark_platform.http import AdminDep, CallerDep, create_app, declared_field
 from rlark_platform.identity import (
@@ -31,7 +32,6 @@ from rlark_platform.identity import (
     verify_agent_token,
     verify_caller,
 )
-from rlark_platform.testing import GatewaySigned
 
 SECRET = "s3cr3t-for-tests"
 ALICE = Caller("alice", Role.USER)

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from inventory_it_support import AGENT_TIMEOUT_S
-from rlark_platform.testing import RunningService, running_service, settings_for
+from rlark_devinfra.testing import RunningService, running_service, settings_for
 
 from rlark_inventory.main import DEFINITION
 

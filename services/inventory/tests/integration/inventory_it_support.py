@@ -17,9 +17,9 @@ from rlark_contracts.events.agent import (
     NodesObserved,
     WorkerStatusChanged,
 )
+from rlark_devinfra.testing import RunningService, read_records
+from rlark_devinfra.testing import read_events as read_events  # re-exported for the tests
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService, read_records
-from rlark_platform.testing import read_events as read_events  # re-exported for the tests
 
 AGENT_TIMEOUT_S = 1.5
 """The inventory's liveness timeout in these tests (short, so offline detection is quick)."""

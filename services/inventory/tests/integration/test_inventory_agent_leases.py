@@ -11,8 +11,8 @@ from typing import Any
 
 import asyncpg
 import pytest
+from rlark_devinfra.testing import RunningService
 from rlark_platform.identity import Role
-from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
 

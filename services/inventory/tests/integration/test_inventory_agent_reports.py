@@ -21,9 +21,9 @@ from inventory_it_support import (
 )
 from rlark_contracts import TopicNames, encode
 from rlark_contracts.events.agent import HeartbeatSent, NodesObserved
+from rlark_devinfra.testing import RunningService
 from rlark_platform.identity import Role
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
 

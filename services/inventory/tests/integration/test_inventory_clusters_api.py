@@ -13,10 +13,10 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaConnectionError
 from inventory_it_support import Agent, eventually, node, read_events
 from rlark_contracts import TopicNames
+from rlark_devinfra.testing import TEST_SECRET, RunningService
 from rlark_platform.identity import Role, verify_agent_token
 from rlark_platform.messaging import KafkaAccess
 from rlark_platform.messaging.provision import await_login
-from rlark_platform.testing import TEST_SECRET, RunningService
 
 pytestmark = pytest.mark.integration
 

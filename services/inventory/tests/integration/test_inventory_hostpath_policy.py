@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from inventory_it_support import read_events
 from rlark_contracts import TopicNames
+from rlark_devinfra.testing import RunningService
 from rlark_platform.identity import Role
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from inventory_it_support import Agent, eventually, node
 from rlark_contracts import TopicNames
+from rlark_devinfra.testing import RunningService
 from rlark_platform.identity import Role
-from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
 

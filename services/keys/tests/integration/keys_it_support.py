@@ -10,8 +10,8 @@ from pathlib import Path
 
 import asyncpg
 from rlark_contracts import Envelope, decode
+from rlark_devinfra.testing import read_records
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import read_records
 
 
 @dataclass(frozen=True)

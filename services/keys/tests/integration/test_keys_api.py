@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from keys_it_support import KeyPair, generate_key, read_events
+from rlark_devinfra.testing import RunningService
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ from keys_it_support import generate_key
 from rlark_cli.client import Gateway
 from rlark_cli.commands import keys as keys_commands
 from rlark_cli.main import app
+from rlark_devinfra.testing import GatewaySigned, RunningService
 from rlark_platform.identity import Caller, Role
-from rlark_platform.testing import GatewaySigned, RunningService
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.integration

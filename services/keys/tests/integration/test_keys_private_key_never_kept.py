@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 from keys_it_support import KeyPair, dump_database, generate_key, secret_lines
+from rlark_devinfra.testing import TEST_SECRET, GatewaySigned, free_port
 from rlark_platform.identity import Caller, Role
-from rlark_platform.testing import TEST_SECRET, GatewaySigned, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import httpx
 import pytest
 from keys_it_support import dump_database, read_events
+from rlark_devinfra.testing import GatewaySigned, RunningService
 from rlark_keys.domain.secrets import Keyring, Scope
 from rlark_keys.secrets_handlers import Ref, reveal, rewrap_all, set_secret
 from rlark_platform.db.pool import create_pool
 from rlark_platform.identity import Caller, Role
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import GatewaySigned, RunningService
 from test_keys_private_key_never_kept import keys_process  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.integration

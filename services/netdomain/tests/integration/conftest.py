@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from rlark_devinfra.testing import RunningService, running_service, settings_for
 from rlark_netdomain.main import DEFINITION
-from rlark_platform.testing import RunningService, running_service, settings_for
 
 
 @pytest.fixture

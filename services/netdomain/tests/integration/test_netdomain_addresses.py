@@ -9,8 +9,8 @@ from aiokafka import AIOKafkaProducer
 from netdomain_it_support import TopicFollower, event, publish
 from rlark_contracts import Envelope, TopicNames
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested, AddressRequest
+from rlark_devinfra.testing import RunningService
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ from click.testing import Result
 from rlark_cli.client import Gateway
 from rlark_cli.commands import domains as domains_commands
 from rlark_cli.main import app
+from rlark_devinfra.testing import GatewaySigned, RunningService
 from rlark_platform.identity import Caller, Role
-from rlark_platform.testing import GatewaySigned, RunningService
 from typer.testing import CliRunner
 
 pytestmark = pytest.mark.integration

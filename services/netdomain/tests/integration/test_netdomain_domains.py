@@ -13,8 +13,8 @@ from aiokafka import AIOKafkaProducer
 from netdomain_it_support import TopicFollower, event, publish
 from rlark_contracts import TopicNames
 from rlark_contracts.events.inventory import ClusterDeleted, ClusterRegistered, ClusterUpdated
+from rlark_devinfra.testing import RunningService
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ from netdomain_it_support import TopicFollower, event, publish, report_as_agent
 from rlark_contracts import TopicNames
 from rlark_contracts.events.agent import NodeObservation, NodesObserved
 from rlark_contracts.events.inventory import ClusterRegistered
+from rlark_devinfra.testing import RunningService
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ from netdomain_it_support import TopicFollower, event, publish
 from rlark_contracts import Envelope, TopicNames, encode
 from rlark_contracts.events.agent import TunnelStateChanged
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested, AddressRequest
+from rlark_devinfra.testing import RunningService, running_service, settings_for
 from rlark_netdomain.main import DEFINITION
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService, running_service, settings_for
 
 pytestmark = pytest.mark.integration
 

@@ -14,8 +14,8 @@ from netdomain_it_support import TopicFollower, event, publish
 from rlark_contracts import Envelope, TopicNames, encode
 from rlark_contracts.events.agent import TunnelEndpointAnnounced
 from rlark_contracts.events.scheduler import AddressesReleaseRequested, AddressesRequested, AddressRequest
+from rlark_devinfra.testing import RunningService, read_records
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService, read_records
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from aiokafka import AIOKafkaProducer
 from netdomain_it_support import event
 from rlark_contracts import TopicNames, encode
 from rlark_contracts.events.agent import TunnelStateChanged
-from rlark_platform.testing import RunningService
+from rlark_devinfra.testing import RunningService
 
 pytestmark = pytest.mark.integration
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from rlark_devinfra.testing import RunningService, running_service, settings_for
 from rlark_devinfra.webhook_receiver import WebhookReceiver, webhook_receiver
 from rlark_notifier.main import DEFINITION
-from rlark_platform.testing import RunningService, running_service, settings_for
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 from notifier_it_support import Scheduler
+from rlark_devinfra.testing import RunningService, running_service, settings_for
 from rlark_devinfra.webhook_receiver import WebhookReceiver
 from rlark_notifier.main import DEFINITION
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService, running_service, settings_for
 
 ENDPOINTS = "/api/v1/notifications/endpoints"
 

@@ -11,10 +11,10 @@ from datetime import timedelta
 import asyncpg
 import pytest
 from notifier_it_support import LIFECYCLE, Scheduler, signature_ok
+from rlark_devinfra.testing import RunningService
 from rlark_devinfra.webhook_receiver import WebhookReceiver
 from rlark_notifier import repository as repo
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService
 
 SECRET = "whsec-integration-secret"
 

@@ -13,16 +13,16 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaProducer
 from rlark_contracts import TopicNames
-from rlark_platform.db import apply_migrations, create_pool, load_migrations
-from rlark_platform.messaging import PLATFORM_MIGRATIONS_TABLE, KafkaAccess, platform_migrations
-from rlark_platform.messaging.producer import delete_topics_with_prefix
-from rlark_platform.testing import (
+from rlark_devinfra.testing import (
     RunningService,
     TopicReader,
     provision_test_prefix,
     running_service,
     settings_for,
 )
+from rlark_platform.db import apply_migrations, create_pool, load_migrations
+from rlark_platform.messaging import PLATFORM_MIGRATIONS_TABLE, KafkaAccess, platform_migrations
+from rlark_platform.messaging.producer import delete_topics_with_prefix
 from rlark_scheduler.main import DEFINITION
 from scheduler_it_support import World
 

@@ -27,7 +27,7 @@ from rlark_contracts.events.netdomain import (
     DomainCreated,
     WorkerAddress,
 )
-from rlark_platform.testing import RunningService, TopicReader
+from rlark_devinfra.testing import RunningService, TopicReader
 
 T = TypeVar("T")
 

@@ -21,8 +21,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from rlark_cli import client as cli_client
 from rlark_cli.main import app
+from rlark_devinfra.testing import GatewaySigned, RunningService, TopicReader, free_port
 from rlark_platform.identity import Caller, Role
-from rlark_platform.testing import GatewaySigned, RunningService, TopicReader, free_port
 from scheduler_it_support import IMAGE, World, nodes_synced, placed_count
 from typer.testing import CliRunner, Result
 

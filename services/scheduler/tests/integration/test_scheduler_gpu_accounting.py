@@ -19,10 +19,10 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from rlark_contracts import TopicNames
 from rlark_contracts.events.agent import HeartbeatSent, NodeObservation, NodesObserved
+from rlark_devinfra.testing import RunningService, TopicReader, running_service, settings_for
 from rlark_inventory.main import DEFINITION as INVENTORY
 from rlark_platform.identity import Role
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService, TopicReader, running_service, settings_for
 from scheduler_it_support import World, eventually, get_job, job_doc, placed_count, role, submitted
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ and submit naming ``spec.tasks[i].mounts[j].type`` — a bucket (objectStorage) 
 from __future__ import annotations
 
 import pytest
-from rlark_platform.testing import RunningService
+from rlark_devinfra.testing import RunningService
 from scheduler_it_support import World, job_doc, job_status, nodes_synced, role, submit, synced
 
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaProducer
 from rlark_contracts import Envelope, TopicNames
+from rlark_devinfra.testing import RunningService, read_events
 from rlark_platform.messaging import KafkaAccess, create_producer
-from rlark_platform.testing import RunningService, read_events
 from scheduler_it_support import World, as_yaml, job_doc, nodes_synced, role
 
 pytestmark = pytest.mark.integration

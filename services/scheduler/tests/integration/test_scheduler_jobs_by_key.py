@@ -4,7 +4,7 @@ it lets a key be deleted (keys README, "Deleting a key a job uses")."""
 from __future__ import annotations
 
 import pytest
-from rlark_platform.testing import RunningService
+from rlark_devinfra.testing import RunningService
 from scheduler_it_support import World, job_doc, nodes_synced, role, submitted, synced
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 import yaml
-from rlark_platform.testing import RunningService, TopicReader
+from rlark_devinfra.testing import RunningService, TopicReader
 from scheduler_it_support import (
     IMAGE,
     PUBLIC_KEY,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from rlark_contracts.events.agent import TunnelStateChanged
-from rlark_platform.testing import RunningService, TopicReader
+from rlark_devinfra.testing import RunningService, TopicReader
 from scheduler_it_support import (
     World,
     eventually,

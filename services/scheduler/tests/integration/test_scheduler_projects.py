@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from rlark_contracts import TopicNames
+from rlark_devinfra.testing import RunningService, TopicReader
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService, TopicReader
 from scheduler_it_support import job_doc, role, submit
 
 pytestmark = pytest.mark.integration

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from rlark_platform.testing import RunningService
+from rlark_devinfra.testing import RunningService
 from scheduler_it_support import World, eventually, get_job, job_doc, nodes_synced, role, submitted
 
 pytestmark = pytest.mark.integration

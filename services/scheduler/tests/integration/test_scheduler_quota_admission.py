@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rlark_platform.testing import RunningService, TopicReader
+from rlark_devinfra.testing import RunningService, TopicReader
 from scheduler_it_support import (
     World,
     eventually,

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 from rlark_contracts import TopicNames
+from rlark_devinfra.testing import RunningService, TopicReader
 from rlark_platform.messaging import KafkaAccess
-from rlark_platform.testing import RunningService, TopicReader
 from scheduler_it_support import (
     PUBLIC_KEY,
     World,

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from aiokafka import AIOKafkaProducer
 from rlark_contracts import TopicNames
+from rlark_devinfra.testing import RunningService
 from rlark_platform.identity import Role
 from rlark_platform.messaging import KafkaAccess, create_producer
-from rlark_platform.testing import RunningService
 from scheduler_it_support import (
     IMAGE,
     World,

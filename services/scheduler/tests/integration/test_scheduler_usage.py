@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from rlark_contracts.events.agent import GpuUsage, WorkerUsage, WorkerUsageSampled
-from rlark_platform.testing import RunningService, TopicReader
+from rlark_devinfra.testing import RunningService, TopicReader
 from scheduler_it_support import World, job_status, start_job, synced
 
 pytestmark = pytest.mark.integration

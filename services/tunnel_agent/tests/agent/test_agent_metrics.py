@@ -11,8 +11,8 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from rlark_contracts import TopicNames, encode, new_envelope
 from rlark_contracts.events.scheduler import WorkerStopRequested
+from rlark_devinfra.testing import TEST_SECRET
 from rlark_platform.service import ServiceContext
-from rlark_platform.testing import TEST_SECRET
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.agent.metrics import AGENT_METRICS, AgentView
 from rlark_tunnel_agent.agent.reports import ReportPublisher

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlark_platform.testing import free_port
+from rlark_devinfra.testing import free_port
 from rlark_tunnel_agent.agent.files import answer
 from rlark_tunnel_agent.agent.ssh_link import SshLink
 from rlark_tunnel_agent.runtime.driver import OutputRoot

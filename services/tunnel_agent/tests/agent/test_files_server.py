@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from rlark_contracts.relay import TENSORBOARD_PATH
-from rlark_platform.testing import free_port
+from rlark_devinfra.testing import free_port
 from rlark_tunnel_agent import files_server
 from rlark_tunnel_agent.agent import pod_files
 from rlark_tunnel_agent.agent.files import FilesRefused

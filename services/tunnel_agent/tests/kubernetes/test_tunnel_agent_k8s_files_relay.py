@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from k8s_driver_helpers import driver_config, eventually, header_spec, pod_address
 from rlark_devinfra.k8s import testbed
-from rlark_platform.testing import free_port
+from rlark_devinfra.testing import free_port
 from rlark_tunnel_agent.agent.files import FilesRefused
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.agent.ssh_link import SshLink

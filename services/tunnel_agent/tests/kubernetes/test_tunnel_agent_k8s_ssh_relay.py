@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from k8s_driver_helpers import eventually, header_spec, pod_address
-from rlark_platform.testing import free_port
+from rlark_devinfra.testing import free_port
 from rlark_tunnel_agent.agent.ssh_link import SshLink
 from rlark_tunnel_agent.runtime.driver import RayPorts, ReachesRayDashboard, ReachesSshd
 from rlark_tunnel_agent.runtime.kubernetes import KubernetesDriver

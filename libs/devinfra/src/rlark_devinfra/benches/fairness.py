@@ -167,10 +167,10 @@ async def bench_admission_burst(
     import asyncpg
     from rlark_contracts import TopicNames
     from rlark_platform.messaging.producer import delete_topics_with_prefix
-    from rlark_platform.testing import provision_test_prefix, running_service, settings_for
     from rlark_scheduler.main import DEFINITION
 
     from rlark_devinfra.benches.scheduler import _job, _publish_fleet
+    from rlark_devinfra.testing import provision_test_prefix, running_service, settings_for
 
     nodes = (jobs + 7) // 8
     prefix = f"bench{uuid.uuid4().hex[:8]}."

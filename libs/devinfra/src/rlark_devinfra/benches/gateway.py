@@ -105,9 +105,8 @@ def _environment(
 @contextlib.contextmanager
 def _processes(databases: dict[str, str], kafka: Any, prefix: str, logs: Path) -> Iterator[str]:
     """Migrate and start every service as its own process; yield the gateway's URL; stop them all."""
-    from rlark_platform.testing import TEST_SECRET, free_port
-
     from rlark_devinfra.process import stop_process_group
+    from rlark_devinfra.testing import TEST_SECRET, free_port
 
     ports = {name: free_port() for name in SERVICES}
     running: list[subprocess.Popen[bytes]] = []

@@ -41,7 +41,8 @@ from rlark_platform.messaging.producer import delete_topics_with_prefix, ensure_
 from rlark_platform.messaging.provision import provision_platform
 from rlark_platform.observability import configure_logging
 from rlark_platform.service import migrate, serve
-from rlark_platform.testing import GatewaySigned, free_port
+
+from rlark_devinfra.testing import GatewaySigned, free_port
 
 INGEST_TARGET_PER_S = 5000
 LIST_TARGET_P99_MS = 50.0

@@ -32,8 +32,8 @@ from rlark_platform.identity import Caller, Role
 from rlark_platform.messaging import KafkaAccess, create_producer
 from rlark_platform.messaging.producer import delete_topics_with_prefix
 from rlark_platform.service import migrate
-from rlark_platform.testing import GatewaySigned, ServiceProcess, provision_test_prefix, settings_for
 
+from rlark_devinfra.testing import GatewaySigned, ServiceProcess, provision_test_prefix, settings_for
 from rlark_devinfra.webhook_receiver import Received, webhook_receiver
 
 TARGET_P50_MS = 100.0

@@ -30,10 +30,10 @@ from rlark_contracts.events.inventory import ClusterWentOnline, NodeUpdated
 from rlark_platform.messaging import KafkaAccess, create_producer
 from rlark_platform.messaging.access import ADMIN_PRINCIPAL
 from rlark_platform.messaging.producer import delete_topics_with_prefix, ensure_cluster_topics
-from rlark_platform.testing import provision_test_prefix, running_service, settings_for
 from rlark_scheduler.main import DEFINITION
 
 from rlark_devinfra import postgres, stack
+from rlark_devinfra.testing import provision_test_prefix, running_service, settings_for
 
 TARGET_P50_MS = 50.0
 TARGET_P99_MS = 250.0

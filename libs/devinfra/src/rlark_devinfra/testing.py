@@ -23,7 +23,6 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import SecretStr
 from rlark_contracts import Envelope, decode
-
 from rlark_platform.identity import Caller, Role, SignedRequest, sign_caller
 from rlark_platform.messaging.access import KafkaAccess
 from rlark_platform.observability import configure_logging
@@ -413,7 +412,6 @@ async def provision_test_prefix(admin: KafkaAccess, prefix: str, *, partitions: 
     """Provision ``prefix`` on the tests' broker as a deployment is: topics, one principal per service
     (passwords derived from ``TEST_SECRET``) and their ACLs."""
     from rlark_contracts import TopicNames
-
     from rlark_platform.messaging.layout import TopicLayout
     from rlark_platform.messaging.provision import provision_platform
 
