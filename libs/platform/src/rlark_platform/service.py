@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
@@ -184,7 +185,9 @@ def _workers(definition: ServiceDefinition[S, P], ctx: ServiceContext[S, P]) -> 
         parts.append(
             OutboxRelay(
                 ctx.require_pool(),
-                ctx.require_producer(),
+                functools.partial(
+                    create_producer, ctx.settings.kafka_access(), f"rlark-{definition.name}-relay"
+                ),
                 ctx.names,
                 service=definition.name,
                 poll_interval_s=ctx.settings.relay_poll_interval_s,

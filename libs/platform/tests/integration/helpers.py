@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
+
+from aiokafka import AIOKafkaProducer
 from rlark_contracts import Envelope, decode, new_envelope
 from rlark_contracts.events.keys import KeyAdded
 from rlark_devinfra.testing import read_records
-from rlark_platform.messaging import KafkaAccess
+from rlark_platform.messaging import KafkaAccess, create_producer
 
 
 def sample_event(subject: str = "k1", event_id: str | None = None) -> Envelope:
@@ -28,3 +32,8 @@ async def read_topic(access: KafkaAccess, topic: str, *, expect: int, timeout_s:
 
 def event_ids(records: list[tuple]) -> list[str]:  # type: ignore[type-arg]
     return [decode(value).id for _, value, _ in records]
+
+
+def opener(access: KafkaAccess) -> Callable[[], Awaitable[AIOKafkaProducer]]:
+    """What a relay opens its producers with: the broker's super user standing in for a service."""
+    return functools.partial(create_producer, access, "relay-under-test")

@@ -1,6 +1,7 @@
 """Runs one outbox relay in its own process, so a test can SIGKILL it at any moment."""
 
 import asyncio
+import functools
 import sys
 
 from rlark_contracts import TopicNames
@@ -13,10 +14,10 @@ from rlark_platform.messaging import OutboxRelay, create_producer
 async def main(database_url: str, bootstrap: str, prefix: str, batch: int) -> None:
     pool = await create_pool(database_url)
     # The tests' broker admin: this process stands in for any service's relay.
-    producer = await create_producer(admin_access(bootstrap, test_admin_password()), "relay-under-test")
+    access = admin_access(bootstrap, test_admin_password())
     relay = OutboxRelay(
         pool,
-        producer,
+        functools.partial(create_producer, access, "relay-under-test"),
         TopicNames(prefix),
         service="test",
         batch_size=batch,

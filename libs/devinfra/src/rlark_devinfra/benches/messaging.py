@@ -9,6 +9,7 @@ rather than at saturation.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from typing import Any
@@ -123,7 +124,6 @@ async def outbox_pipeline(
     pool = await create_pool(database_url, min_size=2, max_size=6)
     names = TopicNames(f"bench{uuid.uuid4().hex[:6]}.")
     await ensure_topics(access, names)
-    producer = await create_producer(access, "bench-relay")
     dlq = await create_producer(access, "bench-dlq")
     committed_at: dict[str, float] = {}
     handled_at: dict[str, float] = {}
@@ -135,7 +135,13 @@ async def outbox_pipeline(
         # can reach the handler before the writer's coroutine has resumed to note its commit time.
         handled_at.setdefault(envelope.id, time.perf_counter())
 
-    relay = OutboxRelay(pool, producer, names, service="bench", poll_interval_s=0.05)
+    relay = OutboxRelay(
+        pool,
+        functools.partial(create_producer, access, "bench-relay"),
+        names,
+        service="bench",
+        poll_interval_s=0.05,
+    )
     consumer = Consumer(
         name="bench",
         topics=["keys.keys"],
@@ -168,7 +174,6 @@ async def outbox_pipeline(
     relay.stop()
     consumer.stop()
     await asyncio.gather(*tasks)
-    await producer.stop()
     await dlq.stop()
     await pool.close()
     await delete_topics_with_prefix(access, names.prefix)
