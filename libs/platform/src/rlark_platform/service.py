@@ -264,7 +264,7 @@ async def serve(
                 servers, tasks, server_config(bare, settings, settings.worker_metrics_port), "metrics"
             )
         if own_process:
-            _freeze_startup_objects()
+            freeze_startup_objects()
         log.info("service started", api=api, worker=worker, port=settings.http_port)
         waiter = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -290,7 +290,7 @@ async def serve(
         log.info("service stopped")
 
 
-def _freeze_startup_objects() -> None:
+def freeze_startup_objects() -> None:
     """Move everything alive after start-up (modules, the app and its routes, pydantic schemas: tens of
     thousands of objects that never become garbage) out of the cyclic collector's reach (``gc.freeze``),
     so its full passes, which run in the middle of requests, no longer walk them."""
