@@ -184,6 +184,15 @@ def test_in_a_network_domain_both_runtimes_put_ray_and_collectives_on_the_tun_de
         assert env["RLARK_NODE_IP"] == env["RLARK_VIRTUAL_IP"] == "10.200.0.3"
         assert env["RLARK_HEADER_ADDRESS"] == "10.200.0.2"  # the Header's virtual IP
         assert [env[v] for v in COMM_DEVICE_VARIABLES] == ["rlark0"] * 3
+        # Ray outlasts an outage of the domain's link as long as the scheduler does (60 s, 3 s a check).
+        assert env["RAY_health_check_failure_threshold"] == "20"
+
+
+def test_ray_keeps_its_own_health_check_outside_a_domain_and_a_jobs_own_threshold_wins_in_one() -> None:
+    assert "RAY_health_check_failure_threshold" not in _pod_env(_placed(0))
+    domain = {"virtual_ip": "10.200.0.3", "domain": "d1", "domain_cidr": "10.200.0.0/16"}
+    spec = _placed(0, **domain).model_copy(update={"env": {"RAY_health_check_failure_threshold": "7"}})
+    assert _pod_env(spec)["RAY_health_check_failure_threshold"] == "7"
 
 
 @pytest.mark.parametrize(

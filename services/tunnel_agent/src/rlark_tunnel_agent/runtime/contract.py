@@ -53,6 +53,15 @@ RAY_TOKEN_FILE = ".ray-token"  # noqa: S105 - a file name, not a secret
 the job's named secrets (a file each, named after the secret: no secret's name starts with a dot). Never one of
 the contract's `files`: those travel in a ConfigMap on Kubernetes."""
 
+RAY_HEALTH_CHECK_THRESHOLD = "RAY_health_check_failure_threshold"
+RAY_HEALTH_CHECK_PERIOD_MS = 3000
+"""Ray's default period between its GCS's health checks of each node (``RAY_health_check_period_ms``)."""
+DOMAIN_OUTAGE_TOLERANCE_S = 60
+"""How long a network domain's link may be down before a job across it fails: the scheduler's default
+``tunnel_grace_s``. A job's workers in a domain start Ray with a health-check failure threshold that covers it
+(``RAY_health_check_failure_threshold``, 20 checks; Ray's own 5 declare a node dead after ~15 s, and an agent's
+replacement took the link down that long in the deployment test bed, ADR 0027), unless the job's env sets one."""
+
 COMM_DEVICE_VARIABLES = ("RLINF_COMM_NET_DEVICES", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 """RLinf's interface variable and the two it copies into unless they are set (Gloo's and NCCL's)."""
 
@@ -258,6 +267,10 @@ def worker_contract(spec: WorkerSpec, facts: RuntimeFacts) -> WorkerContract:
         env["RLARK_TERMINATION_GRACE_S"] = str(spec.termination_grace_s)
     if spec.virtual_ip is not None:
         env["RLARK_VIRTUAL_IP"] = str(spec.virtual_ip)
+        if RAY_HEALTH_CHECK_THRESHOLD not in spec.env:
+            env[RAY_HEALTH_CHECK_THRESHOLD] = str(
+                -(-DOMAIN_OUTAGE_TOLERANCE_S * 1000 // RAY_HEALTH_CHECK_PERIOD_MS)
+            )
     if facts.tun_device is not None and spec.virtual_ip is not None:
         # On the domain network: Ray binds the virtual IP and joins the Header's (the scheduler's address).
         node_ip: str | None = str(spec.virtual_ip)
