@@ -67,13 +67,13 @@ from rlark_platform.db.pool import Connection
 
 from rlark_scheduler.domain.capacity import NO_FACTS as NO_CLUSTER_FACTS
 from rlark_scheduler.domain.capacity import CapacityModel
+from rlark_scheduler.domain.document.model import JobDocument
 from rlark_scheduler.domain.fairness import ProjectJob, project_usage
 from rlark_scheduler.domain.jobs import JobStatus, job_request
 from rlark_scheduler.domain.placement import JobRequest, Placement
 from rlark_scheduler.domain.preemption import Preemption, RunningJob, plan_preemption
 from rlark_scheduler.domain.queue import JobQueue, fair_round, schedule_round
 from rlark_scheduler.domain.quotas import ProjectId, ProjectQuota
-from rlark_scheduler.domain.spec import JobDocument
 from rlark_scheduler.envelopes import Meta
 from rlark_scheduler.handlers.placement import commit_placements, store_pending_reasons
 from rlark_scheduler.handlers.preemption import preempt

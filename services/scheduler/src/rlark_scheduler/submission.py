@@ -1,8 +1,8 @@
 """Use cases behind ``POST /api/v1/jobs:preview`` and ``POST /api/v1/jobs``: read, check, store a job.
 
 The submitted text (YAML, or JSON — which YAML reads too) is parsed once per request by
-``domain.spec`` (:func:`read_document`), and the parsed form travels: the idempotency fingerprint and
-the checks both take it. The network domain default is filled (the first domain by name, when the
+``domain.document.parsing`` (:func:`read_document`), and the parsed form travels: the idempotency
+fingerprint and the checks both take it. The network domain default is filled (the first domain by name, when the
 spec names none and domains exist); the document is validated against a :class:`ValidationContext`
 gathered from the tables (the capacity model of the job's clusters — the one the placement loop
 decides on, ``repository.capacity``, built once per check — the known clusters with their hostPath
@@ -32,6 +32,13 @@ from rlark_platform.errors import ApiError
 from rlark_platform.identity import Caller
 from rlark_platform.messaging import add_events
 
+from rlark_scheduler.domain.document.errors import SpecError, SpecParseError
+from rlark_scheduler.domain.document.facts import fill_network_domain_default, fill_project_default
+from rlark_scheduler.domain.document.model import MAX_REPLICAS, JobDocument
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.reader import check_nesting
+from rlark_scheduler.domain.document.redaction import redact_issue
+from rlark_scheduler.domain.document.validation import ValidationContext, validate_job
 from rlark_scheduler.domain.idempotency import HEADER, document_fingerprint
 from rlark_scheduler.domain.jobs import JobStatus, job_request
 from rlark_scheduler.domain.layouts import layout_view
@@ -44,17 +51,6 @@ from rlark_scheduler.domain.render import (
     redact_plan,
     render_yaml,
 )
-from rlark_scheduler.domain.spec import (
-    MAX_REPLICAS,
-    JobDocument,
-    SpecError,
-    SpecParseError,
-    check_nesting,
-    fill_network_domain_default,
-    fill_project_default,
-    parse_job_document,
-)
-from rlark_scheduler.domain.validation import ValidationContext, redact_issue, validate_job
 from rlark_scheduler.envelopes import Meta, envelope
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo

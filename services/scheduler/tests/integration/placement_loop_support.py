@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import asyncpg
+from rlark_scheduler.domain.document.parsing import parse_job_document
 from rlark_scheduler.domain.render import normalized_document, render_yaml
-from rlark_scheduler.domain.spec import parse_job_document
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import read_models

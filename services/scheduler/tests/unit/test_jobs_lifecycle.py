@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from rlark_contracts.messages import Text, render
+from rlark_scheduler.domain.document.parsing import parse_job_document
 from rlark_scheduler.domain.jobs import (
     JobStatus,
     WorkerFacts,
@@ -16,7 +17,6 @@ from rlark_scheduler.domain.jobs import (
     stopped_by_platform,
     worker_id,
 )
-from rlark_scheduler.domain.spec import parse_job_document
 
 pytestmark = pytest.mark.unit
 

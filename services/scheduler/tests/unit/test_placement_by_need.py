@@ -11,6 +11,8 @@ from dataclasses import replace
 
 import pytest
 from rlark_scheduler.domain.capacity import CapacityModel, ClusterFacts, NodeState, cluster_labels
+from rlark_scheduler.domain.document.model import SpanClusters
+from rlark_scheduler.domain.document.parsing import parse_job_document
 from rlark_scheduler.domain.fairness import ProjectJob, admission_round
 from rlark_scheduler.domain.forecast import fit_hints
 from rlark_scheduler.domain.jobs import job_request
@@ -28,7 +30,6 @@ from rlark_scheduler.domain.placement import (
 from rlark_scheduler.domain.queue import JobQueue, schedule_round
 from rlark_scheduler.domain.quotas import ProjectId, ProjectQuota
 from rlark_scheduler.domain.reasons import PendingCode, SpanCode, can_ever_fit, explain_pending, pending_texts
-from rlark_scheduler.domain.spec import SpanClusters, parse_job_document
 from scheduler_fleet import gpu_node
 
 pytestmark = pytest.mark.unit

@@ -19,12 +19,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rlark_scheduler.domain.capacity import CapacityModel, ClusterFacts, NodeState
+from rlark_scheduler.domain.document.model import SpanClusters
 from rlark_scheduler.domain.fairness import ProjectJob, admission_round, project_usage
 from rlark_scheduler.domain.placement import JobRequest, LayoutKind, Placement, RoleRequest, place
 from rlark_scheduler.domain.quotas import ProjectId, ProjectQuota
 from rlark_scheduler.domain.reasons import explain_pending
 from rlark_scheduler.domain.selectors import matches
-from rlark_scheduler.domain.spec import SpanClusters
 
 pytestmark = pytest.mark.unit
 

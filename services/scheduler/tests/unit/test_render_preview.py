@@ -6,9 +6,9 @@ from typing import Any
 
 import yaml
 from rlark_scheduler.domain.capacity import CapacityModel
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.validation import ValidationContext
 from rlark_scheduler.domain.render import AgentPlan, WorkerPlan, plan_preview, render_yaml
-from rlark_scheduler.domain.spec import parse_job_document
-from rlark_scheduler.domain.validation import ValidationContext
 
 SOURCE = """\
 spec:

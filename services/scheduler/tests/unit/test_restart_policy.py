@@ -10,17 +10,13 @@ import pytest
 from rlark_contracts.events.scheduler import worker_id_for
 from rlark_contracts.messages import text
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.document.errors import SpecParseError
+from rlark_scheduler.domain.document.model import DEFAULT_RESTART_ON, RestartOn, RestartPolicy
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.validation import ValidationContext, validate_job
 from rlark_scheduler.domain.jobs import JobStatus, WorkerFacts, WorkerReport, fold_report
 from rlark_scheduler.domain.render import render_yaml
 from rlark_scheduler.domain.restarts import Failure, attempt_history, classify_worker_failure, decide, on_node
-from rlark_scheduler.domain.spec import (
-    DEFAULT_RESTART_ON,
-    RestartOn,
-    RestartPolicy,
-    SpecParseError,
-    parse_job_document,
-)
-from rlark_scheduler.domain.validation import ValidationContext, validate_job
 
 pytestmark = pytest.mark.unit
 

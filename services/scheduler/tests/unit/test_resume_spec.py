@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.document.errors import SpecParseError
+from rlark_scheduler.domain.document.model import Resume, ResumeFrom
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.validation import ValidationContext, validate_job
 from rlark_scheduler.domain.render import render_yaml
-from rlark_scheduler.domain.spec import Resume, ResumeFrom, SpecParseError, parse_job_document
-from rlark_scheduler.domain.validation import ValidationContext, validate_job
 
 pytestmark = pytest.mark.unit
 

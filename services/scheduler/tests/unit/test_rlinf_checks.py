@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
-from rlark_scheduler.domain.rlinf import (
+from rlark_scheduler.domain.document.errors import Severity
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.rlinf import (
     PlacementPart,
     RankSpan,
     RankSyntaxError,
@@ -15,8 +17,7 @@ from rlark_scheduler.domain.rlinf import (
     parse_placement,
     parse_rank_list,
 )
-from rlark_scheduler.domain.spec import Severity, parse_job_document
-from rlark_scheduler.domain.validation import ValidationContext, validate_job
+from rlark_scheduler.domain.document.validation import ValidationContext, validate_job
 
 # A job of 3 workers: the Header with 8 GPUs (rank 0), two rollout workers with 4 GPUs each.
 RANK_GPUS = [8, 4, 4]

@@ -12,6 +12,9 @@ import scheduler_fleet
 from rlark_contracts.events.agent import WorkerStatusChanged
 from rlark_contracts.messages import LANGUAGES, Text, catalogue, render
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.rlinf import check_rlinf_config
+from rlark_scheduler.domain.document.validation import ValidationContext, validate_job
 from rlark_scheduler.domain.placement import JobRequest, RoleRequest
 from rlark_scheduler.domain.quotas import Breach, Scope, ScopeKind
 from rlark_scheduler.domain.reasons import (
@@ -25,9 +28,6 @@ from rlark_scheduler.domain.reasons import (
     quota_pending,
     role_texts,
 )
-from rlark_scheduler.domain.rlinf import check_rlinf_config
-from rlark_scheduler.domain.spec import parse_job_document
-from rlark_scheduler.domain.validation import ValidationContext, validate_job
 from rlark_scheduler.handlers.reports import reported_reason
 
 pytestmark = pytest.mark.unit

@@ -6,22 +6,18 @@ import json
 from typing import Any
 
 import pytest
-from rlark_scheduler.domain.spec import (
+from rlark_scheduler.domain.document.errors import SpecParseError
+from rlark_scheduler.domain.document.facts import fill_network_domain_default, rank_ranges, worker_slots
+from rlark_scheduler.domain.document.fields import child_path, parent_path
+from rlark_scheduler.domain.document.model import (
     API_VERSION,
-    MAX_DOCUMENT_CHARS,
-    MAX_NESTING_DEPTH,
     NO_NETWORK_DOMAIN,
     JobDocument,
     JobType,
     MountType,
-    SpecParseError,
-    child_path,
-    fill_network_domain_default,
-    parent_path,
-    parse_job_document,
-    rank_ranges,
-    worker_slots,
 )
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.reader import MAX_DOCUMENT_CHARS, MAX_NESTING_DEPTH
 
 GUIDE_EXAMPLE = """\
 apiVersion: rlark.io/v1

@@ -6,10 +6,13 @@ from typing import Any
 
 import pytest
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.document.errors import SpecParseError
+from rlark_scheduler.domain.document.facts import worker_slots
+from rlark_scheduler.domain.document.model import JobType
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.validation import ValidationContext, validate_job
 from rlark_scheduler.domain.render import normalized_document, render_yaml
-from rlark_scheduler.domain.spec import JobType, SpecParseError, parse_job_document, worker_slots
 from rlark_scheduler.domain.templates import TEMPLATES
-from rlark_scheduler.domain.validation import ValidationContext, validate_job
 
 IMAGE = "registry.example.com/rlinf:v0.3.0-cuda12.4"
 

@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
-from rlark_scheduler.domain.jobs import job_request
-from rlark_scheduler.domain.reasons import can_ever_fit
-from rlark_scheduler.domain.spec import parse_job_document
-from rlark_scheduler.domain.validation import (
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.validation import (
     ValidationContext,
     ValidationReport,
     selector_matches,
     validate_job,
 )
+from rlark_scheduler.domain.jobs import job_request
+from rlark_scheduler.domain.reasons import can_ever_fit
 from scheduler_fleet import A100, gpu_node
 
 H100 = {"rlark.io/gpu-model": "H100"}

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 from rlark_scheduler.domain.capacity import CapacityModel, ClusterFacts, NodeState, cluster_labels
-from rlark_scheduler.domain.spec import SpecError, SpecParseError, parse_job_document
-from rlark_scheduler.domain.validation import ValidationContext, hostpath_refusals, validate_job
+from rlark_scheduler.domain.document.errors import SpecError, SpecParseError
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.validation import ValidationContext, hostpath_refusals, validate_job
 from scheduler_fleet import A100
 
 pytestmark = pytest.mark.unit

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
-from rlark_scheduler.domain.spec import parse_job_document
-from rlark_scheduler.domain.validation import (
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.validation import (
     ValidationContext,
     ValidationReport,
     hostpath_refusals,

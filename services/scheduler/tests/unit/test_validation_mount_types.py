@@ -10,14 +10,15 @@ from typing import Any
 import pytest
 from rlark_contracts.runtimes import KUBERNETES, mounts
 from rlark_scheduler.domain.capacity import CapacityModel, ClusterFacts, NodeState
-from rlark_scheduler.domain.placement import can_mount
-from rlark_scheduler.domain.spec import MountType, parse_job_document
-from rlark_scheduler.domain.validation import (
+from rlark_scheduler.domain.document.model import MountType
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.validation import (
     ValidationContext,
     ValidationReport,
     mount_type_refusals,
     validate_job,
 )
+from rlark_scheduler.domain.placement import can_mount
 
 pytestmark = pytest.mark.unit
 

@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
-from rlark_scheduler.domain.spec import MAX_REPLICAS, child_path, parse_job_document
-from rlark_scheduler.domain.validation import (
+from rlark_scheduler.domain.document.fields import child_path
+from rlark_scheduler.domain.document.model import MAX_REPLICAS
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.validation import (
     ValidationContext,
     ValidationReport,
     image_problem,

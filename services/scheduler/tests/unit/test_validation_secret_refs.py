@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.document.model import SecretRef
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.validation import ValidationContext, validate_job
 from rlark_scheduler.domain.jobs import WorkerFacts
 from rlark_scheduler.domain.placed import PlacedJob, worker_placements
 from rlark_scheduler.domain.render import render_yaml
-from rlark_scheduler.domain.spec import SecretRef, parse_job_document
-from rlark_scheduler.domain.validation import ValidationContext, validate_job
 
 pytestmark = pytest.mark.unit
 

@@ -7,9 +7,10 @@ import string
 from typing import Any
 
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.document.parsing import parse_job_document
+from rlark_scheduler.domain.document.redaction import REDACTED
+from rlark_scheduler.domain.document.validation import ValidationContext, validate_job
 from rlark_scheduler.domain.render import plan_preview, redact_plan
-from rlark_scheduler.domain.spec import parse_job_document
-from rlark_scheduler.domain.validation import REDACTED, ValidationContext, validate_job
 
 RNG = random.Random(5)
 GITHUB_TOKEN = "ghp_" + "".join(RNG.choice(string.ascii_letters + string.digits) for _ in range(35)) + "7"

@@ -18,10 +18,11 @@ from pydantic import BaseModel
 from rlark_contracts.events.scheduler import Mount as PlacedMount
 from rlark_contracts.events.scheduler import WorkerPlaced
 from rlark_scheduler.domain.capacity import CapacityModel, ClusterFacts
+from rlark_scheduler.domain.document.model import JobSpec, Mount, RoleSpec
+from rlark_scheduler.domain.document.parsing import parse_job_document
 from rlark_scheduler.domain.jobs import job_request, placed_workers
 from rlark_scheduler.domain.placed import DomainAddresses, PlacedJob, worker_placements
 from rlark_scheduler.domain.placement import Placement, place
-from rlark_scheduler.domain.spec import JobSpec, Mount, RoleSpec, parse_job_document
 from scheduler_fleet import H100, gpu_node
 
 pytestmark = pytest.mark.unit

@@ -24,7 +24,7 @@ from rlark_platform.http import CallerDep
 from rlark_platform.identity import Role, ray_token
 from rlark_platform.openapi import error_responses
 
-from rlark_scheduler.domain.spec import JobDocument
+from rlark_scheduler.domain.document.model import JobDocument
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import projects as projects_repo
 from rlark_scheduler.repository import read_models

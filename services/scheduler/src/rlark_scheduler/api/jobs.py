@@ -44,12 +44,12 @@ from rlark_scheduler.api.models import (
     WorkerOut,
 )
 from rlark_scheduler.api.streams import JobActivity
+from rlark_scheduler.domain.document.errors import SpecParseError
 from rlark_scheduler.domain.idempotency import HEADER as IDEMPOTENCY_HEADER
 from rlark_scheduler.domain.idempotency import IdempotencyKeyInvalid, check_key
 from rlark_scheduler.domain.jobs import JobStatus
 from rlark_scheduler.domain.render import render_yaml
 from rlark_scheduler.domain.restarts import attempt_history
-from rlark_scheduler.domain.spec import SpecParseError
 from rlark_scheduler.domain.templates import TEMPLATES, Template
 from rlark_scheduler.handlers.lifecycle import visible
 from rlark_scheduler.handlers.requests import cancel_job, requeue_job, update_job_keys

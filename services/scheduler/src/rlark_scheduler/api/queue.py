@@ -23,6 +23,7 @@ from rlark_platform.http import CallerDep
 from rlark_platform.identity import Caller
 from rlark_platform.openapi import error_responses
 
+from rlark_scheduler.domain.document.model import JobDocument
 from rlark_scheduler.domain.forecast import (
     Ahead,
     Hint,
@@ -34,7 +35,6 @@ from rlark_scheduler.domain.forecast import (
 )
 from rlark_scheduler.domain.jobs import JobStatus, job_request
 from rlark_scheduler.domain.placement import JobRequest
-from rlark_scheduler.domain.spec import JobDocument
 from rlark_scheduler.handlers.lifecycle import visible
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import projects as projects_repo

@@ -43,9 +43,9 @@ from rlark_contracts.events.agent import TERMINAL_WORKER_PHASES, WorkerPhase
 from rlark_contracts.events.scheduler import worker_id_for
 from rlark_contracts.messages import Text, catalogue, text
 
+from rlark_scheduler.domain.document.model import JobSpec, RestartOn, RoleSpec
 from rlark_scheduler.domain.placement import JobRequest, Placement, RoleRequest, WorkerPlacement
 from rlark_scheduler.domain.restarts import classify_worker_failure
-from rlark_scheduler.domain.spec import JobSpec, RestartOn, RoleSpec
 
 
 class JobStatus(StrEnum):

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from rlark_contracts.events.scheduler import Mount, WorkerPlaced
 
+from rlark_scheduler.domain.document.model import JobDocument
 from rlark_scheduler.domain.jobs import WorkerFacts
 from rlark_scheduler.domain.render import rlinf_config_yaml
-from rlark_scheduler.domain.spec import JobDocument
 
 
 @dataclass(frozen=True, slots=True)

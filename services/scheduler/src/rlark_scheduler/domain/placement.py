@@ -51,8 +51,8 @@ from rlark_contracts.hostpaths import source_decision
 from rlark_contracts.runtimes import mounts as runtime_mounts
 
 from rlark_scheduler.domain.capacity import Allocation, CapacityModel, ClusterFacts, NodeKey
+from rlark_scheduler.domain.document.model import DEFAULT_SPAN_CLUSTERS, SpanClusters
 from rlark_scheduler.domain.selectors import LabelSelector, selector_key
-from rlark_scheduler.domain.spec import DEFAULT_SPAN_CLUSTERS, SpanClusters
 
 MAX_SUBSETS = 2000
 """Sets of clusters one search for a spanning layout examines at most (after cheap counts rule most out):

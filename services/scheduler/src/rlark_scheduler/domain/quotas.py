@@ -17,7 +17,7 @@ The model:
 
 Validation collects every problem and raises one :class:`QuotaError`, each problem naming its
 field (``clusters["gpu-a"]``, ``borrowing_limit``) in the path style of job documents
-(``spec.child_path``).
+(``document.fields.child_path``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from types import MappingProxyType
 from typing import NewType, TypeAlias
 
 from rlark_scheduler.domain.capacity import Allocation, CapacityModel
-from rlark_scheduler.domain.spec import child_path
+from rlark_scheduler.domain.document.fields import child_path
 
 ProjectId = NewType("ProjectId", str)
 

@@ -47,6 +47,7 @@ from typing import Any
 from rlark_contracts.messages import Text, text
 
 from rlark_scheduler.domain.capacity import CapacityModel, Survey
+from rlark_scheduler.domain.document.model import SpanClusters
 from rlark_scheduler.domain.placement import (
     Demand,
     JobRequest,
@@ -60,7 +61,6 @@ from rlark_scheduler.domain.placement import (
 )
 from rlark_scheduler.domain.quotas import Breach
 from rlark_scheduler.domain.selectors import LabelSelector, format_selector
-from rlark_scheduler.domain.spec import SpanClusters
 
 MAX_SUGGESTIONS_IN_TEXT = 3
 

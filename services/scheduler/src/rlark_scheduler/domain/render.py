@@ -22,9 +22,11 @@ from typing import Any
 
 import yaml
 
+from rlark_scheduler.domain.document.facts import worker_slots
+from rlark_scheduler.domain.document.model import JobDocument
+from rlark_scheduler.domain.document.redaction import redact
+from rlark_scheduler.domain.document.validation import ValidationContext
 from rlark_scheduler.domain.placement import Placement
-from rlark_scheduler.domain.spec import JobDocument, worker_slots
-from rlark_scheduler.domain.validation import ValidationContext, redact
 
 
 class _PreviewDumper(yaml.SafeDumper):
@@ -151,7 +153,8 @@ def plan_preview(
 
 
 def redact_plan(plan: AgentPlan, secrets: Iterable[str]) -> AgentPlan:
-    """``plan`` showing none of ``secrets`` (a token pasted into an image tag): see ``validation.redact``."""
+    """``plan`` showing none of ``secrets`` (a token pasted into an image tag): see
+    ``document.redaction.redact``."""
     workers = tuple(
         replace(w, role=redact(w.role, secrets), image=redact(w.image, secrets)) for w in plan.workers
     )

@@ -1,7 +1,7 @@
 """Restart policy: which failures start a new attempt of a job, and what a restart does (ADR 0014).
 
 Role: pure rules the handlers apply when a failure would end a job. A failure is *classified* into one
-of the kinds a ``spec.restartPolicy.on`` may name (:class:`~rlark_scheduler.domain.spec.RestartOn`),
+of the kinds a ``spec.restartPolicy.on`` may name (:class:`~rlark_scheduler.domain.document.model.RestartOn`),
 from what the agents report today:
 
 - ``OOMKilled``: the worker's reason starts with ``OOMKilled`` (Kubernetes' container reason);
@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 
 from rlark_contracts.messages import Text, text
 
-from rlark_scheduler.domain.spec import RestartOn, RestartPolicy
+from rlark_scheduler.domain.document.model import RestartOn, RestartPolicy
 
 EXIT_CODE_KEYS = frozenset(
     {

@@ -1,7 +1,7 @@
 """Job templates: ready-made job documents the console and the CLI start from.
 
 Role: turn a few parameters (clusters, image, GPUs, node counts) into a complete
-:class:`~rlark_scheduler.domain.spec.JobDocument` that passes validation when the clusters can hold
+:class:`~rlark_scheduler.domain.document.model.JobDocument` that passes validation when the clusters can hold
 it. A template is a starting point, not a constraint: the built document is edited and validated
 like any other, and ``spec.type: template`` with ``spec.template: <id>`` only records its origin.
 
@@ -20,7 +20,7 @@ ranks (the Header is rank 0, then roles in order), and a ``component_placement``
 component all the GPUs of its group (its nodes when the role has no GPU).
 
 Parameters are validated strictly (unknown names refused) and accepted in camelCase or snake_case;
-a bad parameter raises :class:`~rlark_scheduler.domain.spec.SpecParseError` with field paths.
+a bad parameter raises :class:`~rlark_scheduler.domain.document.errors.SpecParseError` with field paths.
 """
 
 from __future__ import annotations
@@ -32,14 +32,9 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from rlark_scheduler.domain.spec import (
-    MAX_REPLICAS,
-    JobDocument,
-    JobType,
-    SpecError,
-    SpecParseError,
-    child_path,
-)
+from rlark_scheduler.domain.document.errors import SpecError, SpecParseError
+from rlark_scheduler.domain.document.fields import child_path
+from rlark_scheduler.domain.document.model import MAX_REPLICAS, JobDocument, JobType
 
 DEFAULT_RUN_SCRIPT = "python train.py\n"
 

@@ -26,9 +26,9 @@ from rlark_platform.identity import Caller
 from rlark_platform.messaging import add_event, add_events
 
 from rlark_scheduler.domain import restarts
+from rlark_scheduler.domain.document.model import JobDocument, RestartPolicy
 from rlark_scheduler.domain.jobs import JobStatus
 from rlark_scheduler.domain.restarts import REQUEUED, Failure, Requeued, Restart
-from rlark_scheduler.domain.spec import JobDocument, RestartPolicy
 from rlark_scheduler.envelopes import Meta, envelope
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo

@@ -22,13 +22,13 @@ from rlark_contracts.messages import text
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import add_events
 
+from rlark_scheduler.domain.document.model import JobDocument
+from rlark_scheduler.domain.document.validation import hostpath_refusals, mount_type_refusals
 from rlark_scheduler.domain.jobs import JobStatus, WorkerFacts, domain_capacity, placed_workers
 from rlark_scheduler.domain.layouts import layout_view, placed_text
 from rlark_scheduler.domain.placed import DomainAddresses, PlacedJob, worker_placements
 from rlark_scheduler.domain.placement import Placement
 from rlark_scheduler.domain.reasons import PendingReason, pending_view
-from rlark_scheduler.domain.spec import JobDocument
-from rlark_scheduler.domain.validation import hostpath_refusals, mount_type_refusals
 from rlark_scheduler.envelopes import Meta, envelope
 from rlark_scheduler.handlers.lifecycle import (
     StatusChange,

@@ -17,10 +17,10 @@ import structlog
 from rlark_contracts.messages import text
 from rlark_platform.db.pool import Connection
 
+from rlark_scheduler.domain.document.model import JobDocument
 from rlark_scheduler.domain.jobs import JobStatus
 from rlark_scheduler.domain.preemption import Preemption
 from rlark_scheduler.domain.restarts import Requeued, Restart
-from rlark_scheduler.domain.spec import JobDocument
 from rlark_scheduler.envelopes import Meta
 from rlark_scheduler.handlers.lifecycle import restart_job
 from rlark_scheduler.repository import changes as changes_repo

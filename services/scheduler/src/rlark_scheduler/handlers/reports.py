@@ -22,6 +22,7 @@ from rlark_contracts.messages import Text, catalogue, text
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import PoisonMessage
 
+from rlark_scheduler.domain.document.model import RestartOn
 from rlark_scheduler.domain.jobs import (
     Fold,
     JobStatus,
@@ -32,7 +33,6 @@ from rlark_scheduler.domain.jobs import (
     stopped_by_platform,
 )
 from rlark_scheduler.domain.restarts import Failure, on_node
-from rlark_scheduler.domain.spec import RestartOn
 from rlark_scheduler.domain.usage import IdleVerdict, idle_gpus
 from rlark_scheduler.envelopes import Meta
 from rlark_scheduler.handlers.lifecycle import earlier_attempt_ended, end_job, fail_job, transition

@@ -13,9 +13,9 @@ from rlark_contracts.events.netdomain import DomainState
 from rlark_contracts.messages import text
 from rlark_platform.db.pool import Connection
 
+from rlark_scheduler.domain.document.model import RestartOn
 from rlark_scheduler.domain.jobs import JobStatus
 from rlark_scheduler.domain.restarts import Failure
-from rlark_scheduler.domain.spec import RestartOn
 from rlark_scheduler.envelopes import Meta
 from rlark_scheduler.handlers.lifecycle import back_to_pending, fail_job, set_job_keys
 from rlark_scheduler.repository import changes as changes_repo

@@ -12,8 +12,8 @@ from rlark_contracts.events.agent import LINK_CLOSED, TunnelStateChanged
 from rlark_platform.db.pool import Connection
 from rlark_platform.messaging import PoisonMessage
 
+from rlark_scheduler.domain.document.model import RestartOn
 from rlark_scheduler.domain.restarts import Failure
-from rlark_scheduler.domain.spec import RestartOn
 from rlark_scheduler.domain.tunnels import Action, LinkObservation, decide, job_outage
 from rlark_scheduler.envelopes import Meta
 from rlark_scheduler.handlers.lifecycle import fail_job

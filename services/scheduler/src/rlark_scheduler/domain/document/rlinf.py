@@ -14,7 +14,7 @@ the cluster (facts from RLinf v0.3, see ``notes/rlinf.md``):
 5. ``runner.save_interval`` must be > 0 for checkpoints to be written (warning otherwise).
 
 Node ranks follow the job: the Header's worker is rank 0, then every role in spec order
-(``spec.rank_ranges``), because that is the ``RLINF_NODE_RANK`` each worker exports.
+(``facts.rank_ranges``), because that is the ``RLINF_NODE_RANK`` each worker exports.
 
 Values written as Hydra interpolations (``${...}``) cannot be checked statically; they produce an
 ``rlinf_value_unchecked`` warning instead of a guess. Placement strings follow RLinf's grammar:
@@ -36,7 +36,8 @@ from typing import Any
 
 from rlark_contracts.messages import Text, text
 
-from rlark_scheduler.domain.spec import Severity, SpecError, child_path
+from rlark_scheduler.domain.document.errors import Severity, SpecError
+from rlark_scheduler.domain.document.fields import child_path
 
 LOGGER_BACKENDS = frozenset({"tensorboard", "wandb", "swanlab"})
 RESERVED_NODE_GROUP_LABELS = frozenset({"cluster", "node"})
