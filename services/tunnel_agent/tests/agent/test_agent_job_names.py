@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from agent_fakes import InertDriver
 from rlark_contracts.events.netdomain import AddressesAllocated, AddressesReleased, WorkerAddress
-from rlark_tunnel_agent.agent.loop import Agent, ResolvesJobNames
+from rlark_tunnel_agent.agent.loop import Agent
+from rlark_tunnel_agent.runtime.driver import RuntimeDriver
 from rlark_tunnel_agent.runtime.local.cluster import LocalCluster, LocalNode
 from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
 
@@ -27,7 +29,7 @@ class Tunnels:
         self.seen.append(event)
 
 
-class NamesDriver:
+class NamesDriver(InertDriver):
     def __init__(self) -> None:
         self.learned: list[tuple[str, dict[str, str]]] = []
         self.forgotten: list[str] = []
@@ -79,7 +81,7 @@ async def test_a_domains_allocation_and_release_reach_a_driver_that_resolves_job
 
 async def test_a_driver_whose_workers_resolve_names_otherwise_is_not_told(tmp_path: Path) -> None:
     tunnels = Tunnels()
-    agent = agent_with(object(), tmp_path)  # as the Kubernetes driver: the job's Service names its pods
+    agent = agent_with(InertDriver(), tmp_path)  # as the Kubernetes driver: its pods resolve names otherwise
     await agent.on_tunnel_event(tunnels, ALLOCATED)  # type: ignore[arg-type]
     assert tunnels.seen == [ALLOCATED]
 
@@ -87,4 +89,4 @@ async def test_a_driver_whose_workers_resolve_names_otherwise_is_not_told(tmp_pa
 def test_the_local_driver_resolves_job_names(tmp_path: Path) -> None:
     cluster = LocalCluster(cluster="lab", nodes=(LocalNode(name="n1"),))
     driver = LocalDriver(cluster, LocalDriverOptions(state_dir=tmp_path, use_netns=False, detect_gpus=False))
-    assert isinstance(driver, ResolvesJobNames)
+    assert isinstance(driver, RuntimeDriver)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_fakes import InertDriver
 from rlark_contracts import decode
 from rlark_contracts.events.agent import NodeObservation, NodesObserved
 from rlark_tunnel_agent.agent.loop import Agent, AgentState
@@ -42,7 +43,7 @@ class Snapshots:
         return self.sent
 
 
-class OneNodeDriver:
+class OneNodeDriver(InertDriver):
     """A driver with one 8-GPU node whose allocation the test sets, and a status stream it feeds."""
 
     def __init__(self) -> None:

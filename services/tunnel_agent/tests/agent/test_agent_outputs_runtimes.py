@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from agent_fakes import InertDriver
 from rlark_tunnel_agent.agent.files import FilesRefused
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.runtime import driver as rt
@@ -16,7 +17,7 @@ from rlark_tunnel_agent.runtime.kubernetes.driver import KubernetesDriver
 from rlark_tunnel_agent.runtime.local.driver import LocalDriver
 
 
-class PodRuntime:
+class PodRuntime(InertDriver):
     """A runtime that knows its workers but serves none of their files."""
 
     async def get_status(self, worker_id: str) -> rt.WorkerStatus | None:
@@ -101,8 +102,6 @@ class DashboardRuntime(PodRuntime):
 async def test_the_ray_dashboard_is_where_the_runtime_says_and_only_for_its_own_jobs_worker(
     tmp_path: Path,
 ) -> None:
-    assert issubclass(LocalDriver, rt.ReachesRayDashboard)
-    assert issubclass(KubernetesDriver, rt.ReachesRayDashboard)
     agent = agent_with(DashboardRuntime(), tmp_path)
     assert await agent._ray_dashboard_endpoint("job-1", "job-1-actor-0") == ("10.0.0.5", 8265)
     with pytest.raises(LookupError, match="not on this cluster"):

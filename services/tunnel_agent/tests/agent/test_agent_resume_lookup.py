@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_fakes import granted_credentials
+from agent_fakes import InertDriver, granted_credentials
 from rlark_contracts.samples import worker_placed
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.runtime import driver as rt
@@ -26,7 +26,7 @@ class Reports:
         self.statuses.append(status)
 
 
-class BlindRuntime:
+class BlindRuntime(InertDriver):
     """A runtime that creates workers but cannot look into their volumes before they start (Kubernetes)."""
 
     def __init__(self) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_fakes import InertDriver
 from aiokafka.errors import KafkaConnectionError
 from rlark_tunnel_agent.agent import loop
 from rlark_tunnel_agent.agent.loop import Agent
@@ -37,7 +38,7 @@ class LoginRefused:
         raise KafkaConnectionError("Unable to bootstrap from [('127.0.0.1', 9092)]")
 
 
-class NoEnforcement:
+class NoEnforcement(InertDriver):
     not_enforced: tuple[str, ...] = ()
     unmountable: tuple[str, ...] = ()
 

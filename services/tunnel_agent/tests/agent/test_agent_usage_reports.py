@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_fakes import InertDriver
 from rlark_contracts import decode
 from rlark_contracts.events.agent import GpuUsage, WorkerUsage, WorkerUsageSampled
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.agent.reports import ReportPublisher
 from rlark_tunnel_agent.agent.session import Session
-from rlark_tunnel_agent.runtime.driver import SamplesUsage
+from rlark_tunnel_agent.runtime.driver import RuntimeDriver
 
 pytestmark = pytest.mark.unit
 
@@ -29,7 +30,7 @@ def usage(worker_id: str, util: float) -> WorkerUsage:
     )
 
 
-class ScriptedDriver:
+class ScriptedDriver(InertDriver):
     """Answers each sampling round from a script; once it runs out, no worker runs."""
 
     def __init__(self, rounds: list[list[WorkerUsage] | Exception]) -> None:
@@ -63,7 +64,7 @@ async def test_each_round_with_samples_is_one_event_and_a_failed_round_does_not_
     driver = ScriptedDriver(
         [[usage("job-1-a-0", 5), usage("job-1-b-0", 7)], [], OSError("cgroup gone"), [usage("job-1-a-0", 80)]]
     )
-    assert isinstance(driver, SamplesUsage)
+    assert isinstance(driver, RuntimeDriver)
     producer = Published()
     agent = Agent(
         gateway_url="http://unused",

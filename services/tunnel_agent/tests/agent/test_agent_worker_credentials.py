@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_fakes import FAKE_RAY_TOKEN, granted_credentials
+from agent_fakes import FAKE_RAY_TOKEN, InertDriver, granted_credentials
 from rlark_contracts.samples import worker_placed
 from rlark_tunnel_agent.agent.credentials import CredentialsRefused, CredentialsUnavailable, WorkerCredentials
 from rlark_tunnel_agent.agent.loop import Agent
@@ -16,7 +16,7 @@ from rlark_tunnel_agent.runtime import driver as rt
 pytestmark = pytest.mark.unit
 
 
-class Runtime:
+class Runtime(InertDriver):
     def __init__(self) -> None:
         self.created: list[rt.WorkerSpec] = []
 

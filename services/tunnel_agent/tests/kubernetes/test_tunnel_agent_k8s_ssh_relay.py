@@ -14,7 +14,7 @@ import pytest
 from k8s_driver_helpers import eventually, header_spec, pod_address
 from rlark_devinfra.testing import free_port
 from rlark_tunnel_agent.agent.ssh_link import SshLink
-from rlark_tunnel_agent.runtime.driver import RayPorts, ReachesRayDashboard, ReachesSshd
+from rlark_tunnel_agent.runtime.driver import RayPorts, RuntimeDriver
 from rlark_tunnel_agent.runtime.kubernetes import KubernetesDriver
 from websockets.asyncio.server import ServerConnection, serve
 
@@ -49,12 +49,11 @@ async def test_the_agent_relays_to_the_sshd_at_the_pods_address(
         lambda: (s := driver._status.get(spec.worker_id)) is not None and s.address and s,
         what="the pod's IP",
     )
-    assert isinstance(driver, ReachesSshd)
+    assert isinstance(driver, RuntimeDriver)
     host, port = driver.ssh_endpoint(spec.worker_id) or ("", 0)
     assert (host, port) == (status.address, driver.config.ssh_port)
     assert driver.ssh_endpoint("job-ssh-unknown-0") is None
     # The Header's Ray dashboard (ADR 0012): the pod's IP and the contract's dashboard port.
-    assert isinstance(driver, ReachesRayDashboard)
     assert driver.ray_dashboard_endpoint(spec.worker_id) == (status.address, RayPorts().dashboard_port)
     assert driver.ray_dashboard_endpoint("job-ssh-unknown-0") is None
 

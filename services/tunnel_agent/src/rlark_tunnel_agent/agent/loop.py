@@ -12,8 +12,8 @@ one, or — with ``sidecars`` options too — ``sidecar_hooks``, the Kubernetes 
 their TUN from a network sidecar in the pod: ``sidecars.py``): a second consumer reads
 ``netdomain.allocations`` and ``netdomain.tunnels`` — from their beginning on every start, without a
 consumer group, so a restarted agent rebuilds that state — into ``DomainTunnels`` (see ``tunnels.py``, ADR 0003).
-An allocation's virtual IPs also go to a driver that ``ResolvesJobNames`` (the local one), so a domain
-job's workers resolve each other's names on every cluster. Peers' endpoints and keys come only from the
+An allocation's virtual IPs also go to the driver (``learn_addresses``: the local one writes them into its
+workers' /etc/hosts), so a domain job's workers resolve each other's names on every cluster. Peers' endpoints and keys come only from the
 topology events, which carry the announcements the netdomain service verified; the agent announces
 its own endpoint on ``agent.reports.<cluster>`` but never reads its peers' announcements there.
 A watcher polls the links about once a second and reports each state change
@@ -33,7 +33,7 @@ agent renews the lease in a task of its own and stamps its epoch on every report
 again. A clean stop releases the lease, so a standby takes over at its next poll rather than after the TTL.
 
 SSH through the platform (``ssh_link.py``, ADR 0010): one more task keeps a WebSocket control link to the
-gateway and connects the relays it is asked for to workers' sshd, resolved by the driver (``ReachesSshd``).
+gateway and connects the relays it is asked for to workers' sshd, resolved by the driver (``RuntimeDriver.ssh_endpoint``).
 Outputs and TensorBoard are read on this machine where the runtime keeps them here (local: ``ServesOutputs``,
 ``ServesTensorBoard``), and asked of the worker's files server where it keeps them beside the worker
 (Kubernetes: the pod's files sidecar, ``ReachesFilesServer``, ``pod_files.py``, ADR 0013).
@@ -47,7 +47,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaConsumer
@@ -104,17 +104,6 @@ LINK_POLL_S = 1.0
 LINK_REFRESH_S = 30.0
 NODE_POLL_S = 1.0
 """How often the nodes are looked at for a change worth reporting at once (allocations, readiness)."""
-
-
-@runtime_checkable
-class ResolvesJobNames(Protocol):
-    """A driver whose workers resolve their job's names locally (the local runtime's `/etc/hosts`): it is
-    told the virtual IPs of a network domain's allocation, so names of the job's workers on other
-    clusters resolve too."""
-
-    async def learn_addresses(self, job_id: str, addresses: dict[str, str]) -> None: ...
-
-    def forget_addresses(self, job_id: str) -> None: ...
 
 
 class AgentState:
@@ -497,7 +486,7 @@ class Agent:
         status = await self._status_in_job(job_id, worker_id)
         if status is None:
             raise LookupError(f"worker {worker_id} of job {job_id} does not run on this cluster")
-        endpoint = self.driver.ssh_endpoint(worker_id) if isinstance(self.driver, rt.ReachesSshd) else None
+        endpoint = self.driver.ssh_endpoint(worker_id)
         if endpoint is None:
             raise LookupError(f"worker {worker_id} runs no sshd the agent can reach (phase {status.phase})")
         return endpoint
@@ -507,11 +496,7 @@ class Agent:
         status = await self._status_in_job(job_id, worker_id)
         if status is None:
             raise LookupError(f"worker {worker_id} of job {job_id} is not on this cluster")
-        endpoint = (
-            self.driver.ray_dashboard_endpoint(worker_id)
-            if isinstance(self.driver, rt.ReachesRayDashboard)
-            else None
-        )
+        endpoint = self.driver.ray_dashboard_endpoint(worker_id)
         if endpoint is None:
             raise LookupError(
                 f"worker {worker_id} serves no Ray dashboard the agent can reach (phase {status.phase})"
@@ -607,11 +592,7 @@ class Agent:
         """Publish a complete node snapshot (with ``only_changed``, only when it differs from the last
         one published); True when one was published."""
         nodes = with_cordons(await self.driver.observe_nodes(), self._state.cordoned)
-        services = (
-            await self.driver.observe_service_cidrs()
-            if isinstance(self.driver, rt.ObservesServiceCidrs)
-            else ()
-        )
+        services = await self.driver.observe_service_cidrs()
         if only_changed and (nodes, services) == (self._reported_nodes, self._reported_services):
             return False
         await self.reports.nodes(nodes, services)
@@ -636,10 +617,8 @@ class Agent:
 
     async def _sample_usage(self) -> None:
         """Every ``usage_interval_s``, one ``WorkerUsageSampled`` for the live workers the runtime can measure
-        (issue 19 item 1); nothing when the runtime cannot sample or runs no worker."""
+        (issue 19 item 1); nothing when the runtime measures no worker."""
         driver = self.driver
-        if not isinstance(driver, rt.SamplesUsage):
-            return
         while not self._stopping.is_set():
             try:
                 samples = await driver.sample_usage()
@@ -689,13 +668,11 @@ class Agent:
         """One decoded record of ``netdomain.allocations`` or ``netdomain.tunnels`` (others are ignored)."""
         if isinstance(payload, AddressesAllocated):
             await tunnels.on_allocated(payload)
-            if isinstance(self.driver, ResolvesJobNames):
-                addresses = {a.worker_id: a.address for a in payload.addresses}
-                await self.driver.learn_addresses(payload.job_id, addresses)
+            addresses = {a.worker_id: a.address for a in payload.addresses}
+            await self.driver.learn_addresses(payload.job_id, addresses)
         elif isinstance(payload, AddressesReleased):
             await tunnels.on_released(payload)
-            if isinstance(self.driver, ResolvesJobNames):
-                self.driver.forget_addresses(payload.job_id)
+            self.driver.forget_addresses(payload.job_id)
         elif isinstance(payload, TunnelTopologyChanged):
             await tunnels.on_topology(payload)
 

@@ -328,28 +328,6 @@ class WorkerMarkerSeen(BaseModel):
 RuntimeEvent = WorkerStatusChanged | WorkerLogLine | WorkerMarkerSeen
 
 
-@runtime_checkable
-class ReachesSshd(Protocol):
-    """A runtime whose workers run an sshd the agent can connect to (ADR 0010): the address comes from the
-    runtime's own state — a namespace's address, a pod's IP — never from the control plane."""
-
-    def ssh_endpoint(self, worker_id: str) -> tuple[str, int] | None:
-        """Host and port of the worker's sshd, or None when this worker has none (unknown, stopped, not
-        started yet, or a runtime mode without sshd)."""
-        ...
-
-
-@runtime_checkable
-class ObservesServiceCidrs(Protocol):
-    """A runtime whose cluster has a service network beside its pods' (Kubernetes): the agent reports it with
-    every node snapshot, so that no network domain overlaps it (issue 15.6). Runtimes without one (local)
-    do not implement it and report none."""
-
-    async def observe_service_cidrs(self) -> tuple[str, ...]:
-        """The cluster's service CIDRs now; empty when the runtime cannot tell."""
-        ...
-
-
 @dataclass(frozen=True)
 class OutputRoot:
     """Where one of a worker's declared outputs lies on the agent's machine (issue 15.3, ADR 0010).
@@ -365,26 +343,6 @@ class OutputRoot:
     anchor: str
     parts: tuple[str, ...]
     reader: tuple[int, int] | None = None
-
-
-@runtime_checkable
-class SamplesUsage(Protocol):
-    """A runtime that can say what each of its live workers uses of its node (issue 19 item 1, `worker_usage.py`)."""
-
-    async def sample_usage(self) -> list[WorkerUsage]:
-        """One sample per live worker it can measure; a call also moves each worker's CPU rate window."""
-        ...
-
-
-@runtime_checkable
-class ReachesRayDashboard(Protocol):
-    """A runtime whose Header worker's Ray dashboard the agent can connect to (ADR 0012): the address and port
-    are the worker contract's (``RLARK_NODE_IP``, ``ray-dashboard``) as the runtime's own state knows them."""
-
-    def ray_dashboard_endpoint(self, worker_id: str) -> tuple[str, int] | None:
-        """Host and port of the worker's Ray dashboard, or None when it serves none (not the Header,
-        unknown, stopped, or its address is known only inside its pod)."""
-        ...
 
 
 @runtime_checkable
@@ -491,4 +449,36 @@ class RuntimeDriver(Protocol):
 
     def events(self) -> AsyncIterator[RuntimeEvent]:
         """Status changes, markers and log lines of all workers; one consumer."""
+        ...
+
+    async def observe_service_cidrs(self) -> tuple[str, ...]:
+        """The cluster's service CIDRs now, reported with every node snapshot so that no network domain overlaps
+        them (issue 15.6); empty where the runtime has no service network (local) or cannot tell."""
+        ...
+
+    async def sample_usage(self) -> list[WorkerUsage]:
+        """What each live worker uses of its node, one sample per worker it can measure (issue 19 item 1,
+        `worker_usage.py`); a call also moves each worker's CPU rate window."""
+        ...
+
+    def ssh_endpoint(self, worker_id: str) -> tuple[str, int] | None:
+        """Host and port of the worker's sshd (ADR 0010), from the runtime's own state — a namespace's address,
+        a pod's IP — never from the control plane; None when this worker has none (unknown, stopped, not
+        started yet, or a runtime mode without sshd)."""
+        ...
+
+    def ray_dashboard_endpoint(self, worker_id: str) -> tuple[str, int] | None:
+        """Host and port of the Header worker's Ray dashboard (ADR 0012), the worker contract's
+        (``RLARK_NODE_IP``, ``ray-dashboard``) as the runtime's own state knows them; None when it serves none
+        (not the Header, unknown, stopped, or its address is known only inside its pod)."""
+        ...
+
+    async def learn_addresses(self, job_id: str, addresses: dict[str, str]) -> None:
+        """A network domain's virtual IPs of job ``job_id``'s workers (worker id → address), so that names of
+        the job's workers on other clusters resolve in its workers here (the local runtime's `/etc/hosts`);
+        a runtime whose workers resolve names otherwise (Kubernetes: the network sidecar) ignores it."""
+        ...
+
+    def forget_addresses(self, job_id: str) -> None:
+        """The job's domain addresses were released (see ``learn_addresses``)."""
         ...

@@ -474,6 +474,12 @@ class KubernetesDriver:
         usage = node_usage([*ours, *others])
         return [self._nodes[n].report(usage.get(n)) for n in sorted(self._nodes)]
 
+    async def learn_addresses(self, job_id: str, addresses: dict[str, str]) -> None:
+        """Nothing to learn: a pod resolves its job's names through its network sidecar's DNS."""
+
+    def forget_addresses(self, job_id: str) -> None:
+        """Nothing learnt (see ``learn_addresses``)."""
+
     async def observe_service_cidrs(self) -> tuple[str, ...]:
         """The cluster's service networks (its ServiceCIDR objects), read at most every
         ``SERVICE_CIDRS_REFRESH_S``; none when the API server serves no ServiceCIDRs or the agent may

@@ -449,6 +449,9 @@ class LocalDriver:
 
     # --- RuntimeDriver -------------------------------------------------------------------------
 
+    async def observe_service_cidrs(self) -> tuple[str, ...]:
+        return ()  # no service network: workers reach each other by address and /etc/hosts
+
     async def observe_nodes(self) -> list[NodeObservation]:
         """The virtual nodes with the GPUs every worker not stopped holds on them (see `usage.py`), and, as
         root, the cluster's bridge subnet as their pod network."""
