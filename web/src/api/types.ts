@@ -380,7 +380,7 @@ export interface PlacementPolicy {
   keepTogether?: string[];
 }
 
-/** The failure kinds a restart policy may name (services/scheduler/.../domain/spec.py `RestartOn`). */
+/** The failure kinds a restart policy may name (services/scheduler/.../domain/document/model.py `RestartOn`). */
 export const RESTART_KINDS = ['WorkerLost', 'NodeGone', 'Evicted', 'OOMKilled', 'TunnelDown', 'Stalled', 'ExitCode'] as const;
 export type RestartKind = (typeof RESTART_KINDS)[number];
 

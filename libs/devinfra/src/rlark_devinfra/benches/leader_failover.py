@@ -59,8 +59,8 @@ async def _prepare(url: str, pool: asyncpg.Pool) -> None:
 
 
 async def _queue_job(conn: Any, job_id: str) -> None:
+    from rlark_scheduler.domain.document.parsing import parse_job_document
     from rlark_scheduler.domain.render import normalized_document, render_yaml
-    from rlark_scheduler.domain.spec import parse_job_document
     from rlark_scheduler.repository import changes, jobs
 
     doc = parse_job_document(

@@ -33,6 +33,7 @@ from typing import TypeVar
 
 from rlark_platform.service import freeze_startup_objects
 from rlark_scheduler.domain.capacity import CapacityModel, NodeState
+from rlark_scheduler.domain.document.model import SpanClusters
 from rlark_scheduler.domain.placement import (
     JobRequest,
     LayoutKind,
@@ -43,7 +44,6 @@ from rlark_scheduler.domain.placement import (
 )
 from rlark_scheduler.domain.queue import JobQueue, schedule_round
 from rlark_scheduler.domain.reasons import explain_pending
-from rlark_scheduler.domain.spec import SpanClusters
 
 GPU_MODEL = "rlark.io/gpu-model"
 CATEGORY = "rlark.io/node-category"

@@ -1,6 +1,6 @@
 /**
  * The create-job wizard's state and its pure rules: building the job document (the shape of
- * services/scheduler/.../domain/spec.py), the checks each step makes before moving on, and which
+ * services/scheduler/.../domain/document/model.py), the checks each step makes before moving on, and which
  * step a server-reported field path belongs to. The server validates everything again; these
  * checks only stop the obvious mistakes one step earlier.
  */
@@ -68,7 +68,7 @@ export interface WizardState {
 export const DEFAULT_RESTART_ON: RestartKind[] = ['WorkerLost', 'NodeGone', 'Evicted', 'OOMKilled', 'TunnelDown', 'Stalled'];
 export const MAX_RESTARTS = 100;
 export const MAX_BACKOFF_SECONDS = 86_400;
-/** The server's ranges for the stall deadline and the stop grace (services/scheduler/.../domain/validation.py). */
+/** The server's ranges for the stall deadline and the stop grace (services/scheduler/.../domain/document/lifecycle.py). */
 export const MIN_PROGRESS_DEADLINE_SECONDS = 10;
 export const MAX_PROGRESS_DEADLINE_SECONDS = 604_800;
 export const MAX_TERMINATION_GRACE_SECONDS = 3600;
