@@ -8,7 +8,16 @@ from collections.abc import AsyncIterator, Sequence
 from pydantic import SecretStr
 from rlark_contracts.events.agent import NodeObservation, WorkerUsage
 from rlark_tunnel_agent.agent.credentials import WorkerCredentials
-from rlark_tunnel_agent.runtime.driver import RuntimeEvent, WorkerLogLine, WorkerSpec, WorkerStatus
+from rlark_tunnel_agent.runtime.driver import (
+    FilesAt,
+    FilesEndpoint,
+    FilesUnreachable,
+    OutputRoot,
+    RuntimeEvent,
+    WorkerLogLine,
+    WorkerSpec,
+    WorkerStatus,
+)
 
 FAKE_RAY_TOKEN = "0" * 64
 
@@ -24,6 +33,19 @@ class InertDriver:
 
     not_enforced: tuple[str, ...] = ()
     unmountable: tuple[str, ...] = ()
+    files_at = FilesAt.WORKER_POD
+
+    def output_roots(self, worker_id: str) -> list[OutputRoot] | None:
+        return None
+
+    def output_location(self, spec: WorkerSpec, path: str) -> OutputRoot | None:
+        return None
+
+    def tensorboard_command(self, worker_id: str, server_args: Sequence[str]) -> list[str] | None:
+        return None
+
+    def files_endpoint(self, worker_id: str) -> FilesEndpoint:
+        raise FilesUnreachable("this runtime serves none of its workers' files", supported=False)
 
     async def start(self) -> None:
         return None

@@ -49,12 +49,8 @@ class SidecarRuntime(PodRuntime):
 
 
 def test_the_local_runtime_reads_outputs_itself_and_kubernetes_reaches_its_pods_files_sidecars() -> None:
-    assert issubclass(LocalDriver, rt.ServesOutputs)
-    assert issubclass(LocalDriver, rt.ServesTensorBoard)
-    assert not issubclass(LocalDriver, rt.ReachesFilesServer)
-    assert issubclass(KubernetesDriver, rt.ReachesFilesServer)
-    assert not issubclass(KubernetesDriver, rt.ServesOutputs)
-    assert not issubclass(KubernetesDriver, rt.ServesTensorBoard)
+    assert LocalDriver.files_at is rt.FilesAt.AGENT_HOST
+    assert KubernetesDriver.files_at is rt.FilesAt.WORKER_POD
 
 
 @pytest.mark.parametrize(
@@ -72,14 +68,14 @@ async def test_a_worker_whose_files_server_cannot_answer_says_why(
         await agent._tensorboard_endpoint("job-1", "job-1-actor-0")
 
 
-async def test_a_pod_runtime_refuses_downloads_with_501_and_tensorboard_with_its_reason(
+async def test_a_pod_runtime_refuses_downloads_from_the_agents_machine_and_tensorboard_with_its_reason(
     tmp_path: Path,
 ) -> None:
     agent = agent_with(PodRuntime(), tmp_path)
     with pytest.raises(FilesRefused) as refused:
         await agent._output_roots("job-1", "job-1-actor-0")
     assert (refused.value.status, refused.value.code) == (501, "outputs_not_supported")
-    with pytest.raises(LookupError, match="TensorBoard is not supported on the kubernetes runtime yet"):
+    with pytest.raises(LookupError, match="this runtime serves none of its workers' files"):
         await agent._tensorboard_endpoint("job-1", "job-1-actor-0")
 
 

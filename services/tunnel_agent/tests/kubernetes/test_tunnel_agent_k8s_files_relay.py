@@ -23,7 +23,7 @@ from rlark_tunnel_agent.agent.files import FilesRefused
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.agent.ssh_link import SshLink
 from rlark_tunnel_agent.files_server import LINE_BYTES, FilesServer, roots_from_json
-from rlark_tunnel_agent.runtime.driver import Mount, MountType, ReachesFilesServer
+from rlark_tunnel_agent.runtime.driver import FilesAt, Mount, MountType
 from rlark_tunnel_agent.runtime.kubernetes import KubernetesDriver, manifests, names
 from rlark_tunnel_agent.runtime.kubernetes.kube import Kube
 from websockets.asyncio.server import ServerConnection, serve
@@ -68,7 +68,7 @@ async def test_the_agent_relays_a_files_order_to_the_files_sidecar_at_the_pods_a
     )
     assert secret is not None
     pod_secret = base64.b64decode(secret["data"]["files"]).decode()
-    assert isinstance(driver, ReachesFilesServer)
+    assert driver.files_at is FilesAt.WORKER_POD
     endpoint = driver.files_endpoint(spec.worker_id)
     assert (endpoint.host, endpoint.port, endpoint.secret) == (
         status.address,

@@ -1,7 +1,7 @@
 """The newest complete RLinf checkpoint under a job's `spec.resume.dir` (issue 17 item 2, ADR 0015).
 
 Role: before the Header of an attempt starts, the agent looks where that Header will find the job's
-checkpoints (`ServesOutputs.output_location`) and picks the newest `global_step_<N>` that RLinf finished
+checkpoints (`RuntimeDriver.output_location`) and picks the newest `global_step_<N>` that RLinf finished
 writing; the Header then gets it as `RLARK_RESUME_DIR` and `runner.resume_dir` (`runtime/contract.py`).
 
 Complete — RLinf writes no marker, so the rule is what its savers write last (rlinf 0.3.0,

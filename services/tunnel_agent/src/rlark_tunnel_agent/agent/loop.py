@@ -34,9 +34,9 @@ again. A clean stop releases the lease, so a standby takes over at its next poll
 
 SSH through the platform (``ssh_link.py``, ADR 0010): one more task keeps a WebSocket control link to the
 gateway and connects the relays it is asked for to workers' sshd, resolved by the driver (``RuntimeDriver.ssh_endpoint``).
-Outputs and TensorBoard are read on this machine where the runtime keeps them here (local: ``ServesOutputs``,
-``ServesTensorBoard``), and asked of the worker's files server where it keeps them beside the worker
-(Kubernetes: the pod's files sidecar, ``ReachesFilesServer``, ``pod_files.py``, ADR 0013).
+Outputs and TensorBoard are read on this machine where the runtime keeps them here (local: ``FilesAt.AGENT_HOST``,
+``output_roots``, ``tensorboard_command``), and asked of the worker's files server where it keeps them beside the worker
+(Kubernetes: the pod's files sidecar, ``FilesAt.WORKER_POD``, ``pod_files.py``, ADR 0013).
 """
 
 from __future__ import annotations
@@ -326,7 +326,7 @@ class Agent:
                 SERVICE_TENSORBOARD: self._tensorboard_endpoint,
                 SERVICE_RAY_DASHBOARD: self._ray_dashboard_endpoint,
             },
-            files=self._pod_files if isinstance(self.driver, rt.ReachesFilesServer) else None,
+            files=self._pod_files if self.driver.files_at is rt.FilesAt.WORKER_POD else None,
             max_download_bytes=self._max_download_bytes,
         )
         tasks.append(asyncio.create_task(self.ssh_link.run(self._stopping), name="ssh-link"))
@@ -508,13 +508,8 @@ class Agent:
         pod's files sidecar: the connection to it); ``LookupError``."""
         if await self._status_in_job(job_id, worker_id) is None:
             raise LookupError(f"worker {worker_id} of job {job_id} is not on this cluster")
-        if isinstance(self.driver, rt.ReachesFilesServer):
+        if self.driver.files_at is rt.FilesAt.WORKER_POD:
             return await pod_files.open_tensorboard(self.driver.files_endpoint(worker_id))
-        if not isinstance(self.driver, rt.ServesTensorBoard):
-            raise LookupError(
-                f"TensorBoard is not supported on the {self._runtime} runtime yet: the job's files live in "
-                "its pods, which the agent cannot read"
-            )
         return await self.tensorboards.endpoint(job_id, worker_id, self.driver.tensorboard_command)
 
     async def _pod_files(
@@ -526,7 +521,6 @@ class Agent:
             raise FilesRefused(
                 404, "worker_not_found", f"worker {worker_id} of job {job_id} is not on this cluster"
             )
-        assert isinstance(self.driver, rt.ReachesFilesServer)
         try:
             endpoint = self.driver.files_endpoint(worker_id)
         except rt.FilesUnreachable as exc:
@@ -543,12 +537,11 @@ class Agent:
             raise FilesRefused(
                 404, "worker_not_found", f"worker {worker_id} of job {job_id} is not on this cluster"
             )
-        if not isinstance(self.driver, rt.ServesOutputs):
+        if self.driver.files_at is rt.FilesAt.WORKER_POD:
             raise FilesRefused(
                 501,
                 "outputs_not_supported",
-                f"the {self._runtime} runtime keeps outputs inside the worker's pod, which the agent cannot "
-                "read; downloading them is not supported there yet",
+                f"the {self._runtime} runtime serves outputs from beside the worker, not from the agent's machine",
             )
         roots = self.driver.output_roots(worker_id)
         if roots is None:
@@ -802,8 +795,8 @@ class Agent:
                 search = checkpoints.find_in_listing(listed)
             except buckets.BucketUnreadable as exc:
                 log.warning("resume bucket unreadable", worker_id=placed.worker_id, error=str(exc))
-        elif isinstance(self.driver, rt.LocatesOutputs):
-            search = await asyncio.to_thread(checkpoints.find_in, self.driver.output_location(spec, where))
+        elif (location := self.driver.output_location(spec, where)) is not None:
+            search = await asyncio.to_thread(checkpoints.find_in, location)
         reason = checkpoints.said(search, where)
         log.info("resume checkpoint looked up", worker_id=placed.worker_id, reason=str(reason))
         await self._report_waiting(placed, reason)

@@ -1,6 +1,6 @@
 """The agent's side of a worker pod's files sidecar (issue 15.3/15.4 on Kubernetes, ADR 0013).
 
-Role: where the runtime keeps a worker's files beside it (``runtime.driver.ReachesFilesServer``: a
+Role: where the runtime keeps a worker's files beside it (``FilesAt.WORKER_POD``: a
 Kubernetes pod's volumes), the agent answers a ``files`` order and a TensorBoard relay by asking that pod's
 files server (``rlark_tunnel_agent.files_server``; the wire is described there) at the address the runtime
 names, proving the worker's secret for one request per connection. :func:`answer` gives the same head and

@@ -5,7 +5,7 @@ Role: a ``tcp`` order for the ``tensorboard`` service (the gateway's tools origi
 returns ``127.0.0.1:<port>`` of a running server, starting one first when none runs: ``python -m
 tensorboard.main --logdir <the dir> --host 127.0.0.1 --port <free port> --path_prefix /jobs/<job>/tensorboard``
 as the runtime confines it
-(``runtime.driver.ServesTensorBoard``; local root mode: a pod of its own as the job's unprivileged uid with
+(``RuntimeDriver.tensorboard_command``; local root mode: a pod of its own as the job's unprivileged uid with
 the job's directories read-only, ADR 0007 — it reads what the job could, nothing of other jobs or of the
 agent), in a new session. A server nobody
 asked for during ``idle_s`` is stopped (its process group: SIGTERM, then SIGKILL); so is every server when
@@ -34,7 +34,7 @@ log = structlog.get_logger(__name__)
 START_TIMEOUT_S = TENSORBOARD_START_S
 Command = Callable[[str, list[str]], "list[str] | None"]
 """(worker id, the server's arguments) → the command line running TensorBoard over the worker's dir as the
-runtime confines it (``runtime.driver.ServesTensorBoard``), or None when the worker has none."""
+runtime confines it (``RuntimeDriver.tensorboard_command``), or None when the worker has none."""
 
 
 class TensorBoardUnavailable(LookupError):

@@ -345,34 +345,17 @@ class OutputRoot:
     reader: tuple[int, int] | None = None
 
 
-@runtime_checkable
-class ServesOutputs(Protocol):
-    """A runtime whose workers' outputs the agent can read on its own machine (downloads, ADR 0010)."""
+class FilesAt(StrEnum):
+    """Where the agent reads a worker's outputs and TensorBoard directory (downloads ADR 0010, TensorBoard issue
+    15.4, files sidecars ADR 0013): a runtime says which, and answers the other side's calls with "none"."""
 
-    def output_roots(self, worker_id: str) -> list[OutputRoot] | None:
-        """The worker's declared outputs, or None when this runtime does not know the worker."""
-        ...
-
-
-@runtime_checkable
-class LocatesOutputs(Protocol):
-    """A runtime that can say, before a worker starts, where the worker will find one of its output paths on
-    the agent's machine: the agent then looks for the checkpoint the worker resumes from (ADR 0015)."""
-
-    def output_location(self, spec: WorkerSpec, path: str) -> OutputRoot:
-        """Where `path` (a container path under the spec's outputs or mounts) lies for a worker of `spec`."""
-        ...
-
-
-@runtime_checkable
-class ServesTensorBoard(Protocol):
-    """A runtime that can run a TensorBoard server over a worker's ``tensorboardDir`` (issue 15.4)."""
-
-    def tensorboard_command(self, worker_id: str, server_args: Sequence[str]) -> list[str] | None:
-        """The command line that runs ``python -m tensorboard.main --logdir <the dir> *server_args`` reading
-        only what the job could (local root mode: in a pod of its own as the job's uid, the directory at its
-        container path, read-only), or None when the worker is unknown or declares no TensorBoard dir."""
-        ...
+    AGENT_HOST = "agent host"
+    """On the agent's own machine: the runtime says where each output lies (``output_roots``,
+    ``output_location``) and how to run TensorBoard over a worker's directory (``tensorboard_command``)."""
+    WORKER_POD = "worker pod"
+    """Beside the worker, by a files server the agent connects to (``files_endpoint``; Kubernetes: a pod's
+    volumes are visible only to its containers). Its address comes from the runtime's own state (the pod's
+    IP), never from the control plane."""
 
 
 @dataclass(frozen=True)
@@ -393,17 +376,6 @@ class FilesUnreachable(LookupError):
     def __init__(self, message: str, *, supported: bool) -> None:
         super().__init__(message)
         self.supported = supported
-
-
-@runtime_checkable
-class ReachesFilesServer(Protocol):
-    """A runtime whose workers' outputs and TensorBoard are served beside them by a files server the agent
-    connects to (Kubernetes: a pod's volumes are visible only to its containers; ADR 0013). The address comes
-    from the runtime's own state (the pod's IP), never from the control plane."""
-
-    def files_endpoint(self, worker_id: str) -> FilesEndpoint:
-        """The worker's files server; raises ``FilesUnreachable`` saying why there is none now."""
-        ...
 
 
 @runtime_checkable
@@ -449,6 +421,34 @@ class RuntimeDriver(Protocol):
 
     def events(self) -> AsyncIterator[RuntimeEvent]:
         """Status changes, markers and log lines of all workers; one consumer."""
+        ...
+
+    @property
+    def files_at(self) -> FilesAt:
+        """Where the agent reads its workers' files (see ``FilesAt``)."""
+        ...
+
+    def output_roots(self, worker_id: str) -> list[OutputRoot] | None:
+        """Where the worker's declared outputs lie on the agent's machine; None when this runtime does not know
+        the worker, or keeps its files beside it (``FilesAt.WORKER_POD``)."""
+        ...
+
+    def output_location(self, spec: WorkerSpec, path: str) -> OutputRoot | None:
+        """Before a worker of ``spec`` starts, where ``path`` (a container path under the spec's outputs or
+        mounts) will lie on the agent's machine, so the agent can look for the checkpoint it resumes from
+        (ADR 0015); None where the runtime keeps its files beside the worker."""
+        ...
+
+    def tensorboard_command(self, worker_id: str, server_args: Sequence[str]) -> list[str] | None:
+        """The command line that runs ``python -m tensorboard.main --logdir <the dir> *server_args`` reading
+        only what the job could (local root mode: in a pod of its own as the job's uid, the directory at its
+        container path, read-only); None when the worker is unknown, declares no TensorBoard dir, or its files
+        are served beside it."""
+        ...
+
+    def files_endpoint(self, worker_id: str) -> FilesEndpoint:
+        """The worker's files server (``FilesAt.WORKER_POD``); raises ``FilesUnreachable`` saying why there is
+        none now (``supported=False`` on a runtime whose files the agent reads itself)."""
         ...
 
     async def observe_service_cidrs(self) -> tuple[str, ...]:

@@ -36,7 +36,7 @@ hooks derive it; the recorded spec carries the domain), so it reconnects to the 
 Files (ADR 0013): a worker declaring outputs or a ``tensorboardDir`` that a volume holds gets a files
 sidecar (``manifests.wants_files_sidecar``); its secret, ``files_secret(worker id)``, goes into the worker's
 Secret with the pod, and ``files_endpoint`` names the pod's IP, the sidecar's port and that secret to the
-agent (``ReachesFilesServer``), so the agent serves downloads and TensorBoard by relaying to the pod. The
+agent (``files_endpoint``, ``FilesAt.WORKER_POD``), so the agent serves downloads and TensorBoard by relaying to the pod. The
 agent derives the secrets from its credential (as the network sidecars' tokens), so a restarted agent
 reaches the sidecars of the pods it adopts.
 
@@ -94,10 +94,12 @@ from rlark_tunnel_agent.runtime import worker_usage
 from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_FILES
 from rlark_tunnel_agent.runtime.contract import authorized_keys_text
 from rlark_tunnel_agent.runtime.driver import (
+    FilesAt,
     FilesEndpoint,
     FilesUnreachable,
     LogStream,
     NodeObservation,
+    OutputRoot,
     RayPorts,
     RuntimeEvent,
     WorkerLogLine,
@@ -1163,9 +1165,21 @@ class KubernetesDriver:
             return None
         return status.address, RayPorts().dashboard_port
 
+    files_at = FilesAt.WORKER_POD
+    """A pod's volumes are visible only to its containers: its files sidecar serves them (ADR 0013)."""
+
+    def output_roots(self, worker_id: str) -> list[OutputRoot] | None:
+        return None  # served by the worker's files sidecar
+
+    def output_location(self, spec: WorkerSpec, path: str) -> OutputRoot | None:
+        return None  # a pod's outputs are not on the agent's machine: resume lookups read buckets only
+
+    def tensorboard_command(self, worker_id: str, server_args: Sequence[str]) -> list[str] | None:
+        return None  # the worker's files sidecar runs TensorBoard beside it
+
     def files_endpoint(self, worker_id: str) -> FilesEndpoint:
-        """The worker's files sidecar: its pod's IP, the configured port and the worker's secret
-        (``ReachesFilesServer``); ``FilesUnreachable`` saying why there is none now."""
+        """The worker's files sidecar: its pod's IP, the configured port and the worker's secret;
+        ``FilesUnreachable`` saying why there is none now."""
         spec, status = self._specs.get(worker_id), self._status.get(worker_id)
         if spec is None or not manifests.wants_files_sidecar(spec, self.config):
             raise FilesUnreachable(_no_files_sidecar(spec, self.config), supported=False)

@@ -117,6 +117,9 @@ from rlark_tunnel_agent.runtime.contract import (
     worker_secrets,
 )
 from rlark_tunnel_agent.runtime.driver import (
+    FilesAt,
+    FilesEndpoint,
+    FilesUnreachable,
     LogStream,
     MountType,
     NodeObservation,
@@ -613,6 +616,15 @@ class LocalDriver:
         contract = self.worker_contract(worker.record)
         host, port = contract.env.get("RLARK_NODE_IP"), contract.ports.get("ray-dashboard")
         return (host, port) if host and port else None
+
+    files_at = FilesAt.AGENT_HOST
+    """The agent reads its workers' outputs and TensorBoard directories on this machine itself."""
+
+    def files_endpoint(self, worker_id: str) -> FilesEndpoint:
+        raise FilesUnreachable(
+            "the local runtime runs no files server: the agent reads its workers' files itself",
+            supported=False,
+        )
 
     def output_roots(self, worker_id: str) -> list[OutputRoot] | None:
         """The worker's declared outputs on this machine (`pod.host_location`), kept after it stopped."""
