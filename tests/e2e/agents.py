@@ -55,9 +55,10 @@ async def local_agent(
     if tunnels is not None and tunnels.dataplane is None:
         tunnels = dataclasses.replace(tunnels, dataplane=str(tunnel_dp.require_built()))
 
-    def make(cluster: str) -> LocalDriver:
+    def make(cluster: str, tunnels: Any, _sidecars: Any) -> LocalDriver:
         assert cluster == declared.cluster
-        return LocalDriver(declared, LocalDriverOptions(state_dir=state_dir / cluster, **options))
+        options_here = LocalDriverOptions(state_dir=state_dir / cluster, **options)
+        return LocalDriver(declared, options_here, virtual_ip_hooks=tunnels)
 
     agent = Agent(
         gateway_url=gateway_url,

@@ -103,7 +103,7 @@ async def kubernetes_agent(
     ``driver``: the driver's settings beyond its namespaces and kubeconfig (default `KWOK_DRIVER`);
     ``tunnels`` and ``sidecars``: network domains' tunnels and the pods' network sidecars (default none)."""
 
-    def make(name: str) -> KubernetesDriver:
+    def make(name: str, _tunnels: Any, pod_sidecars: Any) -> KubernetesDriver:
         assert name == cluster.name, f"the credential is {name!r}'s, the kubeconfig {cluster.name!r}'s"
         config = KubernetesDriverConfig(
             namespace=namespace,
@@ -111,7 +111,7 @@ async def kubernetes_agent(
             kubeconfig=cluster.kubeconfig,
             **(KWOK_DRIVER if driver is None else driver),
         )
-        return KubernetesDriver(config)
+        return KubernetesDriver(config, sidecar_hooks=pod_sidecars)
 
     agent = Agent(
         gateway_url=gateway_url,

@@ -83,7 +83,9 @@ async def standby_agent(
     agent = Agent(
         gateway_url=stack.url,
         credential=credential,
-        make_driver=lambda cluster: LocalDriver(declared, LocalDriverOptions(state_dir=state_dir / cluster)),
+        make_driver=lambda cluster, tunnels, _: LocalDriver(
+            declared, LocalDriverOptions(state_dir=state_dir / cluster), virtual_ip_hooks=tunnels
+        ),
         runtime="local",
         state_dir=state_dir,
         heartbeat_interval_s=0.5,

@@ -70,7 +70,7 @@ def test_rlark_local_netns_reaches_the_local_driver_through_the_agent_settings(
         monkeypatch.setenv("RLARK_LOCAL_NETNS", value)
     settings = TunnelAgentSettings(config=cluster_file, state_dir=tmp_path / "state")
     assert settings.local_netns is netns
-    driver = make_driver_factory(settings)("c1")
+    driver = make_driver_factory(settings)("c1", None, None)
     assert isinstance(driver, LocalDriver)
     assert driver.use_netns is (netns and os.geteuid() == 0)  # namespaces need root
 

@@ -17,8 +17,8 @@ from rlark_platform.service import Runnable, ServiceContext, ServiceDefinition, 
 
 from rlark_tunnel_agent.agent.durable import DurableStore, SecretStore
 from rlark_tunnel_agent.agent.loop import Agent
-from rlark_tunnel_agent.agent.sidecars import SidecarOptions, files_secrets
-from rlark_tunnel_agent.agent.tunnels import TunnelOptions
+from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions, files_secrets
+from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
 from rlark_tunnel_agent.api import build_api
 from rlark_tunnel_agent.runtime.driver import RuntimeDriver
 from rlark_tunnel_agent.settings import TunnelAgentSettings
@@ -27,7 +27,8 @@ from rlark_tunnel_agent.settings import TunnelAgentSettings
 def make_driver_factory(settings: TunnelAgentSettings):  # type: ignore[no-untyped-def]
     """The runtime of this cluster: the local driver (a YAML file of virtual nodes) or Kubernetes."""
 
-    def make(cluster: str) -> RuntimeDriver:
+    def make(cluster: str, tunnels: DomainTunnels | None, sidecars: PodSidecars | None) -> RuntimeDriver:
+        """The driver, given what carries network domains on it (the agent's tunnels, or its pod sidecars)."""
         if settings.runtime == "kubernetes":
             from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
             from rlark_tunnel_agent.runtime.kubernetes.driver import KubernetesDriver
@@ -43,6 +44,7 @@ def make_driver_factory(settings: TunnelAgentSettings):  # type: ignore[no-untyp
                     gpu_sample_interval_s=settings.usage_interval_s,
                 ),
                 files_secret=files_secrets(settings.agent_credential.get_secret_value()),
+                sidecar_hooks=sidecars,
             )
         from rlark_tunnel_agent.runtime.local.cluster import load_cluster
         from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
@@ -64,6 +66,7 @@ def make_driver_factory(settings: TunnelAgentSettings):  # type: ignore[no-untyp
                 subnet=settings.local_subnet,
                 use_netns=None if settings.local_netns else False,
             ),
+            virtual_ip_hooks=tunnels,
         )
 
     return make

@@ -101,7 +101,7 @@ def agent_with(
         fetch_credentials=granted_credentials,
         gateway_url="http://unused",
         credential="rlark-agent-x",
-        make_driver=lambda _: None,  # type: ignore[arg-type,return-value]
+        make_driver=lambda *_: None,  # type: ignore[arg-type,return-value]
         runtime="local",
         state_dir=tmp_path,
         open_session_fn=never,

@@ -129,7 +129,7 @@ async def test_the_agent_counts_desired_state_records_handled_skipped_and_undeco
         fetch_credentials=granted_credentials,
         gateway_url="http://unused",
         credential="unused",
-        make_driver=lambda _: None,  # type: ignore[arg-type,return-value]
+        make_driver=lambda *_: None,  # type: ignore[arg-type,return-value]
         runtime="local",
         state_dir=tmp_path,
     )

@@ -62,7 +62,7 @@ def agent_for(driver: OneNodeDriver, producer: Snapshots, tmp_path: Path) -> Age
     agent = Agent(
         gateway_url="http://unused",
         credential="unused",
-        make_driver=lambda _: driver,  # type: ignore[arg-type,return-value]
+        make_driver=lambda *_: driver,  # type: ignore[arg-type,return-value]
         runtime="local",
         state_dir=tmp_path,
         observe_interval_s=3600,  # only a change can bring a second snapshot within the test

@@ -30,7 +30,7 @@ def agent_with(driver: object, tmp_path: Path) -> Agent:
     agent = Agent(
         gateway_url="http://unused",
         credential="unused",
-        make_driver=lambda _: driver,  # type: ignore[arg-type,return-value]
+        make_driver=lambda *_: driver,  # type: ignore[arg-type,return-value]
         runtime="kubernetes",
         state_dir=tmp_path,
     )

@@ -60,7 +60,7 @@ def agent_with(driver: object, tmp_path: Path) -> tuple[Agent, Reports]:
         fetch_credentials=granted_credentials,
         gateway_url="http://unused",
         credential="unused",
-        make_driver=lambda _: driver,  # type: ignore[arg-type,return-value]
+        make_driver=lambda *_: driver,  # type: ignore[arg-type,return-value]
         runtime="local",
         state_dir=tmp_path / "state",
     )

@@ -47,7 +47,7 @@ def agent_with(open_session: Any, tmp_path: Path, sleeps: list[float], max_sleep
     agent = Agent(
         gateway_url="http://unused",
         credential="rlark-agent-old",
-        make_driver=lambda _: NoEnforcement(),  # type: ignore[arg-type,return-value]
+        make_driver=lambda *_: NoEnforcement(),  # type: ignore[arg-type,return-value]
         runtime="local",
         state_dir=tmp_path,
         open_session_fn=open_session,

@@ -106,7 +106,7 @@ async def test_the_tunnel_consumer_links_peers_from_topologies_and_never_from_an
     agent = Agent(
         gateway_url="http://unused",
         credential="unused",
-        make_driver=lambda _: None,  # type: ignore[arg-type,return-value]
+        make_driver=lambda *_: None,  # type: ignore[arg-type,return-value]
         runtime="local",
         state_dir=tmp_path,
     )

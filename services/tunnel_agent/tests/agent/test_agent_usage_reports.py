@@ -69,7 +69,7 @@ async def test_each_round_with_samples_is_one_event_and_a_failed_round_does_not_
     agent = Agent(
         gateway_url="http://unused",
         credential="unused",
-        make_driver=lambda _: driver,  # type: ignore[arg-type,return-value]
+        make_driver=lambda *_: driver,  # type: ignore[arg-type,return-value]
         runtime="local",
         state_dir=tmp_path,
         usage_interval_s=0.01,

@@ -39,7 +39,7 @@ def agent_with(runtime: Runtime, tmp_path: Path, fetch: object) -> tuple[Agent, 
     agent = Agent(
         gateway_url="http://unused",
         credential="unused",
-        make_driver=lambda _: runtime,  # type: ignore[arg-type,return-value]
+        make_driver=lambda *_: runtime,  # type: ignore[arg-type,return-value]
         runtime="local",
         state_dir=tmp_path / "state",
         fetch_credentials=fetch,  # type: ignore[arg-type]

@@ -89,7 +89,7 @@ async def test_the_agent_relays_a_files_order_to_the_files_sidecar_at_the_pods_a
     agent = Agent(
         gateway_url="http://unused",
         credential="unused",
-        make_driver=lambda _: driver,
+        make_driver=lambda *_: driver,
         runtime="kubernetes",
         state_dir=tmp_path / "agent",
     )
@@ -178,7 +178,7 @@ async def test_a_worker_without_a_files_sidecar_says_why(
     agent = Agent(
         gateway_url="http://unused",
         credential="unused",
-        make_driver=lambda _: files_driver,
+        make_driver=lambda *_: files_driver,
         runtime="kubernetes",
         state_dir=tmp_path,
     )

@@ -62,6 +62,7 @@ from rlark_contracts.events.netdomain import (
 )
 from rlark_contracts.events.scheduler import JobKeysUpdated, WorkerPlaced, WorkerStopRequested
 from rlark_contracts.relay import SERVICE_RAY_DASHBOARD, SERVICE_TENSORBOARD
+from rlark_contracts.runtimes import KUBERNETES
 from rlark_platform.messaging import create_producer
 
 from rlark_tunnel_agent.agent import buckets, checkpoints, pod_files
@@ -130,7 +131,7 @@ class Agent:
         *,
         gateway_url: str,
         credential: str,
-        make_driver: Callable[[str], rt.RuntimeDriver],
+        make_driver: Callable[[str, DomainTunnels | None, PodSidecars | None], rt.RuntimeDriver],
         runtime: str,
         state_dir: Path,
         heartbeat_interval_s: float = 5.0,
@@ -241,7 +242,6 @@ class Agent:
         session, self.lease = leased
         cluster = session.cluster
         self._state = AgentState(self._state_dir / f"{cluster}.json")
-        self.driver = self._make_driver(cluster)
         producer = await create_producer(session.kafka_access(), f"agent-{cluster}")
         self.reports = ReportPublisher(producer, session, lease_epoch=self.lease.epoch)
         names = self.names = TopicNames(session.topic_prefix)
@@ -256,33 +256,11 @@ class Agent:
         await consumer.start()
         consumers = [consumer]
         tasks: list[asyncio.Task[None]] = []
-        if self._tunnel_options is not None and hasattr(self.driver, "virtual_ip_hooks"):
-            self.tunnels = DomainTunnels(
-                cluster,
-                self._state_dir / cluster,
-                self.reports.publish,
-                self._tunnel_options,
-                keys=self._durable(cluster) if self._durable is not None else None,
-            )
-            self.driver.virtual_ip_hooks = self.tunnels
-        elif (
-            self._tunnel_options is not None
-            and self._sidecar_options is not None
-            and hasattr(self.driver, "sidecar_hooks")
-        ):
-            self.sidecars = PodSidecars(
-                cluster,
-                self._state_dir / cluster,
-                self.reports.publish,
-                self._tunnel_options,
-                self._sidecar_options,
-                token_key=token_key_from_credential(self._credential),
-                keys=self._durable(cluster) if self._durable is not None else None,
-            )
-            self.tunnels = self.sidecars.tunnels
-            await self.sidecars.start()
-            self.driver.sidecar_hooks = self.sidecars
-        # After the hooks are set: adopting a recorded worker may create its pod (and sidecar).
+        await self._domain_network(cluster)
+        # Its network-domain hooks given at construction: adopting a recorded worker may create its pod (and sidecar).
+        self.driver = self._make_driver(
+            cluster, self.tunnels if self.sidecars is None else None, self.sidecars
+        )
         await self.driver.start()
         if self.tunnels is not None:
             # No consumer group, no committed offsets: every start reads both topics from their
@@ -549,6 +527,30 @@ class Agent:
                 404, "worker_not_found", f"worker {worker_id} of job {job_id} is not on this cluster"
             )
         return roots
+
+    async def _domain_network(self, cluster: str) -> None:
+        """What carries network domains' traffic on this runtime, when the agent runs tunnels: the agent's own
+        tunnels, which give each local worker's namespace a TUN device; or, on Kubernetes, the pods' network
+        sidecars the agent admits (``PodSidecars``, whose tunnels they are)."""
+        if self._tunnel_options is None:
+            return
+        keys = self._durable(cluster) if self._durable is not None else None
+        if self._runtime != KUBERNETES:
+            self.tunnels = DomainTunnels(
+                cluster, self._state_dir / cluster, self.reports.publish, self._tunnel_options, keys=keys
+            )
+        elif self._sidecar_options is not None:
+            self.sidecars = PodSidecars(
+                cluster,
+                self._state_dir / cluster,
+                self.reports.publish,
+                self._tunnel_options,
+                self._sidecar_options,
+                token_key=token_key_from_credential(self._credential),
+                keys=keys,
+            )
+            self.tunnels = self.sidecars.tunnels
+            await self.sidecars.start()
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):

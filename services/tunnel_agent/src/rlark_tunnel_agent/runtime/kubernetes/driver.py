@@ -26,7 +26,7 @@ Drift policy (the resync loop, every ``resync_interval_s``, plus the pod watch):
 
 Network domains: a worker with a virtual IP on a cluster with ``network_sidecar_image`` gets a
 network sidecar (``network.py``, ``manifests._sidecar``). Before its pod is created the driver asks
-``sidecar_hooks`` (set by the agent when it runs tunnels) for the sidecar's access, and puts the
+``sidecar_hooks`` (the agent's pod sidecars, given at construction when it runs tunnels) for the sidecar's access, and puts the
 token in the worker's Secret (created, or replaced when one of that name exists: the pod does not
 exist yet, so nothing holds the old one). Without hooks such a worker fails, naming why: a sidecar
 that cannot reach its agent would leave Ray without its address. The token is never logged. On
@@ -222,6 +222,7 @@ class KubernetesDriver:
         *,
         kube: Kube | None = None,
         files_secret: Callable[[str], str] | None = None,
+        sidecar_hooks: NetworkSidecarHooks | None = None,
     ) -> None:
         self.config = config
         self._files_secret = files_secret or _drawn_secrets()
@@ -269,8 +270,8 @@ class KubernetesDriver:
         self._threads: list[threading.Thread] = []
         self._resync_task: asyncio.Task[None] | None = None
         self._started = False
-        self.sidecar_hooks: NetworkSidecarHooks | None = None
-        """Set by the agent when it runs network domains' tunnels (see the module docstring)."""
+        self.sidecar_hooks = sidecar_hooks
+        """The agent's pod sidecars, when it runs network domains' tunnels (see the module docstring)."""
 
     # --- plumbing -----------------------------------------------------------------------------
 

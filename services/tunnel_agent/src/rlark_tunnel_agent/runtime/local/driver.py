@@ -70,7 +70,7 @@ running. A stopped worker keeps its directory (logs, outputs) and its record as 
 a redelivered placement does not start it again.
 
 Network domains: a worker whose spec has a `virtual_ip` gets its TUN device from `virtual_ip_hooks`
-(the agent's tunnel supervisor) inside its namespace, after the namespace exists and before the
+(the agent's tunnel supervisor, given at construction) inside its namespace, after the namespace exists and before the
 bootstrap starts; Ray then runs on the virtual IP (`RLARK_NODE_IP`), joins the Header's virtual IP
 and `RLINF_COMM_NET_DEVICES` names the TUN device. Without hooks or namespaces the virtual IP is
 only exported as `RLARK_VIRTUAL_IP`.
@@ -293,8 +293,10 @@ class LocalDriver:
         options: LocalDriverOptions,
         *,
         gpus: Sequence[Gpu] | None = None,
+        virtual_ip_hooks: VirtualIpHooks | None = None,
     ) -> None:
-        """`gpus`: the machine's GPUs if known; None detects them at `start()` (see gpus.py)."""
+        """`gpus`: the machine's GPUs if known; None detects them at `start()` (see gpus.py).
+        `virtual_ip_hooks`: the agent's network-domain tunnels, when it runs them."""
         self.cluster = cluster
         self.options = options
         self.state_dir = options.state_dir.resolve()
@@ -333,7 +335,7 @@ class LocalDriver:
         self.unmountable: tuple[str, ...] = ()
         """Mount types this agent cannot give workers: ``objectStorage`` without rclone (settled by `start`)."""
         """What this cluster cannot enforce on its workers, one sentence each (settled by `start()`)."""
-        self.virtual_ip_hooks: VirtualIpHooks | None = None
+        self.virtual_ip_hooks = virtual_ip_hooks
         """Set by the agent when it runs network domains' tunnels (see the module docstring)."""
 
     # --- lifecycle ---------------------------------------------------------------------------
