@@ -44,22 +44,9 @@ PY
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[dict[str, str]]:
-    """The whole deployment, from nothing: servers, clusters, control plane, first admin, both agents."""
-    if reason := realnode.unavailable():
-        raise RuntimeError(f"the deployment test bed needs real nodes: {reason}")
-    deployment.reset()
-    host = realnode.node_address()
-    started = time.monotonic()
-    url, bootstrap = deployment.start_infrastructure(host)
-    deployment.start_clusters()
-    values = deployment.lab_values(host, bootstrap, url)
-    deployment.deploy_control_plane(values)
-    values["GATEWAY_URL"] = deployment.expose_gateway(host)
-    deployment.first_admin(values)
-    for cluster in deployment.AGENT_CLUSTERS:
-        deployment.deploy_agent(cluster, values)
-    deployment.log(f"deployed in {time.monotonic() - started:.0f} s")
-    yield values
+    """The whole deployment, from nothing: servers, clusters, control plane, first admin, both agents (stopped
+    again by ``deployment.up`` itself when a step fails)."""
+    yield deployment.up()
     if not os.environ.get("RLARK_KEEP_SERVERS"):
         deployment.down()
 

@@ -595,20 +595,27 @@ def first_admin(values: dict[str, str]) -> None:
 def up() -> dict[str, str]:
     """The whole deployment from nothing (after `reset`): the servers, the three clusters and their real
     nodes, the control plane, the first admin logged in with the CLI, both agents. The lab's values, with
-    ``GATEWAY_URL``. The deployment e2e's fixture and the ``deployed-failover`` bench bring it up so."""
+    ``GATEWAY_URL``. The deployment e2e's fixture and the ``deployed-failover`` bench bring it up so. When a
+    step fails, what the earlier ones started is stopped before the error goes on (a fixture that fails in its
+    set-up is never torn down: a CI run's disk filled up mid-way and left the whole bed running)."""
     if reason := realnode.unavailable():
         raise RuntimeError(f"the deployment test bed needs real nodes: {reason}")
     reset()
-    host = realnode.node_address()
-    started = time.monotonic()
-    url, bootstrap = start_infrastructure(host)
-    start_clusters()
-    values = lab_values(host, bootstrap, url)
-    deploy_control_plane(values)
-    values["GATEWAY_URL"] = expose_gateway(host)
-    first_admin(values)
-    for cluster in AGENT_CLUSTERS:
-        deploy_agent(cluster, values)
+    try:
+        host = realnode.node_address()
+        started = time.monotonic()
+        url, bootstrap = start_infrastructure(host)
+        start_clusters()
+        values = lab_values(host, bootstrap, url)
+        deploy_control_plane(values)
+        values["GATEWAY_URL"] = expose_gateway(host)
+        first_admin(values)
+        for cluster in AGENT_CLUSTERS:
+            deploy_agent(cluster, values)
+    except BaseException:
+        if not os.environ.get("RLARK_KEEP_SERVERS"):
+            down()
+        raise
     log(f"deployed in {time.monotonic() - started:.0f} s")
     return values
 
