@@ -287,12 +287,7 @@ def bench_free_placement(runs: int = 50, seed: int = 7) -> dict[str, float | int
         [RoleRequest("header", "", {}, 1, 8), RoleRequest("rollout", "", {}, 47, 4)],
         "header",
     )
-    span: list[float] = []
-    outcome: Placement | Unplaceable | None = None
-    for _ in range(runs):
-        model.clear_cache()
-        elapsed, outcome = _timed_ms(lambda: place(model, spanning))
-        span.append(elapsed)
+    span, _, outcome = _cold_and_warm(model, spanning, runs)
     assert isinstance(outcome, Placement), outcome
     assert outcome.layout is not None
     assert outcome.layout.kind is LayoutKind.SPAN, outcome.layout
