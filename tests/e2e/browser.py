@@ -24,7 +24,7 @@ from typing import Any
 from agents import local_agent, write_cluster_file
 from jobs import add_key, document, job, role, submit, wait_placeable, wait_status
 from rlark_devinfra.screenshots import Seed
-from stack import ADMIN, ADMIN_PASSWORD, Stack, eventually, platform
+from stack import ADMIN, ADMIN_PASSWORD, QUICK_OVERRIDES, Stack, eventually, platform
 
 CLUSTER = "gpu-lab"
 POD_CIDR, SERVICE_CIDR = "10.244.0.0/16", "10.96.0.0/16"
@@ -259,8 +259,7 @@ async def _seed(stack: Stack, tmp: Path) -> Seed:
 @contextlib.asynccontextmanager
 async def seeded_console(server_url: str, kafka_bootstrap: str, tmp: Path) -> AsyncIterator[Console]:
     """The platform with cluster ``gpu-lab`` (6 virtual nodes, one cordoned) and its agent, seeded."""
-    overrides = {"inventory": {"agent_timeout_s": 5.0, "agent_check_interval_s": 0.5}}
-    async with platform(server_url, kafka_bootstrap, tmp, **overrides) as stack:
+    async with platform(server_url, kafka_bootstrap, tmp, inventory=QUICK_OVERRIDES["inventory"]) as stack:
         credential = await stack.register_cluster(
             CLUSTER,
             display_name="GPU Lab",

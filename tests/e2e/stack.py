@@ -37,7 +37,7 @@ from rlark_platform.settings import ServiceSettings
 ADMIN, ADMIN_PASSWORD = "root", "correct-horse-battery-staple"
 
 QUICK_OVERRIDES: dict[str, dict[str, Any]] = {
-    "inventory": {"agent_timeout_s": 6.0, "agent_check_interval_s": 0.25},
+    "inventory": {"agent_timeout_s": 15.0, "agent_check_interval_s": 0.25},
     "notifier": {
         "notifier_allow_http": True,
         "notifier_allow_private": True,
@@ -45,9 +45,10 @@ QUICK_OVERRIDES: dict[str, dict[str, Any]] = {
         "notifier_poll_interval_s": 0.2,
     },
 }
-"""Settings every end-to-end platform starts with: a stopped agent's cluster goes offline in seconds (6 s:
-twelve missed heartbeats — the agents run in the test's own event loop, which a second test process on the
-same two cores can hold up for a few seconds; at 2 s, running jobs were judged Lost under load); the
+"""Settings every end-to-end platform starts with: a stopped agent's cluster goes offline in seconds (15 s:
+thirty missed heartbeats — the agents and the services run in the test's own event loop, which a second test
+process starting Ray or RLinf on the same two cores can hold up for seconds; at 2 s and then at 6 s, running
+jobs were judged Lost under CI's load); the
 notifier calls the tests' receivers on 127.0.0.1 over http and retries after 0.2 s, 0.4 s, ..."""
 
 

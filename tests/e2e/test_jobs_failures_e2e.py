@@ -17,7 +17,7 @@ from agents import local_agent, write_cluster_file
 from jobs import add_key, document, job, make_public_key, role, submit, wait_placeable, wait_status
 from rlark_tunnel_agent.agent.loop import Agent
 from rlark_tunnel_agent.runtime.local.driver import LocalDriver
-from stack import Stack, eventually, platform
+from stack import QUICK_OVERRIDES, Stack, eventually, platform
 
 pytestmark = pytest.mark.e2e
 
@@ -38,10 +38,7 @@ async def short_deadline_stack(
 ) -> AsyncIterator[Stack]:
     """The platform with a short join deadline (the scheduler's ``join_deadline_s`` setting, which every
     placement carries to its Header), so a worker that never joins fails the job quickly."""
-    overrides = {
-        "inventory": {"agent_timeout_s": 2.0, "agent_check_interval_s": 0.25},
-        "scheduler": {"join_deadline_s": JOIN_DEADLINE_S},
-    }
+    overrides = {**QUICK_OVERRIDES, "scheduler": {"join_deadline_s": JOIN_DEADLINE_S}}
     async with platform(postgres_server_url, kafka_bootstrap, tmp_path, **overrides) as running:
         yield running
 

@@ -226,8 +226,8 @@ async def run_to_success(
 
 
 def check_pods(done: dict[str, Any], history: PodHistory, nodes: list[realnode.RealNode]) -> None:
-    """Every worker's pod ran on its own real node, as its kubelet reported: Pending, then Running with
-    containerd's containers and an address from that node's bridge."""
+    """Every worker's pod ran on its own real node, as its kubelet reported: Running (after Pending, when a poll
+    caught that) with containerd's containers and an address from that node's bridge."""
     pods = {names.pod_name(w["id"]) for w in done["workers"]}
     assert set(history.seen) == pods
     subnet_of = {node.name: ipaddress.ip_network(node.subnet) for node in nodes}
@@ -235,7 +235,10 @@ def check_pods(done: dict[str, Any], history: PodHistory, nodes: list[realnode.R
     assert set(placed) <= set(subnet_of), placed
     assert len(set(placed)) == len(pods), placed
     for pod in pods:
-        assert history.phases(pod)[:2] == ["Pending", "Running"], (pod, history.phases(pod))
+        # Polled every 0.2 s: a pod whose image is in place can be Running by its first sighting.
+        phases = history.phases(pod)
+        assert "Running" in phases, (pod, phases)
+        assert set(phases[: phases.index("Running")]) <= {"Pending"}, (pod, phases)
         running = history.last(pod, "Running")
         assert ipaddress.ip_address(running["status"]["podIP"]) in subnet_of[running["spec"]["nodeName"]]
         statuses = running["status"]["containerStatuses"]

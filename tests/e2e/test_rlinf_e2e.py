@@ -7,16 +7,18 @@ RLark-specific variable or workaround — so what must hold is on the platform's
 the outputs at `/outputs` (container paths) inside every worker, workers resolving each other's names, Gloo
 picking the interface that carries Ray, and the Header waiting for every node.
 
-(a) The shipped document, unchanged but for its clusters, across two clusters in one network domain (Gloo and
-RLinf's point-to-point traffic over the tunnel); (b) the same code across the two clusters with its outputs in a
-bucket (ADR 0024) — checkpoints and TensorBoard events written through the workers' rclone mounts — a token from a
-named secret and a data file read from the bucket, its config given inline as `spec.rlinfConfig` (the config the
-server checked is the file every worker runs: `$RLARK_RLINF_CONFIG`, Hydra's `--config-path`), `spec.resume` and a
-restart policy: a worker of the second cluster SIGKILLed mid-run, attempt 2 resumes through `runner.resume_dir`
-from the newest complete checkpoint, which its agent found over the S3 API (ADR 0015), and neither secret's value
-shows anywhere but in the workers (ADR 0025). Each RLinf start costs ~45 s of the two cores, so a resume from a
-local directory is shown by the plain-Ray restart tests (`test_jobs_restart_e2e.py`), which also show that a kill
-with no restart left fails the job naming the worker.
+Here the example's code runs across two clusters of one network domain (Gloo and RLinf's point-to-point traffic
+over the tunnel) with its outputs in a bucket (ADR 0024) — checkpoints and TensorBoard events written through
+the workers' rclone mounts — a token from a named secret and a data file read from the bucket, its config given
+inline as `spec.rlinfConfig` (the config the server checked is the file every worker runs: `$RLARK_RLINF_CONFIG`,
+Hydra's `--config-path`), `spec.resume` and a restart policy: a worker of the second cluster SIGKILLed mid-run,
+attempt 2 resumes through `runner.resume_dir` from the newest complete checkpoint, which its agent found over the
+S3 API (ADR 0015), and neither secret's value shows anywhere but in the workers (ADR 0025).
+
+The shipped document as shipped (its outputs on a hostPath) runs in `test_placement_by_need_e2e.py`, naming no
+cluster: on the one cluster that holds it, then across two clusters of a domain. Each RLinf start costs ~45 s of
+the two cores, so a resume from a local directory is shown by the plain-Ray restart tests
+(`test_jobs_restart_e2e.py`), which also show that a kill with no restart left fails the job naming the worker.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 import pytest
 import yaml
 from agents import local_agent, nodes, write_cluster_file
-from jobs import job, logs, submit, wait_placeable, wait_status
+from jobs import job, submit, wait_placeable, wait_status
 from leaks import every_record, every_row
 from rlark_devinfra.pytest_plugin import S3Bucket
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
@@ -95,36 +97,6 @@ def check_training(
         assert shards, sorted(files)[:20]
     events = [f for f in files if f.startswith("/outputs/rlinf/logs/tensorboard/") and ".tfevents." in f]
     assert events, sorted(files)[:40]
-
-
-async def test_the_rlinf_example_runs_across_two_clusters_of_a_network_domain(
-    stack: Stack, tmp_path: Path
-) -> None:
-    alpha = await stack.register_cluster("alpha", hostpath_allow=host_paths(tmp_path))
-    beta = await stack.register_cluster("beta", hostpath_allow=host_paths(tmp_path))
-    domain = f"net-{uuid.uuid4().hex[:6]}"
-    async with stack.client() as client:
-        created = await client.post("/api/v1/domains", json={"name": domain, "cidr": "10.201.0.0/16"})
-        assert created.status_code == 201, created.text
-    alpha_file = write_cluster_file(tmp_path / "alpha.yaml", "alpha", nodes("alpha", 1))
-    beta_file = write_cluster_file(tmp_path / "beta.yaml", "beta", nodes("beta", 2))
-    outputs = tmp_path / "outputs"
-    outputs.mkdir()
-    outputs.chmod(0o1777)  # shared by the job's unprivileged workers, as an admin would set it up
-    loopback = TunnelOptions(listen_host="127.0.0.1", advertise_host="127.0.0.1")
-    async with (
-        local_agent(stack.url, alpha, alpha_file, tmp_path / "agent-alpha", tunnels=loopback),
-        local_agent(stack.url, beta, beta_file, tmp_path / "agent-beta", tunnels=loopback),
-    ):
-        doc = example(outputs, {"header": "alpha", "worker": "beta"}, networkDomain=domain)
-        await wait_placeable(stack, doc)
-        submitted = await submit(stack, doc)
-        final = await wait_status(stack, submitted["id"], {"Succeeded"}, timeout_s=600)
-        files = await manifest(stack, submitted["id"])
-
-    assert sorted(w["cluster"] for w in final["workers"]) == ["alpha", "beta", "beta"]
-    assert all(w["virtual_ip"] for w in final["workers"])
-    check_training("\n".join(entry["line"] for entry in await logs(stack, submitted["id"])), files, outputs)
 
 
 RESUME_STEPS, STEP_DELAY_S = 32, 0.5

@@ -68,10 +68,15 @@ def pytest_runtest_protocol(
 
 
 _heavy_waits: dict[str, float] = {}
+_seconds_by_file: dict[str, float] = {}
+SLOWEST_FILES = 12
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collects each heavy test's wait for its slot (from xdist's workers too: reports carry it)."""
+    """Collects each heavy test's wait for its slot and each file's time, setup and teardown included (from
+    xdist's workers too: reports carry both)."""
+    path = report.nodeid.split("::", 1)[0]
+    _seconds_by_file[path] = _seconds_by_file.get(path, 0.0) + report.duration
     for name, value in report.user_properties:
         if name == "heavy_slot_wait_s" and report.when == "setup" and isinstance(value, int | float):
             _heavy_waits[report.nodeid] = float(value)
@@ -83,6 +88,15 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(
             f"heavy tests: {len(_heavy_waits)} waited {sum(_heavy_waits.values()):.0f} s in all for a slot "
             f"({heavy_slots.slot_count()} on this machine); longest {_heavy_waits[longest]:.0f} s, {longest}"
+        )
+    if _seconds_by_file:
+        # Where a run's time went, by file: what `--durations` cannot say when a file's many short tests
+        # (or its module fixture's setup) add up.
+        total = sum(_seconds_by_file.values())
+        slowest = sorted(_seconds_by_file.items(), key=lambda item: -item[1])[:SLOWEST_FILES]
+        terminalreporter.write_line(
+            f"test time by file: {total:.0f} s in all test processes; the {len(slowest)} slowest files: "
+            + ", ".join(f"{path} {seconds:.0f} s" for path, seconds in slowest)
         )
 
 
