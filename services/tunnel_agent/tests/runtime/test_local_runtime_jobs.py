@@ -547,7 +547,7 @@ import asyncio, os, site, sys
 from pathlib import Path
 for directory in os.environ["TEST_SITE_PACKAGES"].split(os.pathsep):
     site.addsitedir(directory)  # with argv[0] "uv" Python does not find its virtual environment
-from local_runtime_helpers import CLUSTER, spec
+from local_runtime_helpers import CLUSTER, assert_nothing_left, spec
 from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
 
 RUN = '''
@@ -573,6 +573,8 @@ async def main():
     for line in await driver.tail_logs(header.worker_id, 500):
         print("LOG", line.text)
     print("FINAL", final.phase.value, final.exit_code)
+    await driver.stop_worker(header.worker_id)  # an ended worker keeps its namespace until it is stopped
+    assert_nothing_left(driver, [header.worker_id])
     await driver.close()
 
 asyncio.run(main())
