@@ -60,6 +60,24 @@ async def test_a_held_lease_is_refused_to_others_until_it_expires_and_each_takeo
         assert first.epoch == 3
 
 
+async def test_a_forced_take_needs_the_holders_process_to_have_no_session_left(pool: asyncpg.Pool) -> None:
+    """``force`` (the session marker found free) takes an unexpired lease only from a holder whose process has
+    no session on the database: not from a live replica that took the lease without the marker (two relays
+    starting at once had both led, epochs 1 and 2, 9 ms apart: CI, 2026-12-07)."""
+    live, forcing = Lease("test.forced", 30), Lease("test.forced", 30)
+    async with pool.acquire() as conn:
+        assert await live.acquire(conn)  # this process: its sessions are alive
+        assert not await forcing.acquire(conn, force=True)
+        assert await live.renew(conn)
+        # A holder on a process that ended: no session with its tag is left.
+        await pool.execute(
+            "UPDATE leases SET holder = $2 WHERE name = $1", "test.forced", "gone-host:4194999:deadbeef"
+        )
+        assert not await Lease("test.forced", 30).acquire(conn)  # not forced: it waits for the expiry
+        assert await forcing.acquire(conn, force=True)
+        assert forcing.epoch == 2
+
+
 async def test_a_deposed_holders_write_is_refused_and_rolled_back(pool: asyncpg.Pool) -> None:
     old, new = Lease("test.lease", 30), Lease("test.lease", 30)
     await pool.execute("CREATE TABLE writes (epoch bigint NOT NULL)")

@@ -631,11 +631,26 @@ def csi_plugin_up(node: RealNode, driver: str = CSI_DRIVER) -> None:
                 pid_file,
                 node.directory,
             )
-    wait_until(
-        lambda: csi_registered(node, driver),
-        60,
-        f"CSI driver {driver} registered on {node.name} (log: {node.directory / 'csi-node.log'})",
-    )
+    try:
+        # 180 s: the kubelet retries a failed registration with a growing back-off, and a loaded CI machine
+        # starts the plugin slowly (60 s ran out twice in CI runs, with no log kept to say why).
+        wait_until(
+            lambda: csi_registered(node, driver), 180, f"CSI driver {driver} registered on {node.name}"
+        )
+    except TimeoutError as exc:
+        raise TimeoutError(
+            f"{exc}\nthe plugin's log ends:\n{_tail(node.directory / 'csi-node.log', 30)}\n"
+            f"the kubelet's lines about it:\n{_tail(node.directory / 'kubelet.log', 30, needle=driver)}"
+        ) from None
+
+
+def _tail(path: Path, lines: int, needle: str | None = None) -> str:
+    """The last ``lines`` lines of ``path`` (those holding ``needle``, when given)."""
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return f"({path}: {exc})"
+    return "\n".join([line for line in text if needle is None or needle in line][-lines:])
 
 
 def csi_registered(node: RealNode, driver: str = CSI_DRIVER) -> bool:

@@ -6,9 +6,10 @@ trying to take it every ``standby_retry_s`` (at most 1 s). A subclass says what 
 ``self.lease.fence(conn)`` in the write's transaction, so a deposed leader's writes are refused.
 
 The session marker: the leader also holds a session-level advisory lock on its renewal connection. A
-standby that gets it knows the leader's session has ended (a killed process: at once; a vanished host:
-after the keepalives, about 11 s) and takes the lease without waiting for it to expire. The marker only
-speeds failover up; safety is the epoch. A leader that took an expired lease while a stalled leader's
+standby that gets it may take the lease without waiting for it to expire once the holder's process has no
+session left (a killed process: at once; a vanished host: after the keepalives, about 11 s) — a holder
+that took the lease without the marker (two replicas starting at once) is alive and keeps it
+(``Lease.acquire``). The marker only speeds failover up; safety is the epoch. A leader that took an expired lease while a stalled leader's
 session still held the marker takes the marker when that session ends; a deposed leader waits one TTL
 before competing again, so it does not snatch the lease straight back.
 

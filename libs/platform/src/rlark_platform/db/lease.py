@@ -60,27 +60,30 @@ class Lease:
 
     async def acquire(self, conn: Connection, *, force: bool = False) -> bool:
         """Take the lease when it is free or expired (a new epoch); False while another holds it. With
-        ``force``, take it even unexpired: the caller knows its holder's session has ended (the leader
-        loop's session marker). A holder's open fenced write blocks this until it commits, and the times
-        are read after that wait — for at most ``lock_wait_s``: a holder whose lease has run out while its
-        transaction still keeps the row locked (a process stopped mid-write whose session the server
-        cannot end by its own timeouts, e.g. while it sends the process a result it never reads) has its
-        sessions ended (:meth:`_end_stalled_holder`), and the next try takes the lease."""
+        ``force`` (the leader loop found the session marker free), take it even unexpired when its holder's
+        process has no session left on this database (:meth:`_ended_holder`): a holder that took the lease
+        without the marker — a replica that inserted the first row while another held the marker on its way
+        to the same insert — is alive and keeps it. A holder's open fenced write blocks this until it
+        commits, and the times are read after that wait — for at most ``lock_wait_s``: a holder whose lease
+        has run out while its transaction still keeps the row locked (a process stopped mid-write whose
+        session the server cannot end by its own timeouts, e.g. while it sends the process a result it never
+        reads) has its sessions ended (:meth:`_end_stalled_holder`), and the next try takes the lease."""
         try:
             async with conn.transaction():
                 await conn.execute(f"SET LOCAL lock_timeout = {int(self.lock_wait_s * 1000)}")
+                ended = await self._ended_holder(conn) if force else None
                 epoch = await conn.fetchval(
                     """INSERT INTO leases AS l (name, holder, epoch, acquired_at, expires_at)
                        VALUES ($1, $2, 1, clock_timestamp(), clock_timestamp() + make_interval(secs => $3))
                        ON CONFLICT (name) DO UPDATE
                            SET holder = EXCLUDED.holder, epoch = l.epoch + 1, acquired_at = clock_timestamp(),
                                expires_at = clock_timestamp() + make_interval(secs => $3)
-                           WHERE l.expires_at <= clock_timestamp() OR $4
+                           WHERE l.expires_at <= clock_timestamp() OR l.holder = $4
                        RETURNING epoch""",
                     self.name,
                     self.holder,
                     self.ttl_s,
-                    force,
+                    ended,
                 )
         except asyncpg.LockNotAvailableError:
             await self._end_stalled_holder(conn)
@@ -88,6 +91,27 @@ class Lease:
             return False
         self.epoch = epoch
         return epoch is not None
+
+    async def _ended_holder(self, conn: Connection) -> str | None:
+        """The lease's holder when its process has no session left on this database (killed, or its host
+        gone and its sessions ended by the keepalives), else None. Never this process: another loop of it
+        is alive."""
+        holder = await conn.fetchval("SELECT holder FROM leases WHERE name = $1", self.name)
+        if holder is None:
+            return None
+        host, _, rest = str(holder).partition(":")
+        pid = rest.partition(":")[0]
+        if not pid.isdigit():
+            return None
+        tag = process_tag(host, int(pid))
+        if tag == process_tag():
+            return None
+        alive = await conn.fetchval(
+            """SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                               WHERE datname = current_database() AND application_name = $1)""",
+            tag,
+        )
+        return None if alive else str(holder)
 
     @property
     def lock_wait_s(self) -> float:
