@@ -40,7 +40,14 @@ def test_each_api_server_is_ready_and_refuses_requests_without_the_token(
         request.add_header("Authorization", f"Bearer {cluster.token}")
         with urllib.request.urlopen(request, context=context, timeout=10) as response:  # noqa: S310
             assert json.loads(response.read())["gitVersion"] == "v1.36.3"
-    assert testbed.status().running
+    # This fixture's clusters, not the whole bed: the deployment bed's ``lab`` (another process's test,
+    # stopped when that test ended) is listed too.
+    status = testbed.status()
+    mine = {c.name for c in k8s_testbed}
+    components = [c for c in (*status.apiservers, *status.kwoks) if c.log_file.parent.name in mine]
+    assert status.etcd.running
+    assert len(components) == 2 * len(mine), components
+    assert all(c.running for c in components), components
 
 
 def test_clusters_are_separate_and_gpu_nodes_keep_their_status_and_turn_ready(

@@ -303,6 +303,21 @@ async def test_run_script_exit_code_is_the_workers_even_when_stopped_at_once(
     assert_nothing_left(driver, [header.worker_id])
 
 
+async def test_a_stop_that_comes_while_its_worker_is_created_stops_it(driver: LocalDriver) -> None:
+    """A job whose Header fails at once is stopped while its other workers may still be being created: the
+    stop waits for the creation and then stops the worker, instead of finding no worker and leaving it to
+    run on."""
+    worker = spec("job-early-stop", "rollout", 0, rank=1, num_nodes=2, prepare_script="sleep 600")
+    creating = asyncio.create_task(driver.ensure_worker(worker))
+    await asyncio.sleep(0)  # the creation has begun (it holds the driver's lock)
+    await driver.stop_worker(worker.worker_id)
+    await creating
+    status = await driver.get_status(worker.worker_id)
+    assert status is not None
+    assert status.phase == WorkerPhase.STOPPED, status
+    assert_nothing_left(driver, [worker.worker_id])
+
+
 def unroute_tcp(netns: str, address: str, port: int) -> None:
     """Inside namespace `netns`, TCP to `address:port` has no route ("Network is unreachable").
 

@@ -548,7 +548,11 @@ class LocalDriver:
             )
 
     async def stop_worker(self, worker_id: str) -> None:
-        worker = self._workers.get(worker_id)
+        # Behind a creation in flight (``ensure_worker`` holds the lock until the worker is registered): a stop
+        # that came while its worker was being created was dropped, and the worker then ran on for good (a
+        # job whose Header failed at once left its other worker running: CI, 2026-12-07).
+        async with self._lock:
+            worker = self._workers.get(worker_id)
         if worker is None:
             return
         async with worker.lock:
