@@ -188,7 +188,6 @@ def test_agents_run_as_pods_and_a_ray_job_across_both_clusters_goes_on_through_a
             break
         time.sleep(5)
     logs = rlark("jobs", "logs", job)
-    (deployment.home() / "job.log").write_text(logs)
     assert shown.get("status") == "Succeeded", f"{shown.get('status')}: {shown.get('reason')}\n{logs[-4000:]}"
     assert "ray nodes alive: 3, GPUs: 3" in logs, logs[-4000:]
     addresses = next(line for line in logs.splitlines() if "ray node addresses: " in line)
@@ -420,7 +419,7 @@ def test_a_burst_of_200_survives_restarts_a_leader_loss_and_a_broker_crash_with_
         f"resubmissions {sum(outcome['tries'].values()) - BURST}; leader {leader_before} -> {leader_after}"
     )
     # Through one client, not 200 CLI processes (~1 s of start-up each; minutes under CI's load).
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+    with deployment.api() as client:
         for job in jobs:
             cancelled = client.post(f"/api/v1/jobs/{job['id']}:cancel")
             assert cancelled.status_code in (200, 202), (job["name"], cancelled.text)

@@ -9,9 +9,9 @@ The session marker: the leader also holds a session-level advisory lock on its r
 standby that gets it may take the lease without waiting for it to expire once the holder's process has no
 session left (a killed process: at once; a vanished host: after the keepalives, about 11 s) — a holder
 that took the lease without the marker (two replicas starting at once) is alive and keeps it
-(``Lease.acquire``). The marker only speeds failover up; safety is the epoch. A leader that took an expired lease while a stalled leader's
-session still held the marker takes the marker when that session ends; a deposed leader waits one TTL
-before competing again, so it does not snatch the lease straight back.
+(``Lease.acquire``). The marker only speeds failover up; safety is the epoch. A leader that took an
+expired lease while a stalled leader's session still held the marker takes the marker when that session
+ends; a deposed leader waits one TTL before competing again, so it does not snatch the lease straight back.
 
 Concurrency model: while leading, two tasks run side by side — ``_lead`` (with a dedicated connection
 that LISTENs on ``channel`` to wake early, a poll as the fallback) and the keeper, which renews the

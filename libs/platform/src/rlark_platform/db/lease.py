@@ -43,6 +43,19 @@ def holder_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def _other_process_tag(holder: str | None) -> str | None:
+    """The ``pool.process_tag`` of the process a holder id (``holder_id``) names; None for no holder, an id
+    that names no process, or this process."""
+    if holder is None:
+        return None
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if not pid.isdigit():
+        return None
+    tag = process_tag(host, int(pid))
+    return None if tag == process_tag() else tag
+
+
 @dataclass
 class Lease:
     """The lease ``name`` as held (or wanted) by ``holder``; ``epoch`` is set while held."""
@@ -97,14 +110,8 @@ class Lease:
         gone and its sessions ended by the keepalives), else None. Never this process: another loop of it
         is alive."""
         holder = await conn.fetchval("SELECT holder FROM leases WHERE name = $1", self.name)
-        if holder is None:
-            return None
-        host, _, rest = str(holder).partition(":")
-        pid = rest.partition(":")[0]
-        if not pid.isdigit():
-            return None
-        tag = process_tag(host, int(pid))
-        if tag == process_tag():
+        tag = _other_process_tag(holder)
+        if tag is None:
             return None
         alive = await conn.fetchval(
             """SELECT EXISTS (SELECT 1 FROM pg_stat_activity
@@ -126,14 +133,8 @@ class Lease:
         holder = await conn.fetchval(
             "SELECT holder FROM leases WHERE name = $1 AND expires_at <= clock_timestamp()", self.name
         )
-        if holder is None:
-            return
-        host, _, rest = holder.partition(":")
-        pid = rest.partition(":")[0]
-        if not pid.isdigit():
-            return
-        tag = process_tag(host, int(pid))
-        if tag == process_tag():
+        tag = _other_process_tag(holder)
+        if tag is None:
             return
         ended = await conn.fetchval(
             """SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
