@@ -132,8 +132,9 @@ def test_agents_run_as_pods_and_a_ray_job_across_both_clusters_goes_on_through_a
       with the same three Ray nodes answering tasks after the outage. Why not a restart: the worker pods
       never stopped (deleting the agent does not touch them) and nothing failed — the scheduler names a
       tunnel outage on the job and fails it (then restarts per ``restartPolicy``) only if the tunnel stays
-      down ``tunnel_grace_s`` (60 s), and inventory marks the cluster offline (its jobs Lost) only after 30 s
-      without a heartbeat (the agent heartbeats every 5 s); the replacement is back well within both. This
+      down ``tunnel_grace_s`` (60 s), and inventory marks the cluster offline only after 30 s without a
+      heartbeat (the agent heartbeats every 5 s), its jobs Lost only 60 s later (``cluster_offline_grace_s``,
+      ADR 0029); the replacement is back well within both. This
       job names no ``restartPolicy`` (at most 0 restarts), so had either bound been passed it would have
       ended Failed or Lost, not attempt 2.
 

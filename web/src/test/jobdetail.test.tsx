@@ -34,6 +34,21 @@ describe('job detail', () => {
     await waitFor(() => expect(calls.some((c) => c.method === 'POST' && c.path === '/api/v1/jobs/job-1:cancel')).toBe(true));
   });
 
+  it('lists a cluster of the job gone offline and back on the timeline, in the reader\'s language', async () => {
+    const said = (key: string, params: Record<string, string>) => ({ said: { message_key: key, params } });
+    const timeline = [
+      ...RUNNING.timeline,
+      { seq: 9, kind: 'cluster', from_status: 'Running', to_status: 'Running', reason: 'cluster gpu-b went offline; …', at: '2026-11-29T10:02:00Z', details: { online: false, ...said('job.cluster_offline.held', { cluster: 'gpu-b', grace_s: '60' }) } },
+      { seq: 12, kind: 'cluster', from_status: 'Running', to_status: 'Running', reason: 'cluster gpu-b is back online; …', at: '2026-11-29T10:02:30Z', details: { online: true, ...said('job.cluster_offline.back', { cluster: 'gpu-b' }) } },
+    ];
+    mockApi({ 'GET /api/v1/jobs/job-1': { ...RUNNING, timeline } });
+    renderPage(<JobDetail />, { route: '/jobs/job-1', path: '/jobs/:id' });
+    await screen.findByTestId('workers-table');
+    const shown = screen.getByTestId('job-timeline');
+    expect(shown).toHaveTextContent('集群 gpu-b 离线；若 60 秒内未恢复，作业的工作节点将视为丢失');
+    expect(shown).toHaveTextContent('集群 gpu-b 已恢复在线；作业继续运行');
+  });
+
   it('lists outputs live from the agents with download links for files and whole outputs', async () => {
     const withOutputs = { ...RUNNING, spec: { ...RUNNING.spec, spec: { header: 'actor', tasks: [], outputs: ['/data/outputs'] } } };
     mockApi({

@@ -32,8 +32,9 @@ Concurrency model
 - Pending reasons are written only when they change (``JobQueue.take_reason_changes``), so a round
   that changes nothing writes nothing.
 
-Each cycle also applies the tunnel rules (``handlers.tunnels.judge_tunnels``), so a job whose
-domain link stays down fails when its grace ends, within about ``placement_poll_s``.
+Each cycle also applies the tunnel rules (``handlers.tunnels.judge_tunnels``) and the offline-cluster rule
+(``handlers.state.judge_offline_clusters``), so a job whose domain link stays down, or whose cluster stays
+offline, fails when its grace ends, within about ``placement_poll_s``.
 
 Projects and quotas (ADR 0020): the leader keeps every project's quota in memory, read at rebuild and
 again whenever a quota write queues a ``quotas`` change, and the facts of every job it holds or queues
@@ -77,6 +78,7 @@ from rlark_scheduler.domain.quotas import ProjectId, ProjectQuota
 from rlark_scheduler.envelopes import Meta
 from rlark_scheduler.handlers.placement import commit_placements, store_pending_reasons
 from rlark_scheduler.handlers.preemption import preempt
+from rlark_scheduler.handlers.state import judge_offline_clusters
 from rlark_scheduler.handlers.tunnels import judge_tunnels
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
@@ -260,8 +262,9 @@ class PlacementLoop(LeaderLoop):
         self.preemptions = []
         async with transaction(self._pool) as conn:
             await self.lease.fence(conn)
-            # A tunnel down past its grace fails its jobs even when no new report arrives.
+            # A tunnel down or a cluster offline past its grace fails its jobs without a new event.
             await judge_tunnels(conn, None, self._settings, datetime.now(UTC), Meta())
+            await judge_offline_clusters(conn, self._settings, datetime.now(UTC), Meta())
         self.rounds += 1
         return committed
 

@@ -42,6 +42,12 @@ class SchedulerSettings(ServiceSettings):
         description="A Starting/Running job whose network-domain tunnel between two of its clusters "
         "stays down this long fails (RLARK_TUNNEL_GRACE_S)",
     )
+    cluster_offline_grace_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="A Starting/Running job's cluster may be offline this long before the job is Lost; "
+        "0 loses it at once (RLARK_CLUSTER_OFFLINE_GRACE_S)",
+    )
     idle_gpu_threshold_pct: float = Field(
         default=10.0, ge=0, le=100, description="A Running job's GPUs averaging below this are idle"
     )

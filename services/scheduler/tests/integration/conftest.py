@@ -30,7 +30,12 @@ from scheduler_it_support import World
 @pytest.fixture
 def scheduler_settings() -> dict[str, Any]:
     """Settings the ``scheduler`` fixture starts with; a test module overrides this to change some."""
-    return {"placement_poll_s": 1.0, "address_retry_s": 1.0, "stream_poll_s": 0.5}
+    return {
+        "placement_poll_s": 1.0,
+        "address_retry_s": 1.0,
+        "stream_poll_s": 0.5,
+        "cluster_offline_grace_s": 2.0,
+    }
 
 
 @pytest.fixture

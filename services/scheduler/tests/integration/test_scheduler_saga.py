@@ -234,7 +234,7 @@ async def test_cancelling_a_pending_job_takes_it_out_of_the_queue(
     assert ended.status_code == 200
 
 
-async def test_a_cluster_going_offline_loses_its_running_jobs(
+async def test_a_cluster_offline_past_its_grace_loses_its_running_jobs(
     scheduler: RunningService, world: World, placements: TopicReader, database_url: str
 ) -> None:
     job, placed = await start_job(scheduler, world, placements, database_url, rollouts=1)
@@ -243,6 +243,9 @@ async def test_a_cluster_going_offline_loses_its_running_jobs(
     await world.cluster("gpu-a", online=False)
     lost = await job_status(scheduler, job["id"], "Lost")
     assert lost["reason"] == "cluster gpu-a went offline while the job's workers were running"
+    # First the grace (2 s here), said on the timeline with the status kept; then Lost.
+    kinds = [(e["kind"], e["to_status"]) for e in lost["timeline"]]
+    assert kinds.index(("cluster", "Running")) < kinds.index(("status", "Lost")), kinds
     await placements.until(lambda _: stops_for(placements, job["id"]) == {p["worker_id"] for p in placed})
     # Jobs submitted meanwhile wait for the cluster with that reason.
     waiting = await submitted(scheduler, job_doc(role("w", "gpu-a")))

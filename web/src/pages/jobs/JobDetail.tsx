@@ -195,7 +195,7 @@ export default function JobDetail() {
         void client.invalidateQueries({ queryKey: ['job', id] });
       }, 500);
     };
-    for (const kind of ['status', 'worker', 'pending', 'keys', 'end']) source.addEventListener(kind, refresh);
+    for (const kind of ['status', 'worker', 'pending', 'keys', 'cluster', 'end']) source.addEventListener(kind, refresh);
     source.onmessage = refresh;
     source.addEventListener('end', () => source.close());
     return () => {
@@ -385,7 +385,16 @@ export default function JobDetail() {
                   <Timeline
                     items={j.timeline.map((e, i) => ({
                       key: i,
-                      color: e.to_status === 'Failed' || e.to_status === 'Lost' ? 'red' : e.to_status === 'Succeeded' ? 'green' : 'blue',
+                      color:
+                        e.to_status === 'Failed' || e.to_status === 'Lost'
+                          ? 'red'
+                          : e.kind === 'cluster'
+                            ? e.details?.online === false
+                              ? 'orange'
+                              : 'green'
+                            : e.to_status === 'Succeeded'
+                              ? 'green'
+                              : 'blue',
                       title: (
                         <Space size={4} wrap>
                           <JobStatusTag status={e.to_status} />

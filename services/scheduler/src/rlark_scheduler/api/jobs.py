@@ -109,7 +109,8 @@ def _template_out(template: Template[Any]) -> TemplateOut:
 
 async def job_detail(conn: Any, job: JobRow, settings: SchedulerSettings) -> JobDetail:
     workers = await workers_repo.workers_of(conn, job.id)
-    timeline = await timeline_repo.events_of(conn, job.id, kinds=["status"])
+    # Status changes, and a cluster of the job gone offline and back (ADR 0029): what the job page lists.
+    timeline = await timeline_repo.events_of(conn, job.id, kinds=["status", "cluster"])
     outputs = await timeline_repo.outputs_of(conn, job.id)
     said = await timeline_repo.reasons_said(conn, [job.id])
     worker_said = await timeline_repo.worker_reasons_said(conn, job.id)

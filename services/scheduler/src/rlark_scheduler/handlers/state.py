@@ -1,16 +1,17 @@
 """Other services' state into the scheduler's read models (the ``scheduler-state`` consumer), and
-what it means for jobs: a cluster offline loses the jobs running on it, a deleted key leaves the
-jobs that used it."""
+what it means for jobs: a cluster offline past its grace (or deleted) loses the jobs running on it, a
+deleted key leaves the jobs that used it."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 import structlog
 from rlark_contracts.events.inventory import ClusterState, NodeState
 from rlark_contracts.events.keys import KeyState, SecretState
 from rlark_contracts.events.netdomain import DomainState
-from rlark_contracts.messages import text
+from rlark_contracts.messages import Text, text
 from rlark_platform.db.pool import Connection
 
 from rlark_scheduler.domain.document.model import RestartOn
@@ -21,6 +22,8 @@ from rlark_scheduler.handlers.lifecycle import back_to_pending, fail_job, set_jo
 from rlark_scheduler.repository import changes as changes_repo
 from rlark_scheduler.repository import jobs as jobs_repo
 from rlark_scheduler.repository import read_models
+from rlark_scheduler.repository import timeline as timeline_repo
+from rlark_scheduler.repository.jobs import JobRow
 from rlark_scheduler.settings import SchedulerSettings
 
 log = structlog.get_logger(__name__)
@@ -29,9 +32,11 @@ log = structlog.get_logger(__name__)
 async def apply_cluster_state(
     conn: Connection, state: ClusterState, meta: Meta, now: datetime, settings: SchedulerSettings
 ) -> None:
-    """Store a cluster's state; when it is offline (or deleted), its running jobs are Lost — or start
-    a new attempt when their restart policy names ``NodeGone`` (ADR 0014)."""
-    await read_models.upsert_cluster(
+    """Store a cluster's state and tell its jobs (ADR 0029). A cluster deleted, or offline with no grace,
+    loses its jobs at once (:func:`lose_jobs_on`). One that goes offline sends its jobs' Scheduled ones back
+    to Pending and tells the Starting/Running ones how long it has to come back (``cluster_offline_grace_s``;
+    :func:`judge_offline_clusters` loses them when it ends); one back online in time tells them so."""
+    previous = await read_models.upsert_cluster(
         conn,
         state.name,
         runtime=state.runtime,
@@ -44,25 +49,64 @@ async def apply_cluster_state(
         category=state.category,
         region=state.region,
         unmountable=state.unmountable,
+        at=now,
     )
     await changes_repo.add_change(conn, "cluster", state.name)
-    if state.online and not state.deleted:
-        return
-    for job in await jobs_repo.holding_jobs_on_cluster(conn, state.name):
+    was_online = previous is None or (previous.online and not previous.deleted)
+    if state.deleted or (not state.online and settings.cluster_offline_grace_s == 0):
+        await lose_jobs_on(conn, state.name, now, meta, settings)
+    elif not state.online and was_online:
+        held = text(
+            "job.cluster_offline.held", cluster=state.name, grace_s=f"{settings.cluster_offline_grace_s:g}"
+        )
+        await lose_jobs_on(conn, state.name, now, meta, settings, running=held)
+    elif state.online and not was_online:
+        back = text("job.cluster_offline.back", cluster=state.name)
+        for job in await jobs_repo.holding_jobs_on_cluster(conn, state.name):
+            if job.status is not JobStatus.SCHEDULED:
+                await _cluster_event(conn, job, back, now, {"cluster": state.name, "online": True})
+
+
+async def judge_offline_clusters(
+    conn: Connection, settings: SchedulerSettings, now: datetime, meta: Meta
+) -> int:
+    """Lose the jobs of every cluster offline for longer than ``cluster_offline_grace_s`` (the placement loop
+    calls this each cycle). Returns how many clusters were judged."""
+    cutoff = now - timedelta(seconds=settings.cluster_offline_grace_s)
+    clusters = await read_models.clusters_offline_before(conn, cutoff)
+    for name in clusters:
+        await lose_jobs_on(conn, name, now, meta, settings)
+    return len(clusters)
+
+
+async def lose_jobs_on(
+    conn: Connection,
+    cluster: str,
+    now: datetime,
+    meta: Meta,
+    settings: SchedulerSettings,
+    *,
+    running: Text | None = None,
+) -> None:
+    """The jobs holding workers on ``cluster`` when it went away: Scheduled ones go back to Pending; Starting
+    and Running ones are Lost — or start a new attempt when their restart policy names ``NodeGone`` (ADR
+    0014) — unless ``running`` is given: then that is only said on their timeline."""
+    for job in await jobs_repo.holding_jobs_on_cluster(conn, cluster):
         if job.status is JobStatus.SCHEDULED:
             await back_to_pending(
                 conn,
                 job,
-                text("job.cluster_offline.before_workers", cluster=state.name),
+                text("job.cluster_offline.before_workers", cluster=cluster),
                 now,
                 meta,
                 hold_until=None,
                 release_addresses=True,
             )
+        elif running is not None:
+            details = {"cluster": cluster, "online": False, "grace_s": settings.cluster_offline_grace_s}
+            await _cluster_event(conn, job, running, now, details)
         else:
-            failure = Failure(
-                RestartOn.NODE_GONE, text("job.cluster_offline.while_running", cluster=state.name)
-            )
+            failure = Failure(RestartOn.NODE_GONE, text("job.cluster_offline.while_running", cluster=cluster))
             await fail_job(
                 conn,
                 job,
@@ -71,8 +115,19 @@ async def apply_cluster_state(
                 meta,
                 teardown_s=settings.restart_teardown_s,
                 to_status=JobStatus.LOST,
-                details={"cluster": state.name},
+                details={"cluster": cluster},
             )
+
+
+async def _cluster_event(
+    conn: Connection, job: JobRow, reason: Text, now: datetime, details: dict[str, Any]
+) -> None:
+    """A timeline row of kind 'cluster' that keeps the job's status."""
+    status = job.status.value
+    await timeline_repo.insert_event(
+        conn, job.id, "cluster", at=now, from_status=status, to_status=status, reason=reason, details=details
+    )
+    await changes_repo.notify_activity(conn, job.id)
 
 
 async def apply_node_state(conn: Connection, state: NodeState) -> None:

@@ -65,17 +65,22 @@ async def upsert_cluster(
     category: str = "",
     region: str = "",
     unmountable: Sequence[str] = (),
+    at: datetime | None = None,
 ) -> ClusterRow | None:
-    """Store a cluster's state; returns the previous row (None when new)."""
+    """Store a cluster's state; returns the previous row (None when new). A cluster that goes offline keeps
+    when it did (``at``, the database's clock when None) until it is back online."""
     previous = await conn.fetchrow(
         "SELECT name, runtime, online, deleted, hostpath_allow, unmountable FROM clusters WHERE name = $1 FOR UPDATE",
         name,
     )
     await conn.execute(
         """INSERT INTO clusters (name, runtime, online, pod_cidrs, service_cidrs, deleted, hostpath_allow,
-               labels, category, region, unmountable, changed_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())
+               labels, category, region, unmountable, changed_at, offline_since)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now(),
+                   CASE WHEN $3 THEN NULL ELSE coalesce($12::timestamptz, now()) END)
            ON CONFLICT (name) DO UPDATE SET runtime = EXCLUDED.runtime, online = EXCLUDED.online,
+               offline_since = CASE WHEN EXCLUDED.online THEN NULL
+                                    ELSE coalesce(clusters.offline_since, EXCLUDED.offline_since) END,
                pod_cidrs = EXCLUDED.pod_cidrs, service_cidrs = EXCLUDED.service_cidrs,
                deleted = EXCLUDED.deleted, hostpath_allow = EXCLUDED.hostpath_allow,
                labels = EXCLUDED.labels, category = EXCLUDED.category, region = EXCLUDED.region,
@@ -91,8 +96,18 @@ async def upsert_cluster(
         category,
         region,
         sorted(set(unmountable)),
+        at,
     )
     return _cluster(previous) if previous else None
+
+
+async def clusters_offline_before(conn: Connection, cutoff: datetime) -> list[str]:
+    """The clusters (not deleted) that went offline before ``cutoff`` and are not back."""
+    rows = await conn.fetch(
+        "SELECT name FROM clusters WHERE NOT online AND NOT deleted AND offline_since < $1 ORDER BY name",
+        cutoff,
+    )
+    return [r["name"] for r in rows]
 
 
 async def cluster_facts(conn: Connection, names: Sequence[str] | None = None) -> dict[str, ClusterFacts]:
