@@ -39,7 +39,7 @@ from namespaced import BACKOFF_MAX_S, DEAD_AFTER_S, PING_INTERVAL_S
 from ray_rounds import control_role_fields, rounds, run_script, summary, wait_rounds
 from rlark_devinfra import netns
 from rlark_tunnel_agent.agent.tunnels import TunnelOptions
-from rlark_tunnel_agent.runtime.local.driver import WorkerRecord
+from rlark_tunnel_agent.runtime.local.record import WorkerRecord
 from stack import Stack, eventually, platform
 
 pytestmark = [pytest.mark.e2e, pytest.mark.netns]

@@ -17,7 +17,7 @@ from rlark_contracts.samples import worker_placed
 from rlark_tunnel_agent.agent.placements import to_worker_spec
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels
 from rlark_tunnel_agent.runtime.driver import WorkerSpec
-from rlark_tunnel_agent.runtime.local.driver import WorkerRecord
+from rlark_tunnel_agent.runtime.local.record import WorkerRecord
 from rlark_tunnel_agent.tunnel import ForwarderConfig, TunnelSupervisor
 
 pytestmark = pytest.mark.unit

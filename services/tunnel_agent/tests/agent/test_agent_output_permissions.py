@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from rlark_tunnel_agent.agent.files import FilesRefused, answer, list_outputs
 from rlark_tunnel_agent.runtime.driver import OutputRoot, WorkerPhase, WorkerSpec, WorkerStatus
-from rlark_tunnel_agent.runtime.local.driver import LocalDriver, WorkerRecord, _Worker
+from rlark_tunnel_agent.runtime.local.driver import LocalDriver, _Worker
+from rlark_tunnel_agent.runtime.local.record import WorkerRecord
 
 JOB_UID = os.getuid() + 4242
 """A user that is not the one running the tests (nor root): it may read only what its mode bits allow."""

@@ -16,8 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from rlark_tunnel_agent.runtime.local import driver as local_driver
-from rlark_tunnel_agent.runtime.local import pod_init
+from rlark_tunnel_agent.runtime.local import host_files, pod_init
 from rlark_tunnel_agent.runtime.local.isolation import SYSTEM_DIRS
 from rlark_tunnel_agent.runtime.local.pod import Bind, PodPlan
 
@@ -127,7 +126,7 @@ def test_the_agent_never_makes_a_missing_hostpath_source_through_a_link_swapped_
     made, refused = 0, []
     for index in range(TRIES * 4):
         try:
-            local_driver._make_host_source(str(swapping.job / f"made-{index}"), 2_099_999_001)
+            host_files.make_host_source(str(swapping.job / f"made-{index}"), 2_099_999_001)
             made += 1
         except (ValueError, OSError) as exc:
             refused.append(str(exc))

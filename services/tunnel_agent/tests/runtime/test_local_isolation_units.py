@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 from rlark_tunnel_agent.runtime.driver import Mount, MountType, WorkerSpec
-from rlark_tunnel_agent.runtime.local import cgroups, pod_init
-from rlark_tunnel_agent.runtime.local import driver as local_driver
+from rlark_tunnel_agent.runtime.local import cgroups, host_files, pod_init
 from rlark_tunnel_agent.runtime.local.cluster import LocalNode
 from rlark_tunnel_agent.runtime.local.isolation import (
     BASIC_DEVICES,
@@ -254,8 +253,8 @@ def test_chown_tree_never_follows_a_link_top_or_inside(tmp_path: Path) -> None:
     swapped = tmp_path / "swapped"
     swapped.symlink_to(outside)  # a directory the driver made, swapped for a link before the chown
 
-    local_driver._chown_tree(top, 4242)
-    local_driver._chown_tree(swapped, 4242)
+    host_files.chown_tree(top, 4242)
+    host_files.chown_tree(swapped, 4242)
 
     assert {(top / p).lstat().st_uid for p in ("", "sub", "sub/file", "to-outside")} == {4242}
     assert outside.stat().st_uid == 0

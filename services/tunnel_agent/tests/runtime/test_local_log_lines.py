@@ -16,7 +16,8 @@ from rlark_tunnel_agent.runtime.driver import (
     WorkerPhase,
     WorkerStatus,
 )
-from rlark_tunnel_agent.runtime.local.driver import LocalDriver, WorkerRecord, _Worker
+from rlark_tunnel_agent.runtime.local.driver import LocalDriver, _Worker
+from rlark_tunnel_agent.runtime.local.record import WorkerRecord
 from rlark_tunnel_agent.runtime.markers import PrepareFailed
 
 pytestmark = pytest.mark.unit

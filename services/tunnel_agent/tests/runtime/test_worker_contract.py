@@ -31,7 +31,9 @@ from rlark_tunnel_agent.runtime.driver import RayPorts, WorkerSpec
 from rlark_tunnel_agent.runtime.kubernetes import manifests
 from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
 from rlark_tunnel_agent.runtime.kubernetes.network import SidecarAccess
-from rlark_tunnel_agent.runtime.local.driver import PORT_BLOCK, LocalDriver, WorkerRecord
+from rlark_tunnel_agent.runtime.local.allocation import PORT_BLOCK
+from rlark_tunnel_agent.runtime.local.driver import LocalDriver
+from rlark_tunnel_agent.runtime.local.record import WorkerRecord
 
 pytestmark = pytest.mark.unit
 

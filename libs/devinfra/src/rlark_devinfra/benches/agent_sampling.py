@@ -36,7 +36,8 @@ from typing import Any
 
 from rlark_tunnel_agent.runtime.driver import RayPorts, WorkerSpec
 from rlark_tunnel_agent.runtime.local.cluster import LocalCluster, LocalNode
-from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions, WorkerRecord
+from rlark_tunnel_agent.runtime.local.driver import LocalDriver, LocalDriverOptions
+from rlark_tunnel_agent.runtime.local.record import WorkerRecord
 
 WORKERS = 64
 ROUNDS = 20

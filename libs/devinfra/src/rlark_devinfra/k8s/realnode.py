@@ -386,6 +386,7 @@ def _start_kubelet(node: RealNode) -> None:
     directory = node.directory
     (directory / "pod-logs").mkdir(exist_ok=True)
     (directory / "kubelet").mkdir(exist_ok=True)
+    kubelet_root(node).mkdir(parents=True, exist_ok=True)
     _make_cgroup_root(node)
     config = directory / "kubelet" / "config.json"
     address = node_address()
@@ -394,7 +395,7 @@ def _start_kubelet(node: RealNode) -> None:
         str(binaries.kubelet),
         f"--config={config}",
         f"--kubeconfig={node.cluster.kubeconfig}",
-        f"--root-dir={directory / 'kubelet' / 'root'}",
+        f"--root-dir={kubelet_root(node)}",
         f"--cert-dir={directory / 'kubelet' / 'pki'}",
         f"--hostname-override={node.name}",
         f"--node-ip={address}",
@@ -532,6 +533,8 @@ def down(node: RealNode) -> bool:
     _kill_shims(node)
     _unmount_under(node.directory)
     _kill_csi_mounters(node)
+    _unmount_under(kubelet_root(node))
+    shutil.rmtree(kubelet_root(node), ignore_errors=True)
     subprocess.run(["ip", "link", "del", node.bridge], capture_output=True, check=False)
     _remove_cgroup_root(node)
     if ran:
@@ -601,9 +604,16 @@ CSI_DRIVER = "s3.csi.rlark.io"
 ADR 0024), as a lab runs it from ``deploy/agent/csi``."""
 
 
+KUBELET_ROOTS = Path("/var/lib/rlark-kubelet")
+"""Where the real nodes' kubelet root directories are: a short path of the machine's, not the checkout's."""
+
+
 def kubelet_root(node: RealNode) -> Path:
-    """The node's kubelet ``--root-dir`` (its pods' volumes, ``plugins_registry``, ``plugins``)."""
-    return node.directory / "kubelet" / "root"
+    """The node's kubelet ``--root-dir`` (its pods' volumes, ``plugins_registry``, ``plugins``). Not under the
+    checkout: the kubelet and the CSI plugin meet at Unix sockets under it (``plugins_registry/<driver>-reg.sock``)
+    and a socket's path may be at most 107 bytes, which a checkout under a long path (the CI tool's clones) passed.
+    Named by the checkout's tag, the cluster and the slot, as the node's bridge is; `down` removes it."""
+    return KUBELET_ROOTS / f"{_machine_tag()}-{node.index}{node.slot}"
 
 
 def csi_plugin_up(node: RealNode, driver: str = CSI_DRIVER) -> None:

@@ -82,17 +82,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
-import hashlib
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from ipaddress import IPv4Address, IPv4Network
@@ -124,7 +121,6 @@ from rlark_tunnel_agent.runtime.driver import (
     MountType,
     NodeObservation,
     OutputRoot,
-    RayPorts,
     RuntimeEvent,
     WorkerLogLine,
     WorkerMarkerSeen,
@@ -136,7 +132,8 @@ from rlark_tunnel_agent.runtime.driver import (
     validate_authorized_key_lines,
 )
 from rlark_tunnel_agent.runtime.hostnames import worker_hostname
-from rlark_tunnel_agent.runtime.local import cgroups, object_storage
+from rlark_tunnel_agent.runtime.local import cgroups, host_files, object_storage, processes
+from rlark_tunnel_agent.runtime.local.allocation import RAY_TEMP_ROOT, Allocator, short_hash
 from rlark_tunnel_agent.runtime.local.cluster import LocalCluster
 from rlark_tunnel_agent.runtime.local.firewall import FirewallError, JobFirewall
 from rlark_tunnel_agent.runtime.local.gpus import Gpu, detect_gpus
@@ -147,8 +144,6 @@ from rlark_tunnel_agent.runtime.local.isolation import (
     group_text,
     passwd_text,
     system_paths,
-    uid_identity,
-    worker_uid,
 )
 from rlark_tunnel_agent.runtime.local.netns import (
     WORKER_DEVICE,
@@ -158,7 +153,6 @@ from rlark_tunnel_agent.runtime.local.netns import (
     subnet_candidates,
 )
 from rlark_tunnel_agent.runtime.local.pod import (
-    PROCESS_MODE,
     RESOLV_CONF,
     HostEntry,
     PodPlan,
@@ -171,22 +165,15 @@ from rlark_tunnel_agent.runtime.local.pod import (
     pod_plan,
     process_mode_refusal,
 )
-from rlark_tunnel_agent.runtime.local.pod_init import link_on_the_way, make_beneath
+from rlark_tunnel_agent.runtime.local.record import WorkerRecord
 from rlark_tunnel_agent.runtime.local.usage import node_observations
 from rlark_tunnel_agent.runtime.markers import apply_exit, apply_marker, output_lines, parse_marker_line
 
 log = structlog.get_logger(__name__)
 
-PORT_BLOCK = 400
-"""Ports per worker without namespaces: 8 fixed ports at the start, Ray workers in +100..+399."""
-_EPHEMERAL_START = 32768
 _TAIL_LINES = 500
 _READ_CHUNK = 1 << 20
 _KILL_WAIT_S = 5.0
-_TOKEN_ENV = b"RLARK_BOOTSTRAP_TOKEN="
-# Ray's unix socket paths (<temp>/session_<stamp>/sockets/raylet) must stay under 107 bytes, so
-# Ray's temp dirs live directly in /tmp, named with this driver's tag and the worker's hash.
-_RAY_TEMP_ROOT = Path("/tmp")  # noqa: S108
 
 
 class LocalDriverOptions(BaseModel):
@@ -232,32 +219,6 @@ class VirtualIpHooks(Protocol):
     async def detach(self, spec: WorkerSpec) -> None: ...
 
 
-class WorkerRecord(BaseModel):
-    """What the driver persists per worker (`worker.json`)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    spec: WorkerSpec
-    slot: int
-    header_slot: int
-    address: str
-    header_address: str
-    gcs_port: int
-    ports: RayPorts
-    netns: str | None = None
-    veth_host: str | None = None
-    ray_temp_dir: str
-    gpu_indices: tuple[int, ...] = ()
-    uid: int | None = None
-    """The unprivileged user (and group) the worker runs as in root mode (`isolation.worker_uid`)."""
-    cgroup: str = ""
-    """Its cgroup v2 directory where limits are enforced ("" otherwise)."""
-    tun_device: str | None = None
-    """The TUN device holding the spec's virtual IP, when the hooks created one."""
-    pid: int | None = None
-    stopped: bool = False
-
-
 @dataclass
 class _Worker:
     record: WorkerRecord
@@ -273,15 +234,6 @@ class _Worker:
     stop_requested: bool = False
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-
-def _short_hash(*parts: str, length: int = 10) -> str:
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:length]
-
-
-def _returncode_to_exit(code: int) -> int:
-    """asyncio reports death by signal N as -N; shells and Kubernetes say 128+N."""
-    return 128 - code if code < 0 else code
 
 
 class LocalDriver:
@@ -300,7 +252,7 @@ class LocalDriver:
         self.cluster = cluster
         self.options = options
         self.state_dir = options.state_dir.resolve()
-        self.tag = _short_hash(str(self.state_dir), length=6)
+        self.tag = short_hash(str(self.state_dir), length=6)
         """Names everything this driver creates, so it never touches another driver's."""
         if options.use_netns is None:
             self.use_netns = os.geteuid() == 0
@@ -312,7 +264,7 @@ class LocalDriver:
         self._firewall = JobFirewall(f"rlark_{self.tag}", self._net.bridge)
         """Keeps jobs apart on the bridge and the host out of the workers' reach (`firewall.py`)."""
         self._python_bin = options.python_bin_dir or Path(sys.executable).parent
-        self._under_uv_run = _runs_under_uv_run()
+        self._under_uv_run = processes.runs_under_uv_run()
         self._bash = shutil.which("bash") or "/bin/bash"
         self._ip = shutil.which("ip") or "/sbin/ip"
         self._unshare = shutil.which("unshare") or "/usr/bin/unshare"
@@ -322,10 +274,9 @@ class LocalDriver:
         self._learned: dict[str, dict[str, str]] = {}
         """job id → worker id → address of the job's workers elsewhere (`learn_addresses`)."""
         self._workers: dict[str, _Worker] = {}
-        self._slots: dict[str, int] = {}
-        self._gpus: list[Gpu] = list(gpus or ())
+        self._alloc = Allocator(tag=self.tag, use_netns=self.use_netns, port_base=options.port_base)
+        self._alloc.gpus = list(gpus or ())
         self._gpus_given = gpus is not None
-        self._gpu_owner: dict[int, str] = {}
         self._events: asyncio.Queue[RuntimeEvent] = asyncio.Queue()
         self._lock = asyncio.Lock()
         self._started = False
@@ -347,9 +298,10 @@ class LocalDriver:
             raise PermissionError("network namespaces need root; set use_netns=False")
         (self.state_dir / "workers").mkdir(parents=True, exist_ok=True)
         if self.options.detect_gpus and not self._gpus_given:
-            self._gpus = await asyncio.to_thread(detect_gpus)
+            self._alloc.gpus = await asyncio.to_thread(detect_gpus)
         if self.use_netns:
             await self._net.ensure_network(subnet_candidates(self.tag))
+            self._alloc.subnet, self._alloc.gateway = self._net.subnet, self._net.gateway
         self._settle_enforcement()
         async with self._lock:
             for record_path in sorted((self.state_dir / "workers").glob("*/worker.json")):
@@ -364,7 +316,7 @@ class LocalDriver:
                     # A tombstone: torn down when stopped; `_reap_strays` catches any remnant.
                     worker.exited.set()
                 else:
-                    self._reserve(record)
+                    self._alloc.reserve(record)
                     await self._reattach_virtual_ip(worker)
                     self._start_watching(worker)
             if self.use_netns:
@@ -384,7 +336,7 @@ class LocalDriver:
             cluster=self.cluster.cluster,
             tag=self.tag,
             netns=self.use_netns,
-            real_gpus=len(self._gpus),
+            real_gpus=len(self._alloc.gpus),
             adopted=len([w for w in self._workers.values() if not w.record.stopped]),
         )
 
@@ -468,7 +420,7 @@ class LocalDriver:
         ]
         # Workers take their addresses from the bridge's subnet (root mode); otherwise they share the host's.
         pod_cidrs = (str(self._net.subnet),) if self.use_netns else ()
-        return node_observations(self.cluster, self._gpus, address, held, pod_cidrs)
+        return node_observations(self.cluster, self._alloc.gpus, address, held, pod_cidrs)
 
     async def ensure_worker(self, spec: WorkerSpec) -> None:
         if not self._started:
@@ -498,10 +450,10 @@ class LocalDriver:
                 )
                 refusal = hiding_refusal(binds, needed)
             else:
-                refusal = process_mode_refusal(spec) or _create_host_paths(spec)
+                refusal = process_mode_refusal(spec) or host_files.create_host_paths(spec)
             if refusal is not None:
                 raise ValueError(refusal)
-            record = self._allocate(spec)
+            record = self._alloc.allocate(spec, self._live_records())
             worker_dir = self.state_dir / "workers" / spec.worker_id
             worker = self._new_worker(record, worker_dir)
             try:
@@ -524,7 +476,7 @@ class LocalDriver:
                         worker.record = record = record.model_copy(update={"tun_device": device})
                         self._write_record(worker)
                     # Before the bind pins the file: later lines are appended (`_sync_hosts`).
-                    _write_atomically(
+                    host_files.write_atomically(
                         worker.dir / "etc" / "hosts",
                         hosts_file(self._host_entries(spec.job_id, worker)),
                         0o644,
@@ -592,12 +544,14 @@ class LocalDriver:
         if worker.record.uid is None:
             ssh_dir = worker.dir / "home" / ".ssh"
             ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _write_atomically(ssh_dir / "authorized_keys", text, mode=0o600)
-            _write_atomically(worker.dir / "scripts" / KEYS_FILE, text, mode=0o600)
+            host_files.write_atomically(ssh_dir / "authorized_keys", text, mode=0o600)
+            host_files.write_atomically(worker.dir / "scripts" / KEYS_FILE, text, mode=0o600)
         else:
             # The worker's sshd reads this file, which only root writes; its home is the worker's own, where
             # root writes nothing (a link planted there would aim the write anywhere on the host).
-            _write_atomically(worker.dir / "scripts" / KEYS_FILE, text, 0o640, gid=worker.record.uid)
+            host_files.write_atomically(
+                worker.dir / "scripts" / KEYS_FILE, text, 0o640, gid=worker.record.uid
+            )
         spec = worker.record.spec.model_copy(update={"ssh_public_keys": tuple(keys)})
         worker.record = worker.record.model_copy(update={"spec": spec})
         self._write_record(worker)
@@ -678,7 +632,7 @@ class LocalDriver:
             system=self._system_paths(),
             unprivileged_ports=False,
         )
-        _write_atomically(wdir / "tensorboard.json", plan.model_dump_json(indent=2), 0o600)
+        host_files.write_atomically(wdir / "tensorboard.json", plan.model_dump_json(indent=2), 0o600)
         init = (self._interpreter, "-I", "-S", str(Path(__file__).with_name("pod_init.py")))
         pod = ("--mount", "--uts", "--ipc", "--pid", "--fork", "--kill-child", "--propagation", "private")
         return [self._unshare, *pod, *init, str(wdir / "tensorboard.json")]
@@ -758,128 +712,20 @@ class LocalDriver:
         worker = self._workers[worker_id]
         return self._scan_ours(worker.record)
 
-    # --- allocation ----------------------------------------------------------------------------
+    # --- allocation (``allocation.py``) ---------------------------------------------------------------
 
-    def _slot_key(self, spec: WorkerSpec) -> str:
-        return f"header:{spec.job_id}" if spec.is_header else spec.worker_id
-
-    def _take_slot(self, key: str) -> int:
-        if key in self._slots:
-            return self._slots[key]
-        used = set(self._slots.values())
-        slot = next(n for n in range(len(used) + 1) if n not in used)
-        if not self.use_netns:
-            max_slots = (_EPHEMERAL_START - self.options.port_base) // PORT_BLOCK
-            if slot >= max_slots:
-                raise RuntimeError(f"no free port block (at most {max_slots} workers)")
-        self._slots[key] = slot
-        return slot
-
-    def _address(self, slot: int) -> str:
-        if not self.use_netns:
-            return "127.0.0.1"
-        # Skip the gateway and, as the user guide asks of virtual IPs, any .0 / .255 address.
-        found = -1
-        for host in self._net.subnet.hosts():
-            if host == self._net.gateway or host.packed[-1] in (0, 255):
-                continue
-            found += 1
-            if found == slot:
-                return str(host)
-        raise RuntimeError(f"subnet {self._net.subnet} has no free address")
-
-    def _ports(self, slot: int, spec: WorkerSpec, header_slot: int) -> tuple[int, RayPorts]:
-        """(GCS port of the job's head, this worker's other Ray ports).
-
-        The dashboard port is the head's, like the GCS port: only the Header's head serves it, and every
-        worker names it (`RLARK_RAY_DASHBOARD_PORT`)."""
-        if self.use_netns:
-            return spec.ray_port, RayPorts()
-        base = self.options.port_base + slot * PORT_BLOCK
-        header_base = self.options.port_base + header_slot * PORT_BLOCK
-        ports = RayPorts(
-            dashboard_port=header_base + 1,
-            node_manager_port=base + 2,
-            object_manager_port=base + 3,
-            dashboard_agent_grpc_port=base + 4,
-            dashboard_agent_listen_port=base + 5,
-            metrics_export_port=base + 6,
-            runtime_env_agent_port=base + 7,
-            min_worker_port=base + 100,
-            max_worker_port=base + PORT_BLOCK - 1,
-        )
-        return header_base, ports
-
-    def _allocate(self, spec: WorkerSpec) -> WorkerRecord:
-        gpu_indices = self._take_gpus(spec)
-        try:
-            slot = self._take_slot(self._slot_key(spec))
-            header_slot = self._take_slot(f"header:{spec.job_id}")
-        except BaseException:
-            for index in gpu_indices:
-                del self._gpu_owner[index]
-            raise
-        gcs_port, ports = self._ports(slot, spec, header_slot)
-        digest = _short_hash(self.tag, spec.worker_id)
-        return WorkerRecord(
-            spec=spec,
-            slot=slot,
-            header_slot=header_slot,
-            address=self._address(slot),
-            header_address=self._address(header_slot),
-            gcs_port=gcs_port,
-            ports=ports,
-            netns=f"rlark-{self.tag}-{digest}" if self.use_netns else None,
-            veth_host=f"rlk{digest}" if self.use_netns else None,
-            ray_temp_dir=str(_RAY_TEMP_ROOT / f"rlark-{self.tag}-{digest}"),
-            gpu_indices=gpu_indices,
-            uid=self._worker_uid(spec) if self.use_netns else None,
-        )
-
-    def _worker_uid(self, spec: WorkerSpec) -> int:
-        """The uid of the job's owner (of the job without one): the one its live workers here have, else a
-        fresh one no other owner's live worker holds."""
-        identity = uid_identity(spec.owner, spec.job_id)
-        live = [w.record for w in self._workers.values() if not w.record.stopped and w.record.uid is not None]
-        for record in live:
-            if uid_identity(record.spec.owner, record.spec.job_id) == identity:
-                return record.uid  # type: ignore[return-value]
-        return worker_uid(identity, {record.uid for record in live if record.uid is not None})
-
-    def _take_gpus(self, spec: WorkerSpec) -> tuple[int, ...]:
-        if not self._gpus or spec.gpus == 0:
-            return ()
-        free = [gpu.index for gpu in self._gpus if gpu.index not in self._gpu_owner]
-        if len(free) < spec.gpus:
-            raise RuntimeError(f"{spec.gpus} GPUs asked, {len(free)} free on this machine")
-        taken = tuple(free[: spec.gpus])
-        for index in taken:
-            self._gpu_owner[index] = spec.worker_id
-        return taken
-
-    def _reserve(self, record: WorkerRecord) -> None:
-        """Re-take a live record's slot, header slot and GPUs (after a driver restart)."""
-        self._slots[self._slot_key(record.spec)] = record.slot
-        self._slots.setdefault(f"header:{record.spec.job_id}", record.header_slot)
-        for index in record.gpu_indices:
-            self._gpu_owner[index] = record.spec.worker_id
+    def _live_records(self) -> list[WorkerRecord]:
+        return [w.record for w in self._workers.values() if not w.record.stopped]
 
     def _release(self, record: WorkerRecord) -> None:
         spec = record.spec
-        if not spec.is_header:
-            self._slots.pop(spec.worker_id, None)
-        others_live = any(
+        others = any(
             w.record.spec.job_id == spec.job_id
             and w.record.spec.worker_id != spec.worker_id
             and not w.record.stopped
             for w in self._workers.values()
         )
-        if not others_live:
-            # The head's address stays reserved while any worker of the job may still join it.
-            self._slots.pop(f"header:{spec.job_id}", None)
-        for index in record.gpu_indices:
-            if self._gpu_owner.get(index) == spec.worker_id:
-                del self._gpu_owner[index]
+        self._alloc.release(record, others_of_the_job_live=others)
 
     # --- worker directory and process ----------------------------------------------------------
 
@@ -913,26 +759,30 @@ class LocalDriver:
             os.chmod(wdir / "bootstrap" / name, 0o644)
         uid = worker.record.uid
         for name, text in self.worker_contract(worker.record).files.items():
-            _write_atomically(wdir / "scripts" / name, text, 0o600 if uid is None else 0o640, gid=uid)
+            host_files.write_atomically(
+                wdir / "scripts" / name, text, 0o600 if uid is None else 0o640, gid=uid
+            )
         # Root's, readable by the job's group only (its owner's workers); the agent's alone without root.
         (wdir / "secrets").mkdir(mode=0o700 if uid is None else 0o750, exist_ok=True)
         if uid is not None:
             os.chown(wdir / "secrets", 0, uid)
         for name, text in worker_secrets(spec).items():
-            _write_atomically(wdir / "secrets" / name, text, 0o600 if uid is None else 0o440, gid=uid)
+            host_files.write_atomically(
+                wdir / "secrets" / name, text, 0o600 if uid is None else 0o440, gid=uid
+            )
         mount_links: dict[Path, str] = {}  # fs/<target> → its hostPath source (the driver's own links)
         for mount in spec.mounts:
             target = self._local_path(wdir, mount.target)
-            _refuse_links_below(target.parent, wdir, mount_links)
+            host_files.refuse_links_below(target.parent, wdir, mount_links)
             target.parent.mkdir(parents=True, exist_ok=True)
             if mount.type == MountType.HOST_PATH:
                 mount_links[target] = mount.source
                 source = Path(mount.source)
                 if not source.is_absolute():
                     raise ValueError(f"hostPath source must be absolute: {mount.source!r}")
-                _refuse_links(mount.source)
+                host_files.refuse_links(mount.source)
                 if not source.exists():
-                    _make_host_source(mount.source, uid)
+                    host_files.make_host_source(mount.source, uid)
                 target.symlink_to(source, target_is_directory=source.is_dir())
             else:
                 target.mkdir(parents=True, exist_ok=True)
@@ -950,7 +800,7 @@ class LocalDriver:
 
     def _hand_over(self, worker: _Worker, uid: int) -> None:
         """Give the worker's user what it writes — home, work, fs, run, its Ray temp dir (hostPath sources the
-        driver made are its already, `_make_host_source`) — and let it read (group) what it runs; the rest of
+        driver made are its already, `host_files.make_host_source`) — and let it read (group) what it runs; the rest of
         its directory stays root's."""
         wdir = worker.dir
         for path in (wdir, wdir / "scripts", wdir / "ssh"):
@@ -964,7 +814,7 @@ class LocalDriver:
             wdir / "run",
             Path(worker.record.ray_temp_dir),
         ):
-            _chown_tree(top, uid)
+            host_files.chown_tree(top, uid)
 
     def _prepare_pod(self, worker: _Worker) -> None:
         """The files and directories `pod_init.py` binds, and its plan (see `pod.py`)."""
@@ -972,17 +822,20 @@ class LocalDriver:
         shutil.copy2(Path(__file__).with_name("pod_init.py"), wdir / "bootstrap" / "pod_init.py")
         (wdir / "etc").mkdir(exist_ok=True)
         (wdir / "pod" / "root").mkdir(parents=True, exist_ok=True)
-        _write_atomically(wdir / "etc" / "resolv.conf", RESOLV_CONF, 0o644)
+        host_files.write_atomically(wdir / "etc" / "resolv.conf", RESOLV_CONF, 0o644)
         record = worker.record
         uid = record.uid
         if uid is None:
             raise RuntimeError(f"worker {spec.worker_id}: a pod-like worker needs a uid")
         home = str(wdir / "home")
         for name, text in (
-            ("passwd", passwd_text(_read_text("/etc/passwd"), uid, home, f"RLark job {spec.job_id}")),
-            ("group", group_text(_read_text("/etc/group"), uid)),
+            (
+                "passwd",
+                passwd_text(host_files.read_text("/etc/passwd"), uid, home, f"RLark job {spec.job_id}"),
+            ),
+            ("group", group_text(host_files.read_text("/etc/group"), uid)),
         ):
-            _write_atomically(wdir / "etc" / name, text, 0o644)
+            host_files.write_atomically(wdir / "etc" / name, text, 0o644)
         self._make_host_key(worker, uid)
         cgroup = ""
         if self._cgroups.base is not None:
@@ -990,7 +843,7 @@ class LocalDriver:
             limits = cgroup_limits(node) if node is not None else {}
             cgroup = str(cgroups.create(self._cgroups.base, Path(record.ray_temp_dir).name, limits))
             worker.record = record = record.model_copy(update={"cgroup": cgroup})
-        devices = device_nodes(record.gpu_indices, _listdir("/dev")) if self._gpus else ()
+        devices = device_nodes(record.gpu_indices, host_files.listdir("/dev")) if self._alloc.gpus else ()
         plan = pod_plan(
             spec,
             wdir,
@@ -1008,7 +861,7 @@ class LocalDriver:
                 Path(bind.source).mkdir(parents=True, exist_ok=True)
         # Ray's temp dir exists before a shadowed /tmp is snapshot, so Ray's files stay on the host.
         Path(worker.record.ray_temp_dir).mkdir(parents=True, exist_ok=True)
-        _write_atomically(wdir / "pod.json", plan.model_dump_json(indent=2), 0o600)
+        host_files.write_atomically(wdir / "pod.json", plan.model_dump_json(indent=2), 0o600)
 
     def _check_buckets(self, spec: WorkerSpec) -> None:
         """Refuse, before anything is made, a bucket mount whose source is no bucket URL or that this machine
@@ -1063,7 +916,7 @@ class LocalDriver:
                 cache=str(pending.cache),
             )
             with contextlib.suppress(OSError):
-                _append(worker.dir / "logs" / "stdout.log", f"rlark: {pending.said()}\n")
+                host_files.append(worker.dir / "logs" / "stdout.log", f"rlark: {pending.said()}\n")
 
     def _system_paths(self) -> tuple[str, ...]:
         """The host paths every worker's root holds read-only: system trees and the workers' interpreter."""
@@ -1073,7 +926,9 @@ class LocalDriver:
         python = Path(os.path.realpath(bin_dir / "python3"))
         prefixes = [sys.prefix, sys.base_prefix, str(bin_dir.parent), str(python.parent.parent)]
         prefixes.append(os.path.dirname(self._bash))
-        return system_paths(prefixes, exists={p for p in prefixes if os.path.lexists(p)} | _top_level())
+        return system_paths(
+            prefixes, exists={p for p in prefixes if os.path.lexists(p)} | host_files.top_level()
+        )
 
     def _make_host_key(self, worker: _Worker, uid: int) -> None:
         """A host key of the worker's own for its sshd, which runs as the worker's user (none without
@@ -1129,7 +984,7 @@ class LocalDriver:
             except FileNotFoundError:
                 continue  # a worker started before workers had their own hosts file
             if lines:
-                _append(path, lines)
+                host_files.append(path, lines)
 
     async def learn_addresses(self, job_id: str, addresses: dict[str, str]) -> None:
         """Addresses (worker id → address) of the job's workers, wherever they run; their names are added
@@ -1204,7 +1059,7 @@ class LocalDriver:
             "RLARK_STATUS_FILE": str(wdir / "run" / "status.json"),
             "RLARK_BOOTSTRAP_TOKEN": f"{self.tag}/{record.spec.worker_id}",
         }
-        if self._gpus:
+        if self._alloc.gpus:
             own["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in record.gpu_indices)
         host_key = wdir / "ssh" / "host_ed25519_key"
         if record.uid is not None and host_key.exists():
@@ -1229,14 +1084,16 @@ class LocalDriver:
                 str(worker.dir / "pod.json"),
             ]
         env = self.worker_env(record)
-        proc = await asyncio.to_thread(_start_process, argv, env, worker.dir)
+        proc = await asyncio.to_thread(processes.start_process, argv, env, worker.dir)
         worker.proc = proc
         worker.record = record.model_copy(update={"pid": proc.pid})
         self._write_record(worker)
 
     def _write_record(self, worker: _Worker) -> None:
         worker.dir.mkdir(parents=True, exist_ok=True)
-        _write_atomically(worker.dir / "worker.json", worker.record.model_dump_json(indent=2), 0o600)
+        host_files.write_atomically(
+            worker.dir / "worker.json", worker.record.model_dump_json(indent=2), 0o600
+        )
 
     # --- watching ------------------------------------------------------------------------------
 
@@ -1278,15 +1135,15 @@ class LocalDriver:
         """An adopted worker's bootstrap still runs (and the pid was not reused)."""
         if record.pid is None or proc_stat(str(record.pid)) is None:
             return False
-        token = _TOKEN_ENV + f"{self.tag}/{record.spec.worker_id}".encode()
+        token = processes.TOKEN_ENV + f"{self.tag}/{record.spec.worker_id}".encode()
         return token in read_proc(f"/proc/{record.pid}/environ").split(b"\0")
 
     async def _exit_code(self, worker: _Worker) -> int:
         if worker.proc is not None:
-            return _returncode_to_exit(worker.proc.wait())
+            return processes.returncode_to_exit(worker.proc.wait())
         for status_file in (worker.dir / "run" / "status.json", worker.dir / "status.json"):
             try:
-                return _read_json_int(status_file, "exit_code")
+                return host_files.read_json_int(status_file, "exit_code")
             except (OSError, ValueError, KeyError, TypeError):
                 continue
         return worker.status.exit_code if worker.status.exit_code is not None else 137
@@ -1295,7 +1152,7 @@ class LocalDriver:
         for stream in LogStream:
             path = worker.dir / "logs" / f"{stream.value}.log"
             while True:
-                chunk = _read_from(path, worker.offsets[stream], _READ_CHUNK)
+                chunk = host_files.read_from(path, worker.offsets[stream], _READ_CHUNK)
                 if not chunk:
                     break
                 worker.offsets[stream] += len(chunk)
@@ -1422,230 +1279,15 @@ class LocalDriver:
                 if netns not in live_ns:
                     log.info("local_runtime.reap_namespace", netns=netns)
                     await self._net.delete_namespace(netns)
-        tmp_prefix = str(_RAY_TEMP_ROOT / f"rlark-{self.tag}-")
-        strays = set(_stray_processes(self.tag, set(live), tmp_prefix, live_tmp))
+        tmp_prefix = str(RAY_TEMP_ROOT / f"rlark-{self.tag}-")
+        strays = set(processes.stray_processes(self.tag, set(live), tmp_prefix, live_tmp))
         strays.discard(os.getpid())
         for pid in strays:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         if strays:
             log.info("local_runtime.reap_processes", pids=sorted(strays))
-        _remove_stray_temp_dirs(f"rlark-{self.tag}-*", live_tmp)
+        processes.remove_stray_temp_dirs(f"rlark-{self.tag}-*", live_tmp)
         reaped = await asyncio.to_thread(object_storage.reap, self.state_dir / "object-storage", set(live))
         if reaped:
             log.info("local_runtime.reap_bucket_mounts", workers=reaped)
-
-
-def _stray_processes(tag: str, live_ids: set[str], tmp_prefix: str, live_tmp: set[str]) -> Iterable[int]:
-    """Processes carrying our tag (token or Ray temp dir) whose worker is not live."""
-    token_prefix = _TOKEN_ENV + f"{tag}/".encode()
-    tmp_bytes = tmp_prefix.encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or proc_stat(entry) is None:
-            continue
-        for item in read_proc(f"/proc/{entry}/environ").split(b"\0"):
-            if item.startswith(token_prefix):
-                if item[len(token_prefix) :].decode(errors="replace") not in live_ids:
-                    yield int(entry)
-                break
-        else:
-            cmdline = read_proc(f"/proc/{entry}/cmdline")
-            at = cmdline.find(tmp_bytes)
-            if at >= 0:
-                end = cmdline.find(b"/", at + len(tmp_bytes))
-                stem = cmdline[at : end if end >= 0 else None].split(b"\0")[0]
-                if stem.decode(errors="replace") not in live_tmp:
-                    yield int(entry)
-
-
-def _runs_under_uv_run() -> bool:
-    """This process or one of its ancestors is `uv run` (the test Ray applies to a driver's ancestors)."""
-    pid = os.getpid()
-    for _ in range(64):  # a process tree is not deeper than this; a pid loop is impossible but cheap to bound
-        argv = read_proc(f"/proc/{pid}/cmdline").split(b"\0")
-        if len(argv) > 1 and os.path.basename(argv[0]) == b"uv" and argv[1] == b"run":
-            return True
-        try:
-            stat = read_proc(f"/proc/{pid}/stat").decode(errors="replace")
-            pid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        except (ValueError, IndexError):
-            return False
-        if pid <= 1:
-            return False
-    return False
-
-
-def _start_process(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
-    """Start a worker's bootstrap in its own session (pgid == pid), output to its log files.
-
-    A plain `Popen`, not an asyncio subprocess: asyncio's subprocess transport SIGKILLs its
-    child when the transport is closed or collected, and a worker must outlive its agent (an
-    agent restart adopts it). The watcher polls `Popen.poll()` instead of awaiting an exit.
-    """
-    log_fd = _open_log(cwd / "logs")
-    try:
-        return subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log_fd,
-            stderr=log_fd,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-        )
-    finally:
-        os.close(log_fd)
-
-
-def _remove_stray_temp_dirs(pattern: str, live_tmp: set[str]) -> None:
-    for tmp in _RAY_TEMP_ROOT.glob(pattern):
-        if str(tmp) not in live_tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _create_host_paths(spec: WorkerSpec) -> str | None:
-    """Process mode: create the host paths the spec writes to; why not, naming the field, when one fails."""
-    for name, path in host_paths_to_create(spec):
-        try:
-            Path(path).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            return f"{name} {path}: cannot be created on this machine ({exc.strerror}): {PROCESS_MODE}"
-    return None
-
-
-def _append(path: Path, text: str) -> None:
-    """Append `text` in one write: a reader sees it whole or not at all (the size grows after the copy)."""
-    data = text.encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-    try:
-        if os.write(fd, data) != len(data):
-            raise OSError(f"short write to {path}")
-    finally:
-        os.close(fd)
-
-
-def _write_atomically(path: Path, text: str, mode: int, *, gid: int | None = None) -> None:
-    """Write via a temp file in the same directory and rename: readers see old or new, whole. `gid`: the
-    file's group (root keeps owning it)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-    try:
-        os.write(fd, text.encode())
-        if gid is not None:
-            os.fchown(fd, 0, gid)
-        os.fchmod(fd, mode)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
-def _refuse_links(source: str) -> None:
-    """A hostPath source leading through a symbolic link is refused: the policy allowed the path as
-    written, and a link a job planted under an allowed prefix would lead the root agent anywhere."""
-    real = link_on_the_way(source)
-    if real is not None:
-        raise ValueError(
-            f"hostPath source {source!r} leads through a symbolic link to {real!r}; links in hostPath "
-            "sources are not followed (an admin allows the real path)"
-        )
-
-
-def _make_host_source(source: str, uid: int | None) -> None:
-    """Make the missing hostPath ``source`` (missing parents too, root's) one component at a time without
-    following a link (`pod_init.make_beneath`), and give it to the job's user (``uid``) through its descriptor
-    when this call made it. A job that can write under the allowed prefix may swap a directory on the way for
-    a link at any moment: the step then fails, and nothing is made or handed over where the link leads."""
-    try:
-        fd, made = make_beneath("/", source)
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-        raise ValueError(
-            f"hostPath source {source!r} leads through a symbolic link; links in hostPath sources are not "
-            "followed (an admin allows the real path)"
-        ) from None
-    try:
-        if made and uid is not None:
-            os.chown(f"/proc/self/fd/{fd}", uid, uid)  # the descriptor's own directory, not the path again
-    finally:
-        os.close(fd)
-
-
-def _refuse_links_below(path: Path, wdir: Path, mount_links: dict[Path, str]) -> None:
-    """`path` (in the worker's directory) may lead into a hostPath source only through the driver's own
-    link for that mount, and nowhere through a link a job planted: the agent makes directories there as root."""
-    base, real_base = wdir, os.path.realpath(wdir)
-    for link in sorted(mount_links, key=lambda p: len(p.parts), reverse=True):
-        if path == link or link in path.parents:
-            base, real_base = link, os.path.realpath(mount_links[link])
-            break
-    expected = os.path.normpath(os.path.join(real_base, os.path.relpath(path, base)))
-    real = os.path.realpath(path)
-    if real != expected:
-        raise ValueError(
-            f"mount path {path.relative_to(wdir)} leads through a symbolic link to {real!r}; links a job "
-            "made in its mounts are not followed"
-        )
-
-
-def _chown_tree(top: Path, uid: int) -> None:
-    """`top` and everything below it (links themselves, never followed — `top` included, even if it is
-    swapped for a link meanwhile: `fwalk` opens each directory without following one) to the worker's user."""
-    if not top.exists():
-        return
-    for _, dirs, files, dir_fd in os.fwalk(top, follow_symlinks=False):
-        os.fchown(dir_fd, uid, uid)
-        for name in (*dirs, *files):  # a link (to a directory too) changes owner itself, never its target
-            os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
-
-
-def _read_text(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except FileNotFoundError:
-        return ""
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except FileNotFoundError:
-        return []
-
-
-def _top_level() -> set[str]:
-    return {f"/{name}" for name in _listdir("/")}
-
-
-def _open_log(logs_dir: Path) -> int:
-    """The worker's output file, for both stdout and stderr (see the module docstring)."""
-    return os.open(logs_dir / "stdout.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-
-
-def _read_from(path: Path, offset: int, size: int) -> bytes:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return b""
-    try:
-        return os.pread(fd, size, offset)
-    finally:
-        os.close(fd)
-
-
-def _read_json_int(path: Path, key: str) -> int:
-    """An integer of a small JSON file the worker writes: never through a link, never a FIFO, at most 4 KiB."""
-    import json
-
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError(f"{path} is not a regular file")
-        data = os.read(fd, 4096)
-    finally:
-        os.close(fd)
-    value = json.loads(data)[key]
-    if not isinstance(value, int):
-        raise ValueError(f"{key} is not an integer")
-    return value
