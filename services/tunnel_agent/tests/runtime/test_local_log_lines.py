@@ -57,7 +57,7 @@ def test_a_marker_glued_to_a_scripts_last_output_is_shipped_as_a_line_of_its_own
         PrepareFailed(event="prepare_failed", exit_code=5)
     ]
     assert (worker.status.phase, worker.status.exit_code) == (WorkerPhase.FAILED, 5)
-    assert [line.text for line in worker.tail] == [
+    assert [line.text for line in worker.log.tail] == [
         "first",
         "last words",
         '##rlark {"event":"prepare_failed","exit_code":5}',

@@ -88,7 +88,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -101,7 +100,7 @@ from pydantic import BaseModel, ConfigDict
 from rlark_contracts import runtimes
 from rlark_contracts.runtimes import mount_refusal
 from rlark_tunnel_agent.runtime import worker_usage
-from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_DIR, BOOTSTRAP_FILES, BOOTSTRAP_SCRIPT
+from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_SCRIPT
 from rlark_tunnel_agent.runtime.bootstrap.rlark_node import Ours, proc_stat, read_proc, scan_all
 from rlark_tunnel_agent.runtime.contract import (
     KEYS_FILE,
@@ -118,7 +117,6 @@ from rlark_tunnel_agent.runtime.driver import (
     FilesEndpoint,
     FilesUnreachable,
     LogStream,
-    MountType,
     NodeObservation,
     OutputRoot,
     RuntimeEvent,
@@ -132,18 +130,13 @@ from rlark_tunnel_agent.runtime.driver import (
     validate_authorized_key_lines,
 )
 from rlark_tunnel_agent.runtime.hostnames import worker_hostname
-from rlark_tunnel_agent.runtime.local import cgroups, host_files, object_storage, processes
+from rlark_tunnel_agent.runtime.local import cgroups, host_files, object_storage, processes, worker_dir
 from rlark_tunnel_agent.runtime.local.allocation import RAY_TEMP_ROOT, Allocator, short_hash
 from rlark_tunnel_agent.runtime.local.cluster import LocalCluster
 from rlark_tunnel_agent.runtime.local.firewall import FirewallError, JobFirewall
 from rlark_tunnel_agent.runtime.local.gpus import Gpu, detect_gpus
 from rlark_tunnel_agent.runtime.local.isolation import (
     WORKER_USER,
-    cgroup_limits,
-    device_nodes,
-    group_text,
-    passwd_text,
-    system_paths,
 )
 from rlark_tunnel_agent.runtime.local.netns import (
     WORKER_DEVICE,
@@ -153,26 +146,23 @@ from rlark_tunnel_agent.runtime.local.netns import (
     subnet_candidates,
 )
 from rlark_tunnel_agent.runtime.local.pod import (
-    RESOLV_CONF,
     HostEntry,
     PodPlan,
     container_binds,
     hiding_refusal,
     host_location,
-    host_paths_to_create,
     hosts_file,
     missing_host_lines,
-    pod_plan,
     process_mode_refusal,
 )
 from rlark_tunnel_agent.runtime.local.record import WorkerRecord
 from rlark_tunnel_agent.runtime.local.usage import node_observations
-from rlark_tunnel_agent.runtime.markers import apply_exit, apply_marker, output_lines, parse_marker_line
+from rlark_tunnel_agent.runtime.local.worker_dir import HostTools, PodSetting
+from rlark_tunnel_agent.runtime.local.worker_log import WorkerLog
+from rlark_tunnel_agent.runtime.markers import apply_exit, apply_marker, parse_marker_line
 
 log = structlog.get_logger(__name__)
 
-_TAIL_LINES = 500
-_READ_CHUNK = 1 << 20
 _KILL_WAIT_S = 5.0
 
 
@@ -227,13 +217,13 @@ class _Worker:
     proc: subprocess.Popen[bytes] | None = None
     """Set when this driver started the worker; adopted workers are watched by pid."""
     watcher: asyncio.Task[None] | None = None
-    offsets: dict[LogStream, int] = field(default_factory=lambda: dict.fromkeys(LogStream, 0))
-    partial: dict[LogStream, bytes] = field(default_factory=lambda: dict.fromkeys(LogStream, b""))
-    seq: dict[LogStream, int] = field(default_factory=lambda: dict.fromkeys(LogStream, 0))
-    tail: deque[WorkerLogLine] = field(default_factory=lambda: deque(maxlen=_TAIL_LINES))
+    log: WorkerLog = field(init=False)
     stop_requested: bool = False
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def __post_init__(self) -> None:
+        self.log = WorkerLog(self.record.spec.worker_id, self.dir / "logs")
 
 
 class LocalDriver:
@@ -263,14 +253,16 @@ class LocalDriver:
         )
         self._firewall = JobFirewall(f"rlark_{self.tag}", self._net.bridge)
         """Keeps jobs apart on the bridge and the host out of the workers' reach (`firewall.py`)."""
-        self._python_bin = options.python_bin_dir or Path(sys.executable).parent
         self._under_uv_run = processes.runs_under_uv_run()
-        self._bash = shutil.which("bash") or "/bin/bash"
-        self._ip = shutil.which("ip") or "/sbin/ip"
-        self._unshare = shutil.which("unshare") or "/usr/bin/unshare"
-        # The interpreter running this agent, for pod_init.py (standard library only). Not sys.executable:
-        # a process started as `uv run` (argv[0] "uv") gets uv's path there.
-        self._interpreter = os.path.realpath("/proc/self/exe")
+        self._tools = HostTools(
+            bash=shutil.which("bash") or "/bin/bash",
+            python_bin=options.python_bin_dir or Path(sys.executable).parent,
+            # The interpreter running this agent, for pod_init.py (standard library only). Not sys.executable:
+            # a process started as `uv run` (argv[0] "uv") gets uv's path there.
+            interpreter=os.path.realpath("/proc/self/exe"),
+            unshare=shutil.which("unshare") or "/usr/bin/unshare",
+            ip=shutil.which("ip") or "/sbin/ip",
+        )
         self._learned: dict[str, dict[str, str]] = {}
         """job id → worker id → address of the job's workers elsewhere (`learn_addresses`)."""
         self._workers: dict[str, _Worker] = {}
@@ -444,9 +436,9 @@ class LocalDriver:
                 needed = (
                     str(self.state_dir),
                     sys.prefix,
-                    str(self._python_bin),
-                    self._interpreter,
-                    self._bash,
+                    str(self._tools.python_bin),
+                    self._tools.interpreter,
+                    self._tools.bash,
                 )
                 refusal = hiding_refusal(binds, needed)
             else:
@@ -614,7 +606,7 @@ class LocalDriver:
         if worker is None or not worker.record.spec.tensorboard_dir:
             return None
         record, spec, wdir = worker.record, worker.record.spec, worker.dir
-        python = str(self._python_bin / "python3")
+        python = str(self._tools.python_bin / "python3")
         if record.uid is None:
             root = host_location(spec, wdir, spec.tensorboard_dir, namespaced=False)
             logdir = str(Path(root.anchor, *root.parts))
@@ -629,13 +621,13 @@ class LocalDriver:
             cwd="/",
             exec=(python, "-m", "tensorboard.main", "--logdir", spec.tensorboard_dir, *server_args),
             uid=record.uid,
-            system=self._system_paths(),
+            system=self._tools.system_paths(),
             unprivileged_ports=False,
         )
         host_files.write_atomically(wdir / "tensorboard.json", plan.model_dump_json(indent=2), 0o600)
-        init = (self._interpreter, "-I", "-S", str(Path(__file__).with_name("pod_init.py")))
+        init = (self._tools.interpreter, "-I", "-S", str(Path(__file__).with_name("pod_init.py")))
         pod = ("--mount", "--uts", "--ipc", "--pid", "--fork", "--kill-child", "--propagation", "private")
-        return [self._unshare, *pod, *init, str(wdir / "tensorboard.json")]
+        return [self._tools.unshare, *pod, *init, str(wdir / "tensorboard.json")]
 
     async def get_status(self, worker_id: str) -> WorkerStatus | None:
         worker = self._workers.get(worker_id)
@@ -645,7 +637,7 @@ class LocalDriver:
         worker = self._workers.get(worker_id)
         if worker is None or lines <= 0:
             return []
-        return list(worker.tail)[-lines:]
+        return list(worker.log.tail)[-lines:]
 
     async def events(self) -> AsyncIterator[RuntimeEvent]:
         while True:
@@ -740,128 +732,22 @@ class LocalDriver:
         )
         return _Worker(record=record, dir=worker_dir, status=status)
 
-    def _local_path(self, worker_dir: Path, path: str) -> Path:
-        """Where a container path lives for this worker: absolute under fs/, relative in work/."""
-        if path.startswith("/"):
-            return worker_dir / "fs" / path.lstrip("/")
-        return worker_dir / "work" / path
-
     def _prepare_worker_dir(self, worker: _Worker) -> None:
-        spec, wdir = worker.record.spec, worker.dir
-        if wdir.exists():
-            # A leftover of a crash between mkdir and spawn: start clean, keep nothing half-made.
-            shutil.rmtree(wdir)
-        for sub in ("bootstrap", "scripts", "home", "work", "fs", "logs", "run"):
-            (wdir / sub).mkdir(parents=True, exist_ok=True)
-        Path(worker.record.ray_temp_dir, "tmp").mkdir(parents=True, exist_ok=True)
-        for name in BOOTSTRAP_FILES:
-            shutil.copy2(BOOTSTRAP_DIR / name, wdir / "bootstrap" / name)
-            os.chmod(wdir / "bootstrap" / name, 0o644)
-        uid = worker.record.uid
-        for name, text in self.worker_contract(worker.record).files.items():
-            host_files.write_atomically(
-                wdir / "scripts" / name, text, 0o600 if uid is None else 0o640, gid=uid
-            )
-        # Root's, readable by the job's group only (its owner's workers); the agent's alone without root.
-        (wdir / "secrets").mkdir(mode=0o700 if uid is None else 0o750, exist_ok=True)
-        if uid is not None:
-            os.chown(wdir / "secrets", 0, uid)
-        for name, text in worker_secrets(spec).items():
-            host_files.write_atomically(
-                wdir / "secrets" / name, text, 0o600 if uid is None else 0o440, gid=uid
-            )
-        mount_links: dict[Path, str] = {}  # fs/<target> → its hostPath source (the driver's own links)
-        for mount in spec.mounts:
-            target = self._local_path(wdir, mount.target)
-            host_files.refuse_links_below(target.parent, wdir, mount_links)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if mount.type == MountType.HOST_PATH:
-                mount_links[target] = mount.source
-                source = Path(mount.source)
-                if not source.is_absolute():
-                    raise ValueError(f"hostPath source must be absolute: {mount.source!r}")
-                host_files.refuse_links(mount.source)
-                if not source.exists():
-                    host_files.make_host_source(mount.source, uid)
-                target.symlink_to(source, target_is_directory=source.is_dir())
-            else:
-                target.mkdir(parents=True, exist_ok=True)
-        if worker.record.netns is None:
-            # The host's own paths (created by ensure_worker): the translated paths lead there.
-            for _, path in host_paths_to_create(spec):
-                link = self._local_path(wdir, path)
-                link.parent.mkdir(parents=True, exist_ok=True)
-                link.symlink_to(path, target_is_directory=True)
-        else:
-            self._prepare_pod(worker)
-        if uid is not None:
-            self._hand_over(worker, uid)
-        self._write_record(worker)
-
-    def _hand_over(self, worker: _Worker, uid: int) -> None:
-        """Give the worker's user what it writes — home, work, fs, run, its Ray temp dir (hostPath sources the
-        driver made are its already, `host_files.make_host_source`) — and let it read (group) what it runs; the rest of
-        its directory stays root's."""
-        wdir = worker.dir
-        for path in (wdir, wdir / "scripts", wdir / "ssh"):
-            if path.exists():
-                os.chown(path, 0, uid)
-                os.chmod(path, 0o750)  # noqa: S103 - root and the worker's group only
-        for top in (
-            wdir / "home",
-            wdir / "work",
-            wdir / "fs",
-            wdir / "run",
-            Path(worker.record.ray_temp_dir),
-        ):
-            host_files.chown_tree(top, uid)
-
-    def _prepare_pod(self, worker: _Worker) -> None:
-        """The files and directories `pod_init.py` binds, and its plan (see `pod.py`)."""
-        spec, wdir = worker.record.spec, worker.dir
-        shutil.copy2(Path(__file__).with_name("pod_init.py"), wdir / "bootstrap" / "pod_init.py")
-        (wdir / "etc").mkdir(exist_ok=True)
-        (wdir / "pod" / "root").mkdir(parents=True, exist_ok=True)
-        host_files.write_atomically(wdir / "etc" / "resolv.conf", RESOLV_CONF, 0o644)
+        """Make the worker's directory (``worker_dir.py``) and record what that settled."""
         record = worker.record
-        uid = record.uid
-        if uid is None:
-            raise RuntimeError(f"worker {spec.worker_id}: a pod-like worker needs a uid")
-        home = str(wdir / "home")
-        for name, text in (
-            (
-                "passwd",
-                passwd_text(host_files.read_text("/etc/passwd"), uid, home, f"RLark job {spec.job_id}"),
-            ),
-            ("group", group_text(host_files.read_text("/etc/group"), uid)),
-        ):
-            host_files.write_atomically(wdir / "etc" / name, text, 0o644)
-        self._make_host_key(worker, uid)
-        cgroup = ""
-        if self._cgroups.base is not None:
-            node = self.cluster.node(spec.node_name)
-            limits = cgroup_limits(node) if node is not None else {}
-            cgroup = str(cgroups.create(self._cgroups.base, Path(record.ray_temp_dir).name, limits))
-            worker.record = record = record.model_copy(update={"cgroup": cgroup})
-        devices = device_nodes(record.gpu_indices, host_files.listdir("/dev")) if self._alloc.gpus else ()
-        plan = pod_plan(
-            spec,
-            wdir,
-            (self._bash, str(wdir / "bootstrap" / BOOTSTRAP_SCRIPT)),
-            uid=uid,
-            system=self._system_paths(),
-            ray_temp_dir=record.ray_temp_dir,
-            storage_dir=self.storage_dir(spec.worker_id),
-            devices=devices,
-            cgroup=cgroup,
-            is_file=lambda path: Path(path).is_file(),
+        pod = None
+        if record.netns is not None:
+            pod = PodSetting(
+                node=self.cluster.node(record.spec.node_name),
+                cgroup_base=self._cgroups.base,
+                with_gpus=bool(self._alloc.gpus),
+                storage_dir=self.storage_dir(record.spec.worker_id),
+            )
+        files = self.worker_contract(record).files
+        worker.record = worker_dir.prepare(
+            record, worker.dir, files=files, secrets=worker_secrets(record.spec), tools=self._tools, pod=pod
         )
-        for bind in plan.binds:
-            if not bind.file and Path(bind.source).is_relative_to(wdir / "fs"):
-                Path(bind.source).mkdir(parents=True, exist_ok=True)
-        # Ray's temp dir exists before a shadowed /tmp is snapshot, so Ray's files stay on the host.
-        Path(worker.record.ray_temp_dir).mkdir(parents=True, exist_ok=True)
-        host_files.write_atomically(wdir / "pod.json", plan.model_dump_json(indent=2), 0o600)
+        self._write_record(worker)
 
     def _check_buckets(self, spec: WorkerSpec) -> None:
         """Refuse, before anything is made, a bucket mount whose source is no bucket URL or that this machine
@@ -917,35 +803,6 @@ class LocalDriver:
             )
             with contextlib.suppress(OSError):
                 host_files.append(worker.dir / "logs" / "stdout.log", f"rlark: {pending.said()}\n")
-
-    def _system_paths(self) -> tuple[str, ...]:
-        """The host paths every worker's root holds read-only: system trees and the workers' interpreter."""
-        # The agent's own environment, and the one `python_bin_dir` names: its root (a venv's, say) and the
-        # installation its `python3` links to.
-        bin_dir = self._python_bin
-        python = Path(os.path.realpath(bin_dir / "python3"))
-        prefixes = [sys.prefix, sys.base_prefix, str(bin_dir.parent), str(python.parent.parent)]
-        prefixes.append(os.path.dirname(self._bash))
-        return system_paths(
-            prefixes, exists={p for p in prefixes if os.path.lexists(p)} | host_files.top_level()
-        )
-
-    def _make_host_key(self, worker: _Worker, uid: int) -> None:
-        """A host key of the worker's own for its sshd, which runs as the worker's user (none without
-        `ssh-keygen`: then the bootstrap finds no usable sshd setup and says so)."""
-        keygen = shutil.which("ssh-keygen")
-        if keygen is None:
-            return
-        key = worker.dir / "ssh" / "host_ed25519_key"
-        key.parent.mkdir(exist_ok=True)
-        subprocess.run(
-            [keygen, "-q", "-t", "ed25519", "-N", "", "-C", worker.record.spec.worker_id, "-f", str(key)],
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
-        os.chown(key, uid, uid)
-        os.chmod(key, 0o600)
 
     def _ray_address(self, record: WorkerRecord) -> str:
         """The address the worker's Ray (and its hostname) uses: its virtual IP on a domain's network."""
@@ -1045,7 +902,7 @@ class LocalDriver:
         """The bootstrap's whole environment: the contract's and this runtime's private variables."""
         wdir = self.worker_dir(record.spec.worker_id)
         defaults = {
-            "PATH": f"{self._python_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "PATH": f"{self._tools.python_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "TMPDIR": str(Path(record.ray_temp_dir, "tmp")),  # short: see the module docstring
             "LANG": "C.UTF-8",
             "PYTHONUNBUFFERED": "1",
@@ -1068,17 +925,17 @@ class LocalDriver:
 
     async def _spawn(self, worker: _Worker) -> None:
         record = worker.record
-        argv = [self._bash, str(worker.dir / "bootstrap" / BOOTSTRAP_SCRIPT)]
+        argv = [self._tools.bash, str(worker.dir / "bootstrap" / BOOTSTRAP_SCRIPT)]
         if record.netns is not None:
             # New UTS and mount namespaces whose mounts never reach the host; pod_init.py execs the bootstrap.
             pod = ("--mount", "--uts", "--ipc", "--pid", "--fork", "--kill-child", "--propagation", "private")
-            init = (self._interpreter, "-I", "-S", str(worker.dir / "bootstrap" / "pod_init.py"))
+            init = (self._tools.interpreter, "-I", "-S", str(worker.dir / "bootstrap" / "pod_init.py"))
             argv = [
-                self._ip,
+                self._tools.ip,
                 "netns",
                 "exec",
                 record.netns,
-                self._unshare,
+                self._tools.unshare,
                 *pod,
                 *init,
                 str(worker.dir / "pod.json"),
@@ -1149,44 +1006,16 @@ class LocalDriver:
         return worker.status.exit_code if worker.status.exit_code is not None else 137
 
     def _pump_logs(self, worker: _Worker, *, final: bool) -> None:
-        for stream in LogStream:
-            path = worker.dir / "logs" / f"{stream.value}.log"
-            while True:
-                chunk = host_files.read_from(path, worker.offsets[stream], _READ_CHUNK)
-                if not chunk:
-                    break
-                worker.offsets[stream] += len(chunk)
-                data = worker.partial[stream] + chunk
-                *lines, rest = data.split(b"\n")
-                worker.partial[stream] = rest
-                for raw in lines:
-                    self._on_line(worker, stream, raw)
-                if len(chunk) < _READ_CHUNK:
-                    break
-            if final and worker.partial[stream]:
-                self._on_line(worker, stream, worker.partial[stream])
-                worker.partial[stream] = b""
-
-    def _on_line(self, worker: _Worker, stream: LogStream, raw: bytes) -> None:
-        text = raw.decode("utf-8", errors="replace").rstrip("\r")
-        # Markers come on stdout: one glued to a script's last output is split off before numbering.
-        for part in output_lines(text) if stream == LogStream.STDOUT else [text]:
-            self._on_output(worker, stream, part)
-
-    def _on_output(self, worker: _Worker, stream: LogStream, text: str) -> None:
-        worker.seq[stream] += 1
-        line = WorkerLogLine(
-            worker_id=worker.record.spec.worker_id, stream=stream, seq=worker.seq[stream], text=text
-        )
-        worker.tail.append(line)
-        self._events.put_nowait(line)
-        if stream != LogStream.STDOUT:
-            return
-        marker = parse_marker_line(text)
-        if marker is None:
-            return
-        self._events.put_nowait(WorkerMarkerSeen(worker_id=worker.record.spec.worker_id, marker=marker))
-        self._emit_status(worker, apply_marker(worker.status, marker))
+        """Ship the worker's new log lines (``worker_log.py``) and act on the bootstrap's markers among them."""
+        for line in worker.log.read(final=final):
+            self._events.put_nowait(line)
+            if line.stream != LogStream.STDOUT:
+                continue
+            marker = parse_marker_line(line.text)
+            if marker is None:
+                continue
+            self._events.put_nowait(WorkerMarkerSeen(worker_id=line.worker_id, marker=marker))
+            self._emit_status(worker, apply_marker(worker.status, marker))
 
     def _emit_status(self, worker: _Worker, status: WorkerStatus) -> None:
         if status == worker.status:
