@@ -101,7 +101,6 @@ from rlark_contracts import runtimes
 from rlark_contracts.runtimes import mount_refusal
 from rlark_tunnel_agent.runtime import worker_usage
 from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_SCRIPT
-from rlark_tunnel_agent.runtime.bootstrap.rlark_node import Ours, proc_stat, read_proc, scan_all
 from rlark_tunnel_agent.runtime.contract import (
     KEYS_FILE,
     LOCAL,
@@ -130,7 +129,14 @@ from rlark_tunnel_agent.runtime.driver import (
     validate_authorized_key_lines,
 )
 from rlark_tunnel_agent.runtime.hostnames import worker_hostname
-from rlark_tunnel_agent.runtime.local import cgroups, host_files, object_storage, processes, worker_dir
+from rlark_tunnel_agent.runtime.local import (
+    cgroups,
+    host_files,
+    job_hosts,
+    object_storage,
+    processes,
+    worker_dir,
+)
 from rlark_tunnel_agent.runtime.local.allocation import RAY_TEMP_ROOT, Allocator, short_hash
 from rlark_tunnel_agent.runtime.local.cluster import LocalCluster
 from rlark_tunnel_agent.runtime.local.firewall import FirewallError, JobFirewall
@@ -152,7 +158,6 @@ from rlark_tunnel_agent.runtime.local.pod import (
     hiding_refusal,
     host_location,
     hosts_file,
-    missing_host_lines,
     process_mode_refusal,
 )
 from rlark_tunnel_agent.runtime.local.record import WorkerRecord
@@ -263,8 +268,8 @@ class LocalDriver:
             unshare=shutil.which("unshare") or "/usr/bin/unshare",
             ip=shutil.which("ip") or "/sbin/ip",
         )
-        self._learned: dict[str, dict[str, str]] = {}
-        """job id → worker id → address of the job's workers elsewhere (`learn_addresses`)."""
+        self._hosts = job_hosts.JobHosts()
+        """The addresses of the job's workers elsewhere (`learn_addresses`)."""
         self._workers: dict[str, _Worker] = {}
         self._alloc = Allocator(tag=self.tag, use_netns=self.use_netns, port_base=options.port_base)
         self._alloc.gpus = list(gpus or ())
@@ -366,7 +371,7 @@ class LocalDriver:
             or record.netns is None
             or spec.virtual_ip is None
             or self.virtual_ip_hooks is None
-            or not self._bootstrap_alive(record)
+            or not processes.bootstrap_alive(self.tag, record)
         ):
             return
         try:
@@ -693,7 +698,7 @@ class LocalDriver:
             for record in records
             if record.cgroup and (reading := worker_usage.cgroup_reading(Path(record.cgroup))) is not None
         }
-        pids = self._scan_all([r for r in records if r.spec.worker_id not in by_cgroup])
+        pids = processes.processes_of(self.tag, [r for r in records if r.spec.worker_id not in by_cgroup])
         return [
             by_cgroup.get(record.spec.worker_id) or worker_usage.proc_reading(pids[record.spec.worker_id])
             for record in records
@@ -702,7 +707,7 @@ class LocalDriver:
     def our_processes(self, worker_id: str) -> set[int]:
         """Live processes of a worker by group, token and Ray temp dir (not by namespace)."""
         worker = self._workers[worker_id]
-        return self._scan_ours(worker.record)
+        return processes.worker_processes(self.tag, worker.record)
 
     # --- allocation (``allocation.py``) ---------------------------------------------------------------
 
@@ -804,55 +809,36 @@ class LocalDriver:
             with contextlib.suppress(OSError):
                 host_files.append(worker.dir / "logs" / "stdout.log", f"rlark: {pending.said()}\n")
 
-    def _ray_address(self, record: WorkerRecord) -> str:
-        """The address the worker's Ray (and its hostname) uses: its virtual IP on a domain's network."""
-        if record.tun_device is not None and record.spec.virtual_ip is not None:
-            return str(record.spec.virtual_ip)
-        return record.address
-
     def _host_entries(self, job_id: str, first: _Worker | None = None) -> list[HostEntry]:
         """The job's workers as its `/etc/hosts` names them: `first` (a worker being created), this driver's
-        live workers of the job by rank, then the addresses learned for the others (see `pod.py`)."""
-        ours = [first] if first is not None else []
-        ours += sorted(
-            (
-                w
-                for w in self._workers.values()
-                if w.record.spec.job_id == job_id and not w.record.stopped and w is not first
-            ),
-            key=lambda w: w.record.spec.rank,
+        live workers of the job by rank, then the addresses learned for the others (``job_hosts.py``)."""
+        others = (
+            w for w in self._workers.values() if w.record.spec.job_id == job_id and not w.record.stopped
         )
-        entries = [HostEntry(w.record.spec.worker_id, job_id, self._ray_address(w.record)) for w in ours]
-        known = {e.worker_id for e in entries}
-        learned = self._learned.get(job_id, {})
-        entries += [HostEntry(wid, job_id, learned[wid]) for wid in sorted(learned) if wid not in known]
-        return entries
+        ours = sorted((w.record for w in others if w is not first), key=lambda record: record.spec.rank)
+        return self._hosts.entries(job_id, ([first.record] if first is not None else []) + ours)
 
     def _sync_hosts(self, job_id: str) -> None:
         """Append to each live pod-like worker's hosts file the job's names it lacks (one write each)."""
-        entries = self._host_entries(job_id)
-        for worker in self._workers.values():
-            record = worker.record
-            if record.spec.job_id != job_id or record.stopped or record.netns is None:
-                continue
-            path = worker.dir / "etc" / "hosts"
-            try:
-                lines = missing_host_lines(path.read_text(), entries)
-            except FileNotFoundError:
-                continue  # a worker started before workers had their own hosts file
-            if lines:
-                host_files.append(path, lines)
+        job_hosts.append_missing(
+            self._host_entries(job_id),
+            (
+                w.dir / "etc" / "hosts"
+                for w in self._workers.values()
+                if w.record.spec.job_id == job_id and not w.record.stopped and w.record.netns is not None
+            ),
+        )
 
     async def learn_addresses(self, job_id: str, addresses: dict[str, str]) -> None:
         """Addresses (worker id → address) of the job's workers, wherever they run; their names are added
         to the hosts files of the job's workers here (the agent calls this with a domain's allocation)."""
         async with self._lock:
-            self._learned[job_id] = {**self._learned.get(job_id, {}), **addresses}
+            self._hosts.learn(job_id, addresses)
             self._sync_hosts(job_id)
 
     def forget_addresses(self, job_id: str) -> None:
         """The job's addresses were released: nothing more is learned for it (files stay as they are)."""
-        self._learned.pop(job_id, None)
+        self._hosts.forget(job_id)
 
     @property
     def bridge(self) -> str:
@@ -986,14 +972,7 @@ class LocalDriver:
     def _alive(self, worker: _Worker) -> bool:
         if worker.proc is not None:
             return worker.proc.poll() is None
-        return self._bootstrap_alive(worker.record)
-
-    def _bootstrap_alive(self, record: WorkerRecord) -> bool:
-        """An adopted worker's bootstrap still runs (and the pid was not reused)."""
-        if record.pid is None or proc_stat(str(record.pid)) is None:
-            return False
-        token = processes.TOKEN_ENV + f"{self.tag}/{record.spec.worker_id}".encode()
-        return token in read_proc(f"/proc/{record.pid}/environ").split(b"\0")
+        return processes.bootstrap_alive(self.tag, worker.record)
 
     async def _exit_code(self, worker: _Worker) -> int:
         if worker.proc is not None:
@@ -1025,26 +1004,6 @@ class LocalDriver:
 
     # --- stopping and reaping ------------------------------------------------------------------
 
-    def _scan_ours(self, record: WorkerRecord) -> set[int]:
-        return self._scan_all([record])[record.spec.worker_id]
-
-    def _scan_all(self, records: Sequence[WorkerRecord]) -> dict[str, set[int]]:
-        """Each worker's live processes (by group, token and Ray temp dir), all in one pass over /proc."""
-        owners = {record.spec.worker_id: self._ours(record) for record in records}
-        found: dict[str, set[int]] = {worker_id: set() for worker_id in owners}
-        for pid, _, worker_id in scan_all(owners) if owners else ():
-            if pid not in (os.getpid(), 1):
-                found[worker_id].add(pid)
-        return found
-
-    def _ours(self, record: WorkerRecord) -> Ours:
-        group = record.pid
-        # A living leader counts only if it is still our bootstrap (pids get reused); a dead
-        # leader's group id cannot be reused while any member of the group lives.
-        if group is not None and proc_stat(str(group)) is not None and not self._bootstrap_alive(record):
-            group = None
-        return Ours(token=f"{self.tag}/{record.spec.worker_id}", group=group, match=record.ray_temp_dir + "/")
-
     def _signal_group(self, worker: _Worker, sig: signal.Signals) -> None:
         if worker.record.pid is None:
             return
@@ -1057,7 +1016,7 @@ class LocalDriver:
         loop = asyncio.get_running_loop()
         end = loop.time() + _KILL_WAIT_S
         while True:
-            pids = self._scan_ours(record)
+            pids = processes.worker_processes(self.tag, record)
             if record.netns is not None:
                 pids |= set(await self._net.pids(record.netns))
             pids.discard(os.getpid())

@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from rlark_tunnel_agent.runtime.bootstrap.rlark_node import proc_stat, read_proc
+from rlark_tunnel_agent.runtime.bootstrap.rlark_node import Ours, proc_stat, read_proc, scan_all
 from rlark_tunnel_agent.runtime.local.allocation import RAY_TEMP_ROOT
 from rlark_tunnel_agent.runtime.local.host_files import open_log
+from rlark_tunnel_agent.runtime.local.record import WorkerRecord
 
 TOKEN_ENV = b"RLARK_BOOTSTRAP_TOKEN="
 """The variable whose value (``<driver tag>/<worker id>``) marks every process of a worker."""
@@ -88,3 +89,35 @@ def remove_stray_temp_dirs(pattern: str, live_tmp: set[str]) -> None:
     for tmp in RAY_TEMP_ROOT.glob(pattern):
         if str(tmp) not in live_tmp:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bootstrap_alive(tag: str, record: WorkerRecord) -> bool:
+    """The worker's bootstrap still runs (and its pid was not reused): its process carries the worker's token."""
+    if record.pid is None or proc_stat(str(record.pid)) is None:
+        return False
+    token = TOKEN_ENV + f"{tag}/{record.spec.worker_id}".encode()
+    return token in read_proc(f"/proc/{record.pid}/environ").split(b"\0")
+
+
+def ours(tag: str, record: WorkerRecord) -> Ours:
+    """How a worker's processes are known: its process group, its token, its Ray temp dir."""
+    group = record.pid
+    # A living leader counts only if it is still our bootstrap (pids get reused); a dead
+    # leader's group id cannot be reused while any member of the group lives.
+    if group is not None and proc_stat(str(group)) is not None and not bootstrap_alive(tag, record):
+        group = None
+    return Ours(token=f"{tag}/{record.spec.worker_id}", group=group, match=record.ray_temp_dir + "/")
+
+
+def processes_of(tag: str, records: Sequence[WorkerRecord]) -> dict[str, set[int]]:
+    """Each worker's live processes (by group, token and Ray temp dir), all in one pass over /proc."""
+    owners = {record.spec.worker_id: ours(tag, record) for record in records}
+    found: dict[str, set[int]] = {worker_id: set() for worker_id in owners}
+    for pid, _, worker_id in scan_all(owners) if owners else ():
+        if pid not in (os.getpid(), 1):
+            found[worker_id].add(pid)
+    return found
+
+
+def worker_processes(tag: str, record: WorkerRecord) -> set[int]:
+    return processes_of(tag, [record])[record.spec.worker_id]
