@@ -62,10 +62,10 @@ async def test_a_worker_whose_files_server_cannot_answer_says_why(
 ) -> None:
     agent = agent_with(SidecarRuntime("the reason", supported=supported), tmp_path)
     with pytest.raises(FilesRefused) as refused:
-        await agent._pod_files("job-1", "job-1-actor-0", {"action": "list"})
+        await agent.endpoints.pod_files("job-1", "job-1-actor-0", {"action": "list"})
     assert (refused.value.status, refused.value.code, refused.value.message) == (status, code, "the reason")
     with pytest.raises(LookupError, match="the reason"):
-        await agent._tensorboard_endpoint("job-1", "job-1-actor-0")
+        await agent.endpoints.tensorboard("job-1", "job-1-actor-0")
 
 
 async def test_a_pod_runtime_refuses_downloads_from_the_agents_machine_and_tensorboard_with_its_reason(
@@ -73,19 +73,19 @@ async def test_a_pod_runtime_refuses_downloads_from_the_agents_machine_and_tenso
 ) -> None:
     agent = agent_with(PodRuntime(), tmp_path)
     with pytest.raises(FilesRefused) as refused:
-        await agent._output_roots("job-1", "job-1-actor-0")
+        await agent.endpoints.output_roots("job-1", "job-1-actor-0")
     assert (refused.value.status, refused.value.code) == (501, "outputs_not_supported")
     with pytest.raises(LookupError, match="this runtime serves none of its workers' files"):
-        await agent._tensorboard_endpoint("job-1", "job-1-actor-0")
+        await agent.endpoints.tensorboard("job-1", "job-1-actor-0")
 
 
 async def test_a_worker_of_another_job_is_not_found(tmp_path: Path) -> None:
     agent = agent_with(PodRuntime(), tmp_path)
     with pytest.raises(FilesRefused) as refused:
-        await agent._output_roots("job-2", "job-1-actor-0")
+        await agent.endpoints.output_roots("job-2", "job-1-actor-0")
     assert (refused.value.status, refused.value.code) == (404, "worker_not_found")
     with pytest.raises(LookupError, match="not on this cluster"):
-        await agent._tensorboard_endpoint("job-2", "job-1-actor-0")
+        await agent.endpoints.tensorboard("job-2", "job-1-actor-0")
 
 
 class DashboardRuntime(PodRuntime):
@@ -99,8 +99,8 @@ async def test_the_ray_dashboard_is_where_the_runtime_says_and_only_for_its_own_
     tmp_path: Path,
 ) -> None:
     agent = agent_with(DashboardRuntime(), tmp_path)
-    assert await agent._ray_dashboard_endpoint("job-1", "job-1-actor-0") == ("10.0.0.5", 8265)
+    assert await agent.endpoints.ray_dashboard("job-1", "job-1-actor-0") == ("10.0.0.5", 8265)
     with pytest.raises(LookupError, match="not on this cluster"):
-        await agent._ray_dashboard_endpoint("job-2", "job-1-actor-0")
+        await agent.endpoints.ray_dashboard("job-2", "job-1-actor-0")
     with pytest.raises(LookupError, match="serves no Ray dashboard the agent can reach"):
-        await agent_with(PodRuntime(), tmp_path)._ray_dashboard_endpoint("job-1", "job-1-actor-0")
+        await agent_with(PodRuntime(), tmp_path).endpoints.ray_dashboard("job-1", "job-1-actor-0")

@@ -140,17 +140,17 @@ async def test_the_agent_relays_a_files_order_to_the_files_sidecar_at_the_pods_a
         link = SshLink(
             f"http://127.0.0.1:{gateway_port}",
             lambda: "agent-token",
-            agent._ssh_endpoint,
-            files=agent._pod_files,
+            agent.endpoints.ssh,
+            files=agent.endpoints.pod_files,
         )
         running = asyncio.create_task(link.run(stopping))
         try:
             listing = await asyncio.wait_for(received["r1"], 30)
             download = await asyncio.wait_for(received["r2"], 30)
             with pytest.raises(FilesRefused) as refused:
-                await agent._pod_files("job-other", spec.worker_id, {"action": "list"})
+                await agent.endpoints.pod_files("job-other", spec.worker_id, {"action": "list"})
             with pytest.raises(LookupError, match="declares no tensorboardDir"):
-                await agent._tensorboard_endpoint(spec.job_id, spec.worker_id)
+                await agent.endpoints.tensorboard(spec.job_id, spec.worker_id)
         finally:
             stopping.set()
             await asyncio.wait_for(running, 30)
@@ -184,6 +184,6 @@ async def test_a_worker_without_a_files_sidecar_says_why(
     )
     agent.driver = files_driver
     with pytest.raises(FilesRefused) as refused:
-        await agent._pod_files(spec.job_id, spec.worker_id, {"action": "list"})
+        await agent.endpoints.pod_files(spec.job_id, spec.worker_id, {"action": "list"})
     assert (refused.value.status, refused.value.code) == (501, "outputs_not_supported")
     assert "/results lie in no volume" in refused.value.message

@@ -45,7 +45,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +65,11 @@ from rlark_contracts.relay import SERVICE_RAY_DASHBOARD, SERVICE_TENSORBOARD
 from rlark_contracts.runtimes import KUBERNETES
 from rlark_platform.messaging import create_producer
 
-from rlark_tunnel_agent.agent import buckets, checkpoints, pod_files
+from rlark_tunnel_agent.agent import buckets, checkpoints
 from rlark_tunnel_agent.agent.credentials import CredentialsRefused, FetchCredentials, credentials_fetcher
 from rlark_tunnel_agent.agent.durable import DurableStore
-from rlark_tunnel_agent.agent.files import DEFAULT_MAX_DOWNLOAD_BYTES, FilesRefused
+from rlark_tunnel_agent.agent.endpoints import WorkerEndpoints
+from rlark_tunnel_agent.agent.files import DEFAULT_MAX_DOWNLOAD_BYTES
 from rlark_tunnel_agent.agent.lease import LeaseAnswer, LeaseTerm, holder_id, poll_interval, request_lease
 from rlark_tunnel_agent.agent.metrics import AGENT_METRICS, CONSUMED, AgentView
 from rlark_tunnel_agent.agent.placements import UnsupportedPlacement, to_worker_spec
@@ -76,7 +77,7 @@ from rlark_tunnel_agent.agent.progress import ProgressWatch
 from rlark_tunnel_agent.agent.reports import ReportPublisher, with_cordons
 from rlark_tunnel_agent.agent.session import Session, SessionRefused, open_session
 from rlark_tunnel_agent.agent.sidecars import PodSidecars, SidecarOptions, token_key_from_credential
-from rlark_tunnel_agent.agent.ssh_link import Connected, SshLink
+from rlark_tunnel_agent.agent.ssh_link import SshLink
 from rlark_tunnel_agent.agent.tensorboards import TensorBoards
 from rlark_tunnel_agent.agent.tunnels import DomainTunnels, TunnelOptions
 from rlark_tunnel_agent.runtime import driver as rt
@@ -295,16 +296,14 @@ class Agent:
             asyncio.create_task(self.reports.run_log_flusher(), name="log-flusher"),
             asyncio.create_task(self._sample_usage(), name="usage"),
         ]
+        endpoints = self.endpoints
         self.ssh_link = SshLink(
             self._gateway_url,
             lambda: self.reports.session.token,
-            self._ssh_endpoint,
-            self._output_roots,
-            {
-                SERVICE_TENSORBOARD: self._tensorboard_endpoint,
-                SERVICE_RAY_DASHBOARD: self._ray_dashboard_endpoint,
-            },
-            files=self._pod_files if self.driver.files_at is rt.FilesAt.WORKER_POD else None,
+            endpoints.ssh,
+            endpoints.output_roots,
+            {SERVICE_TENSORBOARD: endpoints.tensorboard, SERVICE_RAY_DASHBOARD: endpoints.ray_dashboard},
+            files=endpoints.pod_files if self.driver.files_at is rt.FilesAt.WORKER_POD else None,
             max_download_bytes=self._max_download_bytes,
         )
         tasks.append(asyncio.create_task(self.ssh_link.run(self._stopping), name="ssh-link"))
@@ -450,83 +449,10 @@ class Agent:
             raise _KafkaLoginChanged
         self.reports.session = session
 
-    async def _status_in_job(self, job_id: str, worker_id: str) -> rt.WorkerStatus | None:
-        """Worker ``worker_id``'s status when it runs (or ran) here for job ``job_id``; None otherwise."""
-        status = await self.driver.get_status(worker_id)
-        job = (
-            status.job_id if status is not None and status.job_id else self._workers.get(worker_id, ("",))[0]
-        )
-        return status if status is not None and job == job_id else None
-
-    async def _ssh_endpoint(self, job_id: str, worker_id: str) -> tuple[str, int]:
-        """Where worker ``worker_id`` of job ``job_id``'s sshd listens, from this runtime's own state (an SSH
-        relay's order names only the worker, ADR 0010); ``LookupError`` saying why not."""
-        status = await self._status_in_job(job_id, worker_id)
-        if status is None:
-            raise LookupError(f"worker {worker_id} of job {job_id} does not run on this cluster")
-        endpoint = self.driver.ssh_endpoint(worker_id)
-        if endpoint is None:
-            raise LookupError(f"worker {worker_id} runs no sshd the agent can reach (phase {status.phase})")
-        return endpoint
-
-    async def _ray_dashboard_endpoint(self, job_id: str, worker_id: str) -> tuple[str, int]:
-        """Where the Header worker ``worker_id``'s Ray dashboard listens (ADR 0012); ``LookupError``."""
-        status = await self._status_in_job(job_id, worker_id)
-        if status is None:
-            raise LookupError(f"worker {worker_id} of job {job_id} is not on this cluster")
-        endpoint = self.driver.ray_dashboard_endpoint(worker_id)
-        if endpoint is None:
-            raise LookupError(
-                f"worker {worker_id} serves no Ray dashboard the agent can reach (phase {status.phase})"
-            )
-        return endpoint
-
-    async def _tensorboard_endpoint(self, job_id: str, worker_id: str) -> tuple[str, int] | Connected:
-        """Where worker ``worker_id``'s TensorBoard server listens, started on demand (on Kubernetes, by the
-        pod's files sidecar: the connection to it); ``LookupError``."""
-        if await self._status_in_job(job_id, worker_id) is None:
-            raise LookupError(f"worker {worker_id} of job {job_id} is not on this cluster")
-        if self.driver.files_at is rt.FilesAt.WORKER_POD:
-            return await pod_files.open_tensorboard(self.driver.files_endpoint(worker_id))
-        return await self.tensorboards.endpoint(job_id, worker_id, self.driver.tensorboard_command)
-
-    async def _pod_files(
-        self, job_id: str, worker_id: str, order: dict[str, Any]
-    ) -> tuple[dict[str, Any], AsyncIterator[bytes]]:
-        """A files order answered by worker ``worker_id``'s files server (Kubernetes: its pod's files sidecar,
-        ADR 0013); ``FilesRefused`` saying why not."""
-        if await self._status_in_job(job_id, worker_id) is None:
-            raise FilesRefused(
-                404, "worker_not_found", f"worker {worker_id} of job {job_id} is not on this cluster"
-            )
-        try:
-            endpoint = self.driver.files_endpoint(worker_id)
-        except rt.FilesUnreachable as exc:
-            if not exc.supported:
-                raise FilesRefused(501, "outputs_not_supported", str(exc)) from None
-            raise FilesRefused(409, "worker_not_running", str(exc)) from None
-        return await pod_files.answer(endpoint, order)
-
-    async def _output_roots(self, job_id: str, worker_id: str) -> list[rt.OutputRoot]:
-        """Where worker ``worker_id`` of job ``job_id``'s declared outputs lie on this machine, from the
-        runtime's own state (a files order names only the worker); ``FilesRefused`` saying why not."""
-        status = await self._status_in_job(job_id, worker_id)
-        if status is None:
-            raise FilesRefused(
-                404, "worker_not_found", f"worker {worker_id} of job {job_id} is not on this cluster"
-            )
-        if self.driver.files_at is rt.FilesAt.WORKER_POD:
-            raise FilesRefused(
-                501,
-                "outputs_not_supported",
-                f"the {self._runtime} runtime serves outputs from beside the worker, not from the agent's machine",
-            )
-        roots = self.driver.output_roots(worker_id)
-        if roots is None:
-            raise FilesRefused(
-                404, "worker_not_found", f"worker {worker_id} of job {job_id} is not on this cluster"
-            )
-        return roots
+    @property
+    def endpoints(self) -> WorkerEndpoints:
+        """Where the gateway's relays to this agent's workers go (``endpoints.py``), by the current driver."""
+        return WorkerEndpoints(self.driver, self._workers, self.tensorboards, self._runtime)
 
     async def _domain_network(self, cluster: str) -> None:
         """What carries network domains' traffic on this runtime, when the agent runs tunnels: the agent's own
