@@ -40,7 +40,8 @@ CREATE TABLE public.clusters (
     labels jsonb DEFAULT '{}'::jsonb NOT NULL,
     category text DEFAULT ''::text NOT NULL,
     region text DEFAULT ''::text NOT NULL,
-    unmountable text[] DEFAULT '{}'::text[] NOT NULL
+    unmountable text[] DEFAULT '{}'::text[] NOT NULL,
+    offline_since timestamp with time zone
 );
 
 CREATE TABLE public.inbox (
