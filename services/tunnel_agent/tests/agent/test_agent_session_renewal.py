@@ -109,3 +109,26 @@ async def test_the_same_kafka_password_keeps_the_clients_and_the_heartbeats_go_o
     await agent._heartbeats()
     assert len(opened) == 3  # one new session after each heartbeat not taken, then the usual interval
     assert sleeps == [agent._heartbeat_interval_s] * 3
+
+
+async def test_a_failed_loop_starts_a_new_session_after_a_pause_instead_of_ending_the_agent(
+    tmp_path: Path,
+) -> None:
+    sleeps: list[float] = []
+    agent = agent_with(None, tmp_path, sleeps, max_sleeps=99)
+    sessions: list[int] = []
+
+    async def run_session() -> None:  # the first two sessions end with a failed loop, the third is stopped
+        sessions.append(len(sessions))
+        if len(sessions) <= 2:
+            raise loop._LoopFailed("desired-state") from KafkaConnectionError("broker gone")
+        agent.stop()
+
+    agent._run_session = run_session  # type: ignore[method-assign]
+    with capture_logs() as logs:
+        await agent.run()
+
+    assert sessions == [0, 1, 2]
+    assert sleeps == [1.0, 2.0]  # backing off, never a busy loop
+    failed = [e for e in logs if e["event"] == "an agent loop failed; starting a new session"]
+    assert [e["loop"] for e in failed] == ["desired-state", "desired-state"]

@@ -5,7 +5,9 @@ Concurrency model: one asyncio task per loop — heartbeat and session renewal, 
 state consumer, the runtime event pump and the log flusher. Creating a worker runs in its own task so a
 worker waiting for its Header's address never blocks the consumer. Every action is idempotent (the driver's
 contract), so at-least-once delivery of placements is harmless; stopped workers are remembered in a small
-file so a replayed placement never resurrects them.
+file so a replayed placement never resurrects them. A loop that fails (a broker gone longer than a Kafka client
+waits, say) ends the session, not the process: a new session starts after a pause (1 s, doubling to 30 s), as
+one does when the Kafka password changed; the driver's restart adopts the workers and reports them again.
 
 Network domains (with ``tunnels`` options and a driver that takes ``virtual_ip_hooks``, the local
 one, or — with ``sidecars`` options too — ``sidecar_hooks``, the Kubernetes one, whose workers get
@@ -95,6 +97,14 @@ class _KafkaLoginChanged(Exception):
 
 class _LeaseLost(Exception):
     """Another agent process holds the cluster's lease now, or this one could not renew it in time."""
+
+
+class _LoopFailed(Exception):
+    """One of the session's loops ended with an error (a broker gone for longer than a client waits, say)."""
+
+
+LOOP_RETRY_MAX_S = 30.0
+"""Longest wait before a new session after a loop failed (1 s at first, doubling)."""
 
 
 TakeLease = Callable[[str, str, bool], Awaitable[LeaseAnswer]]
@@ -200,12 +210,26 @@ class Agent:
 
     async def run(self) -> None:
         """Run until stopped; a new Kafka password (credential or internal secret rotated) restarts the
-        agent's Kafka clients and loops with a fresh session."""
+        agent's Kafka clients and loops with a fresh session, and so does a loop that failed (after a pause)."""
+        delay = 1.0
         with AGENT_METRICS.watching(self):
             while True:
+                started = time.monotonic()
                 try:
                     await self._run_session()
                     return
+                except _LoopFailed as exc:
+                    # The process stays: ending it would leave the cluster silent while the pod restarts (with
+                    # Kubernetes' growing back-off), and its jobs Lost (CI, 2026-12-07: a broker killed mid-burst).
+                    self.ready.clear()
+                    if self._stopping.is_set():
+                        return
+                    delay = 1.0 if time.monotonic() - started > 60 else delay
+                    log.warning(
+                        "an agent loop failed; starting a new session", loop=str(exc), retry_in_s=delay
+                    )
+                    await self._sleep(delay)
+                    delay = min(delay * 2, LOOP_RETRY_MAX_S)
                 except _KafkaLoginChanged:
                     log.warning("the agent's Kafka credential changed; restarting its Kafka clients")
                     self.ready.clear()
@@ -321,6 +345,7 @@ class Agent:
                     raise task.exception()  # type: ignore[misc]
                 if task is not waiter and task.exception() is not None:
                     log.error("agent loop failed", loop=task.get_name(), error=repr(task.exception()))
+                    raise _LoopFailed(task.get_name()) from task.exception()
         finally:
             self.reports.stop()
             for task in [*tasks, *self._creating.values()]:
