@@ -43,7 +43,8 @@ ROUNDS = 10
 RUN = """set -e
 mkdir -p /outputs
 head -c 3000000 /dev/urandom > /outputs/model.bin
-sha256sum /outputs/model.bin | cut -d' ' -f1 > /outputs/model.sha256
+sha256sum /outputs/model.bin | cut -d' ' -f1 > /outputs/.model.sha256
+mv /outputs/.model.sha256 /outputs/model.sha256
 sleep 600
 """
 
@@ -110,6 +111,7 @@ async def test_ssh_listings_and_downloads_work_through_either_of_two_gateway_rep
                         f"/api/v1/jobs/{job_id}/outputs/download", params={"path": "/outputs/model.sha256"}
                     )
                 ).text.strip()
+                assert len(want) == 64, f"model.sha256 holds {want!r}, not a SHA-256"
                 before = dict(balancer.connections)
                 failures: list[str] = []
                 for i in range(ROUNDS):
@@ -125,8 +127,9 @@ async def test_ssh_listings_and_downloads_work_through_either_of_two_gateway_rep
                     got = await client.get(
                         f"/api/v1/jobs/{job_id}/outputs/download", params={"path": "/outputs/model.bin"}
                     )
-                    if got.status_code != 200 or hashlib.sha256(got.content).hexdigest() != want:
-                        failures.append(f"download {i}: {got.status_code} {got.text[:300]}")
+                    digest = hashlib.sha256(got.content).hexdigest()
+                    if got.status_code != 200 or digest != want:
+                        failures.append(f"download {i}: {got.status_code} sha256 {digest}, want {want}")
                 assert failures == []
                 # Both replicas took users' calls and dial-backs (the balancer alternates).
                 used = {port: balancer.connections[port] - before.get(port, 0) for port in balancer.backends}
