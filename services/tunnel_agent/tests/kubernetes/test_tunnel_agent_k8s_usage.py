@@ -107,7 +107,7 @@ async def test_no_live_worker_asks_nothing() -> None:
 def _log(driver: KubernetesDriver, worker_id: str, *lines: str) -> None:
     """Lines of the worker's followed log, as the log follower hands them over (numbered after what came)."""
     for line in lines:
-        driver._on_log_line(worker_id, driver._log_seq.get(worker_id, 0) + 1, line)
+        driver._on_log_line(worker_id, driver._logs.last_seq(worker_id) + 1, line)
 
 
 async def test_a_workers_own_gpus_sampled_marker_becomes_its_gpus_in_the_round() -> None:
@@ -189,5 +189,5 @@ async def test_a_report_goes_stale_once_the_worker_stops_reporting() -> None:
     driver = _driver(MetricsKube([]), ["job-7f3c-actor-0"], gpus=1)
     _log(driver, "job-7f3c-actor-0", format_marker("gpus_sampled", nvidia_smi="0, 12, 1024, 81920"))
     assert len(await driver.sample_usage()) == 1
-    driver._reported_gpus.max_age_s = -1.0  # as if three sampling intervals passed without a report
+    driver._usage.reported_gpus.max_age_s = -1.0  # as if three sampling intervals passed without a report
     assert await driver.sample_usage() == []

@@ -61,28 +61,21 @@ and ConfigMap. Owner references to the job ConfigMap make a
 real cluster's garbage collector finish the job too, but the driver never relies on it (test beds
 and some clusters run no kube-controller-manager).
 
-Logs: Kubernetes merges a container's stdout and stderr into one log, so every line is reported as
-stdout. Lines are numbered from the start of the container's log, so a restarted agent that
-follows the log again emits the same ``seq`` numbers and consumers drop the repeats.
-
-Usage (``sample_usage``, ADR 0017): CPU and memory from the metrics API; GPUs from the DCGM exporter where
-``dcgm_url`` measures the worker's pod, else from the worker's own ``gpus_sampled`` markers in its followed log
-(its bootstrap runs ``nvidia-smi`` in the container every ``gpu_sample_interval_s``), the latest fresh one.
+Parts in modules of their own: the node and assigned-pod cache (``node_cache.py``), the containers' logs
+(``pod_logs.py``), usage sampling (``usage.py``, ADR 0017), each job's objects and the workers' Secrets
+(``job_objects.py``), the JSON layer over the client (``kube.py``), the
+objects it creates (``manifests.py``) and how a pod's state becomes a worker's status (``observe.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import secrets
 import threading
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
@@ -91,7 +84,6 @@ from kubernetes.client.exceptions import ApiException
 from rlark_contracts import runtimes
 
 from rlark_tunnel_agent.runtime import worker_usage
-from rlark_tunnel_agent.runtime.bootstrap import BOOTSTRAP_FILES
 from rlark_tunnel_agent.runtime.contract import authorized_keys_text
 from rlark_tunnel_agent.runtime.driver import (
     FilesAt,
@@ -111,22 +103,32 @@ from rlark_tunnel_agent.runtime.driver import (
     WorkerUsage,
     validate_authorized_key_lines,
 )
-from rlark_tunnel_agent.runtime.kubernetes import manifests, names, pod_metrics
+from rlark_tunnel_agent.runtime.kubernetes import manifests, names
 from rlark_tunnel_agent.runtime.kubernetes.config import KubernetesDriverConfig
-from rlark_tunnel_agent.runtime.kubernetes.kube import Kube, Obj, WatchExpired, load_api_client
+from rlark_tunnel_agent.runtime.kubernetes.job_objects import JobObjects, bootstrap_files
+from rlark_tunnel_agent.runtime.kubernetes.kube import (
+    Kube,
+    Obj,
+    WatchExpired,
+    annotation,
+    api_error,
+    label,
+    load_api_client,
+    namespace_of,
+)
 from rlark_tunnel_agent.runtime.kubernetes.network import NetworkSidecarHooks
+from rlark_tunnel_agent.runtime.kubernetes.node_cache import NodeCache
 from rlark_tunnel_agent.runtime.kubernetes.observe import (
     NodeFacts,
-    PodUsage,
     deleted_outside,
     fold_pod,
     node_facts,
     node_gone,
-    node_usage,
-    pod_usage,
     pulling_image,
 )
-from rlark_tunnel_agent.runtime.markers import GpusSampled, apply_marker, output_lines, parse_marker_line
+from rlark_tunnel_agent.runtime.kubernetes.pod_logs import PodLogs
+from rlark_tunnel_agent.runtime.kubernetes.usage import UsageSampler
+from rlark_tunnel_agent.runtime.markers import GpusSampled, apply_marker, parse_marker_line
 
 log = structlog.get_logger(__name__)
 
@@ -135,50 +137,8 @@ SERVICE_CIDRS_REFRESH_S = 60.0
 
 T = TypeVar("T")
 
-_HERE = Path(__file__).resolve().parent
-
 ORPHAN_GRACE_S = 60.0
 """Job objects without workers are removed only when older than this (a job may be starting)."""
-
-
-def _annotation(obj: Obj, key: str) -> str | None:
-    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
-    return str(value) if value is not None else None
-
-
-def _label(obj: Obj, key: str) -> str | None:
-    value = ((obj.get("metadata") or {}).get("labels") or {}).get(key)
-    return str(value) if value is not None else None
-
-
-def _namespace(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("namespace") or "")
-
-
-def _age_s(obj: Obj) -> float:
-    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
-    if not stamp:
-        return 0.0
-    created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    return (datetime.now(UTC) - created).total_seconds()
-
-
-class KubernetesApiError(RuntimeError):
-    """An API call failed in a way that may pass (404 namespace, 403, 5xx, connection): worth a retry.
-
-    The message is the API server's own, short enough for a worker's reason.
-    """
-
-
-def api_error(exc: ApiException, doing: str) -> Exception:
-    """``exc`` as a short error: ValueError when the server refused the object itself (400, 422: a
-    retry cannot help), KubernetesApiError otherwise."""
-    message = ""
-    with contextlib.suppress(ValueError, TypeError, AttributeError):
-        message = str(json.loads(exc.body or "{}").get("message") or "")
-    text = f"{doing}: Kubernetes API {exc.status} {exc.reason or ''}".rstrip()
-    text = f"{text}: {message}" if message else text
-    return ValueError(text) if exc.status in (400, 422) else KubernetesApiError(text)
 
 
 def _drawn_secrets() -> Callable[[str], str]:
@@ -236,19 +196,13 @@ class KubernetesDriver:
         self._executor = ThreadPoolExecutor(config.api_concurrency, thread_name_prefix="k8s-api")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._events: asyncio.Queue[RuntimeEvent] = asyncio.Queue()
-        self._nodes: dict[str, NodeFacts] = {}
-        self._nodes_listed = False
-        """Whether ``_nodes`` holds the cluster's nodes yet (a node missing before that is not gone)."""
-        self._usage: dict[str, PodUsage] = {}
-        """What pods of every namespace hold on their nodes, by pod uid (the assigned-pod watch)."""
-        self._nodes_changed = asyncio.Event()
+        self._nodes = NodeCache(self._is_ours, self._fail_workers_on_gone_nodes)
         self._service_cidrs: tuple[str, ...] = ()
         self._service_cidrs_at: float | None = None
         self._service_cidrs_unserved = False
-        self._pod_metrics_unserved = False
-        """Whether the last round found no metrics API (so its absence is logged once)."""
-        self._reported_gpus = worker_usage.ReportedGpus(max_age_s=3 * config.gpu_sample_interval_s)
-        """Each worker's latest ``gpus_sampled`` report of its own GPUs (used where DCGM does not measure it)."""
+        self._usage = UsageSampler(
+            config, lambda namespace, selector: self._call(self.kube.list_pod_metrics, namespace, selector)
+        )
         self._specs: dict[str, WorkerSpec] = {}
         self._status: dict[str, WorkerStatus] = {}
         self._pods: dict[str, Obj] = {}
@@ -257,15 +211,10 @@ class KubernetesDriver:
         self._inflight: dict[str, str] = {}
         """Workers being created right now, with their job: the resync leaves them alone."""
         self._worker_locks: dict[str, asyncio.Lock] = {}
-        self._job_locks: dict[str, asyncio.Lock] = {}
-        self._job_owner: dict[tuple[str, str], dict[str, Any]] = {}
-        """(job id, namespace) → owner reference to the job's ConfigMap there."""
+        self._jobs = JobObjects(config, self._call, lambda: self.kube)
         self._pull_since: dict[str, float] = {}
-        self._log_buffers: dict[str, deque[WorkerLogLine]] = {}
-        self._log_seq: dict[str, int] = {}
-        self._followers: set[str] = set()
+        self._logs = PodLogs(lambda: self.kube, config.log_buffer_lines)
         self._deleted_uids: set[str] = set()
-        self._bootstrap_files: dict[str, str] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._resync_task: asyncio.Task[None] | None = None
@@ -328,7 +277,7 @@ class KubernetesDriver:
                 load_api_client, self.config.kubeconfig, self.config.context, self.config.api_concurrency * 2
             )
             self._kube = Kube(api_client)
-        self._bootstrap_files = self._read_bootstrap_files()
+        self._jobs.bootstrap_files = bootstrap_files(self.config)
 
         pods_rv: dict[str, str] = {}
         seen = set()
@@ -337,7 +286,7 @@ class KubernetesDriver:
                 self.kube.list_items, "config_map", namespace, names.managed_selector()
             )
             for cm in config_maps:
-                if _label(cm, names.OBJECT_LABEL) != "worker":
+                if label(cm, names.OBJECT_LABEL) != "worker":
                     continue
                 try:
                     spec = manifests.spec_from_config_map(cm)
@@ -346,14 +295,14 @@ class KubernetesDriver:
                     continue
                 self._specs[spec.worker_id] = spec
                 self._where[spec.worker_id] = namespace
-                if _annotation(cm, names.POD_CREATED_ANNOTATION) == "true":
+                if annotation(cm, names.POD_CREATED_ANNOTATION) == "true":
                     self._pod_created.add(spec.worker_id)
             pods, pods_rv[namespace] = await self._call(
                 self.kube.list_items, "pod", namespace, names.managed_selector()
             )
             for pod in pods:
                 self._on_pod_event("ADDED", pod)
-                if wid := _annotation(pod, names.WORKER_ANNOTATION):
+                if wid := annotation(pod, names.WORKER_ANNOTATION):
                     seen.add(wid)
         for wid, spec in list(self._specs.items()):
             if wid in seen:
@@ -365,11 +314,11 @@ class KubernetesDriver:
                 # The previous agent recorded the worker but died before creating its pod.
                 await self._create_recorded_pod(spec)
         nodes, nodes_rv = await self._call(self.kube.list_nodes)
-        self._replace_nodes(nodes)
+        self._nodes.replace(nodes)
         usage_rv = ""
         try:
             assigned, usage_rv = await self._call(self.kube.list_assigned_pods)
-            self._replace_usage(assigned)
+            self._nodes.replace_usage(assigned)
         except ApiException as exc:
             # Without the cluster-wide pod read (deploy/agent/rbac.yaml) nodes report only RLark's
             # own pods as allocated; the watch keeps trying, so a fixed role takes effect by itself.
@@ -423,59 +372,19 @@ class KubernetesDriver:
             await asyncio.to_thread(self._kube.api_client.close)
         self._started = False
 
-    def _read_bootstrap_files(self) -> dict[str, str]:
-        files = {manifests.ENTRYPOINT_FILE: (_HERE / "entrypoint.sh").read_text()}
-        for name in BOOTSTRAP_FILES:  # the same bootstrap the local runtime ships
-            path = self.config.bootstrap_dir / name
-            if not path.exists():
-                raise RuntimeError(f"the worker bootstrap file {path} is missing")
-            files[name] = path.read_text()
-        return files
-
     # --- nodes ---------------------------------------------------------------------------------------
-
-    def _replace_nodes(self, nodes: Sequence[Obj]) -> None:
-        self._nodes = {facts.name: facts for facts in map(node_facts, nodes)}
-        self._nodes_listed = True
-        self._nodes_changed.set()
-        self._fail_workers_on_gone_nodes()
-
-    def _on_node_event(self, kind: str, node: Obj) -> None:
-        name = node["metadata"]["name"]
-        if kind == "DELETED":
-            self._nodes.pop(name, None)
-            self._nodes_changed.set()
-            self._fail_workers_on_gone_nodes()
-            return
-        facts = node_facts(node)
-        if self._nodes.get(name) == facts:
-            return
-        self._nodes[name] = facts
-        self._nodes_changed.set()
-
-    def _gone_node(self, pod: Obj) -> str | None:
-        """The node ``pod`` is bound to when that node no longer exists in the cluster."""
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not node or not self._nodes_listed or node in self._nodes:
-            return None
-        return str(node)
 
     def _fail_workers_on_gone_nodes(self) -> None:
         """Fail every worker (not being stopped) whose pod is bound to a node that is gone."""
         for wid, pod in list(self._pods.items()):
-            node = self._gone_node(pod)
+            node = self._nodes.gone_node(pod)
             if node is not None and wid not in self._stopping:
-                job_id = _annotation(pod, names.JOB_ANNOTATION) or ""
+                job_id = annotation(pod, names.JOB_ANNOTATION) or ""
                 self._set_status(node_gone(self._base_status(wid, job_id), node))
 
     async def observe_nodes(self) -> list[NodeObservation]:
-        """Every node with what every pod bound to it holds (see observe.py): this driver's worker pods
-        from its own pod cache, other pods — RLark did not create them here — from the assigned-pod
-        watch over every namespace."""
-        ours = (u for pod in self._pods.values() if (u := pod_usage(pod, ours=True)) is not None)
-        others = (u for u in self._usage.values() if not u.ours)
-        usage = node_usage([*ours, *others])
-        return [self._nodes[n].report(usage.get(n)) for n in sorted(self._nodes)]
+        """Every node with what every pod bound to it holds (``NodeCache.observe``)."""
+        return self._nodes.observe(self._pods.values())
 
     async def learn_addresses(self, job_id: str, addresses: dict[str, str]) -> None:
         """Nothing to learn: a pod resolves its job's names through its network sidecar's DNS."""
@@ -507,47 +416,26 @@ class KubernetesDriver:
 
     def node_facts(self) -> list[NodeFacts]:
         """Everything observed per node (capacity and allocatable GPUs, cordon, addresses)."""
-        return [self._nodes[n] for n in sorted(self._nodes)]
+        return self._nodes.facts()
 
     def _is_ours(self, pod: Obj) -> bool:
         """One of this driver's worker pods (those its own pod watch follows)."""
         meta = pod.get("metadata") or {}
         return (
             meta.get("namespace") in self.namespaces
-            and _label(pod, names.MANAGED_BY_LABEL) == names.MANAGED_BY
-            and _annotation(pod, names.WORKER_ANNOTATION) is not None
+            and label(pod, names.MANAGED_BY_LABEL) == names.MANAGED_BY
+            and annotation(pod, names.WORKER_ANNOTATION) is not None
         )
-
-    def _replace_usage(self, pods: Sequence[Obj]) -> None:
-        self._usage = {}
-        for pod in pods:
-            self._on_usage_event("ADDED", pod)
-
-    def _on_usage_event(self, kind: str, pod: Obj) -> None:
-        uid = (pod.get("metadata") or {}).get("uid")
-        if not uid:
-            return
-        usage = None if kind == "DELETED" else pod_usage(pod, ours=self._is_ours(pod))
-        if usage is None:
-            self._usage.pop(uid, None)
-        else:
-            self._usage[uid] = usage
 
     async def wait_nodes_changed(self, timeout_s: float | None = None) -> bool:
         """Wait until the node set changed since the last call; False on timeout."""
-        try:
-            await asyncio.wait_for(self._nodes_changed.wait(), timeout_s)
-        except TimeoutError:
-            return False
-        self._nodes_changed.clear()
-        return True
+        return await self._nodes.wait_changed(timeout_s)
 
     async def cordon(self, node: str, cordoned: bool = True) -> NodeFacts:
         """Set ``spec.unschedulable`` (cordon) or clear it (uncordon) through the API."""
         updated = await self._call(self.kube.patch_node, node, {"spec": {"unschedulable": cordoned}})
         facts = node_facts(updated)
-        self._nodes[facts.name] = facts
-        self._nodes_changed.set()
+        self._nodes.put(facts)
         return facts
 
     async def uncordon(self, node: str) -> NodeFacts:
@@ -561,7 +449,7 @@ class KubernetesDriver:
         backoff = 1.0
         cluster_wide = kind in ("node", "assigned_pod")
         selector = "" if cluster_wide else names.managed_selector()
-        handlers = {"node": self._on_node_event, "assigned_pod": self._on_usage_event}
+        handlers = {"node": self._nodes.on_event, "assigned_pod": self._nodes.on_usage_event}
         handler = handlers.get(kind, self._on_pod_event)
         while not self._stop.is_set():
             try:
@@ -592,23 +480,23 @@ class KubernetesDriver:
 
     def _relisted(self, kind: str, items: list[Obj], namespace: str | None = None) -> None:
         if kind == "node":
-            self._replace_nodes(items)
+            self._nodes.replace(items)
             return
         if kind == "assigned_pod":
-            self._replace_usage(items)
+            self._nodes.replace_usage(items)
             return
         present = set()
         for pod in items:
             self._on_pod_event("MODIFIED", pod)
-            if wid := _annotation(pod, names.WORKER_ANNOTATION):
+            if wid := annotation(pod, names.WORKER_ANNOTATION):
                 present.add(wid)
         for wid, cached in list(self._pods.items()):
-            if wid not in present and _namespace(cached) == namespace:
+            if wid not in present and namespace_of(cached) == namespace:
                 self._on_pod_event("DELETED", cached)
 
     def _on_pod_event(self, kind: str, pod: Obj) -> None:
-        wid = _annotation(pod, names.WORKER_ANNOTATION)
-        job_id = _annotation(pod, names.JOB_ANNOTATION) or ""
+        wid = annotation(pod, names.WORKER_ANNOTATION)
+        job_id = annotation(pod, names.JOB_ANNOTATION) or ""
         if wid is None:
             return
         uid = (pod.get("metadata") or {}).get("uid")
@@ -634,24 +522,24 @@ class KubernetesDriver:
         if kind == "LISTED" and not self._fresher(wid, pod):
             return  # a list older than what the watch already delivered
         self._pods[wid] = pod
-        self._where[wid] = _namespace(pod)
+        self._where[wid] = namespace_of(pod)
         new = fold_pod(
             self._base_status(wid, job_id),
             pod,
             stopping=wid in self._stopping,
             markers=not self.config.running_without_markers,
         )
-        if (node := self._gone_node(pod)) is not None and wid not in self._stopping:
+        if (node := self._nodes.gone_node(pod)) is not None and wid not in self._stopping:
             new = node_gone(new, node)
         if pulling_image(new):
             self._pull_since.setdefault(wid, time.monotonic())
         else:
             self._pull_since.pop(wid, None)
         self._set_status(new)
-        if self.config.follow_logs and wid not in self._followers and self._container_started(pod):
-            self._followers.add(wid)
+        if self.config.follow_logs and wid not in self._logs.followed and self._container_started(pod):
+            self._logs.followed.add(wid)
             self._spawn_thread(
-                f"k8s-log-{wid}", self._follow_logs, wid, _namespace(pod), pod["metadata"]["name"]
+                f"k8s-log-{wid}", self._follow_logs, wid, namespace_of(pod), pod["metadata"]["name"]
             )
 
     def _fresher(self, wid: str, pod: Obj) -> bool:
@@ -678,102 +566,54 @@ class KubernetesDriver:
     # --- logs -----------------------------------------------------------------------------------------
 
     def _follow_logs(self, worker_id: str, namespace: str, pod_name: str) -> None:
-        """Thread: follow the worker container's log, resuming after errors without repeats."""
-        emitted = 0
-        backoff = 2.0
-        while not self._stop.is_set():
-            seq = 0
-            try:
-                for line in self._log_lines(namespace, pod_name, True):
-                    seq += 1
-                    if seq > emitted:
-                        emitted = seq
-                        self._post(self._on_log_line, worker_id, seq, line)
-                status = self._status.get(worker_id)
-                if status is None or status.phase.terminal or worker_id not in self._pods:
-                    return
-            except ApiException as exc:
-                if exc.status == 404 or self._stop.is_set():
-                    return
-                log.debug("worker log not available; retrying", worker_id=worker_id, status=exc.status)
-            except Exception as exc:
-                if self._stop.is_set():
-                    return
-                log.debug("worker log stream broke", worker_id=worker_id, error=str(exc))
-            if worker_id not in self._pods:
-                return
-            self._stop.wait(backoff)
-            backoff = min(backoff * 2, 60.0)
+        """Thread: follow the worker container's log (``PodLogs.follow``), each line to the event loop."""
+
+        def ended(wid: str) -> bool:
+            status = self._status.get(wid)
+            return status is None or status.phase.terminal or wid not in self._pods
+
+        def emit(wid: str, seq: int, text: str) -> None:
+            self._post(self._on_log_line, wid, seq, text)
+
+        self._logs.follow(
+            worker_id,
+            namespace,
+            pod_name,
+            emit=emit,
+            stop=self._stop,
+            ended=ended,
+            present=lambda wid: wid in self._pods,
+        )
 
     def _on_log_line(self, worker_id: str, seq: int, text: str) -> None:
-        if seq <= self._log_seq.get(worker_id, 0):
+        line = self._logs.accept(worker_id, seq, text)
+        if line is None:
             return
-        self._log_seq[worker_id] = seq
-        line = WorkerLogLine(worker_id=worker_id, stream=LogStream.STDOUT, seq=seq, text=text)
-        buffer = self._log_buffers.setdefault(worker_id, deque(maxlen=self.config.log_buffer_lines))
-        buffer.append(line)
         self._events.put_nowait(line)
         marker = parse_marker_line(text)
         if marker is not None:
             if isinstance(marker, GpusSampled):
-                self._gpus_reported(worker_id, marker)
+                spec = self._specs.get(worker_id)
+                self._usage.gpus_reported(worker_id, marker, spec.gpus if spec is not None else 0)
             self._events.put_nowait(WorkerMarkerSeen(worker_id=worker_id, marker=marker))
             status = self._status.get(worker_id)
             if status is not None:
                 self._set_status(apply_marker(status, marker))
 
-    def _gpus_reported(self, worker_id: str, marker: GpusSampled) -> None:
-        """Keep a worker's report of its own GPUs, when it is plausibly its own (``worker_usage.own_gpus``)."""
-        spec = self._specs.get(worker_id)
-        gpus = worker_usage.own_gpus(marker.nvidia_smi, spec.gpus if spec is not None else 0)
-        if gpus is None:
-            # Anything in the job can print the line; a flood of bad ones must not flood the agent's log.
-            log.debug("a gpus_sampled report that is not the worker's own GPUs ignored", worker_id=worker_id)
-            return
-        self._reported_gpus.report(worker_id, gpus, time.monotonic())
-
     async def stream_logs(self, worker_id: str, follow: bool = True) -> AsyncIterator[WorkerLogLine]:
         """The worker's log lines from the first, numbered like `events()`; ends with the container."""
-        spec = self._specs.get(worker_id)
-        pod_name = names.pod_name(worker_id)
-        if spec is None and worker_id not in self._pods:
+        if worker_id not in self._specs and worker_id not in self._pods:
             raise LookupError(f"unknown worker {worker_id}")
         namespace = self._namespace_of(worker_id)
-        queue: asyncio.Queue[str | None] = asyncio.Queue()
-        loop = asyncio.get_running_loop()
-        cancelled = threading.Event()
-        failure: list[BaseException] = []
-
-        def pump() -> None:
-            try:
-                for text in self._log_lines(namespace, pod_name, follow):
-                    if cancelled.is_set():
-                        return
-                    loop.call_soon_threadsafe(queue.put_nowait, text)
-            except BaseException as exc:
-                failure.append(exc)
-            finally:
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(queue.put_nowait, None)
-
-        thread = threading.Thread(target=pump, name=f"k8s-logstream-{worker_id}", daemon=True)
-        thread.start()
-        seq = 0
-        try:
-            while (text := await queue.get()) is not None:
-                seq += 1
-                yield WorkerLogLine(worker_id=worker_id, stream=LogStream.STDOUT, seq=seq, text=text)
-            if failure:
-                raise failure[0]
-        finally:
-            cancelled.set()
+        async for line in self._logs.stream(worker_id, namespace, names.pod_name(worker_id), follow):
+            yield line
 
     async def tail_logs(self, worker_id: str, lines: int = 50) -> list[WorkerLogLine]:
         """The last ``lines`` lines: read from the API when the pod exists, else what was followed."""
         if worker_id in self._pods:
             try:
                 texts = await self._call(
-                    self._read_log, self._namespace_of(worker_id), names.pod_name(worker_id)
+                    self._logs.read, self._namespace_of(worker_id), names.pod_name(worker_id)
                 )
                 numbered = [
                     WorkerLogLine(worker_id=worker_id, stream=LogStream.STDOUT, seq=i, text=t)
@@ -786,67 +626,16 @@ class KubernetesDriver:
                     worker_id=worker_id,
                     error=str(exc),
                 )
-        buffer = list(self._log_buffers.get(worker_id, ()))
-        return buffer[-lines:] if lines > 0 else []
-
-    def _read_log(self, namespace: str, pod_name: str) -> list[str]:
-        return list(self._log_lines(namespace, pod_name, False))
-
-    def _log_lines(self, namespace: str, pod_name: str, follow: bool) -> Iterator[str]:
-        """The worker container's log lines as the driver numbers them wherever it reads them (followed,
-        streamed, tailed): a marker glued to a script's last output is a line of its own (``output_lines``)."""
-        for text in self.kube.pod_log_lines(namespace, pod_name, manifests.WORKER_CONTAINER, follow):
-            yield from output_lines(text)
+        return self._logs.buffered(worker_id, lines)
 
     async def sample_usage(self) -> list[WorkerUsage]:
-        """The live workers' CPU and memory from the metrics API (their pods' PodMetrics, where the cluster
-        serves ``metrics.k8s.io``) and GPU use from the DCGM exporter at ``dcgm_url`` (where set), else from the
-        worker's own fresh ``gpus_sampled`` report; a worker no source measures is left out (ADR 0017)."""
+        """The live workers' usage (``usage.UsageSampler``, ADR 0017); a worker no source measures is left out."""
         live = [
             worker_usage.PodWorker(wid, spec.job_id, self._namespace_of(wid), names.pod_name(wid))
             for wid, spec in self._specs.items()
             if not ((status := self._status.get(wid)) is not None and status.phase.terminal)
         ]
-        self._reported_gpus.keep_only(w.worker_id for w in live)
-        if not live:
-            return []
-        gpus = (
-            worker_usage.parse_dcgm(await worker_usage.fetch_text(self.config.dcgm_url))
-            if self.config.dcgm_url
-            else {}
-        )
-        measured = await self._pod_metrics(sorted({w.namespace for w in live}))
-        reported = self._reported_gpus.fresh(time.monotonic())
-        return worker_usage.pod_samples(live, datetime.now(UTC), usage=measured, gpus=gpus, reported=reported)
-
-    async def _pod_metrics(
-        self, namespaces: Sequence[str]
-    ) -> dict[tuple[str, str], worker_usage.PodMeasured]:
-        """The workers' pods' PodMetrics in ``namespaces``; where the metrics API is not served (or not to the
-        agent) nothing, said once in the log until it is served again."""
-        found: dict[tuple[str, str], worker_usage.PodMeasured] = {}
-        for namespace in namespaces:
-            try:
-                items = await self._call(self.kube.list_pod_metrics, namespace, names.managed_selector())
-            except (ApiException, OSError, urllib3.exceptions.HTTPError) as exc:
-                log.debug("pod metrics not read this round", namespace=namespace, error=str(exc)[:300])
-                continue
-            if items is None:
-                if not self._pod_metrics_unserved:
-                    log.warning(
-                        "workers' CPU and memory not sampled: the cluster does not serve the metrics API "
-                        "(metrics.k8s.io/v1beta1 pods) or the agent may not list it (deploy/agent/rbac.yaml)",
-                        namespace=namespace,
-                    )
-                self._pod_metrics_unserved = True
-                continue
-            if self._pod_metrics_unserved:
-                log.info(
-                    "the metrics API serves pod metrics: workers' CPU and memory sampled", namespace=namespace
-                )
-                self._pod_metrics_unserved = False
-            found.update(pod_metrics.parse_pod_metrics(items))
-        return found
+        return await self._usage.sample(live)
 
     def _namespace_of(self, worker_id: str) -> str:
         """Where the worker's objects are: where they were found or created, else where its spec goes."""
@@ -861,29 +650,6 @@ class KubernetesDriver:
         return (known,) if known is not None else self.namespaces
 
     # --- workers ----------------------------------------------------------------------------------------
-
-    async def _ensure_job(self, spec: WorkerSpec, namespace: str) -> dict[str, Any]:
-        """The job's ConfigMap (owner of the rest) and headless Service in ``namespace``; cached per job
-        and namespace (a job whose workers land in both namespaces has them in both)."""
-        async with self._lock(self._job_locks, spec.job_id):
-            owner = self._job_owner.get((spec.job_id, namespace))
-            if owner is not None:
-                return owner
-            body = manifests.job_config_map(spec.job_id, namespace, self._bootstrap_files)
-            job_cm = await self._call(self.kube.create, "config_map", namespace, body)
-            if job_cm is None:
-                job_cm = await self._call(self.kube.get, "config_map", namespace, body["metadata"]["name"])
-                if job_cm is None:
-                    raise RuntimeError(f"job config map of {spec.job_id} vanished while creating it")
-            owner = manifests.owner_reference(job_cm)
-            service = manifests.headless_service(spec.job_id, namespace, spec.ray_port, owner)
-            await self._call(self.kube.create, "service", namespace, service)
-            if self.config.network_policies:
-                # Before any pod of the job exists here: no worker of it is ever reachable by other jobs.
-                policy = manifests.job_network_policy(spec.job_id, namespace, self.config, owner)
-                await self._call(self.kube.create, "network_policy", namespace, policy)
-            self._job_owner[(spec.job_id, namespace)] = owner
-            return owner
 
     async def ensure_worker(self, spec: WorkerSpec) -> None:
         """Create the worker's objects unless they exist (idempotent by worker id; never restarts).
@@ -925,13 +691,13 @@ class KubernetesDriver:
                     )
                     return
                 namespace = manifests.worker_namespace(spec, self.config)
-                owner = await self._ensure_job(spec, namespace)
+                owner = await self._jobs.ensure(spec, namespace)
                 cm_body = manifests.worker_config_map(spec, namespace, owner)
                 cm = await self._call(self.kube.create, "config_map", namespace, cm_body)
                 if cm is None:
                     cm = await self._call(self.kube.get, "config_map", namespace, cm_body["metadata"]["name"])
                 self._where[wid] = namespace
-                already = cm is not None and _annotation(cm, names.POD_CREATED_ANNOTATION) == "true"
+                already = cm is not None and annotation(cm, names.POD_CREATED_ANNOTATION) == "true"
                 self._specs[wid] = spec
                 if wid not in self._status:
                     self._set_status(self._base_status(wid, spec.job_id))
@@ -953,16 +719,18 @@ class KubernetesDriver:
                 f"{namespace} now (RLARK_NAMESPACE / RLARK_PRIVILEGED_NAMESPACE or the sidecar image changed)"
             )
         if owner is None:
-            owner = await self._ensure_job(spec, namespace)
+            owner = await self._jobs.ensure(spec, namespace)
         access = None
         if manifests.wants_sidecar(spec, self.config) and self.sidecar_hooks is not None:
             access = await self.sidecar_hooks.sidecar_for(spec)
         files = self._files_secret(spec.worker_id) if manifests.wants_files_sidecar(spec, self.config) else ""
         if access is not None or files or spec.ray_token is not None or spec.secret_values:
             token = access.token if access is not None else ""
-            await self._put_secret(namespace, manifests.worker_secret(spec, namespace, owner, token, files))
+            await self._jobs.put_secret(
+                namespace, manifests.worker_secret(spec, namespace, owner, token, files)
+            )
         for bucket_secret in manifests.bucket_secrets(spec, namespace, owner):
-            await self._put_secret(namespace, bucket_secret)
+            await self._jobs.put_secret(namespace, bucket_secret)
         pod = manifests.worker_pod(spec, self.config, owner, access)
         await self._call(self.kube.create, "pod", namespace, pod)
         self._where[spec.worker_id] = namespace
@@ -1006,28 +774,18 @@ class KubernetesDriver:
             return
         log.info("adopted worker's sidecar admitted again", worker_id=spec.worker_id)
 
-    async def _put_secret(self, namespace: str, body: Obj) -> None:
-        """Create the Secret; one of that name (an earlier try, a previous agent) is replaced. The
-        agent may create and delete Secrets but never read them, so "replace" is delete + create."""
-        name = body["metadata"]["name"]
-        for _ in range(3):
-            if await self._call(self.kube.create, "secret", namespace, body) is not None:
-                return
-            await self._call(self.kube.delete, "secret", namespace, name, 0)
-        raise KubernetesApiError(f"secret {name} keeps existing after being deleted")
-
     async def _job_of(self, worker_id: str) -> str | None:
         if spec := self._specs.get(worker_id):
             return spec.job_id
         if pod := self._pods.get(worker_id):
-            return _annotation(pod, names.JOB_ANNOTATION)
+            return annotation(pod, names.JOB_ANNOTATION)
         for namespace in self._namespaces_of(worker_id):
             cm = await self._call(self.kube.get, "config_map", namespace, names.worker_config_name(worker_id))
             if cm is not None:
-                return _annotation(cm, names.JOB_ANNOTATION)
+                return annotation(cm, names.JOB_ANNOTATION)
             pod = await self._call(self.kube.get, "pod", namespace, names.pod_name(worker_id))
             if pod is not None:
-                return _annotation(pod, names.JOB_ANNOTATION)
+                return annotation(pod, names.JOB_ANNOTATION)
         return None
 
     async def stop_worker(self, worker_id: str) -> None:
@@ -1039,7 +797,7 @@ class KubernetesDriver:
             deleted = False
             pod = self._pods.get(worker_id)
             # A pod whose node is gone has no kubelet to finish a graceful deletion: delete it at once.
-            gone = pod is not None and self._gone_node(pod) is not None
+            gone = pod is not None and self._nodes.gone_node(pod) is not None
             # The pod's own grace: the config's plus the Header's termination grace (manifests.py).
             own = (pod or {}).get("spec", {}).get("terminationGracePeriodSeconds")
             grace = 0 if gone else int(own) if own is not None else self.config.termination_grace_period_s
@@ -1079,31 +837,15 @@ class KubernetesDriver:
             self._where.pop(worker_id, None)
         if job_id is not None:
             for namespace in namespaces:
-                await self._cleanup_job_if_empty(job_id, namespace)
-
-    async def _cleanup_job_if_empty(self, job_id: str, namespace: str, min_age_s: float = 0.0) -> bool:
-        """Delete the job's Service, NetworkPolicy and ConfigMap in ``namespace`` once no worker of the job is
-        there."""
-        async with self._lock(self._job_locks, job_id):
-            selector = f"{names.job_selector(job_id)},{names.OBJECT_LABEL}=worker"
-            remaining, _ = await self._call(self.kube.list_items, "config_map", namespace, selector)
-            if remaining or any(
-                s.job_id == job_id and self._where.get(w, namespace) == namespace
-                for w, s in self._specs.items()
-            ):
-                return False
-            if min_age_s:
-                job_cm = await self._call(
-                    self.kube.get, "config_map", namespace, names.job_config_name(job_id)
+                await self._jobs.remove_if_unused(
+                    job_id, namespace, self._workers_of_job_in(job_id, namespace)
                 )
-                if job_cm is not None and _age_s(job_cm) < min_age_s:
-                    return False
-            await self._call(self.kube.delete, "service", namespace, names.service_name(job_id))
-            if self.config.network_policies:
-                await self._call(self.kube.delete, "network_policy", namespace, names.service_name(job_id))
-            await self._call(self.kube.delete, "config_map", namespace, names.job_config_name(job_id))
-            self._job_owner.pop((job_id, namespace), None)
-            return True
+
+    def _workers_of_job_in(self, job_id: str, namespace: str) -> Callable[[], bool]:
+        """Whether the driver knows a worker of the job in ``namespace`` (one being created has a spec)."""
+        return lambda: any(
+            s.job_id == job_id and self._where.get(w, namespace) == namespace for w, s in self._specs.items()
+        )
 
     async def update_authorized_keys(self, worker_id: str, lines: Sequence[str]) -> None:
         """Rewrite the worker's keys in its ConfigMap; the pod's entrypoint installs them live."""
@@ -1222,15 +964,15 @@ class KubernetesDriver:
         pods, _ = await self._call(self.kube.list_items, "pod", namespace, selector)
         config_maps, _ = await self._call(self.kube.list_items, "config_map", namespace, selector)
         services, _ = await self._call(self.kube.list_items, "service", namespace, selector)
-        pods_by_worker = {w: p for p in pods if (w := _annotation(p, names.WORKER_ANNOTATION))}
+        pods_by_worker = {w: p for p in pods if (w := annotation(p, names.WORKER_ANNOTATION))}
         worker_cms: dict[str, Obj] = {}
         job_cms: dict[str, Obj] = {}
         for cm in config_maps:
-            if _label(cm, names.OBJECT_LABEL) == "worker" and (w := _annotation(cm, names.WORKER_ANNOTATION)):
+            if label(cm, names.OBJECT_LABEL) == "worker" and (w := annotation(cm, names.WORKER_ANNOTATION)):
                 worker_cms[w] = cm
-            elif _label(cm, names.OBJECT_LABEL) == "job" and (j := _annotation(cm, names.JOB_ANNOTATION)):
+            elif label(cm, names.OBJECT_LABEL) == "job" and (j := annotation(cm, names.JOB_ANNOTATION)):
                 job_cms[j] = cm
-        service_jobs = {j for s in services if (j := _annotation(s, names.JOB_ANNOTATION))}
+        service_jobs = {j for s in services if (j := annotation(s, names.JOB_ANNOTATION))}
 
         for wid, pod in pods_by_worker.items():
             if wid in worker_cms or wid in self._inflight:
@@ -1243,7 +985,7 @@ class KubernetesDriver:
             await self._call(self.kube.delete, "pod", namespace, pod["metadata"]["name"], 0)
         for wid, cached in list(self._pods.items()):
             # A deletion the watch missed (the cache still holds a pod the list no longer has).
-            if _namespace(cached) != namespace:
+            if namespace_of(cached) != namespace:
                 continue
             if wid in pods_by_worker or wid in worker_cms or wid in self._inflight:
                 continue
@@ -1262,7 +1004,7 @@ class KubernetesDriver:
             self._where.setdefault(wid, namespace)
             jobs_with_workers.setdefault(spec.job_id, spec)
             if wid not in pods_by_worker:
-                if _annotation(cm, names.POD_CREATED_ANNOTATION) == "true":
+                if annotation(cm, names.POD_CREATED_ANNOTATION) == "true":
                     self._pod_created.add(wid)
                     still = await self._call(self.kube.get, "pod", namespace, names.pod_name(wid))
                     if still is None:
@@ -1293,13 +1035,13 @@ class KubernetesDriver:
         for job_id, some in jobs_with_workers.items():
             if job_id not in job_cms or job_id not in service_jobs:
                 if job_id not in job_cms:
-                    self._job_owner.pop((job_id, namespace), None)
+                    self._jobs.forget(job_id, namespace)
                 log.info("repairing job objects", job_id=job_id, namespace=namespace)
-                owner = await self._ensure_job(some, namespace)
+                owner = await self._jobs.ensure(some, namespace)
                 if job_id not in service_jobs:
-                    service = manifests.headless_service(job_id, namespace, some.ray_port, owner)
-                    await self._call(self.kube.create, "service", namespace, service)
+                    await self._jobs.ensure_service(job_id, namespace, some.ray_port, owner)
         for job_id in (set(job_cms) | service_jobs) - set(jobs_with_workers):
             if job_id in self._inflight.values():
                 continue
-            await self._cleanup_job_if_empty(job_id, namespace, min_age_s=ORPHAN_GRACE_S)
+            workers_here = self._workers_of_job_in(job_id, namespace)
+            await self._jobs.remove_if_unused(job_id, namespace, workers_here, min_age_s=ORPHAN_GRACE_S)

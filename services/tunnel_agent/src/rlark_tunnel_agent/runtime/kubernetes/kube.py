@@ -12,6 +12,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,47 @@ watch with it reports a pod that finishes as DELETED (it leaves the selection)."
 
 class WatchExpired(Exception):
     """The watch's resourceVersion is too old (410 Gone): list again."""
+
+
+class KubernetesApiError(RuntimeError):
+    """An API call failed in a way that may pass (404 namespace, 403, 5xx, connection): worth a retry.
+
+    The message is the API server's own, short enough for a worker's reason.
+    """
+
+
+def api_error(exc: ApiException, doing: str) -> Exception:
+    """``exc`` as a short error: ValueError when the server refused the object itself (400, 422: a
+    retry cannot help), KubernetesApiError otherwise."""
+    message = ""
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        message = str(json.loads(exc.body or "{}").get("message") or "")
+    text = f"{doing}: Kubernetes API {exc.status} {exc.reason or ''}".rstrip()
+    text = f"{text}: {message}" if message else text
+    return ValueError(text) if exc.status in (400, 422) else KubernetesApiError(text)
+
+
+def annotation(obj: Obj, key: str) -> str | None:
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
+    return str(value) if value is not None else None
+
+
+def label(obj: Obj, key: str) -> str | None:
+    value = ((obj.get("metadata") or {}).get("labels") or {}).get(key)
+    return str(value) if value is not None else None
+
+
+def namespace_of(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "")
+
+
+def age_s(obj: Obj) -> float:
+    """Seconds since the object was created (0 when it says not)."""
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not stamp:
+        return 0.0
+    created = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return (datetime.now(UTC) - created).total_seconds()
 
 
 def load_api_client(
