@@ -1,12 +1,15 @@
 """The agent after its cluster's credential was rotated (issue 14, ADR 0004): a heartbeat the broker does
 not take makes it open a new session; a refused credential is logged and retried with backoff, never a
-crash; a new Kafka password restarts its Kafka clients."""
+crash; a new Kafka password restarts its Kafka clients; and the heartbeats go on while a new session is
+being asked of an unreachable control plane."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from agent_fakes import InertDriver
 from aiokafka.errors import KafkaConnectionError
@@ -59,9 +62,22 @@ def agent_with(open_session: Any, tmp_path: Path, sleeps: list[float], max_sleep
         sleeps.append(seconds)
         if len(sleeps) >= max_sleeps:
             agent.stop()
+        await asyncio.sleep(0.01)  # the other loop's turn (a moment, not the seconds asked)
 
     agent._sleep = sleep  # type: ignore[method-assign]
     return agent
+
+
+async def heartbeats_and_session(agent: Agent) -> None:
+    """The heartbeat and session tasks side by side, as a session runs them, until stopped or one fails."""
+    tasks = [asyncio.create_task(agent._heartbeats()), asyncio.create_task(agent._keep_session())]
+    try:
+        for done in asyncio.as_completed(tasks):
+            await done
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def test_a_refused_credential_is_logged_as_an_error_and_retried_with_backoff_without_crashing(
@@ -75,8 +91,9 @@ async def test_a_refused_credential_is_logged_as_an_error_and_retried_with_backo
 
     sleeps: list[float] = []
     agent = agent_with(refused, tmp_path, sleeps)
+    agent._renewal_wanted.set()  # a heartbeat was not taken
     with capture_logs() as logs:
-        await agent._heartbeats()  # returns once stopped: the refusal never escapes as an exception
+        await agent._keep_session()  # returns once stopped: the refusal never escapes as an exception
 
     assert asked == ["rlark-agent-old"] * 5
     assert sleeps[:5] == [30.0, 60.0, 120.0, 240.0, loop.REFUSED_RETRY_MAX_S]
@@ -93,7 +110,7 @@ async def test_a_new_kafka_password_from_the_new_session_restarts_the_kafka_clie
 
     agent = agent_with(rotated_secret, tmp_path, [])
     with pytest.raises(loop._KafkaLoginChanged):
-        await agent._heartbeats()
+        await heartbeats_and_session(agent)
 
 
 async def test_the_same_kafka_password_keeps_the_clients_and_the_heartbeats_go_on(tmp_path: Path) -> None:
@@ -106,9 +123,44 @@ async def test_the_same_kafka_password_keeps_the_clients_and_the_heartbeats_go_o
 
     sleeps: list[float] = []
     agent = agent_with(same, tmp_path, sleeps, max_sleeps=3)
-    await agent._heartbeats()
-    assert len(opened) == 3  # one new session after each heartbeat not taken, then the usual interval
-    assert sleeps == [agent._heartbeat_interval_s] * 3
+    await heartbeats_and_session(agent)
+    assert len(opened) >= 2  # a new session after each heartbeat not taken (the last one stopped first)
+    assert sleeps == [agent._heartbeat_interval_s] * 3  # the heartbeats' usual interval, never a back-off
+
+
+class BrokerBack:
+    """Stands in for AIOKafkaProducer while a broker is killed and back: refuses the first send, takes the rest."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+        self.refused = 0
+
+    async def send_and_wait(self, topic: str, value: bytes, **_: Any) -> None:
+        if not self.refused:
+            self.refused += 1
+            raise KafkaConnectionError("Unable to bootstrap from [('127.0.0.1', 9092)]")
+        self.taken += 1
+
+
+async def test_the_heartbeats_go_on_while_the_control_plane_cannot_open_a_new_session(tmp_path: Path) -> None:
+    """A broker killed during a rolling restart of the control plane (CI, 2026-12-07): the heartbeat the broker
+    did not take asks for a new session, the gateway does not answer for a while, and the next heartbeats —
+    which the broker, back, takes — are sent meanwhile instead of waiting for that session."""
+    asked: list[str] = []
+
+    async def unreachable(gateway_url: str, credential: str) -> Session:
+        asked.append(credential)
+        raise httpx.ConnectError("All connection attempts failed")
+
+    sleeps: list[float] = []
+    agent = agent_with(unreachable, tmp_path, sleeps, max_sleeps=12)
+    broker = BrokerBack()
+    agent.reports = ReportPublisher(broker, session("old-password"))  # type: ignore[arg-type]
+    await heartbeats_and_session(agent)
+
+    assert asked  # a new session was asked for, and never opened
+    assert broker.refused == 1
+    assert broker.taken >= 3, sleeps  # the heartbeats went on meanwhile
 
 
 async def test_a_failed_loop_starts_a_new_session_after_a_pause_instead_of_ending_the_agent(

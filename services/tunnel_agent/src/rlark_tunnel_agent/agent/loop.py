@@ -1,7 +1,7 @@
 """The agent: one per cluster. Turns desired state (placements, stops, key updates, cordons) into runtime
 actions and runtime facts (nodes, worker status, logs, outputs) into reports.
 
-Concurrency model: one asyncio task per loop — heartbeat and session renewal, node observation, the desired
+Concurrency model: one asyncio task per loop — heartbeats, session renewal, node observation, the desired
 state consumer, the runtime event pump and the log flusher. Creating a worker runs in its own task so a
 worker waiting for its Header's address never blocks the consumer. Every action is idempotent (the driver's
 contract), so at-least-once delivery of placements is harmless; stopped workers are remembered in a small
@@ -25,7 +25,9 @@ Kafka logins (ADR 0004): the session hands out the agent's Kafka password, which
 cluster's credential is rotated. A heartbeat the broker does not take (its login refused, or the broker
 down) makes the agent open a new session: a different password restarts the Kafka clients with it; a
 refused credential (rotated, cluster deleted) is said in the log as an error and retried slowly
-(``REFUSED_RETRY_MAX_S``) until the agent is stopped, without ending the process.
+(``REFUSED_RETRY_MAX_S``) until the agent is stopped, without ending the process. The session task does
+this apart from the heartbeats, which go on every interval meanwhile: a control plane unreachable for a
+while (a rolling restart) must not silence a cluster whose broker takes its reports.
 
 One active agent per cluster (``lease.py``, ADR 0018): after opening its session and before it touches the
 runtime or reads placements, the agent takes its cluster's lease from the control plane; while another
@@ -192,6 +194,8 @@ class Agent:
         self.names = TopicNames()
         """The session's topic names (its prefix), known once the session is open."""
         self._stopping = asyncio.Event()
+        self._renewal_wanted = asyncio.Event()
+        """Set by a heartbeat the broker did not take: the session task opens a new session."""
         self._workers: dict[str, tuple[str, str]] = {}  # worker id → (job id, node)
         self._phases: dict[str, str] = {}  # worker id → latest phase, while not ended (for metrics)
         self._outputs: dict[str, tuple[str, ...]] = {}  # worker id → declared output paths
@@ -313,6 +317,7 @@ class Agent:
         tasks += [
             asyncio.create_task(self._keep_lease(self.lease), name="lease"),
             asyncio.create_task(self._heartbeats(), name="heartbeat"),
+            asyncio.create_task(self._keep_session(), name="session"),
             asyncio.create_task(self._observe(), name="observe"),
             asyncio.create_task(self._consume(consumer), name="desired-state"),
             asyncio.create_task(self._pump(), name="runtime-events"),
@@ -508,22 +513,39 @@ class Agent:
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
     async def _heartbeats(self) -> None:
+        """A heartbeat every interval, whatever the session task is doing: while the control plane is
+        unreachable (a rolling restart) a renewal can take minutes, and a cluster silent for
+        ``agent_timeout_s`` is called offline."""
         while not self._stopping.is_set():
-            if self.reports.session.needs_renewal():
-                await self._renew_session()
             try:
                 await self.reports.heartbeat(
                     self._runtime, AGENT_VERSION, self.driver.not_enforced, self.driver.unmountable
                 )
             except KafkaError as exc:  # the broker refused our login (rotated?) or is down: ask the session
-                log.warning("heartbeat not sent; opening a new session", error=repr(exc))
-                await self._renew_session()
+                log.warning("heartbeat not sent; asking for a new session", error=repr(exc))
+                self._renewal_wanted.set()
             else:
                 if self.tunnels is not None:
                     await self.tunnels.announce_all()
                     for report in self.tunnels.link_reports(refresh_after_s=LINK_REFRESH_S):
                         await self.reports.publish(report)
             await self._sleep(self._heartbeat_interval_s)
+
+    async def _keep_session(self) -> None:
+        """Open a new session before the token expires, and whenever a heartbeat was not taken (a new Kafka
+        password restarts the clients: ``_KafkaLoginChanged``)."""
+        while not self._stopping.is_set():
+            if not self.reports.session.needs_renewal():
+                waits = [asyncio.ensure_future(e.wait()) for e in (self._renewal_wanted, self._stopping)]
+                await asyncio.wait(
+                    waits, timeout=self._heartbeat_interval_s, return_when=asyncio.FIRST_COMPLETED
+                )
+                for waiting in waits:
+                    waiting.cancel()
+                if self._stopping.is_set() or not self._renewal_wanted.is_set():
+                    continue
+            self._renewal_wanted.clear()
+            await self._renew_session()
 
     async def _watch_links(self) -> None:
         """Report each tunnel link's state change within about ``LINK_POLL_S``."""
