@@ -215,7 +215,11 @@ def test_a_non_root_worker_s_sshd_has_a_host_key_of_its_own_and_lets_its_own_use
     assert "Failed to set uids" not in log
 
 
-RECORDING_SSHD = '#!/bin/bash\nprintf "%s\\n" "$@" >"$FAKE_LOG/sshd.args"\nexec sleep 120\n'
+# Written whole, then renamed: the test reads the file as soon as it exists (a redirect creates it empty first).
+RECORDING_SSHD = (
+    '#!/bin/bash\nprintf "%s\\n" "$@" >"$FAKE_LOG/sshd.args.tmp"\n'
+    'mv "$FAKE_LOG/sshd.args.tmp" "$FAKE_LOG/sshd.args"\nexec sleep 120\n'
+)
 
 
 def test_a_root_worker_s_sshd_keeps_the_image_s_configuration(reachable: Path) -> None:
