@@ -541,19 +541,20 @@ class PeerDialer:
         )
 
     async def _connect_once(self) -> None:
-        conn = await asyncio.wait_for(self._dial(), self._connect_timeout_s)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that arrives as the
+        # dial completes, and ``stop()`` then waited forever on a dialer that went on (a test hung 300 s).
+        async with asyncio.timeout(self._connect_timeout_s):
+            conn = await self._dial()
         try:
             # the session attaches the channel to the link in connection_made
-            await asyncio.wait_for(
-                conn.create_connection(
+            async with asyncio.timeout(self._connect_timeout_s):
+                await conn.create_connection(
                     self._link.session,
                     service_name(self._domain),
                     0,
                     window=CHANNEL_WINDOW,
                     max_pktsize=CHANNEL_MAX_PKTSIZE,
-                ),
-                self._connect_timeout_s,
-            )
+                )
         except BaseException:
             conn.abort()
             raise
